@@ -1,0 +1,32 @@
+// SPDX-License-Identifier: MIT
+// The drill runner: one block per gate, a one-line verdict with its figures, PASS n/n.
+#include "drill/drill.h"
+
+#include <exception>
+
+namespace echo::cli {
+
+int run_drill(const std::vector<Gate>& gates, const DrillTarget& target, std::ostream& out) {
+  int passed = 0;
+  for (const Gate& gate : gates) {
+    out << gate.id << ' ' << gate.title << '\n';
+    GateRun run(out, gate.id);
+    try {
+      gate.run(run, target);
+    } catch (const std::exception& e) {
+      run.expect(false, std::string("gate threw: ") + e.what());
+    }
+    std::string figures;
+    for (const auto& f : run.figures()) figures += (figures.empty() ? "" : "; ") + f;
+    const bool ok = run.passed() && run.checks() > 0;
+    if (run.checks() == 0) out << "  FAIL   the gate asserted nothing\n";
+    out << gate.id << ' ' << gate.title << (ok ? " ok" : " FAILED") << " -- " << run.checks()
+        << " checks" << (figures.empty() ? "" : " -- " + figures) << "\n\n";
+    if (ok) ++passed;
+  }
+  out << (passed == static_cast<int>(gates.size()) ? "PASS " : "FAIL ") << passed << '/'
+      << gates.size() << '\n';
+  return static_cast<int>(gates.size()) - passed;
+}
+
+}  // namespace echo::cli

@@ -1,0 +1,66 @@
+// SPDX-License-Identifier: MIT
+// The drill: the project's own record. Each gate states what it stages, derives its expected
+// band from floors measured in the same run, asserts, and prints its figure; the run ends with
+// `PASS n/n` and exits non-zero on any failure.
+#pragma once
+
+#include <functional>
+#include <ostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace echo::cli {
+
+// Where the drill's server lives (one it started itself, or --server).
+struct DrillTarget {
+  std::string host;
+  int port = 0;
+};
+
+// One gate's run: its narration and its assertions.
+class GateRun {
+ public:
+  GateRun(std::ostream& out, std::string id) : out_(out), id_(std::move(id)) {}
+
+  // What the gate sets up, and the band it derives before it measures.
+  void stage(const std::string& text) { out_ << "  stage  " << text << '\n'; }
+  void derive(const std::string& text) { out_ << "  derive " << text << '\n'; }
+  // One assertion; a failure is printed at once and fails the gate.
+  bool expect(bool ok, const std::string& claim) {
+    ++checks_;
+    if (!ok) {
+      failures_.push_back(claim);
+      out_ << "  FAIL   " << claim << '\n';
+    }
+    return ok;
+  }
+  // The figure the gate reports.
+  void figure(const std::string& text) { figures_.push_back(text); }
+
+  bool passed() const { return failures_.empty(); }
+  int checks() const { return checks_; }
+  const std::vector<std::string>& figures() const { return figures_; }
+  std::ostream& out() { return out_; }
+
+ private:
+  std::ostream& out_;
+  std::string id_;
+  int checks_ = 0;
+  std::vector<std::string> failures_;
+  std::vector<std::string> figures_;
+};
+
+struct Gate {
+  std::string id;     // "F1"
+  std::string title;  // "surface"
+  std::function<void(GateRun&, const DrillTarget&)> run;
+};
+
+// Gate groups, one per file; the drill runs them in this order.
+void add_vocabulary_gates(std::vector<Gate>& gates);
+
+// Runs every gate against `target`, printing to `out`; returns the number of failed gates.
+int run_drill(const std::vector<Gate>& gates, const DrillTarget& target, std::ostream& out);
+
+}  // namespace echo::cli

@@ -1,0 +1,128 @@
+// SPDX-License-Identifier: MIT
+// `echostore`: the command-line program. Subcommands: id (mint, decode), drill.
+#include <hiredis/hiredis.h>
+#include <sqlite3.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <ctime>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <thread>
+
+#include <echo/engine/local_server.h>
+#include <echo/table/branded_id.h>
+
+#include "drill/drill.h"
+
+namespace {
+
+using namespace echo;
+
+int id_mint(const std::string& ns, unsigned node) {
+  table::Minter minter(node);
+  auto id = minter.mint(ns);
+  if (!id) {
+    std::cerr << "echostore: cannot mint in namespace '" << ns << "': gate "
+              << table::to_string(id.error()) << " (a namespace is 3 bytes A-Z)\n";
+    return 2;
+  }
+  std::cout << id->view() << '\n';
+  return 0;
+}
+
+int id_decode(const std::string& text) {
+  auto id = table::BrandedId::parse(text);
+  if (!id) {
+    std::cerr << "echostore: '" << text << "' is not a branded id: gate "
+              << table::to_string(id.error()) << " refused it\n";
+    return 2;
+  }
+  const std::uint64_t s = id->snowflake();
+  const std::int64_t ms = table::unix_ms(s);
+  const std::time_t secs = static_cast<std::time_t>(ms / 1000);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char iso[96];
+  std::snprintf(iso, sizeof iso, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                static_cast<int>(ms % 1000));
+  std::cout << "id         " << id->view() << '\n'
+            << "namespace  " << id->ns() << '\n'
+            << "snowflake  " << s << '\n'
+            << "unix_ms    " << ms << '\n'
+            << "time       " << iso << '\n'
+            << "node       " << table::node_of(s) << '\n'
+            << "seq        " << table::seq_of(s) << '\n'
+            << "hash32     " << table::hash32(s) << '\n';
+  return 0;
+}
+
+std::string compiler() {
+#if defined(__clang__)
+  return "clang " __clang_version__;
+#elif defined(__GNUC__)
+  return "g++ " __VERSION__;
+#else
+  return "unknown";
+#endif
+}
+
+int drill(const std::string& server) {
+  std::unique_ptr<engine::LocalServer> own;
+  cli::DrillTarget target;
+  try {
+    if (server.empty()) {
+      own = std::make_unique<engine::LocalServer>();
+      target = {own->host(), own->port()};
+    } else {
+      const auto colon = server.rfind(':');
+      if (colon == std::string::npos) throw std::invalid_argument("--server wants HOST:PORT");
+      target = {server.substr(0, colon), std::stoi(server.substr(colon + 1))};
+    }
+  } catch (const std::exception& e) {
+    std::cerr << "echostore drill: " << e.what() << '\n';
+    return 2;
+  }
+  std::string version = "unknown";
+  if (own) version = own->version();
+  std::cout << "header: redis-server " << version << " on " << target.host << ':' << target.port
+            << (own ? " (started by the drill)" : " (given)") << " | echostore " << ECHO_VERSION
+            << " (" << ECHO_GIT_COMMIT << ") | liburing " << ECHO_LIBURING_VERSION
+            << " | hiredis " << HIREDIS_MAJOR << '.' << HIREDIS_MINOR << '.' << HIREDIS_PATCH
+            << " | SQLite " << sqlite3_libversion() << " | " << compiler() << " | cores "
+            << std::thread::hardware_concurrency() << "\n\n";
+  std::vector<cli::Gate> gates;
+  cli::add_vocabulary_gates(gates);
+  return cli::run_drill(gates, target, std::cout) == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"echostore: keeps an in-process cache coherent with a shared Valkey/Redis server"};
+  app.require_subcommand(1);
+
+  auto* id = app.add_subcommand("id", "Mint and decode branded ids (WIRE §1)");
+  id->require_subcommand(1);
+  std::string ns;
+  unsigned node = 0;
+  auto* mint = id->add_subcommand("mint", "Mint one id in namespace NS");
+  mint->add_option("NS", ns, "namespace: 3 bytes A-Z")->required();
+  mint->add_option("--node", node, "node id")->check(CLI::Range(0u, 1023u));
+  std::string text;
+  auto* decode = id->add_subcommand("decode", "Decode an id: namespace, snowflake, time, node, seq");
+  decode->add_option("ID", text, "a 14-byte branded id")->required();
+
+  std::string server;
+  auto* drill_cmd = app.add_subcommand("drill", "Run every gate against a real server");
+  drill_cmd->add_option("--server", server,
+                        "HOST:PORT of a server to use (default: start redis-server on loopback)");
+
+  CLI11_PARSE(app, argc, argv);
+  if (mint->parsed()) return id_mint(ns, node);
+  if (decode->parsed()) return id_decode(text);
+  if (drill_cmd->parsed()) return drill(server);
+  return 2;
+}

@@ -1,0 +1,43 @@
+# SPDX-License-Identifier: MIT
+# Build flags live on one interface target (never global), linked privately to every target we
+# build; BUILD_INTERFACE keeps it out of the exported package.
+include_guard(GLOBAL)
+
+add_library(echo_build_flags INTERFACE)
+target_compile_features(echo_build_flags INTERFACE cxx_std_20)
+target_compile_options(echo_build_flags INTERFACE -Wall -Wextra -Wpedantic -Wshadow
+                       $<$<BOOL:${ECHO_WERROR}>:-Werror>)
+if(ECHO_SANITIZE)
+  target_compile_options(echo_build_flags INTERFACE -fsanitize=${ECHO_SANITIZE}
+                         -fno-omit-frame-pointer -fno-sanitize-recover=all)
+  target_link_options(echo_build_flags INTERFACE -fsanitize=${ECHO_SANITIZE})
+endif()
+
+# echo_library(<folder> [SOURCES ...] [PUBLIC_DEPS ...] [PRIVATE_DEPS ...])
+# Declares echostore_<folder> (alias echostore::<folder>, exported as echostore::<folder>) with
+# public headers in <folder>/include. A folder without sources becomes an INTERFACE library.
+function(echo_library folder)
+  cmake_parse_arguments(ARG "" "" "SOURCES;PUBLIC_DEPS;PRIVATE_DEPS" ${ARGN})
+  set(tgt echostore_${folder})
+  if(ARG_SOURCES)
+    add_library(${tgt} STATIC ${ARG_SOURCES})
+    target_include_directories(${tgt} PUBLIC
+      $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}/include>
+      $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
+    target_link_libraries(${tgt} PUBLIC ${ARG_PUBLIC_DEPS}
+                          PRIVATE ${ARG_PRIVATE_DEPS} $<BUILD_INTERFACE:echo_build_flags>)
+    target_compile_features(${tgt} PUBLIC cxx_std_20)
+    set_target_properties(${tgt} PROPERTIES POSITION_INDEPENDENT_CODE ON)
+  else()
+    add_library(${tgt} INTERFACE)
+    target_include_directories(${tgt} INTERFACE
+      $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}/include>
+      $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
+    target_link_libraries(${tgt} INTERFACE ${ARG_PUBLIC_DEPS})
+    target_compile_features(${tgt} INTERFACE cxx_std_20)
+  endif()
+  add_library(echostore::${folder} ALIAS ${tgt})
+  set_target_properties(${tgt} PROPERTIES EXPORT_NAME ${folder})
+  set_property(GLOBAL APPEND PROPERTY ECHO_EXPORTED_TARGETS ${tgt})
+  install(DIRECTORY include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+endfunction()

@@ -1,0 +1,22 @@
+-- SPDX-License-Identifier: MIT
+-- drop_l2: the conditional L2 drop (WIRE §3). Deletes the framed L2 row only when the incoming
+-- version is newer than the stored one, so a late stale invalidation can never erase a newer row.
+-- KEYS[1]  the L2 key  ecc:{t}:<id>; its value is version(14) .. value bytes
+-- ARGV[1]  v, the incoming 14-byte branded version
+-- returns  1 when the row was deleted (stored frame shorter than 14 bytes, or v newer),
+--          0 when the key is missing or the stored version is equal or newer (kept).
+-- Payload bytes 4..14 compare in byte order: Lua's string `<` follows strcmp/strcoll, which is
+-- byte order under the C locale that redis-server runs Lua in.
+local stored = redis.call('GET', KEYS[1])
+if not stored then
+  return 0
+end
+if string.len(stored) < 14 then
+  redis.call('DEL', KEYS[1])
+  return 1
+end
+if string.sub(ARGV[1], 4, 14) > string.sub(stored, 4, 14) then
+  redis.call('DEL', KEYS[1])
+  return 1
+end
+return 0

@@ -1,0 +1,56 @@
+// SPDX-License-Identifier: MIT
+// Key, channel and queue names (WIRE §2), and the cluster hash slot. Every key of one table (or
+// one queue) shares one hash tag, so every script touching them is single-slot. Builders refuse
+// an invalid id or a table name that would break a key before anything reaches the wire.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+
+#include <echo/table/branded_id.h>
+
+namespace echo::table {
+
+inline constexpr std::size_t kMaxTableName = 200;
+
+enum class NameError : std::uint8_t {
+  kEmpty = 1,          // a table or queue name of zero bytes
+  kTooLong = 2,        // longer than kMaxTableName
+  kForbiddenByte = 3,  // '{', '}', a space or a control byte (<= 0x20, 0x7F): would break a key
+  kInvalidId = 4,      // the id in a key position is not a valid branded id
+};
+
+// "empty", "too_long", "forbidden_byte", "invalid_id".
+std::string_view to_string(NameError e) noexcept;
+
+// The table name check every builder applies. Any thread; no allocation.
+Expected<std::string_view, NameError> check_table_name(std::string_view table) noexcept;
+
+// ecc:{t}:<id> — the L2 key of a cached name.
+Expected<std::string, NameError> l2_key(std::string_view table, std::string_view id);
+// ecc:{t}:coh — the broadcast lane's channel.
+Expected<std::string, NameError> coherence_channel(std::string_view table);
+// ecc.coh.<t> — the job lane's queue (an EchoMQ queue name).
+Expected<std::string, NameError> coherence_queue(std::string_view table);
+// ecc:{t}: — the tracking prefix.
+Expected<std::string, NameError> tracking_prefix(std::string_view table);
+// emq:{q}:<suffix> — a per-queue bus key (suffix e.g. "pending", "job:<id>").
+Expected<std::string, NameError> bus_key(std::string_view queue, std::string_view suffix);
+// emq:{q}:job:<id> — the job hash; the id must be a valid branded id.
+Expected<std::string, NameError> job_key(std::string_view queue, std::string_view id);
+// <dir>/journal-<group>.db; the group must be a valid branded id.
+Expected<std::filesystem::path, NameError> journal_file(const std::filesystem::path& dir,
+                                                        std::string_view group);
+
+// The cross-queue version fence key.
+inline constexpr std::string_view kVersionFenceKey = "{emq}:version";
+
+// CRC16-XMODEM (poly 0x1021, init 0), as Redis Cluster uses.
+std::uint16_t crc16(std::string_view bytes) noexcept;
+// The cluster slot of a key: CRC16 of its hash tag (text between the first '{' and the next
+// '}', if non-empty), else of the whole key, mod 16384.
+std::uint16_t hash_slot(std::string_view key) noexcept;
+
+}  // namespace echo::table

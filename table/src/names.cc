@@ -1,0 +1,116 @@
+// SPDX-License-Identifier: MIT
+// Name builders and the CRC16 hash slot (WIRE §2).
+#include <echo/table/names.h>
+
+#include <algorithm>
+#include <array>
+
+namespace echo::table {
+namespace {
+
+constexpr bool forbidden(unsigned char c) noexcept {
+  return c <= 0x20 || c == 0x7F || c == '{' || c == '}';
+}
+
+constexpr std::array<std::uint16_t, 256> make_crc_table() {
+  std::array<std::uint16_t, 256> t{};
+  for (unsigned i = 0; i < 256; ++i) {
+    std::uint16_t crc = static_cast<std::uint16_t>(i << 8);
+    for (int b = 0; b < 8; ++b) {
+      crc = static_cast<std::uint16_t>((crc & 0x8000) ? (crc << 1) ^ 0x1021 : crc << 1);
+    }
+    t[i] = crc;
+  }
+  return t;
+}
+constexpr auto kCrcTable = make_crc_table();
+
+std::string concat(std::initializer_list<std::string_view> parts) {
+  std::size_t n = 0;
+  for (auto p : parts) n += p.size();
+  std::string out;
+  out.reserve(n);
+  for (auto p : parts) out.append(p);
+  return out;
+}
+
+}  // namespace
+
+std::string_view to_string(NameError e) noexcept {
+  switch (e) {
+    case NameError::kEmpty: return "empty";
+    case NameError::kTooLong: return "too_long";
+    case NameError::kForbiddenByte: return "forbidden_byte";
+    case NameError::kInvalidId: return "invalid_id";
+  }
+  return "unknown";
+}
+
+Expected<std::string_view, NameError> check_table_name(std::string_view table) noexcept {
+  if (table.empty()) return Unexpected{NameError::kEmpty};
+  if (table.size() > kMaxTableName) return Unexpected{NameError::kTooLong};
+  if (std::any_of(table.begin(), table.end(),
+                  [](char c) { return forbidden(static_cast<unsigned char>(c)); })) {
+    return Unexpected{NameError::kForbiddenByte};
+  }
+  return table;
+}
+
+Expected<std::string, NameError> l2_key(std::string_view table, std::string_view id) {
+  if (auto t = check_table_name(table); !t) return Unexpected{t.error()};
+  if (!is_valid_id(id)) return Unexpected{NameError::kInvalidId};
+  return concat({"ecc:{", table, "}:", id});
+}
+
+Expected<std::string, NameError> coherence_channel(std::string_view table) {
+  if (auto t = check_table_name(table); !t) return Unexpected{t.error()};
+  return concat({"ecc:{", table, "}:coh"});
+}
+
+Expected<std::string, NameError> coherence_queue(std::string_view table) {
+  if (auto t = check_table_name(table); !t) return Unexpected{t.error()};
+  return concat({"ecc.coh.", table});
+}
+
+Expected<std::string, NameError> tracking_prefix(std::string_view table) {
+  if (auto t = check_table_name(table); !t) return Unexpected{t.error()};
+  return concat({"ecc:{", table, "}:"});
+}
+
+Expected<std::string, NameError> bus_key(std::string_view queue, std::string_view suffix) {
+  if (auto q = check_table_name(queue); !q) return Unexpected{q.error()};
+  return concat({"emq:{", queue, "}:", suffix});
+}
+
+Expected<std::string, NameError> job_key(std::string_view queue, std::string_view id) {
+  if (!is_valid_id(id)) return Unexpected{NameError::kInvalidId};
+  return bus_key(queue, concat({"job:", id}));
+}
+
+Expected<std::filesystem::path, NameError> journal_file(const std::filesystem::path& dir,
+                                                        std::string_view group) {
+  if (!is_valid_id(group)) return Unexpected{NameError::kInvalidId};
+  return dir / concat({"journal-", group, ".db"});
+}
+
+std::uint16_t crc16(std::string_view bytes) noexcept {
+  std::uint16_t crc = 0;
+  for (const char c : bytes) {
+    crc = static_cast<std::uint16_t>((crc << 8) ^
+                                     kCrcTable[((crc >> 8) ^ static_cast<unsigned char>(c)) & 0xFF]);
+  }
+  return crc;
+}
+
+std::uint16_t hash_slot(std::string_view key) noexcept {
+  const auto open = key.find('{');
+  if (open != std::string_view::npos) {
+    const auto close = key.find('}', open + 1);
+    if (close != std::string_view::npos && close > open + 1) {
+      return crc16(key.substr(open + 1, close - open - 1)) & 16383;
+    }
+  }
+  return crc16(key) & 16383;
+}
+
+}  // namespace echo::table
