@@ -93,8 +93,7 @@ int drill(const std::string& server) {
             << " | hiredis " << HIREDIS_MAJOR << '.' << HIREDIS_MINOR << '.' << HIREDIS_PATCH
             << " | SQLite " << sqlite3_libversion() << " | " << compiler() << " | cores "
             << std::thread::hardware_concurrency() << "\n\n";
-  std::vector<cli::Gate> gates;
-  cli::add_vocabulary_gates(gates);
+  const std::vector<cli::Gate> gates = cli::registered_gates();
   return cli::run_drill(gates, target, std::cout) == 0 ? 0 : 1;
 }
 

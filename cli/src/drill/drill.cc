@@ -2,9 +2,30 @@
 // The drill runner: one block per gate, a one-line verdict with its figures, PASS n/n.
 #include "drill/drill.h"
 
+#include <algorithm>
 #include <exception>
+#include <utility>
 
 namespace echo::cli {
+namespace {
+
+std::vector<std::pair<int, AddGates>>& groups() {
+  static std::vector<std::pair<int, AddGates>> g;  // function-local: no init-order hazard
+  return g;
+}
+
+}  // namespace
+
+GateGroup::GateGroup(int order, AddGates add) { groups().emplace_back(order, add); }
+
+std::vector<Gate> registered_gates() {
+  auto sorted = groups();
+  std::stable_sort(sorted.begin(), sorted.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<Gate> gates;
+  for (const auto& [order, add] : sorted) add(gates);
+  return gates;
+}
 
 int run_drill(const std::vector<Gate>& gates, const DrillTarget& target, std::ostream& out) {
   int passed = 0;

@@ -57,8 +57,16 @@ struct Gate {
   std::function<void(GateRun&, const DrillTarget&)> run;
 };
 
-// Gate groups, one per file; the drill runs them in this order.
-void add_vocabulary_gates(std::vector<Gate>& gates);
+// Gate groups register themselves, one file per group, with an order key (WIRE §9's order:
+// 41xx = E gates, 42xx = F, 43xx = G, 44xx = H; ties keep link order). Usage, at namespace scope
+// in the group's file:   static const GateGroup kGroup{4210, add_my_gates};
+using AddGates = void (*)(std::vector<Gate>&);
+struct GateGroup {
+  GateGroup(int order, AddGates add);
+};
+
+// Every registered gate, in order.
+std::vector<Gate> registered_gates();
 
 // Runs every gate against `target`, printing to `out`; returns the number of failed gates.
 int run_drill(const std::vector<Gate>& gates, const DrillTarget& target, std::ostream& out);

@@ -98,10 +98,12 @@ void vocabulary(GateRun& run, const DrillTarget& target) {
   run.figure(std::string("frame parse ") + buf + " each over 1,000,000");
 }
 
-}  // namespace
-
 void add_vocabulary_gates(std::vector<Gate>& gates) {
   gates.push_back({"F1", "surface (vocabulary)", vocabulary});
 }
+
+const GateGroup kVocabulary{4201, add_vocabulary_gates};
+
+}  // namespace
 
 }  // namespace echo::cli
