@@ -6,6 +6,7 @@ include_guard(GLOBAL)
 add_library(echo_build_flags INTERFACE)
 target_compile_features(echo_build_flags INTERFACE cxx_std_20)
 target_compile_options(echo_build_flags INTERFACE -Wall -Wextra -Wpedantic -Wshadow
+                       -Wno-missing-field-initializers  # designated initializers with defaults
                        $<$<BOOL:${ECHO_WERROR}>:-Werror>)
 if(ECHO_SANITIZE)
   target_compile_options(echo_build_flags INTERFACE -fsanitize=${ECHO_SANITIZE}

@@ -1,0 +1,77 @@
+// SPDX-License-Identifier: MIT
+// WIRE §2: key, channel and queue names; refusal of invalid ids and of table names that would
+// break a key; the CRC16 hash slot vectors.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include <echo/table/names.h>
+
+namespace echo::table {
+namespace {
+
+TEST(Names, BuildTheContractNames) {
+  EXPECT_EQ(l2_key("users", "AST0KHTOWnGLuC").value(), "ecc:{users}:AST0KHTOWnGLuC");
+  EXPECT_EQ(coherence_channel("users").value(), "ecc:{users}:coh");
+  EXPECT_EQ(coherence_queue("users").value(), "ecc.coh.users");
+  EXPECT_EQ(tracking_prefix("users").value(), "ecc:{users}:");
+  EXPECT_EQ(bus_key("ecc.coh.users", "pending").value(), "emq:{ecc.coh.users}:pending");
+  EXPECT_EQ(job_key("orders", "JOB0KHTOWnGLuC").value(), "emq:{orders}:job:JOB0KHTOWnGLuC");
+  EXPECT_EQ(bus_key("orders", "job:").value().size(), 17u);
+  EXPECT_EQ(journal_file("/var/ech", "PRT0KHTOWnGLuC").value(),
+            std::filesystem::path("/var/ech/journal-PRT0KHTOWnGLuC.db"));
+}
+
+TEST(Names, RefuseAnInvalidIdInKeyPosition) {
+  EXPECT_EQ(l2_key("users", "not-an-id").error(), NameError::kInvalidId);
+  EXPECT_EQ(l2_key("users", "usr0KHTOWnGLuC").error(), NameError::kInvalidId);
+  EXPECT_EQ(job_key("orders", "JOB0KHTOWnGLu").error(), NameError::kInvalidId);
+  EXPECT_EQ(journal_file("/tmp", "not-a-branded-id").error(), NameError::kInvalidId);
+}
+
+TEST(Names, RefuseTableNamesThatWouldBreakAKey) {
+  const std::string bad[] = {"a{b", "a}b", "{users}", "two words", "tab\there", "nl\n",
+                             std::string("nul\0x", 5), "del\x7f"};
+  for (const auto& t : bad) {
+    EXPECT_EQ(coherence_channel(t).error(), NameError::kForbiddenByte) << t;
+    EXPECT_EQ(coherence_queue(t).error(), NameError::kForbiddenByte) << t;
+    EXPECT_EQ(l2_key(t, "AST0KHTOWnGLuC").error(), NameError::kForbiddenByte) << t;
+  }
+  EXPECT_EQ(coherence_channel("").error(), NameError::kEmpty);
+  EXPECT_EQ(coherence_channel(std::string(kMaxTableName + 1, 'x')).error(), NameError::kTooLong);
+  EXPECT_TRUE(coherence_channel(std::string(kMaxTableName, 'x')));
+  EXPECT_TRUE(coherence_channel("quotes.v2-eu_1"));
+}
+
+TEST(Names, ErrorNamesAreStable) {
+  EXPECT_EQ(to_string(NameError::kEmpty), "empty");
+  EXPECT_EQ(to_string(NameError::kTooLong), "too_long");
+  EXPECT_EQ(to_string(NameError::kForbiddenByte), "forbidden_byte");
+  EXPECT_EQ(to_string(NameError::kInvalidId), "invalid_id");
+}
+
+TEST(HashSlot, MatchesContractVectors) {
+  EXPECT_EQ(crc16("123456789"), 0x31C3);
+  EXPECT_EQ(hash_slot("123456789"), 12739);
+  EXPECT_EQ(hash_slot("emq:{orders}:pending"), 105);
+  EXPECT_EQ(hash_slot("emq:{orders}:job:JOB0KHTOWnGLuC"), 105);
+  EXPECT_EQ(hash_slot("emq:{fills}:wake"), 4165);
+  EXPECT_EQ(hash_slot(kVersionFenceKey), 9051);
+}
+
+TEST(HashSlot, EveryKeyOfATableSharesItsSlot) {
+  const auto slot = hash_slot(coherence_channel("users").value());
+  EXPECT_EQ(hash_slot(l2_key("users", "AST0KHTOWnGLuC").value()), slot);
+  EXPECT_EQ(hash_slot(tracking_prefix("users").value()), slot);
+  EXPECT_EQ(hash_slot("users"), slot);
+}
+
+TEST(HashSlot, EmptyOrUnclosedTagHashesTheWholeKey) {
+  EXPECT_EQ(hash_slot("a{}b"), crc16("a{}b") & 16383);
+  EXPECT_EQ(hash_slot("a{b"), crc16("a{b") & 16383);
+  EXPECT_EQ(hash_slot("{}{x}"), crc16("{}{x}") & 16383);  // first '{' then next '}' is empty
+  EXPECT_EQ(hash_slot("x{a}{b}"), crc16("a") & 16383);
+}
+
+}  // namespace
+}  // namespace echo::table
