@@ -1,0 +1,40 @@
+// SPDX-License-Identifier: MIT
+// The connector's typed errors (WIRE §6): one enum, one std::error_category, so every failure a
+// caller can see is a std::error_code that names what went wrong and compares by value.
+#pragma once
+
+#include <string_view>
+#include <system_error>
+
+namespace echo::io {
+
+enum class IoErrc : int {
+  kDisconnected = 1,   // no socket, or the socket was lost while the call was in flight
+  kOverloaded,         // max_pending calls are already waiting for replies
+  kRequiresResp3,      // a push verb on a connection that negotiated RESP2; nothing was sent
+  kAuthRefused,        // NOAUTH / WRONGPASS at boot (fatal: the connector stops)
+  kBootRefused,        // SELECT, CLIENT SETNAME, AUTH or PING refused at boot (fatal)
+  kUnexpectedHello,    // explicit protocol 3 and HELLO 3 failed (fatal)
+  kVersionFence,       // {emq}:version holds another value (fatal)
+  kShaMismatch,        // SCRIPT LOAD answered a different SHA than the one we call
+  kServerError,        // the server answered an error reply (the reply carries its text)
+  kClosed,             // the connection was shut down while the call waited
+  kTimeout,            // connect, boot step or blocking call ran past its deadline
+  kConnectFailed,      // the TCP/Unix connect itself failed
+  kProtocolError,      // the server sent bytes the decoder refused (counted in wire_errors)
+  kNotReady,           // a blocking call was made while the connection is not booted
+};
+
+const std::error_category& io_category() noexcept;
+
+inline std::error_code make_error_code(IoErrc e) noexcept {
+  return {static_cast<int>(e), io_category()};
+}
+
+// A short stable name ("disconnected", "requires_resp3", ...), as WIRE §6 spells them.
+std::string_view to_string(IoErrc e) noexcept;
+
+}  // namespace echo::io
+
+template <>
+struct std::is_error_code_enum<echo::io::IoErrc> : std::true_type {};

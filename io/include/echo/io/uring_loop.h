@@ -1,0 +1,129 @@
+// SPDX-License-Identifier: MIT
+// The io thread's engine: one io_uring driving many sockets and timers on one thread. Operations
+// are caller-owned IoOp records (no allocation per operation); their completions run on the loop
+// thread. Other threads hand work over with post(), which is lock-free and wakes a blocked loop
+// through one coalesced eventfd write. Waiting is either blocking or busy-polling the CQ.
+#pragma once
+
+#include <sys/socket.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+namespace echo::io {
+
+enum class WaitMode : std::uint8_t {
+  kBlock,     // sleep in io_uring_enter until a completion arrives (default)
+  kBusyPoll,  // never sleep: spin on the completion queue (for a pinned, dedicated core)
+};
+
+struct LoopOptions {
+  unsigned entries = 256;            // SQ size; 8 .. 32768
+  WaitMode wait = WaitMode::kBlock;
+  int cpu = -1;                      // pin the loop thread to this CPU; -1 = no pinning
+};
+
+// One operation in flight. The owner keeps it alive until its completion has run (or until the
+// loop is destroyed); `complete` runs on the loop thread with the CQE's res (>= 0 or -errno).
+struct IoOp {
+  using Complete = void (*)(IoOp& op, int res) noexcept;
+  Complete complete = nullptr;
+  void* context = nullptr;   // the owner, for `complete` to find its object
+  bool armed = false;        // set by the loop at submission, cleared before `complete` runs
+  std::int64_t timespec[2] = {0, 0};  // storage for timer / link-timeout durations
+};
+
+class UringLoop {
+ public:
+  // Creates the ring and the wake eventfd. Throws std::invalid_argument naming a bad knob, or
+  // std::system_error when the kernel refuses io_uring. Any thread.
+  explicit UringLoop(LoopOptions options = {});
+  // The loop must not be running; operations still in flight are abandoned with the ring.
+  ~UringLoop();
+  UringLoop(const UringLoop&) = delete;
+  UringLoop& operator=(const UringLoop&) = delete;
+
+  // Runs completions, posted work and timers on the calling thread until stop(). Pins the thread
+  // first when options.cpu >= 0 (throws std::system_error if the CPU is refused).
+  void run();
+  // Runs the loop on the calling thread until `done()` is true or `timeout` passes; for callers
+  // that own a loop no thread is running (tests, teardown). Returns done().
+  bool run_until(const std::function<bool()>& done, std::chrono::milliseconds timeout);
+  // Asks run() to return. Any thread; never blocks.
+  void stop() noexcept;
+
+  // Hands `fn` to the loop thread; it runs there in posting order per producer. Any thread;
+  // lock-free (an MPSC queue), allocates the closure; wakes a blocked loop with at most one
+  // eventfd write per drain.
+  void post(std::function<void()> fn);
+  // True on the thread currently inside run()/run_until().
+  bool in_loop_thread() const noexcept;
+  // True while some thread is inside run()/run_until(). Any thread; acquire.
+  bool running() const noexcept;
+
+  // --- Loop thread only. Each queues one SQE (submitted at the next wait) and never blocks. ---
+  void recv(int fd, void* buf, std::size_t len, IoOp& op) noexcept;
+  void send(int fd, const void* buf, std::size_t len, IoOp& op) noexcept;
+  // connect(2) with a deadline: completes with -ECANCELED when the timeout fires first.
+  void connect(int fd, const sockaddr* addr, socklen_t len, std::chrono::milliseconds timeout,
+               IoOp& op) noexcept;
+  // A one-shot timer; completes with -ETIME when it fires, -ECANCELED when cancelled.
+  void after(std::chrono::nanoseconds delay, IoOp& op) noexcept;
+  // Cancels `op` if it is armed (its completion still runs, usually with -ECANCELED).
+  void cancel(IoOp& op) noexcept;
+  // Cancels every operation on `fd`.
+  void cancel_fd(int fd) noexcept;
+
+  // Counters (loop thread; read them after run() returns or from a posted closure).
+  struct Stats {
+    std::uint64_t iterations = 0;   // wait cycles
+    std::uint64_t completions = 0;  // CQEs dispatched to an IoOp
+    std::uint64_t posted = 0;       // closures run from post()
+    std::uint64_t wakes = 0;        // eventfd wakes consumed
+  };
+  const Stats& stats() const noexcept { return stats_; }
+  const LoopOptions& options() const noexcept { return options_; }
+
+ private:
+  struct Impl;
+  void loop_until(const std::function<bool()>* done, std::chrono::steady_clock::time_point end);
+  void drain_posted();
+  void arm_wake();
+
+  LoopOptions options_;
+  std::unique_ptr<Impl> impl_;
+  Stats stats_;
+  // Set by run() on entry / cleared on exit (release); read by running()/in_loop_thread().
+  std::atomic<std::thread::id> owner_{};
+  // stop(): release store; the loop reads it with acquire each iteration.
+  std::atomic<bool> stop_{false};
+  // Producers exchange(true) after enqueueing and write the eventfd only on a false→true edge;
+  // the loop stores false (seq_cst) before draining, so an item enqueued after the drain began
+  // always produces a fresh wake. Busy-poll mode keeps it true: the loop drains every spin.
+  std::atomic<bool> wake_pending_{false};
+};
+
+// A loop with its own thread (the usual shape). Starts the thread in the constructor and stops
+// and joins it in the destructor.
+class LoopThread {
+ public:
+  explicit LoopThread(LoopOptions options = {});
+  ~LoopThread();
+  LoopThread(const LoopThread&) = delete;
+  LoopThread& operator=(const LoopThread&) = delete;
+
+  UringLoop& loop() noexcept { return loop_; }
+  // Stops the loop and joins the thread. Idempotent; not from the loop thread.
+  void join();
+
+ private:
+  UringLoop loop_;
+  std::thread thread_;
+};
+
+}  // namespace echo::io
