@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# Installs what a fresh Debian 12 machine lacks for building, testing and running EchoStore.
+# Idempotent: asks apt only for packages that are missing (apt-get update once, then install).
+set -euo pipefail
+
+packages=(
+  g++ clang libclang-rt-14-dev cmake ninja-build pkg-config git valgrind
+  libboost-dev libconcurrentqueue-dev libreaderwriterqueue-dev liburing-dev libhiredis-dev
+  libsqlite3-dev libabsl-dev libcli11-dev nlohmann-json3-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  redis-server
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  sudo_cmd=()
+  if [[ $(id -u) -ne 0 ]]; then sudo_cmd=(sudo); fi
+  "${sudo_cmd[@]}" apt-get update -q
+  # The tests start their own servers; keep the package's service from starting on 6379.
+  DEBIAN_FRONTEND=noninteractive RUNLEVEL=1 "${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
+else
+  echo "setup: every package is present"
+fi

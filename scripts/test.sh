@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# README command 2 (and .ci/run): install what is missing, then build and run the whole suite,
+# each kind of evidence in its own tree:
+#   build/asan     unit + integration tests under ASan+UBSan (integration starts real servers)
+#   build/tsan     stress tests under TSan
+#   build/fuzz     libFuzzer targets (clang), each run for ECHO_FUZZ_SECONDS (default 30)
+#   build/release  the CLI, the benchmarks (built, not timed), the drill, and the installed
+#                  package proven by the consumer project in tests/package
+# Exits non-zero on the first failure; ends with "N passed, M failed".
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+bash scripts/setup.sh
+
+fuzz_seconds=${ECHO_FUZZ_SECONDS:-30}
+jobs=${ECHO_JOBS:-$(nproc)}
+passed=0
+failed=0
+step() { printf '\n==== %s\n' "$*"; }
+fail() {
+  failed=$((failed + 1))
+  echo "FAILED: $1"
+  echo "$passed passed, $failed failed"
+  exit 1
+}
+record() {  # record <name> <command...>: one check
+  local name=$1
+  shift
+  if "$@"; then passed=$((passed + 1)); else fail "$name"; fi
+}
+record_ctest() {  # record_ctest <name> <ctest args...>: counts every test ctest ran
+  local name=$1 log
+  shift
+  log=$(mktemp)
+  if ctest "$@" 2>&1 | tee "$log"; then
+    passed=$((passed + $(grep -oE 'out of [0-9]+' "$log" | grep -oE '[0-9]+' || echo 0)))
+    rm -f "$log"
+  else
+    rm -f "$log"
+    fail "$name"
+  fi
+}
+configure() {  # configure <dir> <cmake args...>
+  local dir=$1
+  shift
+  cmake -S . -B "$dir" -G Ninja -DECHO_WERROR=ON "$@" >/dev/null
+}
+
+step "unit + integration under ASan+UBSan"
+configure build/asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DECHO_SANITIZE=address,undefined \
+  -DECHO_TEST_KINDS="unit;integration" -DECHO_BUILD_BENCH=OFF -DECHO_BUILD_CLI=OFF
+cmake --build build/asan -j "$jobs"
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+record_ctest asan --test-dir build/asan -L 'unit|integration' --output-on-failure -j 2
+
+step "stress under TSan"
+configure build/tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DECHO_SANITIZE=thread \
+  -DECHO_TEST_KINDS=stress -DECHO_BUILD_BENCH=OFF -DECHO_BUILD_CLI=OFF
+cmake --build build/tsan -j "$jobs"
+export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+if ctest --test-dir build/tsan -N -L stress | grep -q 'Total Tests: 0'; then
+  echo "no stress tests yet"
+else
+  record_ctest tsan --test-dir build/tsan -L stress --output-on-failure
+fi
+
+step "fuzzers, ${fuzz_seconds}s each"
+CC=clang CXX=clang++ configure build/fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DECHO_BUILD_FUZZ=ON \
+  -DECHO_BUILD_TESTS=OFF -DECHO_BUILD_BENCH=OFF -DECHO_BUILD_CLI=OFF \
+  -DECHO_SANITIZE=address,undefined,fuzzer-no-link
+cmake --build build/fuzz -j "$jobs"
+for fuzzer in build/fuzz/tests/fuzz/*_fuzz; do
+  name=$(basename "$fuzzer" _fuzz)
+  work=$(mktemp -d)
+  seeds=()
+  if [[ -d tests/fuzz/corpus/$name ]]; then seeds=("tests/fuzz/corpus/$name"); fi
+  echo "-- $name"
+  # New inputs go to a scratch corpus; the repo's seeds are read only. Any finding fails.
+  record "fuzz $name" "$fuzzer" -max_total_time="$fuzz_seconds" -print_final_stats=1 \
+    -artifact_prefix="$work/" "$work" "${seeds[@]}"
+  rm -rf "$work"
+done
+
+step "release: CLI, benchmarks, drill, installed package"
+configure build/release -DCMAKE_BUILD_TYPE=Release -DECHO_BUILD_TESTS=OFF -DECHO_BUILD_BENCH=ON
+cmake --build build/release -j "$jobs"
+record drill build/release/cli/echostore drill
+prefix=$(mktemp -d)
+cmake --install build/release --prefix "$prefix" >/dev/null
+cmake -S tests/package -B build/package -G Ninja -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
+cmake --build build/package
+record package build/package/consumer
+rm -rf "$prefix"
+
+echo
+echo "$passed passed, $failed failed"
