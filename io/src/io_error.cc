@@ -37,7 +37,6 @@ std::string_view to_string(IoErrc e) noexcept {
     case IoErrc::kTimeout: return "timeout";
     case IoErrc::kConnectFailed: return "connect_failed";
     case IoErrc::kProtocolError: return "protocol_error";
-    case IoErrc::kNotReady: return "not_ready";
   }
   return "unknown";
 }

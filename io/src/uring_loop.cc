@@ -65,6 +65,7 @@ struct UringLoop::Impl {
   std::uint64_t wake_value = 0;  // the eventfd read lands here
   IoOp wake_op;
   moodycamel::ConcurrentQueue<std::function<void()>> posted;
+  std::vector<IoOp*> deferred, running_deferred;  // swapped each pass; capacity is kept
 
   // A free SQE; when the SQ is full, submits what is queued to make room (never blocks).
   io_uring_sqe* sqe() noexcept {
@@ -87,6 +88,8 @@ UringLoop::UringLoop(LoopOptions options) : options_(options) {
                                 std::to_string(options_.cpu));
   }
   impl_ = std::make_unique<Impl>(options_.entries);
+  impl_->deferred.reserve(64);
+  impl_->running_deferred.reserve(64);
   impl_->wake_op.context = this;
   impl_->wake_op.complete = [](IoOp& op, int res) noexcept {
     auto* self = static_cast<UringLoop*>(op.context);
@@ -145,6 +148,23 @@ void UringLoop::drain_posted() {
   }
 }
 
+void UringLoop::defer(IoOp& op) noexcept {
+  op.armed = true;
+  impl_->deferred.push_back(&op);
+}
+
+void UringLoop::run_deferred() {
+  // Deferred work may defer again; it runs in this same pass, before the loop can sleep.
+  while (!impl_->deferred.empty()) {
+    impl_->running_deferred.swap(impl_->deferred);
+    for (IoOp* op : impl_->running_deferred) {
+      op->armed = false;
+      op->complete(*op, 0);
+    }
+    impl_->running_deferred.clear();
+  }
+}
+
 void UringLoop::run() {
   if (options_.cpu >= 0) {
     cpu_set_t set;
@@ -184,6 +204,7 @@ void UringLoop::loop_until(const std::function<bool()>* done,
     if (bounded && std::chrono::steady_clock::now() >= end) break;
     ++stats_.iterations;
     drain_posted();
+    run_deferred();
     if (busy || done != nullptr) {
       // A bounded run must not sleep past its deadline: it waits at most 1 ms per cycle.
       if (busy) {
@@ -209,6 +230,7 @@ void UringLoop::loop_until(const std::function<bool()>* done,
     }
   }
   drain_posted();
+  run_deferred();
   io_uring_submit(ring);
   stop_.store(false, std::memory_order_relaxed);  // only this thread reads it from here on
   if (busy) wake_pending_.store(false, std::memory_order_seq_cst);

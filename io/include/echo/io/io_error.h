@@ -22,7 +22,6 @@ enum class IoErrc : int {
   kTimeout,            // connect, boot step or blocking call ran past its deadline
   kConnectFailed,      // the TCP/Unix connect itself failed
   kProtocolError,      // the server sent bytes the decoder refused (counted in wire_errors)
-  kNotReady,           // a blocking call was made while the connection is not booted
 };
 
 const std::error_category& io_category() noexcept;

@@ -78,6 +78,10 @@ class UringLoop {
   void cancel(IoOp& op) noexcept;
   // Cancels every operation on `fd`.
   void cancel_fd(int fd) noexcept;
+  // Runs op.complete(op, 0) on this thread just before the loop next submits and waits, so work
+  // gathered during one pass (say, many commands) leaves in one syscall. Allocation-free once
+  // the deferred list has grown to its working size.
+  void defer(IoOp& op) noexcept;
 
   // Counters (loop thread; read them after run() returns or from a posted closure).
   struct Stats {
@@ -93,6 +97,7 @@ class UringLoop {
   struct Impl;
   void loop_until(const std::function<bool()>* done, std::chrono::steady_clock::time_point end);
   void drain_posted();
+  void run_deferred();
   void arm_wake();
 
   LoopOptions options_;

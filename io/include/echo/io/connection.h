@@ -1,0 +1,241 @@
+// SPDX-License-Identifier: MIT
+// The connector (WIRE §6): one socket to Valkey/Redis driven by a UringLoop. It boots (HELLO 3 /
+// RESP2 fallback, AUTH, SELECT, CLIENT SETNAME, the {emq}:version fence), pairs pipelined replies
+// with their callers through a FIFO, routes RESP3 pushes to a handler, calls scripts by EVALSHA
+// with one NOSCRIPT reload, beats when idle, and on socket loss fails every in-flight caller,
+// reconnects with jittered backoff, re-fences, resubscribes and tells its owner.
+#pragma once
+
+#include <sys/socket.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <initializer_list>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <set>
+#include <span>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <vector>
+
+#include <echo/io/io_error.h>
+#include <echo/io/resp3_decoder.h>
+#include <echo/io/resp3_value.h>
+#include <echo/io/resp_encoder.h>
+#include <echo/io/unique_fd.h>
+#include <echo/io/uring_loop.h>
+
+namespace echo::io {
+
+enum class Protocol : std::uint8_t { kAuto, kResp2, kResp3 };
+
+struct ConnectionOptions {
+  std::string host = "127.0.0.1";  // TCP target (ignored when unix_path is set)
+  int port = 0;                    // 1..65535 for TCP
+  std::string unix_path;           // non-empty: connect to this Unix socket instead
+  std::string username = "default";
+  std::string password;            // non-empty: HELLO 3 AUTH <username> <password> / AUTH
+  Protocol protocol = Protocol::kAuto;
+  int db = 0;                      // SELECT when > 0; 0..15 by default server config
+  std::string client_name;         // CLIENT SETNAME when non-empty
+  std::string label = "conn";      // the stats label
+  bool fence = true;               // check {emq}:version at every boot
+  std::string version_key = "{emq}:version";
+  std::string version_value = "echomq:2.0.0";
+  std::size_t max_pending = 10000;                        // >= 1; calls waiting for replies
+  std::chrono::milliseconds connect_timeout{3000};        // >= 1 ms
+  std::chrono::milliseconds boot_timeout{3000};           // per boot reply; >= 1 ms
+  std::chrono::milliseconds call_timeout{5000};           // oldest reply overdue → socket loss
+  std::chrono::milliseconds heartbeat{30000};             // idle PING period; 0 = off
+  std::chrono::milliseconds backoff_initial{100};         // >= 1 ms
+  std::chrono::milliseconds backoff_max{2000};            // >= backoff_initial
+  std::size_t max_reply_bytes = 64u << 20;                // receive buffer bound (hostile peers)
+  std::uint64_t jitter_seed = 0;                          // 0 = seeded from std::random_device
+};
+
+enum class ConnStatus : std::uint8_t { kIdle, kConnecting, kBooting, kReady, kBackoff, kStopped };
+std::string_view to_string(ConnStatus s) noexcept;
+
+// What the owner hears (on the loop thread).
+enum class ConnEvent : std::uint8_t {
+  kReady,         // first successful boot
+  kDisconnected,  // the socket was lost (cause in the error_code); callers already failed
+  kReconnected,   // booted again after a loss, re-fenced, channels resubscribed
+  kStopped,       // fatal (auth_refused, boot_refused, unexpected_hello, version_fence) or closed
+};
+
+// WIRE §6 stats, a snapshot. Counters are single-writer (the loop thread), read relaxed: each is
+// exact, a snapshot of several is approximate while the connection runs.
+struct ConnectionStats {
+  std::string label;
+  ConnStatus status = ConnStatus::kIdle;
+  int protocol = 0;  // 2 or 3 once booted, 0 before
+  std::uint64_t pushes = 0;
+  std::uint64_t pending = 0;
+  std::uint64_t overloads = 0;
+  std::uint64_t commands = 0;      // commands written (boot, heartbeat and script reloads included)
+  std::uint64_t pipelines = 0;     // socket sends that carried at least one command
+  std::uint64_t replies = 0;       // non-push replies received
+  std::uint64_t reconnects = 0;    // successful boots after a loss
+  std::uint64_t script_loads = 0;  // SCRIPT LOADs after NOSCRIPT
+  std::uint64_t evalsha_calls = 0; // EVALSHAs written
+  std::uint64_t bytes_out = 0;
+  std::uint64_t wire_errors = 0;   // replies with no caller, and bytes the decoder refused
+};
+
+// A script called by SHA; `sha` is the lowercase hex SHA1 of `source` (the caller's promise,
+// checked against SCRIPT LOAD's answer).
+struct Script {
+  std::string sha;
+  std::string source;
+};
+
+// A reply's fate: `ec` empty → `reply` is the server's answer; `ec` == server → `reply` is the
+// server's error reply (its text says why: WIRE's {server, msg}); sha_mismatch → `reply` is the
+// SHA the server computed; any other `ec` → no reply (disconnected, closed, ...). The
+// Resp3Value is valid only during the callback; keep it with to_owned().
+using ReplyFn = std::function<void(std::error_code ec, const Resp3Value& reply)>;
+using PushFn = std::function<void(const Resp3Value& push)>;
+using EventFn = std::function<void(ConnEvent event, std::error_code cause)>;
+
+// A blocking call's outcome (other threads).
+struct OwnedResult {
+  std::error_code ec;
+  Resp3Owned reply;
+};
+
+class Connection {
+ public:
+  // Binds to `loop` and checks the options (std::invalid_argument naming the knob). Does not
+  // connect: start() does. Any thread. Handlers run on the loop thread.
+  Connection(UringLoop& loop, ConnectionOptions options, PushFn on_push = {}, EventFn on_event = {});
+  // Fails every waiter with `closed`, cancels every operation and waits until the ring holds no
+  // reference to this object. Not from the loop thread; when no thread runs the loop, drives it.
+  ~Connection();
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  // Begins connecting. Any thread; never blocks.
+  void start();
+  // Blocks until the connection is ready (→ {}), stopped (→ its fatal error) or `timeout`
+  // passes (→ timeout). Any thread but the loop's.
+  std::error_code wait_ready(std::chrono::milliseconds timeout);
+
+  // --- Loop thread only; never block; each returns {} or an error (then `done` is never run). ---
+  // One command; `done` runs on the loop thread with its reply. disconnected / overloaded.
+  std::error_code call(std::span<const std::string_view> args, ReplyFn done);
+  std::error_code call(std::initializer_list<std::string_view> args, ReplyFn done) {
+    return call(std::span<const std::string_view>(args.begin(), args.size()), std::move(done));
+  }
+  // EVALSHA sha nkeys keys... argv...; on NOSCRIPT: SCRIPT LOAD, check the SHA, resend once.
+  std::error_code evalsha(const Script& script, std::span<const std::string_view> keys,
+                          std::span<const std::string_view> argv, ReplyFn done);
+  // Push verbs: no FIFO entry; disconnected, or requires_resp3 (nothing sent) on RESP2.
+  std::error_code subscribe(std::string_view channel);
+  std::error_code unsubscribe(std::string_view channel);
+  std::error_code push_command(std::span<const std::string_view> args);
+  std::error_code push_command(std::initializer_list<std::string_view> args) {
+    return push_command(std::span<const std::string_view>(args.begin(), args.size()));
+  }
+
+  // --- Any thread but the loop's: post the call and wait (call_timeout bounds the wait). ---
+  OwnedResult call_blocking(std::vector<std::string> args);
+  std::error_code push_command_blocking(std::vector<std::string> args);
+  std::error_code subscribe_blocking(std::string channel);
+
+  // Any thread; relaxed snapshot (see ConnectionStats).
+  ConnectionStats stats() const;
+  ConnStatus status() const noexcept { return status_.load(std::memory_order_acquire); }
+  UringLoop& loop() noexcept { return loop_; }
+  const ConnectionOptions& options() const noexcept { return options_; }
+
+ private:
+  struct Pending {
+    ReplyFn done;  // empty: an internal reply (heartbeat) consumed silently
+    std::chrono::steady_clock::time_point sent;
+  };
+
+  // Op completions (loop thread).
+  static void on_connect(IoOp& op, int res) noexcept;
+  static void on_recv(IoOp& op, int res) noexcept;
+  static void on_send(IoOp& op, int res) noexcept;
+  static void on_flush(IoOp& op, int res) noexcept;
+  static void on_tick(IoOp& op, int res) noexcept;
+  static void on_backoff(IoOp& op, int res) noexcept;
+
+  void begin_connect();
+  void arm_recv();
+  void schedule_flush();
+  void send_some();
+  void enqueue_internal(std::span<const std::string_view> args, ReplyFn done);
+  void dispatch();
+  void boot();
+  void boot_resp2();
+  void boot_ping();
+  void boot_select();
+  void boot_setname();
+  void boot_fence();
+  void boot_fence_check(bool after_set);
+  void booted();
+  void drop_socket();
+  void lose(std::error_code cause);
+  void stop_fatal(std::error_code cause);
+  void fail_pending(std::error_code ec);
+  void schedule_reconnect();
+  void set_status(ConnStatus s);
+  void begin_close();
+  void maybe_finish_close();
+  bool quiescent() const noexcept;
+  static void bump(std::atomic<std::uint64_t>& c, std::uint64_t n = 1) noexcept {
+    // Single writer (the loop thread): a relaxed load+store is exact and avoids a locked RMW.
+    c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+  }
+
+  UringLoop& loop_;
+  ConnectionOptions options_;
+  PushFn on_push_;
+  EventFn on_event_;
+
+  // Socket and ops (loop thread).
+  UniqueFd fd_;
+  sockaddr_storage addr_{};
+  socklen_t addr_len_ = 0;
+  IoOp connect_op_, recv_op_, send_op_, flush_op_, tick_op_, backoff_op_;
+  Resp3Decoder decoder_;
+  RespEncoder out_;         // commands gathered since the last send began
+  RespEncoder sending_;     // bytes handed to the kernel (consumed as they are written)
+  std::uint64_t out_commands_ = 0;  // commands in out_ (for the commands/pipelines counters)
+  std::deque<Pending> fifo_;
+  std::set<std::string, std::less<>> channels_;
+  std::uint64_t conn_gen_ = 0;  // bumped at every socket loss; dispatch stops when it changes
+
+  // Boot and reconnect (loop thread).
+  bool lost_since_ready_ = false;
+  bool started_ = false;
+  bool closing_ = false;
+  int proto_ = 0;
+  std::chrono::milliseconds backoff_;
+  std::chrono::steady_clock::time_point last_io_{};
+  std::mt19937_64 rng_;
+
+  // Status for other threads: release on change, acquire in status(); wait_ready sleeps on cv_.
+  std::atomic<ConnStatus> status_{ConnStatus::kIdle};
+  std::atomic<int> proto_snapshot_{0};
+  mutable std::mutex status_mu_;
+  std::condition_variable status_cv_;
+  std::error_code fatal_;  // guarded by status_mu_
+  std::function<void()> closed_;  // set by the destructor; run when quiescent
+
+  std::atomic<std::uint64_t> pushes_{0}, overloads_{0}, commands_{0}, pipelines_{0}, replies_{0},
+      reconnects_{0}, script_loads_{0}, evalsha_calls_{0}, bytes_out_{0}, wire_errors_{0},
+      pending_{0};
+};
+
+}  // namespace echo::io

@@ -1,0 +1,474 @@
+// SPDX-License-Identifier: MIT
+// The connection's transport half: socket setup, the send/receive cycle on the UringLoop, reply
+// dispatch through the FIFO (pushes bypass it), the tick (call deadlines and the heartbeat),
+// socket loss, jittered reconnect, and a shutdown that waits until the ring holds no reference.
+#include <echo/io/connection.h>
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/un.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <future>
+#include <stdexcept>
+
+namespace echo::io {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+constexpr std::size_t kRecvChunk = 16 * 1024;
+// Deadlines and the heartbeat are checked on this period (or the heartbeat's, if shorter).
+constexpr milliseconds kTickPeriod{100};
+
+[[noreturn]] void contract_violation(const char* what) {
+  std::fprintf(stderr, "echo::io::Connection: %s\n", what);
+  std::abort();
+}
+
+void check_ms(milliseconds v, long min, const char* knob) {
+  if (v.count() < min) {
+    throw std::invalid_argument(std::string("ConnectionOptions::") + knob + " must be >= " +
+                                std::to_string(min) + " ms, got " + std::to_string(v.count()));
+  }
+}
+
+Resp3Limits limits_for(const ConnectionOptions& o) {
+  Resp3Limits l;
+  l.max_frame_bytes = std::max<std::uint64_t>(o.max_reply_bytes, 16);
+  l.max_bulk_len = static_cast<std::uint32_t>(
+      std::min<std::uint64_t>(o.max_reply_bytes, l.max_bulk_len));
+  return l;
+}
+
+}  // namespace
+
+std::string_view to_string(ConnStatus s) noexcept {
+  switch (s) {
+    case ConnStatus::kIdle: return "idle";
+    case ConnStatus::kConnecting: return "connecting";
+    case ConnStatus::kBooting: return "booting";
+    case ConnStatus::kReady: return "ready";
+    case ConnStatus::kBackoff: return "backoff";
+    case ConnStatus::kStopped: return "stopped";
+  }
+  return "unknown";
+}
+
+Connection::Connection(UringLoop& loop, ConnectionOptions options, PushFn on_push,
+                       EventFn on_event)
+    : loop_(loop),
+      options_(std::move(options)),
+      on_push_(std::move(on_push)),
+      on_event_(std::move(on_event)),
+      decoder_(limits_for(options_)) {
+  const auto& o = options_;
+  if (o.unix_path.empty() && (o.port < 1 || o.port > 65535)) {
+    throw std::invalid_argument("ConnectionOptions::port must be in 1..65535, got " +
+                                std::to_string(o.port));
+  }
+  if (o.max_pending < 1) throw std::invalid_argument("ConnectionOptions::max_pending must be >= 1");
+  if (o.db < 0) throw std::invalid_argument("ConnectionOptions::db must be >= 0");
+  if (o.max_reply_bytes < 1024) {
+    throw std::invalid_argument("ConnectionOptions::max_reply_bytes must be >= 1024");
+  }
+  check_ms(o.connect_timeout, 1, "connect_timeout");
+  check_ms(o.boot_timeout, 1, "boot_timeout");
+  check_ms(o.call_timeout, 1, "call_timeout");
+  check_ms(o.heartbeat, 0, "heartbeat");
+  check_ms(o.backoff_initial, 1, "backoff_initial");
+  if (o.backoff_max < o.backoff_initial) {
+    throw std::invalid_argument("ConnectionOptions::backoff_max must be >= backoff_initial");
+  }
+  if (o.fence && o.version_value.empty()) {
+    throw std::invalid_argument("ConnectionOptions::version_value must be non-empty with fence on");
+  }
+  // Resolve once, here (any thread, may block on DNS), so reconnects never block the loop.
+  if (!o.unix_path.empty()) {
+    sockaddr_un un{};
+    if (o.unix_path.size() >= sizeof un.sun_path) {
+      throw std::invalid_argument("ConnectionOptions::unix_path is longer than sun_path");
+    }
+    un.sun_family = AF_UNIX;
+    std::memcpy(un.sun_path, o.unix_path.data(), o.unix_path.size());
+    std::memcpy(&addr_, &un, sizeof un);
+    addr_len_ = sizeof un;
+  } else {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* res = nullptr;
+    const std::string port = std::to_string(o.port);
+    if (::getaddrinfo(o.host.c_str(), port.c_str(), &hints, &res) != 0 || res == nullptr) {
+      throw std::invalid_argument("ConnectionOptions::host does not resolve: " + o.host);
+    }
+    std::memcpy(&addr_, res->ai_addr, res->ai_addrlen);
+    addr_len_ = res->ai_addrlen;
+    ::freeaddrinfo(res);
+  }
+  rng_.seed(o.jitter_seed != 0 ? o.jitter_seed : std::random_device{}());
+  backoff_ = o.backoff_initial;
+  IoOp* ops[] = {&connect_op_, &recv_op_, &send_op_, &flush_op_, &tick_op_, &backoff_op_};
+  for (IoOp* op : ops) op->context = this;
+  connect_op_.complete = &Connection::on_connect;
+  recv_op_.complete = &Connection::on_recv;
+  send_op_.complete = &Connection::on_send;
+  flush_op_.complete = &Connection::on_flush;
+  tick_op_.complete = &Connection::on_tick;
+  backoff_op_.complete = &Connection::on_backoff;
+}
+
+Connection::~Connection() {
+  if (loop_.in_loop_thread()) {
+    contract_violation("destroyed on its own loop thread (destroy it from another thread)");
+  }
+  if (loop_.running()) {
+    // shared: the loop thread may still be inside set_value() when this thread wakes and leaves.
+    auto closed = std::make_shared<std::promise<void>>();
+    auto done = closed->get_future();
+    loop_.post([this, closed] {
+      closed_ = [closed] { closed->set_value(); };
+      begin_close();
+    });
+    done.wait();
+  } else {
+    bool finished = false;
+    closed_ = [&finished] { finished = true; };
+    begin_close();
+    if (!loop_.run_until([&] { return finished; }, milliseconds(10000))) {
+      contract_violation("operations still in flight 10 s after close");
+    }
+  }
+}
+
+void Connection::start() {
+  loop_.post([this] {
+    if (started_ || closing_) return;
+    started_ = true;
+    const milliseconds period = options_.heartbeat.count() > 0
+                                    ? std::min(kTickPeriod, options_.heartbeat)
+                                    : kTickPeriod;
+    loop_.after(period, tick_op_);
+    begin_connect();
+  });
+}
+
+void Connection::set_status(ConnStatus s) {
+  {
+    std::lock_guard lock(status_mu_);
+    // release: pairs with the acquire in status(); the mutex orders it for wait_ready.
+    status_.store(s, std::memory_order_release);
+  }
+  status_cv_.notify_all();
+}
+
+std::error_code Connection::wait_ready(std::chrono::milliseconds timeout) {
+  if (loop_.in_loop_thread()) contract_violation("wait_ready() on the loop thread would deadlock");
+  std::unique_lock lock(status_mu_);
+  const bool settled = status_cv_.wait_for(lock, timeout, [this] {
+    const ConnStatus s = status_.load(std::memory_order_acquire);
+    return s == ConnStatus::kReady || s == ConnStatus::kStopped;
+  });
+  if (!settled) return IoErrc::kTimeout;
+  if (status_.load(std::memory_order_acquire) == ConnStatus::kReady) return {};
+  return fatal_ ? fatal_ : make_error_code(IoErrc::kClosed);
+}
+
+ConnectionStats Connection::stats() const {
+  ConnectionStats s;
+  s.label = options_.label;
+  s.status = status();
+  s.protocol = proto_snapshot_.load(std::memory_order_relaxed);
+  s.pushes = pushes_.load(std::memory_order_relaxed);
+  s.pending = pending_.load(std::memory_order_relaxed);
+  s.overloads = overloads_.load(std::memory_order_relaxed);
+  s.commands = commands_.load(std::memory_order_relaxed);
+  s.pipelines = pipelines_.load(std::memory_order_relaxed);
+  s.replies = replies_.load(std::memory_order_relaxed);
+  s.reconnects = reconnects_.load(std::memory_order_relaxed);
+  s.script_loads = script_loads_.load(std::memory_order_relaxed);
+  s.evalsha_calls = evalsha_calls_.load(std::memory_order_relaxed);
+  s.bytes_out = bytes_out_.load(std::memory_order_relaxed);
+  s.wire_errors = wire_errors_.load(std::memory_order_relaxed);
+  return s;
+}
+
+// --- Connect -------------------------------------------------------------------------------
+
+void Connection::begin_connect() {
+  set_status(ConnStatus::kConnecting);
+  const int family = reinterpret_cast<const sockaddr*>(&addr_)->sa_family;
+  UniqueFd fd(::socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd) {
+    lose(std::error_code(errno, std::system_category()));
+    return;
+  }
+  if (family != AF_UNIX) {
+    const int one = 1;
+    ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    ::setsockopt(fd.get(), SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+  }
+  fd_ = std::move(fd);
+  loop_.connect(fd_.get(), reinterpret_cast<const sockaddr*>(&addr_), addr_len_,
+                options_.connect_timeout, connect_op_);
+}
+
+void Connection::on_connect(IoOp& op, int res) noexcept {
+  auto* self = static_cast<Connection*>(op.context);
+  if (self->closing_) return self->maybe_finish_close();
+  if (!self->fd_) return;  // a stale completion of a socket already dropped
+  if (res < 0) {
+    self->lose(res == -ECANCELED ? make_error_code(IoErrc::kTimeout)
+                                 : make_error_code(IoErrc::kConnectFailed));
+    return;
+  }
+  self->boot();
+}
+
+// --- Receive and dispatch ------------------------------------------------------------------
+
+void Connection::arm_recv() {
+  std::span<char> room = decoder_.prepare(std::max(kRecvChunk, decoder_.wanted()));
+  loop_.recv(fd_.get(), room.data(), room.size(), recv_op_);
+}
+
+void Connection::on_recv(IoOp& op, int res) noexcept {
+  auto* self = static_cast<Connection*>(op.context);
+  if (self->closing_) return self->maybe_finish_close();
+  if (!self->fd_) return;
+  if (res <= 0) {
+    self->lose(make_error_code(IoErrc::kDisconnected));
+    return;
+  }
+  self->decoder_.commit(static_cast<std::size_t>(res));
+  self->last_io_ = Clock::now();
+  const std::uint64_t gen = self->conn_gen_;
+  self->dispatch();
+  if (gen == self->conn_gen_ && self->fd_ && !self->closing_) self->arm_recv();
+}
+
+void Connection::dispatch() {
+  const std::uint64_t gen = conn_gen_;
+  for (;;) {
+    Resp3Next r = decoder_.next();
+    if (r.status == Resp3Status::need_more) return;
+    if (r.status == Resp3Status::error) {
+      bump(wire_errors_);
+      lose(make_error_code(IoErrc::kProtocolError));
+      return;
+    }
+    if (r.value.type() == Resp3Type::push) {
+      bump(pushes_);
+      if (on_push_) on_push_(r.value);
+    } else {
+      bump(replies_);
+      if (fifo_.empty()) {
+        bump(wire_errors_);  // a reply nobody asked for: dropped (WIRE §6)
+        continue;
+      }
+      Pending p = std::move(fifo_.front());
+      fifo_.pop_front();
+      pending_.store(fifo_.size(), std::memory_order_relaxed);
+      if (p.done) {
+        if (r.value.is_error()) {
+          p.done(make_error_code(IoErrc::kServerError), r.value);
+        } else {
+          p.done({}, r.value);
+        }
+      }
+    }
+    // A callback may have dropped the socket (a fatal boot answer) or begun closing.
+    if (gen != conn_gen_ || closing_) return;
+  }
+}
+
+// --- Send ----------------------------------------------------------------------------------
+
+void Connection::schedule_flush() {
+  if (!flush_op_.armed) loop_.defer(flush_op_);
+}
+
+void Connection::on_flush(IoOp& op, int) noexcept {
+  auto* self = static_cast<Connection*>(op.context);
+  if (self->closing_) return self->maybe_finish_close();
+  if (!self->fd_ || self->send_op_.armed) return;  // on_send will continue with out_
+  self->send_some();
+}
+
+void Connection::send_some() {
+  if (sending_.empty()) {
+    if (out_.empty()) return;
+    std::swap(out_, sending_);
+    bump(pipelines_);
+    bump(commands_, out_commands_);
+    out_commands_ = 0;
+  }
+  loop_.send(fd_.get(), sending_.bytes().data(), sending_.size(), send_op_);
+}
+
+void Connection::on_send(IoOp& op, int res) noexcept {
+  auto* self = static_cast<Connection*>(op.context);
+  if (self->closing_) return self->maybe_finish_close();
+  if (!self->fd_) return;
+  if (res < 0) {
+    self->lose(make_error_code(IoErrc::kDisconnected));
+    return;
+  }
+  bump(self->bytes_out_, static_cast<std::uint64_t>(res));
+  self->last_io_ = Clock::now();
+  self->sending_.consume(static_cast<std::size_t>(res));
+  self->send_some();
+}
+
+void Connection::enqueue_internal(std::span<const std::string_view> args, ReplyFn done) {
+  out_.command_argv(args);
+  ++out_commands_;
+  fifo_.push_back(Pending{std::move(done), Clock::now()});
+  pending_.store(fifo_.size(), std::memory_order_relaxed);
+  schedule_flush();
+}
+
+std::error_code Connection::call(std::span<const std::string_view> args, ReplyFn done) {
+  if (status_.load(std::memory_order_relaxed) != ConnStatus::kReady) {
+    return IoErrc::kDisconnected;
+  }
+  if (fifo_.size() >= options_.max_pending) {
+    bump(overloads_);
+    return IoErrc::kOverloaded;
+  }
+  enqueue_internal(args, std::move(done));
+  return {};
+}
+
+// --- Tick: deadlines and heartbeat ---------------------------------------------------------
+
+void Connection::on_tick(IoOp& op, int) noexcept {
+  auto* self = static_cast<Connection*>(op.context);
+  if (self->closing_) return self->maybe_finish_close();
+  const ConnStatus s = self->status_.load(std::memory_order_relaxed);
+  if (s == ConnStatus::kStopped) return;  // fatal: the tick ends with the connection
+  const auto now = Clock::now();
+  if ((s == ConnStatus::kBooting || s == ConnStatus::kReady) && !self->fifo_.empty()) {
+    const milliseconds limit =
+        s == ConnStatus::kBooting ? self->options_.boot_timeout : self->options_.call_timeout;
+    if (now - self->fifo_.front().sent > limit) self->lose(make_error_code(IoErrc::kTimeout));
+  }
+  if (self->status_.load(std::memory_order_relaxed) == ConnStatus::kReady &&
+      self->options_.heartbeat.count() > 0 && self->fifo_.empty() &&
+      now - self->last_io_ >= self->options_.heartbeat) {
+    const std::string_view ping[] = {"PING"};
+    self->enqueue_internal(ping, {});
+    self->last_io_ = now;
+  }
+  const milliseconds period = self->options_.heartbeat.count() > 0
+                                  ? std::min(kTickPeriod, self->options_.heartbeat)
+                                  : kTickPeriod;
+  self->loop_.after(period, self->tick_op_);
+}
+
+// --- Loss, reconnect, fatal stop, close ----------------------------------------------------
+
+void Connection::drop_socket() {
+  ++conn_gen_;
+  if (fd_) {
+    // shutdown() completes the pending recv/send at once (they hold their own file reference,
+    // so closing alone would not); their late completions see !fd_ and are ignored.
+    ::shutdown(fd_.get(), SHUT_RDWR);
+    fd_.reset();
+  }
+  loop_.cancel(connect_op_);
+  loop_.cancel(recv_op_);
+  loop_.cancel(send_op_);
+  decoder_.reset();
+  out_.clear();
+  out_commands_ = 0;
+  // sending_ may still be read by an in-flight send: it is cleared (keeping its storage) and
+  // never refilled until send_op_ has completed (on_backoff waits for that).
+  sending_.clear();
+}
+
+void Connection::fail_pending(std::error_code ec) {
+  std::deque<Pending> failed;
+  failed.swap(fifo_);
+  pending_.store(0, std::memory_order_relaxed);
+  for (Pending& p : failed) {
+    if (p.done) p.done(ec, Resp3Value{});
+  }
+}
+
+void Connection::lose(std::error_code cause) {
+  const bool was_ready = status_.load(std::memory_order_relaxed) == ConnStatus::kReady;
+  drop_socket();
+  set_status(ConnStatus::kBackoff);
+  if (was_ready) lost_since_ready_ = true;
+  fail_pending(make_error_code(IoErrc::kDisconnected));
+  if (was_ready && on_event_) on_event_(ConnEvent::kDisconnected, cause);
+  if (!closing_ && status_.load(std::memory_order_relaxed) == ConnStatus::kBackoff) {
+    schedule_reconnect();
+  }
+}
+
+void Connection::schedule_reconnect() {
+  // WIRE §6: delay = backoff + uniform(1 .. backoff/2 + 1), then backoff = min(2·backoff, max).
+  const long b = backoff_.count();
+  std::uniform_int_distribution<long> jitter(1, b / 2 + 1);
+  const milliseconds delay(b + jitter(rng_));
+  backoff_ = std::min(backoff_ * 2, options_.backoff_max);
+  loop_.after(delay, backoff_op_);
+}
+
+void Connection::on_backoff(IoOp& op, int res) noexcept {
+  auto* self = static_cast<Connection*>(op.context);
+  if (self->closing_) return self->maybe_finish_close();
+  if (res == -ECANCELED) return;
+  // The previous socket's operations must have completed before their IoOps are reused.
+  if (self->connect_op_.armed || self->recv_op_.armed || self->send_op_.armed) {
+    self->loop_.after(milliseconds(1), self->backoff_op_);
+    return;
+  }
+  self->begin_connect();
+}
+
+void Connection::stop_fatal(std::error_code cause) {
+  drop_socket();
+  {
+    std::lock_guard lock(status_mu_);
+    fatal_ = cause;
+  }
+  set_status(ConnStatus::kStopped);
+  fail_pending(cause);
+  loop_.cancel(tick_op_);
+  loop_.cancel(backoff_op_);
+  if (on_event_) on_event_(ConnEvent::kStopped, cause);
+}
+
+void Connection::begin_close() {
+  closing_ = true;
+  drop_socket();
+  loop_.cancel(tick_op_);
+  loop_.cancel(backoff_op_);
+  set_status(ConnStatus::kStopped);
+  fail_pending(make_error_code(IoErrc::kClosed));
+  maybe_finish_close();
+}
+
+bool Connection::quiescent() const noexcept {
+  return !connect_op_.armed && !recv_op_.armed && !send_op_.armed && !flush_op_.armed &&
+         !tick_op_.armed && !backoff_op_.armed;
+}
+
+void Connection::maybe_finish_close() {
+  if (!closing_ || !quiescent() || !closed_) return;
+  auto finish = std::move(closed_);
+  closed_ = nullptr;
+  finish();  // the destructor may run from here on: touch nothing after this call
+}
+
+}  // namespace echo::io

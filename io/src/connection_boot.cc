@@ -1,0 +1,266 @@
+// SPDX-License-Identifier: MIT
+// The connection's protocol half (WIRE §6): the boot sequence (HELLO 3 or the RESP2 fallback,
+// AUTH, SELECT, CLIENT SETNAME, the version fence), resubscription, the push verbs, scripts by
+// EVALSHA with one NOSCRIPT reload, and the blocking calls other threads use.
+#include <echo/io/connection.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <future>
+
+namespace echo::io {
+
+namespace {
+
+using std::chrono::milliseconds;
+
+bool starts_with(std::string_view s, std::string_view prefix) noexcept {
+  return s.substr(0, prefix.size()) == prefix;
+}
+
+bool auth_refusal(const Resp3Value& v) noexcept {
+  return v.is_error() && (starts_with(v.str(), "NOAUTH") || starts_with(v.str(), "WRONGPASS"));
+}
+
+bool is_ok(const Resp3Value& v) noexcept {
+  return v.type() == Resp3Type::simple_string && v.str() == "OK";
+}
+
+[[noreturn]] void contract_violation(const char* what) {
+  std::fprintf(stderr, "echo::io::Connection: %s\n", what);
+  std::abort();
+}
+
+}  // namespace
+
+// --- Boot ----------------------------------------------------------------------------------
+
+void Connection::boot() {
+  set_status(ConnStatus::kBooting);
+  decoder_.reset();
+  arm_recv();
+  if (options_.protocol == Protocol::kResp2) return boot_resp2();
+  std::vector<std::string_view> hello = {"HELLO", "3"};
+  if (!options_.password.empty()) {
+    hello.insert(hello.end(), {"AUTH", options_.username, options_.password});
+  }
+  enqueue_internal(hello, [this](std::error_code ec, const Resp3Value& v) {
+    if (ec && ec != IoErrc::kServerError) return;  // the socket went; lose() has the rest
+    if (auth_refusal(v)) return stop_fatal(IoErrc::kAuthRefused);
+    if (v.is_error()) {
+      if (options_.protocol == Protocol::kAuto) return boot_resp2();
+      return stop_fatal(IoErrc::kUnexpectedHello);
+    }
+    const auto proto = v.find("proto");
+    if (v.type() != Resp3Type::map || !proto || proto->integer() != 3) {
+      return stop_fatal(IoErrc::kUnexpectedHello);
+    }
+    proto_ = 3;
+    boot_select();
+  });
+}
+
+void Connection::boot_resp2() {
+  proto_ = 2;
+  if (options_.password.empty()) return boot_ping();
+  std::vector<std::string_view> auth = {"AUTH"};
+  if (options_.username != "default") auth.push_back(options_.username);
+  auth.push_back(options_.password);
+  enqueue_internal(auth, [this](std::error_code ec, const Resp3Value& v) {
+    if (ec && ec != IoErrc::kServerError) return;
+    if (auth_refusal(v)) return stop_fatal(IoErrc::kAuthRefused);
+    if (!is_ok(v)) return stop_fatal(IoErrc::kBootRefused);
+    boot_ping();
+  });
+}
+
+void Connection::boot_ping() {
+  const std::string_view ping[] = {"PING"};
+  enqueue_internal(ping, [this](std::error_code ec, const Resp3Value& v) {
+    if (ec && ec != IoErrc::kServerError) return;
+    if (auth_refusal(v)) return stop_fatal(IoErrc::kAuthRefused);
+    if (v.type() != Resp3Type::simple_string || v.str() != "PONG") {
+      return stop_fatal(IoErrc::kBootRefused);
+    }
+    boot_select();
+  });
+}
+
+void Connection::boot_select() {
+  if (options_.db == 0) return boot_setname();
+  const std::string db = std::to_string(options_.db);
+  const std::string_view select[] = {"SELECT", db};
+  enqueue_internal(select, [this](std::error_code ec, const Resp3Value& v) {
+    if (ec && ec != IoErrc::kServerError) return;
+    if (!is_ok(v)) return stop_fatal(IoErrc::kBootRefused);
+    boot_setname();
+  });
+}
+
+void Connection::boot_setname() {
+  if (options_.client_name.empty()) return boot_fence();
+  const std::string_view setname[] = {"CLIENT", "SETNAME", options_.client_name};
+  enqueue_internal(setname, [this](std::error_code ec, const Resp3Value& v) {
+    if (ec && ec != IoErrc::kServerError) return;
+    if (!is_ok(v)) return stop_fatal(IoErrc::kBootRefused);
+    boot_fence();
+  });
+}
+
+void Connection::boot_fence() {
+  if (!options_.fence) return booted();
+  boot_fence_check(false);
+}
+
+void Connection::boot_fence_check(bool after_set) {
+  const std::string_view get[] = {"GET", options_.version_key};
+  enqueue_internal(get, [this, after_set](std::error_code ec, const Resp3Value& v) {
+    if (ec && ec != IoErrc::kServerError) return;
+    if (v.type() == Resp3Type::bulk_string && v.str() == options_.version_value) return booted();
+    if (v.is_null() && !after_set) {
+      // Unclaimed: claim it (NX, so a concurrent claimer's value wins) and read back.
+      const std::string_view set[] = {"SET", options_.version_key, options_.version_value, "NX"};
+      enqueue_internal(set, [this](std::error_code ec2, const Resp3Value&) {
+        if (ec2 && ec2 != IoErrc::kServerError) return;
+        boot_fence_check(true);
+      });
+      return;
+    }
+    stop_fatal(IoErrc::kVersionFence);
+  });
+}
+
+void Connection::booted() {
+  backoff_ = options_.backoff_initial;
+  proto_snapshot_.store(proto_, std::memory_order_relaxed);
+  if (proto_ == 3) {
+    for (const std::string& ch : channels_) {
+      const std::string_view sub[] = {"SUBSCRIBE", ch};
+      out_.command_argv(sub);
+      ++out_commands_;
+    }
+    schedule_flush();
+  }
+  set_status(ConnStatus::kReady);
+  if (lost_since_ready_) {
+    lost_since_ready_ = false;
+    bump(reconnects_);
+    if (on_event_) on_event_(ConnEvent::kReconnected, {});
+  } else {
+    if (on_event_) on_event_(ConnEvent::kReady, {});
+  }
+}
+
+// --- Push verbs ----------------------------------------------------------------------------
+
+std::error_code Connection::push_command(std::span<const std::string_view> args) {
+  if (status_.load(std::memory_order_relaxed) != ConnStatus::kReady) return IoErrc::kDisconnected;
+  if (proto_ != 3) return IoErrc::kRequiresResp3;
+  out_.command_argv(args);
+  ++out_commands_;
+  schedule_flush();
+  return {};
+}
+
+std::error_code Connection::subscribe(std::string_view channel) {
+  const std::string_view sub[] = {"SUBSCRIBE", channel};
+  std::error_code ec = push_command(sub);
+  if (!ec) channels_.emplace(channel);
+  return ec;
+}
+
+std::error_code Connection::unsubscribe(std::string_view channel) {
+  const std::string_view unsub[] = {"UNSUBSCRIBE", channel};
+  std::error_code ec = push_command(unsub);
+  if (!ec) {
+    if (auto it = channels_.find(channel); it != channels_.end()) channels_.erase(it);
+  }
+  return ec;
+}
+
+// --- Scripts -------------------------------------------------------------------------------
+
+std::error_code Connection::evalsha(const Script& script, std::span<const std::string_view> keys,
+                                    std::span<const std::string_view> argv, ReplyFn done) {
+  // The request outlives this call (NOSCRIPT reloads and resends it), so it owns its bytes.
+  struct Request {
+    Script script;
+    std::vector<std::string> args;
+    ReplyFn done;
+    std::vector<std::string_view> views() const { return {args.begin(), args.end()}; }
+  };
+  auto req = std::make_shared<Request>();
+  req->script = script;
+  req->args.reserve(3 + keys.size() + argv.size());
+  req->args.emplace_back("EVALSHA");
+  req->args.emplace_back(script.sha);
+  req->args.emplace_back(std::to_string(keys.size()));
+  for (auto k : keys) req->args.emplace_back(k);
+  for (auto a : argv) req->args.emplace_back(a);
+  req->done = std::move(done);
+
+  auto resend = [this, req](std::error_code ec, const Resp3Value& v) {
+    if (ec && ec != IoErrc::kServerError) return req->done(ec, v);
+    if (!v.is_error() || !starts_with(v.str(), "NOSCRIPT")) return req->done(ec, v);
+    bump(script_loads_);
+    const std::string_view load[] = {"SCRIPT", "LOAD", req->script.source};
+    enqueue_internal(load, [this, req](std::error_code ec2, const Resp3Value& sha) {
+      if (ec2) return req->done(ec2, sha);
+      if (sha.str() != req->script.sha) {
+        return req->done(make_error_code(IoErrc::kShaMismatch), sha);
+      }
+      bump(evalsha_calls_);
+      enqueue_internal(req->views(), [req](std::error_code ec3, const Resp3Value& again) {
+        req->done(ec3, again);
+      });
+    });
+  };
+  const auto views = req->views();
+  std::error_code ec = call(views, std::move(resend));
+  if (!ec) bump(evalsha_calls_);
+  return ec;
+}
+
+// --- Blocking calls (other threads) --------------------------------------------------------
+
+OwnedResult Connection::call_blocking(std::vector<std::string> args) {
+  if (loop_.in_loop_thread()) contract_violation("call_blocking() on the loop thread");
+  auto result = std::make_shared<std::promise<OwnedResult>>();
+  auto future = result->get_future();
+  loop_.post([this, result, args = std::move(args)] {
+    const std::vector<std::string_view> views(args.begin(), args.end());
+    std::error_code ec = call(views, [result](std::error_code e, const Resp3Value& v) {
+      result->set_value(OwnedResult{e, v.to_owned()});
+    });
+    if (ec) result->set_value(OwnedResult{ec, {}});
+  });
+  // The connection fails an overdue call itself (call_timeout → socket loss → disconnected);
+  // the extra second covers a loop that is not running at all.
+  if (future.wait_for(options_.call_timeout + milliseconds(1000)) != std::future_status::ready) {
+    return OwnedResult{make_error_code(IoErrc::kTimeout), {}};
+  }
+  return future.get();
+}
+
+std::error_code Connection::push_command_blocking(std::vector<std::string> args) {
+  if (loop_.in_loop_thread()) contract_violation("push_command_blocking() on the loop thread");
+  auto result = std::make_shared<std::promise<std::error_code>>();
+  auto future = result->get_future();
+  loop_.post([this, result, args = std::move(args)] {
+    const std::vector<std::string_view> views(args.begin(), args.end());
+    result->set_value(push_command(views));
+  });
+  if (future.wait_for(options_.call_timeout) != std::future_status::ready) return IoErrc::kTimeout;
+  return future.get();
+}
+
+std::error_code Connection::subscribe_blocking(std::string channel) {
+  if (loop_.in_loop_thread()) contract_violation("subscribe_blocking() on the loop thread");
+  auto result = std::make_shared<std::promise<std::error_code>>();
+  auto future = result->get_future();
+  loop_.post([this, result, channel = std::move(channel)] { result->set_value(subscribe(channel)); });
+  if (future.wait_for(options_.call_timeout) != std::future_status::ready) return IoErrc::kTimeout;
+  return future.get();
+}
+
+}  // namespace echo::io
