@@ -1,0 +1,148 @@
+// SPDX-License-Identifier: MIT
+// The consumer's doorbell: an eventcount one consumer thread waits on and any number of
+// producers ring. A writer thread that drains several rings and an MPSC inbox builds one
+// Doorbell, hands it to every ring it owns, and waits on it with a predicate that checks them all.
+//
+// Protocol (a Dekker pair of seq_cst fences; no wake is lost):
+//   producer: make the work visible (release store) ; fence(seq_cst) [Fp] ; load waiters_
+//             → if non-zero: epoch_ += 1 (release) and futex-wake.
+//   consumer: waiters_ += 1 ; fence(seq_cst) [Fc] ; key = epoch_ (acquire) ; re-check the
+//             predicate → if still no work: futex-wait while epoch_ == key ; waiters_ -= 1.
+// Either Fp precedes Fc in the single total order, and the consumer's re-check sees the work,
+// or Fc precedes Fp, and the producer sees waiters_ != 0 and bumps the epoch, which the futex
+// wait compares against `key` atomically in the kernel. If the consumer read `key` after the
+// bump, its acquire load synchronises with the bump's release, so its re-check sees the work.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <stop_token>
+#include <thread>
+
+#include <echo/ring/ring_config.h>
+
+namespace echo::ring {
+
+// One pause: tells the core we spin (saves power, frees the sibling hyper-thread).
+inline void cpu_relax() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield" ::: "memory");
+#else
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+#endif
+}
+
+namespace detail {
+// Linux futex on a 32-bit atomic word. wait returns on a wake, a changed word, a signal or the
+// deadline (steady_clock = CLOCK_MONOTONIC; time_point::max() means none). Not hot-path code:
+// these are the one syscall the ring allows, and only when a side really sleeps.
+void futex_wait(std::atomic<std::uint32_t>& word, std::uint32_t expected,
+                std::chrono::steady_clock::time_point deadline) noexcept;
+void futex_wake(std::atomic<std::uint32_t>& word, int count) noexcept;
+}  // namespace detail
+
+enum class WaitVerdict : std::uint8_t { kWork, kTimeout, kStopped };
+
+class Doorbell {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  explicit Doorbell(WaitConfig config = {}) noexcept : config_(config) {}
+  Doorbell(const Doorbell&) = delete;
+  Doorbell& operator=(const Doorbell&) = delete;
+
+  const WaitConfig& config() const noexcept { return config_; }
+  // False for spin and yield consumers: they never sleep, so producers skip the fence and
+  // the signal entirely.
+  bool parks() const noexcept { return config_.strategy == WaitStrategy::kPark; }
+
+  // Any producer thread, after the release store that made its work visible. Never blocks,
+  // never allocates; makes the futex-wake syscall only when the consumer is parked or parking.
+  // Returns true iff it signalled. Rings call the two halves themselves (they add the
+  // empty→non-empty edge test between them); other producers (an MPSC inbox) call this.
+  bool notify() noexcept {
+    if (!parks()) return false;
+    std::atomic_thread_fence(std::memory_order_seq_cst);  // Fp: pairs with Fc in wait_until
+    if (!has_waiters_after_fence()) return false;
+    signal();
+    return true;
+  }
+
+  // Producer half 1: call only after a seq_cst fence that follows the work's release store.
+  bool has_waiters_after_fence() const noexcept {
+    return waiters_.load(std::memory_order_relaxed) != 0;  // ordered by the caller's Fp
+  }
+  // Producer half 2: wake the consumer. Any thread; syscall.
+  void signal() noexcept {
+    // release: a consumer that reads the new epoch as its key also sees the work (see header).
+    epoch_.fetch_add(1, std::memory_order_release);
+    signals_.fetch_add(1, std::memory_order_relaxed);
+    detail::futex_wake(epoch_, 1 << 30);
+  }
+
+  // The consumer thread only (one per doorbell). Returns kWork as soon as has_work() is true;
+  // kStopped once `stop` is requested; kTimeout at `deadline`. Spins config().spin_budget polls,
+  // then spins, yields or parks. has_work must be a cheap, side-effect-free check whose loads
+  // are acquire (e.g. SpscRing::has_work for each ring, plus an inbox's size_approx() != 0).
+  template <class HasWork>
+  WaitVerdict wait_until(HasWork&& has_work, Clock::time_point deadline = Clock::time_point::max(),
+                         std::stop_token stop = {}) {
+    for (std::uint32_t i = 0; i < config_.spin_budget; ++i) {
+      if (has_work()) return WaitVerdict::kWork;
+      cpu_relax();
+    }
+    if (config_.strategy != WaitStrategy::kPark) {
+      for (std::uint32_t i = 0;; ++i) {
+        if (has_work()) return WaitVerdict::kWork;
+        if (stop.stop_requested()) return WaitVerdict::kStopped;
+        // Reading the clock costs ~20 ns; the spin checks it every 64 polls.
+        if ((config_.strategy == WaitStrategy::kYield || (i & 63) == 0) && Clock::now() >= deadline) {
+          return WaitVerdict::kTimeout;
+        }
+        if (config_.strategy == WaitStrategy::kYield) {
+          std::this_thread::yield();
+        } else {
+          cpu_relax();
+        }
+      }
+    }
+    // A stop request bumps the epoch, so a parked consumer sees it without a producer.
+    std::stop_callback on_stop(stop, [this]() noexcept { signal(); });
+    for (;;) {
+      if (has_work()) return WaitVerdict::kWork;
+      if (stop.stop_requested()) return WaitVerdict::kStopped;
+      if (Clock::now() >= deadline) return WaitVerdict::kTimeout;
+      waiters_.fetch_add(1, std::memory_order_relaxed);
+      std::atomic_thread_fence(std::memory_order_seq_cst);  // Fc: pairs with the producers' Fp
+      // acquire: pairs with signal()'s release bump, so a key read after it sees the work.
+      const std::uint32_t key = epoch_.load(std::memory_order_acquire);
+      if (!has_work() && !stop.stop_requested()) {
+        parks_.fetch_add(1, std::memory_order_relaxed);
+        detail::futex_wait(epoch_, key, deadline);
+      }
+      waiters_.fetch_sub(1, std::memory_order_relaxed);
+    }
+  }
+
+  // Counters, any thread, relaxed (statistics only).
+  std::uint64_t parks_count() const noexcept { return parks_.load(std::memory_order_relaxed); }
+  std::uint64_t signals_count() const noexcept { return signals_.load(std::memory_order_relaxed); }
+
+ private:
+  const WaitConfig config_;
+  // The producers' line: bumped on a signal, read by the parking consumer.
+  alignas(kCacheLine) std::atomic<std::uint32_t> epoch_{0};
+  std::atomic<std::uint64_t> signals_{0};
+  // The consumer's line: written when it parks and unparks, read by producers after Fp; it
+  // stays shared (clean) in the producers' caches while the consumer is busy.
+  alignas(kCacheLine) std::atomic<std::uint32_t> waiters_{0};
+  std::atomic<std::uint64_t> parks_{0};
+
+  static_assert(std::atomic<std::uint32_t>::is_always_lock_free && sizeof(std::atomic<std::uint32_t>) == 4,
+                "the futex operates on the atomic's own 32-bit word");
+};
+
+}  // namespace echo::ring

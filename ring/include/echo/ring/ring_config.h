@@ -1,0 +1,96 @@
+// SPDX-License-Identifier: MIT
+// The ring's knobs and their checked ranges (DESIGN.md "Configuration a user tunes"): capacity,
+// full policy, and the wait strategy of each side. Bad configuration throws at construction with
+// a message naming the knob; nothing here is on a hot path.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace echo::ring {
+
+// One cache line on every x86-64 and on the ARM cores we deploy to. A constant rather than
+// std::hardware_destructive_interference_size, which GCC warns is ABI-unstable across -mtune.
+inline constexpr std::size_t kCacheLine = 64;
+static_assert((kCacheLine & (kCacheLine - 1)) == 0, "alignas needs a power of two");
+
+// How a side waits once it has nothing to do (the consumer: no work; a block-policy producer:
+// no space). Each spends `spin_budget` polls first; then kSpin keeps polling, kYield calls
+// sched_yield between polls, kPark sleeps in a futex until signalled.
+enum class WaitStrategy : std::uint8_t { kSpin, kYield, kPark };
+
+// What a publish does when the ring is full (DESIGN.md "Beyond the original" 2).
+//   kDrop:  refuse, count the item in `dropped`; never blocks, never overwrites.
+//   kFlush: as kDrop, and raise the sticky flush-pending flag; the consumer takes it after it
+//           drains and drops every row of its table, so a lost message costs a refill.
+//   kBlock: `publish` spins then waits (per the producer's WaitConfig) until space; `stalls`
+//           counts the publishes that had to wait. `try_` verbs refuse uncounted.
+enum class FullPolicy : std::uint8_t { kDrop, kFlush, kBlock };
+
+struct WaitConfig {
+  WaitStrategy strategy = WaitStrategy::kPark;
+  // Polls before the strategy proper starts; each poll is one pause instruction plus one check.
+  std::uint32_t spin_budget = 2048;
+};
+
+struct RingConfig {
+  // Power of two >= 2; 4096 is WIRE §7's default.
+  std::size_t capacity = 4096;
+  FullPolicy full_policy = FullPolicy::kDrop;
+  // How a block-policy producer waits for space (ignored by the other policies).
+  WaitConfig producer_wait{};
+  // How the consumer waits when the ring owns its doorbell; a ring built on a shared Doorbell
+  // uses that doorbell's config instead.
+  WaitConfig consumer_wait{};
+};
+
+constexpr std::string_view to_string(WaitStrategy s) noexcept {
+  switch (s) {
+    case WaitStrategy::kSpin: return "spin";
+    case WaitStrategy::kYield: return "yield";
+    case WaitStrategy::kPark: return "park";
+  }
+  return "?";
+}
+
+constexpr std::string_view to_string(FullPolicy p) noexcept {
+  switch (p) {
+    case FullPolicy::kDrop: return "drop";
+    case FullPolicy::kFlush: return "flush";
+    case FullPolicy::kBlock: return "block";
+  }
+  return "?";
+}
+
+// Largest capacity accepted: keeps capacity * sizeof(T) far from overflow and the mask in 32 bits.
+inline constexpr std::size_t kMaxCapacity = std::size_t{1} << 30;
+
+// Throws std::invalid_argument naming the knob and its allowed range.
+inline void validate(const RingConfig& config) {
+  const std::size_t c = config.capacity;
+  if (c < 2 || (c & (c - 1)) != 0) {
+    throw std::invalid_argument("ring_capacity must be a power of two >= 2, got " +
+                                std::to_string(c));
+  }
+  if (c > kMaxCapacity) {
+    throw std::invalid_argument("ring_capacity must be at most 2^30 (1073741824), got " +
+                                std::to_string(c));
+  }
+  const auto policy = static_cast<unsigned>(config.full_policy);
+  if (policy > static_cast<unsigned>(FullPolicy::kBlock)) {
+    throw std::invalid_argument("ring_full_policy must be drop, flush or block, got " +
+                                std::to_string(policy));
+  }
+  for (const WaitConfig* w : {&config.producer_wait, &config.consumer_wait}) {
+    const auto s = static_cast<unsigned>(w->strategy);
+    if (s > static_cast<unsigned>(WaitStrategy::kPark)) {
+      throw std::invalid_argument("ring_wait_strategy must be spin, yield or park, got " +
+                                  std::to_string(s));
+    }
+  }
+}
+
+}  // namespace echo::ring

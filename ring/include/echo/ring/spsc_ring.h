@@ -1,0 +1,420 @@
+// SPDX-License-Identifier: MIT
+// The bounded lock-free single-producer single-consumer ring (WIRE §7) that carries coherence
+// messages from one io thread to one table writer. Free-running 64-bit sequences, masked on
+// access; each side caches the other's sequence (rigtorp SPSCQueue), so the steady state costs
+// no shared-line miss per item; publish and drain move whole batches; the producer rings the
+// consumer's Doorbell only on the empty→non-empty edge.
+//
+// Thread contract: one producer thread calls try_publish / publish / try_publish_batch /
+// publish_batch / free_slots; one consumer thread calls drain / has_work / take_flush_pending /
+// wait_for_work; any thread calls capacity / occupancy_approx / stats. Debug builds abort on a
+// second producer or consumer thread.
+//
+// Sequences: tail_ = items ever published, head_ = items ever drained; tail_ - head_ is the
+// occupancy, slot of sequence s is s & mask_. A slot's item stays alive (and counted in the
+// occupancy) until the drain function that received it returns; only then does head_ advance.
+//
+// Why our own ring and not boost::lockfree::spsc_queue (DESIGN asks us to measure): on the
+// 2-core CI VM, BM_SpscRing_Throughput vs BM_BoostSpsc_Throughput in bench/ring_bench.cc
+// (figures in the comment at the top of that file) shows the cached opposite sequence and
+// batch drain win, and boost cannot hand the consumer a span or hold an item in its slot
+// until applied (G4's 64-of-200 needs that).
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <new>
+#include <span>
+#include <stop_token>
+#include <type_traits>
+#include <utility>
+
+#include <echo/ring/detail/owner_check.h>
+#include <echo/ring/doorbell.h>
+#include <echo/ring/ring_config.h>
+#include <echo/ring/ring_stats.h>
+
+namespace echo::ring {
+
+template <class T>
+class SpscRing {
+  static_assert(std::is_nothrow_move_constructible_v<T>,
+                "publish is noexcept: moving an item into its slot must not throw");
+  static_assert(std::is_nothrow_destructible_v<T>,
+                "drain is noexcept: destroying an applied item must not throw");
+
+ public:
+  using value_type = T;
+  using Clock = std::chrono::steady_clock;
+
+  // A ring with its own doorbell (config.consumer_wait): for a consumer that waits on this
+  // ring alone. Throws std::invalid_argument on bad config; allocates the slots once.
+  explicit SpscRing(const RingConfig& config) : SpscRing(config, nullptr) {}
+
+  // A ring that rings `bell` (not owned; must outlive the ring): for a writer that owns
+  // several rings and an inbox and waits on one doorbell for all of them.
+  SpscRing(const RingConfig& config, Doorbell& bell) : SpscRing(config, &bell) {}
+
+  SpscRing(const SpscRing&) = delete;
+  SpscRing& operator=(const SpscRing&) = delete;
+
+  // Destroys the items still in the ring. No other thread may use the ring any more.
+  ~SpscRing() {
+    const std::uint64_t t = tail_.load(std::memory_order_acquire);
+    for (std::uint64_t s = head_.load(std::memory_order_acquire); s != t; ++s) {
+      std::destroy_at(slot(s));
+    }
+    ::operator delete(slots_, std::align_val_t{alignof(T)});
+  }
+
+  // ---- producer thread ----
+
+  // Never waits. Moves `item` in and returns true if there is space; otherwise leaves `item`
+  // untouched and returns false: under drop and flush that refusal is final and counted in
+  // `dropped` (flush also raises flush-pending); under block it is not counted (the caller
+  // still owns the item; `publish` is the waiting verb). Release-publishes the slot.
+  bool try_publish(T&& item) noexcept {
+    producer_.check("SpscRing producer verb");
+    const std::uint64_t t = tail_.load(std::memory_order_relaxed);  // our own sequence
+    if (!has_space(t, 1)) {
+      refuse(1);
+      return false;
+    }
+    push_one(t, std::move(item));
+    return true;
+  }
+
+  // Like try_publish, but under the block policy waits (spin budget, then the producer's
+  // strategy) until there is space, and always returns true. Under drop and flush it is
+  // try_publish. Blocks only under kBlock; never allocates.
+  bool publish(T&& item) noexcept {
+    producer_.check("SpscRing producer verb");
+    const std::uint64_t t = tail_.load(std::memory_order_relaxed);
+    if (!has_space(t, 1)) {
+      if (policy_ != FullPolicy::kBlock) {
+        refuse(1);
+        return false;
+      }
+      wait_for_space(t, 1);
+    }
+    push_one(t, std::move(item));
+    return true;
+  }
+
+  // Never waits. Moves in the longest prefix of `items` that fits and returns its length
+  // (partial acceptance, not all-or-nothing: a writer applying newer-wins gains nothing from
+  // losing the items that did fit). The refused suffix is left untouched; under drop and flush
+  // it is counted in `dropped` (and raises flush-pending), under block it is not counted.
+  // One release store and at most one wake for the whole batch.
+  std::size_t try_publish_batch(std::span<T> items) noexcept {
+    producer_.check("SpscRing producer verb");
+    const std::uint64_t t = tail_.load(std::memory_order_relaxed);
+    const std::size_t n = std::min<std::size_t>(items.size(), free_slots_at(t, items.size()));
+    push_many(t, items.first(n));
+    if (n < items.size()) refuse(items.size() - n);
+    return n;
+  }
+
+  // Under block: publishes all of `items`, waiting for space as needed (in as many pieces as
+  // the consumer frees room for), and returns items.size(). Under drop and flush it is
+  // try_publish_batch.
+  std::size_t publish_batch(std::span<T> items) noexcept {
+    if (policy_ != FullPolicy::kBlock) return try_publish_batch(items);
+    producer_.check("SpscRing producer verb");
+    std::size_t done = 0;
+    while (done < items.size()) {
+      const std::uint64_t t = tail_.load(std::memory_order_relaxed);
+      std::size_t n = std::min(items.size() - done, free_slots_at(t, items.size() - done));
+      if (n == 0) {
+        wait_for_space(t, 1);
+        n = std::min(items.size() - done, free_slots_at(t, items.size() - done));
+      }
+      push_many(t, items.subspan(done, n));
+      done += n;
+    }
+    return done;
+  }
+
+  // Free slots as the producer sees them: a lower bound (the consumer can only add to it until
+  // the producer publishes). Credits for a lane that must never drop (DESIGN "Beyond" 1).
+  // Producer thread; acquire-loads head_ (pairs with drain's release store).
+  std::size_t free_slots() noexcept {
+    producer_.check("SpscRing producer verb");
+    const std::uint64_t t = tail_.load(std::memory_order_relaxed);
+    cached_head_ = head_.load(std::memory_order_acquire);
+    return static_cast<std::size_t>(capacity_ - (t - cached_head_));
+  }
+
+  // ---- consumer thread ----
+
+  // Applies up to `max_batch` (>= 1; 0 is taken as 1) items in publish order in one pass and returns how many;
+  // 0 means empty (it never waits). `fn` is called either with std::span<T> chunks (preferred
+  // when invocable so: once, or twice when the pass wraps past the last slot; both chunks are
+  // one batch in the counters) or with T& per item. fn may move from the items; they are
+  // destroyed after fn returns, and only then is their space released to the producer, so an
+  // item being applied still counts in the occupancy. fn must be noexcept.
+  // Acquire-loads tail_ (pairs with the producer's release store); release-stores head_.
+  template <class Fn>
+  std::size_t drain(std::size_t max_batch, Fn&& fn) noexcept {
+    constexpr bool kSpan = std::is_invocable_v<Fn&, std::span<T>>;
+    static_assert(kSpan ? std::is_nothrow_invocable_v<Fn&, std::span<T>>
+                        : std::is_nothrow_invocable_v<Fn&, T&>,
+                  "drain's fn takes std::span<T> or T& and must be noexcept: a throw mid-batch "
+                  "would leave slots half applied");
+    consumer_.check("SpscRing consumer verb");
+    const std::uint64_t h = head_.load(std::memory_order_relaxed);  // our own sequence
+    if (cached_tail_ == h) {
+      cached_tail_ = tail_.load(std::memory_order_acquire);  // pairs with push_*'s release
+      if (cached_tail_ == h) return 0;
+    }
+    const std::size_t n = static_cast<std::size_t>(
+        std::min<std::uint64_t>(cached_tail_ - h, max_batch == 0 ? 1 : max_batch));
+    const std::size_t first = static_cast<std::size_t>(h & mask_);
+    const std::size_t run = std::min(n, static_cast<std::size_t>(capacity_) - first);
+    if constexpr (kSpan) {
+      fn(std::span<T>(slots_ + first, run));
+      if (run < n) fn(std::span<T>(slots_, n - run));
+    } else {
+      for (std::size_t i = 0; i < run; ++i) fn(slots_[first + i]);
+      for (std::size_t i = 0; i < n - run; ++i) fn(slots_[i]);
+    }
+    std::destroy_n(slots_ + first, run);
+    std::destroy_n(slots_, n - run);
+    // release: the producer that acquire-loads this head sees the slots destroyed before it
+    // constructs into them.
+    head_.store(h + n, std::memory_order_release);
+    count_batch(n);
+    if (policy_ == FullPolicy::kBlock) wake_blocked_producer();
+    return n;
+  }
+
+  // True iff a drain would find an item. Consumer thread (or its doorbell predicate);
+  // acquire-loads tail_ (pairs with the producer's release store).
+  bool has_work() const noexcept {
+    return tail_.load(std::memory_order_acquire) != head_.load(std::memory_order_relaxed);
+  }
+
+  // Takes (reads and clears) the flush-pending flag: true once per run of flush-policy
+  // refusals. Call after a drain; on true the writer drops every row of its table (a refused
+  // message cost a refill, never a stale read). Consumer thread; the relaxed pre-check keeps
+  // the common case off the producer's line; the exchange's acquire pairs with refuse()'s
+  // release store.
+  bool take_flush_pending() noexcept {
+    consumer_.check("SpscRing consumer verb");
+    if (!flush_pending_.load(std::memory_order_relaxed)) return false;
+    return flush_pending_.exchange(false, std::memory_order_acquire);
+  }
+
+  // Waits for this ring alone until it has work, `deadline`, or `stop` (see Doorbell).
+  // Consumer thread; blocks (spin budget, then the doorbell's strategy).
+  WaitVerdict wait_for_work(Clock::time_point deadline = Clock::time_point::max(),
+                            std::stop_token stop = {}) {
+    return bell_->wait_until([this]() noexcept { return has_work(); }, deadline, std::move(stop));
+  }
+
+  // The doorbell this ring rings (its own, or the one it was built with).
+  Doorbell& doorbell() const noexcept { return *bell_; }
+
+  // ---- any thread ----
+
+  std::size_t capacity() const noexcept { return static_cast<std::size_t>(capacity_); }
+  FullPolicy full_policy() const noexcept { return policy_; }
+
+  // tail - head, racy when read by a third thread: each load is acquire and head is read first,
+  // so the answer never underflows; clamped to capacity.
+  std::size_t occupancy_approx() const noexcept {
+    const std::uint64_t h = head_.load(std::memory_order_acquire);
+    const std::uint64_t t = tail_.load(std::memory_order_acquire);
+    return static_cast<std::size_t>(std::min<std::uint64_t>(t - h, capacity_));
+  }
+
+  // Every counter, relaxed loads (each exact, the set not one instant).
+  RingStats stats() const noexcept {
+    RingStats s;
+    s.capacity = capacity_;
+    s.occupancy = occupancy_approx();
+    s.published = published_.load(std::memory_order_relaxed);
+    s.dropped = dropped_.load(std::memory_order_relaxed);
+    s.wakes = wakes_.load(std::memory_order_relaxed);
+    s.stalls = stalls_.load(std::memory_order_relaxed);
+    s.flush_pending = flush_pending_.load(std::memory_order_relaxed);
+    s.applied = applied_.load(std::memory_order_relaxed);
+    s.batches = batches_.load(std::memory_order_relaxed);
+    s.max_batch = max_batch_.load(std::memory_order_relaxed);
+    for (std::size_t i = 0; i < kHistogramBuckets; ++i) {
+      s.batch_histogram[i] = histogram_[i].load(std::memory_order_relaxed);
+    }
+    return s;
+  }
+
+ private:
+  SpscRing(const RingConfig& config, Doorbell* bell)
+      : capacity_((validate(config), config.capacity)),
+        mask_(config.capacity - 1),
+        policy_(config.full_policy),
+        producer_wait_(config.producer_wait),
+        own_bell_(bell ? nullptr : std::make_unique<Doorbell>(config.consumer_wait)),
+        bell_(bell ? bell : own_bell_.get()),
+        slots_(static_cast<T*>(::operator new(sizeof(T) * config.capacity,
+                                              std::align_val_t{alignof(T)}))) {}
+
+  T* slot(std::uint64_t seq) const noexcept { return slots_ + (seq & mask_); }
+
+  // Counters are written by their one owner side only: a load and a store, not an RMW.
+  static void bump(std::atomic<std::uint64_t>& c, std::uint64_t n) noexcept {
+    c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+  }
+
+  // Free slots for a producer at tail `t` wanting `want`; refreshes the cached head only when
+  // the cache says there is not enough (the steady state reads no consumer line).
+  std::size_t free_slots_at(std::uint64_t t, std::size_t want) noexcept {
+    std::uint64_t free = capacity_ - (t - cached_head_);
+    if (free < want) {
+      cached_head_ = head_.load(std::memory_order_acquire);  // pairs with drain's release
+      free = capacity_ - (t - cached_head_);
+    }
+    return static_cast<std::size_t>(free);
+  }
+  bool has_space(std::uint64_t t, std::size_t want) noexcept { return free_slots_at(t, want) >= want; }
+
+  void push_one(std::uint64_t t, T&& item) noexcept {
+    std::construct_at(slot(t), std::move(item));
+    // release: pairs with drain's / has_work's acquire load of tail_; the slot is visible first.
+    tail_.store(t + 1, std::memory_order_release);
+    bump(published_, 1);
+    signal_edge(t);
+  }
+
+  void push_many(std::uint64_t t, std::span<T> items) noexcept {
+    if (items.empty()) return;
+    for (std::size_t i = 0; i < items.size(); ++i) std::construct_at(slot(t + i), std::move(items[i]));
+    tail_.store(t + items.size(), std::memory_order_release);  // pairs as in push_one
+    bump(published_, items.size());
+    signal_edge(t);
+  }
+
+  // Edge-triggered wake. Only a parking doorbell pays the fence; only a ring that was empty
+  // when the consumer announced it would park (head_ == the tail before this publish) signals.
+  void signal_edge(std::uint64_t old_tail) noexcept {
+    if (!bell_->parks()) return;
+    // Fp: orders the tail_ store above before the waiter and head loads below; pairs with the
+    // consumer's Fc in Doorbell::wait_until (see doorbell.h for the proof).
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (!bell_->has_waiters_after_fence()) return;
+    if (head_.load(std::memory_order_relaxed) != old_tail) return;  // ordered by Fp
+    bump(wakes_, 1);
+    bell_->signal();
+  }
+
+  void refuse(std::size_t n) noexcept {
+    switch (policy_) {
+      case FullPolicy::kDrop:
+        bump(dropped_, n);
+        break;
+      case FullPolicy::kFlush:
+        bump(dropped_, n);
+        // Unconditional: a check-then-store could lose a raise against the consumer's clear.
+        // release: pairs with take_flush_pending's acquire exchange.
+        flush_pending_.store(true, std::memory_order_release);
+        break;
+      case FullPolicy::kBlock:
+        break;
+    }
+  }
+
+  // Block policy: wait until `want` slots are free at tail `t`. Producer thread.
+  void wait_for_space(std::uint64_t t, std::size_t want) noexcept {
+    bump(stalls_, 1);
+    for (std::uint32_t i = 0; i < producer_wait_.spin_budget; ++i) {
+      cpu_relax();
+      if (has_space(t, want)) return;
+    }
+    for (;;) {
+      switch (producer_wait_.strategy) {
+        case WaitStrategy::kSpin:
+          cpu_relax();
+          break;
+        case WaitStrategy::kYield:
+          std::this_thread::yield();
+          break;
+        case WaitStrategy::kPark:
+          // Dekker pair with wake_blocked_producer: announce, fence, re-check, sleep.
+          producer_parked_.store(1, std::memory_order_relaxed);
+          std::atomic_thread_fence(std::memory_order_seq_cst);  // pairs with the drain's fence
+          if (has_space(t, want)) {
+            producer_parked_.store(0, std::memory_order_relaxed);
+            return;
+          }
+          detail::futex_wait(producer_parked_, 1, Clock::time_point::max());
+          break;
+      }
+      if (has_space(t, want)) return;
+    }
+  }
+
+  // Consumer side of the block policy's Dekker pair: after the head_ store, fence, then wake
+  // a producer that announced it would park.
+  void wake_blocked_producer() noexcept {
+    std::atomic_thread_fence(std::memory_order_seq_cst);  // pairs with wait_for_space's fence
+    if (producer_parked_.load(std::memory_order_relaxed) == 0) return;
+    producer_parked_.store(0, std::memory_order_relaxed);
+    detail::futex_wake(producer_parked_, 1);
+  }
+
+  void count_batch(std::size_t n) noexcept {
+    bump(applied_, n);
+    bump(batches_, 1);
+    if (n > max_batch_.load(std::memory_order_relaxed)) {
+      max_batch_.store(n, std::memory_order_relaxed);
+    }
+    bump(histogram_[histogram_bucket(n)], 1);
+  }
+
+  // Read-only after construction: shared by both sides without contention.
+  const std::uint64_t capacity_;
+  const std::uint64_t mask_;
+  const FullPolicy policy_;
+  const WaitConfig producer_wait_;
+  std::unique_ptr<Doorbell> own_bell_;
+  Doorbell* const bell_;
+  T* const slots_;
+
+  // Producer-written, consumer-read: the tail and the producer's counters share one line
+  // because the producer writes them together.
+  alignas(kCacheLine) std::atomic<std::uint64_t> tail_{0};
+  std::atomic<bool> flush_pending_{false};
+  std::atomic<std::uint64_t> published_{0};
+  std::atomic<std::uint64_t> dropped_{0};
+  std::atomic<std::uint64_t> wakes_{0};
+  std::atomic<std::uint64_t> stalls_{0};
+
+  // Producer-private: its cached copy of head_ and its owner check.
+  alignas(kCacheLine) std::uint64_t cached_head_ = 0;
+  [[no_unique_address]] detail::OwnerCheck producer_;
+
+  // Consumer-written, producer-read: the head and the consumer's counters.
+  alignas(kCacheLine) std::atomic<std::uint64_t> head_{0};
+  std::atomic<std::uint64_t> applied_{0};
+  std::atomic<std::uint64_t> batches_{0};
+  std::atomic<std::uint64_t> max_batch_{0};
+
+  // Consumer-private.
+  alignas(kCacheLine) std::uint64_t cached_tail_ = 0;
+  [[no_unique_address]] detail::OwnerCheck consumer_;
+
+  // Consumer-written, read only by stats(): kept off the head_ line the producer polls.
+  alignas(kCacheLine) std::array<std::atomic<std::uint64_t>, kHistogramBuckets> histogram_{};
+
+  // Block policy: the producer's futex word (1 = parked or about to park).
+  alignas(kCacheLine) std::atomic<std::uint32_t> producer_parked_{0};
+
+  static_assert(std::atomic<std::uint64_t>::is_always_lock_free,
+                "free-running 64-bit sequences must be lock-free atomics on this target");
+};
+
+}  // namespace echo::ring
