@@ -8,6 +8,10 @@ target_compile_features(echo_build_flags INTERFACE cxx_std_20)
 target_compile_options(echo_build_flags INTERFACE -Wall -Wextra -Wpedantic -Wshadow
                        -Wno-missing-field-initializers  # designated initializers with defaults
                        $<$<BOOL:${ECHO_WERROR}>:-Werror>)
+if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND CMAKE_CXX_COMPILER_VERSION VERSION_LESS 13)
+  # g++ 12 reports -Wrestrict false positives inside std::string at -O2/-O3 (GCC PR 105329).
+  target_compile_options(echo_build_flags INTERFACE -Wno-restrict)
+endif()
 if(ECHO_SANITIZE)
   target_compile_options(echo_build_flags INTERFACE -fsanitize=${ECHO_SANITIZE}
                          -fno-omit-frame-pointer -fno-sanitize-recover=all)

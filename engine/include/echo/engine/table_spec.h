@@ -1,0 +1,77 @@
+// SPDX-License-Identifier: MIT
+// A table's declaration (WIRE §4.1 plus DESIGN "Configuration a user tunes"): every knob with
+// its default and checked range. validate() runs at Engine start; a bad knob is a ConfigError
+// naming the knob, its allowed range and the value given.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <variant>
+
+#include <echo/ring/ring_config.h>
+#include <echo/table/branded_id.h>
+
+namespace echo::engine {
+
+// Bad configuration: names the knob and its range ("table 'quotes': jitter must lie in
+// 0.0..0.5, got 0.7").
+class ConfigError : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+enum class CoherenceMode : std::uint8_t {
+  kNone,       // TTL only
+  kBroadcast,  // PUBLISH ecc:{t}:coh -> RESP3 push -> ring -> writer (at-most-once)
+  kJob,        // a job per message on ecc.coh.<t> (at-least-once); no subscription
+};
+
+// What a table does after its subscription was down (messages were lost meanwhile).
+enum class DisconnectPolicy : std::uint8_t {
+  kFlush,       // drop every row on resubscribe: a lost message costs a refill
+  kServeStale,  // keep rows up to serve_stale_max_ms after the loss began, then flush
+};
+
+std::string_view to_string(CoherenceMode m) noexcept;
+std::string_view to_string(DisconnectPolicy p) noexcept;
+
+// A loader's answer for a name missing from L1 and L2 (WIRE §4.3): a value (its version minted
+// by the engine in the table's kind at flight start), a value with its own version, or an error
+// (returned to every waiter, never cached).
+struct Loaded {
+  std::string value;
+  std::optional<table::BrandedId> version;
+};
+struct LoadError {
+  std::string reason;
+};
+using LoadResult = std::variant<Loaded, LoadError>;
+// Runs on the engine's loader thread, never on a writer or io thread. May block.
+using Loader = std::function<LoadResult(const table::BrandedId& name)>;
+
+struct TableSpec {
+  std::string name;                 // names the L2 keys, channel and queue (no braces, spaces)
+  std::string kind;                 // exactly 3 bytes A-Z: the ids this table caches
+  Loader loader;                    // required
+  std::int64_t ttl_ms = 5000;       // 1 .. 2^40
+  double jitter = 0.1;              // 0.0 .. 0.5
+  std::size_t max_size = 100000;    // 1 .. 2^30
+  std::int64_t sweep_ms = 1000;     // 1 .. 3,600,000
+  CoherenceMode coherence = CoherenceMode::kNone;
+  std::size_t ring_capacity = 4096;   // power of two, 2 .. 2^30
+  std::size_t max_batch = 256;        // 1 .. ring_capacity: items applied per drain pass
+  ring::FullPolicy full_policy = ring::FullPolicy::kFlush;  // broadcast lane on a full ring
+  ring::WaitConfig writer_wait{};     // how the writer waits for work
+  DisconnectPolicy disconnect = DisconnectPolicy::kFlush;
+  std::int64_t serve_stale_max_ms = 0;  // kServeStale only: 1 .. 86,400,000
+  int writer_cpu = -1;                  // -1: unpinned; else a CPU index
+};
+
+// Throws ConfigError for the first knob out of range. Any thread.
+void validate(const TableSpec& spec);
+
+}  // namespace echo::engine

@@ -1,0 +1,84 @@
+// SPDX-License-Identifier: MIT
+// The checked ranges of a table's knobs.
+#include <echo/engine/table_spec.h>
+
+#include <algorithm>
+#include <thread>
+
+#include <echo/table/names.h>
+
+namespace echo::engine {
+namespace {
+
+[[noreturn]] void refuse(const TableSpec& spec, const std::string& what) {
+  throw ConfigError("table '" + spec.name + "': " + what);
+}
+
+template <class T>
+void check_range(const TableSpec& spec, std::string_view knob, T value, T lo, T hi) {
+  if (value < lo || value > hi) {
+    refuse(spec, std::string(knob) + " must lie in " + std::to_string(lo) + ".." +
+                     std::to_string(hi) + ", got " + std::to_string(value));
+  }
+}
+
+}  // namespace
+
+std::string_view to_string(CoherenceMode m) noexcept {
+  switch (m) {
+    case CoherenceMode::kNone: return "none";
+    case CoherenceMode::kBroadcast: return "broadcast";
+    case CoherenceMode::kJob: return "job";
+  }
+  return "?";
+}
+
+std::string_view to_string(DisconnectPolicy p) noexcept {
+  switch (p) {
+    case DisconnectPolicy::kFlush: return "flush";
+    case DisconnectPolicy::kServeStale: return "serve_stale";
+  }
+  return "?";
+}
+
+void validate(const TableSpec& spec) {
+  if (auto ok = table::check_table_name(spec.name); !ok) {
+    throw ConfigError("table name '" + spec.name + "' is refused (" +
+                      std::string(table::to_string(ok.error())) +
+                      "): 1..200 bytes, no braces, spaces or control bytes");
+  }
+  const bool kind_ok = spec.kind.size() == 3 &&
+                       std::all_of(spec.kind.begin(), spec.kind.end(),
+                                   [](char c) { return c >= 'A' && c <= 'Z'; });
+  if (!kind_ok) refuse(spec, "kind must be exactly 3 bytes A-Z, got '" + spec.kind + "'");
+  if (!spec.loader) refuse(spec, "loader is required");
+  check_range<std::int64_t>(spec, "ttl_ms", spec.ttl_ms, 1, std::int64_t{1} << 40);
+  if (!(spec.jitter >= 0.0 && spec.jitter <= 0.5)) {
+    refuse(spec, "jitter must lie in 0.0..0.5, got " + std::to_string(spec.jitter));
+  }
+  check_range<std::size_t>(spec, "max_size", spec.max_size, 1, std::size_t{1} << 30);
+  check_range<std::int64_t>(spec, "sweep_ms", spec.sweep_ms, 1, 3'600'000);
+  ring::RingConfig ring_config;
+  ring_config.capacity = spec.ring_capacity;
+  ring_config.full_policy = spec.full_policy;
+  ring_config.consumer_wait = spec.writer_wait;
+  try {
+    ring::validate(ring_config);
+  } catch (const std::invalid_argument& e) {
+    refuse(spec, e.what());
+  }
+  check_range<std::size_t>(spec, "max_batch", spec.max_batch, 1, spec.ring_capacity);
+  if (spec.coherence > CoherenceMode::kJob) refuse(spec, "coherence must be none, broadcast or job");
+  if (spec.disconnect == DisconnectPolicy::kServeStale) {
+    check_range<std::int64_t>(spec, "serve_stale_max_ms", spec.serve_stale_max_ms, 1, 86'400'000);
+  } else if (spec.disconnect != DisconnectPolicy::kFlush) {
+    refuse(spec, "disconnect must be flush or serve_stale");
+  }
+  const int cpus = static_cast<int>(std::thread::hardware_concurrency());
+  if (spec.writer_cpu < -1 || (cpus > 0 && spec.writer_cpu >= cpus)) {
+    refuse(spec, "writer_cpu must be -1 (unpinned) or 0.." + std::to_string(cpus - 1) +
+                     ", got " + std::to_string(spec.writer_cpu));
+  }
+}
+
+}  // namespace echo::engine

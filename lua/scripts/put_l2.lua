@@ -1,0 +1,20 @@
+-- SPDX-License-Identifier: MIT
+-- put_l2: the conditional L2 write (DESIGN "Beyond the original" 3). Stores the framed value only
+-- when its version is newer than the stored row's, so a slow fill that read an old version can
+-- never overwrite a newer row another writer already placed.
+-- KEYS[1]  the L2 key  ecc:{t}:<id>
+-- ARGV[1]  the framed value: version(14) .. value bytes (at least 14 bytes)
+-- ARGV[2]  ttl in ms (PX), a positive decimal
+-- returns  1 when stored (no row, a corrupt row shorter than 14 bytes, or an older version),
+--          0 when the stored version is equal or newer (kept, nothing written).
+local incoming = ARGV[1]
+if string.len(incoming) < 14 then
+  return redis.error_reply('EMQFRAME framed value shorter than 14 bytes')
+end
+local stored = redis.call('GET', KEYS[1])
+if stored and string.len(stored) >= 14 and
+    string.sub(incoming, 4, 14) <= string.sub(stored, 4, 14) then
+  return 0
+end
+redis.call('SET', KEYS[1], incoming, 'PX', ARGV[2])
+return 1

@@ -1,0 +1,101 @@
+// SPDX-License-Identifier: MIT
+// A table's declaration: the defaults serve, and each knob out of range is refused with a
+// message naming the knob and its range.
+#include <gtest/gtest.h>
+
+#include <echo/engine/table_spec.h>
+
+namespace echo::engine {
+namespace {
+
+TableSpec good() {
+  TableSpec s;
+  s.name = "quotes";
+  s.kind = "AST";
+  s.loader = [](const table::BrandedId&) -> LoadResult { return Loaded{"px=100.00", {}}; };
+  return s;
+}
+
+void expect_refused(const TableSpec& s, const std::string& needle) {
+  try {
+    validate(s);
+    ADD_FAILURE() << "accepted a spec that should name " << needle;
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+TEST(TableSpec, DefaultsAreValid) {
+  EXPECT_NO_THROW(validate(good()));
+  const TableSpec s = good();
+  EXPECT_EQ(s.ttl_ms, 5000);
+  EXPECT_DOUBLE_EQ(s.jitter, 0.1);
+  EXPECT_EQ(s.max_size, 100000u);
+  EXPECT_EQ(s.sweep_ms, 1000);
+  EXPECT_EQ(s.ring_capacity, 4096u);
+  EXPECT_EQ(s.coherence, CoherenceMode::kNone);
+  EXPECT_EQ(s.full_policy, ring::FullPolicy::kFlush);
+  EXPECT_EQ(s.disconnect, DisconnectPolicy::kFlush);
+}
+
+TEST(TableSpec, EachBadKnobIsNamed) {
+  auto s = good();
+  s.jitter = 0.7;
+  expect_refused(s, "jitter must lie in 0.0..0.5");
+  s = good();
+  s.jitter = -0.1;
+  expect_refused(s, "jitter");
+  s = good();
+  s.ttl_ms = 0;
+  expect_refused(s, "ttl_ms must lie in 1..");
+  s = good();
+  s.max_size = 0;
+  expect_refused(s, "max_size");
+  s = good();
+  s.sweep_ms = 0;
+  expect_refused(s, "sweep_ms");
+  s = good();
+  s.ring_capacity = 1000;
+  expect_refused(s, "ring_capacity must be a power of two");
+  s = good();
+  s.max_batch = 0;
+  expect_refused(s, "max_batch");
+  s = good();
+  s.max_batch = 8192;
+  expect_refused(s, "max_batch");
+  s = good();
+  s.kind = "ast";
+  expect_refused(s, "kind must be exactly 3 bytes A-Z");
+  s = good();
+  s.kind = "ASTX";
+  expect_refused(s, "kind");
+  s = good();
+  s.loader = nullptr;
+  expect_refused(s, "loader is required");
+  s = good();
+  s.disconnect = DisconnectPolicy::kServeStale;
+  expect_refused(s, "serve_stale_max_ms");
+  s.serve_stale_max_ms = 250;
+  EXPECT_NO_THROW(validate(s));
+  s = good();
+  s.writer_cpu = 4096;
+  expect_refused(s, "writer_cpu");
+}
+
+TEST(TableSpec, TableNameThatWouldBreakAKeyIsRefused) {
+  for (const char* bad : {"", "a{b", "two words", "tab\t"}) {
+    auto s = good();
+    s.name = bad;
+    expect_refused(s, "is refused");
+  }
+}
+
+TEST(TableSpec, ModeAndPolicyNamesAreStable) {
+  EXPECT_EQ(to_string(CoherenceMode::kBroadcast), "broadcast");
+  EXPECT_EQ(to_string(CoherenceMode::kJob), "job");
+  EXPECT_EQ(to_string(CoherenceMode::kNone), "none");
+  EXPECT_EQ(to_string(DisconnectPolicy::kServeStale), "serve_stale");
+}
+
+}  // namespace
+}  // namespace echo::engine
