@@ -1,0 +1,105 @@
+// SPDX-License-Identifier: MIT
+// Epoch-based reclamation for the L1 map: readers announce the global epoch in a per-thread slot
+// (their own cache line) for the length of a read; a writer frees a retired row only once every
+// announced epoch has moved past the epoch it was retired in. One process-wide domain, so a thread
+// needs one slot however many maps it reads; each map keeps its own retire list (l1_map.h).
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+
+namespace echo::table {
+
+// The one cache-line constant of table/ (STYLE.md): padding unit for every per-thread slot.
+inline constexpr std::size_t kCacheLine = 64;
+// Concurrent reader threads the domain can hold. Slots are reused when a thread exits; the
+// (kMaxReaderThreads + 1)-th live reader thread aborts with a message naming this constant.
+inline constexpr std::size_t kMaxReaderThreads = 512;
+// An idle slot announces "no epoch": larger than any epoch, so it never holds a row back.
+inline constexpr std::uint64_t kEpochIdle = std::numeric_limits<std::uint64_t>::max();
+
+namespace epoch {
+
+struct alignas(kCacheLine) ReaderSlot {
+  // kEpochIdle, or the epoch this thread read before its current critical section. Written only
+  // by the owning thread; read by writers in min_active().
+  std::atomic<std::uint64_t> announced{kEpochIdle};
+  // Claimed by a thread on its first read, released by its thread_local destructor.
+  std::atomic<bool> in_use{false};
+};
+static_assert(sizeof(ReaderSlot) == kCacheLine,
+              "one slot per cache line: an announcement must never invalidate another reader's line");
+
+// The reader's thread-local state. constinit + trivially destructible, so the hot path reads it
+// with a plain TLS access (no init guard); the slot is released by a separate thread_local.
+struct ReaderState {
+  ReaderSlot* slot = nullptr;
+  std::uint32_t index = 0;  // slot index, also the shard index for per-map reader counters
+  std::uint32_t nest = 0;   // critical sections open on this thread (guards nest)
+};
+
+extern constinit thread_local ReaderState t_reader;
+// The global epoch. Advanced only by fetch_add (writers' reclaim), read by every reader on entry.
+extern std::atomic<std::uint64_t> g_epoch;
+
+// Slow path of enter(): claims a free slot (lock-free CAS scan), registers its release at thread
+// exit. Aborts with a message if kMaxReaderThreads slots are live. Allocates nothing.
+void register_reader() noexcept;
+
+// Opens a read-side critical section (nests). Reader thread; lock-free, no allocation, no
+// syscall; writes only this thread's slot.
+inline void enter() noexcept {
+  ReaderState& t = t_reader;
+  if (t.nest++ != 0) return;
+  if (t.slot == nullptr) [[unlikely]] register_reader();
+  // acquire pairs with advance()'s release: every row unlinked before that advance is invisible to
+  // this section, which is what lets a writer free rows retired before the epoch we announce.
+  const std::uint64_t e = g_epoch.load(std::memory_order_acquire);
+  // seq_cst RMW: the StoreLoad edge. Pairs with the seq_cst fence in min_active(): either the
+  // writer's scan sees this announcement, or this section's seq_cst pointer loads see every
+  // unlink the writer made before its fence (so an unseen reader can never reach a freed row).
+  t.slot->announced.exchange(e, std::memory_order_seq_cst);
+}
+
+// Closes the section opened by the matching enter(). Reader thread; no allocation.
+inline void exit() noexcept {
+  ReaderState& t = t_reader;
+  if (--t.nest != 0) return;
+  // release pairs with min_active()'s acquire load: every read of a row in this section happens
+  // before the writer that sees the slot idle frees that row.
+  t.slot->announced.store(kEpochIdle, std::memory_order_release);
+}
+
+// This thread's slot index (registers the thread on first use). Reader thread.
+inline std::uint32_t reader_index() noexcept {
+  if (t_reader.slot == nullptr) [[unlikely]] register_reader();
+  return t_reader.index;
+}
+
+// Number of slot indices ever claimed (an upper bound for per-thread shard scans). Any thread.
+std::uint32_t reader_high_water() noexcept;
+
+// Writer: closes the current epoch and returns it. Every row a writer unlinked before this call
+// may be tagged with the returned value. acq_rel fetch_add: its release half pairs with enter()'s
+// acquire load (the RMW chain keeps the release sequence unbroken across several writers).
+inline std::uint64_t advance() noexcept { return g_epoch.fetch_add(1, std::memory_order_acq_rel); }
+
+// Writer: the smallest epoch announced by a reader inside a section, or kEpochIdle if none. A row
+// tagged t (by advance()) may be freed once t < min_active(). Scans reader_high_water() slots.
+std::uint64_t min_active() noexcept;
+
+}  // namespace epoch
+
+// RAII read-side critical section. Reader thread (any); nests; no lock, no allocation, no
+// syscall. Rows seen through a map while a guard lives stay valid until it is destroyed.
+class ReadGuard {
+ public:
+  ReadGuard() noexcept { epoch::enter(); }
+  ~ReadGuard() { epoch::exit(); }
+  ReadGuard(const ReadGuard&) = delete;
+  ReadGuard& operator=(const ReadGuard&) = delete;
+};
+
+}  // namespace echo::table

@@ -1,0 +1,92 @@
+// SPDX-License-Identifier: MIT
+// The fill guard's memory (DESIGN "Beyond the original" 3): per name, the newest coherence
+// version the writer has seen, kept at least `keep_ms` (one TTL). A fill or put whose version is
+// older than that tombstone read L2 before the drop and would resurrect stale data, so the L1 map
+// refuses it. Writer-thread only: a flat open-addressing table, bounded, no reader ever sees it.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <cstring>
+#include <string_view>
+#include <vector>
+
+#include <echo/table/branded_id.h>
+
+namespace echo::table {
+
+using IdBytes = std::array<char, kIdSize>;
+
+inline IdBytes id_bytes(const BrandedId& id) noexcept {
+  IdBytes b;
+  std::memcpy(b.data(), id.view().data(), kIdSize);
+  return b;
+}
+inline std::string_view view(const IdBytes& b) noexcept { return {b.data(), kIdSize}; }
+
+// Hash of a 14-byte name: two overlapping 8-byte loads, multiply-xorshift mixed. Names are
+// base62 snowflakes whose low digits vary most, so both halves feed every output bit.
+inline std::uint64_t hash_name(const char* p) noexcept {
+  std::uint64_t a;
+  std::uint64_t b;
+  std::memcpy(&a, p, 8);
+  std::memcpy(&b, p + kIdSize - 8, 8);
+  std::uint64_t h = (a * 0x9E3779B97F4A7C15ull) ^ b;
+  h ^= h >> 32;
+  h *= 0xD6E8FEB86659FD93ull;
+  h ^= h >> 32;
+  return h;
+}
+
+// Per-name tombstones, bounded. remember() keeps the newest version per name and (re)arms its
+// deadline; an entry lives at least until its deadline (purged lazily when the table fills).
+// When purging cannot make room because every entry is younger than keep_ms, the table collapses
+// into a *floor*: the newest version among the evicted entries, applied to every name until the
+// newest evicted deadline. The floor can only refuse more fills (a refill from L2), never fewer,
+// so the guard stays safe under any load; `collapses()` counts it.
+class TombstoneTable {
+ public:
+  // capacity: slots, rounded up to a power of two >= 16; at most half are used. keep_ms >= 0.
+  TombstoneTable(std::size_t capacity, std::int64_t keep_ms);
+
+  // Records that a coherence message `version` for `name` reached the writer at `now`.
+  // Writer thread; allocates only while purging (never on the common path).
+  void remember(const char* name, std::uint64_t hash, const IdBytes& version, std::int64_t now);
+
+  // True iff a tombstone for `name` (or the active floor) is newer than `version`: a row at
+  // `version` would have been dropped by a message this writer already applied. Writer thread.
+  bool refuses(const char* name, std::uint64_t hash, const IdBytes& version,
+               std::int64_t now) const noexcept;
+
+  // The tombstone's version for `name`, if one is held. Writer thread (tests, diagnostics).
+  const IdBytes* find(const char* name, std::uint64_t hash) const noexcept;
+
+  void clear() noexcept;
+
+  std::size_t size() const noexcept { return used_; }
+  std::size_t capacity() const noexcept { return slots_.size(); }
+  std::uint64_t collapses() const noexcept { return collapses_; }
+  std::size_t memory_bytes() const noexcept { return slots_.capacity() * sizeof(Slot); }
+
+ private:
+  struct Slot {
+    IdBytes name;
+    IdBytes version;
+    std::int64_t deadline;
+    bool used;
+  };
+
+  std::size_t probe(const char* name, std::uint64_t hash) const noexcept;
+  void make_room(std::int64_t now);
+
+  std::vector<Slot> slots_;
+  std::size_t mask_;
+  std::size_t used_ = 0;
+  std::int64_t keep_ms_;
+  bool floor_active_ = false;
+  IdBytes floor_{};
+  std::int64_t floor_deadline_ = 0;
+  std::uint64_t collapses_ = 0;
+};
+
+}  // namespace echo::table

@@ -1,0 +1,205 @@
+// SPDX-License-Identifier: MIT
+// The L1 map (WIRE §4.2-4.4): rows of (name, value, version, expires_at) owned by ONE writer
+// thread, read by any number of threads without locks. Also the newer-wins apply primitive
+// (apply_coherence) and the fill guard (tombstones, fill_guard.h). Reads never block, allocate,
+// make a syscall or write a shared cache line; see "Why this technique" in l1_map.cc.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include <echo/table/branded_id.h>
+#include <echo/table/coherence_frame.h>
+#include <echo/table/epoch.h>
+#include <echo/table/fill_guard.h>
+
+namespace echo::table {
+
+// Monotonic milliseconds (WIRE §4.2's clock). Must be callable from any thread, noexcept.
+using MonotonicClock = std::int64_t (*)() noexcept;
+std::int64_t steady_clock_ms() noexcept;
+
+struct L1Config {
+  std::int64_t ttl_ms = 5000;       // 1 .. 2^40
+  double jitter = 0.1;              // 0.0 .. 0.5
+  std::size_t max_size = 100000;    // 1 .. 2^30
+  std::uint64_t seed = 0x5EEDull;   // jitter PRNG seed (tests pin it)
+  MonotonicClock clock = &steady_clock_ms;
+  // Tombstone slots (at most half used before purge); 0 = 2 * max_size, at least 1024.
+  std::size_t tombstone_capacity = 0;
+};
+
+// WIRE §4.4 verdicts.
+enum class Verdict : std::uint8_t { kApplied, kStale };
+
+// What an insert did. Anything but kInserted/kReplaced left the map unchanged.
+enum class InsertVerdict : std::uint8_t {
+  kInserted,         // a new row
+  kReplaced,         // replaced the row for that name (its old version was not newer)
+  kRefusedOlder,     // fill only: the current row is newer (fill_refused++)
+  kRefusedTombstone, // a coherence message newer than this version was already seen
+  kFullSkip,         // size == max_size and nothing had expired (full_skips++)
+};
+
+enum class ReadStatus : std::uint8_t { kHit, kMiss, kTooSmall };
+
+struct ReadResult {
+  ReadStatus status;
+  std::size_t size;  // the value's size on kHit and kTooSmall
+  IdBytes version;   // the row's version on kHit and kTooSmall
+};
+
+// A row seen through a ReadGuard: the views stay valid until that guard is destroyed.
+struct RowView {
+  std::string_view name;
+  std::string_view value;
+  std::string_view version;
+  std::int64_t expires_at;
+};
+
+struct L1Stats {
+  std::uint64_t hits, misses, coh_applied, coh_stale, swept, sweeps, full_skips, fill_refused,
+      put_refused, size, tombstones, tombstone_collapses, retired_pending;
+};
+
+class L1Map {
+ public:
+  // Bad configuration throws std::invalid_argument naming the knob and its range. Any thread.
+  explicit L1Map(const L1Config& config);
+  // Frees every row. No reader may be inside a read of this map, and the writer must be done.
+  ~L1Map();
+  L1Map(const L1Map&) = delete;
+  L1Map& operator=(const L1Map&) = delete;
+
+  // ---- Readers: any thread, concurrently with the writer. Lock-free, no syscall (the default
+  // clock is the vDSO's CLOCK_MONOTONIC), each hit/miss counted on the caller's own cache line.
+
+  // Copies a live row's value into `value` (allocates only if its capacity is too small) and
+  // its version into `*version` if given. False on a miss (absent or expired).
+  bool get(std::string_view name, std::string& value, IdBytes* version = nullptr) const;
+  // Copies into `buf`: kHit, kMiss, or kTooSmall (nothing copied; size says what is needed;
+  // counted as a hit). No allocation. `now_ms` on the map's clock; read() reads the clock.
+  ReadResult read_at(std::string_view name, std::span<char> buf, std::int64_t now_ms) const noexcept;
+  ReadResult read(std::string_view name, std::span<char> buf) const noexcept {
+    return read_at(name, buf, clock_());
+  }
+  // Zero-copy: the live row under `guard`, valid while the guard lives. Counted like get().
+  std::optional<RowView> find(const ReadGuard& guard, std::string_view name) const noexcept;
+
+  // ---- Writer: the map's one writer thread only (debug builds abort on a second thread; the
+  // first writer call binds the thread). Never blocks; allocates a row per insert and frees
+  // retired rows in batches once readers have moved on.
+
+  // A fill (WIRE §4.3, DESIGN fill guard): refused if the current row is newer than `version`
+  // (fill_refused++) or if a remembered coherence message is newer (fill_refused++). Equal
+  // versions pass both checks: a row at v survives a message v (§4.4), so a fill at v must too,
+  // or every update would make the name uncacheable for a TTL.
+  InsertVerdict insert_fill(const BrandedId& name, std::string_view value, const BrandedId& version);
+  // A put (WIRE §4.3): no compare with the current row (the writer's own write wins), but a put
+  // older than a remembered coherence message is refused (put_refused++): that message announced
+  // newer data in L2, and L1 must not serve older data than L2 holds.
+  InsertVerdict put(const BrandedId& name, std::string_view value, const BrandedId& version);
+  // WIRE §4.4: row exists and newer(version, row.version) -> delete, kApplied, coh_applied++;
+  // else kStale, coh_stale++. Either way the version is remembered for the fill guard.
+  Verdict apply_coherence(const BrandedId& name, const BrandedId& version);
+  // The same comparison for a batch (the ring's apply function); returns how many applied.
+  std::size_t apply_batch(std::span<const CoherenceMessage> messages);
+  // Deletes the row unconditionally (admin invalidate). True if there was one. Not counted.
+  bool erase(const BrandedId& name);
+  // Flush policy: drops every row (tombstones are kept: they are still true). Not counted.
+  void clear();
+  // Deletes rows with expires_at < now: swept += n, sweeps++. Returns n.
+  std::size_t sweep(std::int64_t now_ms);
+  // Frees retired rows no reader can still see. Called on its own every kReclaimBatch retires;
+  // an idle writer calls it to return memory sooner.
+  void reclaim();
+
+  // ---- Any thread: relaxed snapshots (stats() sums the per-reader shards).
+  std::size_t size() const noexcept { return size_.load(std::memory_order_relaxed); }
+  L1Stats stats() const noexcept;
+  // Writer thread: bytes held by the index, row headers, value bytes, tombstones and shards.
+  std::size_t memory_bytes() const noexcept;
+  // Writer thread: value bytes held (linked and not yet freed rows).
+  std::size_t value_bytes() const noexcept { return value_bytes_; }
+  std::size_t bucket_count() const noexcept { return mask_ + 1; }
+  std::int64_t now() const noexcept { return clock_(); }
+  std::int64_t ttl_ms() const noexcept { return ttl_ms_; }
+  std::int64_t jitter_span_ms() const noexcept { return jitter_span_; }
+
+  // The tombstone held for `name`, if any. Writer thread (tests, diagnostics).
+  std::optional<IdBytes> tombstone(const BrandedId& name) const;
+
+  static constexpr std::size_t kReclaimBatch = 256;
+
+ private:
+  struct Row;
+  struct alignas(kCacheLine) ReaderShard {
+    // Written only by the thread owning this shard index (store(load + 1), relaxed); read by
+    // stats() with relaxed loads: counters, not synchronisation.
+    std::atomic<std::uint64_t> hits{0};
+    std::atomic<std::uint64_t> misses{0};
+  };
+  struct Retired {
+    Row* row;
+    std::uint64_t epoch;  // kEpochIdle until tagged by reclaim()
+  };
+  // Writer-written counters: one line, away from the readers' read-mostly line.
+  struct alignas(kCacheLine) WriterCounters {
+    std::atomic<std::uint64_t> coh_applied{0}, coh_stale{0}, swept{0}, sweeps{0}, full_skips{0},
+        fill_refused{0}, put_refused{0}, retired_pending{0}, tombstones{0},
+        tombstone_collapses{0};
+  };
+
+  const Row* lookup(std::string_view name, std::uint64_t hash) const noexcept;
+  const Row* live_row(std::string_view name, std::int64_t now) const noexcept;
+  void count(bool hit) const noexcept;
+
+  std::atomic<Row*>* find_link(const char* name, std::uint64_t hash) const noexcept;
+  InsertVerdict upsert(const BrandedId& name, std::string_view value, const BrandedId& version,
+                       bool is_fill);
+  Row* make_row(const char* name, std::uint64_t hash, std::string_view value, const IdBytes& version,
+                std::int64_t expires_at);
+  void unlink(std::atomic<Row*>* link, Row* row) noexcept;
+  void retire(Row* row);
+  void free_row(Row* row) noexcept;
+  Verdict apply_one(const char* name, const IdBytes& version, std::int64_t now);
+  std::size_t drop_expired(std::int64_t now, bool inclusive);
+  std::int64_t draw_expiry(std::int64_t now) noexcept;
+  void bump(std::atomic<std::uint64_t>& c) noexcept {
+    c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
+  void check_writer(const char* op) const noexcept;
+
+  // Readers' read-only line: set in the constructor, never written after.
+  alignas(kCacheLine) std::unique_ptr<std::atomic<Row*>[]> buckets_;
+  std::size_t mask_;
+  MonotonicClock clock_;
+  std::unique_ptr<ReaderShard[]> shards_;
+
+  // Writer state.
+  alignas(kCacheLine) std::atomic<std::size_t> size_{0};
+  std::size_t max_size_;
+  std::int64_t ttl_ms_;
+  std::int64_t jitter_span_;
+  std::uint64_t rng_;
+  std::int64_t earliest_expiry_;  // lower bound of every row's expires_at (skips futile scans)
+  std::size_t row_bytes_ = 0;    // headers + values of linked and retired-not-freed rows
+  std::size_t value_bytes_ = 0;  // the values' share of row_bytes_
+  std::vector<Retired> retired_;
+  std::size_t untagged_from_ = 0;
+  TombstoneTable tombstones_;
+  WriterCounters counters_;
+#ifndef NDEBUG
+  mutable std::atomic<std::thread::id> writer_{};
+#endif
+};
+
+}  // namespace echo::table

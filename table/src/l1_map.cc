@@ -1,0 +1,474 @@
+// SPDX-License-Identifier: MIT
+// The L1 map: a fixed-size chained hash index of immutable rows. The writer publishes a row with
+// one release store of a pointer and never changes it afterwards; replacing or deleting a row
+// unlinks it and hands it to epoch-based reclamation (epoch.h), which frees it once no reader
+// section that could have seen it is still open.
+//
+// Why this technique (bench/l1_map_bench.cc decides; figures in the report of issue 3):
+// - Immutable rows behind one pointer make a torn row impossible by construction: version,
+//   value and expiry live in the same allocation, so a reader sees one whole row or the next.
+//   A per-bucket seqlock needs the same reclamation for variable-length values that live outside
+//   the bucket, copies before it can validate (and copies again on a retry), and cannot offer a
+//   zero-copy read; left-right doubles memory and makes every write wait for readers to drain.
+// - A hit costs one load of the global epoch (a read-mostly line), one seq_cst exchange on the
+//   reader's own slot line, a bucket load, the row, and a release store on exit.
+//   BM_L1Map_GetHit against BM_FlatHashMap_GetHit (unsynchronised absl, read-only) and
+//   BM_SharedMutexMap_GetHit (std::unordered_map + std::shared_mutex) show the price, with the
+//   writer idle and with it churning >= 1M drops/s (the shared_mutex baseline collapses there,
+//   because its readers write the lock's cache line).
+// - Buckets are fixed at construction (a power of two >= max_size), so the index is never
+//   resized under readers and never reclaimed; load factor stays <= 1.
+#include <echo/table/l1_map.h>
+
+#include <algorithm>
+#include <bit>
+#include <cassert>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <new>
+#include <stdexcept>
+#include <string>
+
+namespace echo::table {
+
+// One allocation: this header, then value_size bytes of value. Everything but `next` is
+// immutable once published.
+struct L1Map::Row {
+  std::atomic<Row*> next;  // writer stores (release), readers load (seq_cst, see lookup())
+  std::uint64_t hash;
+  std::int64_t expires_at;
+  std::uint32_t value_size;
+  IdBytes name;
+  IdBytes version;
+
+  const char* value() const noexcept { return reinterpret_cast<const char*>(this + 1); }
+  char* value() noexcept { return reinterpret_cast<char*>(this + 1); }
+};
+static_assert(sizeof(std::atomic<void*>) == sizeof(void*),
+              "a bucket is one pointer: the index costs 8 bytes per bucket");
+
+namespace {
+
+constexpr std::int64_t kMaxTtlMs = std::int64_t{1} << 40;
+constexpr std::size_t kMaxSize = std::size_t{1} << 30;
+
+std::uint64_t splitmix64(std::uint64_t& state) noexcept {
+  std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+__extension__ typedef unsigned __int128 u128;  // GCC/Clang builtin; -Wpedantic knows it as an extension
+
+// Uniform integer in [0, range) without modulo bias (Lemire's multiply-and-reject).
+std::uint64_t uniform_below(std::uint64_t& state, std::uint64_t range) noexcept {
+  u128 m = static_cast<u128>(splitmix64(state)) * range;
+  auto low = static_cast<std::uint64_t>(m);
+  if (low < range) {
+    const std::uint64_t threshold = (0 - range) % range;
+    while (low < threshold) {
+      m = static_cast<u128>(splitmix64(state)) * range;
+      low = static_cast<std::uint64_t>(m);
+    }
+  }
+  return static_cast<std::uint64_t>(m >> 64);
+}
+
+const L1Config& validated(const L1Config& c) {
+  if (c.ttl_ms < 1 || c.ttl_ms > kMaxTtlMs) {
+    throw std::invalid_argument("L1Config.ttl_ms must lie in [1, 2^40] ms (got " +
+                                std::to_string(c.ttl_ms) + ")");
+  }
+  if (!(c.jitter >= 0.0 && c.jitter <= 0.5)) {  // also refuses NaN
+    throw std::invalid_argument("L1Config.jitter must lie in [0.0, 0.5] (got " +
+                                std::to_string(c.jitter) + ")");
+  }
+  if (c.max_size < 1 || c.max_size > kMaxSize) {
+    throw std::invalid_argument("L1Config.max_size must lie in [1, 2^30] (got " +
+                                std::to_string(c.max_size) + ")");
+  }
+  if (c.clock == nullptr) throw std::invalid_argument("L1Config.clock must not be null");
+  return c;
+}
+
+std::size_t tombstone_slots(const L1Config& c) {
+  if (c.tombstone_capacity != 0) return c.tombstone_capacity;
+  return std::max<std::size_t>(1024, 2 * c.max_size);
+}
+
+}  // namespace
+
+std::int64_t steady_clock_ms() noexcept {
+  using namespace std::chrono;
+  return duration_cast<milliseconds>(steady_clock::now().time_since_epoch()).count();
+}
+
+L1Map::L1Map(const L1Config& config)
+    : buckets_(new std::atomic<Row*>[std::bit_ceil(std::max<std::size_t>(16, validated(config).max_size))]),
+      mask_(std::bit_ceil(std::max<std::size_t>(16, config.max_size)) - 1),
+      clock_(config.clock),
+      shards_(new ReaderShard[kMaxReaderThreads]),
+      max_size_(config.max_size),
+      ttl_ms_(config.ttl_ms),
+      jitter_span_(static_cast<std::int64_t>(static_cast<double>(config.ttl_ms) * config.jitter)),
+      rng_(config.seed),
+      earliest_expiry_(std::numeric_limits<std::int64_t>::max()),
+      tombstones_(tombstone_slots(config), config.ttl_ms + jitter_span_) {
+  for (std::size_t i = 0; i <= mask_; ++i) buckets_[i].store(nullptr, std::memory_order_relaxed);
+  retired_.reserve(2 * kReclaimBatch);
+}
+
+L1Map::~L1Map() {
+  for (std::size_t i = 0; i <= mask_; ++i) {
+    Row* r = buckets_[i].load(std::memory_order_relaxed);
+    while (r != nullptr) {
+      Row* next = r->next.load(std::memory_order_relaxed);
+      free_row(r);
+      r = next;
+    }
+  }
+  for (const Retired& t : retired_) free_row(t.row);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Readers
+
+const L1Map::Row* L1Map::lookup(std::string_view name, std::uint64_t hash) const noexcept {
+  // seq_cst loads (a plain load on x86, LDAR on ARMv8: the price of acquire) so that each one
+  // follows the writer's seq_cst fence in the single total order whenever the writer's scan missed
+  // our announcement (epoch.h, enter()). Pairs with the writer's release stores in upsert/unlink:
+  // a row reached through a pointer is fully built.
+  const Row* r = buckets_[hash & mask_].load(std::memory_order_seq_cst);
+  for (; r != nullptr; r = r->next.load(std::memory_order_seq_cst)) {
+    if (r->hash == hash && std::memcmp(r->name.data(), name.data(), kIdSize) == 0) return r;
+  }
+  return nullptr;
+}
+
+const L1Map::Row* L1Map::live_row(std::string_view name, std::int64_t now) const noexcept {
+  if (name.size() != kIdSize) return nullptr;
+  const Row* r = lookup(name, hash_name(name.data()));
+  return (r != nullptr && now < r->expires_at) ? r : nullptr;
+}
+
+void L1Map::count(bool hit) const noexcept {
+  ReaderShard& s = shards_[epoch::reader_index()];
+  std::atomic<std::uint64_t>& c = hit ? s.hits : s.misses;
+  c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+}
+
+bool L1Map::get(std::string_view name, std::string& value, IdBytes* version) const {
+  const std::int64_t now = clock_();
+  ReadGuard guard;
+  const Row* r = live_row(name, now);
+  count(r != nullptr);
+  if (r == nullptr) return false;
+  value.assign(r->value(), r->value_size);
+  if (version != nullptr) *version = r->version;
+  return true;
+}
+
+ReadResult L1Map::read_at(std::string_view name, std::span<char> buf,
+                          std::int64_t now_ms) const noexcept {
+  ReadGuard guard;
+  const Row* r = live_row(name, now_ms);
+  count(r != nullptr);
+  if (r == nullptr) return {ReadStatus::kMiss, 0, {}};
+  if (r->value_size > buf.size()) return {ReadStatus::kTooSmall, r->value_size, r->version};
+  std::memcpy(buf.data(), r->value(), r->value_size);
+  return {ReadStatus::kHit, r->value_size, r->version};
+}
+
+std::optional<RowView> L1Map::find(const ReadGuard& guard, std::string_view name) const noexcept {
+  static_cast<void>(guard);  // the guard is the proof that the views may be handed out
+  const Row* r = live_row(name, clock_());
+  count(r != nullptr);
+  if (r == nullptr) return std::nullopt;
+  return RowView{view(r->name), {r->value(), r->value_size}, view(r->version), r->expires_at};
+}
+
+// ---------------------------------------------------------------------------------------------
+// Writer
+
+void L1Map::check_writer([[maybe_unused]] const char* op) const noexcept {
+#ifndef NDEBUG
+  const std::thread::id me = std::this_thread::get_id();
+  std::thread::id expected{};
+  // relaxed: an identity check that orders nothing; the first writer call binds the thread.
+  if (writer_.compare_exchange_strong(expected, me, std::memory_order_relaxed) || expected == me) {
+    return;
+  }
+  std::fprintf(stderr,
+               "echo::table::L1Map::%s called from a second writer thread: an L1 map has exactly "
+               "one writer (the table's writer thread)\n",
+               op);
+  std::abort();
+#endif
+}
+
+std::int64_t L1Map::draw_expiry(std::int64_t now) noexcept {
+  if (jitter_span_ == 0) return now + ttl_ms_;
+  const auto range = static_cast<std::uint64_t>(2 * jitter_span_ + 1);
+  const auto r = static_cast<std::int64_t>(uniform_below(rng_, range)) - jitter_span_;
+  return now + ttl_ms_ + r;
+}
+
+std::atomic<L1Map::Row*>* L1Map::find_link(const char* name, std::uint64_t hash) const noexcept {
+  // relaxed: only this (writer) thread stores these pointers.
+  std::atomic<Row*>* link = &buckets_[hash & mask_];
+  for (Row* r = link->load(std::memory_order_relaxed); r != nullptr;
+       r = link->load(std::memory_order_relaxed)) {
+    if (r->hash == hash && std::memcmp(r->name.data(), name, kIdSize) == 0) return link;
+    link = &r->next;
+  }
+  return nullptr;
+}
+
+L1Map::Row* L1Map::make_row(const char* name, std::uint64_t hash, std::string_view value,
+                            const IdBytes& version, std::int64_t expires_at) {
+  if (value.size() > std::numeric_limits<std::uint32_t>::max()) {
+    throw std::length_error("L1Map: a value must be smaller than 4 GiB");
+  }
+  void* p = ::operator new(sizeof(Row) + value.size());
+  Row* r = new (p) Row;
+  r->next.store(nullptr, std::memory_order_relaxed);  // published later by a release store
+  r->hash = hash;
+  r->expires_at = expires_at;
+  r->value_size = static_cast<std::uint32_t>(value.size());
+  std::memcpy(r->name.data(), name, kIdSize);
+  r->version = version;
+  if (!value.empty()) std::memcpy(r->value(), value.data(), value.size());
+  row_bytes_ += sizeof(Row) + value.size();
+  value_bytes_ += value.size();
+  return r;
+}
+
+void L1Map::free_row(Row* row) noexcept {
+  row_bytes_ -= sizeof(Row) + row->value_size;
+  value_bytes_ -= row->value_size;
+  row->~Row();
+  ::operator delete(static_cast<void*>(row));
+}
+
+void L1Map::unlink(std::atomic<Row*>* link, Row* row) noexcept {
+  // release pairs with lookup()'s loads; `row` itself stays intact (and its `next` valid) for
+  // readers already standing on it, until reclaim() frees it.
+  link->store(row->next.load(std::memory_order_relaxed), std::memory_order_release);
+  size_.store(size_.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+}
+
+void L1Map::retire(Row* row) {
+  retired_.push_back({row, kEpochIdle});
+  if (retired_.size() - untagged_from_ >= kReclaimBatch) reclaim();
+  counters_.retired_pending.store(retired_.size(), std::memory_order_relaxed);
+}
+
+void L1Map::reclaim() {
+  check_writer("reclaim");
+  if (untagged_from_ < retired_.size()) {
+    const std::uint64_t e = epoch::advance();
+    for (std::size_t i = untagged_from_; i < retired_.size(); ++i) retired_[i].epoch = e;
+    untagged_from_ = retired_.size();
+  }
+  if (untagged_from_ == 0) return;
+  const std::uint64_t oldest = epoch::min_active();
+  std::size_t k = 0;
+  // Tags never decrease along the vector, so the freeable rows form a prefix.
+  while (k < untagged_from_ && retired_[k].epoch < oldest) free_row(retired_[k++].row);
+  if (k != 0) {
+    retired_.erase(retired_.begin(), retired_.begin() + static_cast<std::ptrdiff_t>(k));
+    untagged_from_ -= k;
+  }
+  counters_.retired_pending.store(retired_.size(), std::memory_order_relaxed);
+}
+
+InsertVerdict L1Map::upsert(const BrandedId& name, std::string_view value,
+                            const BrandedId& version, bool is_fill) {
+  const char* key = name.view().data();
+  const std::uint64_t h = hash_name(key);
+  const IdBytes v = id_bytes(version);
+  const std::int64_t now = clock_();
+  if (tombstones_.refuses(key, h, v, now)) {
+    bump(is_fill ? counters_.fill_refused : counters_.put_refused);
+    return InsertVerdict::kRefusedTombstone;
+  }
+  if (std::atomic<Row*>* link = find_link(key, h)) {
+    Row* old = link->load(std::memory_order_relaxed);
+    if (is_fill && newer(view(old->version), view(v))) {
+      bump(counters_.fill_refused);
+      return InsertVerdict::kRefusedOlder;
+    }
+    Row* row = make_row(key, h, value, v, draw_expiry(now));
+    row->next.store(old->next.load(std::memory_order_relaxed), std::memory_order_relaxed);
+    // release pairs with lookup()'s loads: the row's bytes are visible before its pointer.
+    link->store(row, std::memory_order_release);
+    earliest_expiry_ = std::min(earliest_expiry_, row->expires_at);
+    retire(old);
+    return InsertVerdict::kReplaced;
+  }
+  if (size() >= max_size_) {
+    // WIRE §4.2: reclaim expired rows (not counted in swept); skip if none went.
+    if (now < earliest_expiry_ || drop_expired(now, /*inclusive=*/true) == 0) {
+      bump(counters_.full_skips);
+      return InsertVerdict::kFullSkip;
+    }
+  }
+  Row* row = make_row(key, h, value, v, draw_expiry(now));
+  std::atomic<Row*>& head = buckets_[h & mask_];
+  row->next.store(head.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  // release pairs with lookup()'s loads.
+  head.store(row, std::memory_order_release);
+  size_.store(size() + 1, std::memory_order_relaxed);
+  earliest_expiry_ = std::min(earliest_expiry_, row->expires_at);
+  return InsertVerdict::kInserted;
+}
+
+InsertVerdict L1Map::insert_fill(const BrandedId& name, std::string_view value,
+                                 const BrandedId& version) {
+  check_writer("insert_fill");
+  return upsert(name, value, version, /*is_fill=*/true);
+}
+
+InsertVerdict L1Map::put(const BrandedId& name, std::string_view value, const BrandedId& version) {
+  check_writer("put");
+  return upsert(name, value, version, /*is_fill=*/false);
+}
+
+Verdict L1Map::apply_one(const char* name, const IdBytes& version, std::int64_t now) {
+  const std::uint64_t h = hash_name(name);
+  tombstones_.remember(name, h, version, now);
+  counters_.tombstones.store(tombstones_.size(), std::memory_order_relaxed);
+  counters_.tombstone_collapses.store(tombstones_.collapses(), std::memory_order_relaxed);
+  if (std::atomic<Row*>* link = find_link(name, h)) {
+    Row* row = link->load(std::memory_order_relaxed);
+    if (newer(view(version), view(row->version))) {
+      unlink(link, row);
+      retire(row);
+      bump(counters_.coh_applied);
+      return Verdict::kApplied;
+    }
+  }
+  bump(counters_.coh_stale);
+  return Verdict::kStale;
+}
+
+Verdict L1Map::apply_coherence(const BrandedId& name, const BrandedId& version) {
+  check_writer("apply_coherence");
+  return apply_one(name.view().data(), id_bytes(version), clock_());
+}
+
+std::size_t L1Map::apply_batch(std::span<const CoherenceMessage> messages) {
+  check_writer("apply_batch");
+  const std::int64_t now = clock_();
+  std::size_t applied = 0;
+  for (std::size_t i = 0; i < messages.size(); ++i) {
+    if (i + 1 < messages.size()) {
+      // The next message's bucket is almost always a cache miss; start it now.
+      __builtin_prefetch(&buckets_[hash_name(messages[i + 1].name.view().data()) & mask_]);
+    }
+    applied += apply_one(messages[i].name.view().data(), id_bytes(messages[i].version), now) ==
+               Verdict::kApplied;
+  }
+  return applied;
+}
+
+bool L1Map::erase(const BrandedId& name) {
+  check_writer("erase");
+  const char* key = name.view().data();
+  std::atomic<Row*>* link = find_link(key, hash_name(key));
+  if (link == nullptr) return false;
+  Row* row = link->load(std::memory_order_relaxed);
+  unlink(link, row);
+  retire(row);
+  return true;
+}
+
+void L1Map::clear() {
+  check_writer("clear");
+  for (std::size_t i = 0; i <= mask_; ++i) {
+    Row* r = buckets_[i].load(std::memory_order_relaxed);
+    if (r == nullptr) continue;
+    // release pairs with lookup()'s loads; the detached chain stays intact for readers on it.
+    buckets_[i].store(nullptr, std::memory_order_release);
+    while (r != nullptr) {
+      Row* next = r->next.load(std::memory_order_relaxed);
+      retire(r);
+      r = next;
+    }
+  }
+  size_.store(0, std::memory_order_relaxed);
+  earliest_expiry_ = std::numeric_limits<std::int64_t>::max();
+}
+
+std::size_t L1Map::drop_expired(std::int64_t now, bool inclusive) {
+  std::size_t n = 0;
+  std::int64_t earliest = std::numeric_limits<std::int64_t>::max();
+  for (std::size_t i = 0; i <= mask_; ++i) {
+    std::atomic<Row*>* link = &buckets_[i];
+    for (Row* r = link->load(std::memory_order_relaxed); r != nullptr;
+         r = link->load(std::memory_order_relaxed)) {
+      const bool expired = inclusive ? r->expires_at <= now : r->expires_at < now;
+      if (expired) {
+        unlink(link, r);
+        retire(r);
+        ++n;
+      } else {
+        earliest = std::min(earliest, r->expires_at);
+        link = &r->next;
+      }
+    }
+  }
+  earliest_expiry_ = earliest;
+  return n;
+}
+
+std::size_t L1Map::sweep(std::int64_t now_ms) {
+  check_writer("sweep");
+  const std::size_t n = drop_expired(now_ms, /*inclusive=*/false);
+  counters_.swept.store(counters_.swept.load(std::memory_order_relaxed) + n,
+                        std::memory_order_relaxed);
+  bump(counters_.sweeps);
+  reclaim();
+  return n;
+}
+
+std::optional<IdBytes> L1Map::tombstone(const BrandedId& name) const {
+  check_writer("tombstone");
+  const char* key = name.view().data();
+  const IdBytes* t = tombstones_.find(key, hash_name(key));
+  if (t == nullptr) return std::nullopt;
+  return *t;
+}
+
+L1Stats L1Map::stats() const noexcept {
+  L1Stats s{};
+  const std::uint32_t n = epoch::reader_high_water();
+  for (std::uint32_t i = 0; i < n; ++i) {
+    s.hits += shards_[i].hits.load(std::memory_order_relaxed);
+    s.misses += shards_[i].misses.load(std::memory_order_relaxed);
+  }
+  const WriterCounters& c = counters_;
+  s.coh_applied = c.coh_applied.load(std::memory_order_relaxed);
+  s.coh_stale = c.coh_stale.load(std::memory_order_relaxed);
+  s.swept = c.swept.load(std::memory_order_relaxed);
+  s.sweeps = c.sweeps.load(std::memory_order_relaxed);
+  s.full_skips = c.full_skips.load(std::memory_order_relaxed);
+  s.fill_refused = c.fill_refused.load(std::memory_order_relaxed);
+  s.put_refused = c.put_refused.load(std::memory_order_relaxed);
+  s.retired_pending = c.retired_pending.load(std::memory_order_relaxed);
+  s.tombstones = c.tombstones.load(std::memory_order_relaxed);
+  s.tombstone_collapses = c.tombstone_collapses.load(std::memory_order_relaxed);
+  s.size = size();
+  return s;
+}
+
+std::size_t L1Map::memory_bytes() const noexcept {
+  return (mask_ + 1) * sizeof(std::atomic<Row*>) + row_bytes_ + tombstones_.memory_bytes() +
+         kMaxReaderThreads * sizeof(ReaderShard) + retired_.capacity() * sizeof(Retired);
+}
+
+}  // namespace echo::table

@@ -1,0 +1,508 @@
+// SPDX-License-Identifier: MIT
+// Unit tests of the L1 map (WIRE §4.2-4.4): newer-wins verdicts, TTL with jitter (E5's spirit,
+// on an injected clock), max_size and full_skips (E6), sweeps, G6 convergence, the fill guard
+// over randomized interleavings, row lifetime (counted allocations) and the single-writer check.
+// The replaced operator new/delete below forward to malloc/free; g++ 12 then flags every inlined
+// new/delete pair of the TU as mismatched, although the pair is ours.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
+
+#include <echo/table/l1_map.h>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <new>
+#include <numeric>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+// Counted allocations: every operator new/delete of this binary moves `g_live`, so a scope that
+// builds and destroys a map must leave it where it found it (a leak shows; ASan catches the
+// double free).
+namespace {
+std::atomic<long> g_live{0};
+}
+void* operator new(std::size_t n) {
+  // relaxed: a counter read after the scope's threads are joined.
+  g_live.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept {
+  if (p == nullptr) return;
+  g_live.fetch_sub(1, std::memory_order_relaxed);
+  std::free(p);
+}
+void operator delete(void* p, std::size_t) noexcept { operator delete(p); }
+
+namespace echo::table {
+namespace {
+
+// The injected monotonic clock (ms). relaxed: tests set it from the writer thread only.
+std::atomic<std::int64_t> g_now{1'000'000};
+std::int64_t fake_now() noexcept { return g_now.load(std::memory_order_relaxed); }
+void set_now(std::int64_t t) { g_now.store(t, std::memory_order_relaxed); }
+
+BrandedId name_id(std::uint64_t n) { return *BrandedId::encode("USR", 1'000'000 + n); }
+BrandedId ver(std::uint64_t n) { return *BrandedId::encode("TXN", 5'000'000 + n); }
+
+L1Config config(std::size_t max_size = 1000, std::int64_t ttl = 5000, double jitter = 0.0) {
+  L1Config c;
+  c.max_size = max_size;
+  c.ttl_ms = ttl;
+  c.jitter = jitter;
+  c.clock = &fake_now;
+  return c;
+}
+
+std::string read_value(const L1Map& m, const BrandedId& n) {
+  std::string v;
+  return m.get(n.view(), v) ? v : std::string("<miss>");
+}
+
+std::int64_t expiry_of(const L1Map& m, const BrandedId& n) {
+  ReadGuard g;
+  auto row = m.find(g, n.view());
+  return row ? row->expires_at : -1;
+}
+
+TEST(L1Config, BadKnobsThrowNamingKnobAndRange) {
+  auto expect_throw = [](L1Config c, const char* knob) {
+    try {
+      L1Map m(c);
+      FAIL() << "no throw for " << knob;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(knob), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find('['), std::string::npos) << e.what();
+    }
+  };
+  L1Config c = config();
+  c.jitter = 0.51;
+  expect_throw(c, "jitter");
+  c.jitter = -0.01;
+  expect_throw(c, "jitter");
+  c.jitter = std::nan("");
+  expect_throw(c, "jitter");
+  c = config();
+  c.ttl_ms = 0;
+  expect_throw(c, "ttl_ms");
+  c = config();
+  c.max_size = 0;
+  expect_throw(c, "max_size");
+  c = config();
+  c.jitter = 0.5;
+  EXPECT_NO_THROW(L1Map{c});
+}
+
+TEST(L1Map, ApplyCoherenceVerdictsFollowNewerWins) {
+  L1Map m(config());
+  const BrandedId n = name_id(1);
+  EXPECT_EQ(m.apply_coherence(n, ver(2)), Verdict::kStale);  // no row
+  ASSERT_EQ(m.put(n, "at-v2", ver(2)), InsertVerdict::kInserted);
+  ASSERT_EQ(m.put(n, "at-v2", ver(2)), InsertVerdict::kReplaced);
+  EXPECT_EQ(m.apply_coherence(n, ver(1)), Verdict::kStale);  // older
+  EXPECT_EQ(read_value(m, n), "at-v2");
+  EXPECT_EQ(m.apply_coherence(n, ver(2)), Verdict::kStale);  // equal is not newer
+  EXPECT_EQ(read_value(m, n), "at-v2");
+  EXPECT_EQ(m.apply_coherence(n, ver(3)), Verdict::kApplied);
+  EXPECT_EQ(read_value(m, n), "<miss>");
+  EXPECT_EQ(m.apply_coherence(n, ver(3)), Verdict::kStale);  // replay
+  const L1Stats s = m.stats();
+  EXPECT_EQ(s.coh_applied, 1u);
+  EXPECT_EQ(s.coh_stale, 4u);
+  EXPECT_EQ(s.size, 0u);
+}
+
+TEST(L1Map, ApplyBatchGivesTheSameVerdictsAsOneByOne) {
+  L1Map m(config());
+  for (int i = 0; i < 10; ++i) ASSERT_EQ(m.put(name_id(i), "x", ver(5)), InsertVerdict::kInserted);
+  std::vector<CoherenceMessage> batch;
+  for (int i = 0; i < 10; ++i) batch.push_back({name_id(i), ver(i % 2 == 0 ? 6 : 5)});
+  batch.push_back({name_id(0), ver(7)});  // row already gone: stale
+  EXPECT_EQ(m.apply_batch(batch), 5u);
+  EXPECT_EQ(m.size(), 5u);
+  EXPECT_EQ(m.stats().coh_stale, 6u);
+}
+
+TEST(L1Map, ExpiryIsNowPlusTtlPlusUniformJitterWithinTruncSpan) {
+  set_now(1'000'000);
+  L1Map jittered(config(1000, 300, 0.2));  // s = trunc(300 * 0.2) = 60
+  L1Map control(config(1000, 300, 0.0));
+  ASSERT_EQ(jittered.jitter_span_ms(), 60);
+  std::vector<std::int64_t> exp;
+  for (int i = 0; i < 400; ++i) {
+    ASSERT_EQ(jittered.put(name_id(i), "v", ver(1)), InsertVerdict::kInserted);
+    ASSERT_EQ(control.put(name_id(i), "v", ver(1)), InsertVerdict::kInserted);
+    exp.push_back(expiry_of(jittered, name_id(i)));
+    EXPECT_EQ(expiry_of(control, name_id(i)), 1'000'300);
+  }
+  const auto [lo, hi] = std::minmax_element(exp.begin(), exp.end());
+  EXPECT_GE(*lo, 1'000'240);
+  EXPECT_LE(*hi, 1'000'360);
+  // 400 uniform draws over 121 values: the spread covers nearly the whole [-60, +60] window
+  // (E5: rows filled together expire apart), while the control spreads over 0 ms.
+  EXPECT_GE(*hi - *lo, 100);
+  const double mean = std::accumulate(exp.begin(), exp.end(), 0.0) / 400.0;
+  EXPECT_NEAR(mean, 1'000'300.0, 8.0);
+
+  // Live iff now < expires_at.
+  set_now(*lo - 1);
+  EXPECT_EQ(jittered.stats().size, 400u);
+  set_now(1'000'300);
+  EXPECT_EQ(read_value(control, name_id(0)), "<miss>");
+  set_now(1'000'299);
+  EXPECT_EQ(read_value(control, name_id(0)), "v");
+
+  // E5's end: a sweep after the window removes every row and counts it.
+  EXPECT_EQ(jittered.sweep(1'000'361), 400u);
+  EXPECT_EQ(jittered.stats().swept, 400u);
+  EXPECT_EQ(jittered.stats().sweeps, 1u);
+  EXPECT_EQ(jittered.size(), 0u);
+}
+
+TEST(L1Map, JitterOfHalfTtlCoversBothEnds) {
+  set_now(0);
+  L1Map m(config(5000, 10, 0.5));  // s = 5: 11 possible offsets
+  std::vector<int> seen(11, 0);
+  for (int i = 0; i < 2000; ++i) {
+    ASSERT_EQ(m.put(name_id(i), "v", ver(1)), InsertVerdict::kInserted);
+    const std::int64_t e = expiry_of(m, name_id(i));
+    ASSERT_GE(e, 5);
+    ASSERT_LE(e, 15);
+    ++seen[static_cast<std::size_t>(e - 5)];
+  }
+  for (int c : seen) EXPECT_GT(c, 100);  // ~182 expected each
+}
+
+TEST(L1Map, FullMapSkipsInsertsAndCountsThem) {  // E6
+  set_now(1'000'000);
+  L1Map m(config(100, 5000, 0.1));
+  for (int i = 0; i < 51; ++i) ASSERT_EQ(m.put(name_id(i), "live", ver(1)), InsertVerdict::kInserted);
+  int inserted = 0;
+  int skipped = 0;
+  for (int i = 1000; i < 1150; ++i) {
+    const InsertVerdict v = m.insert_fill(name_id(i), "fill", ver(1));
+    inserted += v == InsertVerdict::kInserted;
+    skipped += v == InsertVerdict::kFullSkip;
+  }
+  EXPECT_EQ(inserted, 49);
+  EXPECT_EQ(skipped, 101);
+  EXPECT_EQ(m.size(), 100u);
+  EXPECT_EQ(m.stats().full_skips, 101u);
+  // A row that exists is replaced even when full (size does not grow).
+  EXPECT_EQ(m.insert_fill(name_id(0), "newer", ver(2)), InsertVerdict::kReplaced);
+  EXPECT_EQ(read_value(m, name_id(0)), "newer");
+}
+
+TEST(L1Map, FullMapReclaimsExpiredRowsWithoutCountingThemSwept) {
+  set_now(1000);
+  L1Map m(config(10, 100, 0.0));
+  for (int i = 0; i < 10; ++i) ASSERT_EQ(m.put(name_id(i), "v", ver(1)), InsertVerdict::kInserted);
+  set_now(1099);
+  EXPECT_EQ(m.put(name_id(50), "v", ver(1)), InsertVerdict::kFullSkip);
+  set_now(1100);  // every row's expires_at == now: no longer live, so reclaimable
+  EXPECT_EQ(m.put(name_id(50), "v", ver(1)), InsertVerdict::kInserted);
+  EXPECT_EQ(m.size(), 1u);
+  EXPECT_EQ(m.stats().swept, 0u);
+  EXPECT_EQ(m.stats().full_skips, 1u);
+}
+
+TEST(L1Map, SweepDeletesRowsExpiredBeforeNowAndCounts) {
+  set_now(0);
+  L1Map m(config(100, 100, 0.0));
+  for (int i = 0; i < 5; ++i) ASSERT_EQ(m.put(name_id(i), "v", ver(1)), InsertVerdict::kInserted);
+  set_now(50);
+  for (int i = 5; i < 8; ++i) ASSERT_EQ(m.put(name_id(i), "v", ver(1)), InsertVerdict::kInserted);
+  EXPECT_EQ(m.sweep(100), 0u);  // expires_at == 100 is not < 100
+  EXPECT_EQ(m.sweep(101), 5u);
+  EXPECT_EQ(m.sweep(149), 0u);
+  EXPECT_EQ(m.sweep(151), 3u);
+  const L1Stats s = m.stats();
+  EXPECT_EQ(s.swept, 8u);
+  EXPECT_EQ(s.sweeps, 4u);
+  EXPECT_EQ(s.size, 0u);
+}
+
+TEST(L1Map, G6ShuffledStreamsConvergeToExactCounts) {
+  set_now(1'000'000);
+  L1Map m(config(1000));
+  const BrandedId v1 = ver(1), v2 = ver(2), v3 = ver(3);
+  for (int i = 0; i < 200; ++i) ASSERT_EQ(m.put(name_id(i), "at-v2", v2), InsertVerdict::kInserted);
+  std::vector<CoherenceMessage> stream;
+  for (int i = 0; i < 100; ++i) {
+    for (const BrandedId& v : {v1, v3, v1}) stream.push_back({name_id(i), v});
+  }
+  for (int i = 100; i < 200; ++i) {
+    for (const BrandedId& v : {v1, v1}) stream.push_back({name_id(i), v});
+  }
+  std::mt19937_64 rng(6);
+  std::shuffle(stream.begin(), stream.end(), rng);
+  int applied = 0;
+  int stale = 0;
+  for (const auto& msg : stream) {
+    (m.apply_coherence(msg.name, msg.version) == Verdict::kApplied ? applied : stale)++;
+  }
+  EXPECT_EQ(applied, 100);
+  EXPECT_EQ(stale, 400);
+  EXPECT_EQ(m.stats().coh_applied, 100u);
+  EXPECT_EQ(m.stats().coh_stale, 400u);
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(read_value(m, name_id(i)), "<miss>") << i;
+  for (int i = 100; i < 200; ++i) EXPECT_EQ(read_value(m, name_id(i)), "at-v2") << i;
+}
+
+TEST(L1Map, FillGuardRefusesFillsOlderThanADropEvenWithoutARow) {
+  set_now(0);
+  L1Map m(config());
+  const BrandedId n = name_id(7);
+  // The classic race: a fill read L2 at v1, the drop for v2 arrives first (no row: stale).
+  EXPECT_EQ(m.apply_coherence(n, ver(2)), Verdict::kStale);
+  EXPECT_EQ(m.insert_fill(n, "v1", ver(1)), InsertVerdict::kRefusedTombstone);
+  EXPECT_EQ(read_value(m, n), "<miss>");
+  // The version the drop announced is what L2 holds now: its fill is accepted.
+  EXPECT_EQ(m.insert_fill(n, "v2", ver(2)), InsertVerdict::kInserted);
+  // A fill older than the row is refused; equal refreshes it; newer replaces it.
+  EXPECT_EQ(m.insert_fill(n, "v1", ver(1)), InsertVerdict::kRefusedTombstone);
+  ASSERT_EQ(m.put(n, "v5", ver(5)), InsertVerdict::kReplaced);
+  EXPECT_EQ(m.insert_fill(n, "v4", ver(4)), InsertVerdict::kRefusedOlder);
+  EXPECT_EQ(m.insert_fill(n, "v5", ver(5)), InsertVerdict::kReplaced);
+  EXPECT_EQ(m.insert_fill(n, "v6", ver(6)), InsertVerdict::kReplaced);
+  // A put ignores the row's version but not the tombstone.
+  EXPECT_EQ(m.put(n, "v3", ver(3)), InsertVerdict::kReplaced);
+  EXPECT_EQ(m.put(n, "v1", ver(1)), InsertVerdict::kRefusedTombstone);
+  EXPECT_EQ(read_value(m, n), "v3");
+  const L1Stats s = m.stats();
+  EXPECT_EQ(s.fill_refused, 3u);
+  EXPECT_EQ(s.put_refused, 1u);
+  ASSERT_TRUE(m.tombstone(n).has_value());
+  EXPECT_EQ(view(*m.tombstone(n)), ver(2).view());
+}
+
+TEST(L1Map, TombstonesKeepTheNewestVersionAndOutliveOneTtl) {
+  set_now(0);
+  L1Map m(config(100, 1000, 0.0));
+  const BrandedId n = name_id(1);
+  m.apply_coherence(n, ver(5));
+  m.apply_coherence(n, ver(3));  // an older, late message does not lower the tombstone
+  EXPECT_EQ(view(*m.tombstone(n)), ver(5).view());
+  set_now(999);
+  EXPECT_EQ(m.insert_fill(n, "v4", ver(4)), InsertVerdict::kRefusedTombstone);
+}
+
+TEST(TombstoneTable, CollapseIntoFloorStillRefusesOlderVersions) {
+  TombstoneTable t(16, 1000);  // 8 usable slots
+  std::vector<BrandedId> names;
+  for (int i = 0; i < 40; ++i) names.push_back(name_id(i));
+  for (int i = 0; i < 40; ++i) {
+    const char* k = names[i].view().data();
+    t.remember(k, hash_name(k), id_bytes(ver(100 + i)), 0);
+  }
+  EXPECT_GT(t.collapses(), 0u);
+  EXPECT_LE(t.size(), 8u);
+  for (int i = 0; i < 40; ++i) {
+    const char* k = names[i].view().data();
+    // Every remembered name still refuses a version older than its own drop...
+    EXPECT_TRUE(t.refuses(k, hash_name(k), id_bytes(ver(99 + i)), 10)) << i;
+  }
+  // ...and accepts its latest drop's version once the floor has lapsed.
+  const char* k = names[39].view().data();
+  EXPECT_FALSE(t.refuses(k, hash_name(k), id_bytes(ver(139)), 10));
+}
+
+// The fill guard over randomized interleavings. Per trial, one name; a writer bumps the L2
+// version and sends a drop for it; fills read L2's current version and land later; drops and
+// fills are delivered in random order. Model: once a drop at d was applied, no read returns a
+// version older than d; and the newest fill after everything settles is accepted (liveness).
+TEST(L1Map, FillGuardNeverServesOlderThanAnAppliedDrop) {
+  set_now(1'000'000);
+  L1Map m(config(4096, 60'000, 0.0));
+  std::mt19937_64 rng(20261129);
+  std::uint64_t next_version = 1;
+  constexpr int kTrials = 120'000;
+  long reads = 0;
+  long hits = 0;
+  for (int trial = 0; trial < kTrials; ++trial) {
+    const BrandedId n = name_id(static_cast<std::uint64_t>(trial % 2048));
+    m.erase(n);
+    std::uint64_t l2 = next_version++;  // L2 holds l2 (and L1 may not know it yet)
+    std::uint64_t applied_floor = 0;    // newest drop version delivered to the map
+    std::vector<std::uint64_t> drops;   // in flight
+    std::vector<std::uint64_t> fills;   // in flight: the L2 version each read
+    const int steps = 4 + static_cast<int>(rng() % 12);
+    auto pick = [&](std::vector<std::uint64_t>& v) {
+      const std::size_t i = rng() % v.size();
+      const std::uint64_t x = v[i];
+      v[i] = v.back();
+      v.pop_back();
+      return x;
+    };
+    auto check_read = [&] {
+      std::string value;
+      IdBytes got;
+      ++reads;
+      if (m.get(n.view(), value, &got)) {
+        ++hits;
+        ASSERT_FALSE(newer(ver(applied_floor).view(), view(got)))
+            << "trial " << trial << ": served a version older than an applied drop";
+        ASSERT_EQ(value, std::string(view(got)));  // value encodes its version: no torn row
+      }
+    };
+    for (int s = 0; s < steps; ++s) {
+      switch (rng() % 5) {
+        case 0:  // a writer puts a newer value in L2 and sends its drop
+          l2 = next_version++;
+          drops.push_back(l2);
+          break;
+        case 1:  // a miss starts a fill: it reads L2 now
+          fills.push_back(l2);
+          break;
+        case 2:
+          if (!drops.empty()) {
+            const std::uint64_t d = pick(drops);
+            m.apply_coherence(n, ver(d));
+            applied_floor = std::max(applied_floor, d);
+          }
+          break;
+        case 3:
+          if (!fills.empty()) {
+            const std::uint64_t f = pick(fills);
+            m.insert_fill(n, ver(f).view(), ver(f));
+          }
+          break;
+        default:
+          break;
+      }
+      check_read();
+      if (HasFatalFailure()) return;
+    }
+    while (!drops.empty()) {
+      const std::uint64_t d = pick(drops);
+      m.apply_coherence(n, ver(d));
+      applied_floor = std::max(applied_floor, d);
+      check_read();
+      if (HasFatalFailure()) return;
+    }
+    // Liveness: a fill of what L2 holds now is never refused.
+    const InsertVerdict v = m.insert_fill(n, ver(l2).view(), ver(l2));
+    ASSERT_TRUE(v == InsertVerdict::kInserted || v == InsertVerdict::kReplaced) << trial;
+    check_read();
+    if (HasFatalFailure()) return;
+  }
+  EXPECT_GT(hits, reads / 4);  // the guard did not simply refuse everything
+  EXPECT_GE(m.stats().fill_refused, 1000u);
+}
+
+TEST(L1Map, ReadIntoABufferReportsTooSmallWithoutCopying) {
+  set_now(0);
+  L1Map m(config());
+  ASSERT_EQ(m.put(name_id(1), "0123456789", ver(9)), InsertVerdict::kInserted);
+  char small[4] = {'x', 'x', 'x', 'x'};
+  ReadResult r = m.read(name_id(1).view(), small);
+  EXPECT_EQ(r.status, ReadStatus::kTooSmall);
+  EXPECT_EQ(r.size, 10u);
+  EXPECT_EQ(small[0], 'x');
+  char big[16];
+  r = m.read(name_id(1).view(), big);
+  ASSERT_EQ(r.status, ReadStatus::kHit);
+  EXPECT_EQ(std::string_view(big, r.size), "0123456789");
+  EXPECT_EQ(view(r.version), ver(9).view());
+  EXPECT_EQ(m.read(name_id(2).view(), big).status, ReadStatus::kMiss);
+  EXPECT_EQ(m.read("short", big).status, ReadStatus::kMiss);
+  const L1Stats s = m.stats();
+  EXPECT_EQ(s.hits, 2u);
+  EXPECT_EQ(s.misses, 2u);
+}
+
+TEST(L1Map, HitsAndMissesFromManyThreadsAreSummed) {
+  set_now(0);
+  L1Map m(config());
+  ASSERT_EQ(m.put(name_id(1), "v", ver(1)), InsertVerdict::kInserted);
+  std::vector<std::thread> readers;
+  for (int t = 0; t < 4; ++t) {
+    readers.emplace_back([&] {
+      std::string v;
+      for (int i = 0; i < 1000; ++i) {
+        EXPECT_TRUE(m.get(name_id(1).view(), v));
+        EXPECT_FALSE(m.get(name_id(2).view(), v));
+      }
+    });
+  }
+  for (auto& t : readers) t.join();
+  EXPECT_EQ(m.stats().hits, 4000u);
+  EXPECT_EQ(m.stats().misses, 4000u);
+}
+
+TEST(L1Map, AGuardPinsRetiredRowsUntilItIsReleased) {
+  set_now(0);
+  L1Map m(config());
+  ASSERT_EQ(m.put(name_id(1), "pinned-value", ver(1)), InsertVerdict::kInserted);
+  {
+    ReadGuard g;
+    const auto row = m.find(g, name_id(1).view());
+    ASSERT_TRUE(row.has_value());
+    ASSERT_EQ(m.apply_coherence(name_id(1), ver(2)), Verdict::kApplied);
+    m.reclaim();
+    m.reclaim();
+    EXPECT_EQ(m.stats().retired_pending, 1u);
+    EXPECT_EQ(row->value, "pinned-value");  // still readable: ASan would flag a freed row
+    EXPECT_EQ(row->version, ver(1).view());
+  }
+  m.reclaim();
+  EXPECT_EQ(m.stats().retired_pending, 0u);
+}
+
+TEST(L1Map, RowsAreFreedExactlyOnce) {
+  set_now(0);
+  std::thread([] {  // registers this thread's reader slot outside the counted scope
+    std::string v;
+    ReadGuard g;
+  }).join();
+  { ReadGuard g; }
+  const long before = g_live.load(std::memory_order_relaxed);
+  {
+    L1Map m(config(512, 100, 0.2));
+    std::mt19937_64 rng(3);
+    for (int i = 0; i < 50'000; ++i) {
+      const BrandedId n = name_id(rng() % 700);
+      const std::string value(static_cast<std::size_t>(rng() % 64), 'v');
+      switch (rng() % 6) {
+        case 0: m.put(n, value, ver(rng() % 50)); break;
+        case 1: m.insert_fill(n, value, ver(rng() % 50)); break;
+        case 2: m.apply_coherence(n, ver(rng() % 50)); break;
+        case 3: m.erase(n); break;
+        case 4: set_now(g_now.load(std::memory_order_relaxed) + 1); m.sweep(fake_now()); break;
+        default: if (rng() % 100 == 0) m.clear(); break;
+      }
+    }
+    m.clear();
+    m.reclaim();
+    EXPECT_EQ(m.value_bytes(), 0u);
+    EXPECT_EQ(m.stats().retired_pending, 0u);
+  }
+  EXPECT_EQ(g_live.load(std::memory_order_relaxed), before);
+}
+
+TEST(L1MapDeathTest, ASecondWriterThreadAborts) {
+#ifdef NDEBUG
+  GTEST_SKIP() << "the single-writer check is compiled into debug builds only";
+#else
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        L1Map m(config());
+        m.put(name_id(1), "v", ver(1));
+        std::thread([&] { m.put(name_id(2), "v", ver(1)); }).join();
+      },
+      "second writer thread");
+#endif
+}
+
+}  // namespace
+}  // namespace echo::table
