@@ -1,0 +1,27 @@
+-- SPDX-License-Identifier: MIT
+-- glimit: set a group's in-flight ceiling (WIRE §5.3, lane admin). At or above it the group
+-- leaves the ring; below it, a paused-free group with work (re)enters the ring with a wake.
+-- KEYS[1]  glimit           emq:{q}:glimit
+-- KEYS[2]  gactive          emq:{q}:gactive
+-- KEYS[3]  ring             emq:{q}:ring
+-- KEYS[4]  paused           emq:{q}:paused
+-- KEYS[5]  wake             emq:{q}:wake
+-- ARGV[1]  base             emq:{q}: (the lane key is built from it; same hash tag)
+-- ARGV[2]  g, the group
+-- ARGV[3]  n > 0, the ceiling (the host checks n > 0: WIRE defines no error class for it, and
+--          a ceiling of 0 would hold the lane out of the ring for good)
+-- returns  1.
+-- In-flight jobs above a lowered ceiling run on; the group re-enters the ring only once
+-- completions bring gactive below n.
+local g, n = ARGV[2], tonumber(ARGV[3])
+redis.call('HSET', KEYS[1], g, ARGV[3])
+if tonumber(redis.call('HGET', KEYS[2], g) or '0') >= n then
+  redis.call('LREM', KEYS[3], 0, g)
+elseif redis.call('SISMEMBER', KEYS[4], g) == 0
+    and redis.call('ZCARD', ARGV[1] .. 'g:' .. g .. ':pending') > 0
+    and not redis.call('LPOS', KEYS[3], g) then
+  redis.call('RPUSH', KEYS[3], g)
+  redis.call('LPUSH', KEYS[5], '1')
+  redis.call('LTRIM', KEYS[5], 0, 63)
+end
+return 1

@@ -1,0 +1,42 @@
+-- SPDX-License-Identifier: MIT
+-- reap: return jobs whose lease ran out to their lane (with a ring insert and wake) or to the flat
+-- queue (WIRE §5.3), at most 100 per call.
+-- KEYS[1]  active           emq:{q}:active
+-- KEYS[2]  pending          emq:{q}:pending
+-- ARGV[1]  base             emq:{q}: (job, lane, ring, paused, glimit, gactive and wake keys are
+--                           built from it; all share the queue's hash tag)
+-- returns  the number of jobs returned.
+-- Expired means lease deadline <= the server's now. attempts is untouched, so the next claim
+-- hands token + 1 and the lost holder's token goes stale, except that complete still accepts it
+-- until that re-claim (the work was done; see complete.lua).
+local base = ARGV[1]
+local t = redis.call('TIME')
+local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local expired = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now_ms, 'LIMIT', 0, 100)
+local ring, paused, wake = base .. 'ring', base .. 'paused', base .. 'wake'
+local gactive = base .. 'gactive'
+for _, id in ipairs(expired) do
+  redis.call('ZREM', KEYS[1], id)
+  local job = base .. 'job:' .. id
+  local g = redis.call('HGET', job, 'group')
+  if g then
+    -- The lost holder's in-flight slot is given back first, so the ring insert below sees the
+    -- group under its ceiling again.
+    local act = redis.call('HINCRBY', gactive, g, -1)
+    if act <= 0 then
+      redis.call('HDEL', gactive, g)
+    end
+    redis.call('ZADD', base .. 'g:' .. g .. ':pending', 0, id)
+    local limit = redis.call('HGET', base .. 'glimit', g)
+    if redis.call('SISMEMBER', paused, g) == 0 and (not limit or act < tonumber(limit))
+        and not redis.call('LPOS', ring, g) then
+      redis.call('RPUSH', ring, g)
+      redis.call('LPUSH', wake, '1')
+      redis.call('LTRIM', wake, 0, 63)
+    end
+  else
+    redis.call('ZADD', KEYS[2], 0, id)
+  end
+  redis.call('HSET', job, 'state', 'pending')
+end
+return #expired

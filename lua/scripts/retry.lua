@@ -1,0 +1,69 @@
+-- SPDX-License-Identifier: MIT
+-- retry: hand a failed job back (WIRE §5.3): scheduled again after a delay, or dead once it has
+-- used its attempts. The row keeps its group, so promote returns it to its own lane.
+-- KEYS[1]  active           emq:{q}:active
+-- KEYS[2]  schedule         emq:{q}:schedule
+-- KEYS[3]  dead             emq:{q}:dead (zset, score 0)
+-- KEYS[4]  the job hash     emq:{q}:job:<id>
+-- ARGV[1]  id
+-- ARGV[2]  token, the attempts value the holder's claim returned, in decimal
+-- ARGV[3]  delay_ms before the job is due again (server time)
+-- ARGV[4]  max attempts
+-- ARGV[5]  error text, kept in the row's last_error
+-- ARGV[6]  base             emq:{q}: (lane, pending, ring, paused, glimit, gactive, wake and
+--                           metrics keys are built from it; all share the queue's hash tag)
+-- returns  "dead" when attempts >= max, else "scheduled";
+--          error EMQSTALE job gone (no row) or EMQSTALE retry token mismatch (host: error stale).
+-- Unlike complete, a missing row is an error here: a retry for a job that no longer exists is
+-- always a superseded holder's, never a success.
+local id, base = ARGV[1], ARGV[6]
+local job = KEYS[4]
+local attempts = redis.call('HGET', job, 'attempts')
+if not attempts then
+  return redis.error_reply('EMQSTALE job gone')
+end
+if attempts ~= ARGV[2] then
+  return redis.error_reply('EMQSTALE retry token mismatch')
+end
+-- The same group and active bookkeeping as complete (see complete.lua for why each branch).
+local g = redis.call('HGET', job, 'group')
+local was = redis.call('ZREM', KEYS[1], id)
+if g then
+  local lane = base .. 'g:' .. g .. ':pending'
+  local ring = base .. 'ring'
+  if was == 1 then
+    local act = redis.call('HINCRBY', base .. 'gactive', g, -1)
+    if act <= 0 then
+      redis.call('HDEL', base .. 'gactive', g)
+    end
+    local paused = base .. 'paused'
+    if redis.call('SISMEMBER', paused, g) == 0 and redis.call('ZCARD', lane) > 0 then
+      local limit = redis.call('HGET', base .. 'glimit', g)
+      if (not limit or act < tonumber(limit)) and not redis.call('LPOS', ring, g) then
+        redis.call('RPUSH', ring, g)
+        local wake = base .. 'wake'
+        redis.call('LPUSH', wake, '1')
+        redis.call('LTRIM', wake, 0, 63)
+      end
+    end
+  else
+    redis.call('ZREM', lane, id)
+    if redis.call('ZCARD', lane) == 0 then
+      redis.call('LREM', ring, 0, g)
+    end
+  end
+elseif was == 0 then
+  redis.call('ZREM', base .. 'pending', id)
+end
+redis.call('HSET', job, 'last_error', ARGV[5])
+if tonumber(attempts) >= tonumber(ARGV[4]) then
+  redis.call('HSET', job, 'state', 'dead')
+  redis.call('ZADD', KEYS[3], 0, id)
+  redis.call('HINCRBY', base .. 'metrics:failed', 'count', 1)
+  return 'dead'
+end
+local t = redis.call('TIME')
+local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('HSET', job, 'state', 'scheduled')
+redis.call('ZADD', KEYS[2], now_ms + tonumber(ARGV[3]), id)
+return 'scheduled'
