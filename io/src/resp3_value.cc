@@ -155,7 +155,7 @@ bool operator==(const Resp3Value& a, const Resp3Value& b) noexcept {
 
 std::string Resp3Value::to_debug_string() const {
   std::string out;
-  if (has_attribute()) out += "|" + attribute().to_debug_string();
+  if (has_attribute()) out += attribute().to_debug_string();
   auto quoted = [&out](std::string_view s) {
     out += '"';
     for (unsigned char c : s) {
