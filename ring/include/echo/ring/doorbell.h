@@ -3,15 +3,20 @@
 // producers ring. A writer thread that drains several rings and an MPSC inbox builds one
 // Doorbell, hands it to every ring it owns, and waits on it with a predicate that checks them all.
 //
-// Protocol (a Dekker pair of seq_cst fences; no wake is lost):
-//   producer: make the work visible (release store) ; fence(seq_cst) [Fp] ; load waiters_
-//             → if non-zero: epoch_ += 1 (release) and futex-wake.
-//   consumer: waiters_ += 1 ; fence(seq_cst) [Fc] ; key = epoch_ (acquire) ; re-check the
-//             predicate → if still no work: futex-wait while epoch_ == key ; waiters_ -= 1.
-// Either Fp precedes Fc in the single total order, and the consumer's re-check sees the work,
-// or Fc precedes Fp, and the producer sees waiters_ != 0 and bumps the epoch, which the futex
-// wait compares against `key` atomically in the kernel. If the consumer read `key` after the
-// bump, its acquire load synchronises with the bump's release, so its re-check sees the work.
+// Protocol (no wake is lost; every access named below is seq_cst, so all of them sit in the
+// single total order S, which is what a store-then-load handshake needs; no fences, which TSan
+// cannot model):
+//   ring producer:  tail_ = t+1 ; load waiters_ → if non-zero and the ring was empty
+//                   (head_ == t): epoch_ += 1 and futex-wake.                       [signal]
+//   other producer: publish its work (release) ; epoch_ += 1 ; load waiters_ → if non-zero:
+//                   futex-wake.                                                     [notify]
+//   consumer:       waiters_ += 1 ; key = epoch_ ; re-check every source (a ring's tail_ load)
+//                   → if still no work: futex-wait while epoch_ == key ; waiters_ -= 1.
+// For a ring, either the consumer's tail_ load precedes the producer's tail_ store in S, so
+// waiters_ += 1 does too and the producer sees the waiter and signals; or the re-check sees the
+// item. For notify, either the consumer's key load reads the bump (and, acquiring it, sees the
+// work), or it precedes the bump in S, so the producer sees the waiter and the futex, which
+// compares epoch_ with key in the kernel, cannot sleep through the wake.
 #pragma once
 
 #include <atomic>
@@ -55,38 +60,40 @@ class Doorbell {
   Doorbell& operator=(const Doorbell&) = delete;
 
   const WaitConfig& config() const noexcept { return config_; }
-  // False for spin and yield consumers: they never sleep, so producers skip the fence and
+  // False for spin and yield consumers: they never sleep, so producers skip the seq_cst store and
   // the signal entirely.
   bool parks() const noexcept { return config_.strategy == WaitStrategy::kPark; }
 
-  // Any producer thread, after the release store that made its work visible. Never blocks,
-  // never allocates; makes the futex-wake syscall only when the consumer is parked or parking.
-  // Returns true iff it signalled. Rings call the two halves themselves (they add the
-  // empty→non-empty edge test between them); other producers (an MPSC inbox) call this.
+  // Any producer thread that is not an SpscRing (an MPSC inbox), after the release store that
+  // made its work visible. Never blocks, never allocates; one seq_cst RMW on the doorbell's
+  // line, and the futex-wake syscall only when the consumer is parked or parking. Returns true
+  // iff it woke the consumer. Rings use has_waiters() and signal() on their empty→non-empty edge.
   bool notify() noexcept {
     if (!parks()) return false;
-    std::atomic_thread_fence(std::memory_order_seq_cst);  // Fp: pairs with Fc in wait_until
-    if (!has_waiters_after_fence()) return false;
-    signal();
+    epoch_.fetch_add(1, std::memory_order_seq_cst);  // see the protocol above
+    if (waiters_.load(std::memory_order_seq_cst) == 0) return false;
+    signals_.fetch_add(1, std::memory_order_relaxed);
+    detail::futex_wake(epoch_, 1 << 30);
     return true;
   }
 
-  // Producer half 1: call only after a seq_cst fence that follows the work's release store.
-  bool has_waiters_after_fence() const noexcept {
-    return waiters_.load(std::memory_order_relaxed) != 0;  // ordered by the caller's Fp
-  }
-  // Producer half 2: wake the consumer. Any thread; syscall.
+  // A ring producer, right after its seq_cst tail_ store: is the consumer parked or parking?
+  // seq_cst: the load half of the Dekker pair with wait_until's waiters_ increment.
+  bool has_waiters() const noexcept { return waiters_.load(std::memory_order_seq_cst) != 0; }
+
+  // Wakes the consumer. Any thread; syscall.
   void signal() noexcept {
-    // release: a consumer that reads the new epoch as its key also sees the work (see header).
-    epoch_.fetch_add(1, std::memory_order_release);
+    // A consumer whose key load reads this bump acquires it, so it also sees the work.
+    epoch_.fetch_add(1, std::memory_order_seq_cst);
     signals_.fetch_add(1, std::memory_order_relaxed);
     detail::futex_wake(epoch_, 1 << 30);
   }
 
   // The consumer thread only (one per doorbell). Returns kWork as soon as has_work() is true;
   // kStopped once `stop` is requested; kTimeout at `deadline`. Spins config().spin_budget polls,
-  // then spins, yields or parks. has_work must be a cheap, side-effect-free check whose loads
-  // are acquire (e.g. SpscRing::has_work for each ring, plus an inbox's size_approx() != 0).
+  // then spins, yields or parks. has_work must be a cheap, side-effect-free check: each ring's
+  // SpscRing::has_work (a seq_cst tail load) plus, for sources whose producers call notify(),
+  // any load at all (e.g. an inbox's size_approx() != 0).
   template <class HasWork>
   WaitVerdict wait_until(HasWork&& has_work, Clock::time_point deadline = Clock::time_point::max(),
                          std::stop_token stop = {}) {
@@ -115,10 +122,8 @@ class Doorbell {
       if (has_work()) return WaitVerdict::kWork;
       if (stop.stop_requested()) return WaitVerdict::kStopped;
       if (Clock::now() >= deadline) return WaitVerdict::kTimeout;
-      waiters_.fetch_add(1, std::memory_order_relaxed);
-      std::atomic_thread_fence(std::memory_order_seq_cst);  // Fc: pairs with the producers' Fp
-      // acquire: pairs with signal()'s release bump, so a key read after it sees the work.
-      const std::uint32_t key = epoch_.load(std::memory_order_acquire);
+      waiters_.fetch_add(1, std::memory_order_seq_cst);  // the store half of the Dekker pair
+      const std::uint32_t key = epoch_.load(std::memory_order_seq_cst);
       if (!has_work() && !stop.stop_requested()) {
         parks_.fetch_add(1, std::memory_order_relaxed);
         detail::futex_wait(epoch_, key, deadline);
@@ -133,7 +138,7 @@ class Doorbell {
 
  private:
   const WaitConfig config_;
-  // The producers' line: bumped on a signal, read by the parking consumer.
+  // The producers' line: bumped on a signal or notify, read by the parking consumer.
   alignas(kCacheLine) std::atomic<std::uint32_t> epoch_{0};
   std::atomic<std::uint64_t> signals_{0};
   // The consumer's line: written when it parks and unparks, read by producers after Fp; it

@@ -186,17 +186,23 @@ class SpscRing {
     std::destroy_n(slots_ + first, run);
     std::destroy_n(slots_, n - run);
     // release: the producer that acquire-loads this head sees the slots destroyed before it
-    // constructs into them.
-    head_.store(h + n, std::memory_order_release);
+    // constructs into them. Under block, seq_cst: the store half of the parked-producer
+    // handshake (wait_for_space).
+    if (policy_ == FullPolicy::kBlock) {
+      head_.store(h + n, std::memory_order_seq_cst);
+      wake_blocked_producer();
+    } else {
+      head_.store(h + n, std::memory_order_release);
+    }
     count_batch(n);
-    if (policy_ == FullPolicy::kBlock) wake_blocked_producer();
     return n;
   }
 
-  // True iff a drain would find an item. Consumer thread (or its doorbell predicate);
-  // acquire-loads tail_ (pairs with the producer's release store).
+  // True iff a drain would find an item. Consumer thread (or its doorbell predicate). The tail_
+  // load acquires the producer's store and is seq_cst: the load half of the doorbell's Dekker
+  // pair (a plain load on x86, ldar on ARM, so polling it costs nothing extra).
   bool has_work() const noexcept {
-    return tail_.load(std::memory_order_acquire) != head_.load(std::memory_order_relaxed);
+    return tail_.load(std::memory_order_seq_cst) != head_.load(std::memory_order_relaxed);
   }
 
   // Takes (reads and clears) the flush-pending flag: true once per run of flush-policy
@@ -284,29 +290,32 @@ class SpscRing {
 
   void push_one(std::uint64_t t, T&& item) noexcept {
     std::construct_at(slot(t), std::move(item));
-    // release: pairs with drain's / has_work's acquire load of tail_; the slot is visible first.
-    tail_.store(t + 1, std::memory_order_release);
+    publish_tail(t, t + 1);
     bump(published_, 1);
-    signal_edge(t);
   }
 
   void push_many(std::uint64_t t, std::span<T> items) noexcept {
     if (items.empty()) return;
     for (std::size_t i = 0; i < items.size(); ++i) std::construct_at(slot(t + i), std::move(items[i]));
-    tail_.store(t + items.size(), std::memory_order_release);  // pairs as in push_one
+    publish_tail(t, t + items.size());
     bump(published_, items.size());
-    signal_edge(t);
   }
 
-  // Edge-triggered wake. Only a parking doorbell pays the fence; only a ring that was empty
-  // when the consumer announced it would park (head_ == the tail before this publish) signals.
-  void signal_edge(std::uint64_t old_tail) noexcept {
-    if (!bell_->parks()) return;
-    // Fp: orders the tail_ store above before the waiter and head loads below; pairs with the
-    // consumer's Fc in Doorbell::wait_until (see doorbell.h for the proof).
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    if (!bell_->has_waiters_after_fence()) return;
-    if (head_.load(std::memory_order_relaxed) != old_tail) return;  // ordered by Fp
+  // Makes slots [old_tail, new_tail) visible, then the edge-triggered wake. The store releases
+  // the slots (pairs with drain's and has_work's loads of tail_). Toward a parking doorbell it
+  // is seq_cst: the store half of the Dekker pair whose load half is has_waiters() (see
+  // doorbell.h); only then may a consumer be asleep, and only a ring that was empty when the
+  // consumer announced it would park (head_ == old_tail) signals.
+  void publish_tail(std::uint64_t old_tail, std::uint64_t new_tail) noexcept {
+    if (!bell_->parks()) {
+      tail_.store(new_tail, std::memory_order_release);
+      return;
+    }
+    tail_.store(new_tail, std::memory_order_seq_cst);
+    if (!bell_->has_waiters()) return;
+    // acquire-ordered after has_waiters' seq_cst load, which read the consumer's waiters_
+    // increment, which follows its last head_ store: the head seen here is current.
+    if (head_.load(std::memory_order_acquire) != old_tail) return;
     bump(wakes_, 1);
     bell_->signal();
   }
@@ -343,10 +352,11 @@ class SpscRing {
           std::this_thread::yield();
           break;
         case WaitStrategy::kPark:
-          // Dekker pair with wake_blocked_producer: announce, fence, re-check, sleep.
-          producer_parked_.store(1, std::memory_order_relaxed);
-          std::atomic_thread_fence(std::memory_order_seq_cst);  // pairs with the drain's fence
-          if (has_space(t, want)) {
+          // Dekker pair with wake_blocked_producer: announce (seq_cst store), re-check head_
+          // (seq_cst load), sleep; the drain stores head_ seq_cst, then loads the flag seq_cst.
+          producer_parked_.store(1, std::memory_order_seq_cst);
+          cached_head_ = head_.load(std::memory_order_seq_cst);
+          if (capacity_ - (t - cached_head_) >= want) {
             producer_parked_.store(0, std::memory_order_relaxed);
             return;
           }
@@ -357,11 +367,10 @@ class SpscRing {
     }
   }
 
-  // Consumer side of the block policy's Dekker pair: after the head_ store, fence, then wake
-  // a producer that announced it would park.
+  // Consumer side of the block policy's Dekker pair, after drain's seq_cst head_ store: wake a
+  // producer that announced it would park.
   void wake_blocked_producer() noexcept {
-    std::atomic_thread_fence(std::memory_order_seq_cst);  // pairs with wait_for_space's fence
-    if (producer_parked_.load(std::memory_order_relaxed) == 0) return;
+    if (producer_parked_.load(std::memory_order_seq_cst) == 0) return;
     producer_parked_.store(0, std::memory_order_relaxed);
     detail::futex_wake(producer_parked_, 1);
   }
