@@ -32,9 +32,11 @@ class RespArg {
   template <std::integral T>
     requires(!std::same_as<T, bool> && !std::same_as<T, char>)
   RespArg(T number) noexcept  // NOLINT: implicit, so command("EXPIRE", key, 30) reads naturally
-      : data_(digits_),
-        size_(static_cast<std::size_t>(std::to_chars(digits_, digits_ + sizeof digits_, number).ptr -
-                                       digits_)) {}
+      : data_(digits_) {
+    // In the body: digits_ is declared (so initialized) after data_ and size_.
+    size_ = static_cast<std::size_t>(std::to_chars(digits_, digits_ + sizeof digits_, number).ptr -
+                                     digits_);
+  }
 
   RespArg(const RespArg& other) noexcept { *this = other; }
   RespArg& operator=(const RespArg& other) noexcept;
