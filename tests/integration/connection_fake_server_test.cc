@@ -1,0 +1,426 @@
+// SPDX-License-Identifier: MIT
+// The connector against a hostile peer: a scripted fake server (a thread with a listening socket
+// on 127.0.0.1) answers the boot correctly, then sends malformed, truncated, oversized or
+// otherwise hostile replies. Every case must end in a typed error and a clean reconnect - never a
+// crash, a hang or a leak (this suite runs under ASan+UBSan in CI).
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include <echo/io/connection.h>
+#include <echo/io/unique_fd.h>
+#include <echo/io/uring_loop.h>
+
+namespace echo::io {
+namespace {
+
+using namespace std::chrono_literals;
+
+// What the fake does after answering one command.
+struct Action {
+  std::string bytes;
+  enum Then { kKeep, kClose, kStall } then = kKeep;
+};
+
+// A one-connection-at-a-time scripted server. `respond(connection index, command)` decides the
+// answer; commands are parsed from the client's RESP arrays of bulk strings.
+class FakeServer {
+ public:
+  using Respond = std::function<Action(int conn, const std::vector<std::string>& cmd)>;
+
+  explicit FakeServer(Respond respond) : respond_(std::move(respond)) {
+    listener_.reset(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    const int one = 1;
+    ::setsockopt(listener_.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    EXPECT_EQ(::bind(listener_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    EXPECT_EQ(::listen(listener_.get(), 8), 0);
+    socklen_t len = sizeof addr;
+    ::getsockname(listener_.get(), reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
+    thread_ = std::thread([this] { serve(); });
+  }
+  ~FakeServer() {
+    stop_.store(true, std::memory_order_release);  // pairs with the acquire loads in serve()
+    thread_.join();
+  }
+  int port() const { return port_; }
+  int connections() const { return accepted_.load(std::memory_order_acquire); }
+
+  // The well-behaved answers: a RESP3 HELLO map, the fence value, PONG, ECHO, OK.
+  static Action good(const std::vector<std::string>& cmd) {
+    const std::string& name = cmd.empty() ? std::string() : cmd[0];
+    if (name == "HELLO") return {"%1\r\n$5\r\nproto\r\n:3\r\n"};
+    if (name == "GET" && cmd.size() > 1 && cmd[1] == "{emq}:version") {
+      return {"$12\r\nechomq:2.0.0\r\n"};
+    }
+    if (name == "PING") return {"+PONG\r\n"};
+    if (name == "ECHO" && cmd.size() > 1) {
+      return {"$" + std::to_string(cmd[1].size()) + "\r\n" + cmd[1] + "\r\n"};
+    }
+    return {"+OK\r\n"};
+  }
+
+ private:
+  bool stopping() const { return stop_.load(std::memory_order_acquire); }
+
+  void serve() {
+    int index = 0;
+    while (!stopping()) {
+      pollfd p{listener_.get(), POLLIN, 0};
+      if (::poll(&p, 1, 10) <= 0) continue;
+      UniqueFd conn(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+      if (!conn) continue;
+      accepted_.fetch_add(1, std::memory_order_release);  // pairs with connections()
+      talk(conn, index++);
+    }
+  }
+
+  // Parses whole commands out of `in`; returns false on a half command.
+  static bool take_command(std::string& in, std::vector<std::string>& cmd) {
+    cmd.clear();
+    std::size_t pos = 0;
+    auto line = [&](std::size_t& out_value, char type) {
+      if (pos >= in.size() || in[pos] != type) return false;
+      const std::size_t cr = in.find("\r\n", pos);
+      if (cr == std::string::npos) return false;
+      out_value = std::stoul(in.substr(pos + 1, cr - pos - 1));
+      pos = cr + 2;
+      return true;
+    };
+    std::size_t argc = 0;
+    if (!line(argc, '*')) return false;
+    for (std::size_t i = 0; i < argc; ++i) {
+      std::size_t len = 0;
+      if (!line(len, '$') || pos + len + 2 > in.size()) return false;
+      cmd.push_back(in.substr(pos, len));
+      pos += len + 2;
+    }
+    in.erase(0, pos);
+    return true;
+  }
+
+  void talk(UniqueFd& conn, int index) {
+    std::string in;
+    bool stalled = false;
+    char buf[4096];
+    while (!stopping()) {
+      pollfd p{conn.get(), POLLIN, 0};
+      if (::poll(&p, 1, 10) <= 0) continue;
+      const ssize_t n = ::recv(conn.get(), buf, sizeof buf, 0);
+      if (n <= 0) return;  // the client went away: next connection
+      if (stalled) continue;
+      in.append(buf, static_cast<std::size_t>(n));
+      std::vector<std::string> cmd;
+      while (take_command(in, cmd)) {
+        const Action a = respond_(index, cmd);
+        std::size_t off = 0;
+        while (off < a.bytes.size()) {
+          const ssize_t w = ::send(conn.get(), a.bytes.data() + off, a.bytes.size() - off, MSG_NOSIGNAL);
+          if (w <= 0) return;
+          off += static_cast<std::size_t>(w);
+        }
+        if (a.then == Action::kClose) return;
+        if (a.then == Action::kStall) {
+          stalled = true;
+          break;
+        }
+      }
+    }
+  }
+
+  Respond respond_;
+  UniqueFd listener_;
+  int port_ = 0;
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> accepted_{0};
+};
+
+struct Events {
+  std::mutex mu;
+  std::vector<std::pair<ConnEvent, std::error_code>> seen;
+  EventFn fn() {
+    return [this](ConnEvent e, std::error_code c) {
+      std::lock_guard lock(mu);
+      seen.emplace_back(e, c);
+    };
+  }
+  std::error_code disconnect_cause() {
+    std::lock_guard lock(mu);
+    for (auto& [e, c] : seen) {
+      if (e == ConnEvent::kDisconnected) return c;
+    }
+    return {};
+  }
+};
+
+template <class Pred>
+bool eventually(Pred pred, std::chrono::milliseconds timeout = 10s) {
+  const auto end = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < end) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(2ms);
+  }
+  return pred();
+}
+
+ConnectionOptions fake_options(int port) {
+  ConnectionOptions o;
+  o.host = "127.0.0.1";
+  o.port = port;
+  o.heartbeat = 0ms;
+  o.call_timeout = 300ms;
+  o.boot_timeout = 300ms;
+  o.backoff_initial = 10ms;
+  o.backoff_max = 40ms;
+  o.max_reply_bytes = 1 << 20;
+  return o;
+}
+
+struct HostileCase {
+  const char* name;
+  std::string bytes;
+  Action::Then then;
+  IoErrc cause;          // what the owner hears
+  bool counts_wire_error;
+};
+
+std::string repeat(std::string_view s, int n) {
+  std::string out;
+  for (int i = 0; i < n; ++i) out += s;
+  return out;
+}
+
+std::string random_garbage() {
+  std::mt19937 rng(42);
+  std::string g(1, '\0');  // not a RESP type byte
+  for (int i = 0; i < 255; ++i) g.push_back(static_cast<char>(rng() & 0xff));
+  return g;
+}
+
+std::vector<HostileCase> hostile_cases() {
+  return {
+      {"BadTypeByte", "?what\r\n", Action::kKeep, IoErrc::kProtocolError, true},
+      {"BinaryGarbage", random_garbage(), Action::kKeep, IoErrc::kProtocolError, true},
+      {"TruncatedThenClosed", "$10\r\nabc", Action::kClose, IoErrc::kDisconnected, false},
+      {"TruncatedThenSilent", "$10\r\nabc", Action::kStall, IoErrc::kTimeout, false},
+      {"ClosedWithoutReply", "", Action::kClose, IoErrc::kDisconnected, false},
+      {"SilentForever", "", Action::kStall, IoErrc::kTimeout, false},
+      {"OversizedBulkHeader", "$99999999999\r\n", Action::kKeep, IoErrc::kProtocolError, true},
+      {"BulkBeyondTheReplyBound", "$2000000\r\n" + std::string(2000000, 'x') + "\r\n",
+       Action::kKeep, IoErrc::kProtocolError, true},
+      {"NegativeLength", "$-7\r\n", Action::kKeep, IoErrc::kProtocolError, true},
+      {"HugeAggregateCount", "*2147483647\r\n", Action::kKeep, IoErrc::kProtocolError, true},
+      {"DeepNesting", repeat("*1\r\n", 100) + ":1\r\n", Action::kKeep, IoErrc::kProtocolError, true},
+      {"EndlessLine", "+" + std::string(100000, 'a'), Action::kKeep, IoErrc::kProtocolError, true},
+      {"CrWithoutLf", "+OK\rX\n", Action::kKeep, IoErrc::kProtocolError, true},
+      {"BadInteger", ":12a\r\n", Action::kKeep, IoErrc::kProtocolError, true},
+      {"BulkWithoutCrlf", "$3\r\nabcXY", Action::kKeep, IoErrc::kProtocolError, true},
+      {"StreamedString", "$?\r\n;4\r\nHell\r\n;0\r\n", Action::kKeep, IoErrc::kProtocolError, true},
+      {"IntegerOverflow", ":99999999999999999999999\r\n", Action::kKeep, IoErrc::kProtocolError, true},
+  };
+}
+
+void PrintTo(const HostileCase& c, std::ostream* os) { *os << c.name; }
+
+class HostileReply : public ::testing::TestWithParam<HostileCase> {};
+
+TEST_P(HostileReply, EndsInATypedErrorAndACleanReconnect) {
+  const HostileCase& c = GetParam();
+  FakeServer fake([&](int conn, const std::vector<std::string>& cmd) {
+    if (conn == 0 && cmd.size() == 2 && cmd[0] == "GET" && cmd[1] == "hostile") {
+      return Action{c.bytes, c.then};
+    }
+    return FakeServer::good(cmd);
+  });
+  Events events;
+  {
+    LoopThread lt;
+    Connection conn(lt.loop(), fake_options(fake.port()), {}, events.fn());
+    conn.start();
+    ASSERT_EQ(conn.wait_ready(5s), std::error_code{});
+    const auto r = conn.call_blocking({"GET", "hostile"});
+    EXPECT_EQ(r.ec, IoErrc::kDisconnected) << "the caller in flight is failed, never answered garbage";
+    // The owner hears on the loop thread, just after the callers were failed.
+    EXPECT_TRUE(eventually([&] { return events.disconnect_cause() == c.cause; }))
+        << events.disconnect_cause().message();
+    EXPECT_EQ(conn.stats().wire_errors, c.counts_wire_error ? 1u : 0u);
+    ASSERT_TRUE(eventually([&] { return conn.status() == ConnStatus::kReady; }));
+    EXPECT_EQ(conn.stats().reconnects, 1u);
+    EXPECT_EQ(fake.connections(), 2);
+    const auto pong = conn.call_blocking({"PING"});
+    ASSERT_FALSE(pong.ec) << pong.ec.message();
+    EXPECT_EQ(pong.reply.view().str(), "PONG");
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(FakeServer, HostileReply, ::testing::ValuesIn(hostile_cases()),
+                         [](const auto& p) { return std::string(p.param.name); });
+
+TEST(FakeServer, AReplyWithNoCallerIsCountedAndDropped) {
+  FakeServer fake([](int, const std::vector<std::string>& cmd) {
+    if (cmd.size() == 2 && cmd[1] == "twice") return Action{"+OK\r\n+EXTRA\r\n"};
+    return FakeServer::good(cmd);
+  });
+  LoopThread lt;
+  Connection conn(lt.loop(), fake_options(fake.port()));
+  conn.start();
+  ASSERT_EQ(conn.wait_ready(5s), std::error_code{});
+  auto r = conn.call_blocking({"GET", "twice"});
+  ASSERT_FALSE(r.ec);
+  EXPECT_EQ(r.reply.view().str(), "OK");
+  ASSERT_TRUE(eventually([&] { return conn.stats().wire_errors == 1; }));
+  auto pong = conn.call_blocking({"PING"});
+  ASSERT_FALSE(pong.ec);
+  EXPECT_EQ(pong.reply.view().str(), "PONG") << "the stray reply did not shift the FIFO";
+  EXPECT_EQ(conn.stats().reconnects, 0u);
+}
+
+TEST(FakeServer, PushesBeforeAReplyGoToThePushHandler) {
+  FakeServer fake([](int, const std::vector<std::string>& cmd) {
+    if (cmd.size() == 2 && cmd[1] == "pushy") {
+      return Action{repeat(">3\r\n$7\r\nmessage\r\n$2\r\nch\r\n$1\r\nx\r\n", 3) + "$5\r\nreply\r\n"};
+    }
+    return FakeServer::good(cmd);
+  });
+  std::atomic<int> pushes{0};
+  LoopThread lt;
+  Connection conn(lt.loop(), fake_options(fake.port()),
+                  [&](const Resp3Value& v) {
+                    if (v.size() == 3 && v[2].str() == "x") pushes.fetch_add(1, std::memory_order_relaxed);
+                  });
+  conn.start();
+  ASSERT_EQ(conn.wait_ready(5s), std::error_code{});
+  auto r = conn.call_blocking({"GET", "pushy"});
+  ASSERT_FALSE(r.ec);
+  EXPECT_EQ(r.reply.view().str(), "reply");
+  EXPECT_EQ(pushes.load(std::memory_order_relaxed), 3);
+  EXPECT_EQ(conn.stats().pushes, 3u);
+}
+
+TEST(FakeServer, GarbageDuringBootReconnectsAndBoots) {
+  FakeServer fake([](int conn, const std::vector<std::string>& cmd) {
+    if (conn == 0 && cmd[0] == "HELLO") return Action{"!!!\r\n"};
+    return FakeServer::good(cmd);
+  });
+  LoopThread lt;
+  Connection conn(lt.loop(), fake_options(fake.port()));
+  conn.start();
+  ASSERT_EQ(conn.wait_ready(5s), std::error_code{});
+  EXPECT_EQ(fake.connections(), 2);
+  EXPECT_EQ(conn.stats().wire_errors, 1u);
+  EXPECT_EQ(conn.stats().reconnects, 0u) << "it had never been ready";
+}
+
+TEST(FakeServer, ASilentBootTimesOutAndRetries) {
+  FakeServer fake([](int conn, const std::vector<std::string>& cmd) {
+    if (conn == 0 && cmd[0] == "HELLO") return Action{"", Action::kStall};
+    return FakeServer::good(cmd);
+  });
+  LoopThread lt;
+  Connection conn(lt.loop(), fake_options(fake.port()));
+  conn.start();
+  ASSERT_EQ(conn.wait_ready(5s), std::error_code{});
+  EXPECT_EQ(fake.connections(), 2);
+}
+
+TEST(FakeServer, HelloRefusedUnderAutoFallsBackToResp2) {
+  std::vector<std::string> seen;
+  std::mutex mu;
+  FakeServer fake([&](int, const std::vector<std::string>& cmd) {
+    {
+      std::lock_guard lock(mu);
+      seen.push_back(cmd[0]);
+    }
+    if (cmd[0] == "HELLO") return Action{"-ERR unknown command 'HELLO'\r\n"};
+    return FakeServer::good(cmd);
+  });
+  LoopThread lt;
+  Connection conn(lt.loop(), fake_options(fake.port()));
+  conn.start();
+  ASSERT_EQ(conn.wait_ready(5s), std::error_code{});
+  EXPECT_EQ(conn.stats().protocol, 2);
+  std::lock_guard lock(mu);
+  ASSERT_GE(seen.size(), 3u);
+  EXPECT_EQ(seen[0], "HELLO");
+  EXPECT_EQ(seen[1], "PING");
+  EXPECT_EQ(seen[2], "GET");
+}
+
+TEST(FakeServer, HelloRefusedUnderExplicitResp3IsUnexpectedHello) {
+  FakeServer fake([](int, const std::vector<std::string>& cmd) {
+    if (cmd[0] == "HELLO") return Action{"-ERR unknown command 'HELLO'\r\n"};
+    return FakeServer::good(cmd);
+  });
+  LoopThread lt;
+  ConnectionOptions o = fake_options(fake.port());
+  o.protocol = Protocol::kResp3;
+  Connection conn(lt.loop(), o);
+  conn.start();
+  EXPECT_EQ(conn.wait_ready(5s), IoErrc::kUnexpectedHello);
+  std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(fake.connections(), 1) << "a fatal boot error stops the connector";
+}
+
+TEST(FakeServer, ARefusedSelectIsFatalBootRefused) {
+  FakeServer fake([](int, const std::vector<std::string>& cmd) {
+    if (cmd[0] == "SELECT") return Action{"-ERR DB index is out of range\r\n"};
+    return FakeServer::good(cmd);
+  });
+  LoopThread lt;
+  ConnectionOptions o = fake_options(fake.port());
+  o.db = 99;
+  Connection conn(lt.loop(), o);
+  conn.start();
+  EXPECT_EQ(conn.wait_ready(5s), IoErrc::kBootRefused);
+}
+
+TEST(FakeServer, ANonStringFenceIsVersionFence) {
+  FakeServer fake([](int, const std::vector<std::string>& cmd) {
+    if (cmd[0] == "GET") return Action{":42\r\n"};
+    return FakeServer::good(cmd);
+  });
+  LoopThread lt;
+  Connection conn(lt.loop(), fake_options(fake.port()));
+  conn.start();
+  EXPECT_EQ(conn.wait_ready(5s), IoErrc::kVersionFence);
+}
+
+TEST(FakeServer, ConnectRetriesWithBackoffUntilTheServerAppears) {
+  // Nobody listens on the port at first: connect fails, backs off, and succeeds later.
+  int port = 0;
+  {
+    UniqueFd probe(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::bind(probe.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    socklen_t len = sizeof addr;
+    ::getsockname(probe.get(), reinterpret_cast<sockaddr*>(&addr), &len);
+    port = ntohs(addr.sin_port);
+  }
+  LoopThread lt;
+  Connection conn(lt.loop(), fake_options(port));
+  conn.start();
+  EXPECT_EQ(conn.wait_ready(150ms), IoErrc::kTimeout);
+  EXPECT_EQ(conn.status(), ConnStatus::kBackoff);
+}
+
+}  // namespace
+}  // namespace echo::io
