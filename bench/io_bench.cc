@@ -1,0 +1,195 @@
+// SPDX-License-Identifier: MIT
+// The connector's cost against its floor, measured in the same run (STYLE.md): a PING round trip
+// through our Connection (blocking and busy-poll loop, both on the benchmark thread) against a
+// plain blocking hiredis client on the same thread; pipelined PING throughput at depth 1, 16 and
+// 256 against hiredis's append/get pipeline; and a cross-thread call_blocking for reference.
+// Placement: the benchmark thread is pinned to CPU 0; redis-server (started here with
+// echo::engine::LocalServer) is pinned to CPU 1 unless ECHO_BENCH_SAME_CORE=1 puts it on CPU 0.
+#include <hiredis/hiredis.h>
+#include <sched.h>
+
+#include <benchmark/benchmark.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include <echo/engine/local_server.h>
+#include <echo/io/connection.h>
+#include <echo/io/uring_loop.h>
+
+namespace {
+
+using namespace std::chrono_literals;
+using echo::io::ConnStatus;
+using echo::io::Connection;
+using echo::io::ConnectionOptions;
+using echo::io::LoopOptions;
+using echo::io::Resp3Value;
+using echo::io::UringLoop;
+using echo::io::WaitMode;
+
+echo::engine::LocalServer* g_server = nullptr;
+
+void pin(pid_t pid, int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  if (sched_setaffinity(pid, sizeof set, &set) != 0) {
+    std::fprintf(stderr, "io_bench: cannot pin pid %d to CPU %d\n", static_cast<int>(pid), cpu);
+  }
+}
+
+ConnectionOptions bench_options() {
+  ConnectionOptions o;
+  o.host = g_server->host();
+  o.port = g_server->port();
+  o.heartbeat = 0ms;  // nothing but the measured traffic on the socket
+  return o;
+}
+
+struct HiredisDeleter {
+  void operator()(redisContext* c) const noexcept { redisFree(c); }
+};
+
+std::unique_ptr<redisContext, HiredisDeleter> hiredis_client() {
+  std::unique_ptr<redisContext, HiredisDeleter> c(
+      redisConnect(g_server->host().c_str(), g_server->port()));
+  if (!c || c->err) throw std::runtime_error("io_bench: hiredis cannot connect");
+  return c;
+}
+
+// Baseline: one blocking PING through hiredis (write + read on this thread).
+void BM_Hiredis_PingRoundTrip(benchmark::State& state) {
+  auto c = hiredis_client();
+  for (auto _ : state) {
+    auto* r = static_cast<redisReply*>(redisCommand(c.get(), "PING"));
+    if (r == nullptr || r->type != REDIS_REPLY_STATUS) state.SkipWithError("PING failed");
+    freeReplyObject(r);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_Hiredis_PingRoundTrip)->UseRealTime();
+
+// Ours: the loop runs on the benchmark thread, so the placement equals hiredis's.
+void ping_round_trip(benchmark::State& state, WaitMode mode) {
+  UringLoop loop(LoopOptions{.wait = mode});
+  std::uint64_t errors = 0;
+  {
+    Connection conn(loop, bench_options());
+    conn.start();
+    if (!loop.run_until([&] { return conn.status() == ConnStatus::kReady; }, 5000ms)) {
+      state.SkipWithError("connection did not boot");
+      return;
+    }
+    bool done = false;
+    auto on_reply = [&](std::error_code ec, const Resp3Value&) {
+      errors += ec ? 1 : 0;
+      done = true;
+    };
+    const auto until_done = [&] { return done; };
+    for (auto _ : state) {
+      done = false;
+      if (conn.call({"PING"}, on_reply)) ++errors;
+      loop.run_until(until_done, 5000ms);
+    }
+  }
+  if (errors != 0) state.SkipWithError("PING failed");
+  state.SetItemsProcessed(state.iterations());
+}
+void BM_Connection_PingRoundTrip_Blocking(benchmark::State& state) {
+  ping_round_trip(state, WaitMode::kBlock);
+}
+void BM_Connection_PingRoundTrip_BusyPoll(benchmark::State& state) {
+  ping_round_trip(state, WaitMode::kBusyPoll);
+}
+BENCHMARK(BM_Connection_PingRoundTrip_Blocking)->UseRealTime();
+BENCHMARK(BM_Connection_PingRoundTrip_BusyPoll)->UseRealTime();
+
+// For reference: a caller on another thread hands the call to a loop thread and waits.
+void BM_Connection_PingCallBlocking_CrossThread(benchmark::State& state) {
+  echo::io::LoopThread lt(LoopOptions{.cpu = 0});
+  Connection conn(lt.loop(), bench_options());
+  conn.start();
+  if (conn.wait_ready(5000ms)) {
+    state.SkipWithError("connection did not boot");
+    return;
+  }
+  for (auto _ : state) {
+    auto r = conn.call_blocking({"PING"});
+    if (r.ec) state.SkipWithError("PING failed");
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_Connection_PingCallBlocking_CrossThread)->UseRealTime();
+
+// Baseline: hiredis pipelining `depth` PINGs (append all, then read all).
+void BM_Hiredis_PipelinedPing(benchmark::State& state) {
+  const int depth = static_cast<int>(state.range(0));
+  auto c = hiredis_client();
+  for (auto _ : state) {
+    for (int i = 0; i < depth; ++i) redisAppendCommand(c.get(), "PING");
+    for (int i = 0; i < depth; ++i) {
+      void* r = nullptr;
+      if (redisGetReply(c.get(), &r) != REDIS_OK) state.SkipWithError("PING failed");
+      freeReplyObject(r);
+    }
+  }
+  state.SetItemsProcessed(state.iterations() * depth);
+}
+BENCHMARK(BM_Hiredis_PipelinedPing)->Arg(1)->Arg(16)->Arg(256)->UseRealTime();
+
+// Ours: `depth` PINGs issued in one pass (one send), then the loop runs until all replied.
+void BM_Connection_PipelinedPing(benchmark::State& state) {
+  const int depth = static_cast<int>(state.range(0));
+  UringLoop loop;
+  std::uint64_t errors = 0;
+  {
+    Connection conn(loop, bench_options());
+    conn.start();
+    if (!loop.run_until([&] { return conn.status() == ConnStatus::kReady; }, 5000ms)) {
+      state.SkipWithError("connection did not boot");
+      return;
+    }
+    int left = 0;
+    auto on_reply = [&](std::error_code ec, const Resp3Value&) {
+      errors += ec ? 1 : 0;
+      --left;
+    };
+    const auto all_back = [&] { return left == 0; };
+    for (auto _ : state) {
+      left = depth;
+      for (int i = 0; i < depth; ++i) {
+        if (conn.call({"PING"}, on_reply)) {
+          ++errors;
+          --left;
+        }
+      }
+      loop.run_until(all_back, 5000ms);
+    }
+  }
+  if (errors != 0) state.SkipWithError("PING failed");
+  state.SetItemsProcessed(state.iterations() * depth);
+}
+BENCHMARK(BM_Connection_PipelinedPing)->Arg(1)->Arg(16)->Arg(256)->UseRealTime();
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bool same_core = std::getenv("ECHO_BENCH_SAME_CORE") != nullptr &&
+                         std::string(std::getenv("ECHO_BENCH_SAME_CORE")) == "1";
+  echo::engine::LocalServer server;
+  g_server = &server;
+  pin(0, 0);
+  pin(server.pid(), same_core ? 0 : 1);
+  std::printf("io_bench: redis-server %s on %s:%d; benchmark thread on CPU 0, server on CPU %d\n",
+              server.version().c_str(), server.host().c_str(), server.port(), same_core ? 0 : 1);
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
