@@ -1,0 +1,130 @@
+// SPDX-License-Identifier: MIT
+// The public façade. An Engine owns one io thread (io_uring; a command connection and, when a
+// table declares the broadcast lane, a subscriber connection), one writer thread per table, and
+// one loader thread. Reads hit L1 on the caller's thread; everything that changes L1 reaches the
+// table's writer as a message (DESIGN "Threads and data flow").
+//
+//   Engine e(options, {quotes_spec});
+//   e.start();                                     // connects, subscribes, starts the writers
+//   auto got = e.get("quotes", "AST0KHTOWnGLuC");  // l1 | l2 | loader
+//   e.put("quotes", id, "px=106.00", version);     // L2 SET, then L1
+//   e.broadcast("quotes", id, version);            // PUBLISH ecc:{quotes}:coh, receivers heard
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <vector>
+
+#include <echo/engine/errc.h>
+#include <echo/engine/table_spec.h>
+#include <echo/engine/table_writer.h>
+#include <echo/io/connection.h>
+#include <echo/io/uring_loop.h>
+#include <echo/table/expected.h>
+
+namespace echo::engine {
+
+struct EngineOptions {
+  std::string host = "127.0.0.1";
+  int port = 0;                        // 1..65535, required
+  std::string password;
+  unsigned node_id = 0;                // 0..1023: this process's minting node
+  io::LoopOptions io{};                // io thread: wait mode, CPU pinning
+  std::chrono::milliseconds get_timeout{10000};     // a miss's wait for its flight (WIRE: 10 s)
+  std::chrono::milliseconds call_timeout{5000};     // a blocking L2 call
+  std::chrono::milliseconds heartbeat{30000};       // idle PING on each connection; 0 = off
+  std::string version_value = "echomq:2.0.0";      // the {emq}:version fence
+};
+
+// A read's answer.
+struct Got {
+  std::string value;
+  std::optional<table::BrandedId> version;
+  Source source = Source::kL1;
+};
+
+template <class T>
+using Result = table::Expected<T, std::error_code>;
+
+// One declared table as the directory lists it (WIRE §4.1).
+struct TableInfo {
+  std::string name, kind;
+  CoherenceMode coherence;
+  std::int64_t ttl_ms;
+  std::size_t ring_capacity;  // 0 when the table has no ring (coherence none/job)
+};
+
+struct TableStats {
+  std::string name;
+  table::L1Stats l1;
+  WriterStats writer;
+  std::vector<ring::RingStats> rings;
+  std::uint64_t pushes = 0, garbage = 0;  // broadcast lane: pushes routed, frames refused
+};
+
+struct EngineStats {
+  std::vector<TableStats> tables;
+  std::vector<io::ConnectionStats> connections;
+  std::uint64_t unrouted_pushes = 0;  // pushes for no declared table, or not messages
+};
+
+class Engine {
+ public:
+  // Validates every declaration (ConfigError naming the table and knob). Starts nothing.
+  Engine(EngineOptions options, std::vector<TableSpec> tables);
+  ~Engine();  // stop()
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Connects, boots, subscribes every broadcast table and waits for the confirmations, then
+  // starts the writers. Owner thread; blocks up to `timeout`. Returns the first failure.
+  std::error_code start(std::chrono::milliseconds timeout = std::chrono::seconds(5));
+  // Stops the writers, the loader and the io thread; waiters get `stopped`. Idempotent.
+  void stop();
+
+  // ---- Any application thread. ----
+  // Cache-aside read: an L1 hit never leaves this thread (no lock, no syscall); a miss goes
+  // single-flight through the writer (one L2 GET per name; the loader on an L2 nil). Blocks up
+  // to get_timeout on a miss. no_such_cache, kind (nothing on the wire), corrupt_l2_frame,
+  // loader_failed, timeout, or a connection error.
+  Result<Got> get(std::string_view table, std::string_view id);
+  // The same, answering `done` on the writer thread (or inline on a hit or refusal).
+  void get_async(std::string_view table, std::string_view id,
+                 std::function<void(Result<Got>)> done);
+  // SET ecc:{t}:<id> version‖value PX ttl, then the L1 row (read-your-writes). The version is
+  // minted in the table's kind when not given. Blocks for one round trip and one writer hop.
+  Result<table::BrandedId> put(std::string_view table, std::string_view id, std::string_view value,
+                               std::optional<table::BrandedId> version = std::nullopt);
+  // PUBLISH ecc:{t}:coh <29 bytes>: the number of subscribers that heard it (at-most-once).
+  Result<std::int64_t> broadcast(std::string_view table, std::string_view id,
+                                 const table::BrandedId& version);
+  // drop_l2 (WIRE §3): deletes the L2 row iff `version` is newer; true when it deleted.
+  Result<bool> drop_l2(std::string_view table, std::string_view id, const table::BrandedId& version);
+  // Admin: DEL the L2 key and delete the L1 row, unconditionally.
+  std::error_code invalidate(std::string_view table, std::string_view id);
+  // Applies one coherence message through the table's writer (the job lane's handler, tests):
+  // kind gate on `id`, then WIRE §4.4's verdict.
+  Result<table::Verdict> apply_coherence(std::string_view table, std::string_view id,
+                                         const table::BrandedId& version);
+  // Mints a version in `ns` (3 bytes A-Z) on this engine's node.
+  Result<table::BrandedId> mint(std::string_view ns);
+
+  // ---- Any thread. ----
+  std::vector<TableInfo> directory() const;
+  EngineStats stats() const;
+  // The table's writer (its map, its stats), or nullptr. For tests and diagnostics.
+  const TableWriter* writer(std::string_view table) const;
+  bool running() const noexcept;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace echo::engine

@@ -1,0 +1,34 @@
+// SPDX-License-Identifier: MIT
+// The engine's typed errors: one enum, one std::error_category. Connection failures pass through
+// as echo::io errors (disconnected, overloaded, ...); these are the engine's own.
+#pragma once
+
+#include <string_view>
+#include <system_error>
+
+namespace echo::engine {
+
+enum class Errc : int {
+  kNoSuchCache = 1,  // the table was never declared
+  kKind,             // the id is not a valid branded id of the table's kind (nothing on the wire)
+  kCorruptL2Frame,   // L2 held 0..13 bytes or an unversioned frame (nothing cached or deleted)
+  kLoaderFailed,     // the loader answered an error or threw (never cached)
+  kTimeout,          // the writer did not answer within get_timeout
+  kStopped,          // the engine is not running
+  kContended,        // a flight was overtaken by newer drops more times than it retries
+  kUnexpectedReply,  // the server answered something the verb cannot mean (counted)
+};
+
+const std::error_category& engine_category() noexcept;
+
+inline std::error_code make_error_code(Errc e) noexcept {
+  return {static_cast<int>(e), engine_category()};
+}
+
+// "no_such_cache", "kind", "corrupt_l2_frame", ...
+std::string_view to_string(Errc e) noexcept;
+
+}  // namespace echo::engine
+
+template <>
+struct std::is_error_code_enum<echo::engine::Errc> : std::true_type {};

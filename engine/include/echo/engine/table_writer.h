@@ -1,0 +1,199 @@
+// SPDX-License-Identifier: MIT
+// The table writer: the one thread that owns a table's L1 map (DESIGN "One writer per table").
+// It drains the table's SPSC coherence rings (one per producer thread) and one MPSC inbox of
+// commands (misses, fills, puts, admin) in capped batches, applies newer-wins, runs the
+// single-flight fill protocol with the fill guard, sweeps expired rows, and reacts to the flush
+// policy and to subscription loss. Readers call map().get() on their own threads.
+//
+// Thread contract: the constructor, add_ring() and start() run on the owner before any traffic;
+// post() from any thread; ring producers publish from their one thread each; stats() anywhere;
+// stop() from the owner. Callbacks (GetCallback, done functions) run on the writer thread.
+#pragma once
+
+#include <concurrentqueue/concurrentqueue.h>
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <system_error>
+#include <thread>
+#include <unordered_map>
+#include <variant>
+#include <vector>
+
+#include <echo/engine/table_spec.h>
+#include <echo/ring/doorbell.h>
+#include <echo/ring/spsc_ring.h>
+#include <echo/table/branded_id.h>
+#include <echo/table/coherence_frame.h>
+#include <echo/table/l1_map.h>
+
+namespace echo::engine {
+
+// One coherence message in flight from an io thread to a table writer.
+struct CoherenceItem {
+  table::CoherenceMessage message;
+  std::int64_t decoded_ns = 0;  // steady-clock ns when the io thread decoded it (lag histogram)
+  std::uint64_t ticket = 0;     // job lane: the claim to acknowledge; 0 for the broadcast lane
+};
+using CoherenceRing = ring::SpscRing<CoherenceItem>;
+
+// Where a read was answered from (WIRE §4.3's sources, plus l1).
+enum class Source : std::uint8_t { kL1, kL2, kLoader };
+std::string_view to_string(Source s) noexcept;
+
+struct GetOutcome {
+  std::error_code ec;
+  std::string value;
+  std::optional<table::BrandedId> version;
+  Source source = Source::kL1;
+};
+using GetCallback = std::function<void(GetOutcome&&)>;
+
+// What the writer needs from L2, supplied by the engine (the io thread does the work). Both are
+// called on the writer thread and must not block; their `done` may run on any thread (it posts
+// back into the writer's inbox).
+struct L2Fetch {
+  std::error_code ec;
+  std::optional<std::string> stored;  // nullopt: the key does not exist (GET answered nil)
+};
+struct LoadOutcome {
+  std::error_code ec;        // loader failure or L2 write failure
+  std::string value;
+  std::optional<table::BrandedId> version;
+  bool stored = false;       // put_l2 stored it (false: L2 already held a newer row)
+};
+struct WriterPorts {
+  std::function<void(const table::BrandedId& name, std::function<void(L2Fetch)> done)> fetch;
+  // Run the loader for `name` (on a loader thread), write its value to L2 conditionally under
+  // the loader's version or `minted`, and report.
+  std::function<void(const table::BrandedId& name, const table::BrandedId& minted,
+                     std::function<void(LoadOutcome)> done)>
+      load;
+};
+
+// Lag from decode (io thread) to apply (writer), power-of-two buckets of nanoseconds: bucket k
+// counts [2^k, 2^(k+1)) ns.
+inline constexpr std::size_t kLagBuckets = 40;
+
+struct WriterStats {
+  std::uint64_t applied = 0, stale = 0;        // coherence verdicts from the rings
+  std::uint64_t fills = 0, l2_hits = 0, coalesced = 0, load_errors = 0, corrupt_frames = 0;
+  std::uint64_t flight_restarts = 0;           // flights re-read after a newer drop overtook them
+  std::uint64_t ring_flushes = 0;              // flush policy: a ring refused, the table dropped all
+  std::uint64_t disconnect_flushes = 0;        // subscription loss / resubscribe flushes
+  std::uint64_t suspended_fills = 0;           // fills answered but not cached while suspended
+  std::uint64_t puts = 0, erases = 0, commands = 0, passes = 0;
+  bool suspended = false;
+  std::array<std::uint64_t, kLagBuckets> lag_histogram{};
+};
+
+class TableWriter {
+ public:
+  // Validates `spec` (ConfigError) and builds the map. Owner thread.
+  TableWriter(const TableSpec& spec, WriterPorts ports, unsigned node_id);
+  ~TableWriter();  // stop()
+  TableWriter(const TableWriter&) = delete;
+  TableWriter& operator=(const TableWriter&) = delete;
+
+  // A new ring for one producer thread, policy `policy`. Owner thread, before start().
+  CoherenceRing& add_ring(ring::FullPolicy policy);
+
+  // Starts the writer thread (pinned when spec.writer_cpu >= 0). Owner thread.
+  void start();
+  // Stops and joins; waiters of unfinished flights get `stopped`. Owner thread; idempotent.
+  void stop();
+
+  // ---- any thread: commands. Never block (an MPSC enqueue may allocate a block). ----
+  // A miss: answer from L1 if the row went live meanwhile, else join or start a flight.
+  void miss(const table::BrandedId& name, GetCallback done);
+  // A put that L2 already stored: insert into L1 (no version compare; the fill guard's
+  // tombstones still refuse an older put), then done().
+  void put(const table::BrandedId& name, std::string value, const table::BrandedId& version,
+           std::function<void()> done);
+  // Admin invalidate: delete the row unconditionally, then done().
+  void erase(const table::BrandedId& name, std::function<void()> done);
+  // Apply one coherence message through the inbox (job lane handler, tests): done(verdict).
+  void apply(const table::CoherenceMessage& message, std::function<void(table::Verdict)> done);
+  // Subscription lost: under flush, drop every row and stop caching now; under serve_stale, do
+  // so once spec.serve_stale_max_ms has passed without a resubscribe.
+  void subscription_lost();
+  // Subscription confirmed: drop every row (messages were lost) and cache again.
+  void subscription_confirmed();
+  // Runs `done` on the writer thread after every command posted before it.
+  void sync(std::function<void()> done);
+
+  // ---- any thread ----
+  const table::L1Map& map() const noexcept { return *map_; }
+  const TableSpec& spec() const noexcept { return spec_; }
+  WriterStats stats() const;
+  std::vector<ring::RingStats> ring_stats() const;
+  bool running() const noexcept { return thread_.joinable(); }
+
+ private:
+  struct MissCmd { table::BrandedId name; GetCallback done; };
+  struct FetchedCmd { table::BrandedId name; std::uint64_t flight; L2Fetch fetch; };
+  struct LoadedCmd { table::BrandedId name; std::uint64_t flight; LoadOutcome load; };
+  struct PutCmd { table::BrandedId name; std::string value; table::BrandedId version; std::function<void()> done; };
+  struct EraseCmd { table::BrandedId name; std::function<void()> done; };
+  struct ApplyCmd { table::CoherenceMessage message; std::function<void(table::Verdict)> done; };
+  struct LostCmd { std::int64_t at_ms; };
+  struct ConfirmedCmd {};
+  struct SyncCmd { std::function<void()> done; };
+  // monostate first: a slot of a bulk dequeue needs a default state.
+  using Command = std::variant<std::monostate, MissCmd, FetchedCmd, LoadedCmd, PutCmd, EraseCmd, ApplyCmd, LostCmd,
+                              ConfirmedCmd, SyncCmd>;
+
+  struct Flight {
+    std::uint64_t id;
+    table::BrandedId minted;  // the version a plain loader value gets (minted at flight start)
+    std::vector<GetCallback> waiters;
+    bool overtaken = false;   // a newer drop for this name was applied while in flight
+    int restarts = 0;
+  };
+
+  void post(Command&& cmd);
+  void run(std::stop_token stop);
+  std::size_t drain_rings();
+  void handle(Command& cmd);
+  void on_miss(MissCmd& cmd);
+  void on_fetched(FetchedCmd& cmd);
+  void on_loaded(LoadedCmd& cmd);
+  void start_fetch(const table::BrandedId& name, Flight& flight);
+  bool restart_if_overtaken(const table::BrandedId& name, Flight& flight);
+  void finish(const table::BrandedId& name, GetOutcome outcome);
+  void note_drop(const table::BrandedId& name);
+  void suspend(bool on);
+  Flight* find_flight(const table::BrandedId& name, std::uint64_t id);
+  std::int64_t now_ms() const noexcept;
+  static void bump(std::atomic<std::uint64_t>& c, std::uint64_t n = 1) noexcept {
+    c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);  // writer only
+  }
+
+  TableSpec spec_;
+  WriterPorts ports_;
+  table::Minter minter_;
+  std::unique_ptr<table::L1Map> map_;
+  ring::Doorbell bell_;
+  std::vector<std::unique_ptr<CoherenceRing>> rings_;
+  moodycamel::ConcurrentQueue<Command> inbox_;
+  std::jthread thread_;
+
+  // Writer-thread state.
+  std::unordered_map<std::string, Flight> flights_;
+  std::uint64_t next_flight_ = 1;
+  bool suspended_ = true;            // until the first confirmation when the table subscribes
+  std::int64_t stale_deadline_ = -1; // serve_stale: when to suspend if still not resubscribed
+
+  // Counters: written by the writer thread (relaxed load+store), read anywhere.
+  std::atomic<std::uint64_t> applied_{0}, stale_{0}, fills_{0}, l2_hits_{0}, coalesced_{0},
+      load_errors_{0}, corrupt_frames_{0}, flight_restarts_{0}, ring_flushes_{0},
+      disconnect_flushes_{0}, suspended_fills_{0}, puts_{0}, erases_{0}, commands_{0}, passes_{0};
+  std::atomic<bool> suspended_flag_{false};
+  std::array<std::atomic<std::uint64_t>, kLagBuckets> lag_{};
+};
+
+}  // namespace echo::engine

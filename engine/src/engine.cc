@@ -1,0 +1,531 @@
+// SPDX-License-Identifier: MIT
+// The façade's wiring: io thread (command + subscriber connections), writers, loader thread.
+// Application threads never touch a socket: blocking verbs post their command to the io thread
+// and wait on a promise; the writer's L2 reads and the loader's conditional writes do the same
+// without waiting (their answers come back through the writer's inbox).
+#include <echo/engine/engine.h>
+
+#include <condition_variable>
+#include <deque>
+#include <future>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include <echo/engine/l2_frame.h>
+#include <echo/lua/scripts.h>
+#include <echo/table/names.h>
+
+namespace echo::engine {
+namespace {
+
+using table::BrandedId;
+using Clock = std::chrono::steady_clock;
+
+std::int64_t steady_ns() noexcept {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+      .count();
+}
+
+io::Script embedded_script(std::string_view name) {
+  const lua::Script* s = lua::find_script(name);
+  if (s == nullptr) throw std::logic_error("missing embedded script " + std::string(name));
+  return io::Script{std::string(s->sha1), std::string(s->source)};
+}
+
+std::error_code unexpected() { return make_error_code(Errc::kUnexpectedReply); }
+
+// The loader thread: runs loaders (which may block) off the writer and io threads.
+class LoaderThread {
+ public:
+  LoaderThread() : thread_([this](std::stop_token stop) { run(stop); }) {}
+  ~LoaderThread() {
+    thread_.request_stop();
+    cv_.notify_all();
+  }
+  void post(std::function<void()> job) {
+    {
+      std::lock_guard lock(mu_);
+      jobs_.push_back(std::move(job));
+    }
+    cv_.notify_one();
+  }
+
+ private:
+  void run(std::stop_token stop) {
+    std::unique_lock lock(mu_);
+    while (true) {
+      cv_.wait(lock, stop, [this] { return !jobs_.empty(); });
+      if (stop.stop_requested()) return;
+      auto job = std::move(jobs_.front());
+      jobs_.pop_front();
+      lock.unlock();
+      job();
+      lock.lock();
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable_any cv_;
+  std::deque<std::function<void()>> jobs_;
+  std::jthread thread_;
+};
+
+}  // namespace
+
+struct Engine::Impl {
+  struct Slot {
+    TableSpec spec;
+    std::string channel;
+    std::unique_ptr<TableWriter> writer;
+    CoherenceRing* ring = nullptr;  // broadcast lane: the io thread's ring into this writer
+    std::atomic<std::uint64_t> pushes{0}, garbage{0};
+  };
+
+  EngineOptions options;
+  std::vector<std::unique_ptr<Slot>> slots;
+  std::unordered_map<std::string_view, Slot*> by_name;
+  std::unordered_map<std::string, Slot*> by_channel;
+  table::Minter minter;
+  io::Script put_l2 = embedded_script("put_l2");
+  io::Script drop_l2 = embedded_script("drop_l2");
+
+  std::unique_ptr<io::LoopThread> io;
+  std::unique_ptr<io::Connection> cmd, sub;
+  std::unique_ptr<LoaderThread> loader;
+  std::atomic<std::uint64_t> unrouted{0};
+  std::atomic<bool> running{false};
+  // Blocking calls between their running check and their answer; stop() waits for zero.
+  std::atomic<int> inflight{0};
+  // Loop thread only: set by stop()'s marker closure; every closure posted to the loop checks
+  // it first, so none touches a connection that stop() is about to destroy.
+  bool io_closing = false;
+
+  explicit Impl(EngineOptions o) : options(std::move(o)), minter(options.node_id) {}
+
+  Slot* find(std::string_view table) const {
+    auto it = by_name.find(table);
+    return it == by_name.end() ? nullptr : it->second;
+  }
+
+  // The kind gate (WIRE §4.3): 14 bytes, a valid id, namespace = the table's kind.
+  static Result<BrandedId> gate(const Slot& slot, std::string_view id) {
+    auto parsed = BrandedId::parse(id);
+    if (!parsed || parsed->ns() != slot.spec.kind) return table::Unexpected{make_error_code(Errc::kKind)};
+    return *parsed;
+  }
+
+  std::string key_of(const Slot& slot, const BrandedId& id) const {
+    return table::l2_key(slot.spec.name, id.view()).value();
+  }
+
+  // Posts `issue` to the io thread and waits for its reply (call_timeout). Any thread but the
+  // loop's. `issue` runs on the loop thread and returns an immediate error or arms `done`.
+  Result<io::Resp3Owned> blocking(std::function<std::error_code(io::ReplyFn)> issue) {
+    inflight.fetch_add(1, std::memory_order_acq_rel);
+    struct Leave {
+      std::atomic<int>& n;
+      ~Leave() { n.fetch_sub(1, std::memory_order_acq_rel); }
+    } leave{inflight};
+    if (!running.load(std::memory_order_acquire)) return table::Unexpected{make_error_code(Errc::kStopped)};
+    auto promise = std::make_shared<std::promise<io::OwnedResult>>();
+    auto future = promise->get_future();
+    io->loop().post([this, issue = std::move(issue), promise]() {
+      if (io_closing) return promise->set_value(io::OwnedResult{make_error_code(Errc::kStopped), {}});
+      auto fired = std::make_shared<bool>(false);
+      const std::error_code ec = issue([promise, fired](std::error_code e, const io::Resp3Value& reply) {
+        *fired = true;
+        promise->set_value(io::OwnedResult{e, io::Resp3Owned(reply)});
+      });
+      if (ec && !*fired) promise->set_value(io::OwnedResult{ec, {}});
+    });
+    if (future.wait_for(options.call_timeout + std::chrono::seconds(1)) != std::future_status::ready) {
+      return table::Unexpected{make_error_code(io::IoErrc::kTimeout)};
+    }
+    io::OwnedResult r = future.get();
+    if (r.ec) return table::Unexpected{r.ec};
+    return std::move(r.reply);
+  }
+
+  Result<io::Resp3Owned> command(std::vector<std::string> args) {
+    return blocking([this, args = std::move(args)](io::ReplyFn done) {
+      std::vector<std::string_view> views(args.begin(), args.end());
+      return cmd->call(views, std::move(done));
+    });
+  }
+
+  Result<io::Resp3Owned> script(const io::Script& s, std::vector<std::string> keys,
+                                std::vector<std::string> argv) {
+    return blocking([this, &s, keys = std::move(keys), argv = std::move(argv)](io::ReplyFn done) {
+      std::vector<std::string_view> k(keys.begin(), keys.end()), a(argv.begin(), argv.end());
+      return cmd->evalsha(s, k, a, std::move(done));
+    });
+  }
+
+  // ---- the writer's ports (called on the writer thread; never block) ----
+  WriterPorts ports_for(Slot& slot) {
+    WriterPorts p;
+    p.fetch = [this, &slot](const BrandedId& name, std::function<void(L2Fetch)> done) {
+      std::string key = key_of(slot, name);
+      io->loop().post([this, key = std::move(key), done = std::move(done)]() mutable {
+        if (io_closing) return done(L2Fetch{make_error_code(Errc::kStopped), std::nullopt});
+        auto shared = std::make_shared<std::function<void(L2Fetch)>>(std::move(done));
+        const auto ec = cmd->call({"GET", key}, [shared](std::error_code e, const io::Resp3Value& r) {
+          if (e) return (*shared)(L2Fetch{e, std::nullopt});
+          if (r.is_null()) return (*shared)(L2Fetch{{}, std::nullopt});
+          if (r.type() != io::Resp3Type::bulk_string) return (*shared)(L2Fetch{unexpected(), std::nullopt});
+          (*shared)(L2Fetch{{}, std::string(r.str())});
+        });
+        if (ec) (*shared)(L2Fetch{ec, std::nullopt});
+      });
+    };
+    p.load = [this, &slot](const BrandedId& name, const BrandedId& minted,
+                           std::function<void(LoadOutcome)> done) {
+      loader->post([this, &slot, name, minted, done = std::move(done)]() mutable {
+        LoadResult result;
+        try {
+          result = slot.spec.loader(name);
+        } catch (...) {
+          result = LoadError{"loader threw"};
+        }
+        if (std::holds_alternative<LoadError>(result)) {
+          return done(LoadOutcome{make_error_code(Errc::kLoaderFailed)});
+        }
+        auto loaded = std::get<Loaded>(std::move(result));
+        LoadOutcome out;
+        out.version = loaded.version.value_or(minted);
+        out.value = std::move(loaded.value);
+        std::string framed = frame_l2_value(*out.version, out.value);
+        std::string key = key_of(slot, name);
+        std::string ttl = std::to_string(slot.spec.ttl_ms);
+        io->loop().post([this, key = std::move(key), framed = std::move(framed), ttl = std::move(ttl),
+                         out = std::move(out), done = std::move(done)]() mutable {
+          if (io_closing) return done(LoadOutcome{make_error_code(Errc::kStopped)});
+          auto state = std::make_shared<std::pair<LoadOutcome, std::function<void(LoadOutcome)>>>(
+              std::move(out), std::move(done));
+          const std::string_view keys[] = {key};
+          const std::string_view argv[] = {framed, ttl};
+          const auto ec = cmd->evalsha(put_l2, keys, argv, [state](std::error_code e, const io::Resp3Value& r) {
+            auto& [o, cb] = *state;
+            if (e) {
+              o.ec = e;
+            } else if (r.type() != io::Resp3Type::integer) {
+              o.ec = unexpected();
+            } else {
+              o.stored = r.integer() == 1;
+            }
+            cb(std::move(o));
+          });
+          if (ec) {
+            state->first.ec = ec;
+            state->second(std::move(state->first));
+          }
+        });
+      });
+    };
+    return p;
+  }
+
+  // ---- the subscriber's push path (loop thread) ----
+  void on_push(const io::Resp3Value& push) {
+    if (push.size() < 2) {
+      unrouted.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    const std::string_view kind = push[0].str();
+    auto it = by_channel.find(std::string(push[1].str()));
+    if (it == by_channel.end()) {
+      unrouted.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    Slot& slot = *it->second;
+    if (kind == "message" && push.size() == 3) {
+      slot.pushes.store(slot.pushes.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+      auto message = table::parse_frame(push[2].str());
+      if (!message) {
+        slot.garbage.store(slot.garbage.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+        return;
+      }
+      slot.ring->publish(CoherenceItem{*message, steady_ns(), 0});  // refusals counted by the ring
+    } else if (kind == "subscribe") {
+      slot.writer->subscription_confirmed();
+    } else {
+      unrouted.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+
+  void on_sub_event(io::ConnEvent event) {
+    if (event == io::ConnEvent::kDisconnected || event == io::ConnEvent::kStopped) {
+      for (auto& s : slots) {
+        if (s->ring != nullptr) s->writer->subscription_lost();
+      }
+    }
+  }
+
+  io::ConnectionOptions connection_options(std::string label) const {
+    io::ConnectionOptions c;
+    c.host = options.host;
+    c.port = options.port;
+    c.password = options.password;
+    c.label = std::move(label);
+    c.client_name = "echostore-" + c.label;
+    c.version_value = options.version_value;
+    c.call_timeout = options.call_timeout;
+    c.heartbeat = options.heartbeat;
+    return c;
+  }
+};
+
+Engine::Engine(EngineOptions options, std::vector<TableSpec> tables)
+    : impl_(std::make_unique<Impl>(std::move(options))) {
+  if (impl_->options.port < 1 || impl_->options.port > 65535) {
+    throw ConfigError("port must lie in 1..65535, got " + std::to_string(impl_->options.port));
+  }
+  if (impl_->options.get_timeout.count() < 1) throw ConfigError("get_timeout must be at least 1 ms");
+  for (auto& spec : tables) {
+    validate(spec);
+    auto slot = std::make_unique<Impl::Slot>();
+    slot->spec = std::move(spec);
+    if (impl_->by_name.count(slot->spec.name) != 0) {
+      throw ConfigError("table '" + slot->spec.name + "' is declared twice");
+    }
+    slot->channel = table::coherence_channel(slot->spec.name).value();
+    slot->writer = std::make_unique<TableWriter>(slot->spec, impl_->ports_for(*slot), impl_->options.node_id);
+    if (slot->spec.coherence == CoherenceMode::kBroadcast) {
+      slot->ring = &slot->writer->add_ring(slot->spec.full_policy);
+      impl_->by_channel.emplace(slot->channel, slot.get());
+    }
+    impl_->by_name.emplace(slot->spec.name, slot.get());
+    impl_->slots.push_back(std::move(slot));
+  }
+}
+
+Engine::~Engine() { stop(); }
+
+std::error_code Engine::start(std::chrono::milliseconds timeout) {
+  auto& d = *impl_;
+  if (d.running.load(std::memory_order_acquire)) return {};
+  const auto deadline = Clock::now() + timeout;
+  auto left = [&] {
+    return std::max(std::chrono::milliseconds(1),
+                    std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
+  };
+  d.io = std::make_unique<io::LoopThread>(d.options.io);
+  d.loader = std::make_unique<LoaderThread>();
+  for (auto& s : d.slots) s->writer->start();
+  d.cmd = std::make_unique<io::Connection>(d.io->loop(), d.connection_options("cmd"));
+  d.cmd->start();
+  if (auto ec = d.cmd->wait_ready(left())) {
+    stop();
+    return ec;
+  }
+  d.running.store(true, std::memory_order_release);
+  if (!d.by_channel.empty()) {
+    d.sub = std::make_unique<io::Connection>(
+        d.io->loop(), d.connection_options("sub"),
+        [&d](const io::Resp3Value& push) { d.on_push(push); },
+        [&d](io::ConnEvent event, std::error_code) { d.on_sub_event(event); });
+    d.sub->start();
+    if (auto ec = d.sub->wait_ready(left())) {
+      stop();
+      return ec;
+    }
+    for (auto& [channel, slot] : d.by_channel) {
+      if (auto ec = d.sub->subscribe_blocking(channel)) {
+        stop();
+        return ec;
+      }
+    }
+    // Caching starts only once the server has confirmed each subscription.
+    for (auto& [channel, slot] : d.by_channel) {
+      while (slot->writer->stats().suspended) {
+        if (Clock::now() >= deadline) {
+          stop();
+          return make_error_code(io::IoErrc::kTimeout);
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    }
+  }
+  return {};
+}
+
+void Engine::stop() {
+  auto& d = *impl_;
+  d.running.store(false, std::memory_order_release);
+  // Blocking calls already posted finish on the still-running io thread.
+  while (d.inflight.load(std::memory_order_acquire) != 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  for (auto& s : d.slots) s->writer->stop();
+  d.loader.reset();  // joins: no loader job posts to the loop after this
+  if (d.io) {
+    // From here on, closures still queued on the loop answer `stopped` without touching a
+    // connection; then the connections can go (their destructors drive the loop as needed).
+    std::promise<void> marked;
+    d.io->loop().post([&d, &marked] {
+      d.io_closing = true;
+      marked.set_value();
+    });
+    marked.get_future().wait();
+  }
+  d.sub.reset();
+  d.cmd.reset();
+  if (d.io) d.io->join();
+  d.io.reset();
+  d.io_closing = false;
+}
+
+bool Engine::running() const noexcept { return impl_->running.load(std::memory_order_acquire); }
+
+Result<Got> Engine::get(std::string_view table, std::string_view id) {
+  auto promise = std::make_shared<std::promise<Result<Got>>>();
+  auto future = promise->get_future();
+  get_async(table, id, [promise](Result<Got> r) { promise->set_value(std::move(r)); });
+  if (future.wait_for(impl_->options.get_timeout) != std::future_status::ready) {
+    return table::Unexpected{make_error_code(Errc::kTimeout)};
+  }
+  return future.get();
+}
+
+void Engine::get_async(std::string_view table, std::string_view id,
+                       std::function<void(Result<Got>)> done) {
+  auto& d = *impl_;
+  Impl::Slot* slot = d.find(table);
+  if (slot == nullptr) return done(table::Unexpected{make_error_code(Errc::kNoSuchCache)});
+  auto name = Impl::gate(*slot, id);
+  if (!name) return done(table::Unexpected{name.error()});
+  Got hit;
+  table::IdBytes version;
+  if (slot->writer->map().get(name->view(), hit.value, &version)) {
+    hit.version = BrandedId::parse(table::view(version)).value();
+    return done(std::move(hit));
+  }
+  if (!d.running.load(std::memory_order_acquire)) {
+    return done(table::Unexpected{make_error_code(Errc::kStopped)});
+  }
+  slot->writer->miss(*name, [done = std::move(done)](GetOutcome&& o) {
+    if (o.ec) return done(table::Unexpected{o.ec});
+    done(Got{std::move(o.value), o.version, o.source});
+  });
+}
+
+Result<BrandedId> Engine::put(std::string_view table, std::string_view id, std::string_view value,
+                              std::optional<BrandedId> version) {
+  auto& d = *impl_;
+  Impl::Slot* slot = d.find(table);
+  if (slot == nullptr) return table::Unexpected{make_error_code(Errc::kNoSuchCache)};
+  auto name = Impl::gate(*slot, id);
+  if (!name) return table::Unexpected{name.error()};
+  if (!version) version = d.minter.mint(slot->spec.kind).value();
+  auto reply = d.command({"SET", d.key_of(*slot, *name), frame_l2_value(*version, value), "PX",
+                          std::to_string(slot->spec.ttl_ms)});
+  if (!reply) return table::Unexpected{reply.error()};
+  if (reply->view().str() != "OK") return table::Unexpected{unexpected()};
+  auto promise = std::make_shared<std::promise<void>>();
+  auto future = promise->get_future();
+  slot->writer->put(*name, std::string(value), *version, [promise] { promise->set_value(); });
+  if (future.wait_for(d.options.get_timeout) != std::future_status::ready) {
+    return table::Unexpected{make_error_code(Errc::kTimeout)};
+  }
+  return *version;
+}
+
+Result<std::int64_t> Engine::broadcast(std::string_view table, std::string_view id,
+                                       const BrandedId& version) {
+  auto channel = table::coherence_channel(table);
+  if (!channel) return table::Unexpected{make_error_code(Errc::kNoSuchCache)};
+  auto name = BrandedId::parse(id);
+  if (!name) return table::Unexpected{make_error_code(Errc::kKind)};
+  const auto frame = table::make_frame(*name, version);
+  auto reply = impl_->command({"PUBLISH", *channel, std::string(table::view(frame))});
+  if (!reply) return table::Unexpected{reply.error()};
+  if (reply->view().type() != io::Resp3Type::integer) return table::Unexpected{unexpected()};
+  return reply->view().integer();
+}
+
+Result<bool> Engine::drop_l2(std::string_view table, std::string_view id, const BrandedId& version) {
+  auto& d = *impl_;
+  Impl::Slot* slot = d.find(table);
+  if (slot == nullptr) return table::Unexpected{make_error_code(Errc::kNoSuchCache)};
+  auto name = Impl::gate(*slot, id);
+  if (!name) return table::Unexpected{name.error()};
+  auto reply = d.script(d.drop_l2, {d.key_of(*slot, *name)}, {std::string(version.view())});
+  if (!reply) return table::Unexpected{reply.error()};
+  if (reply->view().type() != io::Resp3Type::integer) return table::Unexpected{unexpected()};
+  return reply->view().integer() == 1;
+}
+
+std::error_code Engine::invalidate(std::string_view table, std::string_view id) {
+  auto& d = *impl_;
+  Impl::Slot* slot = d.find(table);
+  if (slot == nullptr) return make_error_code(Errc::kNoSuchCache);
+  auto name = Impl::gate(*slot, id);
+  if (!name) return name.error();
+  auto reply = d.command({"DEL", d.key_of(*slot, *name)});
+  if (!reply) return reply.error();
+  auto promise = std::make_shared<std::promise<void>>();
+  auto future = promise->get_future();
+  slot->writer->erase(*name, [promise] { promise->set_value(); });
+  if (future.wait_for(d.options.get_timeout) != std::future_status::ready) {
+    return make_error_code(Errc::kTimeout);
+  }
+  return {};
+}
+
+Result<table::Verdict> Engine::apply_coherence(std::string_view table, std::string_view id,
+                                               const BrandedId& version) {
+  auto& d = *impl_;
+  Impl::Slot* slot = d.find(table);
+  if (slot == nullptr) return table::Unexpected{make_error_code(Errc::kNoSuchCache)};
+  auto name = Impl::gate(*slot, id);
+  if (!name) return table::Unexpected{name.error()};
+  if (!slot->writer->running()) return table::Unexpected{make_error_code(Errc::kStopped)};
+  auto promise = std::make_shared<std::promise<table::Verdict>>();
+  auto future = promise->get_future();
+  slot->writer->apply(table::CoherenceMessage{*name, version},
+                      [promise](table::Verdict v) { promise->set_value(v); });
+  if (future.wait_for(d.options.get_timeout) != std::future_status::ready) {
+    return table::Unexpected{make_error_code(Errc::kTimeout)};
+  }
+  return future.get();
+}
+
+Result<BrandedId> Engine::mint(std::string_view ns) {
+  auto id = impl_->minter.mint(ns);
+  if (!id) return table::Unexpected{make_error_code(Errc::kKind)};
+  return *id;
+}
+
+std::vector<TableInfo> Engine::directory() const {
+  std::vector<TableInfo> out;
+  for (const auto& s : impl_->slots) {
+    out.push_back(TableInfo{s->spec.name, s->spec.kind, s->spec.coherence, s->spec.ttl_ms,
+                            s->ring != nullptr ? s->ring->capacity() : 0});
+  }
+  return out;
+}
+
+EngineStats Engine::stats() const {
+  EngineStats out;
+  for (const auto& s : impl_->slots) {
+    TableStats t;
+    t.name = s->spec.name;
+    t.l1 = s->writer->map().stats();
+    t.writer = s->writer->stats();
+    t.rings = s->writer->ring_stats();
+    t.pushes = s->pushes.load(std::memory_order_relaxed);
+    t.garbage = s->garbage.load(std::memory_order_relaxed);
+    out.tables.push_back(std::move(t));
+  }
+  if (impl_->cmd) out.connections.push_back(impl_->cmd->stats());
+  if (impl_->sub) out.connections.push_back(impl_->sub->stats());
+  out.unrouted_pushes = impl_->unrouted.load(std::memory_order_relaxed);
+  return out;
+}
+
+const TableWriter* Engine::writer(std::string_view table) const {
+  Impl::Slot* slot = impl_->find(table);
+  return slot == nullptr ? nullptr : slot->writer.get();
+}
+
+}  // namespace echo::engine

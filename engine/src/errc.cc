@@ -1,0 +1,36 @@
+// SPDX-License-Identifier: MIT
+#include <echo/engine/errc.h>
+
+#include <string>
+
+namespace echo::engine {
+namespace {
+
+class Category final : public std::error_category {
+ public:
+  const char* name() const noexcept override { return "echostore"; }
+  std::string message(int ev) const override { return std::string(to_string(static_cast<Errc>(ev))); }
+};
+
+}  // namespace
+
+std::string_view to_string(Errc e) noexcept {
+  switch (e) {
+    case Errc::kNoSuchCache: return "no_such_cache";
+    case Errc::kKind: return "kind";
+    case Errc::kCorruptL2Frame: return "corrupt_l2_frame";
+    case Errc::kLoaderFailed: return "loader_failed";
+    case Errc::kTimeout: return "timeout";
+    case Errc::kStopped: return "stopped";
+    case Errc::kContended: return "contended";
+    case Errc::kUnexpectedReply: return "unexpected_reply";
+  }
+  return "unknown";
+}
+
+const std::error_category& engine_category() noexcept {
+  static const Category category;
+  return category;
+}
+
+}  // namespace echo::engine

@@ -1,0 +1,406 @@
+// SPDX-License-Identifier: MIT
+// The table writer's loop and its single-flight fill protocol.
+//
+// A flight is one L2 read (and, on nil, one loader run and conditional L2 write) shared by every
+// concurrent miss of a name. The fill guard closes the classic race twice over: the map refuses
+// a fill older than a remembered drop (tombstone), and a flight that a newer drop overtook
+// re-reads L2 instead of answering (its riders may have asked after the drop, so answering them
+// with what the flight read before it would be a stale read).
+#include <echo/engine/table_writer.h>
+
+#include <pthread.h>
+#include <sched.h>
+
+#include <bit>
+#include <chrono>
+
+#include <echo/engine/errc.h>
+#include <echo/engine/l2_frame.h>
+
+namespace echo::engine {
+namespace {
+
+// How often one flight may be overtaken by newer drops before its riders get `contended`.
+constexpr int kMaxRestarts = 8;
+
+std::int64_t steady_ns() noexcept {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string key_of(const table::BrandedId& name) { return std::string(name.view()); }
+
+table::L1Config l1_config(const TableSpec& spec) {
+  table::L1Config c;
+  c.ttl_ms = spec.ttl_ms;
+  c.jitter = spec.jitter;
+  c.max_size = spec.max_size;
+  return c;
+}
+
+}  // namespace
+
+std::string_view to_string(Source s) noexcept {
+  switch (s) {
+    case Source::kL1: return "l1";
+    case Source::kL2: return "l2";
+    case Source::kLoader: return "loader";
+  }
+  return "?";
+}
+
+TableWriter::TableWriter(const TableSpec& spec, WriterPorts ports, unsigned node_id)
+    : spec_((validate(spec), spec)),
+      ports_(std::move(ports)),
+      minter_(node_id),
+      map_(std::make_unique<table::L1Map>(l1_config(spec))),
+      bell_(spec.writer_wait),
+      suspended_(spec.coherence == CoherenceMode::kBroadcast) {
+  suspended_flag_.store(suspended_, std::memory_order_relaxed);
+}
+
+TableWriter::~TableWriter() { stop(); }
+
+CoherenceRing& TableWriter::add_ring(ring::FullPolicy policy) {
+  ring::RingConfig config;
+  config.capacity = spec_.ring_capacity;
+  config.full_policy = policy;
+  config.consumer_wait = spec_.writer_wait;
+  rings_.push_back(std::make_unique<CoherenceRing>(config, bell_));
+  return *rings_.back();
+}
+
+void TableWriter::start() {
+  thread_ = std::jthread([this](std::stop_token stop) { run(std::move(stop)); });
+}
+
+void TableWriter::stop() {
+  if (!thread_.joinable()) return;
+  thread_.request_stop();
+  thread_.join();
+  // The loop has ended: this thread is now the only one touching the writer state.
+  Command cmd;
+  while (inbox_.try_dequeue(cmd)) {
+    if (auto* m = std::get_if<MissCmd>(&cmd)) {
+      m->done(GetOutcome{make_error_code(Errc::kStopped)});
+    } else if (auto* p = std::get_if<PutCmd>(&cmd)) {
+      p->done();
+    } else if (auto* e = std::get_if<EraseCmd>(&cmd)) {
+      e->done();
+    } else if (auto* s = std::get_if<SyncCmd>(&cmd)) {
+      s->done();
+    }
+  }
+  for (auto& [key, flight] : flights_) {
+    for (auto& w : flight.waiters) w(GetOutcome{make_error_code(Errc::kStopped)});
+  }
+  flights_.clear();
+}
+
+void TableWriter::post(Command&& cmd) {
+  inbox_.enqueue(std::move(cmd));
+  bell_.notify();  // after the enqueue's release: pairs with the writer's has_work re-check
+}
+
+void TableWriter::miss(const table::BrandedId& name, GetCallback done) {
+  post(MissCmd{name, std::move(done)});
+}
+void TableWriter::put(const table::BrandedId& name, std::string value,
+                      const table::BrandedId& version, std::function<void()> done) {
+  post(PutCmd{name, std::move(value), version, std::move(done)});
+}
+void TableWriter::erase(const table::BrandedId& name, std::function<void()> done) {
+  post(EraseCmd{name, std::move(done)});
+}
+void TableWriter::apply(const table::CoherenceMessage& message,
+                        std::function<void(table::Verdict)> done) {
+  post(ApplyCmd{message, std::move(done)});
+}
+void TableWriter::subscription_lost() { post(LostCmd{now_ms()}); }
+void TableWriter::subscription_confirmed() { post(ConfirmedCmd{}); }
+void TableWriter::sync(std::function<void()> done) { post(SyncCmd{std::move(done)}); }
+
+std::int64_t TableWriter::now_ms() const noexcept { return map_->now(); }
+
+void TableWriter::run(std::stop_token stop) {
+  if (spec_.writer_cpu >= 0) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(spec_.writer_cpu, &set);
+    pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+  }
+  std::vector<Command> batch;
+  batch.resize(spec_.max_batch);
+  std::int64_t next_sweep = now_ms() + spec_.sweep_ms;
+  while (!stop.stop_requested()) {
+    bump(passes_);
+    std::size_t work = drain_rings();
+    const std::size_t n = inbox_.try_dequeue_bulk(batch.begin(), spec_.max_batch);
+    for (std::size_t i = 0; i < n; ++i) {
+      handle(batch[i]);
+      batch[i] = Command{};  // release what the command held now, not at the next pass
+    }
+    bump(commands_, n);
+    work += n;
+    const std::int64_t now = now_ms();
+    if (stale_deadline_ >= 0 && now >= stale_deadline_) {
+      stale_deadline_ = -1;
+      bump(disconnect_flushes_);
+      suspend(true);
+    }
+    if (now >= next_sweep) {
+      map_->sweep(now);
+      next_sweep = now + spec_.sweep_ms;
+    }
+    if (work != 0) continue;
+    map_->reclaim();
+    const auto deadline = std::chrono::steady_clock::now() +
+                          std::chrono::milliseconds(std::max<std::int64_t>(0, next_sweep - now));
+    bell_.wait_until(
+        [this]() noexcept {
+          for (const auto& r : rings_) {
+            if (r->has_work()) return true;
+          }
+          return inbox_.size_approx() != 0;
+        },
+        deadline, stop);
+  }
+}
+
+std::size_t TableWriter::drain_rings() {
+  std::size_t total = 0;
+  for (auto& r : rings_) {
+    const std::int64_t t = steady_ns();
+    total += r->drain(spec_.max_batch, [this, t](std::span<CoherenceItem> items) noexcept {
+      std::uint64_t applied = 0;
+      for (CoherenceItem& item : items) {
+        const auto verdict = map_->apply_coherence(item.message.name, item.message.version);
+        if (verdict == table::Verdict::kApplied) ++applied;
+        if (!flights_.empty()) note_drop(item.message.name);
+        const std::int64_t lag = t - item.decoded_ns;
+        const std::size_t bucket =
+            lag <= 0 ? 0 : std::min<std::size_t>(std::bit_width(static_cast<std::uint64_t>(lag)) - 1, kLagBuckets - 1);
+        bump(lag_[bucket]);
+      }
+      bump(applied_, applied);
+      bump(stale_, items.size() - applied);
+    });
+    if (r->take_flush_pending()) {
+      // A refused message cost a refill, never a stale read: drop every row.
+      map_->clear();
+      bump(ring_flushes_);
+    }
+  }
+  return total;
+}
+
+void TableWriter::note_drop(const table::BrandedId& name) {
+  auto it = flights_.find(key_of(name));
+  if (it != flights_.end()) it->second.overtaken = true;
+}
+
+void TableWriter::handle(Command& cmd) {
+  std::visit(
+      [this](auto& c) {
+        using T = std::decay_t<decltype(c)>;
+        if constexpr (std::is_same_v<T, MissCmd>) {
+          on_miss(c);
+        } else if constexpr (std::is_same_v<T, FetchedCmd>) {
+          on_fetched(c);
+        } else if constexpr (std::is_same_v<T, LoadedCmd>) {
+          on_loaded(c);
+        } else if constexpr (std::is_same_v<T, PutCmd>) {
+          if (suspended_) {
+            map_->erase(c.name);  // not caching: make sure no older row survives either
+          } else {
+            map_->put(c.name, c.value, c.version);
+          }
+          bump(puts_);
+          if (!flights_.empty()) note_drop(c.name);  // a flight may have read the older value
+          c.done();
+        } else if constexpr (std::is_same_v<T, EraseCmd>) {
+          map_->erase(c.name);
+          bump(erases_);
+          if (!flights_.empty()) note_drop(c.name);
+          c.done();
+        } else if constexpr (std::is_same_v<T, ApplyCmd>) {
+          const auto verdict = map_->apply_coherence(c.message.name, c.message.version);
+          bump(verdict == table::Verdict::kApplied ? applied_ : stale_);
+          if (!flights_.empty()) note_drop(c.message.name);
+          c.done(verdict);
+        } else if constexpr (std::is_same_v<T, LostCmd>) {
+          if (spec_.disconnect == DisconnectPolicy::kFlush) {
+            bump(disconnect_flushes_);
+            suspend(true);
+          } else if (!suspended_ && stale_deadline_ < 0) {
+            stale_deadline_ = c.at_ms + spec_.serve_stale_max_ms;
+          }
+        } else if constexpr (std::is_same_v<T, ConfirmedCmd>) {
+          // Messages sent while we were not subscribed are lost: what L1 holds may be stale.
+          stale_deadline_ = -1;
+          if (map_->size() != 0) bump(disconnect_flushes_);
+          map_->clear();
+          for (auto& [key, flight] : flights_) flight.overtaken = true;
+          suspend(false);
+        } else if constexpr (std::is_same_v<T, SyncCmd>) {
+          c.done();
+        }
+      },
+      cmd);
+}
+
+void TableWriter::suspend(bool on) {
+  if (on) map_->clear();
+  suspended_ = on;
+  suspended_flag_.store(on, std::memory_order_relaxed);
+}
+
+void TableWriter::on_miss(MissCmd& cmd) {
+  if (!suspended_) {
+    GetOutcome hit;
+    table::IdBytes version;
+    if (map_->get(cmd.name.view(), hit.value, &version)) {
+      hit.version = table::BrandedId::parse(table::view(version)).value();
+      hit.source = Source::kL1;
+      cmd.done(std::move(hit));
+      return;
+    }
+  }
+  auto [it, fresh] = flights_.try_emplace(key_of(cmd.name), Flight{next_flight_, cmd.name, {}});
+  Flight& flight = it->second;
+  flight.waiters.push_back(std::move(cmd.done));
+  if (!fresh) {
+    bump(coalesced_);
+    return;
+  }
+  ++next_flight_;
+  // A plain loader value takes a table-kind version minted at flight start (WIRE §4.3).
+  flight.minted = minter_.mint(spec_.kind).value();
+  start_fetch(cmd.name, flight);
+}
+
+void TableWriter::start_fetch(const table::BrandedId& name, Flight& flight) {
+  flight.overtaken = false;
+  ports_.fetch(name, [this, name, id = flight.id](L2Fetch fetch) {
+    post(FetchedCmd{name, id, std::move(fetch)});
+  });
+}
+
+TableWriter::Flight* TableWriter::find_flight(const table::BrandedId& name, std::uint64_t id) {
+  auto it = flights_.find(key_of(name));
+  return it == flights_.end() || it->second.id != id ? nullptr : &it->second;
+}
+
+bool TableWriter::restart_if_overtaken(const table::BrandedId& name, Flight& flight) {
+  if (!flight.overtaken) return false;
+  if (++flight.restarts > kMaxRestarts) {
+    finish(name, GetOutcome{make_error_code(Errc::kContended)});
+    return true;
+  }
+  bump(flight_restarts_);
+  start_fetch(name, flight);
+  return true;
+}
+
+void TableWriter::on_fetched(FetchedCmd& cmd) {
+  Flight* flight = find_flight(cmd.name, cmd.flight);
+  if (flight == nullptr) return;
+  if (restart_if_overtaken(cmd.name, *flight)) return;
+  if (cmd.fetch.ec) {
+    finish(cmd.name, GetOutcome{cmd.fetch.ec});
+    return;
+  }
+  if (!cmd.fetch.stored) {
+    // L2 nil: the loader runs once for the whole flight.
+    ports_.load(cmd.name, flight->minted, [this, name = cmd.name, id = cmd.flight](LoadOutcome load) {
+      post(LoadedCmd{name, id, std::move(load)});
+    });
+    return;
+  }
+  auto row = split_l2_frame(*cmd.fetch.stored);
+  if (!row) {
+    bump(corrupt_frames_);
+    finish(cmd.name, GetOutcome{make_error_code(Errc::kCorruptL2Frame)});
+    return;
+  }
+  GetOutcome out;
+  out.value = std::string(row->value);
+  out.version = row->version;
+  out.source = Source::kL2;
+  bump(l2_hits_);
+  finish(cmd.name, std::move(out));
+}
+
+void TableWriter::on_loaded(LoadedCmd& cmd) {
+  Flight* flight = find_flight(cmd.name, cmd.flight);
+  if (flight == nullptr) return;
+  if (restart_if_overtaken(cmd.name, *flight)) return;
+  if (cmd.load.ec) {
+    bump(load_errors_);
+    finish(cmd.name, GetOutcome{cmd.load.ec});
+    return;
+  }
+  if (!cmd.load.stored) {
+    // L2 already held a newer row than the loader's: read that instead.
+    bump(flight_restarts_);
+    start_fetch(cmd.name, *flight);
+    return;
+  }
+  GetOutcome out;
+  out.value = std::move(cmd.load.value);
+  out.version = cmd.load.version;
+  out.source = Source::kLoader;
+  bump(fills_);
+  finish(cmd.name, std::move(out));
+}
+
+void TableWriter::finish(const table::BrandedId& name, GetOutcome outcome) {
+  auto it = flights_.find(key_of(name));
+  if (it == flights_.end()) return;
+  std::vector<GetCallback> waiters = std::move(it->second.waiters);
+  flights_.erase(it);
+  if (!outcome.ec && outcome.version) {
+    if (suspended_) {
+      bump(suspended_fills_);
+    } else {
+      map_->insert_fill(name, outcome.value, *outcome.version);
+    }
+  }
+  for (std::size_t i = 0; i + 1 < waiters.size(); ++i) {
+    GetOutcome copy = outcome;
+    waiters[i](std::move(copy));
+  }
+  if (!waiters.empty()) waiters.back()(std::move(outcome));
+}
+
+WriterStats TableWriter::stats() const {
+  WriterStats s;
+  auto ld = [](const std::atomic<std::uint64_t>& c) { return c.load(std::memory_order_relaxed); };
+  s.applied = ld(applied_);
+  s.stale = ld(stale_);
+  s.fills = ld(fills_);
+  s.l2_hits = ld(l2_hits_);
+  s.coalesced = ld(coalesced_);
+  s.load_errors = ld(load_errors_);
+  s.corrupt_frames = ld(corrupt_frames_);
+  s.flight_restarts = ld(flight_restarts_);
+  s.ring_flushes = ld(ring_flushes_);
+  s.disconnect_flushes = ld(disconnect_flushes_);
+  s.suspended_fills = ld(suspended_fills_);
+  s.puts = ld(puts_);
+  s.erases = ld(erases_);
+  s.commands = ld(commands_);
+  s.passes = ld(passes_);
+  s.suspended = suspended_flag_.load(std::memory_order_relaxed);
+  for (std::size_t i = 0; i < kLagBuckets; ++i) s.lag_histogram[i] = ld(lag_[i]);
+  return s;
+}
+
+std::vector<ring::RingStats> TableWriter::ring_stats() const {
+  std::vector<ring::RingStats> out;
+  for (const auto& r : rings_) out.push_back(r->stats());
+  return out;
+}
+
+}  // namespace echo::engine
