@@ -4,6 +4,9 @@
 // where they are properties of the scripts (3.2 J1-J5, 3.3 L1-L6, 3.4 G1-G8 with their figures),
 // the conditional L2 drop (WIRE §3), every error class, and that each script stays in one hash
 // slot (DESIGN "Beyond the original" 7), proved on a cluster-enabled server that refuses otherwise.
+#include <echo/lua/scripts.h>
+#include <echo/table/branded_id.h>
+#include <echo/table/names.h>
 #include <hiredis/hiredis.h>
 
 #include <algorithm>
@@ -16,10 +19,6 @@
 #include <string_view>
 #include <thread>
 #include <vector>
-
-#include <echo/lua/scripts.h>
-#include <echo/table/branded_id.h>
-#include <echo/table/names.h>
 
 #include "support/redis_fixture.h"
 
@@ -49,17 +48,17 @@ std::string text(const redisReply* r) {
   if (r && r->type == REDIS_REPLY_INTEGER && r->integer == expected) {
     return ::testing::AssertionSuccess();
   }
-  return ::testing::AssertionFailure() << "expected integer " << expected << ", got "
-                                       << (r && r->type == REDIS_REPLY_ERROR ? "error " : "")
-                                       << text(r.get());
+  return ::testing::AssertionFailure()
+         << "expected integer " << expected << ", got "
+         << (r && r->type == REDIS_REPLY_ERROR ? "error " : "") << text(r.get());
 }
 
 ::testing::AssertionResult is_bulk(const RedisReply& r, std::string_view expected) {
   if (r && r->type == REDIS_REPLY_STRING && text(r.get()) == expected) {
     return ::testing::AssertionSuccess();
   }
-  return ::testing::AssertionFailure() << "expected bulk \"" << expected << "\", got "
-                                       << text(r.get());
+  return ::testing::AssertionFailure()
+         << "expected bulk \"" << expected << "\", got " << text(r.get());
 }
 
 // An error reply with exactly this text; its first word is the class (never a generic ERR).
@@ -67,8 +66,8 @@ std::string text(const redisReply* r) {
   if (r && r->type == REDIS_REPLY_ERROR && text(r.get()) == expected) {
     return ::testing::AssertionSuccess();
   }
-  return ::testing::AssertionFailure() << "expected error \"" << expected << "\", got "
-                                       << text(r.get());
+  return ::testing::AssertionFailure()
+         << "expected error \"" << expected << "\", got " << text(r.get());
 }
 
 // A claim's answer: {id, payload, attempts[, group]}, attempts an integer (the fencing token).
@@ -122,23 +121,23 @@ class Bus {
     return run("enqueue", {job(id), key("pending")}, {id, payload});
   }
   RedisReply genqueue(const std::string& id, const std::string& payload, const std::string& g) {
-    return run("genqueue",
-               {job(id), lane(g), key("ring"), key("paused"), key("glimit"), key("gactive"),
-                key("wake")},
-               {id, payload, g});
+    return run(
+        "genqueue",
+        {job(id), lane(g), key("ring"), key("paused"), key("glimit"), key("gactive"), key("wake")},
+        {id, payload, g});
   }
   RedisReply schedule(const std::string& id, const std::string& payload, const char* mode,
                       long long n) {
     return run("schedule", {job(id), key("schedule")}, {id, payload, mode, std::to_string(n)});
   }
   std::optional<Claimed> claim(long long lease_ms) {
-    return as_claim(run("claim", {key("pending"), key("active")},
-                        {base_ + "job:", std::to_string(lease_ms)}),
-                    3);
+    return as_claim(
+        run("claim", {key("pending"), key("active")}, {base_ + "job:", std::to_string(lease_ms)}),
+        3);
   }
   std::optional<Claimed> gclaim(long long lease_ms) {
-    return as_claim(
-        run("gclaim", {key("ring"), key("active")}, {base_, std::to_string(lease_ms)}), 4);
+    return as_claim(run("gclaim", {key("ring"), key("active")}, {base_, std::to_string(lease_ms)}),
+                    4);
   }
   RedisReply complete(const std::string& id, const std::string& token) {
     return run("complete", {key("active"), job(id)}, {id, token, base_});
@@ -156,13 +155,11 @@ class Bus {
     return run("gpause", {key("paused"), key("ring")}, {g});
   }
   RedisReply gresume(const std::string& g) {
-    return run("gresume",
-               {key("paused"), key("ring"), key("glimit"), key("gactive"), key("wake")},
+    return run("gresume", {key("paused"), key("ring"), key("glimit"), key("gactive"), key("wake")},
                {base_, g});
   }
   RedisReply glimit(const std::string& g, long long n) {
-    return run("glimit",
-               {key("glimit"), key("gactive"), key("ring"), key("paused"), key("wake")},
+    return run("glimit", {key("glimit"), key("gactive"), key("ring"), key("paused"), key("wake")},
                {base_, g, std::to_string(n)});
   }
 
@@ -190,7 +187,8 @@ class Bus {
     }
     RedisReply r = send("EVALSHA", std::string(script->sha1), keys, argv);
     if (r && r->type == REDIS_REPLY_ERROR && text(r.get()).starts_with("NOSCRIPT")) {
-      RedisReply loaded = command(c_, "SCRIPT LOAD %b", script->source.data(), script->source.size());
+      RedisReply loaded =
+          command(c_, "SCRIPT LOAD %b", script->source.data(), script->source.size());
       EXPECT_EQ(text(loaded.get()), script->sha1) << name << ": the server hashes it otherwise";
       r = send("EVALSHA", std::string(script->sha1), keys, argv);
     }
@@ -202,8 +200,8 @@ class Bus {
   }
   long long integer(const char* format, const std::string& key) {
     RedisReply r = command(c_, format, key.c_str());
-    EXPECT_TRUE(r && r->type == REDIS_REPLY_INTEGER) << format << " " << key << ": "
-                                                      << text(r.get());
+    EXPECT_TRUE(r && r->type == REDIS_REPLY_INTEGER)
+        << format << " " << key << ": " << text(r.get());
     return r && r->type == REDIS_REPLY_INTEGER ? r->integer : LLONG_MIN;
   }
   long long zcard(const std::string& key) { return integer("ZCARD %s", key); }
@@ -241,8 +239,7 @@ class Bus {
   }
 
  private:
-  RedisReply send(const char* verb, const std::string& script, const Args& keys,
-                  const Args& argv) {
+  RedisReply send(const char* verb, const std::string& script, const Args& keys, const Args& argv) {
     const std::string numkeys = std::to_string(keys.size());
     std::vector<const char*> parts{verb, script.data(), numkeys.data()};
     std::vector<std::size_t> lens{std::string_view(verb).size(), script.size(), numkeys.size()};
@@ -324,8 +321,8 @@ TEST_F(BusScripts, J4BrowseIsNewestFirstOver301Pending) {
   }
   ASSERT_EQ(bus().zcard(bus().key("pending")), 301);
   for (const int n : {10, 301}) {
-    RedisReply r = command(client(), "ZRANGE %s + - BYLEX REV LIMIT 0 %d",
-                           bus().key("pending").c_str(), n);
+    RedisReply r =
+        command(client(), "ZRANGE %s + - BYLEX REV LIMIT 0 %d", bus().key("pending").c_str(), n);
     ASSERT_TRUE(r && r->type == REDIS_REPLY_ARRAY);
     ASSERT_EQ(r->elements, static_cast<std::size_t>(n));
     for (int i = 0; i < n; ++i) EXPECT_EQ(text(r->element[i]), ids[300 - i]) << "rank " << i;
@@ -642,6 +639,42 @@ TEST_F(BusScripts, G4PauseKeepsDepth3AndTakesTheLaneOutOfTheRingUntilResume) {
   EXPECT_FALSE(bus().gclaim(30000));
 }
 
+// A group at its ceiling re-enters the ring only when a holder lets go (complete or retry); no
+// other ring insert (genqueue, gresume, promote, reap) may put it back early, nor push a wake.
+TEST_F(BusScripts, EveryRingInsertHonoursTheCeiling) {
+  const std::string g = group_id();
+  std::vector<std::string> ids;
+  for (int i = 0; i < 3; ++i) {
+    ids.push_back(job_id());
+    ASSERT_TRUE(is_integer(bus().genqueue(ids.back(), "p", g), 1));
+  }
+  ASSERT_TRUE(bus().gclaim(40));     // ids[0], lease runs out below
+  ASSERT_TRUE(bus().gclaim(30000));  // ids[1]
+  ASSERT_TRUE(is_integer(bus().glimit(g, 1), 1));
+  ASSERT_FALSE(bus().in_ring(g));
+  const long long wakes = bus().llen(bus().key("wake"));
+
+  ASSERT_TRUE(is_integer(bus().genqueue(job_id(), "p", g), 1));
+  EXPECT_FALSE(bus().in_ring(g)) << "genqueue";
+  ASSERT_TRUE(is_integer(bus().gpause(g), 1));
+  ASSERT_TRUE(is_integer(bus().gresume(g), 1));
+  EXPECT_FALSE(bus().in_ring(g)) << "gresume";
+  std::this_thread::sleep_for(milliseconds(60));
+  ASSERT_TRUE(is_integer(bus().reap(), 1));  // ids[0]; ids[1] still holds the one slot
+  EXPECT_EQ(bus().hget(bus().key("gactive"), g.c_str()), "1");
+  EXPECT_FALSE(bus().in_ring(g)) << "reap";
+  // ids[0] is back in the lane unclaimed: its retry with the old token schedules it again
+  // without touching gactive, and promote brings it back while ids[1] still holds the slot.
+  ASSERT_TRUE(is_bulk(bus().retry(ids[0], "1", 0, 3, "e"), "scheduled"));
+  ASSERT_TRUE(is_integer(bus().promote(100), 1));
+  EXPECT_FALSE(bus().in_ring(g)) << "promote";
+  EXPECT_EQ(bus().llen(bus().key("wake")), wakes);
+
+  EXPECT_TRUE(is_integer(bus().complete(ids[1], "1"), 1));  // the slot frees: back, one wake
+  EXPECT_EQ(bus().ring(), std::vector<std::string>{g});
+  EXPECT_EQ(bus().llen(bus().key("wake")), wakes + 1);
+}
+
 TEST_F(BusScripts, G4ResumingAnEmptyLaneLeavesTheRingAlone) {
   const std::string g = group_id();
   EXPECT_TRUE(is_integer(bus().gpause(g), 1));
@@ -659,7 +692,8 @@ TEST_F(BusScripts, G5AWakeIsPushedOnlyWhenAGroupEntersTheRingCappedAt64) {
   EXPECT_TRUE(bus().ring().empty());
   ASSERT_TRUE(is_integer(bus().genqueue(job_id(), "p", a), 1));  // re-enters: a second wake
   EXPECT_EQ(bus().llen(bus().key("wake")), 2);
-  for (int i = 0; i < 100; ++i) ASSERT_TRUE(is_integer(bus().genqueue(job_id(), "p", group_id()), 1));
+  for (int i = 0; i < 100; ++i)
+    ASSERT_TRUE(is_integer(bus().genqueue(job_id(), "p", group_id()), 1));
   EXPECT_EQ(bus().llen(bus().key("ring")), 101);
   EXPECT_EQ(bus().llen(bus().key("wake")), 64);
   RedisReply tokens = command(client(), "LRANGE %s 0 -1", bus().key("wake").c_str());
@@ -812,9 +846,9 @@ TEST_F(BusScripts, EveryErrorReplyLeadsWithItsClassNeverErr) {
   ASSERT_TRUE(bus().claim(30000));
   errors.push_back(bus().complete(id, "2"));
   errors.push_back(bus().retry(id, "2", 0, 3, "e"));
-  const std::vector<std::string> expected{
-      "EMQKIND job id must be JOB-namespaced", "EMQSTALE job gone",
-      "EMQSTALE complete token mismatch", "EMQSTALE retry token mismatch"};
+  const std::vector<std::string> expected{"EMQKIND job id must be JOB-namespaced",
+                                          "EMQSTALE job gone", "EMQSTALE complete token mismatch",
+                                          "EMQSTALE retry token mismatch"};
   for (std::size_t i = 0; i < errors.size(); ++i) {
     EXPECT_TRUE(is_error(errors[i], expected[i]));
     const std::string t = text(errors[i].get());
@@ -839,7 +873,8 @@ TEST_F(BusScripts, EveryVerbIsEmbeddedWithItsContractHeaderAndTheServersSha1) {
   // After a flush (a restarted server), the first EVALSHA falls back to SCRIPT LOAD.
   ASSERT_TRUE(command(client(), "SCRIPT FLUSH"));
   EXPECT_TRUE(is_integer(bus().enqueue(job_id(), "p"), 1));
-  RedisReply cached = command(client(), "SCRIPT EXISTS %s", std::string(lua::find_script("enqueue")->sha1).c_str());
+  RedisReply cached =
+      command(client(), "SCRIPT EXISTS %s", std::string(lua::find_script("enqueue")->sha1).c_str());
   ASSERT_TRUE(cached && cached->type == REDIS_REPLY_ARRAY && cached->elements == 1);
   EXPECT_EQ(cached->element[0]->integer, 1);
 }
@@ -865,15 +900,15 @@ void exercise_every_script(Bus& bus, table::Minter& minter, redisContext* c) {
   EXPECT_TRUE(is_integer(bus.complete(f, "1"), 1));  // reaped flat: ZREM pending
   EXPECT_EQ(claimed(bus.gclaim(30000)).id, b);
   EXPECT_TRUE(is_bulk(bus.retry(b, "1", 0, 3, "e"), "scheduled"));  // active grouped
-  EXPECT_TRUE(is_integer(bus.promote(100), 2));                      // b to its lane, s flat
+  EXPECT_TRUE(is_integer(bus.promote(100), 2));                     // b to its lane, s flat
   EXPECT_EQ(claimed(bus.gclaim(30000)).token, 2);
   EXPECT_TRUE(is_integer(bus.complete(b, "2"), 1));  // active grouped
   EXPECT_EQ(claimed(bus.claim(30000)).id, s);
   EXPECT_TRUE(is_bulk(bus.retry(s, "1", 0, 1, "e"), "dead"));  // active flat, metrics:failed
   EXPECT_TRUE(is_integer(bus.enqueue(d, "p"), 1));
   EXPECT_TRUE(is_error(bus.complete(d, "7"), "EMQSTALE complete token mismatch"));
-  EXPECT_TRUE(is_error(bus.retry(minter.mint("JOB").value().str(), "1", 0, 3, "e"),
-                       "EMQSTALE job gone"));
+  EXPECT_TRUE(
+      is_error(bus.retry(minter.mint("JOB").value().str(), "1", 0, 3, "e"), "EMQSTALE job gone"));
   const std::string l2 = table::l2_key("users", minter.mint("AST").value().str()).value();
   const std::string v = minter.mint("TXN").value().str();
   RedisReply set = command(c, "SET %s %s", l2.c_str(), (v + "value").c_str());
@@ -957,7 +992,8 @@ class DropL2 : public BusScripts {
   std::string key_ = table::l2_key("users", minter_.mint("AST").value().str()).value();
   RedisReply drop(const std::string& v) { return bus().run("drop_l2", {key_}, {v}); }
   void store(const std::string& frame) {
-    ASSERT_TRUE(command(client(), "SET %b %b", key_.data(), key_.size(), frame.data(), frame.size()));
+    ASSERT_TRUE(
+        command(client(), "SET %b %b", key_.data(), key_.size(), frame.data(), frame.size()));
   }
   std::string stored() { return text(command(client(), "GET %s", key_.c_str()).get()); }
 };
