@@ -25,10 +25,12 @@ redis.call('ZADD', KEYS[2], 0, id)
 -- Ring insert with wake. The ring holds each servable group once, so round robin is per group,
 -- not per job: a busy lane cannot starve a quiet one. A paused group, or one at its in-flight
 -- ceiling, stays out; whoever lifts that condition (gresume, glimit, complete, retry, reap)
--- re-inserts it. The wake token is pushed only when the group *enters* the ring: a parked
--- consumer has new work to find exactly then, whereas a job landing in a lane that is already in
--- the ring is found by the consumer's drain loop anyway (it claims until empty before parking).
--- One token per entry, trimmed to 64, bounds the list however many producers run.
+-- re-inserts it. The wake token is pushed only when the group *enters* the ring: a consumer
+-- parks only after gclaim answered empty, so servable work appears for it exactly when a group
+-- enters; a job joining a lane already in the ring needs no token, because whoever drains the
+-- ring will reach it. One token per entry, trimmed to 64, bounds the list (an extra token costs a
+-- consumer one empty claim). Queue resume (HDEL meta paused) pushes none: a consumer parked on a
+-- paused queue finds the work at its next beat.
 if redis.call('SISMEMBER', KEYS[4], g) == 1 then
   return 1
 end
