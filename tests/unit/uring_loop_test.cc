@@ -160,6 +160,25 @@ TEST(UringLoop, RunUntilReturnsWhenTheConditionHolds) {
   EXPECT_FALSE(loop.running());
 }
 
+TEST(UringLoop, DeferredWorkRunsBeforeTheLoopSleeps) {
+  // A blocking loop with nothing in flight would sleep forever; the deferred op must run first.
+  LoopThread lt;
+  Recorded r;
+  lt.loop().post([&] { lt.loop().defer(r.op); });
+  auto f = r.result.get_future();
+  ASSERT_EQ(f.wait_for(5s), std::future_status::ready);
+  EXPECT_EQ(f.get(), 0);
+}
+
+TEST(UringLoop, StopFromAnotherThreadEndsRun) {
+  UringLoop loop;
+  std::thread runner([&] { loop.run(); });
+  while (!loop.running()) std::this_thread::yield();
+  loop.stop();
+  runner.join();
+  EXPECT_FALSE(loop.running());
+}
+
 TEST(UringLoop, PinsItsThreadToTheChosenCpu) {
   LoopThread lt(LoopOptions{.cpu = 0});
   std::promise<int> cpu;

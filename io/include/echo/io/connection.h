@@ -118,6 +118,7 @@ class Connection {
   Connection(UringLoop& loop, ConnectionOptions options, PushFn on_push = {}, EventFn on_event = {});
   // Fails every waiter with `closed`, cancels every operation and waits until the ring holds no
   // reference to this object. Not from the loop thread; when no thread runs the loop, drives it.
+  // The loop must outlive its connections (destroy connections first).
   ~Connection();
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
