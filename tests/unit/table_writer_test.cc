@@ -1,0 +1,350 @@
+// SPDX-License-Identifier: MIT
+// The table writer with in-process ports (no server: the L2 side is a map the test controls, so
+// each interleaving is staged exactly): single-flight, the fill guard across the wire's race,
+// flights overtaken by newer drops, the flush policy, the disconnect policy, and G6 through the
+// ring and the writer thread.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <unordered_map>
+
+#include <echo/engine/errc.h>
+#include <echo/engine/l2_frame.h>
+#include <echo/engine/table_writer.h>
+
+namespace echo::engine {
+namespace {
+
+using table::BrandedId;
+using namespace std::chrono_literals;
+
+BrandedId id(std::string_view ns, std::uint64_t s) { return BrandedId::encode(ns, s).value(); }
+
+// The L2 side, held by the test: fetches and loads park until the test releases them.
+struct FakeL2 {
+  std::mutex mu;
+  std::unordered_map<std::string, std::string> rows;  // name -> framed value
+  std::vector<std::function<void()>> parked;           // released by release_all()
+  std::atomic<int> fetches{0}, loads{0};
+  bool park = false;
+
+  WriterPorts ports() {
+    WriterPorts p;
+    p.fetch = [this](const BrandedId& name, std::function<void(L2Fetch)> done) {
+      ++fetches;
+      // The GET executes now (the server's view at this instant); a parked answer is a reply
+      // still on the wire.
+      std::lock_guard lock(mu);
+      auto it = rows.find(name.str());
+      auto answer = [stored = it == rows.end() ? std::nullopt : std::optional<std::string>(it->second),
+                     done = std::move(done)] { done(L2Fetch{{}, stored}); };
+      if (park) {
+        parked.push_back(std::move(answer));
+      } else {
+        std::thread(std::move(answer)).detach();
+      }
+    };
+    p.load = [this](const BrandedId& name, const BrandedId& minted, std::function<void(LoadOutcome)> done) {
+      ++loads;
+      std::thread([this, name, minted, done = std::move(done)] {
+        LoadOutcome out;
+        out.value = "loaded";
+        out.version = minted;
+        {
+          std::lock_guard lock(mu);
+          auto& row = rows[name.str()];
+          // put_l2: store only if newer than what L2 holds.
+          if (row.size() >= 14 && !table::newer(minted.view(), std::string_view(row).substr(0, 14))) {
+            out.stored = false;
+          } else {
+            row = frame_l2_value(minted, out.value);
+            out.stored = true;
+          }
+        }
+        done(std::move(out));
+      }).detach();
+    };
+    return p;
+  }
+  void set(const BrandedId& name, const BrandedId& version, std::string_view value) {
+    std::lock_guard lock(mu);
+    rows[name.str()] = frame_l2_value(version, value);
+  }
+  void set_park(bool on) {
+    std::lock_guard lock(mu);
+    park = on;
+  }
+  void release_all() {
+    std::vector<std::function<void()>> now;
+    {
+      std::lock_guard lock(mu);
+      now.swap(parked);
+      park = false;
+    }
+    for (auto& f : now) f();
+  }
+};
+
+TableSpec spec(CoherenceMode mode = CoherenceMode::kNone) {
+  TableSpec s;
+  s.name = "t";
+  s.kind = "AST";
+  s.coherence = mode;
+  s.loader = [](const BrandedId&) -> LoadResult { return Loaded{"unused", {}}; };
+  return s;
+}
+
+GetOutcome get_via(TableWriter& w, const BrandedId& name) {
+  std::promise<GetOutcome> p;
+  auto f = p.get_future();
+  w.miss(name, [&p](GetOutcome&& o) { p.set_value(std::move(o)); });
+  EXPECT_EQ(f.wait_for(5s), std::future_status::ready);
+  return f.get();
+}
+
+void sync(TableWriter& w) {
+  std::promise<void> p;
+  w.sync([&p] { p.set_value(); });
+  ASSERT_EQ(p.get_future().wait_for(5s), std::future_status::ready);
+}
+
+table::Verdict apply_via(TableWriter& w, const BrandedId& name, const BrandedId& version) {
+  std::promise<table::Verdict> p;
+  w.apply(table::CoherenceMessage{name, version}, [&p](table::Verdict v) { p.set_value(v); });
+  return p.get_future().get();
+}
+
+TEST(TableWriter, MissFillsFromL2ThenHits) {
+  FakeL2 l2;
+  TableWriter w(spec(), l2.ports(), 1);
+  w.start();
+  const auto name = id("AST", 100), v1 = id("TXN", 1000);
+  l2.set(name, v1, "px=105.00");
+  auto first = get_via(w, name);
+  ASSERT_FALSE(first.ec);
+  EXPECT_EQ(first.source, Source::kL2);
+  EXPECT_EQ(first.value, "px=105.00");
+  auto second = get_via(w, name);
+  EXPECT_EQ(second.source, Source::kL1);
+  EXPECT_EQ(l2.fetches.load(), 1);
+  std::string value;
+  EXPECT_TRUE(w.map().get(name.view(), value));
+  EXPECT_EQ(w.stats().l2_hits, 1u);
+}
+
+TEST(TableWriter, NilRunsTheLoaderOnceWithTheMintedVersion) {
+  FakeL2 l2;
+  TableWriter w(spec(), l2.ports(), 1);
+  w.start();
+  const auto name = id("AST", 101);
+  auto got = get_via(w, name);
+  ASSERT_FALSE(got.ec);
+  EXPECT_EQ(got.source, Source::kLoader);
+  ASSERT_TRUE(got.version.has_value());
+  EXPECT_EQ(got.version->ns(), "AST");  // a plain loader value takes a table-kind version
+  EXPECT_EQ(l2.loads.load(), 1);
+  EXPECT_EQ(w.stats().fills, 1u);
+}
+
+TEST(TableWriter, ConcurrentMissesShareOneFlight) {
+  FakeL2 l2;
+  l2.set_park(true);
+  TableWriter w(spec(), l2.ports(), 1);
+  w.start();
+  const auto name = id("AST", 102);
+  l2.set(name, id("TXN", 5), "v");
+  std::vector<std::future<GetOutcome>> waits;
+  std::vector<std::promise<GetOutcome>> promises(50);
+  for (auto& p : promises) {
+    waits.push_back(p.get_future());
+    w.miss(name, [&p](GetOutcome&& o) { p.set_value(std::move(o)); });
+  }
+  sync(w);
+  l2.release_all();
+  for (auto& f : waits) EXPECT_EQ(f.get().value, "v");
+  EXPECT_EQ(l2.fetches.load(), 1);
+  EXPECT_EQ(w.stats().coalesced, 49u);
+}
+
+TEST(TableWriter, FlightOvertakenByNewerDropRereadsL2) {
+  // The classic race: the flight reads L2 at v1; the writer stores v2 and its drop is applied
+  // here before the read lands. The flight must not answer (or cache) v1: it re-reads.
+  FakeL2 l2;
+  l2.set_park(true);
+  TableWriter w(spec(), l2.ports(), 1);
+  w.start();
+  const auto name = id("AST", 103), v1 = id("TXN", 10), v2 = id("TXN", 20);
+  l2.set(name, v1, "old");
+  std::promise<GetOutcome> p;
+  w.miss(name, [&p](GetOutcome&& o) { p.set_value(std::move(o)); });
+  sync(w);  // the flight's read is parked
+  // The writer's v2 lands in L2 and its drop is applied here before the v1 reply arrives.
+  l2.set(name, v2, "new");
+  EXPECT_EQ(apply_via(w, name, v2), table::Verdict::kStale);  // no row yet
+  l2.release_all();  // the v1 reply lands; the flight was overtaken, so it re-reads
+  auto got = p.get_future().get();
+  ASSERT_FALSE(got.ec);
+  EXPECT_EQ(got.value, "new");
+  EXPECT_EQ(got.version->view(), v2.view());
+  EXPECT_GE(w.stats().flight_restarts, 1u);
+  EXPECT_EQ(get_via(w, name).source, Source::kL1);
+}
+
+TEST(TableWriter, FillGuardHoldsOverRandomizedInterleavings) {
+  // 2,000 rounds, each a random order of: a flight reading L2, the writer's L2 update, the drop.
+  // Oracle: once apply_via() has returned for version vN, no later get returns older than vN.
+  FakeL2 l2;
+  TableWriter w(spec(), l2.ports(), 1);
+  w.start();
+  std::mt19937 rng(42);
+  const auto name = id("AST", 104);
+  std::uint64_t seq = 1;
+  l2.set(name, id("TXN", seq), "v1");
+  int checked = 0;
+  for (int round = 0; round < 2000; ++round) {
+    l2.set_park(rng() % 2 == 0);
+    std::promise<GetOutcome> p;
+    w.miss(name, [&p](GetOutcome&& o) { p.set_value(std::move(o)); });
+    const auto vn = id("TXN", ++seq);
+    if (rng() % 2) sync(w);
+    l2.set(name, vn, "v" + std::to_string(seq));
+    apply_via(w, name, vn);  // the drop is applied: from here, nothing older than vn
+    l2.release_all();
+    p.get_future().get();    // issued before the drop: may be older
+    auto after = get_via(w, name);
+    ASSERT_FALSE(after.ec);
+    ASSERT_TRUE(after.version.has_value());
+    EXPECT_FALSE(table::newer(vn.view(), after.version->view())) << "round " << round;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 2000);
+}
+
+TEST(TableWriter, FlushPolicyDropsEveryRowOnceTheRingRefused) {
+  FakeL2 l2;
+  auto s = spec();
+  s.ring_capacity = 2;
+  s.max_batch = 2;
+  TableWriter w(s, l2.ports(), 1);
+  auto& ring = w.add_ring(ring::FullPolicy::kFlush);
+  // Before the writer runs: fill two rows through puts, then overflow the ring.
+  w.start();
+  for (std::uint64_t i = 1; i <= 3; ++i) {
+    std::promise<void> done;
+    w.put(id("AST", i), "v", id("TXN", 50), [&done] { done.set_value(); });
+    done.get_future().get();
+  }
+  EXPECT_EQ(w.map().size(), 3u);
+  w.stop();  // hold the consumer so the ring fills
+  int accepted = 0;
+  for (std::uint64_t i = 0; i < 5; ++i) {
+    accepted += ring.try_publish(CoherenceItem{{id("AST", 900 + i), id("TXN", 60)}, 0, 0});
+  }
+  EXPECT_EQ(accepted, 2);
+  EXPECT_EQ(ring.stats().dropped, 3u);
+  w.start();
+  for (int i = 0; i < 500 && w.stats().ring_flushes == 0; ++i) std::this_thread::sleep_for(1ms);
+  EXPECT_EQ(w.stats().ring_flushes, 1u);
+  sync(w);
+  EXPECT_EQ(w.map().size(), 0u);
+}
+
+TEST(TableWriter, BroadcastTableCachesOnlyWhileSubscribed) {
+  FakeL2 l2;
+  TableWriter w(spec(CoherenceMode::kBroadcast), l2.ports(), 1);
+  w.start();
+  const auto name = id("AST", 105);
+  l2.set(name, id("TXN", 7), "v");
+  EXPECT_EQ(get_via(w, name).source, Source::kL2);
+  EXPECT_EQ(get_via(w, name).source, Source::kL2);  // not subscribed yet: nothing cached
+  EXPECT_GE(w.stats().suspended_fills, 2u);
+  w.subscription_confirmed();
+  EXPECT_EQ(get_via(w, name).source, Source::kL2);
+  EXPECT_EQ(get_via(w, name).source, Source::kL1);
+  w.subscription_lost();  // flush policy: drop everything, stop caching
+  sync(w);
+  EXPECT_EQ(w.map().size(), 0u);
+  EXPECT_EQ(get_via(w, name).source, Source::kL2);
+  EXPECT_EQ(get_via(w, name).source, Source::kL2);
+  EXPECT_GE(w.stats().disconnect_flushes, 1u);
+  w.subscription_confirmed();
+  get_via(w, name);
+  EXPECT_EQ(get_via(w, name).source, Source::kL1);
+}
+
+TEST(TableWriter, ServeStaleKeepsRowsUntilItsMaxAge) {
+  FakeL2 l2;
+  auto s = spec(CoherenceMode::kBroadcast);
+  s.disconnect = DisconnectPolicy::kServeStale;
+  s.serve_stale_max_ms = 150;
+  s.sweep_ms = 10;  // the writer wakes at least this often to check the deadline
+  TableWriter w(s, l2.ports(), 1);
+  w.start();
+  w.subscription_confirmed();
+  const auto name = id("AST", 106);
+  l2.set(name, id("TXN", 8), "v");
+  get_via(w, name);
+  w.subscription_lost();
+  sync(w);
+  EXPECT_EQ(w.map().size(), 1u);  // still served within the max age
+  for (int i = 0; i < 1000 && !w.stats().suspended; ++i) std::this_thread::sleep_for(1ms);
+  EXPECT_TRUE(w.stats().suspended);
+  EXPECT_EQ(w.map().size(), 0u);
+}
+
+TEST(TableWriter, G6ConvergenceThroughTheRing) {
+  // 200 names at v2 (v1 < v2 < v3); 100 get {v1, v3, v1}, 100 get {v1, v1}, shuffled: exactly
+  // 100 applied and 400 stale; the first 100 rows gone, the rest still hit.
+  FakeL2 l2;
+  auto s = spec();
+  s.ring_capacity = 1024;
+  TableWriter w(s, l2.ports(), 1);
+  auto& ring = w.add_ring(ring::FullPolicy::kDrop);
+  w.start();
+  const auto v1 = id("TXN", 1), v2 = id("TXN", 2), v3 = id("TXN", 3);
+  for (std::uint64_t i = 0; i < 200; ++i) {
+    std::promise<void> done;
+    w.put(id("AST", 1000 + i), "v2", v2, [&done] { done.set_value(); });
+    done.get_future().get();
+  }
+  std::vector<CoherenceItem> stream;
+  for (std::uint64_t i = 0; i < 200; ++i) {
+    const auto name = id("AST", 1000 + i);
+    stream.push_back({{name, v1}, 0, 0});
+    if (i < 100) stream.push_back({{name, v3}, 0, 0});
+    stream.push_back({{name, v1}, 0, 0});
+  }
+  std::shuffle(stream.begin(), stream.end(), std::mt19937(6));
+  ASSERT_EQ(ring.try_publish_batch(std::span<CoherenceItem>(stream)), 500u);
+  for (int i = 0; i < 2000 && w.stats().applied + w.stats().stale < 500; ++i) {
+    std::this_thread::sleep_for(1ms);
+  }
+  EXPECT_EQ(w.stats().applied, 100u);
+  EXPECT_EQ(w.stats().stale, 400u);
+  std::string value;
+  for (std::uint64_t i = 0; i < 200; ++i) {
+    EXPECT_EQ(w.map().get(id("AST", 1000 + i).view(), value), i >= 100) << i;
+  }
+}
+
+TEST(TableWriter, StopAnswersPendingFlightsWithStopped) {
+  FakeL2 l2;
+  l2.set_park(true);
+  TableWriter w(spec(), l2.ports(), 1);
+  w.start();
+  std::promise<GetOutcome> p;
+  w.miss(id("AST", 107), [&p](GetOutcome&& o) { p.set_value(std::move(o)); });
+  sync(w);
+  w.stop();
+  EXPECT_EQ(p.get_future().get().ec, make_error_code(Errc::kStopped));
+  l2.release_all();  // a late answer finds no writer loop: it is queued and dropped
+}
+
+}  // namespace
+}  // namespace echo::engine
