@@ -233,7 +233,7 @@ L1Map::Row* L1Map::make_row(const char* name, std::uint64_t hash, std::string_vi
   if (value.size() > std::numeric_limits<std::uint32_t>::max()) {
     throw std::length_error("L1Map: a value must be smaller than 4 GiB");
   }
-  void* p = ::operator new(sizeof(Row) + value.size());
+  void* p = arena_.allocate(sizeof(Row) + value.size());
   Row* r = new (p) Row;
   r->next.store(nullptr, std::memory_order_relaxed);  // published later by a release store
   r->hash = hash;
@@ -242,16 +242,15 @@ L1Map::Row* L1Map::make_row(const char* name, std::uint64_t hash, std::string_vi
   std::memcpy(r->name.data(), name, kIdSize);
   r->version = version;
   if (!value.empty()) std::memcpy(r->value(), value.data(), value.size());
-  row_bytes_ += sizeof(Row) + value.size();
   value_bytes_ += value.size();
   return r;
 }
 
 void L1Map::free_row(Row* row) noexcept {
-  row_bytes_ -= sizeof(Row) + row->value_size;
   value_bytes_ -= row->value_size;
+  const std::size_t n = sizeof(Row) + row->value_size;
   row->~Row();
-  ::operator delete(static_cast<void*>(row));
+  arena_.deallocate(row, n);
 }
 
 void L1Map::unlink(std::atomic<Row*>* link, Row* row) noexcept {
@@ -467,7 +466,7 @@ L1Stats L1Map::stats() const noexcept {
 }
 
 std::size_t L1Map::memory_bytes() const noexcept {
-  return (mask_ + 1) * sizeof(std::atomic<Row*>) + row_bytes_ + tombstones_.memory_bytes() +
+  return (mask_ + 1) * sizeof(std::atomic<Row*>) + arena_.reserved_bytes() + tombstones_.memory_bytes() +
          kMaxReaderThreads * sizeof(ReaderShard) + retired_.capacity() * sizeof(Retired);
 }
 

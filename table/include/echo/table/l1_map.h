@@ -20,6 +20,7 @@
 #include <echo/table/coherence_frame.h>
 #include <echo/table/epoch.h>
 #include <echo/table/fill_guard.h>
+#include <echo/table/row_arena.h>
 
 namespace echo::table {
 
@@ -125,7 +126,8 @@ class L1Map {
   // ---- Any thread: relaxed snapshots (stats() sums the per-reader shards).
   std::size_t size() const noexcept { return size_.load(std::memory_order_relaxed); }
   L1Stats stats() const noexcept;
-  // Writer thread: bytes held by the index, row headers, value bytes, tombstones and shards.
+  // Writer thread: bytes held from the system by the index, the row arena (rows, values and free
+  // blocks), tombstones, reader shards and the retire list.
   std::size_t memory_bytes() const noexcept;
   // Writer thread: value bytes held (linked and not yet freed rows).
   std::size_t value_bytes() const noexcept { return value_bytes_; }
@@ -191,8 +193,8 @@ class L1Map {
   std::int64_t jitter_span_;
   std::uint64_t rng_;
   std::int64_t earliest_expiry_;  // lower bound of every row's expires_at (skips futile scans)
-  std::size_t row_bytes_ = 0;    // headers + values of linked and retired-not-freed rows
-  std::size_t value_bytes_ = 0;  // the values' share of row_bytes_
+  std::size_t value_bytes_ = 0;  // value bytes of linked and retired-not-freed rows
+  RowArena arena_;
   std::vector<Retired> retired_;
   std::size_t untagged_from_ = 0;
   TombstoneTable tombstones_;

@@ -1,0 +1,481 @@
+// SPDX-License-Identifier: MIT
+// Benchmarks of the L1 map with their baselines in the same binary (STYLE.md): `get` on a hit
+// (1 and 2 reader threads, writer idle or churning >= 1M drops/s) against std::unordered_map under
+// std::shared_mutex and an unsynchronised read-only absl::flat_hash_map; the writer's apply
+// throughput against absl::flat_hash_map find+compare+erase; memory per row for 1M rows.
+// p50/p99 are per-get latencies averaged over runs of 16 gets (one clock read per 16 gets).
+#include <echo/table/l1_map.h>
+
+#include <benchmark/benchmark.h>
+#include <malloc.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <shared_mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#if __has_include(<absl/container/flat_hash_map.h>)
+#include <absl/container/flat_hash_map.h>
+#define ECHO_HAVE_ABSL 1
+#endif
+
+namespace {
+
+using echo::table::BrandedId;
+using echo::table::CoherenceMessage;
+using echo::table::InsertVerdict;
+using echo::table::L1Config;
+using echo::table::L1Map;
+using echo::table::Verdict;
+
+constexpr std::size_t kRows = 100'000;       // rows in the read benchmarks; half read, half churned
+constexpr std::size_t kValueSize = 64;
+constexpr std::int64_t kChurnPerMs = 1'500;  // target drops per ms while churning (1.5M/s)
+constexpr std::size_t kOrder = 1 << 16;      // shuffled read order, indices into the read half
+
+BrandedId name_id(std::uint64_t n) { return *BrandedId::encode("USR", 3'000'000 + n); }
+BrandedId ver(std::uint64_t n) { return *BrandedId::encode("TXN", 8'000'000'000 + n); }
+
+const std::vector<std::string>& names() {
+  static const std::vector<std::string> v = [] {
+    std::vector<std::string> out;
+    for (std::size_t i = 0; i < kRows; ++i) out.push_back(name_id(i).str());
+    return out;
+  }();
+  return v;
+}
+const std::vector<std::uint32_t>& read_order() {
+  static const std::vector<std::uint32_t> v = [] {
+    std::vector<std::uint32_t> out(kOrder);
+    std::mt19937 rng(1);
+    for (auto& x : out) x = static_cast<std::uint32_t>(rng() % (kRows / 2));
+    return out;
+  }();
+  return v;
+}
+const std::string& value_bytes() {
+  static const std::string v(kValueSize, 'v');
+  return v;
+}
+
+// Runs `get_one(i)` per iteration and records per-get latency in runs of 16; reports p50/p99
+// (averaged over threads) and items processed.
+template <class F>
+void read_loop(benchmark::State& state, F&& get_one) {
+  std::vector<float> samples;
+  samples.reserve(1 << 20);
+  std::uint64_t i = static_cast<std::uint64_t>(state.thread_index()) * 7919;
+  std::uint64_t hits = 0;
+  int k = 0;
+  auto t0 = std::chrono::steady_clock::now();
+  for (auto _ : state) {
+    hits += get_one(read_order()[i++ & (kOrder - 1)]);
+    if (++k == 16) {
+      const auto t1 = std::chrono::steady_clock::now();
+      if (samples.size() < samples.capacity()) {
+        samples.push_back(std::chrono::duration<float, std::nano>(t1 - t0).count() / 16.0f);
+      }
+      t0 = t1;
+      k = 0;
+    }
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()));
+  if (samples.empty()) return;
+  std::sort(samples.begin(), samples.end());
+  const auto avg = benchmark::Counter::kAvgThreads;
+  state.counters["p50_ns"] = benchmark::Counter(samples[samples.size() / 2], avg);
+  state.counters["p99_ns"] = benchmark::Counter(samples[samples.size() * 99 / 100], avg);
+  state.counters["hit_ratio"] =
+      benchmark::Counter(static_cast<double>(hits) / static_cast<double>(state.iterations()), avg);
+}
+
+// ---- The L1 map, with a writer thread that owns it for its whole life (debug builds check).
+
+struct L1Fixture {
+  L1Map map{[] {
+    L1Config c;
+    c.max_size = kRows;
+    c.ttl_ms = 3'600'000;
+    return c;
+  }()};
+  std::atomic<int> mode{0};  // 0 idle, 1 churn, 2 quit
+  std::atomic<bool> ready{false};
+  std::atomic<std::uint64_t> drops{0};
+  std::thread writer{[this] { run(); }};
+
+  ~L1Fixture() {
+    mode.store(2, std::memory_order_release);  // pairs with run()'s acquire load
+    writer.join();
+  }
+
+  void run() {
+    std::vector<BrandedId> ids;
+    for (std::size_t i = 0; i < kRows; ++i) ids.push_back(name_id(i));
+    for (std::size_t i = 0; i < kRows; ++i) map.put(ids[i], value_bytes(), ver(0));
+    ready.store(true, std::memory_order_release);  // pairs with wait_ready()'s acquire load
+    std::uint64_t v = 1;
+    std::size_t next = kRows / 2;
+    auto slot = std::chrono::steady_clock::now();
+    for (;;) {
+      const int m = mode.load(std::memory_order_acquire);  // pairs with the stores in start/stop
+      if (m == 2) break;
+      if (m == 0) {
+        map.reclaim();
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+        slot = std::chrono::steady_clock::now();
+        continue;
+      }
+      // Drop + re-insert on the churn half (never a key a reader reads), paced per millisecond.
+      for (std::int64_t j = 0; j < kChurnPerMs; ++j) {
+        const BrandedId& id = ids[next];
+        if (map.apply_coherence(id, ver(v)) == Verdict::kApplied) {
+          drops.store(drops.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+        }
+        map.put(id, value_bytes(), ver(v));
+        ++v;
+        if (++next == kRows) next = kRows / 2;
+      }
+      slot += std::chrono::milliseconds(1);
+      std::this_thread::sleep_until(slot);
+    }
+  }
+  void wait_ready() {
+    while (!ready.load(std::memory_order_acquire)) std::this_thread::yield();
+  }
+};
+
+L1Fixture& l1_fixture() {
+  static L1Fixture f;
+  f.wait_ready();
+  return f;
+}
+
+// Thread 0 switches the writer's mode before the loop (the loop start is a barrier for every
+// benchmark thread) and reports the achieved drop rate after it.
+struct ChurnScope {
+  benchmark::State& state;
+  std::atomic<int>& mode;
+  std::atomic<std::uint64_t>& drops;
+  std::uint64_t drops0 = 0;
+  std::chrono::steady_clock::time_point t0;
+  ChurnScope(benchmark::State& s, std::atomic<int>& m, std::atomic<std::uint64_t>& d, bool churn)
+      : state(s), mode(m), drops(d) {
+    if (state.thread_index() != 0) return;
+    mode.store(churn ? 1 : 0, std::memory_order_release);  // pairs with the writer's acquire
+    drops0 = drops.load(std::memory_order_relaxed);
+    t0 = std::chrono::steady_clock::now();
+    if (churn) std::this_thread::sleep_for(std::chrono::milliseconds(5));  // writer is running
+  }
+  void finish() {
+    if (state.thread_index() != 0) return;
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    state.counters["writer_drops_per_s"] =
+        static_cast<double>(drops.load(std::memory_order_relaxed) - drops0) / secs;
+    mode.store(0, std::memory_order_release);
+  }
+};
+
+void BM_L1Map_GetHit(benchmark::State& state) {
+  L1Fixture& f = l1_fixture();
+  ChurnScope churn(state, f.mode, f.drops, state.range(0) != 0);
+  std::string value;
+  value.reserve(kValueSize);
+  const auto& n = names();
+  read_loop(state, [&](std::uint32_t i) { return f.map.get(n[i], value); });
+  churn.finish();
+}
+
+// The same hit with the caller's clock reading (one per batch, as a writer loop would) and a
+// caller buffer: the map's own cost without CLOCK_MONOTONIC.
+void BM_L1Map_GetHitAt(benchmark::State& state) {
+  L1Fixture& f = l1_fixture();
+  ChurnScope churn(state, f.mode, f.drops, state.range(0) != 0);
+  char buf[kValueSize];
+  const std::int64_t now = f.map.now();
+  const auto& n = names();
+  read_loop(state, [&](std::uint32_t i) {
+    return f.map.read_at(n[i], buf, now).status == echo::table::ReadStatus::kHit;
+  });
+  churn.finish();
+}
+
+// ---- Baseline 1: std::unordered_map under std::shared_mutex, same churn under unique_lock.
+
+struct TransparentHash {
+  using is_transparent = void;
+  std::size_t operator()(std::string_view s) const noexcept {
+    return std::hash<std::string_view>{}(s);
+  }
+};
+struct Row {
+  std::string version;
+  std::string value;
+};
+
+struct SharedFixture {
+  std::unordered_map<std::string, Row, TransparentHash, std::equal_to<>> map;
+  mutable std::shared_mutex mu;
+  std::atomic<int> mode{0};
+  std::atomic<bool> ready{false};
+  std::atomic<std::uint64_t> drops{0};
+  std::thread writer{[this] { run(); }};
+
+  ~SharedFixture() {
+    mode.store(2, std::memory_order_release);  // pairs with run()'s acquire load
+    writer.join();
+  }
+  void run() {
+    const auto& n = names();
+    {
+      std::unique_lock lock(mu);
+      map.reserve(kRows);
+      for (const auto& s : n) map.emplace(s, Row{ver(0).str(), value_bytes()});
+    }
+    ready.store(true, std::memory_order_release);  // pairs with wait_ready()'s acquire load
+    std::uint64_t v = 1;
+    std::size_t next = kRows / 2;
+    auto slot = std::chrono::steady_clock::now();
+    for (;;) {
+      const int m = mode.load(std::memory_order_acquire);  // pairs with ChurnScope's stores
+      if (m == 2) break;
+      if (m == 0) {
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+        slot = std::chrono::steady_clock::now();
+        continue;
+      }
+      for (std::int64_t j = 0; j < kChurnPerMs; ++j) {
+        const std::string vs = ver(v).str();
+        {
+          std::unique_lock lock(mu);
+          auto it = map.find(n[next]);
+          if (it != map.end() && echo::table::newer(vs, it->second.version)) {
+            map.erase(it);
+            drops.store(drops.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+          }
+        }
+        {
+          std::unique_lock lock(mu);
+          map.insert_or_assign(n[next], Row{vs, value_bytes()});
+        }
+        ++v;
+        if (++next == kRows) next = kRows / 2;
+      }
+      slot += std::chrono::milliseconds(1);
+      std::this_thread::sleep_until(slot);
+    }
+  }
+  void wait_ready() {
+    while (!ready.load(std::memory_order_acquire)) std::this_thread::yield();
+  }
+};
+
+SharedFixture& shared_fixture() {
+  static SharedFixture f;
+  f.wait_ready();
+  return f;
+}
+
+void BM_SharedMutexMap_GetHit(benchmark::State& state) {
+  SharedFixture& f = shared_fixture();
+  ChurnScope churn(state, f.mode, f.drops, state.range(0) != 0);
+  std::string value;
+  value.reserve(kValueSize);
+  const auto& n = names();
+  read_loop(state, [&](std::uint32_t i) {
+    std::shared_lock lock(f.mu);
+    auto it = f.map.find(std::string_view(n[i]));
+    if (it == f.map.end()) return false;
+    value.assign(it->second.value);
+    return true;
+  });
+  churn.finish();
+}
+
+#ifdef ECHO_HAVE_ABSL
+// ---- Baseline 2: an unsynchronised absl::flat_hash_map, read-only (no writer can run).
+void BM_FlatHashMap_GetHit(benchmark::State& state) {
+  static const absl::flat_hash_map<std::string, Row> map = [] {
+    absl::flat_hash_map<std::string, Row> m;
+    for (const auto& s : names()) m.emplace(s, Row{ver(0).str(), value_bytes()});
+    return m;
+  }();
+  std::string value;
+  value.reserve(kValueSize);
+  const auto& n = names();
+  read_loop(state, [&](std::uint32_t i) {
+    auto it = map.find(n[i]);
+    if (it == map.end()) return false;
+    value.assign(it->second.value);
+    return true;
+  });
+}
+#endif
+
+// ---- Writer apply throughput: batches of 1024 drops that all apply, rows refilled untimed.
+
+void BM_L1Map_ApplyDrops(benchmark::State& state) {
+  const auto rows = static_cast<std::size_t>(state.range(0));
+  L1Config c;
+  c.max_size = rows;
+  c.ttl_ms = 3'600'000;
+  L1Map map(c);
+  std::vector<BrandedId> ids;
+  for (std::size_t i = 0; i < rows; ++i) ids.push_back(name_id(i));
+  std::vector<std::uint32_t> order(rows);
+  for (std::uint32_t i = 0; i < rows; ++i) order[i] = i;
+  std::shuffle(order.begin(), order.end(), std::mt19937(2));
+  std::uint64_t round = 0;
+  std::vector<CoherenceMessage> msgs;
+  auto refill = [&] {
+    ++round;
+    msgs.clear();
+    const BrandedId row_version = ver(2 * round);
+    const BrandedId drop_version = ver(2 * round + 1);
+    for (std::size_t i = 0; i < rows; ++i) map.put(ids[i], value_bytes(), row_version);
+    for (std::uint32_t i : order) msgs.push_back({ids[i], drop_version});
+  };
+  refill();
+  constexpr std::size_t kBatch = 1024;
+  std::size_t at = 0;
+  std::uint64_t applied = 0;
+  for (auto _ : state) {
+    if (at + kBatch > msgs.size()) {
+      state.PauseTiming();
+      refill();
+      at = 0;
+      state.ResumeTiming();
+    }
+    applied += map.apply_batch(std::span<const CoherenceMessage>(msgs.data() + at, kBatch));
+    at += kBatch;
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * kBatch));
+  state.counters["applied_ratio"] =
+      static_cast<double>(applied) / static_cast<double>(state.iterations() * kBatch);
+  state.counters["drops_per_s"] =
+      benchmark::Counter(static_cast<double>(applied), benchmark::Counter::kIsRate);
+}
+
+#ifdef ECHO_HAVE_ABSL
+// Baseline: the same verdicts on an unsynchronised absl::flat_hash_map (find, compare, erase).
+void BM_FlatHashMap_ApplyDrops(benchmark::State& state) {
+  const auto rows = static_cast<std::size_t>(state.range(0));
+  absl::flat_hash_map<std::string, Row> map;
+  map.reserve(rows);
+  const auto& pool = names();
+  std::vector<std::string> keys;
+  for (std::size_t i = 0; i < rows; ++i) keys.push_back(i < pool.size() ? pool[i] : name_id(i).str());
+  std::vector<std::uint32_t> order(rows);
+  for (std::uint32_t i = 0; i < rows; ++i) order[i] = i;
+  std::shuffle(order.begin(), order.end(), std::mt19937(2));
+  std::uint64_t round = 0;
+  std::vector<std::pair<const std::string*, std::string>> msgs;
+  auto refill = [&] {
+    ++round;
+    msgs.clear();
+    for (std::size_t i = 0; i < rows; ++i) map.insert_or_assign(keys[i], Row{ver(2 * round).str(), value_bytes()});
+    for (std::uint32_t i : order) msgs.emplace_back(&keys[i], ver(2 * round + 1).str());
+  };
+  refill();
+  constexpr std::size_t kBatch = 1024;
+  std::size_t at = 0;
+  std::uint64_t applied = 0;
+  for (auto _ : state) {
+    if (at + kBatch > msgs.size()) {
+      state.PauseTiming();
+      refill();
+      at = 0;
+      state.ResumeTiming();
+    }
+    for (std::size_t j = at; j < at + kBatch; ++j) {
+      auto it = map.find(*msgs[j].first);
+      if (it != map.end() && echo::table::newer(msgs[j].second, it->second.version)) {
+        map.erase(it);
+        ++applied;
+      }
+    }
+    at += kBatch;
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * kBatch));
+  state.counters["drops_per_s"] =
+      benchmark::Counter(static_cast<double>(applied), benchmark::Counter::kIsRate);
+}
+#endif
+
+// ---- Memory per row beyond the value bytes, 1M rows of 64-byte values (malloc's own count).
+
+std::size_t heap_in_use() { return mallinfo2().uordblks; }
+
+void BM_L1Map_MemoryPerRow(benchmark::State& state) {
+  constexpr std::size_t kN = 1'000'000;
+  for (auto _ : state) {
+    const std::size_t before = heap_in_use();
+    L1Config c;
+    c.max_size = kN;
+    c.ttl_ms = 3'600'000;
+    auto map = std::make_unique<L1Map>(c);
+    for (std::size_t i = 0; i < kN; ++i) map->put(name_id(i), value_bytes(), ver(1));
+    const std::size_t after = heap_in_use();
+    const double n = static_cast<double>(kN);
+    const double heap = static_cast<double>(after - before) - n * kValueSize;
+    state.counters["heap_bytes_per_row"] = heap / n;  // index + headers + tombstones + malloc
+    state.counters["accounted_bytes_per_row"] =
+        (static_cast<double>(map->memory_bytes() - map->value_bytes())) / n;
+    state.counters["index_bytes_per_row"] = static_cast<double>(map->bucket_count() * 8) / n;
+    state.SetItemsProcessed(static_cast<std::int64_t>(kN));
+  }
+}
+
+#ifdef ECHO_HAVE_ABSL
+void BM_FlatHashMap_MemoryPerRow(benchmark::State& state) {
+  constexpr std::size_t kN = 1'000'000;
+  for (auto _ : state) {
+    const std::size_t before = heap_in_use();
+    auto map = std::make_unique<absl::flat_hash_map<std::string, Row>>();
+    map->reserve(kN);
+    for (std::size_t i = 0; i < kN; ++i) map->emplace(name_id(i).str(), Row{ver(1).str(), value_bytes()});
+    const std::size_t after = heap_in_use();
+    const double n = static_cast<double>(kN);
+    state.counters["heap_bytes_per_row"] = (static_cast<double>(after - before) - n * kValueSize) / n;
+    state.SetItemsProcessed(static_cast<std::int64_t>(kN));
+  }
+}
+#endif
+
+void BM_SharedMutexMap_MemoryPerRow(benchmark::State& state) {
+  constexpr std::size_t kN = 1'000'000;
+  for (auto _ : state) {
+    const std::size_t before = heap_in_use();
+    auto map = std::make_unique<std::unordered_map<std::string, Row>>();
+    map->reserve(kN);
+    for (std::size_t i = 0; i < kN; ++i) map->emplace(name_id(i).str(), Row{ver(1).str(), value_bytes()});
+    const std::size_t after = heap_in_use();
+    const double n = static_cast<double>(kN);
+    state.counters["heap_bytes_per_row"] = (static_cast<double>(after - before) - n * kValueSize) / n;
+    state.SetItemsProcessed(static_cast<std::int64_t>(kN));
+  }
+}
+
+// Arg 0: writer idle; 1: writer churning (drop + re-insert) at ~1.5M drops/s.
+BENCHMARK(BM_L1Map_GetHit)->ArgName("churn")->Arg(0)->Arg(1)->Threads(1)->Threads(2)->UseRealTime();
+BENCHMARK(BM_L1Map_GetHitAt)->ArgName("churn")->Arg(0)->Arg(1)->Threads(1)->Threads(2)->UseRealTime();
+BENCHMARK(BM_SharedMutexMap_GetHit)->ArgName("churn")->Arg(0)->Arg(1)->Threads(1)->Threads(2)->UseRealTime();
+#ifdef ECHO_HAVE_ABSL
+BENCHMARK(BM_FlatHashMap_GetHit)->Threads(1)->Threads(2)->UseRealTime();
+BENCHMARK(BM_FlatHashMap_ApplyDrops)->ArgName("rows")->Arg(10'000)->Arg(1'000'000);
+BENCHMARK(BM_FlatHashMap_MemoryPerRow)->Iterations(1)->Unit(benchmark::kMillisecond);
+#endif
+BENCHMARK(BM_L1Map_ApplyDrops)->ArgName("rows")->Arg(10'000)->Arg(1'000'000);
+BENCHMARK(BM_L1Map_MemoryPerRow)->Iterations(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_SharedMutexMap_MemoryPerRow)->Iterations(1)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();
