@@ -32,6 +32,10 @@
 #include <stdexcept>
 #include <string>
 
+#if defined(__linux__)
+#include <time.h>
+#endif
+
 namespace echo::table {
 
 // One allocation: this header, then value_size bytes of value. Everything but `next` is
@@ -97,7 +101,7 @@ const L1Config& validated(const L1Config& c) {
 
 std::size_t tombstone_slots(const L1Config& c) {
   if (c.tombstone_capacity != 0) return c.tombstone_capacity;
-  return std::max<std::size_t>(1024, 2 * c.max_size);
+  return std::max<std::size_t>(1024, c.max_size);
 }
 
 }  // namespace
@@ -105,6 +109,16 @@ std::size_t tombstone_slots(const L1Config& c) {
 std::int64_t steady_clock_ms() noexcept {
   using namespace std::chrono;
   return duration_cast<milliseconds>(steady_clock::now().time_since_epoch()).count();
+}
+
+std::int64_t coarse_monotonic_ms() noexcept {
+#if defined(__linux__) && defined(CLOCK_MONOTONIC_COARSE)
+  timespec ts;
+  ::clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);  // vDSO: no syscall
+  return static_cast<std::int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1'000'000;
+#else
+  return steady_clock_ms();
+#endif
 }
 
 L1Map::L1Map(const L1Config& config)
@@ -291,7 +305,7 @@ InsertVerdict L1Map::upsert(const BrandedId& name, std::string_view value,
   const std::uint64_t h = hash_name(key);
   const IdBytes v = id_bytes(version);
   const std::int64_t now = clock_();
-  if (tombstones_.refuses(key, h, v, now)) {
+  if (tombstones_.refuses(h, v, now)) {
     bump(is_fill ? counters_.fill_refused : counters_.put_refused);
     return InsertVerdict::kRefusedTombstone;
   }
@@ -339,7 +353,7 @@ InsertVerdict L1Map::put(const BrandedId& name, std::string_view value, const Br
 
 Verdict L1Map::apply_one(const char* name, const IdBytes& version, std::int64_t now) {
   const std::uint64_t h = hash_name(name);
-  tombstones_.remember(name, h, version, now);
+  tombstones_.remember(h, version, now);
   counters_.tombstones.store(tombstones_.size(), std::memory_order_relaxed);
   counters_.tombstone_collapses.store(tombstones_.collapses(), std::memory_order_relaxed);
   if (std::atomic<Row*>* link = find_link(name, h)) {
@@ -366,8 +380,10 @@ std::size_t L1Map::apply_batch(std::span<const CoherenceMessage> messages) {
   std::size_t applied = 0;
   for (std::size_t i = 0; i < messages.size(); ++i) {
     if (i + 1 < messages.size()) {
-      // The next message's bucket is almost always a cache miss; start it now.
-      __builtin_prefetch(&buckets_[hash_name(messages[i + 1].name.view().data()) & mask_]);
+      // The next message's bucket and tombstone are almost always cache misses; start them now.
+      const std::uint64_t next = hash_name(messages[i + 1].name.view().data());
+      __builtin_prefetch(&buckets_[next & mask_]);
+      tombstones_.prefetch(next);
     }
     applied += apply_one(messages[i].name.view().data(), id_bytes(messages[i].version), now) ==
                Verdict::kApplied;
@@ -438,7 +454,7 @@ std::size_t L1Map::sweep(std::int64_t now_ms) {
 std::optional<IdBytes> L1Map::tombstone(const BrandedId& name) const {
   check_writer("tombstone");
   const char* key = name.view().data();
-  const IdBytes* t = tombstones_.find(key, hash_name(key));
+  const IdBytes* t = tombstones_.find(hash_name(key));
   if (t == nullptr) return std::nullopt;
   return *t;
 }

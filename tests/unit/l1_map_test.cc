@@ -311,19 +311,16 @@ TEST(TombstoneTable, CollapseIntoFloorStillRefusesOlderVersions) {
   std::vector<BrandedId> names;
   for (int i = 0; i < 40; ++i) names.push_back(name_id(i));
   for (int i = 0; i < 40; ++i) {
-    const char* k = names[i].view().data();
-    t.remember(k, hash_name(k), id_bytes(ver(100 + i)), 0);
+    t.remember(hash_name(names[i].view().data()), id_bytes(ver(100 + i)), 0);
   }
   EXPECT_GT(t.collapses(), 0u);
   EXPECT_LE(t.size(), 8u);
   for (int i = 0; i < 40; ++i) {
-    const char* k = names[i].view().data();
     // Every remembered name still refuses a version older than its own drop...
-    EXPECT_TRUE(t.refuses(k, hash_name(k), id_bytes(ver(99 + i)), 10)) << i;
+    EXPECT_TRUE(t.refuses(hash_name(names[i].view().data()), id_bytes(ver(99 + i)), 10)) << i;
   }
   // ...and accepts its latest drop's version once the floor has lapsed.
-  const char* k = names[39].view().data();
-  EXPECT_FALSE(t.refuses(k, hash_name(k), id_bytes(ver(139)), 10));
+  EXPECT_FALSE(t.refuses(hash_name(names[39].view().data()), id_bytes(ver(139)), 10));
 }
 
 // The fill guard over randomized interleavings. Per trial, one name; a writer bumps the L2

@@ -38,7 +38,9 @@ inline std::uint64_t hash_name(const char* p) noexcept {
   return h;
 }
 
-// Per-name tombstones, bounded. remember() keeps the newest version per name and (re)arms its
+// Per-name tombstones, bounded. Keyed by the name's 64-bit hash, not its bytes (32-byte slots,
+// two per cache line): two names whose hashes collide share one tombstone holding the newer
+// version, which can only refuse more fills, never fewer. remember() keeps the newest version per name and (re)arms its
 // deadline; an entry lives at least until its deadline (purged lazily when the table fills).
 // When purging cannot make room because every entry is younger than keep_ms, the table collapses
 // into a *floor*: the newest version among the evicted entries, applied to every name until the
@@ -49,17 +51,19 @@ class TombstoneTable {
   // capacity: slots, rounded up to a power of two >= 16; at most half are used. keep_ms >= 0.
   TombstoneTable(std::size_t capacity, std::int64_t keep_ms);
 
-  // Records that a coherence message `version` for `name` reached the writer at `now`.
-  // Writer thread; allocates only while purging (never on the common path).
-  void remember(const char* name, std::uint64_t hash, const IdBytes& version, std::int64_t now);
+  // Records that a coherence message `version` for the name hashing to `hash` (hash_name)
+  // reached the writer at `now`. Writer thread; allocates only while purging (rare).
+  void remember(std::uint64_t hash, const IdBytes& version, std::int64_t now);
 
-  // True iff a tombstone for `name` (or the active floor) is newer than `version`: a row at
+  // True iff a tombstone for the name (or the active floor) is newer than `version`: a row at
   // `version` would have been dropped by a message this writer already applied. Writer thread.
-  bool refuses(const char* name, std::uint64_t hash, const IdBytes& version,
-               std::int64_t now) const noexcept;
+  bool refuses(std::uint64_t hash, const IdBytes& version, std::int64_t now) const noexcept;
 
-  // The tombstone's version for `name`, if one is held. Writer thread (tests, diagnostics).
-  const IdBytes* find(const char* name, std::uint64_t hash) const noexcept;
+  // The tombstone's version for the name, if one is held. Writer thread (tests, diagnostics).
+  const IdBytes* find(std::uint64_t hash) const noexcept;
+
+  // Starts the cache miss of the slot for `hash` (apply_batch runs one message ahead).
+  void prefetch(std::uint64_t hash) const noexcept { __builtin_prefetch(&slots_[key(hash) & mask_]); }
 
   void clear() noexcept;
 
@@ -70,13 +74,14 @@ class TombstoneTable {
 
  private:
   struct Slot {
-    IdBytes name;
+    std::uint64_t key;  // key(hash); 0 = empty
     IdBytes version;
     std::int64_t deadline;
-    bool used;
   };
+  static_assert(sizeof(Slot) == 32, "two slots per cache line");
 
-  std::size_t probe(const char* name, std::uint64_t hash) const noexcept;
+  static std::uint64_t key(std::uint64_t hash) noexcept { return hash == 0 ? 1 : hash; }
+  std::size_t probe(std::uint64_t k) const noexcept;
   void make_room(std::int64_t now);
 
   std::vector<Slot> slots_;

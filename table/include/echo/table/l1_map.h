@@ -26,7 +26,13 @@ namespace echo::table {
 
 // Monotonic milliseconds (WIRE §4.2's clock). Must be callable from any thread, noexcept.
 using MonotonicClock = std::int64_t (*)() noexcept;
+// std::chrono::steady_clock in ms: exact, but a TSC read costs ~50-110 ns on a VM like the
+// benchmark host (BM_L1Map_GetHit vs BM_L1Map_GetHitAt), more than the rest of a hit.
 std::int64_t steady_clock_ms() noexcept;
+// CLOCK_MONOTONIC_COARSE (Linux; steady_clock elsewhere): the same clock at kernel-tick
+// resolution, ~10 ns. A row may then be served up to one tick (1-10 ms) past expires_at; choose
+// it where that is acceptable (BM_L1Map_GetHitCoarse).
+std::int64_t coarse_monotonic_ms() noexcept;
 
 struct L1Config {
   std::int64_t ttl_ms = 5000;       // 1 .. 2^40
@@ -34,7 +40,7 @@ struct L1Config {
   std::size_t max_size = 100000;    // 1 .. 2^30
   std::uint64_t seed = 0x5EEDull;   // jitter PRNG seed (tests pin it)
   MonotonicClock clock = &steady_clock_ms;
-  // Tombstone slots (at most half used before purge); 0 = 2 * max_size, at least 1024.
+  // Tombstone slots of 32 bytes (at most half used before a purge); 0 = max_size, at least 1024.
   std::size_t tombstone_capacity = 0;
 };
 
