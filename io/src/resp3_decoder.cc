@@ -290,9 +290,30 @@ Resp3Decoder::Step Resp3Decoder::step() noexcept {
     default:
       return fail(Resp3Error::bad_type);
   }
+  const std::size_t line = pos_ + 1;
+  if (type == '$' || type == '*' || type == '>' || type == ':' || type == '%' || type == '~') {
+    // Fast path for the common header: up to kFastDigits digits and a CRLF, all received. Any
+    // other form (a sign, a longer number, an unfinished line) takes the general path, so the
+    // outcome never depends on where the stream was split. kFastDigits <= the smallest
+    // max_line_len, so the line limit cannot apply here.
+    constexpr std::size_t kFastDigits = 16;
+    const char* first = buf_.get() + line;
+    const std::size_t avail = end_ - line;
+    const std::size_t scan = avail < kFastDigits ? avail : kFastDigits;
+    std::size_t n = 0;
+    std::uint64_t value = 0;
+    while (n < scan && is_digit(first[n])) value = value * 10 + static_cast<unsigned>(first[n++] - '0');
+    if (n > 0 && n + 1 < avail && first[n] == '\r' && first[n + 1] == '\n') {
+      const std::size_t cr = line + n;
+      if (cr + 2 - begin_ > limits_.max_frame_bytes) return fail(Resp3Error::frame_too_large);
+      const auto number = static_cast<std::int64_t>(value);
+      if (type == '$') return bulk_payload(type, number, cr);
+      if (type == ':') return integer_node(number, cr);
+      return aggregate_children(type, number, cr);
+    }
+  }
   std::size_t cr = 0;
   if (const Step s = find_line(cr); s != Step::element) return s;
-  const std::size_t line = pos_ + 1;
   switch (type) {
     case '$': case '!': case '=':
       return bulk(type, line, cr);
@@ -351,8 +372,7 @@ Resp3Decoder::Step Resp3Decoder::scalar_line(char type, std::size_t line, std::s
       break;
     case ':':
       if (const Resp3Error e = parse_i64(text, len, integer); e != Resp3Error::none) return fail(e);
-      kind = Resp3Type::integer;
-      break;
+      return integer_node(integer, cr);
     case ',':
       if (const Resp3Error e = parse_double(text, len, floating); e != Resp3Error::none) {
         return fail(e);
@@ -373,7 +393,6 @@ Resp3Decoder::Step Resp3Decoder::scalar_line(char type, std::size_t line, std::s
   if (!add_node(kind, index)) return Step::error;
   Resp3Node& node = nodes_[index];
   switch (kind) {
-    case Resp3Type::integer:
     case Resp3Type::boolean: node.integer = integer; break;
     case Resp3Type::floating: node.floating = floating; break;
     case Resp3Type::null: node.aux = static_cast<std::uint8_t>(Resp3NullOrigin::resp3); break;
@@ -394,6 +413,19 @@ Resp3Decoder::Step Resp3Decoder::bulk(char type, std::size_t line, std::size_t c
   if (header_len > 0 && text[0] == '+') return fail(Resp3Error::bad_integer);
   std::int64_t len = 0;
   if (const Resp3Error e = parse_i64(text, header_len, len); e != Resp3Error::none) return fail(e);
+  return bulk_payload(type, len, cr);
+}
+
+Resp3Decoder::Step Resp3Decoder::integer_node(std::int64_t value, std::size_t cr) noexcept {
+  std::uint32_t index = 0;
+  if (!add_node(Resp3Type::integer, index)) return Step::error;
+  nodes_[index].integer = value;
+  pos_ = cr + 2;
+  scan_ = 0;
+  return finish(index);
+}
+
+Resp3Decoder::Step Resp3Decoder::bulk_payload(char type, std::int64_t len, std::size_t cr) noexcept {
   if (len == -1 && type == '$') {
     std::uint32_t index = 0;
     if (!add_node(Resp3Type::null, index)) return Step::error;
@@ -446,6 +478,11 @@ Resp3Decoder::Step Resp3Decoder::aggregate(char type, std::size_t line, std::siz
   if (const Resp3Error e = parse_i64(text, header_len, declared); e != Resp3Error::none) {
     return fail(e);
   }
+  return aggregate_children(type, declared, cr);
+}
+
+Resp3Decoder::Step Resp3Decoder::aggregate_children(char type, std::int64_t declared,
+                                                    std::size_t cr) noexcept {
   std::uint32_t index = 0;
   if (declared == -1 && type == '*') {
     if (!add_node(Resp3Type::null, index)) return Step::error;

@@ -161,6 +161,10 @@ class Resp3Decoder {
   Step scalar_line(char type, std::size_t line, std::size_t cr) noexcept;
   Step bulk(char type, std::size_t line, std::size_t cr) noexcept;
   Step aggregate(char type, std::size_t line, std::size_t cr) noexcept;
+  // The parts after a header's number is known (from the fast path or the general one).
+  Step integer_node(std::int64_t value, std::size_t cr) noexcept;
+  Step bulk_payload(char type, std::int64_t len, std::size_t cr) noexcept;
+  Step aggregate_children(char type, std::int64_t declared, std::size_t cr) noexcept;
   // Appends a node (taking the pending attribute of its container), or fails on
   // max_frame_elements. Returns false on failure.
   bool add_node(Resp3Type type, std::uint32_t& index) noexcept;
