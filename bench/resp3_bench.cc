@@ -4,6 +4,8 @@
 // redisReader, fed in 16 KiB receives; our RESP3 push path on its own. Encode: RespEncoder
 // against redisFormatCommandArgv on the commands the connection sends.
 #include <benchmark/benchmark.h>
+#include <echo/io/resp3_decoder.h>
+#include <echo/io/resp_encoder.h>
 #include <hiredis/hiredis.h>
 
 #include <cstring>
@@ -12,14 +14,11 @@
 #include <string_view>
 #include <vector>
 
-#include <echo/io/resp3_decoder.h>
-#include <echo/io/resp_encoder.h>
-
 namespace {
 
 using namespace echo::io;
 
-constexpr std::size_t kFrames = 1024;       // frames per stream (one benchmark iteration)
+constexpr std::size_t kFrames = 1024;        // frames per stream (one benchmark iteration)
 constexpr std::size_t kReceive = 16 * 1024;  // bytes per simulated receive
 
 const std::string& payload29() {
@@ -42,11 +41,16 @@ std::string integer_frame(std::size_t i) { return ":" + std::to_string(i * 7919)
 
 std::string mixed_frame(std::size_t i) {
   switch (i % 5) {
-    case 0: return push_frame('*');
-    case 1: return bulk_frame();
-    case 2: return integer_frame(i);
-    case 3: return "+OK\r\n";
-    default: return "*2\r\n$3\r\nabc\r\n$-1\r\n";
+    case 0:
+      return push_frame('*');
+    case 1:
+      return bulk_frame();
+    case 2:
+      return integer_frame(i);
+    case 3:
+      return "+OK\r\n";
+    default:
+      return "*2\r\n$3\r\nabc\r\n$-1\r\n";
   }
 }
 
@@ -58,11 +62,21 @@ const std::string& stream(Stream kind) {
   if (!s.empty()) return s;
   for (std::size_t i = 0; i < kFrames; ++i) {
     switch (kind) {
-      case Stream::pushes: s += push_frame('*'); break;
-      case Stream::bulks: s += bulk_frame(); break;
-      case Stream::integers: s += integer_frame(i); break;
-      case Stream::mixed: s += mixed_frame(i); break;
-      case Stream::resp3_pushes: s += push_frame('>'); break;
+      case Stream::pushes:
+        s += push_frame('*');
+        break;
+      case Stream::bulks:
+        s += bulk_frame();
+        break;
+      case Stream::integers:
+        s += integer_frame(i);
+        break;
+      case Stream::mixed:
+        s += mixed_frame(i);
+        break;
+      case Stream::resp3_pushes:
+        s += push_frame('>');
+        break;
     }
   }
   return s;
@@ -234,8 +248,8 @@ void BM_Hiredis_FormatCommandArgvPipeline(benchmark::State& state) {
     for (std::size_t i = 0; i < kPipeline; ++i) {
       const std::size_t k = i % argv.size();
       char* cmd = nullptr;
-      const int n = redisFormatCommandArgv(&cmd, static_cast<int>(argv[k].size()),
-                                           argv[k].data(), lens[k].data());
+      const int n = redisFormatCommandArgv(&cmd, static_cast<int>(argv[k].size()), argv[k].data(),
+                                           lens[k].data());
       out.append(cmd, static_cast<std::size_t>(n));
       redisFreeCommand(cmd);
     }

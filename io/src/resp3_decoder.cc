@@ -107,30 +107,6 @@ void check_limit(bool ok, const char* knob, const char* range) {
 
 }  // namespace
 
-std::string_view to_string(Resp3Error error) noexcept {
-  switch (error) {
-    case Resp3Error::none: return "none";
-    case Resp3Error::bad_type: return "bad_type";
-    case Resp3Error::bad_integer: return "bad_integer";
-    case Resp3Error::integer_overflow: return "integer_overflow";
-    case Resp3Error::bad_length: return "bad_length";
-    case Resp3Error::missing_crlf: return "missing_crlf";
-    case Resp3Error::bad_double: return "bad_double";
-    case Resp3Error::bad_boolean: return "bad_boolean";
-    case Resp3Error::bad_null: return "bad_null";
-    case Resp3Error::bad_big_number: return "bad_big_number";
-    case Resp3Error::bad_verbatim: return "bad_verbatim";
-    case Resp3Error::streamed_unsupported: return "streamed_unsupported";
-    case Resp3Error::depth_exceeded: return "depth_exceeded";
-    case Resp3Error::aggregate_too_long: return "aggregate_too_long";
-    case Resp3Error::frame_too_many_elements: return "frame_too_many_elements";
-    case Resp3Error::bulk_too_long: return "bulk_too_long";
-    case Resp3Error::line_too_long: return "line_too_long";
-    case Resp3Error::frame_too_large: return "frame_too_large";
-  }
-  return "unknown";
-}
-
 Resp3Decoder::Resp3Decoder(Resp3Limits limits) : limits_(limits) {
   check_limit(limits.max_depth >= 1 && limits.max_depth <= 1024, "max_depth", "1 .. 1024");
   check_limit(limits.max_aggregate_len >= 1 && limits.max_aggregate_len <= (1u << 31),
@@ -253,9 +229,9 @@ Resp3Decoder::Step Resp3Decoder::fail(Resp3Error error) noexcept {
 Resp3Decoder::Step Resp3Decoder::find_line(std::size_t& cr) noexcept {
   const std::size_t line = pos_ + 1;
   std::size_t from = scan_ > line ? scan_ : line;
-  const char* hit = from < end_ ? static_cast<const char*>(
-                                      std::memchr(buf_.get() + from, '\r', end_ - from))
-                                : nullptr;
+  const char* hit =
+      from < end_ ? static_cast<const char*>(std::memchr(buf_.get() + from, '\r', end_ - from))
+                  : nullptr;
   if (hit == nullptr) {
     // The line limit alone bounds what an unfinished line can make us buffer; the frame limit
     // is checked once the line's end is known, so any split reports the same error.
@@ -283,9 +259,21 @@ Resp3Decoder::Step Resp3Decoder::step() noexcept {
   }
   const char type = buf_[pos_];
   switch (type) {
-    case '+': case '-': case ':': case ',': case '(': case '#': case '_':
-    case '$': case '!': case '=':
-    case '*': case '%': case '~': case '|': case '>':
+    case '+':
+    case '-':
+    case ':':
+    case ',':
+    case '(':
+    case '#':
+    case '_':
+    case '$':
+    case '!':
+    case '=':
+    case '*':
+    case '%':
+    case '~':
+    case '|':
+    case '>':
       break;
     default:
       return fail(Resp3Error::bad_type);
@@ -302,7 +290,8 @@ Resp3Decoder::Step Resp3Decoder::step() noexcept {
     const std::size_t scan = avail < kFastDigits ? avail : kFastDigits;
     std::size_t n = 0;
     std::uint64_t value = 0;
-    while (n < scan && is_digit(first[n])) value = value * 10 + static_cast<unsigned>(first[n++] - '0');
+    while (n < scan && is_digit(first[n]))
+      value = value * 10 + static_cast<unsigned>(first[n++] - '0');
     if (n > 0 && n + 1 < avail && first[n] == '\r' && first[n + 1] == '\n') {
       const std::size_t cr = line + n;
       if (cr + 2 - begin_ > limits_.max_frame_bytes) return fail(Resp3Error::frame_too_large);
@@ -315,9 +304,15 @@ Resp3Decoder::Step Resp3Decoder::step() noexcept {
   std::size_t cr = 0;
   if (const Step s = find_line(cr); s != Step::element) return s;
   switch (type) {
-    case '$': case '!': case '=':
+    case '$':
+    case '!':
+    case '=':
       return bulk(type, line, cr);
-    case '*': case '%': case '~': case '|': case '>':
+    case '*':
+    case '%':
+    case '~':
+    case '|':
+    case '>':
       return aggregate(type, line, cr);
     default:
       return scalar_line(type, line, cr);
@@ -364,8 +359,12 @@ Resp3Decoder::Step Resp3Decoder::scalar_line(char type, std::size_t line, std::s
   std::int64_t integer = 0;
   double floating = 0;
   switch (type) {
-    case '+': kind = Resp3Type::simple_string; break;
-    case '-': kind = Resp3Type::simple_error; break;
+    case '+':
+      kind = Resp3Type::simple_string;
+      break;
+    case '-':
+      kind = Resp3Type::simple_error;
+      break;
     case '(':
       if (!is_big_number(text, len)) return fail(Resp3Error::bad_big_number);
       kind = Resp3Type::big_number;
@@ -393,9 +392,15 @@ Resp3Decoder::Step Resp3Decoder::scalar_line(char type, std::size_t line, std::s
   if (!add_node(kind, index)) return Step::error;
   Resp3Node& node = nodes_[index];
   switch (kind) {
-    case Resp3Type::boolean: node.integer = integer; break;
-    case Resp3Type::floating: node.floating = floating; break;
-    case Resp3Type::null: node.aux = static_cast<std::uint8_t>(Resp3NullOrigin::resp3); break;
+    case Resp3Type::boolean:
+      node.integer = integer;
+      break;
+    case Resp3Type::floating:
+      node.floating = floating;
+      break;
+    case Resp3Type::null:
+      node.aux = static_cast<std::uint8_t>(Resp3NullOrigin::resp3);
+      break;
     default:
       node.offset = line - begin_;
       node.count = static_cast<std::uint32_t>(len);
@@ -425,7 +430,8 @@ Resp3Decoder::Step Resp3Decoder::integer_node(std::int64_t value, std::size_t cr
   return finish(index);
 }
 
-Resp3Decoder::Step Resp3Decoder::bulk_payload(char type, std::int64_t len, std::size_t cr) noexcept {
+Resp3Decoder::Step Resp3Decoder::bulk_payload(char type, std::int64_t len,
+                                              std::size_t cr) noexcept {
   if (len == -1 && type == '$') {
     std::uint32_t index = 0;
     if (!add_node(Resp3Type::null, index)) return Step::error;
@@ -435,7 +441,8 @@ Resp3Decoder::Step Resp3Decoder::bulk_payload(char type, std::int64_t len, std::
     return finish(index);
   }
   if (len < 0) return fail(Resp3Error::bad_length);
-  if (static_cast<std::uint64_t>(len) > limits_.max_bulk_len) return fail(Resp3Error::bulk_too_long);
+  if (static_cast<std::uint64_t>(len) > limits_.max_bulk_len)
+    return fail(Resp3Error::bulk_too_long);
   if (type == '=' && len < 4) return fail(Resp3Error::bad_verbatim);
   const std::size_t payload = cr + 2;
   const std::size_t payload_end = payload + static_cast<std::size_t>(len);
@@ -500,11 +507,20 @@ Resp3Decoder::Step Resp3Decoder::aggregate_children(char type, std::int64_t decl
   const auto children = static_cast<std::uint32_t>(declared) * (pairs ? 2u : 1u);
   Resp3Type kind = Resp3Type::array;
   switch (type) {
-    case '%': kind = Resp3Type::map; break;
-    case '~': kind = Resp3Type::set; break;
-    case '|': kind = Resp3Type::attribute; break;
-    case '>': kind = Resp3Type::push; break;
-    default: break;
+    case '%':
+      kind = Resp3Type::map;
+      break;
+    case '~':
+      kind = Resp3Type::set;
+      break;
+    case '|':
+      kind = Resp3Type::attribute;
+      break;
+    case '>':
+      kind = Resp3Type::push;
+      break;
+    default:
+      break;
   }
   if (!add_node(kind, index)) return Step::error;
   nodes_[index].count = children;

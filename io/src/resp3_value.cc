@@ -50,21 +50,36 @@ std::uint32_t skip_attributes(const Resp3Node* nodes, std::uint32_t index) noexc
 
 std::string_view to_string(Resp3Type type) noexcept {
   switch (type) {
-    case Resp3Type::null: return "null";
-    case Resp3Type::simple_string: return "simple_string";
-    case Resp3Type::simple_error: return "simple_error";
-    case Resp3Type::integer: return "integer";
-    case Resp3Type::bulk_string: return "bulk_string";
-    case Resp3Type::array: return "array";
-    case Resp3Type::boolean: return "boolean";
-    case Resp3Type::floating: return "floating";
-    case Resp3Type::big_number: return "big_number";
-    case Resp3Type::bulk_error: return "bulk_error";
-    case Resp3Type::verbatim_string: return "verbatim_string";
-    case Resp3Type::map: return "map";
-    case Resp3Type::set: return "set";
-    case Resp3Type::attribute: return "attribute";
-    case Resp3Type::push: return "push";
+    case Resp3Type::null:
+      return "null";
+    case Resp3Type::simple_string:
+      return "simple_string";
+    case Resp3Type::simple_error:
+      return "simple_error";
+    case Resp3Type::integer:
+      return "integer";
+    case Resp3Type::bulk_string:
+      return "bulk_string";
+    case Resp3Type::array:
+      return "array";
+    case Resp3Type::boolean:
+      return "boolean";
+    case Resp3Type::floating:
+      return "floating";
+    case Resp3Type::big_number:
+      return "big_number";
+    case Resp3Type::bulk_error:
+      return "bulk_error";
+    case Resp3Type::verbatim_string:
+      return "verbatim_string";
+    case Resp3Type::map:
+      return "map";
+    case Resp3Type::set:
+      return "set";
+    case Resp3Type::attribute:
+      return "attribute";
+    case Resp3Type::push:
+      return "push";
   }
   return "unknown";
 }
@@ -138,8 +153,7 @@ bool operator==(const Resp3Value& a, const Resp3Value& b) noexcept {
     case Resp3Type::boolean:
       return a.boolean() == b.boolean();
     case Resp3Type::floating:
-      return (std::isnan(a.floating()) && std::isnan(b.floating())) ||
-             a.floating() == b.floating();
+      return (std::isnan(a.floating()) && std::isnan(b.floating())) || a.floating() == b.floating();
     case Resp3Type::verbatim_string:
       return a.verbatim_format() == b.verbatim_format() && a.str() == b.str();
     default:
@@ -174,7 +188,7 @@ std::string Resp3Value::to_debug_string() const {
   };
   switch (type()) {
     case Resp3Type::null:
-      out += null_origin() == Resp3NullOrigin::resp3       ? "_"
+      out += null_origin() == Resp3NullOrigin::resp3      ? "_"
              : null_origin() == Resp3NullOrigin::nil_bulk ? "$-1"
                                                           : "*-1";
       return out;
@@ -190,21 +204,41 @@ std::string Resp3Value::to_debug_string() const {
       out += text;
       return out;
     }
-    case Resp3Type::simple_string: out += '+'; break;
-    case Resp3Type::simple_error: out += '-'; break;
-    case Resp3Type::bulk_string: out += '$'; break;
-    case Resp3Type::bulk_error: out += '!'; break;
-    case Resp3Type::big_number: out += '('; break;
+    case Resp3Type::simple_string:
+      out += '+';
+      break;
+    case Resp3Type::simple_error:
+      out += '-';
+      break;
+    case Resp3Type::bulk_string:
+      out += '$';
+      break;
+    case Resp3Type::bulk_error:
+      out += '!';
+      break;
+    case Resp3Type::big_number:
+      out += '(';
+      break;
     case Resp3Type::verbatim_string:
       out += '=';
       out += verbatim_format();
       out += ':';
       break;
-    case Resp3Type::array: out += '*'; break;
-    case Resp3Type::map: out += '%'; break;
-    case Resp3Type::set: out += '~'; break;
-    case Resp3Type::attribute: out += '|'; break;
-    case Resp3Type::push: out += '>'; break;
+    case Resp3Type::array:
+      out += '*';
+      break;
+    case Resp3Type::map:
+      out += '%';
+      break;
+    case Resp3Type::set:
+      out += '~';
+      break;
+    case Resp3Type::attribute:
+      out += '|';
+      break;
+    case Resp3Type::push:
+      out += '>';
+      break;
   }
   if (has_text()) {
     quoted(str());

@@ -3,14 +3,14 @@
 // Never crashes or reads out of bounds (ASan), and the split never matters: the chunked decode
 // yields exactly the values and the stop (need_more or the same typed error) of a whole decode.
 // Input layout: byte 0 picks the limits, byte 1 seeds the split points, the rest is the stream.
+#include <echo/io/resp3_decoder.h>
+
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <echo/io/resp3_decoder.h>
 
 using namespace echo::io;
 

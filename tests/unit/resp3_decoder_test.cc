@@ -3,6 +3,7 @@
 // stream, each limit and each malformed case as its typed error, sticky errors, lifetimes
 // across buffer moves, no allocation in steady state, and a differential test against hiredis's
 // RESP2 reader on random streams.
+#include <echo/io/resp3_decoder.h>
 #include <gtest/gtest.h>
 #include <hiredis/hiredis.h>
 
@@ -16,8 +17,6 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
-
-#include <echo/io/resp3_decoder.h>
 
 // Counts heap allocations made by this thread's code between two reads (the allocation claims).
 namespace {
@@ -65,8 +64,8 @@ struct Decoded {
 std::string describe(const Decoded& d) {
   std::string out;
   for (const auto& v : d.values) out += v.view().to_debug_string() + "\n";
-  out += "last=" + std::to_string(static_cast<int>(d.last)) + " error=" +
-         std::string(to_string(d.error));
+  out += "last=" + std::to_string(static_cast<int>(d.last)) +
+         " error=" + std::string(to_string(d.error));
   return out;
 }
 
@@ -297,8 +296,8 @@ TEST(Resp3Decoder, PushMessageIsThreeChildren) {
 }
 
 TEST(Resp3Decoder, TopLevelAttributeRidesOnTheNextValue) {
-  Decoded d = decode(
-      "|1\r\n+key-popularity\r\n%1\r\n$1\r\na\r\n,0.5\r\n*2\r\n:1\r\n:2\r\n+after\r\n");
+  Decoded d =
+      decode("|1\r\n+key-popularity\r\n%1\r\n$1\r\na\r\n,0.5\r\n*2\r\n:1\r\n:2\r\n+after\r\n");
   ASSERT_EQ(d.values.size(), 2u) << describe(d);
   const Resp3Value v = d.values[0].view();
   EXPECT_EQ(v.type(), Resp3Type::array);
@@ -581,8 +580,7 @@ TEST(Resp3Decoder, FrameElementLimitIsExactAndTyped) {
   EXPECT_EQ(decode("*2\r\n*2\r\n:1\r\n:2\r\n", limits).last, Resp3Status::need_more);
   EXPECT_EQ(error_of("*2\r\n*2\r\n:1\r\n:2\r\n:3\r\n", limits),
             Resp3Error::frame_too_many_elements);
-  EXPECT_EQ(error_of("|1\r\n:1\r\n:2\r\n*2\r\n:1\r\n", limits),
-            Resp3Error::frame_too_many_elements)
+  EXPECT_EQ(error_of("|1\r\n:1\r\n:2\r\n*2\r\n:1\r\n", limits), Resp3Error::frame_too_many_elements)
       << "attributes count";
 }
 
@@ -740,9 +738,12 @@ struct ReplyDeleter {
     return ::testing::AssertionSuccess();
   };
   switch (h->type) {
-    case REDIS_REPLY_STATUS: return text(Resp3Type::simple_string);
-    case REDIS_REPLY_ERROR: return text(Resp3Type::simple_error);
-    case REDIS_REPLY_STRING: return text(Resp3Type::bulk_string);
+    case REDIS_REPLY_STATUS:
+      return text(Resp3Type::simple_string);
+    case REDIS_REPLY_ERROR:
+      return text(Resp3Type::simple_error);
+    case REDIS_REPLY_STRING:
+      return text(Resp3Type::bulk_string);
     case REDIS_REPLY_NIL:
       if (v.is_null() && v.null_origin() != Resp3NullOrigin::resp3) {
         return ::testing::AssertionSuccess();
@@ -755,8 +756,8 @@ struct ReplyDeleter {
       return ::testing::AssertionFailure() << h->integer << " vs " << v.to_debug_string();
     case REDIS_REPLY_ARRAY: {
       if (v.type() != Resp3Type::array || v.size() != h->elements) {
-        return ::testing::AssertionFailure() << "array of " << h->elements << " vs "
-                                             << v.to_debug_string();
+        return ::testing::AssertionFailure()
+               << "array of " << h->elements << " vs " << v.to_debug_string();
       }
       std::size_t i = 0;
       for (const Resp3Value child : v) {
@@ -782,8 +783,12 @@ void random_resp2(std::mt19937_64& rng, int depth, std::string& out) {
     return s;
   };
   switch (pick) {
-    case 0: out += "+" + random_bytes(rng() % 20, true) + "\r\n"; break;
-    case 1: out += "-" + random_bytes(rng() % 20, true) + "\r\n"; break;
+    case 0:
+      out += "+" + random_bytes(rng() % 20, true) + "\r\n";
+      break;
+    case 1:
+      out += "-" + random_bytes(rng() % 20, true) + "\r\n";
+      break;
     case 2: {
       auto n = static_cast<std::int64_t>(rng() >> (rng() % 64));
       if (n == std::numeric_limits<std::int64_t>::min()) n = 0;
@@ -796,7 +801,9 @@ void random_resp2(std::mt19937_64& rng, int depth, std::string& out) {
       out += "$" + std::to_string(n) + "\r\n" + random_bytes(n, false) + "\r\n";
       break;
     }
-    case 4: out += rng() % 2 ? "$-1\r\n" : "*-1\r\n"; break;
+    case 4:
+      out += rng() % 2 ? "$-1\r\n" : "*-1\r\n";
+      break;
     default: {
       const std::size_t n = rng() % 6;
       out += "*" + std::to_string(n) + "\r\n";

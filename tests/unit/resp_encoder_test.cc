@@ -2,6 +2,8 @@
 // The command encoder: byte-exact RESP arrays of bulk strings (integers as decimal text),
 // pipelining by appending, partial-send consumption, no allocation in steady state, and
 // byte-for-byte equality with hiredis's redisFormatCommandArgv on random commands.
+#include <echo/io/resp3_decoder.h>
+#include <echo/io/resp_encoder.h>
 #include <gtest/gtest.h>
 #include <hiredis/hiredis.h>
 
@@ -11,9 +13,6 @@
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <echo/io/resp3_decoder.h>
-#include <echo/io/resp_encoder.h>
 
 namespace echo::io {
 namespace {
@@ -26,8 +25,8 @@ std::string hiredis_format(const std::vector<std::string>& argv) {
     lens.push_back(a.size());
   }
   char* out = nullptr;
-  const int n = redisFormatCommandArgv(&out, static_cast<int>(argv.size()), ptrs.data(),
-                                       lens.data());
+  const int n =
+      redisFormatCommandArgv(&out, static_cast<int>(argv.size()), ptrs.data(), lens.data());
   EXPECT_GT(n, 0);
   std::string s(out, static_cast<std::size_t>(n));
   redisFreeCommand(out);
@@ -83,8 +82,8 @@ TEST(RespEncoder, RuntimeArgvMatchesVariadic) {
   b.command_argv(views);
   EXPECT_EQ(a.view(), b.view());
   RespEncoder c;
-  std::vector<RespArg> args = {"EVALSHA", "0123456789abcdef0123456789abcdef01234567", 2, "k1",
-                               "k2", 42};
+  std::vector<RespArg> args = {"EVALSHA", "0123456789abcdef0123456789abcdef01234567", 2, "k1", "k2",
+                               42};
   std::vector<RespArg> copied = args;  // a copied integer argument must keep its own digits
   args.clear();
   c.command_argv(copied);

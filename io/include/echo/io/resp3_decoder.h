@@ -35,14 +35,14 @@
 //   so a large bulk costs O(bytes) whatever the split.
 #pragma once
 
+#include <echo/io/resp3_value.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <string_view>
 #include <vector>
-
-#include <echo/io/resp3_value.h>
 
 namespace echo::io {
 
@@ -69,24 +69,24 @@ struct Resp3Limits {
 enum class Resp3Error : std::uint8_t {
   none = 0,
   // Malformed input.
-  bad_type,               // a type byte that is not one of RESP3's
-  bad_integer,            // an integer or a length that is empty or has a non-digit
-  integer_overflow,       // an integer or a length beyond int64
-  bad_length,             // a negative length other than $-1 and *-1
-  missing_crlf,           // a CR not followed by LF, or a bulk payload not followed by CRLF
-  bad_double,             // a "," line that is not a decimal number, inf, -inf or nan
-  bad_boolean,            // a "#" line other than t or f
-  bad_null,               // a "_" line that is not empty
-  bad_big_number,         // a "(" line that is not an optionally signed run of digits
-  bad_verbatim,           // a verbatim string shorter than 4 bytes or without ':' at [3]
-  streamed_unsupported,   // a streamed string or aggregate ($?, *?, ...), which servers never send
+  bad_type,              // a type byte that is not one of RESP3's
+  bad_integer,           // an integer or a length that is empty or has a non-digit
+  integer_overflow,      // an integer or a length beyond int64
+  bad_length,            // a negative length other than $-1 and *-1
+  missing_crlf,          // a CR not followed by LF, or a bulk payload not followed by CRLF
+  bad_double,            // a "," line that is not a decimal number, inf, -inf or nan
+  bad_boolean,           // a "#" line other than t or f
+  bad_null,              // a "_" line that is not empty
+  bad_big_number,        // a "(" line that is not an optionally signed run of digits
+  bad_verbatim,          // a verbatim string shorter than 4 bytes or without ':' at [3]
+  streamed_unsupported,  // a streamed string or aggregate ($?, *?, ...), which servers never send
   // Broken limits (Resp3Limits).
-  depth_exceeded,          // max_depth
-  aggregate_too_long,      // max_aggregate_len
-  frame_too_many_elements, // max_frame_elements
-  bulk_too_long,           // max_bulk_len
-  line_too_long,           // max_line_len
-  frame_too_large,         // max_frame_bytes
+  depth_exceeded,           // max_depth
+  aggregate_too_long,       // max_aggregate_len
+  frame_too_many_elements,  // max_frame_elements
+  bulk_too_long,            // max_bulk_len
+  line_too_long,            // max_line_len
+  frame_too_large,          // max_frame_bytes
 };
 
 std::string_view to_string(Resp3Error error) noexcept;

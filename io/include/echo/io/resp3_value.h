@@ -57,7 +57,8 @@ struct Resp3Node {
     std::uint64_t offset;  // string types: first payload byte, from the frame's first byte
   };
 };
-static_assert(sizeof(Resp3Node) == 24, "the node arena is the decoder's working set: keep it small");
+static_assert(sizeof(Resp3Node) == 24,
+              "the node arena is the decoder's working set: keep it small");
 inline constexpr Resp3Node kNullNode{};
 }  // namespace detail
 
@@ -92,7 +93,9 @@ class Resp3Value {
   std::string_view str() const noexcept;
   // A verbatim string's 3-byte format, such as "txt" or "mkd"; empty for other types.
   std::string_view verbatim_format() const noexcept;
-  std::int64_t integer() const noexcept { return type() == Resp3Type::integer ? node().integer : 0; }
+  std::int64_t integer() const noexcept {
+    return type() == Resp3Type::integer ? node().integer : 0;
+  }
   double floating() const noexcept { return type() == Resp3Type::floating ? node().floating : 0.0; }
   bool boolean() const noexcept { return type() == Resp3Type::boolean && node().integer != 0; }
   Resp3NullOrigin null_origin() const noexcept {

@@ -25,13 +25,14 @@ namespace echo::io {
 class RespArg {
  public:
   RespArg(std::string_view text) noexcept : data_(text.data()), size_(text.size()) {}  // NOLINT
-  RespArg(const char* text) noexcept : RespArg(std::string_view(text)) {}               // NOLINT
+  RespArg(const char* text) noexcept : RespArg(std::string_view(text)) {}              // NOLINT
   template <class T>
-    requires std::convertible_to<const T&, std::string_view> && (!std::integral<T>)
-  RespArg(const T& text) noexcept : RespArg(std::string_view(text)) {}  // NOLINT
+  requires std::convertible_to<const T&, std::string_view> &&
+      (!std::integral<T>)RespArg(const T& text) noexcept
+      : RespArg(std::string_view(text)) {}  // NOLINT
   template <std::integral T>
-    requires(!std::same_as<T, bool> && !std::same_as<T, char>)
-  RespArg(T number) noexcept  // NOLINT: implicit, so command("EXPIRE", key, 30) reads naturally
+  requires(!std::same_as<T, bool> && !std::same_as<T, char>) RespArg(T number)
+  noexcept  // NOLINT: implicit, so command("EXPIRE", key, 30) reads naturally
       : data_(digits_) {
     // In the body: digits_ is declared (so initialized) after data_ and size_.
     size_ = static_cast<std::size_t>(std::to_chars(digits_, digits_ + sizeof digits_, number).ptr -
@@ -84,7 +85,8 @@ class RespEncoder {
   void clear() noexcept { head_ = size_ = 0; }
 
  private:
-  char* reserve(std::size_t extra);  // room for `extra` more bytes at size_; returns size_'s address
+  char* reserve(
+      std::size_t extra);  // room for `extra` more bytes at size_; returns size_'s address
 
   std::unique_ptr<char[]> data_;
   std::size_t cap_ = 0;
