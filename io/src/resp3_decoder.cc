@@ -119,7 +119,7 @@ Resp3Decoder::Resp3Decoder(Resp3Limits limits) : limits_(limits) {
   buf_.reset(new char[kDefaultCapacity]);
   cap_ = kDefaultCapacity;
   stack_.reserve(limits.max_depth < 64 ? limits.max_depth : 64);
-  nodes_.reserve(64);
+  nodes_.resize(64);
 }
 
 Resp3Decoder::Resp3Decoder(Resp3Decoder&& other) noexcept { *this = std::move(other); }
@@ -135,12 +135,12 @@ Resp3Decoder& Resp3Decoder::operator=(Resp3Decoder&& other) noexcept {
   scan_ = std::exchange(other.scan_, 0);
   wanted_ = std::exchange(other.wanted_, 1);
   nodes_ = std::move(other.nodes_);
+  node_count_ = std::exchange(other.node_count_, 0);
   stack_ = std::move(other.stack_);
   top_pending_attr_ = std::exchange(other.top_pending_attr_, 0);
   root_ = std::exchange(other.root_, 0);
   returned_ = std::exchange(other.returned_, false);
   error_ = std::exchange(other.error_, Resp3Error::none);
-  other.nodes_.clear();
   other.stack_.clear();
   return *this;
 }
@@ -150,7 +150,7 @@ Resp3Decoder::~Resp3Decoder() = default;
 void Resp3Decoder::reset() noexcept {
   begin_ = pos_ = end_ = scan_ = 0;
   wanted_ = 1;
-  nodes_.clear();
+  node_count_ = 0;
   stack_.clear();
   top_pending_attr_ = 0;
   root_ = 0;
@@ -162,7 +162,7 @@ void Resp3Decoder::release_returned() noexcept {
   if (!returned_) return;
   returned_ = false;
   begin_ = pos_;
-  nodes_.clear();
+  node_count_ = 0;
 }
 
 std::span<char> Resp3Decoder::prepare(std::size_t min_bytes) {
@@ -320,16 +320,26 @@ Resp3Decoder::Step Resp3Decoder::step() noexcept {
 }
 
 bool Resp3Decoder::add_node(Resp3Type type, std::uint32_t& index) noexcept {
-  if (nodes_.size() >= limits_.max_frame_elements) {
+  if (node_count_ >= limits_.max_frame_elements) {
     fail(Resp3Error::frame_too_many_elements);
     return false;
   }
-  index = static_cast<std::uint32_t>(nodes_.size());
-  Resp3Node& node = nodes_.emplace_back();
+  if (node_count_ == nodes_.size()) {
+    // Grows with the elements that actually arrived, never with a declared count.
+    std::size_t grown = nodes_.size() * 2 > 64 ? nodes_.size() * 2 : 64;
+    if (grown > limits_.max_frame_elements) grown = limits_.max_frame_elements;
+    nodes_.resize(grown);
+  }
+  index = node_count_++;
+  Resp3Node& node = nodes_[index];
   node.type = type;
+  node.aux = 0;
   node.next = index + 1;
+  node.count = 0;
+  node.integer = 0;
   std::uint32_t& pending = stack_.empty() ? top_pending_attr_ : stack_.back().pending_attr;
-  node.attr = std::exchange(pending, 0);
+  node.attr = pending;
+  pending = 0;
   return true;
 }
 
@@ -347,7 +357,7 @@ Resp3Decoder::Step Resp3Decoder::finish(std::uint32_t index) noexcept {
     Level& level = stack_.back();
     if (--level.remaining > 0) return Step::element;
     index = level.node;
-    nodes_[index].next = static_cast<std::uint32_t>(nodes_.size());
+    nodes_[index].next = node_count_;
     stack_.pop_back();
   }
 }

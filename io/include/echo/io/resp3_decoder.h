@@ -179,7 +179,8 @@ class Resp3Decoder {
   std::size_t end_ = 0;    // one past the last committed byte
   std::size_t scan_ = 0;   // CR search resumes here for the line in progress (0 = from its start)
   std::size_t wanted_ = 1;
-  std::vector<detail::Resp3Node> nodes_;
+  std::vector<detail::Resp3Node> nodes_;  // the arena: its size is its capacity
+  std::uint32_t node_count_ = 0;          // nodes of the frame in progress / returned
   std::vector<Level> stack_;
   std::uint32_t top_pending_attr_ = 0;
   std::uint32_t root_ = 0;
