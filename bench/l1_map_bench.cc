@@ -4,14 +4,13 @@
 // std::shared_mutex and an unsynchronised read-only absl::flat_hash_map; the writer's apply
 // throughput against absl::flat_hash_map find+compare+erase; memory per row for 1M rows.
 // p50/p99 are per-get latencies averaged over runs of 16 gets (one clock read per 16 gets).
-#include <echo/table/l1_map.h>
-
 #include <benchmark/benchmark.h>
+#include <echo/table/l1_map.h>
 #include <malloc.h>
 
 #include <algorithm>
-#include <bit>
 #include <atomic>
+#include <bit>
 #include <chrono>
 #include <cstring>
 #include <memory>
@@ -37,7 +36,7 @@ using echo::table::L1Config;
 using echo::table::L1Map;
 using echo::table::Verdict;
 
-constexpr std::size_t kRows = 100'000;       // rows in the read benchmarks; half read, half churned
+constexpr std::size_t kRows = 100'000;  // rows in the read benchmarks; half read, half churned
 constexpr std::size_t kValueSize = 64;
 constexpr std::int64_t kChurnPerMs = 1'500;  // target drops per ms while churning (1.5M/s)
 constexpr std::size_t kOrder = 1 << 16;      // shuffled read order, indices into the read half
@@ -101,13 +100,14 @@ void read_loop(benchmark::State& state, F&& get_one) {
 // ---- The L1 map, with a writer thread that owns it for its whole life (debug builds check).
 
 struct L1Fixture {
-  explicit L1Fixture(echo::table::MonotonicClock clock) : map([clock] {
-    L1Config c;
-    c.max_size = kRows;
-    c.ttl_ms = 3'600'000;
-    c.clock = clock;
-    return c;
-  }()) {}
+  explicit L1Fixture(echo::table::MonotonicClock clock)
+      : map([clock] {
+          L1Config c;
+          c.max_size = kRows;
+          c.ttl_ms = 3'600'000;
+          c.clock = clock;
+          return c;
+        }()) {}
   L1Map map;
   std::atomic<int> mode{0};  // 0 idle, 1 churn, 2 quit
   std::atomic<bool> ready{false};
@@ -184,7 +184,8 @@ struct ChurnScope {
   }
   void finish() {
     if (state.thread_index() != 0) return;
-    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     state.counters["writer_drops_per_s"] =
         static_cast<double>(drops.load(std::memory_order_relaxed) - drops0) / secs;
     mode.store(0, std::memory_order_release);
@@ -390,7 +391,8 @@ void BM_FlatHashMap_ApplyDrops(benchmark::State& state) {
   map.reserve(rows);
   const auto& pool = names();
   std::vector<std::string> keys;
-  for (std::size_t i = 0; i < rows; ++i) keys.push_back(i < pool.size() ? pool[i] : name_id(i).str());
+  for (std::size_t i = 0; i < rows; ++i)
+    keys.push_back(i < pool.size() ? pool[i] : name_id(i).str());
   std::vector<std::uint32_t> order(rows);
   for (std::uint32_t i = 0; i < rows; ++i) order[i] = i;
   std::shuffle(order.begin(), order.end(), std::mt19937(2));
@@ -399,7 +401,8 @@ void BM_FlatHashMap_ApplyDrops(benchmark::State& state) {
   auto refill = [&] {
     ++round;
     msgs.clear();
-    for (std::size_t i = 0; i < rows; ++i) map.insert_or_assign(keys[i], Row{ver(2 * round).str(), value_bytes()});
+    for (std::size_t i = 0; i < rows; ++i)
+      map.insert_or_assign(keys[i], Row{ver(2 * round).str(), value_bytes()});
     for (std::uint32_t i : order) msgs.emplace_back(&keys[i], ver(2 * round + 1).str());
   };
   refill();
@@ -465,10 +468,12 @@ void BM_FlatHashMap_MemoryPerRow(benchmark::State& state) {
     const std::size_t before = heap_in_use();
     auto map = std::make_unique<absl::flat_hash_map<std::string, Row>>();
     map->reserve(kN);
-    for (std::size_t i = 0; i < kN; ++i) map->emplace(name_id(i).str(), Row{ver(1).str(), value_bytes()});
+    for (std::size_t i = 0; i < kN; ++i)
+      map->emplace(name_id(i).str(), Row{ver(1).str(), value_bytes()});
     const std::size_t after = heap_in_use();
     const double n = static_cast<double>(kN);
-    state.counters["heap_bytes_per_row"] = (static_cast<double>(after - before) - n * kValueSize) / n;
+    state.counters["heap_bytes_per_row"] =
+        (static_cast<double>(after - before) - n * kValueSize) / n;
     state.SetItemsProcessed(static_cast<std::int64_t>(kN));
   }
 }
@@ -480,19 +485,39 @@ void BM_SharedMutexMap_MemoryPerRow(benchmark::State& state) {
     const std::size_t before = heap_in_use();
     auto map = std::make_unique<std::unordered_map<std::string, Row>>();
     map->reserve(kN);
-    for (std::size_t i = 0; i < kN; ++i) map->emplace(name_id(i).str(), Row{ver(1).str(), value_bytes()});
+    for (std::size_t i = 0; i < kN; ++i)
+      map->emplace(name_id(i).str(), Row{ver(1).str(), value_bytes()});
     const std::size_t after = heap_in_use();
     const double n = static_cast<double>(kN);
-    state.counters["heap_bytes_per_row"] = (static_cast<double>(after - before) - n * kValueSize) / n;
+    state.counters["heap_bytes_per_row"] =
+        (static_cast<double>(after - before) - n * kValueSize) / n;
     state.SetItemsProcessed(static_cast<std::int64_t>(kN));
   }
 }
 
 // Arg 0: writer idle; 1: writer churning (drop + re-insert) at ~1.5M drops/s.
 BENCHMARK(BM_L1Map_GetHit)->ArgName("churn")->Arg(0)->Arg(1)->Threads(1)->Threads(2)->UseRealTime();
-BENCHMARK(BM_L1Map_GetHitCoarse)->ArgName("churn")->Arg(0)->Arg(1)->Threads(1)->Threads(2)->UseRealTime();
-BENCHMARK(BM_L1Map_GetHitAt)->ArgName("churn")->Arg(0)->Arg(1)->Threads(1)->Threads(2)->UseRealTime();
-BENCHMARK(BM_SharedMutexMap_GetHit)->ArgName("churn")->Arg(0)->Arg(1)->Threads(1)->Threads(2)->UseRealTime();
+BENCHMARK(BM_L1Map_GetHitCoarse)
+    ->ArgName("churn")
+    ->Arg(0)
+    ->Arg(1)
+    ->Threads(1)
+    ->Threads(2)
+    ->UseRealTime();
+BENCHMARK(BM_L1Map_GetHitAt)
+    ->ArgName("churn")
+    ->Arg(0)
+    ->Arg(1)
+    ->Threads(1)
+    ->Threads(2)
+    ->UseRealTime();
+BENCHMARK(BM_SharedMutexMap_GetHit)
+    ->ArgName("churn")
+    ->Arg(0)
+    ->Arg(1)
+    ->Threads(1)
+    ->Threads(2)
+    ->UseRealTime();
 #ifdef ECHO_HAVE_ABSL
 BENCHMARK(BM_FlatHashMap_GetHit)->Threads(1)->Threads(2)->UseRealTime();
 BENCHMARK(BM_FlatHashMap_ApplyDrops)->ArgName("rows")->Arg(10'000)->Arg(1'000'000);

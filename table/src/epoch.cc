@@ -61,9 +61,10 @@ void register_reader() noexcept {
     t_release.armed = true;
     return;
   }
-  std::fputs("echo::table::epoch: more than kMaxReaderThreads (512) live reader threads; "
-             "raise kMaxReaderThreads in echo/table/epoch.h\n",
-             stderr);
+  std::fputs(
+      "echo::table::epoch: more than kMaxReaderThreads (512) live reader threads; "
+      "raise kMaxReaderThreads in echo/table/epoch.h\n",
+      stderr);
   std::abort();
 }
 

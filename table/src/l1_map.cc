@@ -66,7 +66,8 @@ std::uint64_t splitmix64(std::uint64_t& state) noexcept {
   return z ^ (z >> 31);
 }
 
-__extension__ typedef unsigned __int128 u128;  // GCC/Clang builtin; -Wpedantic knows it as an extension
+__extension__ typedef unsigned __int128
+    u128;  // GCC/Clang builtin; -Wpedantic knows it as an extension
 
 // Uniform integer in [0, range) without modulo bias (Lemire's multiply-and-reject).
 std::uint64_t uniform_below(std::uint64_t& state, std::uint64_t range) noexcept {
@@ -122,7 +123,8 @@ std::int64_t coarse_monotonic_ms() noexcept {
 }
 
 L1Map::L1Map(const L1Config& config)
-    : buckets_(new std::atomic<Row*>[std::bit_ceil(std::max<std::size_t>(16, validated(config).max_size))]),
+    : buckets_(new std::atomic<Row*>[std::bit_ceil(
+          std::max<std::size_t>(16, validated(config).max_size))]),
       mask_(std::bit_ceil(std::max<std::size_t>(16, config.max_size)) - 1),
       clock_(config.clock),
       shards_(new ReaderShard[kMaxReaderThreads]),
@@ -299,8 +301,8 @@ void L1Map::reclaim() {
   counters_.retired_pending.store(retired_.size(), std::memory_order_relaxed);
 }
 
-InsertVerdict L1Map::upsert(const BrandedId& name, std::string_view value,
-                            const BrandedId& version, bool is_fill) {
+InsertVerdict L1Map::upsert(const BrandedId& name, std::string_view value, const BrandedId& version,
+                            bool is_fill) {
   const char* key = name.view().data();
   const std::uint64_t h = hash_name(key);
   const IdBytes v = id_bytes(version);
@@ -482,8 +484,9 @@ L1Stats L1Map::stats() const noexcept {
 }
 
 std::size_t L1Map::memory_bytes() const noexcept {
-  return (mask_ + 1) * sizeof(std::atomic<Row*>) + arena_.reserved_bytes() + tombstones_.memory_bytes() +
-         kMaxReaderThreads * sizeof(ReaderShard) + retired_.capacity() * sizeof(Retired);
+  return (mask_ + 1) * sizeof(std::atomic<Row*>) + arena_.reserved_bytes() +
+         tombstones_.memory_bytes() + kMaxReaderThreads * sizeof(ReaderShard) +
+         retired_.capacity() * sizeof(Retired);
 }
 
 }  // namespace echo::table

@@ -31,14 +31,15 @@ bool RowArena::pooled(std::size_t n) noexcept {
 }
 
 RowArena::~RowArena() {
-  for (const auto& [p, size] : chunks_) ::operator delete(p, std::align_val_t{size >= kHugeChunk ? kHugeChunk : kGranule});
+  for (const auto& [p, size] : chunks_)
+    ::operator delete (p, std::align_val_t{size >= kHugeChunk ? kHugeChunk : kGranule});
 }
 
 void RowArena::new_chunk(std::size_t at_least) {
   std::size_t size = next_chunk_;
   while (size < at_least) size *= 2;
   const std::size_t align = size >= kHugeChunk ? kHugeChunk : kGranule;
-  void* p = ::operator new(size, std::align_val_t{align});
+  void* p = ::operator new (size, std::align_val_t{align});
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
   // Advice only: where THP is off this changes nothing, and failure is harmless.
   if (size >= kHugeChunk) static_cast<void>(::madvise(p, size, MADV_HUGEPAGE));

@@ -4,7 +4,6 @@
 // encodes its name and version, so a torn row (one version's value with another's stamp) fails;
 // every read must be at least as new as the newest drop applied before it began.
 #include <echo/table/l1_map.h>
-
 #include <gtest/gtest.h>
 
 #include <array>
@@ -41,8 +40,8 @@ std::string encode_value(const BrandedId& name, const BrandedId& version, std::u
   if (!parsed) return ::testing::AssertionFailure() << "garbage version";
   const std::uint64_t v = parsed->snowflake() - 9'000'000;
   const std::string_view fill = value.substr(2 * kIdSize);
-  if (fill.size() != v % 97 || fill.find_first_not_of(static_cast<char>('a' + v % 26)) !=
-                                   std::string_view::npos) {
+  if (fill.size() != v % 97 ||
+      fill.find_first_not_of(static_cast<char>('a' + v % 26)) != std::string_view::npos) {
     return ::testing::AssertionFailure() << "torn value bytes for version " << v;
   }
   return ::testing::AssertionSuccess();
@@ -169,7 +168,8 @@ TEST(L1MapStress, ReadersNeverSeeTornOrDroppedRowsWhileTheWriterChurns) {
   const L1Stats s = map.stats();
   EXPECT_GT(total_reads.load(std::memory_order_relaxed), 1000);
   EXPECT_GT(total_hits.load(std::memory_order_relaxed), 100);
-  EXPECT_EQ(s.hits + s.misses, static_cast<std::uint64_t>(total_reads.load()));
+  EXPECT_EQ(s.hits + s.misses,
+            static_cast<std::uint64_t>(total_reads.load(std::memory_order_relaxed)));
   EXPECT_GT(s.coh_applied, 0u);
   EXPECT_GT(s.sweeps, 0u);
   EXPECT_GT(ops, 1000);

@@ -9,7 +9,6 @@
 #endif
 
 #include <echo/table/l1_map.h>
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -195,7 +194,8 @@ TEST(L1Map, JitterOfHalfTtlCoversBothEnds) {
 TEST(L1Map, FullMapSkipsInsertsAndCountsThem) {  // E6
   set_now(1'000'000);
   L1Map m(config(100, 5000, 0.1));
-  for (int i = 0; i < 51; ++i) ASSERT_EQ(m.put(name_id(i), "live", ver(1)), InsertVerdict::kInserted);
+  for (int i = 0; i < 51; ++i)
+    ASSERT_EQ(m.put(name_id(i), "live", ver(1)), InsertVerdict::kInserted);
   int inserted = 0;
   int skipped = 0;
   for (int i = 1000; i < 1150; ++i) {
@@ -470,7 +470,8 @@ TEST(L1Map, RowsAreFreedExactlyOnce) {
   std::thread([] {  // registers this thread's reader slot outside the counted scope
     std::string v;
     ReadGuard g;
-  }).join();
+  })
+      .join();
   { ReadGuard g; }
   const long before = g_live.load(std::memory_order_relaxed);
   {
@@ -478,14 +479,28 @@ TEST(L1Map, RowsAreFreedExactlyOnce) {
     std::mt19937_64 rng(3);
     for (int i = 0; i < 50'000; ++i) {
       const BrandedId n = name_id(rng() % 700);
-      const std::string value(static_cast<std::size_t>(rng() % 8 == 0 ? 900 + rng() % 400 : rng() % 64), 'v');
+      const std::string value(
+          static_cast<std::size_t>(rng() % 8 == 0 ? 900 + rng() % 400 : rng() % 64), 'v');
       switch (rng() % 6) {
-        case 0: m.put(n, value, ver(rng() % 50)); break;
-        case 1: m.insert_fill(n, value, ver(rng() % 50)); break;
-        case 2: m.apply_coherence(n, ver(rng() % 50)); break;
-        case 3: m.erase(n); break;
-        case 4: set_now(g_now.load(std::memory_order_relaxed) + 1); m.sweep(fake_now()); break;
-        default: if (rng() % 100 == 0) m.clear(); break;
+        case 0:
+          m.put(n, value, ver(rng() % 50));
+          break;
+        case 1:
+          m.insert_fill(n, value, ver(rng() % 50));
+          break;
+        case 2:
+          m.apply_coherence(n, ver(rng() % 50));
+          break;
+        case 3:
+          m.erase(n);
+          break;
+        case 4:
+          set_now(g_now.load(std::memory_order_relaxed) + 1);
+          m.sweep(fake_now());
+          break;
+        default:
+          if (rng() % 100 == 0) m.clear();
+          break;
       }
     }
     m.clear();

@@ -29,8 +29,9 @@ struct alignas(kCacheLine) ReaderSlot {
   // Claimed by a thread on its first read, released by its thread_local destructor.
   std::atomic<bool> in_use{false};
 };
-static_assert(sizeof(ReaderSlot) == kCacheLine,
-              "one slot per cache line: an announcement must never invalidate another reader's line");
+static_assert(
+    sizeof(ReaderSlot) == kCacheLine,
+    "one slot per cache line: an announcement must never invalidate another reader's line");
 
 // The reader's thread-local state. constinit + trivially destructible, so the hot path reads it
 // with a plain TLS access (no init guard); the slot is released by a separate thread_local.
@@ -53,7 +54,8 @@ void register_reader() noexcept;
 inline void enter() noexcept {
   ReaderState& t = t_reader;
   if (t.nest++ != 0) return;
-  if (t.slot == nullptr) [[unlikely]] register_reader();
+  if (t.slot == nullptr) [[unlikely]]
+    register_reader();
   // acquire pairs with advance()'s release: every row unlinked before that advance is invisible to
   // this section, which is what lets a writer free rows retired before the epoch we announce.
   const std::uint64_t e = g_epoch.load(std::memory_order_acquire);
@@ -74,7 +76,8 @@ inline void exit() noexcept {
 
 // This thread's slot index (registers the thread on first use). Reader thread.
 inline std::uint32_t reader_index() noexcept {
-  if (t_reader.slot == nullptr) [[unlikely]] register_reader();
+  if (t_reader.slot == nullptr) [[unlikely]]
+    register_reader();
   return t_reader.index;
 }
 

@@ -5,13 +5,13 @@
 // refuses it. Writer-thread only: a flat open-addressing table, bounded, no reader ever sees it.
 #pragma once
 
+#include <echo/table/branded_id.h>
+
 #include <array>
 #include <cstdint>
 #include <cstring>
 #include <string_view>
 #include <vector>
-
-#include <echo/table/branded_id.h>
 
 namespace echo::table {
 
@@ -40,12 +40,12 @@ inline std::uint64_t hash_name(const char* p) noexcept {
 
 // Per-name tombstones, bounded. Keyed by the name's 64-bit hash, not its bytes (32-byte slots,
 // two per cache line): two names whose hashes collide share one tombstone holding the newer
-// version, which can only refuse more fills, never fewer. remember() keeps the newest version per name and (re)arms its
-// deadline; an entry lives at least until its deadline (purged lazily when the table fills).
-// When purging cannot make room because every entry is younger than keep_ms, the table collapses
-// into a *floor*: the newest version among the evicted entries, applied to every name until the
-// newest evicted deadline. The floor can only refuse more fills (a refill from L2), never fewer,
-// so the guard stays safe under any load; `collapses()` counts it.
+// version, which can only refuse more fills, never fewer. remember() keeps the newest version per
+// name and (re)arms its deadline; an entry lives at least until its deadline (purged lazily when
+// the table fills). When purging cannot make room because every entry is younger than keep_ms, the
+// table collapses into a *floor*: the newest version among the evicted entries, applied to every
+// name until the newest evicted deadline. The floor can only refuse more fills (a refill from L2),
+// never fewer, so the guard stays safe under any load; `collapses()` counts it.
 class TombstoneTable {
  public:
   // capacity: slots, rounded up to a power of two >= 16; at most half are used. keep_ms >= 0.
@@ -63,7 +63,9 @@ class TombstoneTable {
   const IdBytes* find(std::uint64_t hash) const noexcept;
 
   // Starts the cache miss of the slot for `hash` (apply_batch runs one message ahead).
-  void prefetch(std::uint64_t hash) const noexcept { __builtin_prefetch(&slots_[key(hash) & mask_]); }
+  void prefetch(std::uint64_t hash) const noexcept {
+    __builtin_prefetch(&slots_[key(hash) & mask_]);
+  }
 
   void clear() noexcept;
 

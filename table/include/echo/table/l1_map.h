@@ -5,6 +5,12 @@
 // make a syscall or write a shared cache line; see "Why this technique" in l1_map.cc.
 #pragma once
 
+#include <echo/table/branded_id.h>
+#include <echo/table/coherence_frame.h>
+#include <echo/table/epoch.h>
+#include <echo/table/fill_guard.h>
+#include <echo/table/row_arena.h>
+
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -15,12 +21,6 @@
 #include <string_view>
 #include <thread>
 #include <vector>
-
-#include <echo/table/branded_id.h>
-#include <echo/table/coherence_frame.h>
-#include <echo/table/epoch.h>
-#include <echo/table/fill_guard.h>
-#include <echo/table/row_arena.h>
 
 namespace echo::table {
 
@@ -35,10 +35,10 @@ std::int64_t steady_clock_ms() noexcept;
 std::int64_t coarse_monotonic_ms() noexcept;
 
 struct L1Config {
-  std::int64_t ttl_ms = 5000;       // 1 .. 2^40
-  double jitter = 0.1;              // 0.0 .. 0.5
-  std::size_t max_size = 100000;    // 1 .. 2^30
-  std::uint64_t seed = 0x5EEDull;   // jitter PRNG seed (tests pin it)
+  std::int64_t ttl_ms = 5000;      // 1 .. 2^40
+  double jitter = 0.1;             // 0.0 .. 0.5
+  std::size_t max_size = 100000;   // 1 .. 2^30
+  std::uint64_t seed = 0x5EEDull;  // jitter PRNG seed (tests pin it)
   MonotonicClock clock = &steady_clock_ms;
   // Tombstone slots of 32 bytes (at most half used before a purge); 0 = max_size, at least 1024.
   std::size_t tombstone_capacity = 0;
@@ -49,11 +49,11 @@ enum class Verdict : std::uint8_t { kApplied, kStale };
 
 // What an insert did. Anything but kInserted/kReplaced left the map unchanged.
 enum class InsertVerdict : std::uint8_t {
-  kInserted,         // a new row
-  kReplaced,         // replaced the row for that name (its old version was not newer)
-  kRefusedOlder,     // fill only: the current row is newer (fill_refused++)
-  kRefusedTombstone, // a coherence message newer than this version was already seen
-  kFullSkip,         // size == max_size and nothing had expired (full_skips++)
+  kInserted,          // a new row
+  kReplaced,          // replaced the row for that name (its old version was not newer)
+  kRefusedOlder,      // fill only: the current row is newer (fill_refused++)
+  kRefusedTombstone,  // a coherence message newer than this version was already seen
+  kFullSkip,          // size == max_size and nothing had expired (full_skips++)
 };
 
 enum class ReadStatus : std::uint8_t { kHit, kMiss, kTooSmall };
@@ -94,7 +94,8 @@ class L1Map {
   bool get(std::string_view name, std::string& value, IdBytes* version = nullptr) const;
   // Copies into `buf`: kHit, kMiss, or kTooSmall (nothing copied; size says what is needed;
   // counted as a hit). No allocation. `now_ms` on the map's clock; read() reads the clock.
-  ReadResult read_at(std::string_view name, std::span<char> buf, std::int64_t now_ms) const noexcept;
+  ReadResult read_at(std::string_view name, std::span<char> buf,
+                     std::int64_t now_ms) const noexcept;
   ReadResult read(std::string_view name, std::span<char> buf) const noexcept {
     return read_at(name, buf, clock_());
   }
@@ -109,7 +110,8 @@ class L1Map {
   // (fill_refused++) or if a remembered coherence message is newer (fill_refused++). Equal
   // versions pass both checks: a row at v survives a message v (§4.4), so a fill at v must too,
   // or every update would make the name uncacheable for a TTL.
-  InsertVerdict insert_fill(const BrandedId& name, std::string_view value, const BrandedId& version);
+  InsertVerdict insert_fill(const BrandedId& name, std::string_view value,
+                            const BrandedId& version);
   // A put (WIRE §4.3): no compare with the current row (the writer's own write wins), but a put
   // older than a remembered coherence message is refused (put_refused++): that message announced
   // newer data in L2, and L1 must not serve older data than L2 holds.
@@ -162,8 +164,7 @@ class L1Map {
   // Writer-written counters: one line, away from the readers' read-mostly line.
   struct alignas(kCacheLine) WriterCounters {
     std::atomic<std::uint64_t> coh_applied{0}, coh_stale{0}, swept{0}, sweeps{0}, full_skips{0},
-        fill_refused{0}, put_refused{0}, retired_pending{0}, tombstones{0},
-        tombstone_collapses{0};
+        fill_refused{0}, put_refused{0}, retired_pending{0}, tombstones{0}, tombstone_collapses{0};
   };
 
   const Row* lookup(std::string_view name, std::uint64_t hash) const noexcept;
@@ -173,8 +174,8 @@ class L1Map {
   std::atomic<Row*>* find_link(const char* name, std::uint64_t hash) const noexcept;
   InsertVerdict upsert(const BrandedId& name, std::string_view value, const BrandedId& version,
                        bool is_fill);
-  Row* make_row(const char* name, std::uint64_t hash, std::string_view value, const IdBytes& version,
-                std::int64_t expires_at);
+  Row* make_row(const char* name, std::uint64_t hash, std::string_view value,
+                const IdBytes& version, std::int64_t expires_at);
   void unlink(std::atomic<Row*>* link, Row* row) noexcept;
   void retire(Row* row);
   void free_row(Row* row) noexcept;
@@ -199,7 +200,7 @@ class L1Map {
   std::int64_t jitter_span_;
   std::uint64_t rng_;
   std::int64_t earliest_expiry_;  // lower bound of every row's expires_at (skips futile scans)
-  std::size_t value_bytes_ = 0;  // value bytes of linked and retired-not-freed rows
+  std::size_t value_bytes_ = 0;   // value bytes of linked and retired-not-freed rows
   RowArena arena_;
   std::vector<Retired> retired_;
   std::size_t untagged_from_ = 0;
