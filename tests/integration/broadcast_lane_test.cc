@@ -1,0 +1,594 @@
+// SPDX-License-Identifier: MIT
+// The broadcast lane end to end against a real redis-server: the gates of WIRE §9 that belong to
+// the engine (4.1 E1-E6, 4.2 F1-F4, 4.3 G5), with two or three Engine instances in this process
+// acting as nodes. Latency and throughput figures are printed; as assertions they keep only
+// generous bands (performance proper is the benchmarks' business; this VM is noisy).
+#include <hiredis/hiredis.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <latch>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine_nodes.h"
+
+namespace echo::test {
+namespace {
+
+using engine::CoherenceMode;
+using engine::Engine;
+using engine::Errc;
+using engine::Source;
+using table::BrandedId;
+
+class BroadcastLane : public RedisTest {
+ protected:
+  std::unique_ptr<Engine> node(unsigned id, std::vector<engine::TableSpec> tables) {
+    return start_node(server(), id, std::move(tables));
+  }
+};
+
+// ---- 4.1 E1 declared ----
+TEST_F(BroadcastLane, DirectoryListsTablesAndAWrongKindIdTouchesNothing) {
+  LoaderProbe quotes, users;
+  auto quotes_spec = table_spec("quotes", "AST", CoherenceMode::kBroadcast, quotes.answer("px=100.00"), 300);
+  auto users_spec = table_spec("users", "USR", CoherenceMode::kNone, users.answer("alice"), 5000);
+  auto a = node(1, {quotes_spec, users_spec});
+  ASSERT_TRUE(a);
+
+  const auto dir = a->directory();
+  ASSERT_EQ(dir.size(), 2u);
+  const auto q = std::find_if(dir.begin(), dir.end(), [](auto& t) { return t.name == "quotes"; });
+  const auto u = std::find_if(dir.begin(), dir.end(), [](auto& t) { return t.name == "users"; });
+  ASSERT_NE(q, dir.end());
+  ASSERT_NE(u, dir.end());
+  EXPECT_EQ(q->kind, "AST");
+  EXPECT_EQ(q->ttl_ms, 300);
+  EXPECT_EQ(q->coherence, CoherenceMode::kBroadcast);
+  EXPECT_EQ(u->kind, "USR");
+  EXPECT_EQ(u->ttl_ms, 5000);
+  EXPECT_EQ(u->coherence, CoherenceMode::kNone);
+
+  auto undeclared = a->get("orders", "AST0KHTOWnGLuC");
+  ASSERT_FALSE(undeclared);
+  EXPECT_EQ(undeclared.error(), Errc::kNoSuchCache);
+
+  const auto commands_before = a->stats().connections.at(0).commands;
+  auto wrong = a->get("quotes", "ORD0KHTOWnGLuC");
+  ASSERT_FALSE(wrong);
+  EXPECT_EQ(wrong.error(), Errc::kKind);
+  auto wrong_put = a->put("quotes", "ORD0KHTOWnGLuC", "px=1.00");
+  ASSERT_FALSE(wrong_put);
+  EXPECT_EQ(wrong_put.error(), Errc::kKind);
+  EXPECT_EQ(a->stats().connections.at(0).commands, commands_before) << "a refused id reached the wire";
+  EXPECT_EQ(quotes.runs(), 0);
+  EXPECT_EQ(count_keys(client(), "ecc:{quotes}:*"), 0u);
+}
+
+// ---- 4.2 F1 (the engine's part) ----
+TEST_F(BroadcastLane, DirectoryShowsTheBroadcastAndJobLanes) {
+  LoaderProbe p;
+  auto b = table_spec("quotes", "AST", CoherenceMode::kBroadcast, p.answer("x"));
+  b.ring_capacity = 512;
+  auto a = node(1, {b, table_spec("fx", "FXR", CoherenceMode::kJob, p.answer("y"))});
+  ASSERT_TRUE(a);
+  const auto dir = a->directory();
+  ASSERT_EQ(dir.size(), 2u);
+  for (const auto& t : dir) {
+    if (t.name == "quotes") {
+      EXPECT_EQ(t.coherence, CoherenceMode::kBroadcast);
+      EXPECT_EQ(engine::to_string(t.coherence), "broadcast");
+      EXPECT_EQ(t.ring_capacity, 512u);
+    } else {
+      EXPECT_EQ(t.name, "fx");
+      EXPECT_EQ(t.coherence, CoherenceMode::kJob);
+      EXPECT_EQ(engine::to_string(t.coherence), "job");
+      EXPECT_EQ(t.ring_capacity, 0u) << "the job lane has no broadcast ring";
+    }
+  }
+}
+
+// ---- 4.1 E2 sources ----
+TEST_F(BroadcastLane, FillThenHitThenL2AfterAnotherNodesBroadcastDropsTheRow) {
+  constexpr std::int64_t kTtl = 3000;
+  LoaderProbe loader;
+  auto spec = table_spec("quotes", "AST", CoherenceMode::kBroadcast, loader.answer("px=100.00"), kTtl);
+  spec.jitter = 0.5;  // L1 may live 1.5x ttl; L2 must not (WIRE §3: SET PX ttl, no jitter)
+  auto a = node(1, {spec});
+  auto b = node(2, {spec});
+  ASSERT_TRUE(a && b);
+  const BrandedId name = fresh_id("AST");
+  const std::string key = l2_key("quotes", name);
+
+  auto fill = a->get("quotes", name.view());
+  ASSERT_TRUE(fill) << fill.error().message();
+  EXPECT_EQ(fill->source, Source::kLoader);
+  EXPECT_EQ(fill->value, "px=100.00");
+  ASSERT_TRUE(fill->version);
+  EXPECT_EQ(fill->version->ns(), "AST");
+  const long long ttl_after_fill = pttl(client(), key);
+  EXPECT_GT(ttl_after_fill, 0);
+  EXPECT_LE(ttl_after_fill, kTtl);
+
+  auto hit = a->get("quotes", name.view());
+  ASSERT_TRUE(hit);
+  EXPECT_EQ(hit->source, Source::kL1);
+  EXPECT_EQ(hit->value, "px=100.00");
+  EXPECT_EQ(hit->version, fill->version);
+
+  // Node b writes a newer value and tells everyone; a's row goes, and its next read is L2's.
+  const BrandedId v2 = b->mint("AST").value();
+  ASSERT_TRUE(b->put("quotes", name.view(), "px=101.00", v2));
+  auto heard = b->broadcast("quotes", name.view(), v2);
+  ASSERT_TRUE(heard);
+  EXPECT_EQ(*heard, 2);
+  ASSERT_TRUE(eventually([&] { return writer_of(*a, "quotes").stats().applied >= 1; }));
+
+  auto refill = a->get("quotes", name.view());
+  ASSERT_TRUE(refill) << refill.error().message();
+  EXPECT_EQ(refill->source, Source::kL2);
+  EXPECT_EQ(refill->value, "px=101.00");
+  EXPECT_EQ(refill->version, v2);
+  EXPECT_EQ(loader.runs(), 1);
+  const long long ttl_after_put = pttl(client(), key);
+  EXPECT_GT(ttl_after_put, 0);
+  EXPECT_LE(ttl_after_put, kTtl);
+  std::printf("[ E2 ] loader->l1->l2; loader ran %d; PTTL %lld ms of %lld\n", loader.runs(),
+              ttl_after_put, static_cast<long long>(kTtl));
+}
+
+// ---- 4.1 E3 herd ----
+TEST_F(BroadcastLane, TwoHundredColdReadersShareOneLoaderRun) {
+  constexpr int kReaders = 200;
+  auto runs = std::make_shared<std::atomic<int>>(0);
+  auto self = std::make_shared<std::atomic<const Engine*>>(nullptr);
+  // The loader holds the flight open until every other reader has joined it (or 10 s pass), so
+  // the count below does not depend on thread scheduling: a reader that started its own flight
+  // would show as a second loader run.
+  auto loader = [runs, self](const BrandedId&) -> engine::LoadResult {
+    runs->fetch_add(1);
+    eventually([&] { return writer_of(*self->load(), "quotes").stats().coalesced >= kReaders - 1; },
+               10s);
+    return engine::Loaded{"px=100.00", std::nullopt};
+  };
+  auto a = node(1, {table_spec("quotes", "AST", CoherenceMode::kBroadcast, loader)});
+  ASSERT_TRUE(a);
+  self->store(a.get());
+  const BrandedId name = fresh_id("AST");
+
+  std::latch go(kReaders);
+  std::vector<std::optional<engine::Got>> got(kReaders);
+  std::vector<std::thread> readers;
+  for (int i = 0; i < kReaders; ++i) {
+    readers.emplace_back([&, i] {
+      go.arrive_and_wait();
+      auto r = a->get("quotes", name.view());
+      if (r) got[i] = *r;
+    });
+  }
+  for (auto& t : readers) t.join();
+
+  const auto ws = writer_of(*a, "quotes").stats();
+  EXPECT_EQ(runs->load(), 1);
+  EXPECT_EQ(ws.coalesced, static_cast<std::uint64_t>(kReaders - 1));
+  EXPECT_EQ(ws.fills, 1u);
+  int answered = 0;
+  for (const auto& g : got) {
+    if (!g) continue;
+    ++answered;
+    EXPECT_EQ(g->value, "px=100.00");
+    EXPECT_EQ(g->version, got.front()->version) << "two values for one name";
+  }
+  EXPECT_EQ(answered, kReaders);
+  std::printf("[ E3 ] %d readers: loader %d, coalesced %llu\n", kReaders, runs->load(),
+              static_cast<unsigned long long>(ws.coalesced));
+}
+
+// ---- 4.1 E4 speed ----
+TEST_F(BroadcastLane, AnL1HitIsOverTenTimesCheaperThanAnL2Get) {
+  LoaderProbe loader;
+  auto a = node(1, {table_spec("quotes", "AST", CoherenceMode::kBroadcast, loader.answer("px=100.00"))});
+  ASSERT_TRUE(a);
+  const BrandedId name = fresh_id("AST");
+  ASSERT_TRUE(a->get("quotes", name.view()));
+  const std::string key = l2_key("quotes", name);
+
+  // Hits through the public get() on this thread, for at least 200 ms.
+  std::uint64_t hits = 0;
+  auto t0 = Clock::now();
+  while (Clock::now() - t0 < 200ms) {
+    for (int i = 0; i < 256; ++i) {
+      auto r = a->get("quotes", name.view());
+      ASSERT_TRUE(r && r->source == Source::kL1);
+      ++hits;
+    }
+  }
+  const double hit_ns =
+      std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / static_cast<double>(hits);
+
+  // The map read underneath, for the record: what get() adds on a hit is the façade's cost.
+  std::uint64_t reads = 0;
+  std::string value;
+  t0 = Clock::now();
+  while (Clock::now() - t0 < 100ms) {
+    for (int i = 0; i < 256; ++i) {
+      ASSERT_TRUE(writer_of(*a, "quotes").map().get(name.view(), value));
+      ++reads;
+    }
+  }
+  const double map_ns =
+      std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / static_cast<double>(reads);
+
+  // The floor for a miss: a plain blocking GET of the same key, for at least 200 ms.
+  std::uint64_t gets = 0;
+  t0 = Clock::now();
+  while (Clock::now() - t0 < 200ms) {
+    RedisReply r = command(client(), "GET %b", key.data(), key.size());
+    ASSERT_TRUE(r && r->type == REDIS_REPLY_STRING);
+    ++gets;
+  }
+  const double get_ns =
+      std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / static_cast<double>(gets);
+  const double ratio = get_ns / hit_ns;
+  std::printf("[ E4 ] %.0f hits/s (%.0f ns; the map read %.0f ns) vs %.1f us per L2 GET: %.1fx\n",
+              1e9 / hit_ns, hit_ns, map_ns, get_ns / 1000, ratio);
+  EXPECT_GT(ratio, 10.0);
+}
+
+// Fills every name through get_async at once; returns the map clock's [first, last] ms around it.
+std::pair<std::int64_t, std::int64_t> fill_all(Engine& e, std::string_view table,
+                                               const std::vector<BrandedId>& names) {
+  const std::int64_t start = writer_of(e, table).map().now();
+  std::atomic<int> ok{0};
+  std::latch done(static_cast<std::ptrdiff_t>(names.size()));
+  for (const auto& n : names) {
+    e.get_async(table, n.view(), [&](engine::Result<engine::Got> r) {
+      if (r) ok.fetch_add(1);
+      done.count_down();
+    });
+  }
+  done.wait();
+  EXPECT_EQ(ok.load(), static_cast<int>(names.size()));
+  return {start, writer_of(e, table).map().now()};
+}
+
+// ---- 4.1 E5 jitter ----
+TEST_F(BroadcastLane, JitterSpreadsExpiryAndTheSweeperTakesEveryRow) {
+  constexpr int kRows = 400;
+  LoaderProbe loader;
+  auto jittered = table_spec("quotes", "AST", CoherenceMode::kNone, loader.answer("px=100.00"), 300);
+  jittered.jitter = 0.2;
+  jittered.sweep_ms = 100;
+  auto flat = jittered;
+  flat.name = "control";
+  flat.jitter = 0.0;
+  auto a = node(1, {jittered, flat});
+  ASSERT_TRUE(a);
+
+  struct Spread {
+    std::int64_t fill_ms, spread_ms;
+  };
+  auto measure = [&](std::string_view table) -> Spread {
+    std::vector<BrandedId> names;
+    for (int i = 0; i < kRows; ++i) names.push_back(fresh_id("AST"));
+    const auto [start, end] = fill_all(*a, table, names);
+    std::int64_t lo = INT64_MAX, hi = INT64_MIN;
+    int live = 0;
+    {
+      table::ReadGuard guard;
+      for (const auto& n : names) {
+        if (auto row = writer_of(*a, table).map().find(guard, n.view())) {
+          lo = std::min(lo, row->expires_at);
+          hi = std::max(hi, row->expires_at);
+          ++live;
+        }
+      }
+    }
+    EXPECT_EQ(live, kRows) << table << ": rows expired before the fill ended (" << end - start
+                           << " ms)";
+    return {end - start, hi - lo};
+  };
+  const Spread j = measure("quotes");
+  const Spread c = measure("control");
+  std::printf("[ E5 ] %d rows filled in %lld ms expire %lld ms apart; control %lld ms over a %lld ms fill\n",
+              kRows, static_cast<long long>(j.fill_ms), static_cast<long long>(j.spread_ms),
+              static_cast<long long>(c.spread_ms), static_cast<long long>(c.fill_ms));
+  // jitter 0.2 of 300 ms: each row's r is uniform in [-60, 60]; 400 draws span nearly 120.
+  EXPECT_GE(j.spread_ms, j.fill_ms + 70);
+  EXPECT_LE(j.spread_ms, j.fill_ms + 130);
+  EXPECT_LE(c.spread_ms, c.fill_ms + 1) << "zero jitter: expiry follows the fill alone";
+
+  ASSERT_TRUE(eventually(
+      [&] {
+        const auto s = a->stats();
+        return s.tables[0].l1.swept == kRows && s.tables[0].l1.size == 0 &&
+               s.tables[1].l1.swept == kRows && s.tables[1].l1.size == 0;
+      },
+      3s));
+  const auto s = a->stats();
+  EXPECT_EQ(s.tables[0].l1.swept, static_cast<std::uint64_t>(kRows));
+  EXPECT_EQ(s.tables[0].l1.size, 0u);
+  EXPECT_GE(s.tables[0].l1.sweeps, 3u);
+}
+
+// ---- 4.1 E6 bound ----
+TEST_F(BroadcastLane, AFullTableSkipsInsertsButServesEveryRead) {
+  LoaderProbe loader;
+  auto spec = table_spec("quotes", "AST", CoherenceMode::kBroadcast, loader.answer("px=100.00"));
+  spec.max_size = 100;
+  auto a = node(1, {spec});
+  ASSERT_TRUE(a);
+  std::vector<BrandedId> live, more;
+  for (int i = 0; i < 51; ++i) live.push_back(fresh_id("AST"));
+  for (int i = 0; i < 150; ++i) more.push_back(fresh_id("AST"));
+  for (const auto& n : live) ASSERT_TRUE(a->get("quotes", n.view()));
+  int served = 0;
+  for (const auto& n : more) {
+    auto r = a->get("quotes", n.view());
+    if (r && r->value == "px=100.00") ++served;
+  }
+  const auto l1 = a->stats().tables[0].l1;
+  EXPECT_EQ(served, 150);
+  EXPECT_EQ(l1.size, 100u);
+  EXPECT_EQ(l1.full_skips, 101u);
+
+  // put lands one value in both layers (a live name: the table is full).
+  auto v = a->put("quotes", live[7].view(), "px=104.00");
+  ASSERT_TRUE(v) << v.error().message();
+  EXPECT_EQ(l2_raw(client(), l2_key("quotes", live[7])), engine::frame_l2_value(*v, "px=104.00"));
+  auto hit = a->get("quotes", live[7].view());
+  ASSERT_TRUE(hit);
+  EXPECT_EQ(hit->source, Source::kL1);
+  EXPECT_EQ(hit->value, "px=104.00");
+  EXPECT_EQ(hit->version, *v);
+  std::printf("[ E6 ] max_size 100: size %llu, full_skips %llu, served %d of 150\n",
+              static_cast<unsigned long long>(l1.size), static_cast<unsigned long long>(l1.full_skips),
+              served);
+}
+
+// ---- 4.2 F2 newer-wins ----
+TEST_F(BroadcastLane, LateStaleDropBouncesOffBothLayersAndReplayStaysStale) {
+  LoaderProbe loader;
+  auto spec = table_spec("quotes", "AST", CoherenceMode::kBroadcast, loader.answer("px=100.00"));
+  auto a = node(1, {spec});
+  auto b = node(2, {spec});
+  ASSERT_TRUE(a && b);
+  const BrandedId name = fresh_id("AST");
+  const std::string key = l2_key("quotes", name);
+  const BrandedId v_old = a->mint("TXN").value();
+  const BrandedId v_new = a->mint("AST").value();
+  ASSERT_TRUE(a->put("quotes", name.view(), "px=105.00", v_new));
+
+  // Late v_old through the handler path, and through the wire from another node.
+  auto verdict = a->apply_coherence("quotes", name.view(), v_old);
+  ASSERT_TRUE(verdict);
+  EXPECT_EQ(*verdict, table::Verdict::kStale);
+  const auto stale_before = writer_of(*a, "quotes").stats().stale;
+  ASSERT_TRUE(b->broadcast("quotes", name.view(), v_old));
+  ASSERT_TRUE(eventually([&] { return writer_of(*a, "quotes").stats().stale > stale_before; }));
+  auto still = a->get("quotes", name.view());
+  ASSERT_TRUE(still);
+  EXPECT_EQ(still->source, Source::kL1);
+  EXPECT_EQ(still->value, "px=105.00");
+  EXPECT_EQ(still->version, v_new);
+
+  auto dropped = a->drop_l2("quotes", name.view(), v_old);
+  ASSERT_TRUE(dropped);
+  EXPECT_FALSE(*dropped);
+  EXPECT_EQ(l2_raw(client(), key), engine::frame_l2_value(v_new, "px=105.00"));
+
+  const BrandedId v_fresh = a->mint("TXN").value();
+  verdict = a->apply_coherence("quotes", name.view(), v_fresh);
+  ASSERT_TRUE(verdict);
+  EXPECT_EQ(*verdict, table::Verdict::kApplied);
+  EXPECT_FALSE(l1_holds(*a, "quotes", name));
+  verdict = a->apply_coherence("quotes", name.view(), v_old);
+  ASSERT_TRUE(verdict);
+  EXPECT_EQ(*verdict, table::Verdict::kStale);
+  verdict = a->apply_coherence("quotes", name.view(), v_fresh);
+  ASSERT_TRUE(verdict);
+  EXPECT_EQ(*verdict, table::Verdict::kStale) << "re-applying a message answers stale";
+  EXPECT_EQ(loader.runs(), 0);
+}
+
+// ---- 4.2 F3 broadcast: push latency ----
+TEST_F(BroadcastLane, APublishDropsTheRowWithinAGenerousBandOverAThousandMessages) {
+  constexpr int kMessages = 1000;
+  LoaderProbe loader;
+  auto b = node(2, {table_spec("quotes", "AST", CoherenceMode::kBroadcast, loader.answer("x"))});
+  ASSERT_TRUE(b);
+  std::vector<BrandedId> names, v2;
+  for (int i = 0; i < kMessages; ++i) {
+    names.push_back(fresh_id("AST"));
+    ASSERT_TRUE(b->put("quotes", names.back().view(), "px=100.00", fresh_id("AST")));
+  }
+  for (int i = 0; i < kMessages; ++i) v2.push_back(fresh_id("AST"));
+
+  RedisClient pub = connect_client(server());
+  const std::string channel = table::coherence_channel("quotes").value();
+  std::vector<double> us;
+  us.reserve(kMessages);
+  for (int i = 0; i < kMessages; ++i) {
+    ASSERT_TRUE(l1_holds(*b, "quotes", names[i]));
+    const std::string frame = frame_text(names[i], v2[i]);
+    redisAppendCommand(pub.get(), "PUBLISH %b %b", channel.data(), channel.size(), frame.data(),
+                       frame.size());
+    const auto t0 = Clock::now();
+    int written = 0;
+    while (!written) ASSERT_EQ(redisBufferWrite(pub.get(), &written), REDIS_OK);
+    const auto deadline = t0 + 2s;
+    while (l1_holds(*b, "quotes", names[i]) && Clock::now() < deadline) std::this_thread::yield();
+    const auto t1 = Clock::now();
+    ASSERT_FALSE(l1_holds(*b, "quotes", names[i])) << "message " << i << " never applied";
+    us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+    void* reply = nullptr;
+    ASSERT_EQ(redisGetReply(pub.get(), &reply), REDIS_OK);
+    RedisReply owned(static_cast<redisReply*>(reply));
+    ASSERT_EQ(owned->type, REDIS_REPLY_INTEGER);
+    EXPECT_EQ(owned->integer, 1);
+  }
+  const double median = percentile(us, 0.5), p99 = percentile(us, 0.99);
+  std::printf("[ F3 ] PUBLISH sent -> row gone from L1: median %.1f us, p99 %.1f us over %d\n", median,
+              p99, kMessages);
+  // A loopback hop and a writer wake cannot take under 5 us; 20 ms would mean a lost wake.
+  EXPECT_GT(median, 5.0);
+  EXPECT_LT(median, 20000.0);
+  EXPECT_EQ(writer_of(*b, "quotes").stats().applied, static_cast<std::uint64_t>(kMessages));
+}
+
+// ---- 4.2 F3 broadcast: the cross-node round trip ----
+TEST_F(BroadcastLane, ThreeSubscribersHearAndTheOtherNodesRefillFreshFromL2) {
+  LoaderProbe loader;
+  auto spec = table_spec("quotes", "AST", CoherenceMode::kBroadcast, loader.answer("px=100.00"));
+  auto a = node(1, {spec});
+  auto b = node(2, {spec});
+  auto c = node(3, {spec});
+  ASSERT_TRUE(a && b && c);
+  const BrandedId name = fresh_id("AST");
+  const BrandedId v1 = a->mint("AST").value();
+  ASSERT_TRUE(a->put("quotes", name.view(), "px=100.00", v1));
+  for (Engine* e : {b.get(), c.get()}) {
+    auto r = e->get("quotes", name.view());
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->source, Source::kL2);
+    r = e->get("quotes", name.view());
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->source, Source::kL1);
+    EXPECT_EQ(r->version, v1);
+  }
+
+  const BrandedId v2 = a->mint("AST").value();
+  ASSERT_TRUE(a->put("quotes", name.view(), "px=106.00", v2));
+  auto heard = a->broadcast("quotes", name.view(), v2);
+  ASSERT_TRUE(heard);
+  EXPECT_GE(*heard, 3);
+  for (Engine* e : {b.get(), c.get()}) {
+    ASSERT_TRUE(eventually([&] { return writer_of(*e, "quotes").stats().applied >= 1; }));
+    auto r = e->get("quotes", name.view());
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->source, Source::kL2);
+    EXPECT_EQ(r->value, "px=106.00");
+    EXPECT_EQ(r->version, v2);
+  }
+  // The writer's own row was already v2: its own message is stale there.
+  EXPECT_TRUE(eventually([&] { return writer_of(*a, "quotes").stats().stale >= 1; }));
+  EXPECT_EQ(loader.runs(), 0);
+  std::printf("[ F3 ] PUBLISH reached %lld; the other nodes' next reads were l2 px=106.00\n",
+              static_cast<long long>(*heard));
+}
+
+// ---- 4.2 F4 loss ----
+TEST_F(BroadcastLane, AJobLaneTableIsPassedByTheBroadcastAndKeepsServing) {
+  LoaderProbe loader;
+  auto a = node(1, {table_spec("fx", "FXR", CoherenceMode::kBroadcast, loader.answer("px=100.00"))});
+  // b has fx on the job lane, and a broadcast table so that it has a subscriber at all.
+  auto b = node(2, {table_spec("fx", "FXR", CoherenceMode::kJob, loader.answer("px=100.00")),
+                    table_spec("marks", "MRK", CoherenceMode::kBroadcast, loader.answer("m"))});
+  ASSERT_TRUE(a && b);
+  const BrandedId name = fresh_id("FXR");
+  auto filled = b->get("fx", name.view());
+  ASSERT_TRUE(filled);
+  EXPECT_EQ(filled->source, Source::kLoader);
+  auto on_a = a->get("fx", name.view());
+  ASSERT_TRUE(on_a);
+  EXPECT_EQ(on_a->source, Source::kL2);
+
+  const BrandedId v2 = a->mint("FXR").value();
+  auto heard = a->broadcast("fx", name.view(), v2);
+  ASSERT_TRUE(heard);
+  EXPECT_EQ(*heard, 1) << "only the broadcast-lane node subscribes";
+  ASSERT_TRUE(eventually([&] { return writer_of(*a, "fx").stats().applied == 1; }));
+  // A later message on b's one subscriber connection: once it is applied, anything sent to b
+  // before it has been too.
+  const BrandedId mark = fresh_id("MRK");
+  ASSERT_TRUE(a->broadcast("marks", mark.view(), fresh_id("MRK")));
+  ASSERT_TRUE(eventually([&] { return ring_applied(*b, "marks") == 1; }));
+
+  auto still = b->get("fx", name.view());
+  ASSERT_TRUE(still);
+  EXPECT_EQ(still->source, Source::kL1);
+  EXPECT_EQ(still->value, "px=100.00");
+  EXPECT_EQ(still->version, filled->version);
+  EXPECT_FALSE(l1_holds(*a, "fx", name));
+  const auto bs = b->stats();
+  for (const auto& t : bs.tables) {
+    if (t.name == "fx") {
+      EXPECT_EQ(t.pushes, 0u);
+      EXPECT_EQ(t.writer.applied + t.writer.stale, 0u);
+    }
+  }
+}
+
+// ---- 4.3 G5 storm ----
+TEST_F(BroadcastLane, AStormOfFiveHundredDropsLosesNoneAndAMidStormFillDoesNotWait) {
+  constexpr int kNames = 500;
+  LoaderProbe loader;
+  auto spec = table_spec("quotes", "AST", CoherenceMode::kBroadcast, loader.answer("px=100.00"));
+  auto a = node(1, {spec});
+  auto b = node(2, {spec});
+  ASSERT_TRUE(a && b);
+  std::vector<BrandedId> names, v2;
+  for (int i = 0; i < kNames; ++i) {
+    names.push_back(fresh_id("AST"));
+    ASSERT_TRUE(b->put("quotes", names.back().view(), "px=100.00", fresh_id("AST")));
+  }
+  for (int i = 0; i < kNames; ++i) v2.push_back(fresh_id("AST"));
+  ASSERT_EQ(b->stats().tables[0].l1.size, static_cast<std::uint64_t>(kNames));
+
+  std::atomic<bool> halfway{false};
+  std::atomic<int> heard_total{0};
+  double storm_ms = 0;
+  std::thread storm([&] {
+    const auto t0 = Clock::now();
+    for (int i = 0; i < kNames; ++i) {
+      if (i == kNames / 2) halfway.store(true);
+      auto heard = a->broadcast("quotes", names[i].view(), v2[i]);
+      if (heard) heard_total.fetch_add(static_cast<int>(*heard));
+    }
+    storm_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  });
+  while (!halfway.load()) std::this_thread::yield();
+  const BrandedId cold = fresh_id("AST");
+  const auto f0 = Clock::now();
+  auto fill = b->get("quotes", cold.view());
+  const double fill_ms = std::chrono::duration<double, std::milli>(Clock::now() - f0).count();
+  storm.join();
+  ASSERT_TRUE(fill) << fill.error().message();
+  EXPECT_EQ(fill->source, Source::kLoader);
+
+  ASSERT_TRUE(eventually([&] { return ring_applied(*b, "quotes") >= kNames; }));
+  const auto ring = writer_of(*b, "quotes").ring_stats().front();
+  EXPECT_EQ(heard_total.load(), 2 * kNames);
+  EXPECT_EQ(ring.published, static_cast<std::uint64_t>(kNames));
+  EXPECT_EQ(ring.applied, static_cast<std::uint64_t>(kNames));
+  EXPECT_EQ(ring.dropped, 0u);
+  EXPECT_EQ(writer_of(*b, "quotes").stats().applied, static_cast<std::uint64_t>(kNames));
+  int left = 0;
+  for (const auto& n : names) left += l1_holds(*b, "quotes", n);
+  EXPECT_EQ(left, 0);
+
+  // A re-put name comes back from L2 on the other node.
+  auto v3 = a->put("quotes", names[0].view(), "px=109.00");
+  ASSERT_TRUE(v3);
+  auto back = b->get("quotes", names[0].view());
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->source, Source::kL2);
+  EXPECT_EQ(back->value, "px=109.00");
+
+  std::printf("[ G5 ] %d broadcasts through the ring in %.1f ms, %llu dropped, largest batch %llu; "
+              "mid-storm fill %.2f ms\n",
+              kNames, storm_ms, static_cast<unsigned long long>(ring.dropped),
+              static_cast<unsigned long long>(ring.max_batch), fill_ms);
+  EXPECT_LT(storm_ms, 2000.0);
+  EXPECT_LT(fill_ms, 50.0);
+}
+
+}  // namespace
+}  // namespace echo::test

@@ -1,0 +1,146 @@
+// SPDX-License-Identifier: MIT
+// Shared by the engine's integration tests: an Engine as one node on the fixture's server, table
+// declarations with a loader that counts its runs, polling with a deadline, and a few L2
+// inspections through the fixture's blocking client. Every node of a test shares one process
+// and one server; each has its own node id, io thread, connections and writers.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <hiredis/hiredis.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include <echo/engine/engine.h>
+#include <echo/engine/l2_frame.h>
+#include <echo/table/branded_id.h>
+#include <echo/table/coherence_frame.h>
+#include <echo/table/names.h>
+
+#include "support/redis_fixture.h"
+
+namespace echo::test {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+inline engine::EngineOptions node_options(const engine::LocalServer& server, unsigned node) {
+  engine::EngineOptions o;
+  o.host = server.host();
+  o.port = server.port();
+  o.node_id = node;
+  return o;
+}
+
+// Constructs and starts a node; a failure to start is a test failure (and nullptr).
+inline std::unique_ptr<engine::Engine> start_node(const engine::LocalServer& server, unsigned node,
+                                                  std::vector<engine::TableSpec> tables) {
+  auto e = std::make_unique<engine::Engine>(node_options(server, node), std::move(tables));
+  const std::error_code ec = e->start();
+  EXPECT_FALSE(ec) << "node " << node << " did not start: " << ec.message();
+  if (ec) return nullptr;
+  return e;
+}
+
+// A loader that counts its runs and answers one value (its version minted by the engine).
+class LoaderProbe {
+ public:
+  engine::Loader answer(std::string value) const {
+    return [runs = runs_, value = std::move(value)](const table::BrandedId&) -> engine::LoadResult {
+      runs->fetch_add(1, std::memory_order_relaxed);
+      return engine::Loaded{value, std::nullopt};
+    };
+  }
+  int runs() const { return runs_->load(std::memory_order_relaxed); }
+
+ private:
+  std::shared_ptr<std::atomic<int>> runs_ = std::make_shared<std::atomic<int>>(0);
+};
+
+inline engine::TableSpec table_spec(std::string name, std::string kind, engine::CoherenceMode mode,
+                                    engine::Loader loader, std::int64_t ttl_ms = 60000) {
+  engine::TableSpec s;
+  s.name = std::move(name);
+  s.kind = std::move(kind);
+  s.coherence = mode;
+  s.loader = std::move(loader);
+  s.ttl_ms = ttl_ms;
+  return s;
+}
+
+// Names for test rows: one minter for the whole process on a node no engine uses.
+inline table::BrandedId fresh_id(std::string_view ns) {
+  static table::Minter minter(1000);
+  return minter.mint(ns).value();
+}
+
+// Polls `pred` every 100 µs until it holds or `timeout` passes; true iff it held.
+template <class Pred>
+bool eventually(Pred pred, std::chrono::milliseconds timeout = 5s) {
+  const auto deadline = Clock::now() + timeout;
+  while (!pred()) {
+    if (Clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(100us);
+  }
+  return true;
+}
+
+inline const engine::TableWriter& writer_of(const engine::Engine& e, std::string_view table) {
+  const engine::TableWriter* w = e.writer(table);
+  EXPECT_NE(w, nullptr) << "no writer for " << table;
+  return *w;
+}
+
+inline std::uint64_t ring_applied(const engine::Engine& e, std::string_view table) {
+  const auto rings = writer_of(e, table).ring_stats();
+  return rings.empty() ? 0 : rings.front().applied;
+}
+
+// True iff the node's L1 holds a live row for `name` (a reader-side probe, counted as a read).
+inline bool l1_holds(const engine::Engine& e, std::string_view table, const table::BrandedId& name) {
+  char buf[256];
+  return writer_of(e, table).map().read(name.view(), std::span<char>(buf, sizeof buf)).status !=
+         table::ReadStatus::kMiss;
+}
+
+inline std::string l2_key(std::string_view table, const table::BrandedId& name) {
+  return table::l2_key(table, name.view()).value();
+}
+
+// The raw bytes under `key`, or "(nil)".
+inline std::string l2_raw(redisContext* c, const std::string& key) {
+  RedisReply r = command(c, "GET %b", key.data(), key.size());
+  if (!r || r->type == REDIS_REPLY_NIL) return "(nil)";
+  return std::string(r->str, r->len);
+}
+
+inline long long pttl(redisContext* c, const std::string& key) {
+  RedisReply r = command(c, "PTTL %b", key.data(), key.size());
+  return r && r->type == REDIS_REPLY_INTEGER ? r->integer : -100;
+}
+
+inline std::size_t count_keys(redisContext* c, const char* pattern) {
+  RedisReply r = command(c, "KEYS %s", pattern);
+  return r && r->type == REDIS_REPLY_ARRAY ? r->elements : 999999;
+}
+
+inline std::string frame_text(const table::BrandedId& name, const table::BrandedId& version) {
+  const auto f = table::make_frame(name, version);
+  return std::string(table::view(f));
+}
+
+// Percentile of a sample (sorts a copy); q in [0, 1].
+inline double percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<std::size_t>(q * static_cast<double>(v.size())))];
+}
+
+}  // namespace echo::test
