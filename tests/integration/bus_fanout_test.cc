@@ -1,0 +1,984 @@
+// SPDX-License-Identifier: MIT
+// Per-node delivery on the job bus (issue 6 items 3 and 5), at the script level against a real
+// redis-server: member_beat registers and expires members on the server's clock; fanout_enqueue
+// admits one job into every live member's queue (dedup per queue), hands it already claimed to a
+// parked member through its deliver list, and skips expired members; a member queue is a full
+// WIRE §5 queue (gclaim, complete, reap, retry, promote run on it unchanged); complete_claim cuts
+// a hop; member_reap deletes every key of an expired member. Every script stays in one slot,
+// checked by hash_slot on every call and by a cluster-enabled server that refuses otherwise.
+#include <echo/lua/scripts.h>
+#include <echo/table/branded_id.h>
+#include <echo/table/names.h>
+#include <hiredis/hiredis.h>
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "support/redis_fixture.h"
+
+namespace echo::test {
+namespace {
+
+using Args = std::vector<std::string>;
+using std::chrono::milliseconds;
+
+// The job lane's shared queue of table "users" (WIRE §2): bus keys emq:{ecc.coh.users}:…
+const std::string kQueue = "ecc.coh.users";
+
+std::string text(const redisReply* r) {
+  if (r == nullptr) return "(no reply)";
+  switch (r->type) {
+    case REDIS_REPLY_STRING:
+    case REDIS_REPLY_STATUS:
+    case REDIS_REPLY_ERROR:
+      return std::string(r->str, r->len);
+    case REDIS_REPLY_INTEGER:
+      return std::to_string(r->integer);
+    case REDIS_REPLY_NIL:
+      return "(nil)";
+    default:
+      return "(array of " + std::to_string(r->elements) + ")";
+  }
+}
+
+::testing::AssertionResult is_integer(const RedisReply& r, long long expected) {
+  if (r && r->type == REDIS_REPLY_INTEGER && r->integer == expected) {
+    return ::testing::AssertionSuccess();
+  }
+  return ::testing::AssertionFailure()
+         << "expected integer " << expected << ", got "
+         << (r && r->type == REDIS_REPLY_ERROR ? "error " : "") << text(r.get());
+}
+
+::testing::AssertionResult is_error(const RedisReply& r, std::string_view expected) {
+  if (r && r->type == REDIS_REPLY_ERROR && text(r.get()) == expected) {
+    return ::testing::AssertionSuccess();
+  }
+  return ::testing::AssertionFailure()
+         << "expected error \"" << expected << "\", got " << text(r.get());
+}
+
+// A claim: {id, payload, attempts, g}; attempts is the fencing token.
+struct Claimed {
+  std::string id;
+  std::string payload;
+  long long token = 0;
+  std::string group;
+  friend bool operator==(const Claimed&, const Claimed&) = default;
+};
+
+std::ostream& operator<<(std::ostream& os, const Claimed& c) {
+  return os << "{" << c.id << ", \"" << c.payload << "\", " << c.token << ", " << c.group << "}";
+}
+
+// Reads {id, payload, att, g} from r->element[first..first+3]; false (with a failure) if malformed.
+bool read_claim(const redisReply* r, std::size_t first, Claimed& out) {
+  if (r->elements != first + 4 || r->element[first]->type != REDIS_REPLY_STRING ||
+      r->element[first + 1]->type != REDIS_REPLY_STRING ||
+      r->element[first + 2]->type != REDIS_REPLY_INTEGER ||
+      r->element[first + 3]->type != REDIS_REPLY_STRING) {
+    ADD_FAILURE() << "malformed claim in a reply of " << r->elements << " elements";
+    return false;
+  }
+  out = {text(r->element[first]), text(r->element[first + 1]), r->element[first + 2]->integer,
+         text(r->element[first + 3])};
+  return true;
+}
+
+// gclaim's answer: nullopt when empty (a malformed reply fails the test and is nullopt too).
+std::optional<Claimed> as_gclaim(const RedisReply& r) {
+  if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 0) return std::nullopt;
+  Claimed c;
+  if (!r || r->type != REDIS_REPLY_ARRAY) {
+    ADD_FAILURE() << "gclaim answered " << text(r.get());
+    return std::nullopt;
+  }
+  if (!read_claim(r.get(), 0, c)) return std::nullopt;
+  return c;
+}
+
+// complete_claim's answer: the completion verdict, and the next claim if there was one.
+struct CompleteClaimed {
+  long long verdict = LLONG_MIN;
+  std::optional<Claimed> next;
+};
+
+CompleteClaimed as_complete_claim(const RedisReply& r) {
+  CompleteClaimed out;
+  if (!r || r->type != REDIS_REPLY_ARRAY || (r->elements != 1 && r->elements != 5) ||
+      r->element[0]->type != REDIS_REPLY_INTEGER) {
+    ADD_FAILURE() << "complete_claim answered " << text(r.get())
+                  << (r && r->type == REDIS_REPLY_ARRAY
+                          ? " of " + std::to_string(r->elements) + " elements"
+                          : "");
+    return out;
+  }
+  out.verdict = r->element[0]->integer;
+  if (r->elements == 5) {
+    Claimed c;
+    if (read_claim(r.get(), 1, c)) out.next = c;
+  }
+  return out;
+}
+
+// fanout_enqueue's flat {m1, r1, m2, r2, ...}, in reply order.
+using Fanned = std::vector<std::pair<std::string, long long>>;
+
+Fanned as_fanned(const RedisReply& r) {
+  Fanned out;
+  if (!r || r->type != REDIS_REPLY_ARRAY || r->elements % 2 != 0) {
+    ADD_FAILURE() << "fanout_enqueue answered " << text(r.get());
+    return out;
+  }
+  for (std::size_t i = 0; i < r->elements; i += 2) {
+    if (r->element[i]->type != REDIS_REPLY_STRING ||
+        r->element[i + 1]->type != REDIS_REPLY_INTEGER) {
+      ADD_FAILURE() << "fanout_enqueue pair " << i / 2 << " is malformed";
+      return {};
+    }
+    out.emplace_back(text(r->element[i]), r->element[i + 1]->integer);
+  }
+  return out;
+}
+
+// A deliver-list element: id "\n" att "\n" g "\n" payload, split at the first three "\n" (the
+// payload, last, may hold "\n" itself). This is the whole parser a consumer needs.
+std::optional<Claimed> parse_delivered(std::string_view s) {
+  std::string_view parts[3];
+  for (auto& p : parts) {
+    const std::size_t nl = s.find('\n');
+    if (nl == std::string_view::npos) return std::nullopt;
+    p = s.substr(0, nl);
+    s.remove_prefix(nl + 1);
+  }
+  if (parts[1].empty() || parts[1].find_first_not_of("0123456789") != std::string_view::npos) {
+    return std::nullopt;
+  }
+  return Claimed{std::string(parts[0]), std::string(s), std::stoll(std::string(parts[1])),
+                 std::string(parts[2])};
+}
+
+// Runs embedded scripts, and reads keys, on one connection. kStrictSlot sends the body by EVAL
+// under `#!lua`, which makes a cluster-enabled server refuse any key outside the first key's slot,
+// declared or built at run time; kEvalsha is what the host does.
+class Scripts {
+ public:
+  enum class Load { kEvalsha, kStrictSlot };
+
+  explicit Scripts(redisContext* c, Load load = Load::kEvalsha) : c_(c), load_(load) {}
+
+  RedisReply run(std::string_view name, const Args& keys, const Args& argv) {
+    const lua::Script* script = lua::find_script(name);
+    if (script == nullptr) {
+      ADD_FAILURE() << "no embedded script " << name;
+      return nullptr;
+    }
+    if (!keys.empty()) {
+      const std::uint16_t slot = table::hash_slot(keys.front());
+      for (const std::string& k : keys) {
+        EXPECT_EQ(table::hash_slot(k), slot) << name << ": KEY " << k << " leaves the slot";
+      }
+      for (const std::string& a : argv) {
+        if (a.starts_with("emq:") || a.starts_with("ecc:")) {
+          EXPECT_EQ(table::hash_slot(a), slot) << name << ": ARGV " << a << " leaves the slot";
+        }
+      }
+    }
+    if (load_ == Load::kStrictSlot) {
+      return send("EVAL", "#!lua\n" + std::string(script->source), keys, argv);
+    }
+    RedisReply r = send("EVALSHA", std::string(script->sha1), keys, argv);
+    if (r && r->type == REDIS_REPLY_ERROR && text(r.get()).starts_with("NOSCRIPT")) {
+      RedisReply loaded =
+          command(c_, "SCRIPT LOAD %b", script->source.data(), script->source.size());
+      EXPECT_EQ(text(loaded.get()), script->sha1) << name << ": the server hashes it otherwise";
+      r = send("EVALSHA", std::string(script->sha1), keys, argv);
+    }
+    return r;
+  }
+
+  redisContext* context() const { return c_; }
+
+  std::string str(const char* format, const std::string& key) {
+    return text(command(c_, format, key.c_str()).get());
+  }
+  std::string hget(const std::string& key, const std::string& field) {
+    return text(command(c_, "HGET %s %s", key.c_str(), field.c_str()).get());
+  }
+  std::string zscore(const std::string& key, const std::string& member) {
+    return text(command(c_, "ZSCORE %s %s", key.c_str(), member.c_str()).get());
+  }
+  long long integer(const char* format, const std::string& key) {
+    RedisReply r = command(c_, format, key.c_str());
+    EXPECT_TRUE(r && r->type == REDIS_REPLY_INTEGER)
+        << format << " " << key << ": " << text(r.get());
+    return r && r->type == REDIS_REPLY_INTEGER ? r->integer : LLONG_MIN;
+  }
+  std::vector<std::string> list(const char* format, const std::string& key) {
+    RedisReply r = command(c_, format, key.c_str());
+    std::vector<std::string> out;
+    EXPECT_TRUE(r && r->type == REDIS_REPLY_ARRAY) << format << " " << key << ": "
+                                                   << text(r.get());
+    if (r && r->type == REDIS_REPLY_ARRAY) {
+      for (std::size_t i = 0; i < r->elements; ++i) out.push_back(text(r->element[i]));
+    }
+    return out;
+  }
+  // Every key matching the glob, by SCAN (what an operator would run; KEYS blocks the server).
+  std::vector<std::string> scan(const std::string& match) {
+    std::vector<std::string> out;
+    std::string cursor = "0";
+    do {
+      RedisReply r = command(c_, "SCAN %s MATCH %s COUNT 1000", cursor.c_str(), match.c_str());
+      if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 2) {
+        ADD_FAILURE() << "SCAN answered " << text(r.get());
+        return out;
+      }
+      cursor = text(r->element[0]);
+      for (std::size_t i = 0; i < r->element[1]->elements; ++i) {
+        out.push_back(text(r->element[1]->element[i]));
+      }
+    } while (cursor != "0");
+    return out;
+  }
+  long long dbsize() {
+    RedisReply r = command(c_, "DBSIZE");
+    return r && r->type == REDIS_REPLY_INTEGER ? r->integer : LLONG_MIN;
+  }
+  long long now_ms() {
+    RedisReply r = command(c_, "TIME");
+    EXPECT_TRUE(r && r->type == REDIS_REPLY_ARRAY && r->elements == 2);
+    return std::stoll(text(r->element[0])) * 1000 + std::stoll(text(r->element[1])) / 1000;
+  }
+
+ private:
+  RedisReply send(const char* verb, const std::string& script, const Args& keys, const Args& argv) {
+    const std::string numkeys = std::to_string(keys.size());
+    std::vector<const char*> parts{verb, script.data(), numkeys.data()};
+    std::vector<std::size_t> lens{std::string_view(verb).size(), script.size(), numkeys.size()};
+    for (const Args* l : {&keys, &argv}) {
+      for (const std::string& s : *l) {
+        parts.push_back(s.data());
+        lens.push_back(s.size());
+      }
+    }
+    return RedisReply(static_cast<redisReply*>(
+        redisCommandArgv(c_, static_cast<int>(parts.size()), parts.data(), lens.data())));
+  }
+
+  redisContext* c_;
+  Load load_;
+};
+
+// One queue by its base: the shared queue emq:{q}: or a member queue emq:{q}:m:<m>:. The WIRE §5.3
+// verbs, with the keys of the contract built from the base, so the existing scripts run on member
+// keys unchanged.
+class Queue {
+ public:
+  Queue(Scripts& s, std::string base) : s_(&s), base_(std::move(base)) {}
+
+  const std::string& base() const { return base_; }
+  std::string key(std::string_view suffix) const { return base_ + std::string(suffix); }
+  std::string job(std::string_view id) const { return key("job:") + std::string(id); }
+  std::string lane(std::string_view g) const { return key("g:") + std::string(g) + ":pending"; }
+
+  RedisReply genqueue(const std::string& id, const std::string& payload, const std::string& g) {
+    return s_->run(
+        "genqueue",
+        {job(id), lane(g), key("ring"), key("paused"), key("glimit"), key("gactive"), key("wake")},
+        {id, payload, g});
+  }
+  RedisReply enqueue(const std::string& id, const std::string& payload) {
+    return s_->run("enqueue", {job(id), key("pending")}, {id, payload});
+  }
+  std::optional<Claimed> gclaim(long long lease_ms) {
+    return as_gclaim(
+        s_->run("gclaim", {key("ring"), key("active")}, {base_, std::to_string(lease_ms)}));
+  }
+  RedisReply complete(const std::string& id, const std::string& token) {
+    return s_->run("complete", {key("active"), job(id)}, {id, token, base_});
+  }
+  RedisReply retry(const std::string& id, const std::string& token, long long delay_ms,
+                   long long max) {
+    return s_->run("retry", {key("active"), key("schedule"), key("dead"), job(id)},
+                   {id, token, std::to_string(delay_ms), std::to_string(max), "e", base_});
+  }
+  RedisReply promote() {
+    return s_->run("promote", {key("schedule"), key("pending")}, {base_, "100"});
+  }
+  RedisReply reap() { return s_->run("reap", {key("active"), key("pending")}, {base_}); }
+  RedisReply gpause(const std::string& g) {
+    return s_->run("gpause", {key("paused"), key("ring")}, {g});
+  }
+  RedisReply gresume(const std::string& g) {
+    return s_->run("gresume",
+                   {key("paused"), key("ring"), key("glimit"), key("gactive"), key("wake")},
+                   {base_, g});
+  }
+  RedisReply glimit(const std::string& g, long long n) {
+    return s_->run("glimit",
+                   {key("glimit"), key("gactive"), key("ring"), key("paused"), key("wake")},
+                   {base_, g, std::to_string(n)});
+  }
+  CompleteClaimed complete_claim(const std::string& id, const std::string& token,
+                                 long long lease_ms) {
+    return as_complete_claim(s_->run("complete_claim", {key("active"), job(id), key("ring")},
+                                     {id, token, base_, std::to_string(lease_ms)}));
+  }
+
+  // What the consumer does around its block (fanout_enqueue.lua's header).
+  void park(long long px_ms) {
+    RedisReply r = command(s_->context(), "SET %s 1 PX %lld", key("parked").c_str(), px_ms);
+    ASSERT_TRUE(r && r->type == REDIS_REPLY_STATUS) << text(r.get());
+  }
+  void unpark() { command(s_->context(), "DEL %s", key("parked").c_str()); }
+
+  std::string hget(std::string_view k, const char* field) {
+    return s_->hget(key(k), field);
+  }
+  std::string jobf(const std::string& id, const char* field) { return s_->hget(job(id), field); }
+  long long zcard(const std::string& k) { return s_->integer("ZCARD %s", k); }
+  long long llen(std::string_view k) { return s_->integer("LLEN %s", key(k)); }
+  bool exists(const std::string& k) { return s_->integer("EXISTS %s", k) == 1; }
+  std::vector<std::string> ring() { return s_->list("LRANGE %s 0 -1", key("ring")); }
+  std::vector<std::string> deliver() { return s_->list("LRANGE %s 0 -1", key("deliver")); }
+
+ private:
+  Scripts* s_;
+  std::string base_;
+};
+
+// The membership verbs of one shared queue, and its member queues.
+class Members {
+ public:
+  Members(Scripts& s, std::string queue)
+      : s_(&s), qbase_(table::bus_key(queue, "").value()), members_(qbase_ + "members") {}
+
+  const std::string& qbase() const { return qbase_; }
+  const std::string& key() const { return members_; }
+  Queue shared() const { return Queue(*s_, qbase_); }
+  Queue member(const std::string& m) const { return Queue(*s_, qbase_ + "m:" + m + ":"); }
+
+  RedisReply beat(const std::string& m, const std::string& ttl_ms) {
+    return s_->run("member_beat", {members_}, {m, ttl_ms});
+  }
+  long long beat(const std::string& m, long long ttl_ms) {
+    RedisReply r = beat(m, std::to_string(ttl_ms));
+    EXPECT_TRUE(r && r->type == REDIS_REPLY_INTEGER) << "member_beat: " << text(r.get());
+    return r && r->type == REDIS_REPLY_INTEGER ? r->integer : LLONG_MIN;
+  }
+  RedisReply fanout_reply(const std::string& id, const std::string& payload, const std::string& g,
+                          bool shared, const std::string& lease_ms = "30000") {
+    return s_->run("fanout_enqueue", {members_},
+                   {qbase_, id, payload, g, shared ? "1" : "0", lease_ms});
+  }
+  Fanned fanout(const std::string& id, const std::string& payload, const std::string& g,
+                bool shared = false, long long lease_ms = 30000) {
+    return as_fanned(fanout_reply(id, payload, g, shared, std::to_string(lease_ms)));
+  }
+  RedisReply reap(long long batch) {
+    return s_->run("member_reap", {members_}, {qbase_, std::to_string(batch)});
+  }
+  std::vector<std::string> live() { return s_->list("ZRANGE %s 0 -1", members_); }
+
+ private:
+  Scripts* s_;
+  std::string qbase_;
+  std::string members_;
+};
+
+class BusFanout : public RedisTest {
+ protected:
+  void SetUp() override {
+    RedisTest::SetUp();
+    scripts_.emplace(client());
+    members_.emplace(*scripts_, kQueue);
+  }
+
+  Scripts& s() { return *scripts_; }
+  Members& mem() { return *members_; }
+  std::string job_id() { return minter_.mint("JOB").value().str(); }
+  std::string group_id() { return minter_.mint("PRT").value().str(); }
+  long long dbsize() { return s().dbsize(); }
+  std::vector<std::string> keys_of(const Queue& q) { return s().scan(q.base() + "*"); }
+
+  table::Minter minter_{9};
+  std::optional<Scripts> scripts_;
+  std::optional<Members> members_;
+};
+
+Fanned all(std::initializer_list<std::string> ms, long long r) {
+  Fanned out;
+  for (const std::string& m : ms) out.emplace_back(m, r);
+  return out;
+}
+
+// Claims everything q serves by gclaim and completes each with its token; returns the count.
+std::size_t drain(Queue& q) {
+  std::size_t n = 0;
+  while (const auto c = q.gclaim(30000)) {
+    EXPECT_TRUE(is_integer(q.complete(c->id, std::to_string(c->token)), 1)) << c->id;
+    ++n;
+  }
+  return n;
+}
+
+// ---- member_beat ----------------------------------------------------------------------------
+
+TEST_F(BusFanout, BeatRegistersOnTheServerClockAndAShortTtlExpires) {
+  const long long t0 = s().now_ms();
+  const long long now = mem().beat("7", 2000);
+  const long long t1 = s().now_ms();
+  EXPECT_GE(now, t0);
+  EXPECT_LE(now, t1);
+  EXPECT_EQ(s().zscore(mem().key(), "7"), std::to_string(now + 2000));
+  const std::string g = group_id();
+  EXPECT_EQ(mem().fanout(job_id(), "p", g), all({"7"}, 1));
+  // A renewal moves the expiry, later or (a short ttl) sooner.
+  const long long renewed = mem().beat("7", 60000);
+  EXPECT_EQ(s().zscore(mem().key(), "7"), std::to_string(renewed + 60000));
+  const long long last = mem().beat("7", 30);
+  EXPECT_EQ(s().zscore(mem().key(), "7"), std::to_string(last + 30));
+  std::this_thread::sleep_for(milliseconds(80));
+  EXPECT_EQ(mem().fanout(job_id(), "p", g), Fanned{});  // expired: nobody is fed
+  EXPECT_EQ(mem().member("7").zcard(mem().member("7").lane(g)), 1);  // only the first job
+  EXPECT_EQ(mem().live(), std::vector<std::string>{"7"});  // still listed until member_reap
+}
+
+TEST_F(BusFanout, BeatRefusesAMemberThatWouldBreakAKeyAndABadTtlAndWritesNothing) {
+  for (const char* bad : {"", "a:b", "{x}", "a}", "a b", "a\tb", "a\nb"}) {
+    EXPECT_TRUE(is_error(mem().beat(bad, "1000"),
+                         "EMQMEMBER member must be a non-empty token without braces, colons or "
+                         "spaces"))
+        << "member \"" << bad << "\"";
+  }
+  for (const char* bad : {"0", "-5", "1.5", "x", ""}) {
+    EXPECT_TRUE(is_error(mem().beat("1", bad), "EMQARG ttl_ms must be a positive integer"))
+        << "ttl \"" << bad << "\"";
+  }
+  EXPECT_EQ(dbsize(), 0);
+  EXPECT_GT(mem().beat("node-A.1", 1000), 0);  // any other token is a member
+  EXPECT_NE(s().zscore(mem().key(), "node-A.1"), "(nil)");
+  EXPECT_GT(mem().beat("1023", 1000), 0);
+}
+
+// ---- fanout_enqueue -------------------------------------------------------------------------
+
+TEST_F(BusFanout, FanoutToThreeLiveMembersEnqueuesThreeAndASecondCallIsThreeDuplicates) {
+  for (const char* m : {"1", "2", "3"}) mem().beat(m, 60000);
+  const std::string id = job_id(), g = group_id();
+  EXPECT_EQ(mem().fanout(id, "first", g), all({"1", "2", "3"}, 1));
+  for (const char* m : {"1", "2", "3"}) {
+    Queue q = mem().member(m);
+    EXPECT_EQ(q.jobf(id, "state"), "pending") << m;
+    EXPECT_EQ(q.jobf(id, "attempts"), "0") << m;
+    EXPECT_EQ(q.jobf(id, "payload"), "first") << m;
+    EXPECT_EQ(q.jobf(id, "group"), g) << m;
+    EXPECT_EQ(s().zscore(q.lane(g), id), "0") << m;
+    EXPECT_EQ(q.ring(), std::vector<std::string>{g}) << m;  // ring insert with wake
+    EXPECT_EQ(q.llen("wake"), 1) << m;
+    EXPECT_EQ(s().list("SMEMBERS %s", q.key("groups")), std::vector<std::string>{g}) << m;
+    EXPECT_EQ(q.llen("deliver"), 0) << m;
+  }
+  EXPECT_EQ(mem().fanout(id, "second", g), all({"1", "2", "3"}, 0));
+  for (const char* m : {"1", "2", "3"}) {
+    Queue q = mem().member(m);
+    EXPECT_EQ(q.jobf(id, "payload"), "first") << m;
+    EXPECT_EQ(q.zcard(q.lane(g)), 1) << m;
+    EXPECT_EQ(q.llen("wake"), 1) << m;  // a duplicate pushes no wake
+  }
+  // Nothing in the shared queue when shared is "0".
+  EXPECT_FALSE(mem().shared().exists(mem().shared().job(id)));
+}
+
+TEST_F(BusFanout, DedupIsPerMemberQueue) {
+  mem().beat("1", 60000);
+  const std::string id = job_id(), g = group_id();
+  EXPECT_EQ(mem().fanout(id, "p", g), all({"1"}, 1));
+  mem().beat("2", 60000);  // joins after the first fanout
+  EXPECT_EQ(mem().fanout(id, "p", g), (Fanned{{"1", 0}, {"2", 1}}));
+}
+
+TEST_F(BusFanout, AnExpiredMemberIsSkippedAndAJoinerIsFedOnlyFromItsBeat) {
+  mem().beat("1", 60000);
+  mem().beat("2", 1);
+  std::this_thread::sleep_for(milliseconds(10));
+  const std::string before = job_id(), after = job_id(), g = group_id();
+  EXPECT_EQ(mem().fanout(before, "p", g), all({"1"}, 1));
+  EXPECT_EQ(keys_of(mem().member("2")), std::vector<std::string>{});  // not one key written
+  mem().beat("3", 60000);
+  EXPECT_EQ(mem().fanout(after, "p", g), all({"1", "3"}, 1));
+  Queue joiner = mem().member("3");
+  EXPECT_FALSE(joiner.exists(joiner.job(before)));
+  EXPECT_TRUE(joiner.exists(joiner.job(after)));
+  EXPECT_EQ(keys_of(mem().member("2")), std::vector<std::string>{});
+}
+
+TEST_F(BusFanout, SharedOneAlsoGenqueuesIntoTheSharedQueueUnderStar) {
+  mem().beat("1", 60000);
+  const std::string id = job_id(), g = group_id();
+  EXPECT_EQ(mem().fanout(id, "p", g, true), (Fanned{{"1", 1}, {"*", 1}}));
+  Queue shared = mem().shared();
+  EXPECT_EQ(shared.jobf(id, "state"), "pending");
+  EXPECT_EQ(shared.jobf(id, "group"), g);
+  EXPECT_EQ(s().zscore(shared.lane(g), id), "0");
+  EXPECT_EQ(shared.ring(), std::vector<std::string>{g});
+  EXPECT_EQ(shared.llen("wake"), 1);
+  EXPECT_FALSE(shared.exists(shared.key("groups")));  // the original's queue gains no new key
+  EXPECT_EQ(mem().fanout(id, "p", g, true), (Fanned{{"1", 0}, {"*", 0}}));
+  // With no live member, only the shared queue.
+  Members none(s(), "ecc.coh.other");
+  EXPECT_EQ(none.fanout(job_id(), "p", g, true), (Fanned{{"*", 1}}));
+  // The original's consumer claims it from the shared queue unchanged.
+  const auto c = shared.gclaim(30000);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(*c, (Claimed{id, "p", 1, g}));
+  EXPECT_TRUE(is_integer(shared.complete(id, "1"), 1));
+}
+
+TEST_F(BusFanout, AParkedMemberIsHandedTheJobClaimedAndAnUnparkedOneGetsALaneEntryAndAWake) {
+  mem().beat("1", 60000);
+  mem().beat("2", 60000);
+  Queue unparked = mem().member("1"), parked = mem().member("2");
+  parked.park(10000);
+  const std::string id = job_id(), g = group_id();
+  const std::string payload = "AST0KHTOWnGLuC:TXN0NgWEfAEJfs\nwith a newline";
+  const long long t0 = s().now_ms();
+  EXPECT_EQ(mem().fanout(id, payload, g, false, 5000), (Fanned{{"1", 1}, {"2", 2}}));
+  const long long t1 = s().now_ms();
+
+  // The hand-off: one deliver element, the job claimed as gclaim would (token 1, lease, gactive).
+  const auto delivered = parked.deliver();
+  ASSERT_EQ(delivered.size(), 1u);
+  EXPECT_EQ(delivered[0], id + "\n1\n" + g + "\n" + payload);
+  EXPECT_EQ(parse_delivered(delivered[0]), (Claimed{id, payload, 1, g}));
+  EXPECT_EQ(parked.jobf(id, "state"), "active");
+  EXPECT_EQ(parked.jobf(id, "attempts"), "1");
+  EXPECT_EQ(parked.jobf(id, "payload"), payload);
+  EXPECT_EQ(parked.jobf(id, "group"), g);
+  const long long deadline = std::stoll(s().zscore(parked.key("active"), id));
+  EXPECT_GE(deadline, t0 + 5000);
+  EXPECT_LE(deadline, t1 + 5000);
+  EXPECT_EQ(parked.hget("gactive", g.c_str()), "1");
+  EXPECT_EQ(parked.zcard(parked.lane(g)), 0);
+  EXPECT_EQ(parked.ring(), std::vector<std::string>{});
+  EXPECT_EQ(parked.llen("wake"), 0);  // the deliver push is what unblocks the consumer
+  EXPECT_EQ(s().list("SMEMBERS %s", parked.key("groups")), std::vector<std::string>{g});
+
+  // The unparked member: a lane entry, the group in the ring, one wake.
+  EXPECT_EQ(unparked.jobf(id, "state"), "pending");
+  EXPECT_EQ(s().zscore(unparked.lane(g), id), "0");
+  EXPECT_EQ(unparked.ring(), std::vector<std::string>{g});
+  EXPECT_EQ(unparked.llen("wake"), 1);
+  EXPECT_EQ(unparked.llen("deliver"), 0);
+
+  // The handed-off job completes with its token like any claimed job, and a replay is a
+  // duplicate (the row exists in any state).
+  EXPECT_EQ(mem().fanout(id, payload, g), all({"1", "2"}, 0));
+  EXPECT_TRUE(is_integer(parked.complete(id, "1"), 1));
+  EXPECT_EQ(parked.hget("gactive", g.c_str()), "(nil)");
+  // Once it wakes the consumer DELs parked: the next job goes to the lane.
+  parked.unpark();
+  const std::string next = job_id();
+  EXPECT_EQ(mem().fanout(next, "p", g), all({"1", "2"}, 1));
+  EXPECT_EQ(parked.llen("deliver"), 1);  // still the first element only (the test never popped)
+  EXPECT_EQ(s().zscore(parked.lane(g), next), "0");
+}
+
+TEST_F(BusFanout, AHandOffIsMadeOnlyWhereAClaimWouldBeLegalAndInOrder) {
+  mem().beat("1", 60000);
+  Queue q = mem().member("1");
+  q.park(10000);
+  const std::string g = group_id(), other = group_id();
+  // Lane g already holds an older job: the new one must not overtake it.
+  const std::string older = job_id(), newer = job_id();
+  ASSERT_TRUE(is_integer(q.genqueue(older, "p", g), 1));
+  EXPECT_EQ(mem().fanout(newer, "p", g), all({"1"}, 1));
+  EXPECT_EQ(q.llen("deliver"), 0);
+  EXPECT_EQ(q.zcard(q.lane(g)), 2);
+  // Group paused.
+  ASSERT_TRUE(is_integer(q.gpause(other), 1));
+  EXPECT_EQ(mem().fanout(job_id(), "p", other), all({"1"}, 1));
+  EXPECT_EQ(q.llen("deliver"), 0);
+  ASSERT_TRUE(is_integer(q.gresume(other), 1));
+  ASSERT_EQ(drain(q), 3u);  // older, newer, and other's job, all by gclaim
+  // Group at its ceiling (its one slot is held by a claimed job).
+  const std::string limited = group_id();
+  ASSERT_TRUE(is_integer(q.glimit(limited, 1), 1));
+  EXPECT_EQ(mem().fanout(job_id(), "p", limited), all({"1"}, 2));  // 0 in flight: handed off
+  EXPECT_EQ(mem().fanout(job_id(), "p", limited), all({"1"}, 1));  // 1 in flight: the lane
+  EXPECT_EQ(q.llen("deliver"), 1);
+  EXPECT_EQ(q.ring(), std::vector<std::string>{});  // at its ceiling, out of the ring
+  // Queue paused (meta paused): the host would not claim, so neither does the hand-off.
+  command(s().context(), "HSET %s paused 1", q.key("meta").c_str());
+  const std::string fresh = group_id();
+  EXPECT_EQ(mem().fanout(job_id(), "p", fresh), all({"1"}, 1));
+  EXPECT_EQ(q.llen("deliver"), 1);
+}
+
+// ---- a member queue is a full WIRE §5 queue -------------------------------------------------
+
+TEST_F(BusFanout, TheWireScriptsRunUnchangedOnAMemberQueue) {
+  mem().beat("1", 60000);
+  mem().beat("2", 60000);
+  Queue q = mem().member("1");
+  const std::string g = group_id(), a = job_id(), b = job_id(), c = job_id();
+  for (const auto& id : {a, b, c}) ASSERT_EQ(mem().fanout(id, "p-" + id, g), all({"1", "2"}, 1));
+  EXPECT_EQ(q.gclaim(30000), (Claimed{a, "p-" + a, 1, g}));
+  EXPECT_TRUE(is_integer(q.complete(a, "1"), 1));
+  EXPECT_FALSE(q.exists(q.job(a)));
+  EXPECT_EQ(q.hget("metrics:completed", "count"), "1");
+  EXPECT_EQ(q.gclaim(30000), (Claimed{b, "p-" + b, 1, g}));
+  ASSERT_EQ(std::string(text(q.retry(b, "1", 0, 3).get())), "scheduled");
+  EXPECT_TRUE(is_integer(q.promote(), 1));
+  // Lane order is mint order: b (retried, back in the lane) before c.
+  EXPECT_EQ(q.gclaim(30000), (Claimed{b, "p-" + b, 2, g}));
+  EXPECT_EQ(q.gclaim(30000), (Claimed{c, "p-" + c, 1, g}));
+  EXPECT_FALSE(q.gclaim(30000));
+  // Member 2's queue is untouched by member 1's consumer.
+  Queue other = mem().member("2");
+  EXPECT_EQ(other.zcard(other.lane(g)), 3);
+  EXPECT_EQ(other.zcard(other.key("active")), 0);
+}
+
+TEST_F(BusFanout, AHandOffWhoseLeaseRunsOutIsReapedToTheLaneAndReclaimedWithToken2) {
+  mem().beat("1", 60000);
+  Queue q = mem().member("1");
+  q.park(10000);
+  const std::string id = job_id(), g = group_id();
+  ASSERT_EQ(mem().fanout(id, "p", g, false, 30), all({"1"}, 2));
+  // The consumer died after the RPUSH: nobody pops the deliver list or completes.
+  std::this_thread::sleep_for(milliseconds(60));
+  EXPECT_TRUE(is_integer(q.reap(), 1));
+  EXPECT_EQ(q.jobf(id, "state"), "pending");
+  EXPECT_EQ(q.jobf(id, "attempts"), "1");
+  EXPECT_EQ(s().zscore(q.lane(g), id), "0");
+  EXPECT_EQ(q.ring(), std::vector<std::string>{g});
+  EXPECT_EQ(q.llen("wake"), 1);
+  EXPECT_EQ(q.hget("gactive", g.c_str()), "(nil)");
+  EXPECT_EQ(q.gclaim(30000), (Claimed{id, "p", 2, g}));
+  // The lost holder's token is fenced off; the new holder completes.
+  EXPECT_TRUE(is_error(q.complete(id, "1"), "EMQSTALE complete token mismatch"));
+  EXPECT_TRUE(is_integer(q.complete(id, "2"), 1));
+  EXPECT_FALSE(q.exists(q.job(id)));
+}
+
+// ---- complete_claim -------------------------------------------------------------------------
+
+TEST_F(BusFanout, CompleteClaimCompletesAndClaimsTheNextInOneCall) {
+  mem().beat("1", 60000);
+  Queue q = mem().member("1");
+  const std::string g = group_id(), a = job_id(), b = job_id();
+  ASSERT_EQ(mem().fanout(a, "pa", g), all({"1"}, 1));
+  ASSERT_EQ(mem().fanout(b, "pb", g), all({"1"}, 1));
+  ASSERT_EQ(q.gclaim(30000), (Claimed{a, "pa", 1, g}));
+  const long long t0 = s().now_ms();
+  const CompleteClaimed r = q.complete_claim(a, "1", 4000);
+  const long long t1 = s().now_ms();
+  EXPECT_EQ(r.verdict, 1);
+  EXPECT_EQ(r.next, (Claimed{b, "pb", 1, g}));
+  EXPECT_FALSE(q.exists(q.job(a)));
+  EXPECT_EQ(q.hget("metrics:completed", "count"), "1");
+  EXPECT_EQ(q.jobf(b, "state"), "active");
+  const long long deadline = std::stoll(s().zscore(q.key("active"), b));
+  EXPECT_GE(deadline, t0 + 4000);
+  EXPECT_LE(deadline, t1 + 4000);
+  EXPECT_EQ(q.zcard(q.key("active")), 1);  // a left, b entered
+  EXPECT_EQ(q.hget("gactive", g.c_str()), "1");
+  EXPECT_EQ(q.ring(), std::vector<std::string>{});  // lane drained
+  // The last one: completed, nothing to claim.
+  const CompleteClaimed last = q.complete_claim(b, "1", 4000);
+  EXPECT_EQ(last.verdict, 1);
+  EXPECT_FALSE(last.next);
+  EXPECT_EQ(q.hget("gactive", g.c_str()), "(nil)");
+  EXPECT_EQ(q.hget("metrics:completed", "count"), "2");
+  // Gone: the row no longer exists; still a claim if there is work.
+  const std::string c = job_id();
+  ASSERT_EQ(mem().fanout(c, "pc", g), all({"1"}, 1));
+  const CompleteClaimed gone = q.complete_claim(b, "1", 4000);
+  EXPECT_EQ(gone.verdict, 0);
+  EXPECT_EQ(gone.next, (Claimed{c, "pc", 1, g}));
+  EXPECT_EQ(q.hget("metrics:completed", "count"), "2");
+}
+
+TEST_F(BusFanout, CompleteClaimWithAStaleTokenAnswersMinus1ChangesNothingAndStillClaims) {
+  mem().beat("1", 60000);
+  Queue q = mem().member("1");
+  const std::string g = group_id(), a = job_id(), b = job_id();
+  ASSERT_EQ(mem().fanout(a, "pa", g), all({"1"}, 1));
+  ASSERT_EQ(mem().fanout(b, "pb", g), all({"1"}, 1));
+  ASSERT_EQ(q.gclaim(20), (Claimed{a, "pa", 1, g}));
+  std::this_thread::sleep_for(milliseconds(40));
+  ASSERT_TRUE(is_integer(q.reap(), 1));
+  ASSERT_EQ(q.gclaim(30000), (Claimed{a, "pa", 2, g}));  // a second holder
+  // The first holder finishes late with token 1.
+  const CompleteClaimed r = q.complete_claim(a, "1", 30000);
+  EXPECT_EQ(r.verdict, -1);
+  EXPECT_EQ(r.next, (Claimed{b, "pb", 1, g}));
+  EXPECT_EQ(q.jobf(a, "state"), "active");  // the second holder's job is untouched
+  EXPECT_EQ(q.jobf(a, "attempts"), "2");
+  EXPECT_NE(s().zscore(q.key("active"), a), "(nil)");
+  EXPECT_EQ(q.hget("metrics:completed", "count"), "(nil)");
+  EXPECT_EQ(q.hget("gactive", g.c_str()), "2");
+  // Tokens compare as strings: "02" is not the row's "2".
+  EXPECT_EQ(q.complete_claim(a, "02", 30000).verdict, -1);
+  const CompleteClaimed ok = q.complete_claim(a, "2", 30000);
+  EXPECT_EQ(ok.verdict, 1);
+  EXPECT_FALSE(ok.next);
+}
+
+TEST_F(BusFanout, CompleteClaimOnAPausedQueueCompletesButDoesNotClaim) {
+  mem().beat("1", 60000);
+  Queue q = mem().member("1");
+  const std::string g = group_id(), a = job_id(), b = job_id();
+  ASSERT_EQ(mem().fanout(a, "pa", g), all({"1"}, 1));
+  ASSERT_EQ(mem().fanout(b, "pb", g), all({"1"}, 1));
+  ASSERT_TRUE(q.gclaim(30000));
+  command(s().context(), "HSET %s paused 1", q.key("meta").c_str());
+  const CompleteClaimed r = q.complete_claim(a, "1", 30000);
+  EXPECT_EQ(r.verdict, 1);
+  EXPECT_FALSE(r.next);
+  EXPECT_EQ(q.jobf(b, "state"), "pending");
+  command(s().context(), "HDEL %s paused", q.key("meta").c_str());
+  EXPECT_EQ(q.gclaim(30000), (Claimed{b, "pb", 1, g}));
+}
+
+TEST_F(BusFanout, CompleteClaimRoundRobinsLikeGclaim) {
+  mem().beat("1", 60000);
+  Queue q = mem().member("1");
+  const std::string g1 = group_id(), g2 = group_id();
+  const std::string a1 = job_id(), a2 = job_id(), b1 = job_id();
+  ASSERT_EQ(mem().fanout(a1, "p", g1), all({"1"}, 1));
+  ASSERT_EQ(mem().fanout(a2, "p", g1), all({"1"}, 1));
+  ASSERT_EQ(mem().fanout(b1, "p", g2), all({"1"}, 1));
+  ASSERT_EQ(q.gclaim(30000)->id, a1);
+  const CompleteClaimed r = q.complete_claim(a1, "1", 30000);
+  ASSERT_TRUE(r.next);
+  EXPECT_EQ(r.next->id, b1);  // g2's turn, though g1 still has a2
+  const CompleteClaimed r2 = q.complete_claim(b1, "1", 30000);
+  ASSERT_TRUE(r2.next);
+  EXPECT_EQ(r2.next->id, a2);
+}
+
+// ---- member_reap ----------------------------------------------------------------------------
+
+TEST_F(BusFanout, MemberReapDeletesEveryKeyOfAnExpiredMemberAndLeavesLiveOnesIntact) {
+  mem().beat("1", 60000);
+  mem().beat("2", 60000);
+  Queue live = mem().member("1"), dead = mem().member("2");
+  const std::string g = group_id(), h = group_id();
+  // Fill member 2's queue with every kind of key: lanes in two groups, a hand-off (active and
+  // deliver), a scheduled and a dead job, a flat pending job, pause, limit, meta, metrics.
+  dead.park(60000);
+  const std::string handed = job_id();
+  ASSERT_EQ(mem().fanout(handed, "p", g), (Fanned{{"1", 1}, {"2", 2}}));
+  dead.unpark();
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(mem().fanout(job_id(), "p", g), (Fanned{{"1", 1}, {"2", 1}}));
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(mem().fanout(job_id(), "p", h), (Fanned{{"1", 1}, {"2", 1}}));
+  const auto to_schedule = dead.gclaim(30000);
+  ASSERT_TRUE(to_schedule);
+  ASSERT_EQ(text(dead.retry(to_schedule->id, "1", 600000, 3).get()), "scheduled");
+  const auto to_kill = dead.gclaim(30000);
+  ASSERT_TRUE(to_kill);
+  ASSERT_EQ(text(dead.retry(to_kill->id, "1", 0, 1).get()), "dead");
+  const auto done = dead.gclaim(30000);
+  ASSERT_TRUE(done);
+  ASSERT_TRUE(is_integer(dead.complete(done->id, "1"), 1));
+  ASSERT_TRUE(is_integer(dead.enqueue(job_id(), "flat"), 1));
+  ASSERT_TRUE(is_integer(dead.gpause(h), 1));
+  ASSERT_TRUE(is_integer(dead.glimit(g, 9), 1));
+  command(s().context(), "HSET %s paused 1", dead.key("meta").c_str());
+  dead.park(60000);  // as if its consumer died while blocked
+  const std::vector<std::string> before = keys_of(dead);
+  for (const char* k : {"pending", "active", "schedule", "dead", "ring", "paused", "glimit",
+                        "gactive", "wake", "deliver", "parked", "meta", "groups",
+                        "metrics:completed", "metrics:failed"}) {
+    EXPECT_TRUE(dead.exists(dead.key(k))) << k << " was not staged, so its deletion is unproved";
+  }
+  ASSERT_GE(before.size(), 20u);
+  const auto live_before = keys_of(live);
+  ASSERT_GE(live_before.size(), 8u);
+
+  // Not expired yet: nothing reclaimed.
+  EXPECT_TRUE(is_integer(mem().reap(10), 0));
+  EXPECT_EQ(keys_of(dead).size(), before.size());
+
+  mem().beat("2", 1);  // its last beat, with a ttl that runs out at once
+  std::this_thread::sleep_for(milliseconds(10));
+  EXPECT_TRUE(is_integer(mem().reap(10), 1));
+  EXPECT_EQ(keys_of(dead), std::vector<std::string>{});
+  EXPECT_EQ(mem().live(), std::vector<std::string>{"1"});
+  auto live_after = keys_of(live);
+  std::sort(live_after.begin(), live_after.end());
+  auto live_expected = live_before;
+  std::sort(live_expected.begin(), live_expected.end());
+  EXPECT_EQ(live_after, live_expected);
+  EXPECT_EQ(live.zcard(live.lane(g)), 4);
+  EXPECT_EQ(live.zcard(live.lane(h)), 3);
+  EXPECT_TRUE(is_integer(mem().reap(10), 0));
+  // Every key left is the live member's, the members set, or nothing else.
+  for (const std::string& k : s().scan("*")) {
+    EXPECT_TRUE(k == mem().key() || k.starts_with(live.base())) << k;
+  }
+  // A rejoin starts from an empty queue.
+  mem().beat("2", 60000);
+  const std::string fresh = job_id();
+  EXPECT_EQ(mem().fanout(fresh, "p", g), (Fanned{{"1", 1}, {"2", 1}}));
+  EXPECT_EQ(dead.zcard(dead.lane(g)), 1);
+}
+
+TEST_F(BusFanout, MemberReapTakesAtMostItsBatchAndOnlyStrictlyExpiredMembers) {
+  for (const char* m : {"1", "2", "3"}) mem().beat(m, 1);
+  mem().beat("4", 60000);
+  std::this_thread::sleep_for(milliseconds(10));
+  const std::string g = group_id();
+  ASSERT_EQ(mem().fanout(job_id(), "p", g), all({"4"}, 1));
+  EXPECT_TRUE(is_integer(mem().reap(2), 2));
+  EXPECT_TRUE(is_integer(mem().reap(2), 1));
+  EXPECT_TRUE(is_integer(mem().reap(2), 0));
+  EXPECT_EQ(mem().live(), std::vector<std::string>{"4"});
+  // Scores set directly: one live for a minute, one a millisecond in the past.
+  command(s().context(), "ZADD %s %lld 5", mem().key().c_str(), s().now_ms() + 60000);
+  command(s().context(), "ZADD %s %lld 6", mem().key().c_str(), s().now_ms() - 1);
+  EXPECT_TRUE(is_integer(mem().reap(10), 1));
+  EXPECT_EQ(mem().live(), (std::vector<std::string>{"4", "5"}));
+}
+
+// ---- policy and slots -----------------------------------------------------------------------
+
+TEST_F(BusFanout, AnOrdIdIsRefusedWithEmqkindAndABadLeaseWithEmqargAndNothingIsWritten) {
+  for (const char* m : {"1", "2"}) mem().beat(m, 60000);
+  mem().member("2").park(10000);
+  const long long keys = dbsize();
+  const std::string ord = minter_.mint("ORD").value().str();
+  ASSERT_TRUE(table::is_valid_id(ord));
+  EXPECT_TRUE(
+      is_error(mem().fanout_reply(ord, "p", group_id(), true), "EMQKIND job id must be JOB-namespaced"));
+  for (const char* bad : {"0", "-1", "x", "2.5"}) {
+    EXPECT_TRUE(is_error(mem().fanout_reply(job_id(), "p", group_id(), true, bad),
+                         "EMQARG lease_ms must be a positive integer"))
+        << bad;
+  }
+  EXPECT_EQ(dbsize(), keys);
+}
+
+TEST_F(BusFanout, EveryKeyTheNewScriptsWriteSharesTheQueuesSlot) {
+  const std::uint16_t slot = table::hash_slot(mem().key());
+  ASSERT_EQ(slot, table::hash_slot("{" + kQueue + "}"));
+  for (const char* m : {"1", "2", "3"}) mem().beat(m, 60000);
+  mem().member("3").park(10000);
+  const std::string g = group_id(), a = job_id(), b = job_id();
+  ASSERT_EQ(mem().fanout(a, "p", g, true), (Fanned{{"1", 1}, {"2", 1}, {"3", 2}, {"*", 1}}));
+  ASSERT_EQ(mem().fanout(b, "p", g, true), (Fanned{{"1", 1}, {"2", 1}, {"3", 2}, {"*", 1}}));
+  Queue q = mem().member("1");
+  ASSERT_TRUE(q.gclaim(30000));
+  EXPECT_EQ(q.complete_claim(a, "1", 30000).verdict, 1);
+  mem().beat("2", 1);
+  std::this_thread::sleep_for(milliseconds(10));
+  EXPECT_TRUE(is_integer(mem().reap(10), 1));
+  const auto keys = s().scan("*");
+  EXPECT_GE(keys.size(), 10u);
+  for (const std::string& k : keys) EXPECT_EQ(table::hash_slot(k), slot) << k;
+}
+
+TEST_F(BusFanout, EveryNewScriptIsEmbeddedWithItsContractHeaderAndTheServersSha1) {
+  for (const char* name : {"member_beat", "fanout_enqueue", "complete_claim", "member_reap"}) {
+    const lua::Script* script = lua::find_script(name);
+    ASSERT_NE(script, nullptr) << name;
+    EXPECT_TRUE(script->source.starts_with("-- SPDX-License-Identifier: MIT\n")) << name;
+    for (const char* part : {"\n-- KEYS[1]", "\n-- ARGV[1]", "\n-- returns"}) {
+      EXPECT_NE(script->source.find(part), std::string_view::npos) << name << " lacks " << part;
+    }
+    RedisReply loaded =
+        command(client(), "SCRIPT LOAD %b", script->source.data(), script->source.size());
+    EXPECT_EQ(text(loaded.get()), script->sha1) << name;
+  }
+}
+
+// A cluster-enabled server owning every slot, each script run under `#!lua`: the server refuses
+// any key access outside the slot of the script's first key, including the member-queue keys the
+// scripts build from qbase at run time, which the standalone server never checks.
+class FanoutOnACluster : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    try {
+      server_ = std::make_unique<engine::LocalServer>(engine::LocalServerOptions{
+          .extra_args = {"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"}});
+    } catch (const std::exception& e) {
+      start_error_ = e.what();
+    }
+  }
+  static void TearDownTestSuite() { server_.reset(); }
+  void SetUp() override {
+    ASSERT_TRUE(server_ && server_->running()) << "redis-server did not start: " << start_error_;
+    client_ = connect_client(*server_);
+    ASSERT_TRUE(client_ && !client_->err);
+    RedisReply added = command(client_.get(), "CLUSTER ADDSLOTSRANGE 0 16383");
+    ASSERT_TRUE(added) << "no reply";  // "already busy" after the first test is fine
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+    bool ok = false;
+    while (!ok && std::chrono::steady_clock::now() < deadline) {
+      RedisReply info = command(client_.get(), "CLUSTER INFO");
+      ok = info && text(info.get()).find("cluster_state:ok") != std::string::npos;
+      if (!ok) std::this_thread::sleep_for(milliseconds(50));
+    }
+    ASSERT_TRUE(ok) << "the one-node cluster never reached cluster_state:ok";
+    RedisReply flushed = command(client_.get(), "FLUSHALL");
+    ASSERT_TRUE(flushed && flushed->type == REDIS_REPLY_STATUS) << text(flushed.get());
+  }
+
+  static std::unique_ptr<engine::LocalServer> server_;
+  static std::string start_error_;
+  RedisClient client_;
+  table::Minter minter_{10};
+};
+std::unique_ptr<engine::LocalServer> FanoutOnACluster::server_;
+std::string FanoutOnACluster::start_error_;
+
+TEST_F(FanoutOnACluster, ACrossSlotAccessIsRefusedSoTheCheckIsLive) {
+  RedisReply r = command(client_.get(), "EVAL %s 1 %s",
+                         "#!lua\nredis.call('SET', KEYS[1], 1)\n"
+                         "return redis.call('SET', 'emq:{fills}:m:1:x', 1)",
+                         "emq:{ecc.coh.users}:members");
+  ASSERT_TRUE(r && r->type == REDIS_REPLY_ERROR) << text(r.get());
+  EXPECT_NE(text(r.get()).find("same slot"), std::string::npos) << text(r.get());
+}
+
+TEST_F(FanoutOnACluster, EveryNewScriptStaysInOneSlotOnEveryBranch) {
+  Scripts s(client_.get(), Scripts::Load::kStrictSlot);
+  Members mem(s, kQueue);
+  const auto id = [&] { return minter_.mint("JOB").value().str(); };
+  const std::string g = minter_.mint("PRT").value().str();
+  for (const char* m : {"1", "2", "3"}) EXPECT_GT(mem.beat(m, 60000), 0);
+  mem.member("3").park(10000);
+  const std::string a = id(), b = id();
+  // Lane insert, hand-off and the shared queue; then duplicates in all four.
+  EXPECT_EQ(mem.fanout(a, "p", g, true), (Fanned{{"1", 1}, {"2", 1}, {"3", 2}, {"*", 1}}));
+  EXPECT_EQ(mem.fanout(a, "p", g, true), (Fanned{{"1", 0}, {"2", 0}, {"3", 0}, {"*", 0}}));
+  EXPECT_EQ(mem.fanout(b, "p", g, true), (Fanned{{"1", 1}, {"2", 1}, {"3", 2}, {"*", 1}}));
+  Queue q = mem.member("1");
+  EXPECT_EQ(q.gclaim(30000)->id, a);
+  const CompleteClaimed ok = q.complete_claim(a, "1", 30000);  // ok, claims b
+  EXPECT_EQ(ok.verdict, 1);
+  EXPECT_TRUE(ok.next);
+  EXPECT_EQ(q.complete_claim(b, "7", 30000).verdict, -1);  // stale, lane empty
+  EXPECT_EQ(q.complete_claim(a, "1", 30000).verdict, 0);   // gone
+  command(client_.get(), "HSET %s paused 1", q.key("meta").c_str());
+  EXPECT_EQ(q.complete_claim(b, "1", 30000).verdict, 1);  // paused: no claim
+  mem.beat("2", 1);
+  std::this_thread::sleep_for(milliseconds(10));
+  RedisReply reaped = mem.reap(10);
+  EXPECT_TRUE(is_integer(reaped, 1));
+  EXPECT_EQ(s.scan(mem.member("2").base() + "*"), std::vector<std::string>{});
+}
+
+}  // namespace
+}  // namespace echo::test
