@@ -225,8 +225,7 @@ class Scripts {
   std::vector<std::string> list(const char* format, const std::string& key) {
     RedisReply r = command(c_, format, key.c_str());
     std::vector<std::string> out;
-    EXPECT_TRUE(r && r->type == REDIS_REPLY_ARRAY) << format << " " << key << ": "
-                                                   << text(r.get());
+    EXPECT_TRUE(r && r->type == REDIS_REPLY_ARRAY) << format << " " << key << ": " << text(r.get());
     if (r && r->type == REDIS_REPLY_ARRAY) {
       for (std::size_t i = 0; i < r->elements; ++i) out.push_back(text(r->element[i]));
     }
@@ -341,9 +340,7 @@ class Queue {
   }
   void unpark() { command(s_->context(), "DEL %s", key("parked").c_str()); }
 
-  std::string hget(std::string_view k, const char* field) {
-    return s_->hget(key(k), field);
-  }
+  std::string hget(std::string_view k, const char* field) { return s_->hget(key(k), field); }
   std::string jobf(const std::string& id, const char* field) { return s_->hget(job(id), field); }
   long long zcard(const std::string& k) { return s_->integer("ZCARD %s", k); }
   long long llen(std::string_view k) { return s_->integer("LLEN %s", key(k)); }
@@ -448,7 +445,7 @@ TEST_F(BusFanout, BeatRegistersOnTheServerClockAndAShortTtlExpires) {
   const long long last = mem().beat("7", 30);
   EXPECT_EQ(s().zscore(mem().key(), "7"), std::to_string(last + 30));
   std::this_thread::sleep_for(milliseconds(80));
-  EXPECT_EQ(mem().fanout(job_id(), "p", g), Fanned{});  // expired: nobody is fed
+  EXPECT_EQ(mem().fanout(job_id(), "p", g), Fanned{});               // expired: nobody is fed
   EXPECT_EQ(mem().member("7").zcard(mem().member("7").lane(g)), 1);  // only the first job
   EXPECT_EQ(mem().live(), std::vector<std::string>{"7"});  // still listed until member_reap
 }
@@ -781,8 +778,10 @@ TEST_F(BusFanout, MemberReapDeletesEveryKeyOfAnExpiredMemberAndLeavesLiveOnesInt
   const std::string handed = job_id();
   ASSERT_EQ(mem().fanout(handed, "p", g), (Fanned{{"1", 1}, {"2", 2}}));
   dead.unpark();
-  for (int i = 0; i < 3; ++i) ASSERT_EQ(mem().fanout(job_id(), "p", g), (Fanned{{"1", 1}, {"2", 1}}));
-  for (int i = 0; i < 3; ++i) ASSERT_EQ(mem().fanout(job_id(), "p", h), (Fanned{{"1", 1}, {"2", 1}}));
+  for (int i = 0; i < 3; ++i)
+    ASSERT_EQ(mem().fanout(job_id(), "p", g), (Fanned{{"1", 1}, {"2", 1}}));
+  for (int i = 0; i < 3; ++i)
+    ASSERT_EQ(mem().fanout(job_id(), "p", h), (Fanned{{"1", 1}, {"2", 1}}));
   const auto to_schedule = dead.gclaim(30000);
   ASSERT_TRUE(to_schedule);
   ASSERT_EQ(text(dead.retry(to_schedule->id, "1", 600000, 3).get()), "scheduled");
@@ -798,9 +797,9 @@ TEST_F(BusFanout, MemberReapDeletesEveryKeyOfAnExpiredMemberAndLeavesLiveOnesInt
   command(s().context(), "HSET %s paused 1", dead.key("meta").c_str());
   dead.park(60000);  // as if its consumer died while blocked
   const std::vector<std::string> before = keys_of(dead);
-  for (const char* k : {"pending", "active", "schedule", "dead", "ring", "paused", "glimit",
-                        "gactive", "wake", "deliver", "parked", "meta", "groups",
-                        "metrics:completed", "metrics:failed"}) {
+  for (const char* k :
+       {"pending", "active", "schedule", "dead", "ring", "paused", "glimit", "gactive", "wake",
+        "deliver", "parked", "meta", "groups", "metrics:completed", "metrics:failed"}) {
     EXPECT_TRUE(dead.exists(dead.key(k))) << k << " was not staged, so its deletion is unproved";
   }
   ASSERT_GE(before.size(), 20u);
@@ -835,7 +834,7 @@ TEST_F(BusFanout, MemberReapDeletesEveryKeyOfAnExpiredMemberAndLeavesLiveOnesInt
   EXPECT_EQ(dead.zcard(dead.lane(g)), 1);
 }
 
-TEST_F(BusFanout, MemberReapTakesAtMostItsBatchAndOnlyStrictlyExpiredMembers) {
+TEST_F(BusFanout, MemberReapTakesAtMostItsBatchAndOnlyExpiredMembers) {
   for (const char* m : {"1", "2", "3"}) mem().beat(m, 1);
   mem().beat("4", 60000);
   std::this_thread::sleep_for(milliseconds(10));
@@ -860,8 +859,8 @@ TEST_F(BusFanout, AnOrdIdIsRefusedWithEmqkindAndABadLeaseWithEmqargAndNothingIsW
   const long long keys = dbsize();
   const std::string ord = minter_.mint("ORD").value().str();
   ASSERT_TRUE(table::is_valid_id(ord));
-  EXPECT_TRUE(
-      is_error(mem().fanout_reply(ord, "p", group_id(), true), "EMQKIND job id must be JOB-namespaced"));
+  EXPECT_TRUE(is_error(mem().fanout_reply(ord, "p", group_id(), true),
+                       "EMQKIND job id must be JOB-namespaced"));
   for (const char* bad : {"0", "-1", "x", "2.5"}) {
     EXPECT_TRUE(is_error(mem().fanout_reply(job_id(), "p", group_id(), true, bad),
                          "EMQARG lease_ms must be a positive integer"))
