@@ -41,6 +41,10 @@
 --   lane when the lease runs out, and the next claim hands token att + 1; a late completion with
 --   the old token answers stale once it is re-claimed. If the node never comes back, its beat
 --   stops, fanouts skip it, and member_reap deletes its whole queue, hand-off included.
+-- * A deliver element left unread past its lease (the consumer was slow, not dead) is reaped and
+--   re-claimed through the lane with token att + 1; the consumer then sees the job twice. Applying
+--   a coherence message twice is harmless (the second answers stale), and the completion with the
+--   old token answers stale (or retires the job, if no one re-claimed it yet: complete.lua).
 -- * A member that expires mid-flight (its beat late) is skipped from then on (score < now_ms);
 --   whatever its queue holds is reclaimed by member_reap. A node that beats again after such a
 --   lapse must drop its L1 rows before it consumes (see member_beat.lua).
