@@ -1,0 +1,203 @@
+// SPDX-License-Identifier: MIT
+// The floors the drill's latency gates measure in the same run, before they measure the engine
+// (DESIGN "Performance": every figure is a ratio to a baseline taken on the same machine, in
+// the same minute): a plain blocking hiredis GET (the floor under a miss) and a plain hiredis
+// PUBLISH -> message round trip to a blocking subscriber on its own thread (the floor under the
+// broadcast lane). Plus the small things the cache and broadcast gates share.
+#pragma once
+
+#include <hiredis/hiredis.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdarg>
+#include <cstdio>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include <echo/engine/engine.h>
+
+#include "drill/drill.h"
+
+namespace echo::cli::floors {
+
+using Clock = std::chrono::steady_clock;
+
+struct ReplyFree {
+  void operator()(redisReply* r) const noexcept { freeReplyObject(r); }
+};
+using Reply = std::unique_ptr<redisReply, ReplyFree>;
+
+// A plain blocking hiredis connection (RESP2): the baseline client, and the drill's eyes on L2.
+class Redis {
+ public:
+  explicit Redis(const DrillTarget& target)
+      : c_(redisConnect(target.host.c_str(), target.port), redisFree) {
+    if (!c_ || c_->err) {
+      throw std::runtime_error("plain hiredis connection to " + target.host + ':' +
+                               std::to_string(target.port) + " failed" +
+                               (c_ ? std::string(": ") + c_->errstr : std::string()));
+    }
+    const timeval five{5, 0};  // a lost reply fails the gate instead of hanging the drill
+    redisSetTimeout(c_.get(), five);
+  }
+  // One command, printf-style as redisCommand (%s, %b with a length). Null on a transport error.
+  Reply command(const char* format, ...) {
+    va_list ap;
+    va_start(ap, format);
+    void* r = redisvCommand(c_.get(), format, ap);
+    va_end(ap);
+    return Reply(static_cast<redisReply*>(r));
+  }
+  // The raw bytes stored under `key` into `out`; false when the key is missing.
+  bool get(const std::string& key, std::string& out) {
+    Reply r = command("GET %b", key.data(), key.size());
+    if (!r || r->type != REDIS_REPLY_STRING) return false;
+    out.assign(r->str, r->len);
+    return true;
+  }
+  long long pttl(const std::string& key) {
+    Reply r = command("PTTL %b", key.data(), key.size());
+    return r && r->type == REDIS_REPLY_INTEGER ? r->integer : -3;
+  }
+  // How many keys match `pattern` (SCAN, so a shared server is not blocked).
+  std::size_t count_keys(const std::string& pattern) {
+    std::size_t n = 0;
+    std::string cursor = "0";
+    do {
+      Reply r = command("SCAN %s MATCH %b COUNT 1000", cursor.c_str(), pattern.data(), pattern.size());
+      if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 2) return static_cast<std::size_t>(-1);
+      cursor.assign(r->element[0]->str, r->element[0]->len);
+      n += r->element[1]->elements;
+    } while (cursor != "0");
+    return n;
+  }
+  redisContext* raw() const noexcept { return c_.get(); }
+
+ private:
+  std::unique_ptr<redisContext, void (*)(redisContext*)> c_;
+};
+
+// Microsecond samples, sorted once.
+struct Samples {
+  std::vector<double> us;
+  void sort() { std::sort(us.begin(), us.end()); }
+  double pct(double p) const {
+    if (us.empty()) return 0;
+    const auto i = static_cast<std::size_t>(p * static_cast<double>(us.size() - 1) + 0.5);
+    return us[std::min(i, us.size() - 1)];
+  }
+  double median() const { return pct(0.5); }
+};
+
+inline double since_us(Clock::time_point t0) {
+  return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+}
+
+// Waits for `done` on the caller's thread: a short spin, then yields, so on a two-core machine
+// the threads being waited for still get the CPU. False after `limit`. The same waiter serves
+// the floor and the engine, so both figures carry the same observation cost.
+template <class Pred>
+bool spin_until(Pred done, std::chrono::microseconds limit = std::chrono::seconds(2)) {
+  const auto end = Clock::now() + limit;
+  for (unsigned spins = 0; !done(); ++spins) {
+    if (spins > 64) std::this_thread::yield();
+    if ((spins & 255) == 0 && Clock::now() > end) return done();
+  }
+  return true;
+}
+
+// Polls (1 ms sleeps) for slower conditions: sweeps, applies after a storm.
+template <class Pred>
+bool eventually(Pred done, std::chrono::milliseconds limit = std::chrono::seconds(2)) {
+  const auto end = Clock::now() + limit;
+  while (!done()) {
+    if (Clock::now() > end) return done();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
+// The floor under a miss: `n` sequential plain GETs of `key` (after 50 unmeasured).
+inline Samples get_floor(const DrillTarget& target, const std::string& key, int n) {
+  Redis r(target);
+  Samples s;
+  s.us.reserve(static_cast<std::size_t>(n));
+  for (int i = 0; i < n + 50; ++i) {
+    const auto t0 = Clock::now();
+    Reply reply = r.command("GET %b", key.data(), key.size());
+    const double us = since_us(t0);
+    if (!reply) throw std::runtime_error("the GET floor lost its connection");
+    if (i >= 50) s.us.push_back(us);
+  }
+  s.sort();
+  return s;
+}
+
+// The floor under the broadcast lane: a blocking hiredis subscriber on its own thread counts
+// messages; the caller PUBLISHes `payload_size`-byte payloads one at a time and waits with
+// spin_until for the count to move. Each sample is PUBLISH sent -> message counted.
+inline Samples publish_floor(const DrillTarget& target, const std::string& channel, int n,
+                             std::size_t payload_size = 29) {
+  Redis sub(target), pub(target);
+  Reply ok = sub.command("SUBSCRIBE %b", channel.data(), channel.size());
+  if (!ok) throw std::runtime_error("the PUBLISH floor could not subscribe");
+  const int total = n + 50;
+  std::atomic<int> heard{0};
+  std::jthread listener([&] {
+    while (heard.load(std::memory_order_relaxed) < total) {
+      void* raw = nullptr;
+      if (redisGetReply(sub.raw(), &raw) != REDIS_OK) return;  // timeout or loss: the floor fails
+      Reply m(static_cast<redisReply*>(raw));
+      if (m->type == REDIS_REPLY_ARRAY && m->elements == 3) {
+        heard.fetch_add(1, std::memory_order_release);  // pairs with the caller's acquire
+      }
+    }
+  });
+  const std::string payload(payload_size, 'x');
+  Samples s;
+  s.us.reserve(static_cast<std::size_t>(n));
+  for (int i = 0; i < total; ++i) {
+    const auto t0 = Clock::now();
+    Reply r = pub.command("PUBLISH %b %b", channel.data(), channel.size(), payload.data(),
+                          payload.size());
+    if (!r || !spin_until([&] { return heard.load(std::memory_order_acquire) > i; })) {
+      throw std::runtime_error("the PUBLISH floor lost message " + std::to_string(i));
+    }
+    if (i >= 50) s.us.push_back(since_us(t0));
+  }
+  s.sort();
+  return s;
+}
+
+// "1,311,621"
+inline std::string grouped(double v) {
+  std::string digits = std::to_string(static_cast<long long>(v + 0.5));
+  for (int i = static_cast<int>(digits.size()) - 3; i > 0; i -= 3) digits.insert(static_cast<std::size_t>(i), ",");
+  return digits;
+}
+
+inline std::string fmt(const char* format, ...) {
+  char buf[256];
+  va_list ap;
+  va_start(ap, format);
+  std::vsnprintf(buf, sizeof buf, format, ap);
+  va_end(ap);
+  return buf;
+}
+
+// A node of the drill: the engine options for `target` with minting node `node`.
+inline engine::EngineOptions node_options(const DrillTarget& target, unsigned node) {
+  engine::EngineOptions o;
+  o.host = target.host;
+  o.port = target.port;
+  o.node_id = node;
+  return o;
+}
+
+}  // namespace echo::cli::floors
