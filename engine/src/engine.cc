@@ -78,6 +78,8 @@ struct Engine::Impl {
     std::string channel;
     std::unique_ptr<TableWriter> writer;
     CoherenceRing* ring = nullptr;  // broadcast lane: the io thread's ring into this writer
+    CoherenceRing* job_ring = nullptr;  // job lane: the consumer's ring (credit-limited)
+    std::unique_ptr<JobConsumer> consumer;
     std::atomic<std::uint64_t> pushes{0}, garbage{0};
   };
 
@@ -88,6 +90,7 @@ struct Engine::Impl {
   table::Minter minter;
   io::Script put_l2 = embedded_script("put_l2");
   io::Script drop_l2 = embedded_script("drop_l2");
+  io::Script fanout = embedded_script("fanout_enqueue");
 
   std::unique_ptr<io::LoopThread> io;
   std::unique_ptr<io::Connection> cmd, sub;
@@ -336,6 +339,9 @@ Engine::Engine(EngineOptions options, std::vector<TableSpec> tables)
     if (slot->spec.coherence == CoherenceMode::kBroadcast) {
       slot->ring = &slot->writer->add_ring(slot->spec.full_policy);
       impl_->by_channel.emplace(slot->channel, slot.get());
+    } else if (slot->spec.coherence == CoherenceMode::kJob) {
+      // Never refuses: the consumer publishes only into free slots (credits).
+      slot->job_ring = &slot->writer->add_ring(ring::FullPolicy::kDrop);
     }
     impl_->by_name.emplace(slot->spec.name, slot.get());
     impl_->slots.push_back(std::move(slot));
@@ -362,6 +368,12 @@ std::error_code Engine::start(std::chrono::milliseconds timeout) {
     return ec;
   }
   d.running.store(true, std::memory_order_release);
+  for (auto& s : d.slots) {
+    if (s->job_ring == nullptr) continue;
+    s->consumer = std::make_unique<JobConsumer>(d.io->loop(), *d.cmd, d.connection_options("park-" + s->spec.name),
+                                                *s->writer, *s->job_ring, std::to_string(d.options.node_id));
+    s->consumer->start();
+  }
   if (!d.by_channel.empty()) {
     d.sub = std::make_unique<io::Connection>(
         d.io->loop(), d.connection_options("sub"),
@@ -378,8 +390,12 @@ std::error_code Engine::start(std::chrono::milliseconds timeout) {
         return ec;
       }
     }
-    // Caching starts only once the server has confirmed each subscription.
-    for (auto& [channel, slot] : d.by_channel) {
+  }
+  // Caching starts only once each lane confirmed delivery: the server's subscription
+  // confirmation (broadcast) or this node's first membership beat (job).
+  for (auto& slot : d.slots) {
+    if (slot->spec.coherence == CoherenceMode::kNone) continue;
+    {
       while (slot->writer->stats().suspended) {
         if (Clock::now() >= deadline) {
           stop();
@@ -407,6 +423,9 @@ void Engine::stop() {
     std::promise<void> marked;
     d.io->loop().post([&d, &marked] {
       d.io_closing = true;
+      for (auto& s : d.slots) {
+        if (s->consumer) s->consumer->stop_on_loop();
+      }
       marked.set_value();
     });
     marked.get_future().wait();
@@ -414,6 +433,7 @@ void Engine::stop() {
   d.sub.reset();
   d.cmd.reset();
   if (d.io) d.io->join();
+  for (auto& s : d.slots) s->consumer.reset();
   d.io.reset();
   d.io_closing = false;
 }
@@ -475,6 +495,35 @@ Result<std::int64_t> Engine::broadcast(std::string_view table, std::string_view 
   if (!reply) return table::Unexpected{reply.error()};
   if (reply->view().type() != io::Resp3Type::integer) return table::Unexpected{unexpected()};
   return reply->view().integer();
+}
+
+Result<std::vector<MemberAdmission>> Engine::enqueue(std::string_view table, const BrandedId& group,
+                                                     std::string_view id, const BrandedId& version) {
+  auto& d = *impl_;
+  if (!table::check_table_name(table)) return table::Unexpected{make_error_code(Errc::kNoSuchCache)};
+  auto name = BrandedId::parse(id);
+  if (!name) return table::Unexpected{make_error_code(Errc::kKind)};
+  const Impl::Slot* slot = d.find(table);
+  if (slot != nullptr && name->ns() != slot->spec.kind) return table::Unexpected{make_error_code(Errc::kKind)};
+  const TableSpec defaults;
+  const TableSpec& spec = slot != nullptr ? slot->spec : defaults;
+  const auto keys = JobLaneKeys::for_table(table);
+  const auto job = d.minter.mint("JOB").value();
+  const auto frame = table::make_frame(*name, version);
+  auto reply = d.script(d.fanout, {keys.members},
+                        {keys.qbase, job.str(), std::string(table::view(frame)), group.str(),
+                         spec.job_shared_queue ? "1" : "0", std::to_string(spec.job_lease_ms)});
+  if (!reply) return table::Unexpected{reply.error()};
+  const io::Resp3Value r = reply->view();
+  if (r.type() != io::Resp3Type::array || r.size() % 2 != 0) return table::Unexpected{unexpected()};
+  std::vector<MemberAdmission> out;
+  for (std::size_t i = 0; i + 1 < r.size(); i += 2) {
+    const std::int64_t verdict = r[i + 1].integer();
+    out.push_back({std::string(r[i].str()), verdict == 1   ? Admission::kEnqueued
+                                            : verdict == 2 ? Admission::kHandedOff
+                                                           : Admission::kDuplicate});
+  }
+  return out;
 }
 
 Result<bool> Engine::drop_l2(std::string_view table, std::string_view id, const BrandedId& version) {
@@ -549,6 +598,7 @@ EngineStats Engine::stats() const {
     t.rings = s->writer->ring_stats();
     t.pushes = s->pushes.load(std::memory_order_relaxed);
     t.garbage = s->garbage.load(std::memory_order_relaxed);
+    if (s->consumer) t.consumer = s->consumer->stats();
     out.tables.push_back(std::move(t));
   }
   if (impl_->cmd) out.connections.push_back(impl_->cmd->stats());

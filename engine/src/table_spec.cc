@@ -74,6 +74,11 @@ void validate(const TableSpec& spec) {
   } else if (spec.disconnect != DisconnectPolicy::kFlush) {
     refuse(spec, "disconnect must be flush or serve_stale");
   }
+  check_range<std::int64_t>(spec, "job_lease_ms", spec.job_lease_ms, 10, 3'600'000);
+  check_range<std::int64_t>(spec, "job_beat_ms", spec.job_beat_ms, 10, 60'000);
+  check_range<std::int64_t>(spec, "job_retry_delay_ms", spec.job_retry_delay_ms, 0, 3'600'000);
+  check_range<int>(spec, "job_max_attempts", spec.job_max_attempts, 1, 1000);
+  check_range<std::size_t>(spec, "job_credits", spec.job_credits, 1, spec.ring_capacity);
   const int cpus = static_cast<int>(std::thread::hardware_concurrency());
   if (spec.writer_cpu < -1 || (cpus > 0 && spec.writer_cpu >= cpus)) {
     refuse(spec, "writer_cpu must be -1 (unpinned) or 0.." + std::to_string(cpus - 1) +

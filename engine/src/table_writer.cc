@@ -56,8 +56,9 @@ TableWriter::TableWriter(const TableSpec& spec, WriterPorts ports, unsigned node
       minter_(node_id),
       map_(std::make_unique<table::L1Map>(l1_config(spec))),
       bell_(spec.writer_wait),
-      suspended_(spec.coherence == CoherenceMode::kBroadcast) {
+      suspended_(spec.coherence != CoherenceMode::kNone) {
   suspended_flag_.store(suspended_, std::memory_order_relaxed);
+  acks_.reserve(spec_.max_batch);  // the drain lambda is noexcept: it must not allocate
 }
 
 TableWriter::~TableWriter() { stop(); }
@@ -155,8 +156,11 @@ void TableWriter::run(std::stop_token stop) {
     }
     if (work != 0) continue;
     map_->reclaim();
+    // Wake for the next sweep, or sooner for a serve_stale deadline: waiting for the sweep alone
+    // served stale rows up to sweep_ms past serve_stale_max_ms.
+    const std::int64_t wake = stale_deadline_ >= 0 ? std::min(next_sweep, stale_deadline_) : next_sweep;
     const auto deadline = std::chrono::steady_clock::now() +
-                          std::chrono::milliseconds(std::max<std::int64_t>(0, next_sweep - now));
+                          std::chrono::milliseconds(std::max<std::int64_t>(0, wake - now));
     bell_.wait_until(
         [this]() noexcept {
           for (const auto& r : rings_) {
@@ -177,6 +181,7 @@ std::size_t TableWriter::drain_rings() {
       for (CoherenceItem& item : items) {
         const auto verdict = map_->apply_coherence(item.message.name, item.message.version);
         if (verdict == table::Verdict::kApplied) ++applied;
+        if (item.ticket != 0) acks_.push_back(JobAck{item.ticket, verdict});
         if (!flights_.empty()) note_drop(item.message.name);
         const std::int64_t lag = t - item.decoded_ns;
         const std::size_t bucket =
@@ -186,6 +191,10 @@ std::size_t TableWriter::drain_rings() {
       bump(applied_, applied);
       bump(stale_, items.size() - applied);
     });
+    if (!acks_.empty()) {
+      if (ack_sink_) ack_sink_(acks_);
+      acks_.clear();
+    }
     if (r->take_flush_pending()) {
       // A refused message cost a refill, never a stale read: drop every row.
       map_->clear();

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include <echo/engine/errc.h>
+#include <echo/engine/job_consumer.h>
 #include <echo/engine/table_spec.h>
 #include <echo/engine/table_writer.h>
 #include <echo/io/connection.h>
@@ -60,8 +61,16 @@ struct TableInfo {
   std::size_t ring_capacity;  // 0 when the table has no ring (coherence none/job)
 };
 
+// The job lane's admission verdict for one member queue ("*" names the shared queue).
+enum class Admission : std::uint8_t { kEnqueued, kDuplicate, kHandedOff };
+struct MemberAdmission {
+  std::string member;
+  Admission admission;
+};
+
 struct TableStats {
   std::string name;
+  std::optional<JobConsumerStats> consumer;  // job-lane tables
   table::L1Stats l1;
   WriterStats writer;
   std::vector<ring::RingStats> rings;
@@ -104,6 +113,12 @@ class Engine {
   // PUBLISH ecc:{t}:coh <29 bytes>: the number of subscribers that heard it (at-most-once).
   Result<std::int64_t> broadcast(std::string_view table, std::string_view id,
                                  const table::BrandedId& version);
+  // The job lane's writer verb: one job (a fresh JOB id, payload name:version, lane `group`, a
+  // valid branded id) admitted into the member queue of every live member of `table`'s job lane,
+  // atomically and in one round trip (and into the shared queue ecc.coh.<t> when the table says
+  // job_shared_queue). An undeclared table uses the default knobs. At-least-once per member.
+  Result<std::vector<MemberAdmission>> enqueue(std::string_view table, const table::BrandedId& group,
+                                               std::string_view id, const table::BrandedId& version);
   // drop_l2 (WIRE §3): deletes the L2 row iff `version` is newer; true when it deleted.
   Result<bool> drop_l2(std::string_view table, std::string_view id, const table::BrandedId& version);
   // Admin: DEL the L2 key and delete the L1 row, unconditionally.

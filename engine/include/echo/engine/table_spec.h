@@ -69,6 +69,14 @@ struct TableSpec {
   DisconnectPolicy disconnect = DisconnectPolicy::kFlush;
   std::int64_t serve_stale_max_ms = 0;  // kServeStale only: 1 .. 86,400,000
   int writer_cpu = -1;                  // -1: unpinned; else a CPU index
+
+  // The job lane (coherence kJob): this node's consumer of its member queue.
+  std::int64_t job_lease_ms = 30000;       // 10 .. 3,600,000: a claim's lease
+  std::int64_t job_beat_ms = 1000;         // 10 .. 60,000: park timeout, heartbeat, reap period
+  std::int64_t job_retry_delay_ms = 1000;  // 0 .. 3,600,000: a malformed job's retry delay
+  int job_max_attempts = 3;                // 1 .. 1000: then the job is dead
+  std::size_t job_credits = 1024;          // 1 .. ring_capacity: claimed, not yet applied
+  bool job_shared_queue = false;           // enqueue also feeds ecc.coh.<t> (original consumers)
 };
 
 // Throws ConfigError for the first knob out of range. Any thread.

@@ -41,6 +41,15 @@ struct CoherenceItem {
 };
 using CoherenceRing = ring::SpscRing<CoherenceItem>;
 
+// The writer's word on a job-lane item: the job behind `ticket` was applied (or found stale),
+// so its consumer may complete it (complete-after-apply).
+struct JobAck {
+  std::uint64_t ticket;
+  table::Verdict verdict;
+};
+// Called on the writer thread once per drained batch that carried tickets; must not block.
+using AckSink = std::function<void(std::span<const JobAck>)>;
+
 // Where a read was answered from (WIRE §4.3's sources, plus l1).
 enum class Source : std::uint8_t { kL1, kL2, kLoader };
 std::string_view to_string(Source s) noexcept;
@@ -101,6 +110,8 @@ class TableWriter {
 
   // A new ring for one producer thread, policy `policy`. Owner thread, before start().
   CoherenceRing& add_ring(ring::FullPolicy policy);
+  // Where acknowledgements of ticketed items go. Owner thread, before start().
+  void set_ack_sink(AckSink sink) { ack_sink_ = std::move(sink); }
 
   // Starts the writer thread (pinned when spec.writer_cpu >= 0). Owner thread.
   void start();
@@ -180,12 +191,14 @@ class TableWriter {
   ring::Doorbell bell_;
   std::vector<std::unique_ptr<CoherenceRing>> rings_;
   moodycamel::ConcurrentQueue<Command> inbox_;
+  AckSink ack_sink_;
   std::jthread thread_;
 
   // Writer-thread state.
+  std::vector<JobAck> acks_;
   std::unordered_map<std::string, Flight> flights_;
   std::uint64_t next_flight_ = 1;
-  bool suspended_ = true;            // until the first confirmation when the table subscribes
+  bool suspended_ = true;  // a broadcast or job table caches once its lane confirms delivery
   std::int64_t stale_deadline_ = -1; // serve_stale: when to suspend if still not resubscribed
 
   // Counters: written by the writer thread (relaxed load+store), read anywhere.

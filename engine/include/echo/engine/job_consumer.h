@@ -1,0 +1,136 @@
+// SPDX-License-Identifier: MIT
+// The job lane's consumer (DESIGN "Beyond the original" 1; WIRE §5.4 adapted): one per job-lane
+// table per node, on the engine's io thread. It keeps this node registered in the table's
+// membership set, claims jobs from the node's own member queue only while the table's ring has
+// credits, publishes each into the ring with a ticket, parks on its own connection (BLPOP on the
+// delivery and wake lists) when idle, and completes a job only when the writer's ack says it was
+// applied. Never drops a job: what is not acked is reaped back with token + 1.
+//
+// Member queues (every node applies every message). The writer's fanout_enqueue admits one job
+// into the member queue `emq:{ecc.coh.<t>}:m:<node>:` of every live member (same hash tag as the
+// shared queue, so the script is single-slot, one round trip). Failure modes:
+//   - this node dies holding a claim: the job stays active; the next incarnation's reap (same
+//     node id) returns it with token + 1; a completion with the old token is refused (stale);
+//   - this node dies after a hand-off was pushed to its delivery list: the job is active with a
+//     lease, reaped like any claim;
+//   - this node's heartbeat lapses past the member ttl: writers skip it and any node may reclaim
+//     its queue; on the next beat it re-registers and drops every L1 row (it may have missed
+//     messages) before caching again — the same as a resubscribe;
+//   - a joiner caches nothing until its first beat has landed: from then on every enqueue includes
+//     it (membership is read inside the enqueue script, atomically).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <unordered_map>
+
+#include <echo/engine/table_spec.h>
+#include <echo/engine/table_writer.h>
+#include <echo/io/connection.h>
+#include <echo/io/uring_loop.h>
+
+namespace echo::engine {
+
+struct JobConsumerStats {
+  std::uint64_t claimed = 0, handed_off = 0, applied = 0, stale_applies = 0;
+  std::uint64_t completed = 0, complete_gone = 0, complete_stale = 0, complete_errors = 0;
+  std::uint64_t malformed = 0, retried = 0, dead = 0;
+  std::uint64_t beats = 0, rejoins = 0, reaped = 0, promoted = 0, members_reaped = 0;
+  std::uint64_t parks = 0, wakes = 0, empty_claims = 0, in_flight = 0;
+};
+
+// The queue names of one job-lane table.
+struct JobLaneKeys {
+  std::string queue;    // ecc.coh.<t>
+  std::string qbase;    // emq:{ecc.coh.<t>}:
+  std::string members;  // emq:{ecc.coh.<t>}:members
+  // The member queue prefix of `member`: emq:{ecc.coh.<t>}:m:<member>:
+  std::string member_base(std::string_view member) const;
+  static JobLaneKeys for_table(std::string_view table);
+};
+
+// The embedded scripts the lane calls (the io connection's EVALSHA form).
+struct JobLaneScripts {
+  io::Script gclaim, complete, retry, promote, reap, member_beat, member_reap, fanout_enqueue;
+  static JobLaneScripts embedded();
+};
+
+class JobConsumer {
+ public:
+  // Loop-thread objects: `cmd` is the engine's command connection; the consumer opens its own
+  // parking connection with `park_options`. Owner thread; starts nothing.
+  JobConsumer(io::UringLoop& loop, io::Connection& cmd, io::ConnectionOptions park_options,
+              TableWriter& writer, CoherenceRing& ring, std::string member);
+  ~JobConsumer();
+  JobConsumer(const JobConsumer&) = delete;
+  JobConsumer& operator=(const JobConsumer&) = delete;
+
+  // Posts the first beat; the loop thread runs everything after. Owner thread.
+  void start();
+  // Loop thread: stops beating, claiming and parking (posted by the engine before teardown).
+  void stop_on_loop();
+
+  // Writer thread: the ack sink (installed by the engine on the writer).
+  void on_acks(std::span<const JobAck> acks);
+
+  JobConsumerStats stats() const;
+  const std::string& member() const noexcept { return member_; }
+
+ private:
+  struct Job {
+    std::string id, payload, group;
+    std::int64_t token = 0;
+  };
+
+  void beat();
+  void maintain();
+  void pump();
+  void park();
+  void on_park_reply(std::error_code ec, const io::Resp3Value& reply);
+  void unpark();
+  void take_hand_off(std::string_view text);
+  void deliver(Job job);
+  void publish_overflow();
+  void drain_acks();
+  void complete(const Job& job, table::Verdict verdict);
+  void retry(const Job& job, std::string reason);
+  static void on_timer(io::IoOp& op, int res) noexcept;
+  static void bump(std::atomic<std::uint64_t>& c, std::uint64_t n = 1) noexcept {
+    c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);  // one writer
+  }
+
+  io::UringLoop& loop_;
+  io::Connection& cmd_;
+  std::unique_ptr<io::Connection> park_;
+  TableWriter& writer_;
+  CoherenceRing& ring_;
+  const TableSpec& spec_;
+  const std::string member_;
+  const JobLaneKeys keys_;
+  const std::string mbase_;
+  const JobLaneScripts scripts_;
+  const std::int64_t member_ttl_ms_;
+
+  // Loop-thread state.
+  bool stopping_ = false, claiming_ = false, parked_ = false, registered_ = false;
+  std::int64_t last_beat_ms_ = 0;  // server time of the last beat that landed
+  std::uint64_t next_ticket_ = 1;
+  std::unordered_map<std::uint64_t, Job> in_flight_;  // published, not yet acked
+  std::deque<CoherenceItem> overflow_;                  // hand-offs beyond the credits
+  io::IoOp timer_op_{};
+  bool timer_armed_ = false;
+
+  // Writer → loop: acks travel through an SPSC ring; the loop drains it on a posted closure,
+  // posted only when `ack_drain_posted_` goes false → true (one post per burst, not per ack).
+  ring::SpscRing<JobAck> acks_;
+  std::atomic<bool> ack_drain_posted_{false};
+
+  std::atomic<std::uint64_t> claimed_{0}, handed_off_{0}, applied_{0}, stale_applies_{0},
+      completed_{0}, complete_gone_{0}, complete_stale_{0}, complete_errors_{0}, malformed_{0},
+      retried_{0}, dead_{0}, beats_{0}, rejoins_{0}, reaped_{0}, promoted_{0},
+      members_reaped_{0}, parks_{0}, wakes_{0}, empty_claims_{0};
+};
+
+}  // namespace echo::engine
