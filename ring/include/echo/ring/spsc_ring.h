@@ -244,16 +244,16 @@ class SpscRing {
     RingStats s;
     s.capacity = capacity_;
     s.occupancy = occupancy_approx();
-    s.published = published_.load(std::memory_order_relaxed);
+    s.published = tail_.load(std::memory_order_relaxed);
     s.dropped = dropped_.load(std::memory_order_relaxed);
     s.wakes = wakes_.load(std::memory_order_relaxed);
     s.stalls = stalls_.load(std::memory_order_relaxed);
     s.flush_pending = flush_pending_.load(std::memory_order_relaxed);
-    s.applied = applied_.load(std::memory_order_relaxed);
-    s.batches = batches_.load(std::memory_order_relaxed);
+    s.applied = head_.load(std::memory_order_relaxed);
     s.max_batch = max_batch_.load(std::memory_order_relaxed);
     for (std::size_t i = 0; i < kHistogramBuckets; ++i) {
       s.batch_histogram[i] = histogram_[i].load(std::memory_order_relaxed);
+      s.batches += s.batch_histogram[i];
     }
     return s;
   }
@@ -266,6 +266,7 @@ class SpscRing {
         producer_wait_(config.producer_wait),
         own_bell_(bell ? nullptr : std::make_unique<Doorbell>(config.consumer_wait)),
         bell_(bell ? bell : own_bell_.get()),
+        parks_(bell_->parks()),
         slots_(static_cast<T*>(::operator new(sizeof(T) * config.capacity,
                                               std::align_val_t{alignof(T)}))) {}
 
@@ -291,14 +292,12 @@ class SpscRing {
   void push_one(std::uint64_t t, T&& item) noexcept {
     std::construct_at(slot(t), std::move(item));
     publish_tail(t, t + 1);
-    bump(published_, 1);
   }
 
   void push_many(std::uint64_t t, std::span<T> items) noexcept {
     if (items.empty()) return;
     for (std::size_t i = 0; i < items.size(); ++i) std::construct_at(slot(t + i), std::move(items[i]));
     publish_tail(t, t + items.size());
-    bump(published_, items.size());
   }
 
   // Makes slots [old_tail, new_tail) visible, then the edge-triggered wake. The store releases
@@ -307,7 +306,7 @@ class SpscRing {
   // doorbell.h); only then may a consumer be asleep, and only a ring that was empty when the
   // consumer announced it would park (head_ == old_tail) signals.
   void publish_tail(std::uint64_t old_tail, std::uint64_t new_tail) noexcept {
-    if (!bell_->parks()) {
+    if (!parks_) {
       tail_.store(new_tail, std::memory_order_release);
       return;
     }
@@ -375,9 +374,9 @@ class SpscRing {
     detail::futex_wake(producer_parked_, 1);
   }
 
+  // published and applied are tail_ and head_ themselves, and batches is the histogram's sum:
+  // a pass costs one histogram bump and one compare.
   void count_batch(std::size_t n) noexcept {
-    bump(applied_, n);
-    bump(batches_, 1);
     if (n > max_batch_.load(std::memory_order_relaxed)) {
       max_batch_.store(n, std::memory_order_relaxed);
     }
@@ -391,13 +390,13 @@ class SpscRing {
   const WaitConfig producer_wait_;
   std::unique_ptr<Doorbell> own_bell_;
   Doorbell* const bell_;
+  const bool parks_;  // bell_->parks(), cached: read on every publish
   T* const slots_;
 
   // Producer-written, consumer-read: the tail and the producer's counters share one line
   // because the producer writes them together.
   alignas(kCacheLine) std::atomic<std::uint64_t> tail_{0};
   std::atomic<bool> flush_pending_{false};
-  std::atomic<std::uint64_t> published_{0};
   std::atomic<std::uint64_t> dropped_{0};
   std::atomic<std::uint64_t> wakes_{0};
   std::atomic<std::uint64_t> stalls_{0};
@@ -408,8 +407,6 @@ class SpscRing {
 
   // Consumer-written, producer-read: the head and the consumer's counters.
   alignas(kCacheLine) std::atomic<std::uint64_t> head_{0};
-  std::atomic<std::uint64_t> applied_{0};
-  std::atomic<std::uint64_t> batches_{0};
   std::atomic<std::uint64_t> max_batch_{0};
 
   // Consumer-private.
