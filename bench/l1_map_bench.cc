@@ -455,8 +455,6 @@ void BM_L1Map_MemoryPerRow(benchmark::State& state) {
     state.counters["accounted_bytes_per_row"] =
         (static_cast<double>(map->memory_bytes() - map->value_bytes())) / n;
     state.counters["index_bytes_per_row"] = static_cast<double>(map->bucket_count() * 8) / n;
-    state.counters["tombstone_bytes_per_row"] =
-        static_cast<double>(std::bit_ceil(kN) * 32) / n;  // the fill guard's table, preallocated
     state.SetItemsProcessed(static_cast<std::int64_t>(kN));
   }
 }

@@ -3,14 +3,16 @@
 // happens only in bulk (make_room rebuilds), so probing needs no tombstone markers of its own.
 #include <echo/table/fill_guard.h>
 
+#include <algorithm>
 #include <bit>
 #include <cassert>
 
 namespace echo::table {
 
 TombstoneTable::TombstoneTable(std::size_t capacity, std::int64_t keep_ms)
-    : slots_(std::bit_ceil(capacity < 16 ? std::size_t{16} : capacity)),
+    : slots_(std::min(kInitialSlots, std::bit_ceil(std::max(capacity, std::size_t{16})))),
       mask_(slots_.size() - 1),
+      max_slots_(std::bit_ceil(std::max(capacity, std::size_t{16}))),
       keep_ms_(keep_ms) {
   assert(keep_ms >= 0 && "TombstoneTable: keep_ms must be >= 0");
   for (Slot& s : slots_) s.key = 0;
@@ -63,15 +65,21 @@ void TombstoneTable::make_room(std::int64_t now) {
     if (s.key != 0 && now < s.deadline) live.push_back(s);
   }
   if (live.size() > slots_.size() / 8 * 3) {
-    // Purging would free less than a quarter: fold everything into the floor instead, so the
-    // next slots_.size() / 2 remembers are O(1) again.
-    for (const Slot& s : live) {
-      if (!floor_active_ || newer(view(s.version), view(floor_))) floor_ = s.version;
-      if (!floor_active_ || s.deadline > floor_deadline_) floor_deadline_ = s.deadline;
-      floor_active_ = true;
+    if (slots_.size() < max_slots_) {
+      // Purging would free less than a quarter: grow (a burst of drops within one TTL).
+      slots_.assign(slots_.size() * 2, Slot{});
+      mask_ = slots_.size() - 1;
+    } else {
+      // At the bound: fold everything into the floor, so the next slots_.size() / 2 remembers
+      // are O(1) again. Safe, but it refuses older fills of every name until the floor lapses.
+      for (const Slot& s : live) {
+        if (!floor_active_ || newer(view(s.version), view(floor_))) floor_ = s.version;
+        if (!floor_active_ || s.deadline > floor_deadline_) floor_deadline_ = s.deadline;
+        floor_active_ = true;
+      }
+      live.clear();
+      ++collapses_;
     }
-    live.clear();
-    ++collapses_;
   }
   for (Slot& s : slots_) s.key = 0;
   used_ = 0;

@@ -323,6 +323,28 @@ TEST(TombstoneTable, CollapseIntoFloorStillRefusesOlderVersions) {
   EXPECT_FALSE(t.refuses(hash_name(names[39].view().data()), id_bytes(ver(139)), 10));
 }
 
+TEST(TombstoneTable, GrowsBeforeItCollapses) {
+  TombstoneTable t(1 << 14, 1000);
+  const std::size_t initial = t.capacity();
+  for (int i = 0; i < 3000; ++i) {
+    t.remember(hash_name(name_id(i).view().data()), id_bytes(ver(100 + i)), 0);
+  }
+  EXPECT_EQ(t.collapses(), 0u);
+  EXPECT_EQ(t.size(), 3000u);
+  EXPECT_GT(t.capacity(), initial);
+  for (int i = 0; i < 3000; ++i) {
+    const std::uint64_t h = hash_name(name_id(i).view().data());
+    EXPECT_TRUE(t.refuses(h, id_bytes(ver(99 + i)), 10)) << i;
+    EXPECT_FALSE(t.refuses(h, id_bytes(ver(100 + i)), 10)) << i;
+  }
+  // Expired entries are purged instead of growing further.
+  for (int i = 3000; i < 9000; ++i) {
+    t.remember(hash_name(name_id(i).view().data()), id_bytes(ver(100 + i)), 5000);
+  }
+  EXPECT_EQ(t.collapses(), 0u);
+  EXPECT_LT(t.size(), 9000u);
+}
+
 // The fill guard over randomized interleavings. Per trial, one name; a writer bumps the L2
 // version and sends a drop for it; fills read L2's current version and land later; drops and
 // fills are delivered in random order. Model: once a drop at d was applied, no read returns a

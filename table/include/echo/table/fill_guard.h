@@ -42,13 +42,15 @@ inline std::uint64_t hash_name(const char* p) noexcept {
 // two per cache line): two names whose hashes collide share one tombstone holding the newer
 // version, which can only refuse more fills, never fewer. remember() keeps the newest version per
 // name and (re)arms its deadline; an entry lives at least until its deadline (purged lazily when
-// the table fills). When purging cannot make room because every entry is younger than keep_ms, the
-// table collapses into a *floor*: the newest version among the evicted entries, applied to every
-// name until the newest evicted deadline. The floor can only refuse more fills (a refill from L2),
-// never fewer, so the guard stays safe under any load; `collapses()` counts it.
+// the table fills). When purging cannot make room because most entries are younger than keep_ms,
+// the table doubles, up to `capacity` slots; only at that bound does it collapse into a *floor*:
+// the newest version among the evicted entries, applied to every name until the newest evicted
+// deadline. The floor can only refuse more fills (a refill from L2), never fewer, so the guard
+// stays safe under any load; `collapses()` counts it.
 class TombstoneTable {
  public:
-  // capacity: slots, rounded up to a power of two >= 16; at most half are used. keep_ms >= 0.
+  // capacity: the most slots it may grow to (a power of two >= 16; at most half are used); it
+  // starts at min(capacity, kInitialSlots). keep_ms >= 0.
   TombstoneTable(std::size_t capacity, std::int64_t keep_ms);
 
   // Records that a coherence message `version` for the name hashing to `hash` (hash_name)
@@ -74,11 +76,13 @@ class TombstoneTable {
   std::uint64_t collapses() const noexcept { return collapses_; }
   std::size_t memory_bytes() const noexcept { return slots_.capacity() * sizeof(Slot); }
 
+  static constexpr std::size_t kInitialSlots = 1024;
+
  private:
   struct Slot {
-    std::uint64_t key;  // key(hash); 0 = empty
-    IdBytes version;
-    std::int64_t deadline;
+    std::uint64_t key = 0;  // key(hash); 0 = empty
+    IdBytes version{};
+    std::int64_t deadline = 0;
   };
   static_assert(sizeof(Slot) == 32, "two slots per cache line");
 
@@ -88,6 +92,7 @@ class TombstoneTable {
 
   std::vector<Slot> slots_;
   std::size_t mask_;
+  std::size_t max_slots_;
   std::size_t used_ = 0;
   std::int64_t keep_ms_;
   bool floor_active_ = false;

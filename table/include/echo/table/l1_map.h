@@ -40,7 +40,8 @@ struct L1Config {
   std::size_t max_size = 100000;   // 1 .. 2^30
   std::uint64_t seed = 0x5EEDull;  // jitter PRNG seed (tests pin it)
   MonotonicClock clock = &steady_clock_ms;
-  // Tombstone slots of 32 bytes (at most half used before a purge); 0 = max_size, at least 1024.
+  // The most tombstone slots (32 bytes; at most half used) the fill guard may grow to before it
+  // collapses into a floor (fill_guard.h); it starts at 1024. 0 = 4 * max_size, at least 1024.
   std::size_t tombstone_capacity = 0;
 };
 
