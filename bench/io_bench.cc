@@ -75,8 +75,8 @@ void BM_Hiredis_PingRoundTrip(benchmark::State& state) {
 BENCHMARK(BM_Hiredis_PingRoundTrip)->UseRealTime();
 
 // Ours: the loop runs on the benchmark thread, so the placement equals hiredis's.
-void ping_round_trip(benchmark::State& state, WaitMode mode) {
-  UringLoop loop(LoopOptions{.wait = mode});
+void ping_round_trip(benchmark::State& state, LoopOptions options) {
+  UringLoop loop(options);
   std::uint64_t errors = 0;
   {
     Connection conn(loop, bench_options());
@@ -101,13 +101,22 @@ void ping_round_trip(benchmark::State& state, WaitMode mode) {
   state.SetItemsProcessed(state.iterations());
 }
 void BM_Connection_PingRoundTrip_Blocking(benchmark::State& state) {
-  ping_round_trip(state, WaitMode::kBlock);
+  ping_round_trip(state, LoopOptions{.wait = WaitMode::kBlock});
 }
 void BM_Connection_PingRoundTrip_BusyPoll(benchmark::State& state) {
-  ping_round_trip(state, WaitMode::kBusyPoll);
+  ping_round_trip(state, LoopOptions{.wait = WaitMode::kBusyPoll});
+}
+// The same with IORING_SETUP_SINGLE_ISSUER | DEFER_TASKRUN (LoopOptions::single_thread_taskrun).
+void BM_Connection_PingRoundTrip_BlockingDeferTaskrun(benchmark::State& state) {
+  ping_round_trip(state, LoopOptions{.wait = WaitMode::kBlock, .single_thread_taskrun = true});
+}
+void BM_Connection_PingRoundTrip_BusyPollDeferTaskrun(benchmark::State& state) {
+  ping_round_trip(state, LoopOptions{.wait = WaitMode::kBusyPoll, .single_thread_taskrun = true});
 }
 BENCHMARK(BM_Connection_PingRoundTrip_Blocking)->UseRealTime();
 BENCHMARK(BM_Connection_PingRoundTrip_BusyPoll)->UseRealTime();
+BENCHMARK(BM_Connection_PingRoundTrip_BlockingDeferTaskrun)->UseRealTime();
+BENCHMARK(BM_Connection_PingRoundTrip_BusyPollDeferTaskrun)->UseRealTime();
 
 // For reference: a caller on another thread hands the call to a loop thread and waits.
 void BM_Connection_PingCallBlocking_CrossThread(benchmark::State& state) {

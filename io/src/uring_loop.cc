@@ -30,8 +30,14 @@ namespace {
 // Owns the ring: io_uring_queue_exit exactly once, on destruction. Move-only by construction.
 class Ring {
  public:
-  explicit Ring(unsigned entries) {
-    const int rc = io_uring_queue_init(entries, &ring_, 0);
+  Ring(unsigned entries, bool single_thread_taskrun) {
+    io_uring_params params{};
+    if (single_thread_taskrun) {
+      // Disabled until the running thread enables it: that thread becomes the single issuer.
+      params.flags = IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN |
+                     IORING_SETUP_R_DISABLED;
+    }
+    const int rc = io_uring_queue_init_params(entries, &ring_, &params);
     if (rc < 0) throw std::system_error(-rc, std::system_category(), "io_uring_queue_init");
   }
   ~Ring() { io_uring_queue_exit(&ring_); }
@@ -57,7 +63,8 @@ __kernel_timespec to_timespec(std::chrono::nanoseconds d) noexcept {
 }  // namespace
 
 struct UringLoop::Impl {
-  explicit Impl(unsigned entries) : ring(entries), wake_fd(::eventfd(0, EFD_CLOEXEC)) {
+  Impl(unsigned entries, bool single_thread_taskrun)
+      : ring(entries, single_thread_taskrun), wake_fd(::eventfd(0, EFD_CLOEXEC)) {
     if (!wake_fd) throw std::system_error(errno, std::system_category(), "eventfd");
   }
   Ring ring;
@@ -65,6 +72,7 @@ struct UringLoop::Impl {
   std::uint64_t wake_value = 0;  // the eventfd read lands here
   IoOp wake_op;
   moodycamel::ConcurrentQueue<std::function<void()>> posted;
+  std::thread::id issuer{};  // single_thread_taskrun: the thread that enabled the ring
   std::vector<IoOp*> deferred, running_deferred;  // swapped each pass; capacity is kept
 
   // A free SQE; when the SQ is full, submits what is queued to make room (never blocks).
@@ -87,7 +95,7 @@ UringLoop::UringLoop(LoopOptions options) : options_(options) {
     throw std::invalid_argument("LoopOptions::cpu must be -1 (no pinning) or a CPU index, got " +
                                 std::to_string(options_.cpu));
   }
-  impl_ = std::make_unique<Impl>(options_.entries);
+  impl_ = std::make_unique<Impl>(options_.entries, options_.single_thread_taskrun);
   impl_->deferred.reserve(64);
   impl_->running_deferred.reserve(64);
   impl_->wake_op.context = this;
@@ -194,6 +202,22 @@ void UringLoop::loop_until(const std::function<bool()>* done,
     std::abort();
   }
   io_uring* ring = impl_->ring.get();
+  if (options_.single_thread_taskrun) {
+    if (impl_->issuer == std::thread::id{}) {
+      // liburing 2.3 declares io_uring_enable_rings() but its .so does not export it: the
+      // exported raw register call does the same.
+      const int rc = io_uring_register(ring->ring_fd, IORING_REGISTER_ENABLE_RINGS, nullptr, 0);
+      if (rc < 0) {
+        std::fprintf(stderr, "echo::io::UringLoop: io_uring_enable_rings failed (%d)\n", rc);
+        std::abort();
+      }
+      impl_->issuer = std::this_thread::get_id();
+    } else if (impl_->issuer != std::this_thread::get_id()) {
+      std::fprintf(stderr, "echo::io::UringLoop: single_thread_taskrun loop run by a second "
+                           "thread (the kernel would refuse every submission)\n");
+      std::abort();
+    }
+  }
   const bool busy = options_.wait == WaitMode::kBusyPoll;
   if (busy) wake_pending_.store(true, std::memory_order_seq_cst);  // producers never write
   if (!impl_->wake_op.armed) arm_wake();

@@ -63,6 +63,32 @@ TEST(UringLoop, PostsFromManyThreadsAllRunWhenBusyPolling) {
   posts_from_many_threads_all_run(WaitMode::kBusyPoll);
 }
 
+TEST(UringLoop, PostsRunWithSingleThreadTaskrun) {
+  LoopThread lt(LoopOptions{.single_thread_taskrun = true});
+  std::atomic<int> ran{0};
+  for (int i = 0; i < 1000; ++i) lt.loop().post([&] { ran.fetch_add(1, std::memory_order_relaxed); });
+  std::promise<void> fence;
+  lt.loop().post([&] { fence.set_value(); });
+  ASSERT_EQ(fence.get_future().wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(ran.load(std::memory_order_relaxed), 1000);
+}
+
+TEST(UringLoop, TimersAndSocketsWorkWithSingleThreadTaskrun) {
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  UniqueFd a(sv[0]), b(sv[1]);
+  LoopThread lt(LoopOptions{.single_thread_taskrun = true});
+  Recorded timer, got;
+  char in[8] = {};
+  lt.loop().post([&] {
+    lt.loop().after(5ms, timer.op);
+    lt.loop().recv(b.get(), in, sizeof in, got.op);
+  });
+  EXPECT_EQ(timer.result.get_future().get(), -ETIME);
+  ASSERT_EQ(::send(a.get(), "xy", 2, 0), 2);
+  EXPECT_EQ(got.result.get_future().get(), 2);
+}
+
 TEST(UringLoop, PostedWorkRunsOnTheLoopThread) {
   LoopThread lt;
   std::promise<bool> on_loop;

@@ -26,6 +26,11 @@ struct LoopOptions {
   unsigned entries = 256;            // SQ size; 8 .. 32768
   WaitMode wait = WaitMode::kBlock;
   int cpu = -1;                      // pin the loop thread to this CPU; -1 = no pinning
+  // IORING_SETUP_SINGLE_ISSUER | DEFER_TASKRUN: completions run as task work only when this
+  // thread asks for events, which saves a wakeup per completion. The price: every run() /
+  // run_until() must be on the one thread that first ran the loop (a second thread aborts), so a
+  // Connection must be destroyed while that thread runs the loop, or on that thread.
+  bool single_thread_taskrun = false;
 };
 
 // One operation in flight. The owner keeps it alive until its completion has run (or until the
