@@ -41,10 +41,12 @@ struct Item {
 struct Case {
   WaitStrategy strategy;
   FullPolicy policy;
+  bool asymmetric = true;  // park: membarrier-backed light producer barrier, or seq_cst
 };
 
 std::string name(const testing::TestParamInfo<Case>& info) {
-  return std::string(to_string(info.param.strategy)) + "_" + std::string(to_string(info.param.policy));
+  return std::string(to_string(info.param.strategy)) + "_" + std::string(to_string(info.param.policy)) +
+         (info.param.strategy == WaitStrategy::kPark && !info.param.asymmetric ? "_seqcst" : "");
 }
 
 // How long a consumer may wait with items present before we call it a lost wake: far beyond
@@ -61,7 +63,7 @@ TEST_P(SpscRingStress, EveryAcceptedItemArrivesOnceInOrderAndNoWakeIsLost) {
   config.capacity = 64;  // small: the ring fills and empties constantly
   config.full_policy = c.policy;
   config.producer_wait = {c.strategy, 32};
-  config.consumer_wait = {c.strategy, 32};
+  config.consumer_wait = {c.strategy, 32, c.asymmetric};
   SpscRing<Item> ring(config);
 
   std::atomic<bool> producer_done{false};
@@ -169,6 +171,7 @@ INSTANTIATE_TEST_SUITE_P(
     testing::Values(Case{WaitStrategy::kSpin, FullPolicy::kDrop},
                     Case{WaitStrategy::kYield, FullPolicy::kDrop},
                     Case{WaitStrategy::kPark, FullPolicy::kDrop},
+                    Case{WaitStrategy::kPark, FullPolicy::kDrop, false},
                     Case{WaitStrategy::kPark, FullPolicy::kFlush},
                     Case{WaitStrategy::kSpin, FullPolicy::kBlock},
                     Case{WaitStrategy::kYield, FullPolicy::kBlock},

@@ -34,6 +34,10 @@ struct WaitConfig {
   WaitStrategy strategy = WaitStrategy::kPark;
   // Polls before the strategy proper starts; each poll is one pause instruction plus one check.
   std::uint32_t spin_budget = 2048;
+  // Park only: let producers skip the store-load fence, the parking consumer paying a
+  // membarrier(2) instead (used when the kernel offers it). false keeps the symmetric seq_cst
+  // handshake on both sides (the stress tests run both).
+  bool asymmetric_barrier = true;
 };
 
 struct RingConfig {

@@ -267,6 +267,7 @@ class SpscRing {
         own_bell_(bell ? nullptr : std::make_unique<Doorbell>(config.consumer_wait)),
         bell_(bell ? bell : own_bell_.get()),
         parks_(bell_->parks()),
+        asymmetric_(bell_->asymmetric()),
         slots_(static_cast<T*>(::operator new(sizeof(T) * config.capacity,
                                               std::align_val_t{alignof(T)}))) {}
 
@@ -302,17 +303,24 @@ class SpscRing {
 
   // Makes slots [old_tail, new_tail) visible, then the edge-triggered wake. The store releases
   // the slots (pairs with drain's and has_work's loads of tail_). Toward a parking doorbell it
-  // is seq_cst: the store half of the Dekker pair whose load half is has_waiters() (see
-  // doorbell.h); only then may a consumer be asleep, and only a ring that was empty when the
-  // consumer announced it would park (head_ == old_tail) signals.
+  // is seq_cst, the store half of the Dekker pair whose load half is has_waiters(), or, when the
+  // doorbell is asymmetric, release plus a compiler barrier (see doorbell.h); only then may a
+  // consumer be asleep, and only a ring that was empty when the consumer announced it would
+  // park (head_ == old_tail) signals.
   void publish_tail(std::uint64_t old_tail, std::uint64_t new_tail) noexcept {
     if (!parks_) {
       tail_.store(new_tail, std::memory_order_release);
       return;
     }
-    tail_.store(new_tail, std::memory_order_seq_cst);
-    if (!bell_->has_waiters()) return;
-    // acquire-ordered after has_waiters' seq_cst load, which read the consumer's waiters_
+    if (asymmetric_) {
+      // The consumer's membarrier stands in for the store-load fence (doorbell.h).
+      tail_.store(new_tail, std::memory_order_release);
+      if (!bell_->has_waiters_light()) return;
+    } else {
+      tail_.store(new_tail, std::memory_order_seq_cst);
+      if (!bell_->has_waiters()) return;
+    }
+    // acquire-ordered after has_waiters' load, which read the consumer's waiters_
     // increment, which follows its last head_ store: the head seen here is current.
     if (head_.load(std::memory_order_acquire) != old_tail) return;
     bump(wakes_, 1);
@@ -390,7 +398,8 @@ class SpscRing {
   const WaitConfig producer_wait_;
   std::unique_ptr<Doorbell> own_bell_;
   Doorbell* const bell_;
-  const bool parks_;  // bell_->parks(), cached: read on every publish
+  const bool parks_;       // bell_->parks(), cached: read on every publish
+  const bool asymmetric_;  // bell_->asymmetric(), cached likewise
   T* const slots_;
 
   // Producer-written, consumer-read: the tail and the producer's counters share one line
