@@ -68,8 +68,8 @@ class Resp3Owned;
 //
 // Lifetime: a Resp3Value from Resp3Decoder::next() (and everything reached from it, including
 // every string_view it returns) is valid until the next non-const call on that decoder. A
-// Resp3Value from Resp3Owned::view() lives as long as that Resp3Owned and is unaffected by moves
-// of it only if re-taken after the move. Call to_owned() to keep a value longer.
+// Resp3Value from Resp3Owned::view() is valid while that Resp3Owned is alive and unmodified;
+// take view() again after moving or assigning it. Call to_owned() to keep a value longer.
 //
 // Accessors never fail: one that does not match type() returns an empty / zero value, so a
 // hostile reply can never make a reader crash. Check type() before trusting a payload.
