@@ -1,0 +1,559 @@
+// SPDX-License-Identifier: MIT
+// The two coherence lanes end to end against their floor, measured in the same run with the same
+// thread placement (issue 5 item 8, issue 6 items 5 and 7): a plain hiredis subscriber's
+// PUBLISH -> message latency (the floor), the broadcast lane's PUBLISH -> row gone from the
+// receiving engine's L1, the job lane's enqueue -> row gone (the consumer parked, so the hand-off
+// path), job-lane throughput with 1 and 2 consumer nodes, and an L1 hit against an L2 GET.
+//
+// Placements (threads -> CPU; the bench thread publishes and polls the map, spinning then
+// yielding exactly as for the floor):
+//   one-core: everything on CPU 0 (bench, subscriber / io threads, writers, redis-server);
+//   spread:   redis-server on CPU 1; bench, subscriber / io threads and writers on CPU 0;
+//   split:    bench thread and the sender's io thread on CPU 0; redis-server, the floor's
+//             subscriber thread, the receiver's io thread and writer on CPU 1.
+// Each latency benchmark is one message per iteration with manual timing (the refill between
+// messages is not timed); p50/p99 are counters; the run ends with a table of medians and ratios.
+// ECHO_BENCH_MESSAGES overrides the message count (default 10,000; the job lane takes a fifth).
+#include <hiredis/hiredis.h>
+#include <pthread.h>
+#include <sched.h>
+
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <echo/engine/engine.h>
+#include <echo/engine/local_server.h>
+#include <echo/lua/scripts.h>
+#include <echo/table/branded_id.h>
+#include <echo/table/coherence_frame.h>
+#include <echo/table/names.h>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using echo::engine::CoherenceMode;
+using echo::engine::Engine;
+using echo::engine::EngineOptions;
+using echo::engine::TableSpec;
+using echo::table::BrandedId;
+
+echo::engine::LocalServer* g_server = nullptr;
+
+// ---- placement ----
+
+struct Placement {
+  const char* name;
+  int bench_cpu, server_cpu, receiver_cpu, sender_cpu;
+};
+constexpr Placement kPlacements[] = {
+    {"one-core", 0, 0, 0, 0},
+    {"spread", 0, 1, 0, 0},
+    {"split", 0, 1, 1, 0},
+};
+
+void pin_thread(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  if (pthread_setaffinity_np(pthread_self(), sizeof set, &set) != 0) {
+    std::fprintf(stderr, "lanes_bench: cannot pin a thread to CPU %d\n", cpu);
+  }
+}
+
+// Every thread of the server process (redis-server runs a few bio threads beside its main one).
+void pin_server(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  const auto dir = "/proc/" + std::to_string(g_server->pid()) + "/task";
+  for (const auto& task : std::filesystem::directory_iterator(dir)) {
+    const pid_t tid = std::stoi(task.path().filename().string());
+    if (sched_setaffinity(tid, sizeof set, &set) != 0) {
+      std::fprintf(stderr, "lanes_bench: cannot pin server thread %d to CPU %d\n", tid, cpu);
+    }
+  }
+}
+
+void place(const Placement& p) {
+  pin_thread(p.bench_cpu);
+  pin_server(p.server_cpu);
+}
+
+// ---- plain hiredis ----
+
+struct ReplyFree {
+  void operator()(redisReply* r) const noexcept { freeReplyObject(r); }
+};
+using Reply = std::unique_ptr<redisReply, ReplyFree>;
+struct ContextFree {
+  void operator()(redisContext* c) const noexcept { redisFree(c); }
+};
+using Context = std::unique_ptr<redisContext, ContextFree>;
+
+Context connect() {
+  Context c(redisConnect(g_server->host().c_str(), g_server->port()));
+  if (!c || c->err) throw std::runtime_error("lanes_bench: hiredis connect failed");
+  const timeval five{5, 0};
+  redisSetTimeout(c.get(), five);
+  return c;
+}
+
+template <class... A>
+Reply command(redisContext* c, const char* format, A... args) {
+  return Reply(static_cast<redisReply*>(redisCommand(c, format, args...)));
+}
+
+// ---- samples and the waiter ----
+
+struct Samples {
+  std::vector<double> us;
+  void sort() { std::sort(us.begin(), us.end()); }
+  double pct(double p) const {
+    if (us.empty()) return 0;
+    const auto i = static_cast<std::size_t>(p * static_cast<double>(us.size() - 1) + 0.5);
+    return us[std::min(i, us.size() - 1)];
+  }
+};
+
+double since_us(Clock::time_point t0) {
+  return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+}
+
+// The one waiter of every latency here (floor and lanes alike, so both carry the same observation
+// cost): a short spin, then sched_yield, so on a shared core the awaited threads still run.
+template <class Pred>
+bool spin_until(Pred done, std::chrono::microseconds limit = std::chrono::seconds(2)) {
+  const auto end = Clock::now() + limit;
+  for (unsigned spins = 0; !done(); ++spins) {
+    if (spins > 64) std::this_thread::yield();
+    if ((spins & 255) == 0 && Clock::now() > end) return done();
+  }
+  return true;
+}
+
+int messages() {
+  const char* env = std::getenv("ECHO_BENCH_MESSAGES");
+  return env != nullptr ? std::max(100, std::atoi(env)) : 10000;
+}
+
+// Medians by (benchmark, placement), for the closing table.
+std::map<std::string, std::map<std::string, Samples>> g_results;
+
+void report(benchmark::State& state, const std::string& bench, const Placement& p, Samples s) {
+  s.sort();
+  state.counters["p50_us"] = s.pct(0.5);
+  state.counters["p99_us"] = s.pct(0.99);
+  state.SetItemsProcessed(static_cast<std::int64_t>(s.us.size()));
+  state.SetLabel(p.name);
+  g_results[bench][p.name] = std::move(s);
+}
+
+// ---- engines ----
+
+EngineOptions node(unsigned id, int cpu) {
+  EngineOptions o;
+  o.host = g_server->host();
+  o.port = g_server->port();
+  o.node_id = id;
+  o.io.cpu = cpu;
+  o.heartbeat = std::chrono::milliseconds(0);  // nothing but the measured traffic
+  return o;
+}
+
+TableSpec lane_table(const std::string& name, CoherenceMode mode, int writer_cpu) {
+  TableSpec t;
+  t.name = name;
+  t.kind = "AST";
+  t.loader = [](const BrandedId&) -> echo::engine::LoadResult {
+    return echo::engine::Loaded{"px=100.00", std::nullopt};
+  };
+  t.ttl_ms = 600000;
+  t.jitter = 0;
+  t.coherence = mode;
+  t.writer_cpu = writer_cpu;
+  return t;
+}
+
+bool cached(const Engine& e, std::string_view table, const BrandedId& name) {
+  char buf[64];
+  return e.writer(table)->map().read(name.view(), buf).status != echo::table::ReadStatus::kMiss;
+}
+
+void start_or_throw(Engine& e) {
+  if (auto ec = e.start()) throw std::runtime_error("lanes_bench: engine start: " + ec.message());
+}
+
+// ---- the floor ----
+
+// A blocking hiredis subscriber on its own thread (pinned where the receiving engine's io thread
+// goes) counts messages; the bench thread PUBLISHes 29 bytes and waits for the count to move.
+void BM_Hiredis_PublishToMessage(benchmark::State& state, const Placement& p) {
+  place(p);
+  const std::string channel = "lanes_bench:floor";
+  Context sub = connect(), pub = connect();
+  Reply ok = command(sub.get(), "SUBSCRIBE %s", channel.c_str());
+  std::atomic<long> heard{0};
+  std::atomic<bool> quit{false};
+  std::thread listener([&] {
+    pin_thread(p.receiver_cpu);
+    while (!quit.load(std::memory_order_relaxed)) {
+      void* raw = nullptr;
+      if (redisGetReply(sub.get(), &raw) != REDIS_OK) return;
+      Reply m(static_cast<redisReply*>(raw));
+      if (m->type == REDIS_REPLY_ARRAY && m->elements == 3 && std::string_view(m->element[0]->str) == "message") {
+        heard.fetch_add(1, std::memory_order_release);  // pairs with the bench thread's acquire
+      }
+    }
+  });
+  const std::string payload(29, 'x');
+  Samples s;
+  long sent = 0;
+  for (int i = 0; i < 200; ++i) {  // warm-up, unmeasured
+    Reply r = command(pub.get(), "PUBLISH %s %b", channel.c_str(), payload.data(), payload.size());
+    ++sent;
+    spin_until([&] { return heard.load(std::memory_order_acquire) >= sent; });
+  }
+  for (auto _ : state) {
+    const auto t0 = Clock::now();
+    Reply r = command(pub.get(), "PUBLISH %s %b", channel.c_str(), payload.data(), payload.size());
+    ++sent;
+    if (!r || !spin_until([&] { return heard.load(std::memory_order_acquire) >= sent; })) {
+      state.SkipWithError("the floor lost a message");
+      break;
+    }
+    const double us = since_us(t0);
+    s.us.push_back(us);
+    state.SetIterationTime(us / 1e6);
+  }
+  quit.store(true, std::memory_order_relaxed);
+  command(pub.get(), "PUBLISH %s %b", channel.c_str(), payload.data(), payload.size());
+  listener.join();
+  report(state, "floor", p, std::move(s));
+}
+
+// ---- the broadcast lane ----
+
+// Receiver R holds one row of "board"; each iteration sends a newer invalidation and waits until
+// R's L1 no longer holds the row; then R re-puts it (untimed). `via_engine`: the sender is
+// Engine::broadcast on node S (one hop through S's io thread) instead of a plain hiredis PUBLISH.
+void BM_BroadcastLane_PublishToDrop(benchmark::State& state, const Placement& p, bool via_engine) {
+  place(p);
+  Engine r(node(11, p.receiver_cpu), {lane_table("board", CoherenceMode::kBroadcast, p.receiver_cpu)});
+  Engine s(node(12, p.sender_cpu), {lane_table("board", CoherenceMode::kNone, p.sender_cpu)});
+  start_or_throw(r);
+  start_or_throw(s);
+  Context pub = connect();
+  const std::string channel = echo::table::coherence_channel("board").value();
+  echo::table::Minter minter(100);
+  const BrandedId name = minter.mint("AST").value();
+  auto send = [&](const BrandedId& v) {
+    if (via_engine) {
+      auto heard = s.broadcast("board", name.view(), v);
+      return heard.has_value() && *heard == 1;
+    }
+    const auto frame = echo::table::make_frame(name, v);
+    const auto bytes = echo::table::view(frame);
+    Reply rep = command(pub.get(), "PUBLISH %b %b", channel.data(), channel.size(), bytes.data(), bytes.size());
+    return rep && rep->type == REDIS_REPLY_INTEGER && rep->integer == 1;
+  };
+  auto one = [&](Samples* out, benchmark::State* st) {
+    if (!r.put("board", name.view(), "px=105.00", minter.mint("TXN").value())) return false;
+    const BrandedId v = minter.mint("TXN").value();
+    const auto t0 = Clock::now();
+    if (!send(v) || !spin_until([&] { return !cached(r, "board", name); })) return false;
+    const double us = since_us(t0);
+    if (out != nullptr) out->us.push_back(us);
+    if (st != nullptr) st->SetIterationTime(us / 1e6);
+    return true;
+  };
+  for (int i = 0; i < 200; ++i) one(nullptr, nullptr);
+  const auto before = r.stats().tables.at(0);
+  Samples samples;
+  for (auto _ : state) {
+    if (!one(&samples, &state)) {
+      state.SkipWithError("a broadcast was not applied");
+      break;
+    }
+  }
+  const auto after = r.stats().tables.at(0);
+  state.counters["ring_dropped"] = static_cast<double>(after.rings.at(0).dropped - before.rings.at(0).dropped);
+  report(state, via_engine ? "broadcast_engine" : "broadcast", p, std::move(samples));
+}
+
+// ---- the job lane ----
+
+// Receiver J consumes "risk" from its member queue; sender S enqueues. Between messages (untimed)
+// J's consumer has completed the previous job and parked again, and J re-puts the row; so every
+// enqueue finds J parked and hands the job off (counted: handed_off must equal the messages).
+void BM_JobLane_EnqueueToDrop(benchmark::State& state, const Placement& p) {
+  place(p);
+  Engine j(node(21, p.receiver_cpu), {lane_table("risk", CoherenceMode::kJob, p.receiver_cpu)});
+  Engine s(node(22, p.sender_cpu), {lane_table("risk", CoherenceMode::kNone, p.sender_cpu)});
+  start_or_throw(j);
+  start_or_throw(s);
+  echo::table::Minter minter(101);
+  const BrandedId name = minter.mint("AST").value();
+  const BrandedId group = minter.mint("PRT").value();
+  auto consumer = [&] { return *j.stats().tables.at(0).consumer; };
+  std::uint64_t handed = 0, sent = 0, parks_at_send = 0;
+  auto one = [&](Samples* out, benchmark::State* st) {
+    // Settled: the last job completed and the consumer parked again. The put after this rides
+    // J's command connection behind the consumer's SET parked, so the flag is on the server.
+    const auto settled = [&] {
+      const auto c = consumer();
+      return c.completed + c.complete_gone + c.complete_stale >= sent && c.parks > parks_at_send;
+    };
+    if (!spin_until(settled)) return false;
+    if (!j.put("risk", name.view(), "px=105.00", minter.mint("TXN").value())) return false;
+    const BrandedId v = minter.mint("TXN").value();
+    parks_at_send = consumer().parks;
+    const auto t0 = Clock::now();
+    auto admitted = s.enqueue("risk", group, name.view(), v);
+    if (!admitted || admitted->size() != 1) return false;
+    ++sent;
+    if (admitted->front().admission == echo::engine::Admission::kHandedOff) ++handed;
+    if (!spin_until([&] { return !cached(j, "risk", name); })) return false;
+    const double us = since_us(t0);
+    if (out != nullptr) out->us.push_back(us);
+    if (st != nullptr) st->SetIterationTime(us / 1e6);
+    return true;
+  };
+  for (int i = 0; i < 100; ++i) one(nullptr, nullptr);
+  handed = 0;
+  Samples samples;
+  for (auto _ : state) {
+    if (!one(&samples, &state)) {
+      state.SkipWithError("a job was not applied");
+      break;
+    }
+  }
+  state.counters["handed_off_pct"] = samples.us.empty() ? 0 : 100.0 * static_cast<double>(handed) / static_cast<double>(samples.us.size());
+  report(state, "job", p, std::move(samples));
+}
+
+// Throughput: `consumers` receiver nodes, each applying every job; a hiredis pipeline admits
+// `n` jobs through the same fanout_enqueue script Engine::enqueue runs (in batches of 64, so the
+// producer is not the bottleneck); the clock stops when every node completed all n.
+void BM_JobLane_Throughput(benchmark::State& state, const Placement& p, int consumers) {
+  place(p);
+  const int n = std::max(1000, messages() / 2);
+  std::vector<std::unique_ptr<Engine>> nodes;
+  for (int i = 0; i < consumers; ++i) {
+    nodes.push_back(std::make_unique<Engine>(
+        node(31 + static_cast<unsigned>(i), p.receiver_cpu),
+        std::vector<TableSpec>{lane_table("limits", CoherenceMode::kJob, p.receiver_cpu)}));
+    start_or_throw(*nodes.back());
+  }
+  const echo::lua::Script* fanout = echo::lua::find_script("fanout_enqueue");
+  Context pub = connect();
+  Reply loaded = command(pub.get(), "SCRIPT LOAD %b", fanout->source.data(), fanout->source.size());
+  const std::string members = "emq:{ecc.coh.limits}:members", qbase = "emq:{ecc.coh.limits}:";
+  const std::string sha(fanout->sha1);
+  echo::table::Minter minter(102);
+  const BrandedId group = minter.mint("PRT").value();
+  std::vector<std::string> jobs, frames;
+  for (int i = 0; i < n; ++i) {
+    jobs.push_back(minter.mint("JOB").value().str());
+    const auto frame = echo::table::make_frame(minter.mint("AST").value(), minter.mint("TXN").value());
+    frames.emplace_back(echo::table::view(frame));
+  }
+  auto done = [&](std::uint64_t base) {
+    for (const auto& e : nodes) {
+      const auto c = *e->stats().tables.at(0).consumer;
+      if (c.completed + c.complete_gone + c.complete_stale < base) return false;
+    }
+    return true;
+  };
+  std::uint64_t total = 0;
+  double seconds = 0;
+  for (auto _ : state) {
+    const auto t0 = Clock::now();
+    for (int i = 0; i < n; i += 64) {
+      const int end = std::min(n, i + 64);
+      for (int k = i; k < end; ++k) {
+        redisAppendCommand(pub.get(), "EVALSHA %s 1 %s %s %s %b %s 0 30000", sha.c_str(), members.c_str(),
+                           qbase.c_str(), jobs[k].c_str(), frames[k].data(), frames[k].size(),
+                           group.str().c_str());
+      }
+      for (int k = i; k < end; ++k) {
+        void* raw = nullptr;
+        if (redisGetReply(pub.get(), &raw) != REDIS_OK) throw std::runtime_error("fanout pipeline lost");
+        Reply rep(static_cast<redisReply*>(raw));
+        if (rep->type != REDIS_REPLY_ARRAY || rep->elements != static_cast<std::size_t>(2 * consumers)) {
+          throw std::runtime_error("fanout answered " + std::string(rep->type == REDIS_REPLY_ERROR ? rep->str : "?"));
+        }
+      }
+    }
+    total += static_cast<std::uint64_t>(n);
+    if (!spin_until([&] { return done(total); }, std::chrono::seconds(30))) {
+      state.SkipWithError("jobs were not all completed");
+      break;
+    }
+    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    seconds += s;
+    state.SetIterationTime(s);
+    // New ids next round (dedup is per queue, and completion deleted the rows anyway).
+    for (auto& id : jobs) id = minter.mint("JOB").value().str();
+  }
+  const double jobs_per_s = seconds > 0 ? static_cast<double>(total) / seconds : 0;
+  state.counters["jobs_per_s"] = jobs_per_s;
+  state.counters["applies_per_s"] = jobs_per_s * consumers;
+  state.SetItemsProcessed(static_cast<std::int64_t>(total));
+  state.SetLabel(p.name);
+  g_results["throughput_" + std::to_string(consumers)][p.name].us.push_back(jobs_per_s);
+}
+
+// ---- L1 hit vs L2 GET ----
+
+void BM_Engine_GetL1Hit(benchmark::State& state, const Placement& p) {
+  place(p);
+  Engine e(node(41, p.receiver_cpu), {lane_table("quotes", CoherenceMode::kNone, p.receiver_cpu)});
+  start_or_throw(e);
+  echo::table::Minter minter(103);
+  const BrandedId name = minter.mint("AST").value();
+  if (!e.put("quotes", name.view(), "px=106.00")) throw std::runtime_error("put failed");
+  for (auto _ : state) {
+    auto got = e.get("quotes", name.view());
+    benchmark::DoNotOptimize(got);
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.SetLabel(p.name);
+}
+
+// A plain blocking hiredis GET of a framed row (the floor under a miss).
+void BM_Hiredis_Get(benchmark::State& state, const Placement& p) {
+  place(p);
+  Context c = connect();
+  Reply set = command(c.get(), "SET lanes_bench:get %s", "TXN0000000000000px=106.00");
+  for (auto _ : state) {
+    Reply r = command(c.get(), "GET lanes_bench:get");
+    benchmark::DoNotOptimize(r);
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.SetLabel(p.name);
+}
+
+// An engine read whose row is in L2 only: the miss, the writer's flight, one GET on the io
+// thread, the fill, the answer. Each name is read once (then it would hit).
+void BM_Engine_GetL2(benchmark::State& state, const Placement& p) {
+  place(p);
+  Engine e(node(42, p.receiver_cpu), {lane_table("quotes2", CoherenceMode::kNone, p.receiver_cpu)});
+  start_or_throw(e);
+  echo::table::Minter minter(104);
+  Context c = connect();
+  const int n = 2000;
+  std::vector<BrandedId> names;
+  for (int i = 0; i < n; ++i) {
+    names.push_back(minter.mint("AST").value());
+    const std::string key = echo::table::l2_key("quotes2", names.back().view()).value();
+    const std::string value = minter.mint("TXN").value().str() + "px=106.00";
+    redisAppendCommand(c.get(), "SET %b %b", key.data(), key.size(), value.data(), value.size());
+  }
+  for (int i = 0; i < n; ++i) {
+    void* raw = nullptr;
+    if (redisGetReply(c.get(), &raw) == REDIS_OK) freeReplyObject(raw);
+  }
+  std::size_t next = 0;
+  for (auto _ : state) {
+    if (next == names.size()) {
+      state.SkipWithError("out of cold names");
+      break;
+    }
+    auto got = e.get("quotes2", names[next++].view());
+    if (!got || got->source != echo::engine::Source::kL2) {
+      state.SkipWithError("the read did not come from l2");
+      break;
+    }
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.SetLabel(p.name);
+}
+
+// ---- the closing table ----
+
+void print_table() {
+  auto median = [](const std::string& bench, const char* place) {
+    const auto b = g_results.find(bench);
+    if (b == g_results.end()) return 0.0;
+    const auto s = b->second.find(place);
+    return s == b->second.end() ? 0.0 : s->second.pct(0.5);
+  };
+  auto p99 = [](const std::string& bench, const char* place) {
+    const auto b = g_results.find(bench);
+    if (b == g_results.end()) return 0.0;
+    const auto s = b->second.find(place);
+    return s == b->second.end() ? 0.0 : s->second.pct(0.99);
+  };
+  std::printf("\n%-10s | %-22s | %-22s | %-22s | %-22s | %-9s | %-9s | %-9s\n", "placement",
+              "floor p50/p99 us", "broadcast (PUBLISH)", "broadcast (Engine)", "job lane",
+              "bc/floor", "job/bc(E)", "job/bc(P)");
+  for (const Placement& p : kPlacements) {
+    const double f = median("floor", p.name), b = median("broadcast", p.name),
+                 be = median("broadcast_engine", p.name), j = median("job", p.name);
+    if (f == 0 && b == 0 && j == 0) continue;
+    std::printf("%-10s | %9.1f / %-10.1f | %9.1f / %-10.1f | %9.1f / %-10.1f | %9.1f / %-10.1f | %8.2fx | %8.2fx | %8.2fx\n",
+                p.name, f, p99("floor", p.name), b, p99("broadcast", p.name), be,
+                p99("broadcast_engine", p.name), j, p99("job", p.name), f > 0 ? b / f : 0,
+                be > 0 ? j / be : 0, b > 0 ? j / b : 0);
+  }
+  for (const Placement& p : kPlacements) {
+    const double t1 = median("throughput_1", p.name), t2 = median("throughput_2", p.name);
+    if (t1 == 0 && t2 == 0) continue;
+    std::printf("%-10s | job lane throughput: 1 consumer %.0f jobs/s; 2 consumers %.0f jobs/s each (%.0f applies/s)\n",
+                p.name, t1, t2, 2 * t2);
+  }
+  std::printf("goals: broadcast lane median <= 1.15x the floor (issue 5); job lane median <= 1.3x the "
+              "broadcast lane's (issue 6). bc(E): sent by Engine::broadcast, the same verb shape as "
+              "Engine::enqueue; bc(P): sent by a plain hiredis PUBLISH.\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  echo::engine::LocalServer server;
+  g_server = &server;
+  const int n = messages();
+  for (const Placement& p : kPlacements) {
+    const std::string tag = std::string("/") + p.name;
+    benchmark::RegisterBenchmark(("BM_Hiredis_PublishToMessage" + tag).c_str(), BM_Hiredis_PublishToMessage, p)
+        ->Iterations(n)->UseManualTime()->Unit(benchmark::kMicrosecond);
+    benchmark::RegisterBenchmark(("BM_BroadcastLane_PublishToDrop" + tag).c_str(), BM_BroadcastLane_PublishToDrop, p, false)
+        ->Iterations(n)->UseManualTime()->Unit(benchmark::kMicrosecond);
+    benchmark::RegisterBenchmark(("BM_BroadcastLane_BroadcastToDrop" + tag).c_str(), BM_BroadcastLane_PublishToDrop, p, true)
+        ->Iterations(n)->UseManualTime()->Unit(benchmark::kMicrosecond);
+    benchmark::RegisterBenchmark(("BM_JobLane_EnqueueToDrop" + tag).c_str(), BM_JobLane_EnqueueToDrop, p)
+        ->Iterations(std::max(2000, n / 5))->UseManualTime()->Unit(benchmark::kMicrosecond);
+  }
+  for (const Placement& p : kPlacements) {
+    const std::string tag = std::string("/") + p.name;
+    for (int consumers : {1, 2}) {
+      benchmark::RegisterBenchmark(("BM_JobLane_Throughput" + tag + "/consumers:" + std::to_string(consumers)).c_str(),
+                                   BM_JobLane_Throughput, p, consumers)
+          ->Iterations(3)->UseManualTime()->Unit(benchmark::kMillisecond);
+    }
+  }
+  for (const Placement& p : {kPlacements[0], kPlacements[1]}) {
+    const std::string tag = std::string("/") + p.name;
+    benchmark::RegisterBenchmark(("BM_Engine_GetL1Hit" + tag).c_str(), BM_Engine_GetL1Hit, p)->UseRealTime();
+    benchmark::RegisterBenchmark(("BM_Hiredis_Get" + tag).c_str(), BM_Hiredis_Get, p)->UseRealTime();
+    benchmark::RegisterBenchmark(("BM_Engine_GetL2" + tag).c_str(), BM_Engine_GetL2, p)
+        ->Iterations(1500)->UseRealTime();
+  }
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  print_table();
+  return 0;
+}
