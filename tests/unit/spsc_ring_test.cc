@@ -155,6 +155,37 @@ TEST(SpscRing, TryPublishBatchAcceptsThePrefixThatFits) {
   EXPECT_EQ(out, (std::vector<std::uint64_t>{0, 1, 2, 3, 4, 5, 6, 7}));
 }
 
+// Batches that straddle the last slot, for a trivially copyable item (block copies) and a
+// tracked one (moves), in every phase of an 8-slot ring.
+template <class T, class Make, class Get>
+void check_batches_across_the_wrap(Make make, Get get) {
+  SpscRing<T> ring(config(8));
+  std::uint64_t next_in = 0;
+  std::uint64_t next_out = 0;
+  bool in_order = true;
+  for (int round = 0; round < 40; ++round) {
+    std::vector<T> batch;
+    const int n = 1 + (round * 3) % 8;
+    for (int i = 0; i < n; ++i) batch.push_back(make(next_in++));
+    ASSERT_EQ(ring.try_publish_batch(std::span<T>(batch)), static_cast<std::size_t>(n));
+    ring.drain(8, [&](T& v) noexcept {
+      in_order = in_order && get(v) == next_out;
+      ++next_out;
+    });
+  }
+  EXPECT_TRUE(in_order);
+  EXPECT_EQ(next_out, next_in);
+}
+
+TEST(SpscRing, BatchPublishWrapsPastTheLastSlotInOrder) {
+  check_batches_across_the_wrap<std::uint64_t>([](std::uint64_t v) { return v; },
+                                               [](std::uint64_t v) { return v; });
+  const long before = Tracked::live.load();
+  check_batches_across_the_wrap<Tracked>([](std::uint64_t v) { return Tracked(v); },
+                                         [](const Tracked& t) { return t.get(); });
+  EXPECT_EQ(Tracked::live.load(), before);
+}
+
 TEST(SpscRing, DrainCapsEachPassAtMaxBatch) {
   SpscRing<int> ring(config(16));
   for (int i = 0; i < 10; ++i) ASSERT_TRUE(ring.try_publish(int{i}));

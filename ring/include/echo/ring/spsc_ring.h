@@ -27,6 +27,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <new>
 #include <span>
@@ -297,7 +298,19 @@ class SpscRing {
 
   void push_many(std::uint64_t t, std::span<T> items) noexcept {
     if (items.empty()) return;
-    for (std::size_t i = 0; i < items.size(); ++i) std::construct_at(slot(t + i), std::move(items[i]));
+    const std::size_t first = static_cast<std::size_t>(t & mask_);
+    const std::size_t run = std::min(items.size(), static_cast<std::size_t>(capacity_) - first);
+    if constexpr (std::is_trivially_copyable_v<T>) {
+      // Two block copies (the second only when the batch wraps): what lets a batch of small
+      // items cost less per item than boost's push(const T*, n) (BM_SpscRing_ThroughputBatched).
+      std::memcpy(static_cast<void*>(slots_ + first), items.data(), run * sizeof(T));
+      std::memcpy(static_cast<void*>(slots_), items.data() + run, (items.size() - run) * sizeof(T));
+    } else {
+      for (std::size_t i = 0; i < run; ++i) std::construct_at(slots_ + first + i, std::move(items[i]));
+      for (std::size_t i = run; i < items.size(); ++i) {
+        std::construct_at(slots_ + (i - run), std::move(items[i]));
+      }
+    }
     publish_tail(t, t + items.size());
   }
 
