@@ -499,6 +499,51 @@ Result<std::int64_t> Engine::broadcast(std::string_view table, std::string_view 
 
 Result<std::vector<MemberAdmission>> Engine::enqueue(std::string_view table, const BrandedId& group,
                                                      std::string_view id, const BrandedId& version) {
+  return fan_out(table, group, impl_->minter.mint("JOB").value(), id, version);
+}
+
+Result<bool> Engine::enqueue_job(std::string_view table, const BrandedId& group, const BrandedId& job,
+                                 std::string_view id, const BrandedId& version) {
+  auto admissions = fan_out(table, group, job, id, version);
+  if (!admissions) return table::Unexpected{admissions.error()};
+  for (const auto& a : *admissions) {
+    if (a.admission != Admission::kDuplicate) return true;
+  }
+  return false;
+}
+
+void Engine::use_journal(std::string_view table, Journal& journal) {
+  Impl::Slot* slot = impl_->find(table);
+  if (slot == nullptr || slot->spec.coherence != CoherenceMode::kJob) {
+    throw ConfigError("use_journal: '" + std::string(table) + "' is not a declared job-lane table");
+  }
+  MemoryHooks hooks;
+  hooks.stale = [&journal](const BrandedId& n, const BrandedId& v) { return journal.remembered_stale(n, v); };
+  hooks.remember = [&journal](const BrandedId& n, const BrandedId& v) { journal.remember(n, v); };
+  slot->writer->set_memory(std::move(hooks));
+}
+
+Result<Applied> Engine::apply_and_remember(std::string_view table, std::string_view id,
+                                           const BrandedId& version) {
+  auto& d = *impl_;
+  Impl::Slot* slot = d.find(table);
+  if (slot == nullptr) return table::Unexpected{make_error_code(Errc::kNoSuchCache)};
+  auto name = Impl::gate(*slot, id);
+  if (!name) return table::Unexpected{name.error()};
+  if (!slot->writer->running()) return table::Unexpected{make_error_code(Errc::kStopped)};
+  auto promise = std::make_shared<std::promise<Applied>>();
+  auto future = promise->get_future();
+  slot->writer->apply_and_remember(table::CoherenceMessage{*name, version},
+                                   [promise](Applied a) { promise->set_value(a); });
+  if (future.wait_for(d.options.get_timeout) != std::future_status::ready) {
+    return table::Unexpected{make_error_code(Errc::kTimeout)};
+  }
+  return future.get();
+}
+
+Result<std::vector<MemberAdmission>> Engine::fan_out(std::string_view table, const BrandedId& group,
+                                                     const BrandedId& job, std::string_view id,
+                                                     const BrandedId& version) {
   auto& d = *impl_;
   if (!table::check_table_name(table)) return table::Unexpected{make_error_code(Errc::kNoSuchCache)};
   auto name = BrandedId::parse(id);
@@ -508,7 +553,6 @@ Result<std::vector<MemberAdmission>> Engine::enqueue(std::string_view table, con
   const TableSpec defaults;
   const TableSpec& spec = slot != nullptr ? slot->spec : defaults;
   const auto keys = JobLaneKeys::for_table(table);
-  const auto job = d.minter.mint("JOB").value();
   const auto frame = table::make_frame(*name, version);
   auto reply = d.script(d.fanout, {keys.members},
                         {keys.qbase, job.str(), std::string(table::view(frame)), group.str(),

@@ -41,6 +41,15 @@ table::L1Config l1_config(const TableSpec& spec) {
 
 }  // namespace
 
+std::string_view to_string(Applied a) noexcept {
+  switch (a) {
+    case Applied::kApplied: return "applied";
+    case Applied::kStale: return "stale";
+    case Applied::kRememberedStale: return "remembered_stale";
+  }
+  return "?";
+}
+
 std::string_view to_string(Source s) noexcept {
   switch (s) {
     case Source::kL1: return "l1";
@@ -118,6 +127,10 @@ void TableWriter::apply(const table::CoherenceMessage& message,
                         std::function<void(table::Verdict)> done) {
   post(ApplyCmd{message, std::move(done)});
 }
+void TableWriter::apply_and_remember(const table::CoherenceMessage& message,
+                                     std::function<void(Applied)> done) {
+  post(RememberCmd{message, std::move(done)});
+}
 void TableWriter::subscription_lost() { post(LostCmd{now_ms()}); }
 void TableWriter::subscription_confirmed() { post(ConfirmedCmd{}); }
 void TableWriter::sync(std::function<void()> done) { post(SyncCmd{std::move(done)}); }
@@ -177,19 +190,28 @@ std::size_t TableWriter::drain_rings() {
   for (auto& r : rings_) {
     const std::int64_t t = steady_ns();
     total += r->drain(spec_.max_batch, [this, t](std::span<CoherenceItem> items) noexcept {
-      std::uint64_t applied = 0;
+      std::uint64_t applied = 0, via_memory = 0;  // apply_with_memory counts its own
       for (CoherenceItem& item : items) {
-        const auto verdict = map_->apply_coherence(item.message.name, item.message.version);
-        if (verdict == table::Verdict::kApplied) ++applied;
-        if (item.ticket != 0) acks_.push_back(JobAck{item.ticket, verdict});
-        if (!flights_.empty()) note_drop(item.message.name);
         const std::int64_t lag = t - item.decoded_ns;
         const std::size_t bucket =
             lag <= 0 ? 0 : std::min<std::size_t>(std::bit_width(static_cast<std::uint64_t>(lag)) - 1, kLagBuckets - 1);
         bump(lag_[bucket]);
+        if (item.ticket != 0 && memory_.stale) {
+          // The job lane with a journal: the applied memory answers first (WIRE §8).
+          const Applied a = apply_with_memory(item.message);
+          acks_.push_back(JobAck{item.ticket, a == Applied::kApplied ? table::Verdict::kApplied
+                                                                     : table::Verdict::kStale,
+                                 a == Applied::kRememberedStale});
+          ++via_memory;
+          continue;
+        }
+        const auto verdict = map_->apply_coherence(item.message.name, item.message.version);
+        if (verdict == table::Verdict::kApplied) ++applied;
+        if (item.ticket != 0) acks_.push_back(JobAck{item.ticket, verdict});
+        if (!flights_.empty()) note_drop(item.message.name);
       }
       bump(applied_, applied);
-      bump(stale_, items.size() - applied);
+      bump(stale_, items.size() - applied - via_memory);
     });
     if (!acks_.empty()) {
       if (ack_sink_) ack_sink_(acks_);
@@ -202,6 +224,18 @@ std::size_t TableWriter::drain_rings() {
     }
   }
   return total;
+}
+
+Applied TableWriter::apply_with_memory(const table::CoherenceMessage& m) {
+  if (memory_.stale && memory_.stale(m.name, m.version)) {
+    bump(remembered_stale_);  // no lookup, no counters, no row
+    return Applied::kRememberedStale;
+  }
+  const auto verdict = map_->apply_coherence(m.name, m.version);
+  bump(verdict == table::Verdict::kApplied ? applied_ : stale_);
+  if (!flights_.empty()) note_drop(m.name);
+  if (memory_.remember) memory_.remember(m.name, m.version);  // even when stale (WIRE §8)
+  return verdict == table::Verdict::kApplied ? Applied::kApplied : Applied::kStale;
 }
 
 void TableWriter::note_drop(const table::BrandedId& name) {
@@ -238,6 +272,8 @@ void TableWriter::handle(Command& cmd) {
           bump(verdict == table::Verdict::kApplied ? applied_ : stale_);
           if (!flights_.empty()) note_drop(c.message.name);
           c.done(verdict);
+        } else if constexpr (std::is_same_v<T, RememberCmd>) {
+          c.done(apply_with_memory(c.message));
         } else if constexpr (std::is_same_v<T, LostCmd>) {
           if (spec_.disconnect == DisconnectPolicy::kFlush) {
             bump(disconnect_flushes_);
@@ -401,6 +437,7 @@ WriterStats TableWriter::stats() const {
   s.erases = ld(erases_);
   s.commands = ld(commands_);
   s.passes = ld(passes_);
+  s.remembered_stale = ld(remembered_stale_);
   s.suspended = suspended_flag_.load(std::memory_order_relaxed);
   for (std::size_t i = 0; i < kLagBuckets; ++i) s.lag_histogram[i] = ld(lag_[i]);
   return s;

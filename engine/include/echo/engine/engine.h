@@ -23,6 +23,7 @@
 
 #include <echo/engine/errc.h>
 #include <echo/engine/job_consumer.h>
+#include <echo/engine/journal.h>
 #include <echo/engine/table_spec.h>
 #include <echo/engine/table_writer.h>
 #include <echo/io/connection.h>
@@ -119,6 +120,19 @@ class Engine {
   // job_shared_queue). An undeclared table uses the default knobs. At-least-once per member.
   Result<std::vector<MemberAdmission>> enqueue(std::string_view table, const table::BrandedId& group,
                                                std::string_view id, const table::BrandedId& version);
+  // The same under a given job id (the journal's recorded one): true when some queue newly
+  // admitted it, false when every queue already held it (duplicate).
+  Result<bool> enqueue_job(std::string_view table, const table::BrandedId& group,
+                           const table::BrandedId& job, std::string_view id,
+                           const table::BrandedId& version);
+  // Binds `journal` (which must outlive the engine) to a declared job-lane table: its consumer
+  // consults the applied memory before the cache and remembers every verdict. Owner thread,
+  // before start(). ConfigError for an undeclared table.
+  void use_journal(std::string_view table, Journal& journal);
+  // WIRE §8 apply_and_remember: the journal's memory first (remembered_stale touches nothing),
+  // else the table's verdict, then the memory's newer-only upsert.
+  Result<Applied> apply_and_remember(std::string_view table, std::string_view id,
+                                     const table::BrandedId& version);
   // drop_l2 (WIRE §3): deletes the L2 row iff `version` is newer; true when it deleted.
   Result<bool> drop_l2(std::string_view table, std::string_view id, const table::BrandedId& version);
   // Admin: DEL the L2 key and delete the L1 row, unconditionally.
@@ -138,6 +152,9 @@ class Engine {
   bool running() const noexcept;
 
  private:
+  Result<std::vector<MemberAdmission>> fan_out(std::string_view table, const table::BrandedId& group,
+                                               const table::BrandedId& job, std::string_view id,
+                                               const table::BrandedId& version);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

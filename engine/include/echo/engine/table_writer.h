@@ -46,7 +46,20 @@ using CoherenceRing = ring::SpscRing<CoherenceItem>;
 struct JobAck {
   std::uint64_t ticket;
   table::Verdict verdict;
+  bool remembered = false;  // answered remembered_stale by the applied memory: table untouched
 };
+
+// The journal's applied memory as the writer consults it on the job lane (WIRE §8, applier's
+// edge): `stale` is checked before the table (true: remembered_stale, nothing touched); after a
+// table verdict, `remember` upserts newer-only — even when the verdict was stale.
+struct MemoryHooks {
+  std::function<bool(const table::BrandedId& name, const table::BrandedId& version)> stale;
+  std::function<void(const table::BrandedId& name, const table::BrandedId& version)> remember;
+};
+
+// apply_and_remember's verdicts.
+enum class Applied : std::uint8_t { kApplied, kStale, kRememberedStale };
+std::string_view to_string(Applied a) noexcept;
 // Called on the writer thread once per drained batch that carried tickets; must not block.
 using AckSink = std::function<void(std::span<const JobAck>)>;
 
@@ -96,6 +109,7 @@ struct WriterStats {
   std::uint64_t disconnect_flushes = 0;        // subscription loss / resubscribe flushes
   std::uint64_t suspended_fills = 0;           // fills answered but not cached while suspended
   std::uint64_t puts = 0, erases = 0, commands = 0, passes = 0;
+  std::uint64_t remembered_stale = 0;          // job-lane items the applied memory answered
   bool suspended = false;
   std::array<std::uint64_t, kLagBuckets> lag_histogram{};
 };
@@ -112,6 +126,8 @@ class TableWriter {
   CoherenceRing& add_ring(ring::FullPolicy policy);
   // Where acknowledgements of ticketed items go. Owner thread, before start().
   void set_ack_sink(AckSink sink) { ack_sink_ = std::move(sink); }
+  // The applied memory for ticketed (job-lane) items and apply_and_remember. Owner, before start().
+  void set_memory(MemoryHooks hooks) { memory_ = std::move(hooks); }
 
   // Starts the writer thread (pinned when spec.writer_cpu >= 0). Owner thread.
   void start();
@@ -129,6 +145,8 @@ class TableWriter {
   void erase(const table::BrandedId& name, std::function<void()> done);
   // Apply one coherence message through the inbox (job lane handler, tests): done(verdict).
   void apply(const table::CoherenceMessage& message, std::function<void(table::Verdict)> done);
+  // apply with the applied memory (WIRE §8 apply_and_remember): done(verdict).
+  void apply_and_remember(const table::CoherenceMessage& message, std::function<void(Applied)> done);
   // Subscription lost: under flush, drop every row and stop caching now; under serve_stale, do
   // so once spec.serve_stale_max_ms has passed without a resubscribe.
   void subscription_lost();
@@ -151,11 +169,12 @@ class TableWriter {
   struct PutCmd { table::BrandedId name; std::string value; table::BrandedId version; std::function<void()> done; };
   struct EraseCmd { table::BrandedId name; std::function<void()> done; };
   struct ApplyCmd { table::CoherenceMessage message; std::function<void(table::Verdict)> done; };
+  struct RememberCmd { table::CoherenceMessage message; std::function<void(Applied)> done; };
   struct LostCmd { std::int64_t at_ms; };
   struct ConfirmedCmd {};
   struct SyncCmd { std::function<void()> done; };
   // monostate first: a slot of a bulk dequeue needs a default state.
-  using Command = std::variant<std::monostate, MissCmd, FetchedCmd, LoadedCmd, PutCmd, EraseCmd, ApplyCmd, LostCmd,
+  using Command = std::variant<std::monostate, MissCmd, FetchedCmd, LoadedCmd, PutCmd, EraseCmd, ApplyCmd, RememberCmd, LostCmd,
                               ConfirmedCmd, SyncCmd>;
 
   struct Flight {
@@ -177,6 +196,7 @@ class TableWriter {
   bool restart_if_overtaken(const table::BrandedId& name, Flight& flight);
   void finish(const table::BrandedId& name, GetOutcome outcome);
   void note_drop(const table::BrandedId& name);
+  Applied apply_with_memory(const table::CoherenceMessage& message);
   void suspend(bool on);
   Flight* find_flight(const table::BrandedId& name, std::uint64_t id);
   std::int64_t now_ms() const noexcept;
@@ -192,6 +212,7 @@ class TableWriter {
   std::vector<std::unique_ptr<CoherenceRing>> rings_;
   moodycamel::ConcurrentQueue<Command> inbox_;
   AckSink ack_sink_;
+  MemoryHooks memory_;
   std::jthread thread_;
 
   // Writer-thread state.
@@ -204,7 +225,8 @@ class TableWriter {
   // Counters: written by the writer thread (relaxed load+store), read anywhere.
   std::atomic<std::uint64_t> applied_{0}, stale_{0}, fills_{0}, l2_hits_{0}, coalesced_{0},
       load_errors_{0}, corrupt_frames_{0}, flight_restarts_{0}, ring_flushes_{0},
-      disconnect_flushes_{0}, suspended_fills_{0}, puts_{0}, erases_{0}, commands_{0}, passes_{0};
+      disconnect_flushes_{0}, suspended_fills_{0}, puts_{0}, erases_{0}, commands_{0}, passes_{0},
+      remembered_stale_{0};
   std::atomic<bool> suspended_flag_{false};
   std::array<std::atomic<std::uint64_t>, kLagBuckets> lag_{};
 };

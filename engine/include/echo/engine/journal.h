@@ -1,0 +1,105 @@
+// SPDX-License-Identifier: MIT
+// The journal (WIRE §8): one SQLite file per group beside the bus, so the job lane survives the
+// bus losing its queue. An outbox of intents at the writer's edge (record → enqueue under the
+// recorded job id → mark), the last applied version per name at the applier's edge (consulted
+// before the cache: `remembered_stale`), replay of uncovered intents, and compaction by coverage.
+//
+// Threads: one owner thread per journal runs every SQLite statement (prepared once) and group-
+// commits concurrent requests into one transaction; callers on any thread wait on a future. The
+// applied memory is mirrored in RAM, so the applier's check never reads SQLite.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <echo/engine/errc.h>
+#include <echo/table/branded_id.h>
+#include <echo/table/expected.h>
+
+namespace echo::engine {
+
+class Engine;
+
+struct JournalOptions {
+  std::filesystem::path dir;     // created if missing (mkdir -p)
+  std::string group;             // a valid branded id, else ConfigError; names the file and lane
+  bool synchronous_full = false; // synchronous=FULL instead of NORMAL
+  std::size_t max_group = 256;   // 1 .. 65,536: requests folded into one transaction at most
+  unsigned node_id = 0;          // 0 .. 1023: mints the intents' JOB ids
+};
+
+struct ReplayResult {
+  std::uint64_t replayed = 0;      // re-enqueued (enqueued or handed off for some member)
+  std::uint64_t deduplicated = 0;  // the bus already held the job under its recorded id
+};
+
+struct JournalStats {
+  std::uint64_t intents = 0;          // rows in intents
+  std::uint64_t pending_enqueue = 0;  // intents with enqueued = 0
+  std::uint64_t remembered = 0;       // rows in applied
+  std::filesystem::path path;
+  std::uint64_t transactions = 0;     // commits the owner thread made
+  std::uint64_t grouped = 0;          // requests those commits carried
+};
+
+// Where the writer's edge sends a recorded intent: enqueue `job` (its recorded id) carrying
+// name:version; returns true when some queue newly admitted it, false for a duplicate.
+using EnqueueFn = std::function<table::Expected<bool, std::error_code>(
+    const table::BrandedId& job, const table::BrandedId& name, const table::BrandedId& version)>;
+
+class Journal {
+ public:
+  // Opens (creating) <dir>/journal-<group>.db: WAL, synchronous NORMAL (or FULL),
+  // busy_timeout 5000, the WIRE schema, statements prepared once, the applied memory loaded.
+  // Throws ConfigError (bad group) or std::runtime_error naming the SQLite failure.
+  explicit Journal(JournalOptions options);
+  ~Journal();
+  Journal(const Journal&) = delete;
+  Journal& operator=(const Journal&) = delete;
+
+  // ---- the writer's edge (any thread; blocks for one group commit) ----
+  // Records intents (one transaction; one shared recorded_at); returns their job ids (minted
+  // JOB ids) in order. Nothing is enqueued before this returns: the intent is durable first.
+  std::vector<table::BrandedId> record_many(
+      const std::vector<std::pair<table::BrandedId, table::BrandedId>>& name_versions);
+  table::BrandedId record(const table::BrandedId& name, const table::BrandedId& version);
+  // Marks an intent enqueued.
+  void mark_enqueued(const table::BrandedId& job);
+  // record → enqueue (under the recorded job id) → mark. Seam A is between record and enqueue,
+  // seam B between enqueue and mark; replay closes both. Returns the job id.
+  table::Expected<table::BrandedId, std::error_code> intend_and_enqueue(
+      const table::BrandedId& name, const table::BrandedId& version, const EnqueueFn& enqueue);
+
+  // ---- the applier's edge (any thread; no SQLite on the check) ----
+  // True iff the memory holds r for `name` and `version` is not newer than r.
+  bool remembered_stale(const table::BrandedId& name, const table::BrandedId& version) const;
+  // Upserts newer-only (memory now; the file on the owner thread's next group commit).
+  void remember(const table::BrandedId& name, const table::BrandedId& version);
+  // Waits until every remember() so far is in the file.
+  void flush();
+  std::optional<table::BrandedId> last_applied(const table::BrandedId& name) const;
+
+  // ---- recovery (any thread; idempotent; safe on a schedule) ----
+  // Re-enqueues, in seq order under their recorded ids, the intents no applied row covers
+  // (applied.version >= intent.version for its name); marks each enqueued.
+  table::Expected<ReplayResult, std::error_code> replay(const EnqueueFn& enqueue);
+  // Deletes the covered intents; returns how many. The applied memory stays.
+  std::uint64_t compact();
+
+  JournalStats stats() const;
+  const std::filesystem::path& path() const noexcept;
+  const table::BrandedId& group() const noexcept;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace echo::engine

@@ -1,0 +1,184 @@
+// SPDX-License-Identifier: MIT
+// The journal against real SQLite files (WIRE §8): the file, the pragmas and the exact schema;
+// the writer's edge (record, mark, group commit); the applied memory (newer-only, survives a
+// reopen); replay's coverage predicate and seq order; compaction. The enqueue side here is a
+// function recording what it was asked (the bus itself is the integration tests' business).
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+
+#include <filesystem>
+#include <set>
+#include <thread>
+
+#include <echo/engine/journal.h>
+#include <echo/engine/table_spec.h>
+
+namespace echo::engine {
+namespace {
+
+using table::BrandedId;
+
+BrandedId id(std::string_view ns, std::uint64_t s) { return BrandedId::encode(ns, s).value(); }
+
+class JournalTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/echostore-journal-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  JournalOptions options(std::string group = "PRT0KHTOWnGLuC") {
+    JournalOptions o;
+    o.dir = dir_ / "nested" / "dir";
+    o.group = std::move(group);
+    return o;
+  }
+  std::string query(const std::filesystem::path& file, const char* sql) {
+    sqlite3* db = nullptr;
+    EXPECT_EQ(sqlite3_open(file.c_str(), &db), SQLITE_OK);
+    std::string out;
+    sqlite3_exec(
+        db, sql,
+        [](void* o, int n, char** v, char**) {
+          auto* s = static_cast<std::string*>(o);
+          for (int i = 0; i < n; ++i) *s += (v[i] ? v[i] : "NULL") + std::string(i + 1 < n ? "|" : "\n");
+          return 0;
+        },
+        &out, nullptr);
+    sqlite3_close(db);
+    return out;
+  }
+  std::filesystem::path dir_;
+};
+
+TEST_F(JournalTest, OpensOneFilePerGroupWithTheWireSchema) {
+  Journal j(options());
+  EXPECT_EQ(j.path(), dir_ / "nested" / "dir" / "journal-PRT0KHTOWnGLuC.db");
+  EXPECT_TRUE(std::filesystem::exists(j.path()));
+  Journal other(options("PRT0NgWEfAEJfs"));
+  EXPECT_NE(other.path(), j.path());
+  const std::string schema = query(j.path(), "SELECT sql FROM sqlite_master WHERE type='table' AND name IN ('intents','applied') ORDER BY name");
+  EXPECT_NE(schema.find("applied(name_id TEXT PRIMARY KEY, version TEXT NOT NULL, seq INTEGER NOT NULL)"), std::string::npos);
+  EXPECT_NE(schema.find("intents(seq INTEGER PRIMARY KEY AUTOINCREMENT, job_id TEXT NOT NULL UNIQUE"), std::string::npos);
+  EXPECT_EQ(query(j.path(), "PRAGMA journal_mode"), "wal\n");
+  EXPECT_EQ(j.stats().intents, 0u);
+}
+
+TEST_F(JournalTest, RefusesANonBrandedGroupAtTheDoor) {
+  EXPECT_THROW(Journal(options("not-a-branded-id")), ConfigError);
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "nested"));
+}
+
+TEST_F(JournalTest, RecordsIntentsInSeqOrderAndMarksThem) {
+  Journal j(options());
+  const auto job1 = j.record(id("AST", 1), id("TXN", 10));
+  const auto jobs = j.record_many({{id("AST", 2), id("TXN", 20)}, {id("AST", 3), id("TXN", 30)}});
+  ASSERT_EQ(jobs.size(), 2u);
+  EXPECT_EQ(job1.ns(), "JOB");
+  EXPECT_TRUE(table::newer(jobs[0], job1));
+  j.mark_enqueued(jobs[0]);
+  j.flush();
+  EXPECT_EQ(query(j.path(), "SELECT seq, name_id, enqueued FROM intents ORDER BY seq"),
+            "1|AST00000000001|0\n2|AST00000000002|1\n3|AST00000000003|0\n");
+  // record_many shares one recorded_at.
+  EXPECT_EQ(query(j.path(), "SELECT count(DISTINCT recorded_at) FROM intents WHERE seq > 1"), "1\n");
+  const auto s = j.stats();
+  EXPECT_EQ(s.intents, 3u);
+  EXPECT_EQ(s.pending_enqueue, 2u);
+}
+
+TEST_F(JournalTest, AppliedMemoryIsNewerOnlyAndAnswersRememberedStale) {
+  Journal j(options());
+  const auto name = id("AST", 7);
+  EXPECT_FALSE(j.remembered_stale(name, id("TXN", 1)));
+  j.remember(name, id("TXN", 5));
+  EXPECT_TRUE(j.remembered_stale(name, id("TXN", 4)));
+  EXPECT_TRUE(j.remembered_stale(name, id("TXN", 5)));  // equal is not newer
+  EXPECT_FALSE(j.remembered_stale(name, id("TXN", 6)));
+  j.remember(name, id("TXN", 3));  // older: ignored
+  j.flush();
+  EXPECT_EQ(j.last_applied(name)->view(), id("TXN", 5).view());
+  EXPECT_EQ(query(j.path(), "SELECT version, seq FROM applied"), std::string(id("TXN", 5).view()) + "|0\n");
+}
+
+TEST_F(JournalTest, MemorySurvivesAReopen) {
+  const auto name = id("AST", 8);
+  {
+    Journal j(options());
+    j.remember(name, id("TXN", 50));
+    j.flush();
+  }
+  Journal again(options());
+  EXPECT_TRUE(again.remembered_stale(name, id("TXN", 49)));
+  EXPECT_EQ(again.stats().remembered, 1u);
+}
+
+TEST_F(JournalTest, ReplayEnqueuesUncoveredIntentsInSeqOrderUnderRecordedIds) {
+  Journal j(options());
+  std::vector<BrandedId> jobs;
+  for (std::uint64_t i = 1; i <= 5; ++i) jobs.push_back(j.record(id("AST", i), id("TXN", 100 + i)));
+  j.remember(id("AST", 2), id("TXN", 102));  // covers intent 2 (equal)
+  j.remember(id("AST", 4), id("TXN", 999));  // covers intent 4 (newer)
+  j.remember(id("AST", 5), id("TXN", 1));    // older: does not cover intent 5
+  std::vector<std::string> asked;
+  std::set<std::string> bus = {jobs[2].str()};  // intent 3 is already on the bus (seam B)
+  auto enqueue = [&](const BrandedId& job, const BrandedId&, const BrandedId&) -> table::Expected<bool, std::error_code> {
+    asked.push_back(job.str());
+    return bus.insert(job.str()).second;
+  };
+  auto r = j.replay(enqueue);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->replayed, 2u);      // intents 1 and 5
+  EXPECT_EQ(r->deduplicated, 1u);  // intent 3
+  EXPECT_EQ(asked, (std::vector<std::string>{jobs[0].str(), jobs[2].str(), jobs[4].str()}));
+  // Replay is idempotent: now everything is on the bus.
+  auto again = j.replay(enqueue);
+  EXPECT_EQ(again->replayed, 0u);
+  EXPECT_EQ(again->deduplicated, 3u);
+}
+
+TEST_F(JournalTest, CompactionRetiresCoveredIntentsAndKeepsTheMemory) {
+  Journal j(options());
+  for (std::uint64_t i = 1; i <= 50; ++i) j.record(id("AST", i), id("TXN", i));
+  for (std::uint64_t i = 1; i <= 30; ++i) j.remember(id("AST", i), id("TXN", i));
+  EXPECT_EQ(j.compact(), 30u);
+  EXPECT_EQ(j.compact(), 0u);
+  auto s = j.stats();
+  EXPECT_EQ(s.intents, 20u);
+  EXPECT_EQ(s.remembered, 30u);
+}
+
+TEST_F(JournalTest, IntendAndEnqueueRecordsBeforeItEnqueues) {
+  Journal j(options());
+  bool durable_first = false;
+  auto enqueue = [&](const BrandedId& job, const BrandedId&, const BrandedId&) -> table::Expected<bool, std::error_code> {
+    // At enqueue time the intent is already committed in the file.
+    durable_first = query(j.path(), ("SELECT count(*) FROM intents WHERE job_id='" + job.str() + "'").c_str()) == "1\n";
+    return true;
+  };
+  auto job = j.intend_and_enqueue(id("AST", 1), id("TXN", 1), enqueue);
+  ASSERT_TRUE(job);
+  EXPECT_TRUE(durable_first);
+  j.flush();
+  EXPECT_EQ(j.stats().pending_enqueue, 0u);
+}
+
+TEST_F(JournalTest, ConcurrentIntentsShareTransactions) {
+  Journal j(options());
+  constexpr int kThreads = 4, kEach = 200;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kEach; ++i) j.record(id("AST", t * 1000 + i), id("TXN", i + 1));
+    });
+  }
+  for (auto& th : threads) th.join();
+  const auto s = j.stats();
+  EXPECT_EQ(s.intents, static_cast<std::uint64_t>(kThreads * kEach));
+  EXPECT_EQ(query(j.path(), "SELECT count(DISTINCT job_id) FROM intents"), std::to_string(kThreads * kEach) + "\n");
+  EXPECT_LE(s.transactions, s.grouped);
+}
+
+}  // namespace
+}  // namespace echo::engine
