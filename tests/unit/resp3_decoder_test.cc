@@ -7,13 +7,17 @@
 #include <gtest/gtest.h>
 #include <hiredis/hiredis.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <new>
+#include <ostream>
 #include <random>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
