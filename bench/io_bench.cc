@@ -100,6 +100,30 @@ void ping_round_trip(benchmark::State& state, LoopOptions options) {
   if (errors != 0) state.SkipWithError("PING failed");
   state.SetItemsProcessed(state.iterations());
 }
+
+// The production wait: run() (no deadline), left by stop() from the reply callback.
+void ping_round_trip_run(benchmark::State& state, LoopOptions options) {
+  UringLoop loop(options);
+  std::uint64_t errors = 0;
+  {
+    Connection conn(loop, bench_options());
+    conn.start();
+    if (!loop.run_until([&] { return conn.status() == ConnStatus::kReady; }, 5000ms)) {
+      state.SkipWithError("connection did not boot");
+      return;
+    }
+    auto on_reply = [&](std::error_code ec, const Resp3Value&) {
+      errors += ec ? 1 : 0;
+      loop.stop();
+    };
+    for (auto _ : state) {
+      if (conn.call({"PING"}, on_reply)) ++errors;
+      loop.run();
+    }
+  }
+  if (errors != 0) state.SkipWithError("PING failed");
+  state.SetItemsProcessed(state.iterations());
+}
 void BM_Connection_PingRoundTrip_Blocking(benchmark::State& state) {
   ping_round_trip(state, LoopOptions{.wait = WaitMode::kBlock});
 }
@@ -113,7 +137,15 @@ void BM_Connection_PingRoundTrip_BlockingDeferTaskrun(benchmark::State& state) {
 void BM_Connection_PingRoundTrip_BusyPollDeferTaskrun(benchmark::State& state) {
   ping_round_trip(state, LoopOptions{.wait = WaitMode::kBusyPoll, .single_thread_taskrun = true});
 }
+void BM_Connection_PingRoundTrip_BlockingRun(benchmark::State& state) {
+  ping_round_trip_run(state, LoopOptions{.wait = WaitMode::kBlock});
+}
+void BM_Connection_PingRoundTrip_BlockingRunDeferTaskrun(benchmark::State& state) {
+  ping_round_trip_run(state, LoopOptions{.wait = WaitMode::kBlock, .single_thread_taskrun = true});
+}
 BENCHMARK(BM_Connection_PingRoundTrip_Blocking)->UseRealTime();
+BENCHMARK(BM_Connection_PingRoundTrip_BlockingRun)->UseRealTime();
+BENCHMARK(BM_Connection_PingRoundTrip_BlockingRunDeferTaskrun)->UseRealTime();
 BENCHMARK(BM_Connection_PingRoundTrip_BusyPoll)->UseRealTime();
 BENCHMARK(BM_Connection_PingRoundTrip_BlockingDeferTaskrun)->UseRealTime();
 BENCHMARK(BM_Connection_PingRoundTrip_BusyPollDeferTaskrun)->UseRealTime();

@@ -236,7 +236,9 @@ void Connection::on_connect(IoOp& op, int res) noexcept {
 
 void Connection::arm_recv() {
   std::span<char> room = decoder_.prepare(std::max(kRecvChunk, decoder_.wanted()));
-  loop_.recv(fd_.get(), room.data(), room.size(), recv_op_);
+  recv_len_ = room.size();
+  // A receive that did not fill its buffer drained the socket: the next one can only wait.
+  loop_.recv(fd_.get(), room.data(), room.size(), recv_op_, /*poll_first=*/!last_recv_full_);
 }
 
 void Connection::on_recv(IoOp& op, int res) noexcept {
@@ -247,6 +249,7 @@ void Connection::on_recv(IoOp& op, int res) noexcept {
     self->lose(make_error_code(IoErrc::kDisconnected));
     return;
   }
+  self->last_recv_full_ = static_cast<std::size_t>(res) == self->recv_len_;
   self->decoder_.commit(static_cast<std::size_t>(res));
   self->last_io_ = Clock::now();
   const std::uint64_t gen = self->conn_gen_;

@@ -132,6 +132,7 @@ void UringLoop::post(std::function<void()> fn) {
 
 void UringLoop::stop() noexcept {
   stop_.store(true, std::memory_order_release);  // pairs with the acquire load in loop_until
+  if (in_loop_thread()) return;  // the loop checks the flag before it next waits
   if (!wake_pending_.exchange(true, std::memory_order_seq_cst)) {
     const std::uint64_t one = 1;
     [[maybe_unused]] ssize_t n = ::write(impl_->wake_fd.get(), &one, sizeof one);
@@ -265,9 +266,10 @@ void UringLoop::loop_until(const std::function<bool()>* done,
   owner_.store(std::thread::id{}, std::memory_order_release);  // pairs with running()'s acquire
 }
 
-void UringLoop::recv(int fd, void* buf, std::size_t len, IoOp& op) noexcept {
+void UringLoop::recv(int fd, void* buf, std::size_t len, IoOp& op, bool poll_first) noexcept {
   io_uring_sqe* s = impl_->sqe();
   io_uring_prep_recv(s, fd, buf, len, 0);
+  if (poll_first) s->ioprio |= IORING_RECVSEND_POLL_FIRST;
   op.armed = true;
   io_uring_sqe_set_data64(s, reinterpret_cast<std::uint64_t>(&op));
 }

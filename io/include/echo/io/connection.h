@@ -215,6 +215,8 @@ class Connection {
   std::uint64_t out_commands_ = 0;  // commands in out_ (for the commands/pipelines counters)
   std::deque<Pending> fifo_;
   std::set<std::string, std::less<>> channels_;
+  std::size_t recv_len_ = 0;        // size of the receive in flight
+  bool last_recv_full_ = true;      // it filled its buffer: more may be waiting in the socket
   std::uint64_t conn_gen_ = 0;  // bumped at every socket loss; dispatch stops when it changes
 
   // Boot and reconnect (loop thread).

@@ -72,7 +72,9 @@ class UringLoop {
   bool running() const noexcept;
 
   // --- Loop thread only. Each queues one SQE (submitted at the next wait) and never blocks. ---
-  void recv(int fd, void* buf, std::size_t len, IoOp& op) noexcept;
+  // poll_first: the caller knows the socket is drained (it just consumed everything), so the
+  // kernel arms its poll at once instead of trying a receive that must fail first.
+  void recv(int fd, void* buf, std::size_t len, IoOp& op, bool poll_first = false) noexcept;
   void send(int fd, const void* buf, std::size_t len, IoOp& op) noexcept;
   // connect(2) with a deadline: completes with -ECANCELED when the timeout fires first.
   void connect(int fd, const sockaddr* addr, socklen_t len, std::chrono::milliseconds timeout,
