@@ -190,6 +190,8 @@ struct Journal::Impl {
           } else {
             (*rec)->done.set_value();
           }
+        } else if (auto* c = std::get_if<Call>(&r)) {
+          c->fn();  // after the commit, in autocommit: a flush sees everything before it durable
         }
       }
       batch.clear();
@@ -218,9 +220,7 @@ struct Journal::Impl {
             bind(upsert.get(), 1, req.name.view());
             bind(upsert.get(), 2, req.version.view());
             run(db.get(), upsert.get(), "upsert");
-          } else {
-            req.fn();
-          }
+          }  // Calls run after the commit (see loop())
         },
         r);
   }
