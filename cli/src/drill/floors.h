@@ -6,6 +6,7 @@
 // broadcast lane). Plus the small things the cache and broadcast gates share.
 #pragma once
 
+#include <echo/engine/engine.h>
 #include <hiredis/hiredis.h>
 
 #include <algorithm>
@@ -19,8 +20,6 @@
 #include <string_view>
 #include <thread>
 #include <vector>
-
-#include <echo/engine/engine.h>
 
 #include "drill/drill.h"
 
@@ -70,8 +69,10 @@ class Redis {
     std::size_t n = 0;
     std::string cursor = "0";
     do {
-      Reply r = command("SCAN %s MATCH %b COUNT 1000", cursor.c_str(), pattern.data(), pattern.size());
-      if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 2) return static_cast<std::size_t>(-1);
+      Reply r =
+          command("SCAN %s MATCH %b COUNT 1000", cursor.c_str(), pattern.data(), pattern.size());
+      if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 2)
+        return static_cast<std::size_t>(-1);
       cursor.assign(r->element[0]->str, r->element[0]->len);
       n += r->element[1]->elements;
     } while (cursor != "0");
@@ -178,7 +179,8 @@ inline Samples publish_floor(const DrillTarget& target, const std::string& chann
 // "1,311,621"
 inline std::string grouped(double v) {
   std::string digits = std::to_string(static_cast<long long>(v + 0.5));
-  for (int i = static_cast<int>(digits.size()) - 3; i > 0; i -= 3) digits.insert(static_cast<std::size_t>(i), ",");
+  for (int i = static_cast<int>(digits.size()) - 3; i > 0; i -= 3)
+    digits.insert(static_cast<std::size_t>(i), ",");
   return digits;
 }
 

@@ -4,6 +4,11 @@
 // plain PUBLISH -> message floor measured in the same run and the cross-node round trip, the
 // job-lane table the broadcast passes by, and a 500-message storm through the wire and the ring
 // with a fill fired in its middle.
+#include <echo/engine/engine.h>
+#include <echo/table/branded_id.h>
+#include <echo/table/coherence_frame.h>
+#include <echo/table/names.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -14,11 +19,6 @@
 #include <thread>
 #include <vector>
 
-#include <echo/engine/engine.h>
-#include <echo/table/branded_id.h>
-#include <echo/table/coherence_frame.h>
-#include <echo/table/names.h>
-
 #include "drill/drill.h"
 #include "drill/floors.h"
 
@@ -27,8 +27,8 @@ namespace {
 
 using engine::CoherenceMode;
 using engine::Engine;
-using engine::LoadResult;
 using engine::Loaded;
+using engine::LoadResult;
 using engine::Source;
 using engine::TableSpec;
 using floors::Clock;
@@ -55,8 +55,8 @@ engine::Loader fixed_loader(std::atomic<int>& runs, std::string value) {
 }
 
 TableSpec lane_table(const std::string& name, CoherenceMode mode, engine::Loader loader) {
-  return TableSpec{.name = name, .kind = "AST", .loader = std::move(loader), .ttl_ms = 60000,
-                   .coherence = mode};
+  return TableSpec{
+      .name = name, .kind = "AST", .loader = std::move(loader), .ttl_ms = 60000, .coherence = mode};
 }
 
 // Is `name` a live row of `table` on `node`? A plain map read: no flight, no wire.
@@ -71,12 +71,14 @@ std::string describe(const engine::Result<engine::Got>& g) {
 }
 
 void f2_newer_wins(GateRun& run, const DrillTarget& target) {
-  run.stage("quotes (AST, broadcast) on one node; the writer mints v_old, then v_new, puts "
-            "px=105.00 at v_new, and only then does v_old's invalidation arrive -- through the "
-            "wire and through apply_coherence; then a fresh v_fresh; then both replayed");
-  run.derive("newer-wins is one comparison of payload bytes in two places (the writer's map, the "
-             "drop_l2 script) -- expect v_old stale on L1 with the row still px=105.00, drop_l2 "
-             "0 with L2 still at v_new, v_fresh applied on both layers, and every replay stale");
+  run.stage(
+      "quotes (AST, broadcast) on one node; the writer mints v_old, then v_new, puts "
+      "px=105.00 at v_new, and only then does v_old's invalidation arrive -- through the "
+      "wire and through apply_coherence; then a fresh v_fresh; then both replayed");
+  run.derive(
+      "newer-wins is one comparison of payload bytes in two places (the writer's map, the "
+      "drop_l2 script) -- expect v_old stale on L1 with the row still px=105.00, drop_l2 "
+      "0 with L2 still at v_new, v_fresh applied on both layers, and every replay stale");
   std::atomic<int> loads{0};
   Engine node(node_options(target, 201),
               {lane_table("quotes", CoherenceMode::kBroadcast, fixed_loader(loads, "px=100.00"))});
@@ -100,8 +102,9 @@ void f2_newer_wins(GateRun& run, const DrillTarget& target) {
   run.expect(floors::eventually([&] { return wstats().stale == stale_before + 1; }),
              "the ring delivered it and the writer judged it stale");
   auto row = node.get("quotes", name.view());
-  run.expect(row && row->source == Source::kL1 && row->value == "px=105.00" && row->version == v_new,
-             "the L1 row survived holding px=105.00 at v_new (" + describe(row) + ")");
+  run.expect(
+      row && row->source == Source::kL1 && row->value == "px=105.00" && row->version == v_new,
+      "the L1 row survived holding px=105.00 at v_new (" + describe(row) + ")");
   // The same message as the job lane's handler would apply it.
   auto verdict = node.apply_coherence("quotes", name.view(), v_old);
   run.expect(verdict && *verdict == Verdict::kStale, "apply_coherence(v_old) answers stale");
@@ -132,14 +135,15 @@ void f2_newer_wins(GateRun& run, const DrillTarget& target) {
   run.expect(replay_fresh && *replay_fresh == Verdict::kStale, "replay of v_fresh answers stale");
   run.expect(replay_l2 && !*replay_l2, "drop_l2 replay of v_old answers 0");
   run.expect(loads.load() == 0, "the loader never ran");
-  run.figure("v_old -> stale, row still px=105.00, drop_l2 0; v_fresh -> applied, drop_l2 1; "
-             "replay v_old -> stale");
+  run.figure(
+      "v_old -> stale, row still px=105.00, drop_l2 0; v_fresh -> applied, drop_l2 1; "
+      "replay v_old -> stale");
 }
 
 // F3's receiving side: the time from PUBLISH sent to the row gone from `node`'s L1, one message
 // at a time, for each of `names` (all cached at versions older than `versions`).
-floors::Samples push_latency(const DrillTarget& target, const Engine& node, const std::string& table,
-                             const std::vector<BrandedId>& names,
+floors::Samples push_latency(const DrillTarget& target, const Engine& node,
+                             const std::string& table, const std::vector<BrandedId>& names,
                              const std::vector<BrandedId>& versions, int warmup) {
   Redis pub(target);
   const std::string channel = table::coherence_channel(table).value();
@@ -148,8 +152,8 @@ floors::Samples push_latency(const DrillTarget& target, const Engine& node, cons
     const auto frame = table::make_frame(names[i], versions[i]);
     const std::string_view bytes = table::view(frame);
     const auto t0 = Clock::now();
-    floors::Reply r = pub.command("PUBLISH %b %b", channel.data(), channel.size(), bytes.data(),
-                                  bytes.size());
+    floors::Reply r =
+        pub.command("PUBLISH %b %b", channel.data(), channel.size(), bytes.data(), bytes.size());
     if (!r || !floors::spin_until([&] { return !cached(node, table, names[i]); })) break;
     if (static_cast<int>(i) >= warmup) s.us.push_back(floors::since_us(t0));
   }
@@ -174,10 +178,11 @@ double lag_median_us(const engine::WriterStats& before, const engine::WriterStat
 
 void f3_broadcast(GateRun& run, const DrillTarget& target) {
   constexpr int kMessages = 1000, kWarmup = 50;
-  run.stage("the floor first: 1,000 PUBLISHes of 29 bytes to a blocking hiredis subscriber on "
-            "its own thread; then node B holds 1,050 rows of board and 1,050 newer invalidations "
-            "are PUBLISHed one at a time (50 unmeasured); then writer A and subscribers B, C, D "
-            "share one name");
+  run.stage(
+      "the floor first: 1,000 PUBLISHes of 29 bytes to a blocking hiredis subscriber on "
+      "its own thread; then node B holds 1,050 rows of board and 1,050 newer invalidations "
+      "are PUBLISHed one at a time (50 unmeasured); then writer A and subscribers B, C, D "
+      "share one name");
   const floors::Samples floor = floors::publish_floor(target, "echostore:drill:floor", kMessages);
   const double lo = 0.5 * floor.median(), hi = 4.0 * floor.median();
   run.derive("floor: PUBLISH sent -> message counted, median " + fmt("%.0f", floor.median()) +
@@ -211,8 +216,8 @@ void f3_broadcast(GateRun& run, const DrillTarget& target) {
   run.expect(after.writer.applied - before.writer.applied == static_cast<std::uint64_t>(total),
              "the writer applied all 1,050 (none stale, none lost)");
   run.expect(after.rings.at(0).dropped == 0, "the ring dropped 0");
-  run.expect(median >= lo && median <= hi, "median push " + fmt("%.0f", median) +
-                                               " us inside the derived band");
+  run.expect(median >= lo && median <= hi,
+             "median push " + fmt("%.0f", median) + " us inside the derived band");
 
   // The cross-node round trip: A writes, B, C and D hold the old row.
   Engine a(node_options(target, 211),
@@ -223,12 +228,15 @@ void f3_broadcast(GateRun& run, const DrillTarget& target) {
            {lane_table("board", CoherenceMode::kBroadcast, fixed_loader(loads, "px=100.00"))});
   if (!run.expect(!a.start() && !c.start() && !d.start(), "nodes A, C, D start")) return;
   const BrandedId name = writer.mint("AST").value();
-  const bool seeded = a.put("board", name.view(), "px=105.00", writer.mint("TXN").value()).has_value();
+  const bool seeded =
+      a.put("board", name.view(), "px=105.00", writer.mint("TXN").value()).has_value();
   Engine* subscribers[] = {&b, &c, &d};
   int warm = 0;
   for (Engine* n : subscribers) {
     auto g = n->get("board", name.view());
-    warm += (g && g->source == Source::kL2 && g->value == "px=105.00" && cached(*n, "board", name)) ? 1 : 0;
+    warm += (g && g->source == Source::kL2 && g->value == "px=105.00" && cached(*n, "board", name))
+                ? 1
+                : 0;
   }
   run.expect(seeded && warm == 3, "B, C, D read px=105.00 from l2 and cache it");
   const BrandedId v2 = writer.mint("TXN").value();
@@ -243,31 +251,37 @@ void f3_broadcast(GateRun& run, const DrillTarget& target) {
   run.expect(heard && *heard == 3, "PUBLISH reached 3 subscribers");
   run.expect(dropped_everywhere, "B, C and D each dropped their row");
   auto next = b.get("board", name.view());
-  run.expect(next && next->source == Source::kL2 && next->value == "px=106.00" &&
-                 next->version == v2,
-             "B's next read fell through to l2 and answered px=106.00 at v2 (" + describe(next) + ")");
+  run.expect(
+      next && next->source == Source::kL2 && next->value == "px=106.00" && next->version == v2,
+      "B's next read fell through to l2 and answered px=106.00 at v2 (" + describe(next) + ")");
   auto next_c = c.get("board", name.view());
   run.expect(next_c && next_c->value == "px=106.00", "C's next read answered px=106.00 too");
   run.expect(loads.load() == 0, "no loader ran (L2 always held the row)");
   run.figure("median push " + fmt("%.0f", median) + " us (p99 " + fmt("%.0f", lane.pct(0.99)) +
              ") over " + grouped(static_cast<double>(lane.us.size())) + " messages vs floor " +
              fmt("%.0f", floor.median()) + " us, " + fmt("%.2f", median / floor.median()) +
-             "x (band " + fmt("%.0f", lo) + "-" + fmt("%.0f", hi) + "), decode -> apply lag median " +
-             fmt("%.0f", lag) + "-" + fmt("%.0f", 2 * lag) + " us; PUBLISH reached " +
-             (heard ? std::to_string(*heard) : std::string("?")) + ", all 3 dropped within " +
-             fmt("%.0f", everywhere_us) + " us; B's next read " + describe(next));
+             "x (band " + fmt("%.0f", lo) + "-" + fmt("%.0f", hi) +
+             "), decode -> apply lag median " + fmt("%.0f", lag) + "-" + fmt("%.0f", 2 * lag) +
+             " us; PUBLISH reached " + (heard ? std::to_string(*heard) : std::string("?")) +
+             ", all 3 dropped within " + fmt("%.0f", everywhere_us) + " us; B's next read " +
+             describe(next));
 }
 
 void f4_loss(GateRun& run, const DrillTarget& target) {
-  run.stage("qc on three nodes: writer A (none), B (broadcast) and J (job lane: no "
-            "subscription); B and J cache px=100.00; A puts px=101.00 and broadcasts");
-  run.derive("the broadcast is at-most-once and reaches only subscribers -- expect 1 heard (B), "
-             "B's row gone, and J still serving px=100.00 from l1 until its own lane delivers "
-             "(here: the job handler's apply_coherence), after which J reads px=101.00 from l2");
+  run.stage(
+      "qc on three nodes: writer A (none), B (broadcast) and J (job lane: no "
+      "subscription); B and J cache px=100.00; A puts px=101.00 and broadcasts");
+  run.derive(
+      "the broadcast is at-most-once and reaches only subscribers -- expect 1 heard (B), "
+      "B's row gone, and J still serving px=100.00 from l1 until its own lane delivers "
+      "(here: the job handler's apply_coherence), after which J reads px=101.00 from l2");
   std::atomic<int> loads{0};
-  Engine a(node_options(target, 221), {lane_table("qc", CoherenceMode::kNone, fixed_loader(loads, "-"))});
-  Engine b(node_options(target, 222), {lane_table("qc", CoherenceMode::kBroadcast, fixed_loader(loads, "-"))});
-  Engine j(node_options(target, 223), {lane_table("qc", CoherenceMode::kJob, fixed_loader(loads, "-"))});
+  Engine a(node_options(target, 221),
+           {lane_table("qc", CoherenceMode::kNone, fixed_loader(loads, "-"))});
+  Engine b(node_options(target, 222),
+           {lane_table("qc", CoherenceMode::kBroadcast, fixed_loader(loads, "-"))});
+  Engine j(node_options(target, 223),
+           {lane_table("qc", CoherenceMode::kJob, fixed_loader(loads, "-"))});
   if (!run.expect(!a.start() && !b.start() && !j.start(), "nodes A, B, J start")) return;
   table::Minter writer(kDrillNode);
   const BrandedId name = writer.mint("AST").value();
@@ -277,9 +291,9 @@ void f4_loss(GateRun& run, const DrillTarget& target) {
   auto gj = j.get("qc", name.view());
   run.expect(seeded && gb && gj && gb->value == "px=100.00" && gj->value == "px=100.00",
              "B and J cache px=100.00");
-  run.expect(j.directory().at(0).coherence == CoherenceMode::kJob &&
-                 j.stats().connections.size() == 1,
-             "J's directory says job and J holds no subscriber connection");
+  run.expect(
+      j.directory().at(0).coherence == CoherenceMode::kJob && j.stats().connections.size() == 1,
+      "J's directory says job and J holds no subscriber connection");
 
   const BrandedId v2 = writer.mint("TXN").value();
   const bool put = a.put("qc", name.view(), "px=101.00", v2).has_value();
@@ -290,9 +304,9 @@ void f4_loss(GateRun& run, const DrillTarget& target) {
   // J cannot have heard anything: give a stray delivery the time B needed, many times over.
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   auto stale = j.get("qc", name.view());
-  run.expect(stale && stale->source == Source::kL1 && stale->value == "px=100.00" &&
-                 stale->version == v1,
-             "J still serves px=100.00 from l1 at v1 (" + describe(stale) + ")");
+  run.expect(
+      stale && stale->source == Source::kL1 && stale->value == "px=100.00" && stale->version == v1,
+      "J still serves px=100.00 from l1 at v1 (" + describe(stale) + ")");
   run.expect(j.stats().tables.at(0).writer.applied == 0, "J's writer applied nothing");
 
   auto late = j.apply_coherence("qc", name.view(), v2);
@@ -306,9 +320,10 @@ void f4_loss(GateRun& run, const DrillTarget& target) {
 
 void g5_storm(GateRun& run, const DrillTarget& target) {
   constexpr int kStorm = 500;
-  run.stage("storm (AST, broadcast, ring 4096, max batch 256) on node R holding 500 rows; a "
-            "pipelined storm of 500 newer invalidations on the wire; after the first 250 are "
-            "sent, R reads a cold name that L2 holds; then a writer re-puts one stormed name");
+  run.stage(
+      "storm (AST, broadcast, ring 4096, max batch 256) on node R holding 500 rows; a "
+      "pipelined storm of 500 newer invalidations on the wire; after the first 250 are "
+      "sent, R reads a cold name that L2 holds; then a writer re-puts one stormed name");
   std::atomic<int> loads{0};
   Engine w(node_options(target, 301),
            {lane_table("storm", CoherenceMode::kNone, fixed_loader(loads, "-"))});
@@ -360,10 +375,11 @@ void g5_storm(GateRun& run, const DrillTarget& target) {
   const auto t0 = Clock::now();
   const bool first = append(0, kStorm / 2);
   const auto tf = Clock::now();
-  r.get_async("storm", cold.view(), [fill, tf, &applied_at_fill, &r_writer, base](engine::Result<engine::Got> g) {
-    applied_at_fill.store(r_writer.stats().applied - base, std::memory_order_relaxed);
-    fill->set_value({std::move(g), floors::since_us(tf)});
-  });
+  r.get_async("storm", cold.view(),
+              [fill, tf, &applied_at_fill, &r_writer, base](engine::Result<engine::Got> g) {
+                applied_at_fill.store(r_writer.stats().applied - base, std::memory_order_relaxed);
+                fill->set_value({std::move(g), floors::since_us(tf)});
+              });
   const bool second = append(kStorm / 2, kStorm);
   std::int64_t replies = 0;
   for (int i = 0; i < kStorm; ++i) {
@@ -376,7 +392,8 @@ void g5_storm(GateRun& run, const DrillTarget& target) {
       [&] { return r_writer.stats().applied - base == static_cast<std::uint64_t>(kStorm); },
       std::chrono::seconds(2));
   const double storm_ms = floors::since_us(t0) / 1000;
-  const bool fill_answered = fill_done.wait_for(std::chrono::seconds(2)) == std::future_status::ready;
+  const bool fill_answered =
+      fill_done.wait_for(std::chrono::seconds(2)) == std::future_status::ready;
   run.expect(first && second && replies == kStorm, "500 PUBLISHes each reached R (1 receiver)");
   run.expect(all_applied, "all 500 applied within 2 s");
   const auto s = r.stats().tables.at(0);
@@ -389,8 +406,8 @@ void g5_storm(GateRun& run, const DrillTarget& target) {
   auto [got, fill_us] = fill_done.get();
   run.expect(got && got->source == Source::kL2 && got->value == "px=200.00",
              "the mid-storm fill answered px=200.00 from l2 (" + describe(got) + ")");
-  run.expect(fill_us < 50'000, "the mid-storm fill took " + fmt("%.0f", fill_us / 1000) +
-                                   " ms, under 50 ms");
+  run.expect(fill_us < 50'000,
+             "the mid-storm fill took " + fmt("%.0f", fill_us / 1000) + " ms, under 50 ms");
 
   const BrandedId v_re = writer.mint("TXN").value();
   const bool reput = w.put("storm", names.front().view(), "px=109.00", v_re).has_value();
@@ -413,9 +430,7 @@ void add_broadcast_f_gates(std::vector<Gate>& gates) {
   gates.push_back({"F4", "loss", f4_loss});
 }
 
-void add_broadcast_g_gates(std::vector<Gate>& gates) {
-  gates.push_back({"G5", "storm", g5_storm});
-}
+void add_broadcast_g_gates(std::vector<Gate>& gates) { gates.push_back({"G5", "storm", g5_storm}); }
 
 const GateGroup kFGroup{4203, add_broadcast_f_gates};
 const GateGroup kGGroup{4305, add_broadcast_g_gates};

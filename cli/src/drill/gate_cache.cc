@@ -3,6 +3,10 @@
 // against the drill's server - the directory and the kind gate, the three sources, the herd on
 // one flight, L1 speed against a plain GET measured in the same run, jittered expiry against a
 // zero-jitter control, and the size bound.
+#include <echo/engine/engine.h>
+#include <echo/table/branded_id.h>
+#include <echo/table/names.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -13,10 +17,6 @@
 #include <thread>
 #include <vector>
 
-#include <echo/engine/engine.h>
-#include <echo/table/branded_id.h>
-#include <echo/table/names.h>
-
 #include "drill/drill.h"
 #include "drill/floors.h"
 
@@ -26,8 +26,8 @@ namespace {
 using engine::CoherenceMode;
 using engine::Engine;
 using engine::Errc;
-using engine::LoadResult;
 using engine::Loaded;
+using engine::LoadResult;
 using engine::Source;
 using engine::TableSpec;
 using floors::Clock;
@@ -53,28 +53,36 @@ engine::Loader counting_loader(std::atomic<int>& runs, std::string value = "px=1
 }
 
 void e1_declared(GateRun& run, const DrillTarget& target) {
-  run.stage("one node declares quotes (AST, ttl 300 ms, broadcast) and fills (FIL, ttl 5000 ms, "
-            "job); then asks an undeclared table, asks quotes for the wrong-kind ORD0KHTOWnGLuC, "
-            "and offers a third declaration with jitter 0.7");
-  run.derive("the kind gate runs before the map, the writer and the wire -- expect error kind, 0 "
-             "loader runs, 0 commands on the connection and 0 ecc:{quotes}:* keys");
+  run.stage(
+      "one node declares quotes (AST, ttl 300 ms, broadcast) and fills (FIL, ttl 5000 ms, "
+      "job); then asks an undeclared table, asks quotes for the wrong-kind ORD0KHTOWnGLuC, "
+      "and offers a third declaration with jitter 0.7");
+  run.derive(
+      "the kind gate runs before the map, the writer and the wire -- expect error kind, 0 "
+      "loader runs, 0 commands on the connection and 0 ecc:{quotes}:* keys");
   std::atomic<int> loads{0};
-  Engine node(node_options(target, 101),
-              {TableSpec{.name = "quotes", .kind = "AST", .loader = counting_loader(loads),
-                         .ttl_ms = 300, .coherence = CoherenceMode::kBroadcast},
-               TableSpec{.name = "fills", .kind = "FIL", .loader = counting_loader(loads),
-                         .ttl_ms = 5000, .coherence = CoherenceMode::kJob}});
+  Engine node(node_options(target, 101), {TableSpec{.name = "quotes",
+                                                    .kind = "AST",
+                                                    .loader = counting_loader(loads),
+                                                    .ttl_ms = 300,
+                                                    .coherence = CoherenceMode::kBroadcast},
+                                          TableSpec{.name = "fills",
+                                                    .kind = "FIL",
+                                                    .loader = counting_loader(loads),
+                                                    .ttl_ms = 5000,
+                                                    .coherence = CoherenceMode::kJob}});
   const std::error_code started = node.start();
   if (!run.expect(!started, "the node starts (" + started.message() + ")")) return;
 
   const auto dir = node.directory();
-  const bool listed =
-      dir.size() == 2 && dir[0].name == "quotes" && dir[0].kind == "AST" && dir[0].ttl_ms == 300 &&
-      dir[0].coherence == CoherenceMode::kBroadcast && dir[0].ring_capacity == 4096 &&
-      dir[1].name == "fills" && dir[1].kind == "FIL" && dir[1].ttl_ms == 5000 &&
-      dir[1].coherence == CoherenceMode::kJob && dir[1].ring_capacity == 0;
-  run.expect(listed, "the directory lists quotes AST 300 ms broadcast (ring 4096) and fills FIL "
-                     "5000 ms job (no ring)");
+  const bool listed = dir.size() == 2 && dir[0].name == "quotes" && dir[0].kind == "AST" &&
+                      dir[0].ttl_ms == 300 && dir[0].coherence == CoherenceMode::kBroadcast &&
+                      dir[0].ring_capacity == 4096 && dir[1].name == "fills" &&
+                      dir[1].kind == "FIL" && dir[1].ttl_ms == 5000 &&
+                      dir[1].coherence == CoherenceMode::kJob && dir[1].ring_capacity == 0;
+  run.expect(listed,
+             "the directory lists quotes AST 300 ms broadcast (ring 4096) and fills FIL "
+             "5000 ms job (no ring)");
 
   Redis redis(target);
   const std::size_t keys_before = redis.count_keys("ecc:{quotes}:*");
@@ -92,38 +100,40 @@ void e1_declared(GateRun& run, const DrillTarget& target) {
   const auto l1_after = node.stats().tables.at(0).l1;
   const std::size_t keys_after = redis.count_keys("ecc:{quotes}:*");
   run.expect(loads.load() == 0, "0 loader runs");
-  run.expect(node.stats().connections.at(0).commands == commands_before,
-             "0 commands on the wire");
+  run.expect(node.stats().connections.at(0).commands == commands_before, "0 commands on the wire");
   run.expect(l1_after.hits == l1_before.hits && l1_after.misses == l1_before.misses,
              "the map was not consulted (hits and misses unmoved)");
   run.expect(keys_after == keys_before && keys_after == 0, "0 ecc:{quotes}:* keys");
 
   std::string refusal;
   try {
-    Engine bad(node_options(target, 102),
-               {TableSpec{.name = "bad", .kind = "BAD", .loader = counting_loader(loads),
-                          .jitter = 0.7}});
+    Engine bad(
+        node_options(target, 102),
+        {TableSpec{.name = "bad", .kind = "BAD", .loader = counting_loader(loads), .jitter = 0.7}});
   } catch (const engine::ConfigError& e) {
     refusal = e.what();
   }
-  run.expect(refusal.find("jitter") != std::string::npos &&
-                 refusal.find("0.0..0.5") != std::string::npos,
-             "jitter 0.7 refused at declaration, naming the knob and its range");
+  run.expect(
+      refusal.find("jitter") != std::string::npos && refusal.find("0.0..0.5") != std::string::npos,
+      "jitter 0.7 refused at declaration, naming the knob and its range");
   run.figure("2 tables listed; undeclared -> no_such_cache; ORD0KHTOWnGLuC -> kind, " +
              std::to_string(loads.load()) + " loader runs, " + std::to_string(keys_after) +
              " keys; jitter 0.7 -> \"" + refusal + "\"");
 }
 
 void e2_sources(GateRun& run, const DrillTarget& target) {
-  run.stage("quotes (AST, ttl 300 ms); one cold name read three times: cold, warm, and after a "
-            "newer coherence message dropped its L1 row (L2 untouched)");
-  run.derive("the cold read runs the loader and writes L2 framed with PX 300; the warm read never "
-             "leaves L1; the third falls through to L2 -- expect sources loader, l1, l2, one "
-             "loader run, one version, PTTL in (0, 300]");
+  run.stage(
+      "quotes (AST, ttl 300 ms); one cold name read three times: cold, warm, and after a "
+      "newer coherence message dropped its L1 row (L2 untouched)");
+  run.derive(
+      "the cold read runs the loader and writes L2 framed with PX 300; the warm read never "
+      "leaves L1; the third falls through to L2 -- expect sources loader, l1, l2, one "
+      "loader run, one version, PTTL in (0, 300]");
   std::atomic<int> loads{0};
-  Engine node(node_options(target, 103),
-              {TableSpec{.name = "quotes", .kind = "AST", .loader = counting_loader(loads),
-                         .ttl_ms = 300}});
+  Engine node(
+      node_options(target, 103),
+      {TableSpec{
+          .name = "quotes", .kind = "AST", .loader = counting_loader(loads), .ttl_ms = 300}});
   if (!run.expect(!node.start(), "the node starts")) return;
   table::Minter drill(kDrillNode);
   const BrandedId name = drill.mint("AST").value();
@@ -165,10 +175,12 @@ void e2_sources(GateRun& run, const DrillTarget& target) {
 
 void e3_herd(GateRun& run, const DrillTarget& target) {
   constexpr int kReaders = 200;
-  run.stage("quotes (AST, ttl 5000 ms); 200 threads read one cold name at once; the loader holds "
-            "its answer until every reader has entered get, then 50 ms more");
-  run.derive("misses of one name share one flight on the writer -- expect loader 1, coalesced "
-             "199, and one value in 200 hands");
+  run.stage(
+      "quotes (AST, ttl 5000 ms); 200 threads read one cold name at once; the loader holds "
+      "its answer until every reader has entered get, then 50 ms more");
+  run.derive(
+      "misses of one name share one flight on the writer -- expect loader 1, coalesced "
+      "199, and one value in 200 hands");
   std::atomic<int> loads{0}, entered{0};
   engine::Loader slow = [&](const BrandedId&) -> LoadResult {
     loads.fetch_add(1, std::memory_order_relaxed);
@@ -214,30 +226,33 @@ void e3_herd(GateRun& run, const DrillTarget& target) {
   run.expect(w.coalesced == kReaders - 1, "coalesced 199");
   run.expect(w.fills == 1, "one fill");
   run.figure("200 readers -> loader " + std::to_string(loads.load()) + ", coalesced " +
-             std::to_string(w.coalesced) + ", one value, herd answered in " +
-             fmt("%.0f", herd_ms) + " ms");
+             std::to_string(w.coalesced) + ", one value, herd answered in " + fmt("%.0f", herd_ms) +
+             " ms");
 }
 
 void e4_speed(GateRun& run, const DrillTarget& target) {
   constexpr int kHits = 500'000;
-  run.stage("speed (AST, ttl 60 s), one row put; the floor first: 2,000 plain hiredis GETs of "
-            "that row's L2 key; then 500,000 Engine::get hits on the same name");
+  run.stage(
+      "speed (AST, ttl 60 s), one row put; the floor first: 2,000 plain hiredis GETs of "
+      "that row's L2 key; then 500,000 Engine::get hits on the same name");
   std::atomic<int> loads{0};
-  Engine node(node_options(target, 105),
-              {TableSpec{.name = "speed", .kind = "AST", .loader = counting_loader(loads),
-                         .ttl_ms = 60000}});
+  Engine node(
+      node_options(target, 105),
+      {TableSpec{
+          .name = "speed", .kind = "AST", .loader = counting_loader(loads), .ttl_ms = 60000}});
   if (!run.expect(!node.start(), "the node starts")) return;
   table::Minter drill(kDrillNode);
   const BrandedId name = drill.mint("AST").value();
-  if (!run.expect(node.put("speed", name.view(), "px=102.00").has_value(), "the row is put")) return;
+  if (!run.expect(node.put("speed", name.view(), "px=102.00").has_value(), "the row is put"))
+    return;
 
   const floors::Samples get = floors::get_floor(target, l2_key("speed", name), 2000);
   const double get_rate = 1e6 / get.median();
   run.derive("floor: plain GET median " + fmt("%.1f", get.median()) + " us (p99 " +
              fmt("%.1f", get.pct(0.99)) + " us) = " + grouped(get_rate) +
              " GETs/s; a hit is a lock-free lookup and a copy on the caller's thread, no "
-             "syscall -- expect hits/s above 10x that (" + grouped(10 * get_rate) +
-             "/s) and above the original's 250,000/s");
+             "syscall -- expect hits/s above 10x that (" +
+             grouped(10 * get_rate) + "/s) and above the original's 250,000/s");
 
   std::size_t ok = 0;
   const auto t0 = Clock::now();
@@ -263,8 +278,8 @@ void e4_speed(GateRun& run, const DrillTarget& target) {
   run.expect(rate > 10 * get_rate, "hits/s > 10x the plain GET rate");
   run.expect(loads.load() == 0, "the loader never ran");
   run.figure(grouped(rate) + " hits/s (" + fmt("%.0f", ns) + " ns; map read " +
-             fmt("%.0f", raw_ns) + " ns) vs " + fmt("%.1f", get.median()) +
-             " us per L2 GET, " + fmt("%.0f", rate / get_rate) + "x");
+             fmt("%.0f", raw_ns) + " ns) vs " + fmt("%.1f", get.median()) + " us per L2 GET, " +
+             fmt("%.0f", rate / get_rate) + "x");
 }
 
 // E5: fills `count` names of `table` at once (get_async) and reports the map-clock window
@@ -285,9 +300,9 @@ FillWindow fill_all(Engine& node, const std::string& table, const std::vector<Br
       answered.fetch_add(1, std::memory_order_release);
     });
   }
-  floors::eventually([&] { return answered.load(std::memory_order_acquire) ==
-                                  static_cast<int>(names.size()); },
-                     std::chrono::seconds(5));
+  floors::eventually(
+      [&] { return answered.load(std::memory_order_acquire) == static_cast<int>(names.size()); },
+      std::chrono::seconds(5));
   w.t1 = map.now();
   w.served = served.load();
   return w;
@@ -298,7 +313,8 @@ struct Spread {
   int rows = 0;
 };
 
-Spread expiry_spread(const Engine& node, const std::string& table, const std::vector<BrandedId>& names) {
+Spread expiry_spread(const Engine& node, const std::string& table,
+                     const std::vector<BrandedId>& names) {
   const auto& map = node.writer(table)->map();
   Spread s;
   table::ReadGuard guard;
@@ -314,15 +330,23 @@ Spread expiry_spread(const Engine& node, const std::string& table, const std::ve
 
 void e5_jitter(GateRun& run, const DrillTarget& target) {
   constexpr int kRows = 400;
-  run.stage("jit (ttl 300 ms, jitter 0.2, sweep 100 ms) and the control flat (ttl 300 ms, "
-            "jitter 0, sweep 100 ms); 400 cold names filled at once in each; expiry read off "
-            "every row, then the sweeper left to run");
+  run.stage(
+      "jit (ttl 300 ms, jitter 0.2, sweep 100 ms) and the control flat (ttl 300 ms, "
+      "jitter 0, sweep 100 ms); 400 cold names filled at once in each; expiry read off "
+      "every row, then the sweeper left to run");
   std::atomic<int> loads{0};
-  Engine node(node_options(target, 106),
-              {TableSpec{.name = "jit", .kind = "AST", .loader = counting_loader(loads),
-                         .ttl_ms = 300, .jitter = 0.2, .sweep_ms = 100},
-               TableSpec{.name = "flat", .kind = "AST", .loader = counting_loader(loads),
-                         .ttl_ms = 300, .jitter = 0.0, .sweep_ms = 100}});
+  Engine node(node_options(target, 106), {TableSpec{.name = "jit",
+                                                    .kind = "AST",
+                                                    .loader = counting_loader(loads),
+                                                    .ttl_ms = 300,
+                                                    .jitter = 0.2,
+                                                    .sweep_ms = 100},
+                                          TableSpec{.name = "flat",
+                                                    .kind = "AST",
+                                                    .loader = counting_loader(loads),
+                                                    .ttl_ms = 300,
+                                                    .jitter = 0.0,
+                                                    .sweep_ms = 100}});
   if (!run.expect(!node.start(), "the node starts")) return;
   table::Minter drill(kDrillNode);
   std::vector<BrandedId> jit_names, flat_names;
@@ -333,13 +357,15 @@ void e5_jitter(GateRun& run, const DrillTarget& target) {
   const FillWindow jw = fill_all(node, "jit", jit_names);
   const FillWindow fw = fill_all(node, "flat", flat_names);
   const std::int64_t jfill = jw.t1 - jw.t0, ffill = fw.t1 - fw.t0;
-  run.derive("s = trunc(300 x 0.2) = 60, so each row expires at insert + 300 + r, r uniform in "
-             "[-60, 60]; 400 draws span at least 100 ms of r (odds against below 1e-31) and the "
-             "inserts span at most the fill -- expect the jittered spread in [99 - fill, 121 + "
-             "fill] = [" + std::to_string(std::max<std::int64_t>(0, 99 - jfill)) + ", " +
-             std::to_string(121 + jfill) + "] ms for its " + std::to_string(jfill) +
-             " ms fill (1 ms of clock grain each side), and the control's no wider than its own " +
-             std::to_string(ffill) + " ms fill + 1");
+  run.derive(
+      "s = trunc(300 x 0.2) = 60, so each row expires at insert + 300 + r, r uniform in "
+      "[-60, 60]; 400 draws span at least 100 ms of r (odds against below 1e-31) and the "
+      "inserts span at most the fill -- expect the jittered spread in [99 - fill, 121 + "
+      "fill] = [" +
+      std::to_string(std::max<std::int64_t>(0, 99 - jfill)) + ", " + std::to_string(121 + jfill) +
+      "] ms for its " + std::to_string(jfill) +
+      " ms fill (1 ms of clock grain each side), and the control's no wider than its own " +
+      std::to_string(ffill) + " ms fill + 1");
   const Spread js = expiry_spread(node, "jit", jit_names);
   const Spread fs = expiry_spread(node, "flat", flat_names);
   const std::int64_t jspread = js.hi - js.lo, fspread = fs.hi - fs.lo;
@@ -364,27 +390,30 @@ void e5_jitter(GateRun& run, const DrillTarget& target) {
              "the sweeper removed 400 + 400 (swept counts them)");
   run.expect(s.tables.at(0).l1.size == 0 && s.tables.at(1).l1.size == 0, "size 0 in both");
   run.figure(std::to_string(kRows) + " rows filled in " + std::to_string(jfill) + " ms expire " +
-             std::to_string(jspread) + " ms apart; zero-jitter control " +
-             std::to_string(fspread) + " ms over a " + std::to_string(ffill) + " ms fill; swept " +
+             std::to_string(jspread) + " ms apart; zero-jitter control " + std::to_string(fspread) +
+             " ms over a " + std::to_string(ffill) + " ms fill; swept " +
              std::to_string(s.tables.at(0).l1.swept) + " in " +
              std::to_string(s.tables.at(0).l1.sweeps) + " sweeps, size " +
              std::to_string(s.tables.at(0).l1.size));
 }
 
 void e6_bound(GateRun& run, const DrillTarget& target) {
-  run.stage("bound (AST, max_size 100, ttl 60 s); 51 names filled and live, then 150 more cold "
-            "names read; then a put on a live name");
-  run.derive("the first 49 of the 150 fit; with nothing expired the other 101 are full skips, "
-             "yet every reader still gets its value -- expect size 100, full_skips 101, 150 of "
-             "150 served; the put replaces a row (no growth) and lands one value in both layers");
+  run.stage(
+      "bound (AST, max_size 100, ttl 60 s); 51 names filled and live, then 150 more cold "
+      "names read; then a put on a live name");
+  run.derive(
+      "the first 49 of the 150 fit; with nothing expired the other 101 are full skips, "
+      "yet every reader still gets its value -- expect size 100, full_skips 101, 150 of "
+      "150 served; the put replaces a row (no growth) and lands one value in both layers");
   std::atomic<int> loads{0};
   engine::Loader by_name = [&loads](const BrandedId& n) -> LoadResult {
     loads.fetch_add(1, std::memory_order_relaxed);
     return Loaded{"v-" + n.str(), std::nullopt};
   };
-  Engine node(node_options(target, 107),
-              {TableSpec{.name = "bound", .kind = "AST", .loader = by_name, .ttl_ms = 60000,
-                         .max_size = 100}});
+  Engine node(
+      node_options(target, 107),
+      {TableSpec{
+          .name = "bound", .kind = "AST", .loader = by_name, .ttl_ms = 60000, .max_size = 100}});
   if (!run.expect(!node.start(), "the node starts")) return;
   table::Minter drill(kDrillNode);
   std::vector<BrandedId> live, late;
