@@ -46,7 +46,8 @@ extern constinit thread_local ReaderState t_reader;
 extern std::atomic<std::uint64_t> g_epoch;
 
 // Slow path of enter(): claims a free slot (lock-free CAS scan), registers its release at thread
-// exit. Aborts with a message if kMaxReaderThreads slots are live. Allocates nothing.
+// exit. Aborts with a message if kMaxReaderThreads slots are live. Runs once per thread; the only
+// allocation is the C++ runtime's thread-exit record.
 void register_reader() noexcept;
 
 // Opens a read-side critical section (nests). Reader thread; lock-free, no allocation, no
