@@ -30,7 +30,6 @@
 #include <algorithm>
 #include <bit>
 #include <cassert>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -38,10 +37,6 @@
 #include <new>
 #include <stdexcept>
 #include <string>
-
-#if defined(__linux__)
-#include <time.h>
-#endif
 
 namespace echo::table {
 
@@ -113,21 +108,6 @@ std::size_t tombstone_slots(const L1Config& c) {
 }
 
 }  // namespace
-
-std::int64_t steady_clock_ms() noexcept {
-  using namespace std::chrono;
-  return duration_cast<milliseconds>(steady_clock::now().time_since_epoch()).count();
-}
-
-std::int64_t coarse_monotonic_ms() noexcept {
-#if defined(__linux__) && defined(CLOCK_MONOTONIC_COARSE)
-  timespec ts;
-  ::clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);  // vDSO: no syscall
-  return static_cast<std::int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1'000'000;
-#else
-  return steady_clock_ms();
-#endif
-}
 
 L1Map::L1Map(const L1Config& config)
     : buckets_(new std::atomic<Row*>[std::bit_ceil(

@@ -533,6 +533,15 @@ TEST(L1Map, RowsAreFreedExactlyOnce) {
   EXPECT_EQ(g_live.load(std::memory_order_relaxed), before);
 }
 
+TEST(MonotonicClock, CoarseClockIsTheSameClockAtTickResolution) {
+  for (int i = 0; i < 100; ++i) {
+    const std::int64_t coarse = coarse_monotonic_ms();
+    const std::int64_t exact = steady_clock_ms();
+    EXPECT_LE(coarse, exact);
+    EXPECT_GE(coarse, exact - 50);  // one kernel tick is 1-10 ms
+  }
+}
+
 TEST(L1MapDeathTest, ASecondWriterThreadAborts) {
 #ifdef NDEBUG
   GTEST_SKIP() << "the single-writer check is compiled into debug builds only";
