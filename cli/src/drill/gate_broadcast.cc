@@ -420,8 +420,8 @@ void g5_storm(GateRun& run, const DrillTarget& target) {
              " batches (largest " + std::to_string(s.rings.at(0).max_batch) + "), " +
              std::to_string(s.rings.at(0).dropped) + " dropped; all rows gone; re-put " +
              describe(back) + "; mid-storm fill " + fmt("%.2f", fill_us / 1000) + " ms (" +
-             fmt("%.1f", fill_us / get.median()) + "x the GET floor), answered when " +
-             std::to_string(applied_at_fill.load()) + " of 500 were applied");
+             fmt("%.1f", fill_us / get.median()) + "x the GET floor; R's writer had applied " +
+             std::to_string(applied_at_fill.load()) + " of 500 when it answered)");
 }
 
 void add_broadcast_f_gates(std::vector<Gate>& gates) {
