@@ -15,6 +15,7 @@
 #include <echo/table/branded_id.h>
 
 #include "drill/drill.h"
+#include "journal_cmd.h"
 
 namespace {
 
@@ -119,7 +120,11 @@ int main(int argc, char** argv) {
   drill_cmd->add_option("--server", server,
                         "HOST:PORT of a server to use (default: start redis-server on loopback)");
 
+  int journal_exit = 0;
+  cli::add_journal_command(app, journal_exit);
+
   CLI11_PARSE(app, argc, argv);
+  if (app.got_subcommand("journal")) return journal_exit;
   if (mint->parsed()) return id_mint(ns, node);
   if (decode->parsed()) return id_decode(text);
   if (drill_cmd->parsed()) return drill(server);

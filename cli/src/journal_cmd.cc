@@ -1,0 +1,100 @@
+// SPDX-License-Identifier: MIT
+// The journal verbs for operators. PATH is a journal file (<dir>/journal-<group>.db): the group
+// comes from its name. replay needs the bus: --server HOST:PORT and --table T (the job lane's
+// table), and re-enqueues uncovered intents under their recorded job ids.
+#include "journal_cmd.h"
+
+#include <iostream>
+#include <regex>
+
+#include <echo/engine/engine.h>
+#include <echo/engine/journal.h>
+
+namespace echo::cli {
+namespace {
+
+struct JournalArgs {
+  std::string verb, path, server, table;
+};
+
+int run(const JournalArgs& a) {
+  const std::filesystem::path file(a.path);
+  const std::string base = file.filename().string();
+  static const std::regex kName("journal-([A-Z]{3}[0-9A-Za-z]{11})\\.db");
+  std::smatch m;
+  if (!std::regex_match(base, m, kName)) {
+    std::cerr << "echostore journal: " << a.path << " is not named journal-<group>.db\n";
+    return 2;
+  }
+  if (!std::filesystem::exists(file)) {
+    std::cerr << "echostore journal: " << a.path << " does not exist\n";
+    return 2;
+  }
+  engine::JournalOptions options;
+  options.dir = file.parent_path().empty() ? std::filesystem::path(".") : file.parent_path();
+  options.group = m[1].str();
+  try {
+    engine::Journal journal(options);
+    if (a.verb == "stats") {
+      const auto s = journal.stats();
+      std::cout << "path             " << s.path.string() << "\n"
+                << "group            " << journal.group().view() << "\n"
+                << "intents          " << s.intents << "\n"
+                << "pending_enqueue  " << s.pending_enqueue << "\n"
+                << "remembered       " << s.remembered << "\n";
+      return 0;
+    }
+    if (a.verb == "compact") {
+      std::cout << "retired " << journal.compact() << " covered intents\n";
+      return 0;
+    }
+    // replay
+    if (a.server.empty() || a.table.empty()) {
+      std::cerr << "echostore journal replay: --server HOST:PORT and --table T are required\n";
+      return 2;
+    }
+    const auto colon = a.server.rfind(':');
+    if (colon == std::string::npos) {
+      std::cerr << "echostore journal replay: --server wants HOST:PORT\n";
+      return 2;
+    }
+    engine::EngineOptions eo;
+    eo.host = a.server.substr(0, colon);
+    eo.port = std::stoi(a.server.substr(colon + 1));
+    engine::Engine node(eo, {});
+    if (auto ec = node.start()) {
+      std::cerr << "echostore journal replay: cannot reach " << a.server << ": " << ec.message() << "\n";
+      return 1;
+    }
+    const auto group = journal.group();
+    auto result = journal.replay([&](const table::BrandedId& job, const table::BrandedId& name,
+                                     const table::BrandedId& version) {
+      return node.enqueue_job(a.table, group, job, name.view(), version);
+    });
+    if (!result) {
+      std::cerr << "echostore journal replay: " << result.error().message() << "\n";
+      return 1;
+    }
+    std::cout << "replayed " << result->replayed << ", deduplicated " << result->deduplicated << "\n";
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "echostore journal: " << e.what() << "\n";
+    return 1;
+  }
+}
+
+}  // namespace
+
+void add_journal_command(CLI::App& app, int& exit_code) {
+  auto args = std::make_shared<JournalArgs>();
+  auto* journal = app.add_subcommand("journal", "Inspect, replay or compact a journal file (WIRE §8)");
+  journal->add_option("VERB", args->verb, "stats | replay | compact")
+      ->required()
+      ->check(CLI::IsMember({"stats", "replay", "compact"}));
+  journal->add_option("PATH", args->path, "the journal file, <dir>/journal-<group>.db")->required();
+  journal->add_option("--server", args->server, "HOST:PORT of the bus (replay)");
+  journal->add_option("--table", args->table, "the job lane's table (replay)");
+  journal->callback([args, &exit_code] { exit_code = run(*args); });
+}
+
+}  // namespace echo::cli
