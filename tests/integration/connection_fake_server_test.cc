@@ -402,8 +402,8 @@ TEST(FakeServer, ANonStringFenceIsVersionFence) {
   EXPECT_EQ(conn.wait_ready(5s), IoErrc::kVersionFence);
 }
 
-TEST(FakeServer, ConnectRetriesWithBackoffUntilTheServerAppears) {
-  // Nobody listens on the port at first: connect fails, backs off, and succeeds later.
+TEST(FakeServer, ARefusedConnectBacksOffAndKeepsTrying) {
+  // Nobody listens on the port: connect fails and the connector waits in backoff, not stopped.
   int port = 0;
   {
     UniqueFd probe(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
