@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // The one syscall the ring makes: a Linux futex on a 32-bit atomic word, with an absolute
 // CLOCK_MONOTONIC deadline (std::atomic::wait has no timeout, and the writer needs one).
+#include <echo/ring/doorbell.h>
 #include <linux/futex.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -9,8 +10,6 @@
 #include <chrono>
 #include <ctime>
 
-#include <echo/ring/doorbell.h>
-
 namespace echo::ring::detail {
 
 namespace {
@@ -18,8 +17,8 @@ long futex(std::atomic<std::uint32_t>& word, int op, std::uint32_t value,
            const timespec* timeout) noexcept {
   // The kernel reads the atomic's object representation, which is the 32-bit word itself
   // (static_assert in doorbell.h).
-  return ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word), op, value, timeout,
-                   nullptr, FUTEX_BITSET_MATCH_ANY);
+  return ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word), op, value, timeout, nullptr,
+                   FUTEX_BITSET_MATCH_ANY);
 }
 }  // namespace
 

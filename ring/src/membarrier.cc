@@ -3,11 +3,10 @@
 // and liburcu use it): the consumer pays one syscall when it is about to park, so producers
 // pay only a compiler barrier on every publish instead of a full fence (~25-40 ns on the CI VM,
 // measured by comparing seq_cst and release stores in a loop).
+#include <echo/ring/doorbell.h>
 #include <linux/membarrier.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-
-#include <echo/ring/doorbell.h>
 
 namespace echo::ring::detail {
 

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: MIT
 // The cold half of the debug single-producer / single-consumer check: say which rule broke,
 // then abort (a second producer on an SPSC ring corrupts it silently; stopping loudly is kinder).
+#include <echo/ring/detail/owner_check.h>
+
 #include <cstdio>
 #include <cstdlib>
-
-#include <echo/ring/detail/owner_check.h>
 
 namespace echo::ring::detail {
 

@@ -4,6 +4,8 @@
 // many times. Every accepted item must arrive exactly once and in order; a consumer that sits in
 // wait_for_work past its deadline while the ring holds items is a lost wake. Bounded by an item
 // count and a time budget (each case well under 30 s under TSan).
+#include <echo/ring/doorbell.h>
+#include <echo/ring/spsc_ring.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -16,9 +18,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <echo/ring/doorbell.h>
-#include <echo/ring/spsc_ring.h>
 
 namespace {
 
@@ -45,7 +44,8 @@ struct Case {
 };
 
 std::string name(const testing::TestParamInfo<Case>& info) {
-  return std::string(to_string(info.param.strategy)) + "_" + std::string(to_string(info.param.policy)) +
+  return std::string(to_string(info.param.strategy)) + "_" +
+         std::string(to_string(info.param.policy)) +
          (info.param.strategy == WaitStrategy::kPark && !info.param.asymmetric ? "_seqcst" : "");
 }
 
@@ -141,7 +141,8 @@ TEST_P(SpscRingStress, EveryAcceptedItemArrivesOnceInOrderAndNoWakeIsLost) {
   consumer.join();
 
   const auto s = ring.stats();
-  EXPECT_FALSE(stranded) << "items sat in the ring for " << std::chrono::seconds(kLostWakeLimit).count()
+  EXPECT_FALSE(stranded) << "items sat in the ring for "
+                         << std::chrono::seconds(kLostWakeLimit).count()
                          << " s: the consumer missed a wake";
   EXPECT_FALSE(lost_wake) << "consumer parked " << std::chrono::seconds(kLostWakeLimit).count()
                           << " s with items in the ring";
@@ -157,26 +158,26 @@ TEST_P(SpscRingStress, EveryAcceptedItemArrivesOnceInOrderAndNoWakeIsLost) {
     EXPECT_EQ(s.dropped, 0u);
     EXPECT_EQ(received, seq);
   }
-  std::printf("%s/%s: %llu sent, %llu received, %llu dropped, %llu batches, %llu wakes, "
-              "%llu stalls, %llu consumer parks\n",
-              std::string(to_string(c.strategy)).c_str(), std::string(to_string(c.policy)).c_str(),
-              static_cast<unsigned long long>(seq), static_cast<unsigned long long>(received),
-              static_cast<unsigned long long>(s.dropped), static_cast<unsigned long long>(s.batches),
-              static_cast<unsigned long long>(s.wakes), static_cast<unsigned long long>(s.stalls),
-              static_cast<unsigned long long>(ring.doorbell().parks_count()));
+  std::printf(
+      "%s/%s: %llu sent, %llu received, %llu dropped, %llu batches, %llu wakes, "
+      "%llu stalls, %llu consumer parks\n",
+      std::string(to_string(c.strategy)).c_str(), std::string(to_string(c.policy)).c_str(),
+      static_cast<unsigned long long>(seq), static_cast<unsigned long long>(received),
+      static_cast<unsigned long long>(s.dropped), static_cast<unsigned long long>(s.batches),
+      static_cast<unsigned long long>(s.wakes), static_cast<unsigned long long>(s.stalls),
+      static_cast<unsigned long long>(ring.doorbell().parks_count()));
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Strategies, SpscRingStress,
-    testing::Values(Case{WaitStrategy::kSpin, FullPolicy::kDrop},
-                    Case{WaitStrategy::kYield, FullPolicy::kDrop},
-                    Case{WaitStrategy::kPark, FullPolicy::kDrop},
-                    Case{WaitStrategy::kPark, FullPolicy::kDrop, false},
-                    Case{WaitStrategy::kPark, FullPolicy::kFlush},
-                    Case{WaitStrategy::kSpin, FullPolicy::kBlock},
-                    Case{WaitStrategy::kYield, FullPolicy::kBlock},
-                    Case{WaitStrategy::kPark, FullPolicy::kBlock}),
-    name);
+INSTANTIATE_TEST_SUITE_P(Strategies, SpscRingStress,
+                         testing::Values(Case{WaitStrategy::kSpin, FullPolicy::kDrop},
+                                         Case{WaitStrategy::kYield, FullPolicy::kDrop},
+                                         Case{WaitStrategy::kPark, FullPolicy::kDrop},
+                                         Case{WaitStrategy::kPark, FullPolicy::kDrop, false},
+                                         Case{WaitStrategy::kPark, FullPolicy::kFlush},
+                                         Case{WaitStrategy::kSpin, FullPolicy::kBlock},
+                                         Case{WaitStrategy::kYield, FullPolicy::kBlock},
+                                         Case{WaitStrategy::kPark, FullPolicy::kBlock}),
+                         name);
 
 // One writer, one doorbell, three rings fed by three producer threads and an "inbox" source
 // rung with notify(): the writer must see every item of every source, never sleeping past a
@@ -190,7 +191,8 @@ TEST(SpscRingStressShared, OneDoorbellServesThreeRingsAndAnInboxWithoutLosingAWa
   constexpr int kRings = 3;
   constexpr std::uint64_t kPerRing = 40'000;
   std::vector<std::unique_ptr<SpscRing<std::uint64_t>>> rings;
-  for (int i = 0; i < kRings; ++i) rings.push_back(std::make_unique<SpscRing<std::uint64_t>>(config, bell));
+  for (int i = 0; i < kRings; ++i)
+    rings.push_back(std::make_unique<SpscRing<std::uint64_t>>(config, bell));
   std::atomic<std::uint64_t> inbox{0};  // an MPSC stand-in: a count of pending tokens
   constexpr std::uint64_t kInboxTokens = 2'000;
 

@@ -2,6 +2,8 @@
 // Unit tests of echo::ring::SpscRing and Doorbell: configuration, FIFO order, batches, counters,
 // the three full policies, item lifetimes, the edge-triggered wake, and WIRE §9 gates G1-G4
 // with the original's exact counts.
+#include <echo/ring/doorbell.h>
+#include <echo/ring/spsc_ring.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,9 +17,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <echo/ring/doorbell.h>
-#include <echo/ring/spsc_ring.h>
 
 namespace {
 
@@ -201,11 +200,12 @@ TEST(SpscRing, DrainCapsEachPassAtMaxBatch) {
 TEST(SpscRing, SpanDrainSplitsAtTheWrapButCountsOneBatch) {
   SpscRing<int> ring(config(8));
   for (int i = 0; i < 6; ++i) ASSERT_TRUE(ring.try_publish(int{i}));
-  ASSERT_EQ(ring.drain(6, [](std::span<int>) noexcept {}), 6u);  // head = tail = 6
+  ASSERT_EQ(ring.drain(6, [](std::span<int>) noexcept {}), 6u);        // head = tail = 6
   for (int i = 6; i < 12; ++i) ASSERT_TRUE(ring.try_publish(int{i}));  // slots 6,7,0,1,2,3
   std::vector<std::vector<int>> chunks;
-  EXPECT_EQ(ring.drain(8, [&](std::span<int> c) noexcept { chunks.emplace_back(c.begin(), c.end()); }),
-            6u);
+  EXPECT_EQ(
+      ring.drain(8, [&](std::span<int> c) noexcept { chunks.emplace_back(c.begin(), c.end()); }),
+      6u);
   EXPECT_EQ(chunks, (std::vector<std::vector<int>>{{6, 7}, {8, 9, 10, 11}}));
   EXPECT_EQ(ring.stats().batches, 2u);
 }
@@ -323,7 +323,7 @@ TEST(SpscRing, EveryTrackedItemIsDestroyedExactlyOnce) {
     for (std::uint64_t i = 0; i < 6; ++i) ASSERT_TRUE(ring.try_publish(Tracked(i)));
     std::vector<Tracked> kept;
     ring.drain(2, [&](Tracked& t) noexcept { kept.push_back(std::move(t)); });  // moved out
-    ring.drain(2, [](std::span<Tracked>) noexcept {});  // applied in place
+    ring.drain(2, [](std::span<Tracked>) noexcept {});                          // applied in place
     EXPECT_EQ(Tracked::live.load() - before, 2 + 2) << "two kept, two still in the ring";
     std::vector<Tracked> batch;
     for (std::uint64_t i = 0; i < 12; ++i) batch.emplace_back(i);
@@ -401,10 +401,10 @@ TEST(SpscRing, OneDoorbellWakesAWriterForAnyOfItsRingsAndItsInbox) {
   };
   for (int round = 0; round < 3; ++round) {
     std::atomic<int> verdict{-1};
-    std::jthread writer([&] {
-      verdict = static_cast<int>(bell.wait_until(has_work, Clock::now() + 10s));
-    });
-    ASSERT_TRUE(eventually([&] { return bell.parks_count() >= static_cast<std::uint64_t>(round + 1); }));
+    std::jthread writer(
+        [&] { verdict = static_cast<int>(bell.wait_until(has_work, Clock::now() + 10s)); });
+    ASSERT_TRUE(
+        eventually([&] { return bell.parks_count() >= static_cast<std::uint64_t>(round + 1); }));
     if (round == 0) {
       ASSERT_TRUE(a.try_publish(1));
     }
@@ -453,7 +453,8 @@ TEST(SpscRing, G2ThousandItemsArriveInOrderInFewBatchesAndFewWakes) {
   EXPECT_LT(s.wakes, 50u);
   EXPECT_EQ(s.dropped, 0u);
   std::printf("G2: 1000 items in %llu batches (largest %llu), %llu wakes\n",
-              static_cast<unsigned long long>(s.batches), static_cast<unsigned long long>(s.max_batch),
+              static_cast<unsigned long long>(s.batches),
+              static_cast<unsigned long long>(s.max_batch),
               static_cast<unsigned long long>(s.wakes));
 }
 
@@ -463,14 +464,14 @@ TEST(SpscRing, G2ThousandItemsArriveInOrderInFewBatchesAndFewWakes) {
 TEST(SpscRing, G3OccupancyIsVisibleMidStormAndCreditsNeverDrop) {
   {
     SpscRing<Tracked> ring(config(4096));
-    auto consumer = start_consumer(ring, 4096, [](std::span<Tracked>) noexcept {
-      std::this_thread::sleep_for(5ms);
-    });
+    auto consumer = start_consumer(
+        ring, 4096, [](std::span<Tracked>) noexcept { std::this_thread::sleep_for(5ms); });
     for (std::uint64_t i = 0; i < 600; ++i) ASSERT_TRUE(ring.try_publish(Tracked(i)));
     const auto a1 = ring.stats().applied;
     const auto mid = ring.occupancy_approx();
     const auto a2 = ring.stats().applied;
-    std::printf("G3: occupancy %zu mid-storm (applied %llu)\n", mid, static_cast<unsigned long long>(a2));
+    std::printf("G3: occupancy %zu mid-storm (applied %llu)\n", mid,
+                static_cast<unsigned long long>(a2));
     EXPECT_GT(mid, 0u);
     EXPECT_LE(mid, 600 - a1);
     EXPECT_GE(mid, 600 - a2);
@@ -497,7 +498,8 @@ TEST(SpscRing, G3OccupancyIsVisibleMidStormAndCreditsNeverDrop) {
     }
     const std::size_t n = std::min<std::uint64_t>({credits, std::size(chunk), kItems - i});
     for (std::size_t k = 0; k < n; ++k) chunk[k] = i + k;
-    ASSERT_EQ(ring.try_publish_batch(std::span<std::uint64_t>(chunk, n)), n) << "credits are a lower bound";
+    ASSERT_EQ(ring.try_publish_batch(std::span<std::uint64_t>(chunk, n)), n)
+        << "credits are a lower bound";
     i += n;
   }
   ASSERT_TRUE(eventually([&] { return ring.stats().applied == kItems; }));

@@ -3,6 +3,8 @@
 // few batches and few wakes, occupancy mid-storm and throughput against floors measured in the
 // same run, and the full ring's counted drops. The table-level parts (G1's table records, G5,
 // G6) belong to the table's gate file.
+#include <echo/ring/spsc_ring.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -17,8 +19,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <echo/ring/spsc_ring.h>
 
 #include "drill/drill.h"
 
@@ -92,8 +92,9 @@ void g1_surface(GateRun& run, const DrillTarget&) {
 }
 
 void g2_order(GateRun& run, const DrillTarget&) {
-  run.stage("1000 items into a ring of capacity 2048 whose parked applier sleeps 1 ms per batch "
-            "(batches capped at 512, as the writer caps them)");
+  run.stage(
+      "1000 items into a ring of capacity 2048 whose parked applier sleeps 1 ms per batch "
+      "(batches capped at 512, as the writer caps them)");
   run.derive("order exact; 1 < batches < 1000; wakes <= batches and < 50 (WIRE §9 G2)");
   SpscRing<std::uint64_t> ring(ring_config(2048));
   std::vector<std::uint64_t> seen;
@@ -208,23 +209,23 @@ StormResult ring_storm(std::uint64_t items) {
 }
 
 void g3_occupancy(GateRun& run, const DrillTarget&) {
-  run.stage("600 items into capacity 4096 with the applier taking 5 ms per batch; then 100000 "
-            "items through capacity 4096, the producer spending free-slot credits in batches of "
-            "up to 64 (best of 3)");
+  run.stage(
+      "600 items into capacity 4096 with the applier taking 5 ms per batch; then 100000 "
+      "items through capacity 4096, the producer spending free-slot credits in batches of "
+      "up to 64 (best of 3)");
   {
     SpscRing<std::uint64_t> ring(ring_config(4096));
-    auto applier = start_applier(ring, 4096, [](std::span<std::uint64_t>) noexcept {
-      std::this_thread::sleep_for(5ms);
-    });
+    auto applier = start_applier(
+        ring, 4096, [](std::span<std::uint64_t>) noexcept { std::this_thread::sleep_for(5ms); });
     for (std::uint64_t i = 0; i < 600; ++i) (void)ring.try_publish(std::uint64_t{i});
     const auto a1 = ring.stats().applied;
     const auto mid = ring.occupancy_approx();
     const auto a2 = ring.stats().applied;
     run.expect(mid > 0 && mid <= 600 - a1 && mid >= 600 - a2,
                "occupancy mid-storm is 600 minus what was applied (" + std::to_string(mid) + ")");
-    run.expect(eventually([&] { return ring.stats().applied == 600; }) &&
-                   ring.occupancy_approx() == 0,
-               "drained to occupancy 0");
+    run.expect(
+        eventually([&] { return ring.stats().applied == 600; }) && ring.occupancy_approx() == 0,
+        "drained to occupancy 0");
     run.figure("occupancy " + std::to_string(mid) + " mid-storm, drained to 0");
   }
   // Three runs of each, best kept: the VM is shared and noisy, and a floor or a rate taken
@@ -255,12 +256,14 @@ void g3_occupancy(GateRun& run, const DrillTarget&) {
              "throughput " + num(best.rate) + "/s inside the band");
   run.figure("100000 items in " + num(best.secs * 1e3, "%.1f") + " ms = " + num(best.rate) +
              "/s (" + num(best.rate / mutex_rate, "%.1f") + "x the mutex queue), largest batch " +
-             std::to_string(best.max_batch) + ", " + std::to_string(best.wakes) + " wakes, 0 dropped");
+             std::to_string(best.max_batch) + ", " + std::to_string(best.wakes) +
+             " wakes, 0 dropped");
 }
 
 void g4_full(GateRun& run, const DrillTarget&) {
-  run.stage("capacity 64, drop policy, the applier held inside its first batch; 200 publishes; "
-            "release; publish 201");
+  run.stage(
+      "capacity 64, drop policy, the applier held inside its first batch; 200 publishes; "
+      "release; publish 201");
   SpscRing<std::uint64_t> ring(ring_config(64, FullPolicy::kDrop));
   std::atomic<bool> held{true};
   auto applier = start_applier(ring, 64, [&](std::span<std::uint64_t>) noexcept {
@@ -276,7 +279,8 @@ void g4_full(GateRun& run, const DrillTarget&) {
   run.expect(ring.try_publish(200), "publish 201 accepted");
   run.expect(eventually([&] { return ring.stats().applied == 65; }), "applied 65");
   run.expect(ring.occupancy_approx() == 0, "occupancy 0");
-  run.figure("64 ok, " + std::to_string(full.dropped) + " dropped; release drained 64; publish 201 ok; applied " +
+  run.figure("64 ok, " + std::to_string(full.dropped) +
+             " dropped; release drained 64; publish 201 ok; applied " +
              std::to_string(ring.stats().applied) + "; occupancy " +
              std::to_string(ring.occupancy_approx()));
 }

@@ -25,13 +25,13 @@
 // through a full barrier: the membarrier(2) fast-path/slow-path pairing, the same two cases.
 #pragma once
 
+#include <echo/ring/ring_config.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <stop_token>
 #include <thread>
-
-#include <echo/ring/ring_config.h>
 
 namespace echo::ring {
 
@@ -130,7 +130,8 @@ class Doorbell {
         if (has_work()) return WaitVerdict::kWork;
         if (stop.stop_requested()) return WaitVerdict::kStopped;
         // Reading the clock costs ~20 ns; the spin checks it every 64 polls.
-        if ((config_.strategy == WaitStrategy::kYield || (i & 63) == 0) && Clock::now() >= deadline) {
+        if ((config_.strategy == WaitStrategy::kYield || (i & 63) == 0) &&
+            Clock::now() >= deadline) {
           return WaitVerdict::kTimeout;
         }
         if (config_.strategy == WaitStrategy::kYield) {
@@ -147,7 +148,7 @@ class Doorbell {
       if (stop.stop_requested()) return WaitVerdict::kStopped;
       if (Clock::now() >= deadline) return WaitVerdict::kTimeout;
       waiters_.fetch_add(1, std::memory_order_seq_cst);  // the store half of the Dekker pair
-      if (asymmetric_) detail::heavy_barrier();            // pairs with has_waiters_light
+      if (asymmetric_) detail::heavy_barrier();          // pairs with has_waiters_light
       const std::uint32_t key = epoch_.load(std::memory_order_seq_cst);
       if (!has_work() && !stop.stop_requested()) {
         parks_.fetch_add(1, std::memory_order_relaxed);
@@ -172,7 +173,8 @@ class Doorbell {
   alignas(kCacheLine) std::atomic<std::uint32_t> waiters_{0};
   std::atomic<std::uint64_t> parks_{0};
 
-  static_assert(std::atomic<std::uint32_t>::is_always_lock_free && sizeof(std::atomic<std::uint32_t>) == 4,
+  static_assert(std::atomic<std::uint32_t>::is_always_lock_free &&
+                    sizeof(std::atomic<std::uint32_t>) == 4,
                 "the futex operates on the atomic's own 32-bit word");
 };
 

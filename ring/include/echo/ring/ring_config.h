@@ -53,18 +53,24 @@ struct RingConfig {
 
 constexpr std::string_view to_string(WaitStrategy s) noexcept {
   switch (s) {
-    case WaitStrategy::kSpin: return "spin";
-    case WaitStrategy::kYield: return "yield";
-    case WaitStrategy::kPark: return "park";
+    case WaitStrategy::kSpin:
+      return "spin";
+    case WaitStrategy::kYield:
+      return "yield";
+    case WaitStrategy::kPark:
+      return "park";
   }
   return "?";
 }
 
 constexpr std::string_view to_string(FullPolicy p) noexcept {
   switch (p) {
-    case FullPolicy::kDrop: return "drop";
-    case FullPolicy::kFlush: return "flush";
-    case FullPolicy::kBlock: return "block";
+    case FullPolicy::kDrop:
+      return "drop";
+    case FullPolicy::kFlush:
+      return "flush";
+    case FullPolicy::kBlock:
+      return "block";
   }
   return "?";
 }

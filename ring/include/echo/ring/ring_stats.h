@@ -22,15 +22,15 @@ constexpr std::size_t histogram_bucket(std::size_t batch_size) noexcept {
 
 struct RingStats {
   std::uint64_t capacity = 0;
-  std::uint64_t occupancy = 0;   // tail - head, clamped to capacity (approximate while running)
-  std::uint64_t published = 0;   // items accepted
-  std::uint64_t applied = 0;     // items handed to a drain function and destroyed
-  std::uint64_t dropped = 0;     // items refused under drop or flush
-  std::uint64_t wakes = 0;       // empty→non-empty edges that signalled a parked consumer
-  std::uint64_t batches = 0;     // non-empty drain passes
-  std::uint64_t max_batch = 0;   // largest drain pass
-  std::uint64_t stalls = 0;      // block-policy publishes that found the ring full and waited
-  bool flush_pending = false;    // a flush-policy refusal the consumer has not yet taken
+  std::uint64_t occupancy = 0;  // tail - head, clamped to capacity (approximate while running)
+  std::uint64_t published = 0;  // items accepted
+  std::uint64_t applied = 0;    // items handed to a drain function and destroyed
+  std::uint64_t dropped = 0;    // items refused under drop or flush
+  std::uint64_t wakes = 0;      // empty→non-empty edges that signalled a parked consumer
+  std::uint64_t batches = 0;    // non-empty drain passes
+  std::uint64_t max_batch = 0;  // largest drain pass
+  std::uint64_t stalls = 0;     // block-policy publishes that found the ring full and waited
+  bool flush_pending = false;   // a flush-policy refusal the consumer has not yet taken
   std::array<std::uint64_t, kHistogramBuckets> batch_histogram{};
 };
 

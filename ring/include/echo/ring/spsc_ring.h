@@ -14,12 +14,18 @@
 // occupancy, slot of sequence s is s & mask_. A slot's item stays alive (and counted in the
 // occupancy) until the drain function that received it returns; only then does head_ advance.
 //
-// Why our own ring and not boost::lockfree::spsc_queue (DESIGN asks us to measure): on the
-// 2-core CI VM, BM_SpscRing_Throughput vs BM_BoostSpsc_Throughput in bench/ring_bench.cc
-// (figures in the comment at the top of that file) shows the cached opposite sequence and
-// batch drain win, and boost cannot hand the consumer a span or hold an item in its slot
-// until applied (G4's 64-of-200 needs that).
+// Why our own ring and not boost::lockfree::spsc_queue (DESIGN asks us to measure): in
+// bench/ring_bench.cc, BM_SpscRing_ThroughputBatched beat BM_BoostSpsc_ThroughputBatched by
+// 1.49-2.2x and BM_SpscRing_Throughput beat BM_BoostSpsc_Throughput by 2.7x or more (fastest
+// iteration, three runs; figures and method at the top of that file). Boost re-reads the other
+// side's index on every push and pop, copies batches out rather than lending a span, has no
+// per-pass cap, and its wrapped indices give no free-running occupancy for counters and credits.
 #pragma once
+
+#include <echo/ring/detail/owner_check.h>
+#include <echo/ring/doorbell.h>
+#include <echo/ring/ring_config.h>
+#include <echo/ring/ring_stats.h>
 
 #include <algorithm>
 #include <array>
@@ -34,11 +40,6 @@
 #include <stop_token>
 #include <type_traits>
 #include <utility>
-
-#include <echo/ring/detail/owner_check.h>
-#include <echo/ring/doorbell.h>
-#include <echo/ring/ring_config.h>
-#include <echo/ring/ring_stats.h>
 
 namespace echo::ring {
 
@@ -70,7 +71,7 @@ class SpscRing {
     for (std::uint64_t s = head_.load(std::memory_order_acquire); s != t; ++s) {
       std::destroy_at(slot(s));
     }
-    ::operator delete(slots_, std::align_val_t{alignof(T)});
+    ::operator delete (slots_, std::align_val_t{alignof(T)});
   }
 
   // ---- producer thread ----
@@ -153,13 +154,13 @@ class SpscRing {
 
   // ---- consumer thread ----
 
-  // Applies up to `max_batch` (>= 1; 0 is taken as 1) items in publish order in one pass and returns how many;
-  // 0 means empty (it never waits). `fn` is called either with std::span<T> chunks (preferred
-  // when invocable so: once, or twice when the pass wraps past the last slot; both chunks are
-  // one batch in the counters) or with T& per item. fn may move from the items; they are
-  // destroyed after fn returns, and only then is their space released to the producer, so an
-  // item being applied still counts in the occupancy. fn must be noexcept.
-  // Acquire-loads tail_ (pairs with the producer's release store); release-stores head_.
+  // Applies up to `max_batch` (>= 1; 0 is taken as 1) items in publish order in one pass and
+  // returns how many; 0 means empty (it never waits). `fn` is called either with std::span<T>
+  // chunks (preferred when invocable so: once, or twice when the pass wraps past the last slot;
+  // both chunks are one batch in the counters) or with T& per item. fn may move from the items;
+  // they are destroyed after fn returns, and only then is their space released to the producer, so
+  // an item being applied still counts in the occupancy. fn must be noexcept. Acquire-loads tail_
+  // (pairs with the producer's release store); release-stores head_.
   template <class Fn>
   std::size_t drain(std::size_t max_batch, Fn&& fn) noexcept {
     constexpr bool kSpan = std::is_invocable_v<Fn&, std::span<T>>;
@@ -269,8 +270,8 @@ class SpscRing {
         bell_(bell ? bell : own_bell_.get()),
         parks_(bell_->parks()),
         asymmetric_(bell_->asymmetric()),
-        slots_(static_cast<T*>(::operator new(sizeof(T) * config.capacity,
-                                              std::align_val_t{alignof(T)}))) {}
+        slots_(static_cast<T*>(
+            ::operator new (sizeof(T) * config.capacity, std::align_val_t{alignof(T)}))) {}
 
   T* slot(std::uint64_t seq) const noexcept { return slots_ + (seq & mask_); }
 
@@ -289,7 +290,9 @@ class SpscRing {
     }
     return static_cast<std::size_t>(free);
   }
-  bool has_space(std::uint64_t t, std::size_t want) noexcept { return free_slots_at(t, want) >= want; }
+  bool has_space(std::uint64_t t, std::size_t want) noexcept {
+    return free_slots_at(t, want) >= want;
+  }
 
   void push_one(std::uint64_t t, T&& item) noexcept {
     std::construct_at(slot(t), std::move(item));
@@ -306,7 +309,8 @@ class SpscRing {
       std::memcpy(static_cast<void*>(slots_ + first), items.data(), run * sizeof(T));
       std::memcpy(static_cast<void*>(slots_), items.data() + run, (items.size() - run) * sizeof(T));
     } else {
-      for (std::size_t i = 0; i < run; ++i) std::construct_at(slots_ + first + i, std::move(items[i]));
+      for (std::size_t i = 0; i < run; ++i)
+        std::construct_at(slots_ + first + i, std::move(items[i]));
       for (std::size_t i = run; i < items.size(); ++i) {
         std::construct_at(slots_ + (i - run), std::move(items[i]));
       }
