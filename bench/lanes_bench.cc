@@ -348,18 +348,23 @@ void BM_JobLane_EnqueueToDrop(benchmark::State& state, const Placement& p) {
 // producer is not the bottleneck); the clock stops when every node completed all n.
 void BM_JobLane_Throughput(benchmark::State& state, const Placement& p, int consumers) {
   place(p);
+  // A table of its own per run: a stopped node stays in the membership set for its member ttl
+  // (3 beats), and the fanout would still feed its queue.
+  static int run_no = 0;
+  const std::string table = "limits" + std::to_string(run_no++);
   const int n = std::max(1000, messages() / 2);
   std::vector<std::unique_ptr<Engine>> nodes;
   for (int i = 0; i < consumers; ++i) {
     nodes.push_back(std::make_unique<Engine>(
         node(31 + static_cast<unsigned>(i), p.receiver_cpu),
-        std::vector<TableSpec>{lane_table("limits", CoherenceMode::kJob, p.receiver_cpu)}));
+        std::vector<TableSpec>{lane_table(table, CoherenceMode::kJob, p.receiver_cpu)}));
     start_or_throw(*nodes.back());
   }
   const echo::lua::Script* fanout = echo::lua::find_script("fanout_enqueue");
   Context pub = connect();
   Reply loaded = command(pub.get(), "SCRIPT LOAD %b", fanout->source.data(), fanout->source.size());
-  const std::string members = "emq:{ecc.coh.limits}:members", qbase = "emq:{ecc.coh.limits}:";
+  const auto lane_keys = echo::engine::JobLaneKeys::for_table(table);
+  const std::string members = lane_keys.members, qbase = lane_keys.qbase;
   const std::string sha(fanout->sha1);
   echo::table::Minter minter(102);
   const BrandedId group = minter.mint("PRT").value();
