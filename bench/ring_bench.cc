@@ -5,7 +5,7 @@
 // wait strategy. The consumer checks every value arrives in order; a wrong one fails the run.
 //
 // Reproduce: ninja -C build-ring ring_bench && build-ring/bench/ring_bench
-//   --benchmark_filter=Throughput --benchmark_repetitions=10 --benchmark_min_time=0.2
+//   --benchmark_filter=Throughput --benchmark_repetitions=10
 //   --benchmark_enable_random_interleaving=true
 // On the shared 2-core CI VM (Xeon, load average 13-22 from other builds) medians measure the
 // scheduler, not the queues (0.1-6 M/s for all of them), so the comparison uses each
