@@ -3,6 +3,7 @@
 // Every method but the constructor, start(), on_acks() and stats() runs on the loop thread.
 #include <echo/engine/job_consumer.h>
 
+#include <algorithm>
 #include <bit>
 #include <charconv>
 #include <cstdio>
@@ -75,8 +76,12 @@ JobConsumer::JobConsumer(io::UringLoop& loop, io::Connection& cmd,
   // A parked BLPOP holds its reply for up to one beat: the call timeout must outlast it.
   park_options.call_timeout = std::chrono::milliseconds(spec_.job_beat_ms + 5000);
   park_options.heartbeat = std::chrono::milliseconds(0);
-  park_ = std::make_unique<io::Connection>(loop_, std::move(park_options),
-                                           io::PushFn{}, io::EventFn{});
+  // A park that could not be issued (the connection was still booting, or lost) is retried as
+  // soon as the connection is ready, not a whole beat later.
+  park_ = std::make_unique<io::Connection>(
+      loop_, std::move(park_options), io::PushFn{}, [this](io::ConnEvent event, std::error_code) {
+        if (event == io::ConnEvent::kReady || event == io::ConnEvent::kReconnected) pump();
+      });
   timer_op_.complete = &JobConsumer::on_timer;
   timer_op_.context = this;
   writer_.set_ack_sink([this](std::span<const JobAck> acks) { on_acks(acks); });
@@ -167,6 +172,25 @@ void JobConsumer::pump() {
     return;  // no credit: the next ack pumps again
   }
   claiming_ = true;
+  if (deliver_backlog_) {
+    // Hand-offs wait on the delivery list, already claimed for us: take them first, but only as
+    // many as the credits allow (the rest stay listed until acks free credits).
+    const std::size_t n = std::min(spec_.job_credits - in_flight_.size(), ring_.free_slots());
+    const std::string deliver_key = mbase_ + "deliver", count = std::to_string(n);
+    const auto ec = cmd_.call({"LPOP", deliver_key, count}, [this, n](std::error_code e, const io::Resp3Value& r) {
+      claiming_ = false;
+      if (stopping_) return;
+      std::size_t got = 0;
+      if (!e && r.type() == io::Resp3Type::array) {
+        got = r.size();
+        for (const auto& item : r) take_hand_off(item.str());
+      }
+      deliver_backlog_ = !e && got == n;  // a full batch: more may be listed
+      pump();
+    });
+    if (ec) claiming_ = false;
+    return;
+  }
   const std::string ring = mbase_ + "ring", active = mbase_ + "active";
   const std::string lease = std::to_string(spec_.job_lease_ms);
   const std::string_view keys[] = {ring, active};
@@ -189,17 +213,23 @@ void JobConsumer::pump() {
 
 void JobConsumer::park() {
   if (stopping_ || parked_) return;
-  parked_ = true;
-  bump(parks_);
   const std::string parked = mbase_ + "parked", deliver = mbase_ + "deliver", wake = mbase_ + "wake";
-  // The flag lets fanout_enqueue hand a job straight to us (claimed, on the delivery list).
-  // It outlives one park by a margin and dies with us if we crash.
-  const std::string px = std::to_string(spec_.job_beat_ms * 2 + 1000);
-  cmd_.call({"SET", parked, "1", "PX", px}, [](std::error_code, const io::Resp3Value&) {});
   const std::string timeout = seconds_text(spec_.job_beat_ms);
   const auto ec = park_->call({"BLPOP", deliver, wake, timeout},
                               [this](std::error_code e, const io::Resp3Value& r) { on_park_reply(e, r); });
-  if (ec) parked_ = false;
+  // Not blocked, so not parked: the flag must not be set, or writers would hand jobs to a
+  // delivery list nobody reads until the next beat. The connection's ready event parks again.
+  if (ec) return;
+  parked_ = true;
+  bump(parks_);
+  // The flag lets fanout_enqueue hand a job straight to us (claimed, on the delivery list); set
+  // after the BLPOP is issued, and either order is safe (a hand-off listed before the BLPOP
+  // lands answers it at once). It outlives one park by a margin and dies with us if we crash.
+  // Its value is the credits left, the most hand-offs we can take (the script only tests that
+  // the key exists; see the header on bounding hand-offs by it).
+  const std::string px = std::to_string(spec_.job_beat_ms * 2 + 1000);
+  const std::string budget = std::to_string(spec_.job_credits - in_flight_.size());
+  cmd_.call({"SET", parked, budget, "PX", px}, [](std::error_code, const io::Resp3Value&) {});
 }
 
 void JobConsumer::unpark() {
@@ -220,17 +250,11 @@ void JobConsumer::on_park_reply(std::error_code ec, const io::Resp3Value& reply)
     pump();
     return;
   }
+  // One hand-off fits: we parked only with a credit to spare (pump claims before it parks).
   take_hand_off(reply[1].str());
-  // More hand-offs may be waiting: take them all before claiming from the lanes.
-  const std::string deliver_key = mbase_ + "deliver";
-  const auto issued = cmd_.call({"LPOP", deliver_key, "64"}, [this](std::error_code e, const io::Resp3Value& r) {
-    if (stopping_) return;
-    if (!e && r.type() == io::Resp3Type::array) {
-      for (const auto& item : r) take_hand_off(item.str());
-    }
-    pump();
-  });
-  if (issued) pump();
+  // More may be listed: pump takes them, within the credits, before claiming from the lanes.
+  deliver_backlog_ = true;
+  pump();
 }
 
 void JobConsumer::take_hand_off(std::string_view text) {

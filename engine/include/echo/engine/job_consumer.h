@@ -18,6 +18,15 @@
 //     messages) before caching again — the same as a resubscribe;
 //   - a joiner caches nothing until its first beat has landed: from then on every enqueue includes
 //     it (membership is read inside the enqueue script, atomically).
+//
+// Credits and hand-offs. Claims stop when the credits run out, but a hand-off is made by the
+// writer's script while this node's `parked` flag exists, so a burst of enqueues during one park
+// claims as many jobs for us as it holds. The consumer takes from its delivery list only as many
+// as its credits allow; the rest stay listed, leased (if a lease runs out first the job is reaped
+// and re-claimed through the lane, and the listed copy later completes stale). The flag's value
+// is the credits left when it was set, so that fanout_enqueue can bound hand-offs by it; today it
+// only tests that the flag exists, so the server may hold more claims for us than our credits.
+// A park that cannot be issued (the parking connection is booting or lost) sets no flag.
 #pragma once
 
 #include <chrono>
@@ -115,6 +124,7 @@ class JobConsumer {
 
   // Loop-thread state.
   bool stopping_ = false, claiming_ = false, parked_ = false, registered_ = false;
+  bool deliver_backlog_ = false;  // hand-offs may be listed that credits did not let us take yet
   std::int64_t last_beat_ms_ = 0;  // server time of the last beat that landed
   std::uint64_t next_ticket_ = 1;
   std::unordered_map<std::uint64_t, Job> in_flight_;  // published, not yet acked
