@@ -1,0 +1,1006 @@
+// SPDX-License-Identifier: MIT
+// The job lane's gates against a real server (issue 6 item 6): F5 with a consumer process killed
+// by SIGKILL while it holds its job, F6 with both lanes measured on one row, fencing under pauses
+// longer than the lease, fan-out to three nodes with one killed and restarted mid-stream, garbage
+// payloads retried to dead, credits under a held writer, and a parked consumer's silence and
+// prompt wake (bus gate 3.4 G5). Consumer processes are this binary re-executed through
+// /proc/self/exe with --child-node (main, at the bottom, routes them): a fresh process, no
+// threads inherited from the test.
+#include <echo/engine/job_consumer.h>
+#include <echo/lua/scripts.h>
+#include <fcntl.h>
+#include <hiredis/hiredis.h>
+#include <poll.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <csignal>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine_nodes.h"
+
+namespace echo::test {
+namespace {
+
+using engine::Admission;
+using engine::CoherenceMode;
+using engine::Engine;
+using engine::Source;
+using table::BrandedId;
+using Counters = std::map<std::string, std::uint64_t>;
+
+// ---- the lane's knobs, shared by in-process nodes and child processes ----
+
+struct LaneKnobs {
+  std::int64_t lease_ms = 250;
+  std::int64_t beat_ms = 100;
+  std::int64_t retry_delay_ms = 20;
+  int max_attempts = 3;
+  std::size_t ring_capacity = 4096;
+  std::size_t credits = 1024;
+};
+
+engine::Loader answering(std::string value) {
+  return [value = std::move(value)](const BrandedId&) -> engine::LoadResult {
+    return engine::Loaded{value, std::nullopt};
+  };
+}
+
+// A job-lane table of kind AST: this node consumes its member queue.
+engine::TableSpec lane_spec(const std::string& table, const LaneKnobs& k) {
+  auto s = table_spec(table, "AST", CoherenceMode::kJob, answering("loaded"));
+  s.job_lease_ms = k.lease_ms;
+  s.job_beat_ms = k.beat_ms;
+  s.job_retry_delay_ms = k.retry_delay_ms;
+  s.job_max_attempts = k.max_attempts;
+  s.ring_capacity = k.ring_capacity;
+  s.max_batch = std::min<std::size_t>(s.max_batch, k.ring_capacity);
+  s.job_credits = k.credits;
+  return s;
+}
+
+// The writer's declaration of the same table: not a member (no consumer), but its job_lease_ms is
+// the lease fanout_enqueue gives a hand-off, so it must match the consumers'.
+engine::TableSpec writer_spec(const std::string& table, std::int64_t lease_ms) {
+  auto s = table_spec(table, "AST", CoherenceMode::kNone, answering("loaded"));
+  s.job_lease_ms = lease_ms;
+  return s;
+}
+
+std::string member_base(const std::string& table, unsigned node) {
+  return engine::JobLaneKeys::for_table(table).member_base(std::to_string(node));
+}
+
+// ---- holding a writer ----
+
+// Holds a table's writer thread: a miss whose callback (run on the writer thread) blocks until
+// release(). While held the writer applies nothing, so nothing is acked, so nothing completes.
+class WriterHold {
+ public:
+  WriterHold(Engine& e, const std::string& table) : state_(std::make_shared<State>()) {
+    const BrandedId dummy = e.mint("AST").value();
+    const auto here = std::this_thread::get_id();
+    e.get_async(table, dummy.view(), [s = state_, here](engine::Result<engine::Got>) {
+      if (std::this_thread::get_id() == here) return;  // answered inline: no writer to hold
+      std::unique_lock lock(s->mu);
+      s->entered = true;
+      s->cv.notify_all();
+      s->cv.wait(lock, [&] { return s->released; });
+    });
+  }
+  ~WriterHold() { release(); }
+  WriterHold(const WriterHold&) = delete;
+  WriterHold& operator=(const WriterHold&) = delete;
+
+  bool entered(std::chrono::milliseconds timeout) {
+    std::unique_lock lock(state_->mu);
+    return state_->cv.wait_for(lock, timeout, [&] { return state_->entered; });
+  }
+  void release() {
+    std::lock_guard lock(state_->mu);
+    state_->released = true;
+    state_->cv.notify_all();
+  }
+
+ private:
+  struct State {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool entered = false, released = false;
+  };
+  std::shared_ptr<State> state_;
+};
+
+// ---- lines over pipes ----
+
+std::optional<std::string> read_line(int fd, std::chrono::milliseconds timeout) {
+  std::string line;
+  const auto deadline = Clock::now() + timeout;
+  while (true) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left.count() <= 0) return std::nullopt;
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+    char ch;
+    const ssize_t n = ::read(fd, &ch, 1);
+    if (n <= 0) return std::nullopt;
+    if (ch == '\n') return line;
+    line.push_back(ch);
+  }
+}
+
+void write_line(int fd, const std::string& line) {
+  const std::string out = line + "\n";
+  std::size_t off = 0;
+  while (off < out.size()) {
+    const ssize_t n = ::write(fd, out.data() + off, out.size() - off);
+    if (n <= 0) return;
+    off += static_cast<std::size_t>(n);
+  }
+}
+
+std::string describe(const engine::Result<engine::Got>& g) {
+  if (!g) return "error " + g.error().message();
+  return std::string(engine::to_string(g->source)) + " " + (g->version ? g->version->str() : "-") +
+         " " + g->value;
+}
+
+std::optional<engine::JobConsumerStats> consumer_of(const Engine& e, const std::string& table) {
+  for (const auto& t : e.stats().tables) {
+    if (t.name == table) return t.consumer;
+  }
+  return std::nullopt;
+}
+
+// One line of name=value counters: the consumer's, the job ring's and the writer's.
+std::string stats_line(const Engine& e, const std::string& table) {
+  const auto c = consumer_of(e, table).value_or(engine::JobConsumerStats{});
+  const engine::TableWriter* w = e.writer(table);
+  const auto rings = w->ring_stats();
+  const auto ws = w->stats();
+  std::ostringstream out;
+  out << "claimed=" << c.claimed << " handed_off=" << c.handed_off << " applied=" << c.applied
+      << " stale_applies=" << c.stale_applies << " completed=" << c.completed
+      << " complete_gone=" << c.complete_gone << " complete_stale=" << c.complete_stale
+      << " complete_errors=" << c.complete_errors << " malformed=" << c.malformed
+      << " retried=" << c.retried << " dead=" << c.dead << " beats=" << c.beats
+      << " rejoins=" << c.rejoins << " reaped=" << c.reaped << " parks=" << c.parks
+      << " in_flight=" << c.in_flight << " ring_published=" << rings.front().published
+      << " ring_dropped=" << rings.front().dropped << " writer_applied=" << ws.applied
+      << " writer_stale=" << ws.stale;
+  return out.str();
+}
+
+Counters parse_counters(const std::string& line) {
+  Counters out;
+  std::istringstream in(line);
+  std::string field;
+  while (in >> field) {
+    const auto eq = field.find('=');
+    if (eq == std::string::npos) continue;
+    out[field.substr(0, eq)] = std::stoull(field.substr(eq + 1));
+  }
+  return out;
+}
+
+Counters counters_of(const Engine& e, const std::string& table) {
+  return parse_counters(stats_line(e, table));
+}
+
+// ---- a node in its own process ----
+
+// The child's side: one Engine with one job-lane table, driven by lines on stdin, answering on
+// stdout: "hold" / "release" its writer, "get <id>", "stats", anything else (or EOF) stops.
+int child_main(int argc, char** argv) {
+  if (argc != 11) return 64;
+  const int port = std::atoi(argv[2]);
+  const unsigned node = static_cast<unsigned>(std::atoi(argv[3]));
+  const std::string table = argv[4];
+  LaneKnobs k;
+  k.lease_ms = std::atoll(argv[5]);
+  k.beat_ms = std::atoll(argv[6]);
+  k.retry_delay_ms = std::atoll(argv[7]);
+  k.max_attempts = std::atoi(argv[8]);
+  k.ring_capacity = static_cast<std::size_t>(std::atoll(argv[9]));
+  k.credits = static_cast<std::size_t>(std::atoll(argv[10]));
+  engine::EngineOptions o;
+  o.host = "127.0.0.1";
+  o.port = port;
+  o.node_id = node;
+  Engine e(o, {lane_spec(table, k)});
+  if (auto ec = e.start()) {
+    write_line(1, "error start " + ec.message());
+    return 2;
+  }
+  write_line(1, "ready");
+  std::unique_ptr<WriterHold> hold;
+  while (auto line = read_line(0, std::chrono::hours(1))) {
+    if (*line == "hold") {
+      hold = std::make_unique<WriterHold>(e, table);
+      write_line(1, hold->entered(std::chrono::seconds(10)) ? "held" : "error hold");
+    } else if (*line == "release") {
+      hold.reset();
+      write_line(1, "released");
+    } else if (line->starts_with("get ")) {
+      write_line(1, describe(e.get(table, line->substr(4))));
+    } else if (*line == "stats") {
+      write_line(1, stats_line(e, table));
+    } else {
+      break;
+    }
+  }
+  hold.reset();
+  e.stop();
+  return 0;
+}
+
+// The parent's side: spawns the child, asks it lines, kills it. The destructor SIGKILLs and reaps
+// a child still alive, so none outlives its test.
+class ChildNode {
+ public:
+  static std::unique_ptr<ChildNode> spawn(int port, unsigned node, const std::string& table,
+                                          const LaneKnobs& k) {
+    const std::vector<std::string> args = {"/proc/self/exe",
+                                           "--child-node",
+                                           std::to_string(port),
+                                           std::to_string(node),
+                                           table,
+                                           std::to_string(k.lease_ms),
+                                           std::to_string(k.beat_ms),
+                                           std::to_string(k.retry_delay_ms),
+                                           std::to_string(k.max_attempts),
+                                           std::to_string(k.ring_capacity),
+                                           std::to_string(k.credits)};
+    std::vector<char*> argv;
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    int to[2], from[2];
+    if (::pipe2(to, O_CLOEXEC) != 0) return nullptr;
+    if (::pipe2(from, O_CLOEXEC) != 0) {
+      ::close(to[0]);
+      ::close(to[1]);
+      return nullptr;
+    }
+    std::fflush(nullptr);
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      // Only async-signal-safe calls until exec: this process has one thread of many.
+      ::dup2(to[0], 0);
+      ::dup2(from[1], 1);
+      ::syscall(SYS_close_range, 3u, ~0u, 0u);  // no socket or ring of the parent's engines
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      ::execv(argv[0], argv.data());
+      ::_exit(127);
+    }
+    ::close(to[0]);
+    ::close(from[1]);
+    if (pid < 0) {
+      ::close(to[1]);
+      ::close(from[0]);
+      return nullptr;
+    }
+    auto child = std::unique_ptr<ChildNode>(new ChildNode(pid, to[1], from[0]));
+    const auto ready = read_line(child->out_, std::chrono::seconds(20));
+    EXPECT_EQ(ready.value_or("(nothing)"), "ready") << "child node " << node;
+    if (!ready || *ready != "ready") return nullptr;
+    return child;
+  }
+
+  ~ChildNode() {
+    kill_now();
+    ::close(in_);
+    ::close(out_);
+  }
+
+  std::string ask(const std::string& line,
+                  std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+    write_line(in_, line);
+    return read_line(out_, timeout).value_or("(no answer)");
+  }
+  Counters stats() { return parse_counters(ask("stats")); }
+
+  // SIGKILL and reap; true iff the child died of it.
+  bool kill_now() {
+    if (pid_ <= 0) return false;
+    ::kill(pid_, SIGCONT);
+    ::kill(pid_, SIGKILL);
+    int status = 0;
+    const bool reaped = ::waitpid(pid_, &status, 0) == pid_;
+    pid_ = -1;
+    return reaped && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
+  }
+  void pause() { ::kill(pid_, SIGSTOP); }
+  void resume() { ::kill(pid_, SIGCONT); }
+
+ private:
+  ChildNode(pid_t pid, int in, int out) : pid_(pid), in_(in), out_(out) {}
+  pid_t pid_;
+  int in_, out_;
+};
+
+// ---- the server side ----
+
+std::string text(const redisReply* r) {
+  if (r == nullptr) return "(no reply)";
+  switch (r->type) {
+    case REDIS_REPLY_STRING:
+    case REDIS_REPLY_STATUS:
+    case REDIS_REPLY_ERROR:
+      return std::string(r->str, r->len);
+    case REDIS_REPLY_INTEGER:
+      return std::to_string(r->integer);
+    case REDIS_REPLY_NIL:
+      return "(nil)";
+    default:
+      return "(array of " + std::to_string(r->elements) + ")";
+  }
+}
+
+RedisReply argv_command(redisContext* c, const std::vector<std::string>& args) {
+  std::vector<const char*> p;
+  std::vector<std::size_t> n;
+  for (const auto& a : args) {
+    p.push_back(a.data());
+    n.push_back(a.size());
+  }
+  return RedisReply(static_cast<redisReply*>(
+      redisCommandArgv(c, static_cast<int>(args.size()), p.data(), n.data())));
+}
+
+// An embedded script by EVALSHA (SCRIPT LOAD on NOSCRIPT), as the engine sends it.
+RedisReply run_script(redisContext* c, std::string_view name, const std::vector<std::string>& keys,
+                      const std::vector<std::string>& argv) {
+  const lua::Script* s = lua::find_script(name);
+  if (s == nullptr) {
+    ADD_FAILURE() << "no embedded script " << name;
+    return nullptr;
+  }
+  std::vector<std::string> args = {"EVALSHA", std::string(s->sha1), std::to_string(keys.size())};
+  args.insert(args.end(), keys.begin(), keys.end());
+  args.insert(args.end(), argv.begin(), argv.end());
+  RedisReply r = argv_command(c, args);
+  if (r && r->type == REDIS_REPLY_ERROR && text(r.get()).starts_with("NOSCRIPT")) {
+    argv_command(c, {"SCRIPT", "LOAD", std::string(s->source)});
+    r = argv_command(c, args);
+  }
+  return r;
+}
+
+std::string hget(redisContext* c, const std::string& key, const std::string& field) {
+  return text(argv_command(c, {"HGET", key, field}).get());
+}
+
+long long integer_of(redisContext* c, const std::vector<std::string>& args) {
+  RedisReply r = argv_command(c, args);
+  return r && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+}
+
+std::vector<std::string> strings_of(redisContext* c, const std::vector<std::string>& args) {
+  std::vector<std::string> out;
+  RedisReply r = argv_command(c, args);
+  if (!r || r->type != REDIS_REPLY_ARRAY) return out;
+  for (std::size_t i = 0; i < r->elements; ++i) out.push_back(text(r->element[i]));
+  return out;
+}
+
+// Polls every millisecond until `pred` holds or `timeout` passes.
+template <class Pred>
+bool within(std::chrono::milliseconds timeout, Pred pred) {
+  const auto deadline = Clock::now() + timeout;
+  while (!pred()) {
+    if (Clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(1ms);
+  }
+  return true;
+}
+
+// Sum of `calls` over INFO commandstats, leaving out INFO itself (the probe's own command).
+long long commands_served(redisContext* c) {
+  const std::string info = text(command(c, "INFO commandstats").get());
+  long long total = 0;
+  std::istringstream in(info);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.starts_with("cmdstat_") || line.starts_with("cmdstat_info:")) continue;
+    const auto at = line.find("calls=");
+    if (at != std::string::npos) total += std::atoll(line.c_str() + at + 6);
+  }
+  return total;
+}
+
+double median_us(std::vector<double> v) { return percentile(std::move(v), 0.5); }
+
+class JobLane : public RedisTest {};
+
+// ---- F5: a real crash ----
+
+TEST_F(JobLane, F5AConsumerKilledHoldingItsJobIsReapedAndTheRestartedNodeAppliesItWithToken2Once) {
+  const std::string t = "f5";
+  LaneKnobs k;  // lease 250 ms, beat 100 ms
+  const std::string base = member_base(t, 5);
+  const BrandedId name = fresh_id("AST"), group = fresh_id("PRT");
+  const BrandedId v1 = fresh_id("AST");
+  const std::string key = l2_key(t, name), f1 = engine::frame_l2_value(v1, "px=100.00");
+  ASSERT_TRUE(argv_command(client(), {"SET", key, f1, "PX", "60000"}));
+
+  auto w = start_node(server(), 40, {writer_spec(t, k.lease_ms)});
+  ASSERT_TRUE(w);
+  auto a = ChildNode::spawn(server().port(), 5, t, k);
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->ask("get " + name.str()), "l2 " + v1.str() + " px=100.00");
+  ASSERT_EQ(a->ask("hold"), "held");
+
+  // The message for v2; the consumer process takes it and holds it (its writer is held).
+  const BrandedId v2 = w->mint("AST").value();
+  auto admitted = w->enqueue(t, group, name.view(), v2);
+  ASSERT_TRUE(admitted) << admitted.error().message();
+  ASSERT_EQ(admitted->size(), 1u);
+  EXPECT_EQ((*admitted)[0].member, "5");
+  EXPECT_NE((*admitted)[0].admission, Admission::kDuplicate);
+  std::string job;
+  ASSERT_TRUE(within(5s, [&] {
+    const auto active = strings_of(client(), {"ZRANGE", base + "active", "0", "-1"});
+    if (active.size() == 1) job = active[0];
+    return !job.empty();
+  })) << "the claim never showed in the member queue's active zset";
+  const std::string job_key = base + "job:" + job;
+  EXPECT_EQ(hget(client(), job_key, "attempts"), "1");
+  ASSERT_TRUE(within(5s, [&] {
+    auto s = a->stats();
+    return s["claimed"] + s["handed_off"] == 1;
+  })) << "the consumer never took the job";
+  EXPECT_EQ(a->stats()["completed"], 0u);
+  // Keep the reaped job out of the ring until the restarted node holds the row it must drop.
+  EXPECT_EQ(integer_of(client(), {"SADD", base + "paused", group.str()}), 1);
+
+  ASSERT_TRUE(a->kill_now()) << "the consumer process did not die of SIGKILL";
+  const auto killed_at = Clock::now();
+
+  // The same node id restarts (in this process, so its writer can be held and read).
+  auto b = start_node(server(), 5, {lane_spec(t, k)});
+  ASSERT_TRUE(b);
+  auto filled = b->get(t, name.view());
+  ASSERT_TRUE(filled);
+  EXPECT_EQ(filled->version, v1);
+  ASSERT_TRUE(l1_holds(*b, t, name));
+  // The writer's L2 write of v2 is staged after that fill, so the restarted node holds the older
+  // row the redelivered job must drop (newer-wins does not depend on this order).
+  ASSERT_TRUE(w->put(t, name.view(), "px=107.00", v2));
+
+  // The reaper returns the job: pending again, attempts untouched.
+  ASSERT_TRUE(within(5s, [&] { return hget(client(), job_key, "state") == "pending"; }))
+      << "the job was never reaped; state " << hget(client(), job_key, "state");
+  const double reaped_ms =
+      std::chrono::duration<double, std::milli>(Clock::now() - killed_at).count();
+  EXPECT_EQ(hget(client(), job_key, "attempts"), "1");
+  EXPECT_GE(consumer_of(*b, t)->reaped, 1u);
+
+  // Resume the group with the writer held: the claim with token 2 is visible before the apply.
+  {
+    WriterHold hold(*b, t);
+    ASSERT_TRUE(hold.entered(5s));
+    RedisReply resumed = run_script(
+        client(), "gresume",
+        {base + "paused", base + "ring", base + "glimit", base + "gactive", base + "wake"},
+        {base, group.str()});
+    ASSERT_EQ(text(resumed.get()), "1");
+    ASSERT_TRUE(within(5s, [&] { return hget(client(), job_key, "attempts") == "2"; }))
+        << "never re-claimed; attempts " << hget(client(), job_key, "attempts");
+    EXPECT_EQ(hget(client(), job_key, "state"), "active");
+    // The dead holder's token is superseded: its completion is refused.
+    RedisReply late =
+        run_script(client(), "complete", {base + "active", job_key}, {job, "1", base});
+    EXPECT_TRUE(late && late->type == REDIS_REPLY_ERROR && text(late.get()).starts_with("EMQSTALE"))
+        << text(late.get());
+  }
+  ASSERT_TRUE(within(5s, [&] {
+    return integer_of(client(), {"EXISTS", job_key}) == 0;
+  })) << "the job row is still there";
+  auto s = consumer_of(*b, t).value();
+  EXPECT_EQ(s.applied, 1u);
+  EXPECT_EQ(s.stale_applies, 0u);
+  EXPECT_EQ(s.completed, 1u);
+  EXPECT_EQ(s.complete_stale, 0u);
+  EXPECT_EQ(hget(client(), base + "metrics:completed", "count"), "1");
+  EXPECT_EQ(writer_of(*b, t).stats().applied, 1u);
+  auto after = b->get(t, name.view());
+  ASSERT_TRUE(after);
+  EXPECT_EQ(describe(after), "l2 " + v2.str() + " px=107.00");
+
+  // Replaying the same version: a new job, applied again, answers stale; one effective drop.
+  auto replayed = w->enqueue(t, group, name.view(), v2);
+  ASSERT_TRUE(replayed);
+  ASSERT_TRUE(within(5s, [&] { return consumer_of(*b, t)->completed == 2; }));
+  s = consumer_of(*b, t).value();
+  EXPECT_EQ(s.stale_applies, 1u);
+  EXPECT_EQ(s.applied, 1u);
+  EXPECT_EQ(writer_of(*b, t).stats().applied, 1u) << "exactly one effective drop";
+  auto kept = b->get(t, name.view());
+  ASSERT_TRUE(kept);
+  EXPECT_EQ(describe(kept), "l1 " + v2.str() + " px=107.00");
+  std::printf(
+      "[ F5 ] killed holding %s at token 1; reaped %.0f ms after the kill (lease %lld ms); "
+      "re-applied with token 2; replay stale\n",
+      job.c_str(), reaped_ms, static_cast<long long>(k.lease_ms));
+}
+
+// ---- F6: the price of the job lane ----
+
+TEST_F(JobLane, F6BothLanesCarryAThousandMessagesToOneRowAndTheirMediansAreRecorded) {
+  constexpr int kMessages = 1000;
+  auto bspec = table_spec("f6b", "AST", CoherenceMode::kBroadcast, answering("px=1"));
+  auto jspec = lane_spec("f6j", LaneKnobs{.lease_ms = 30000, .beat_ms = 1000});
+  auto r = start_node(server(), 61, {bspec, jspec});
+  auto s = start_node(server(), 60, {writer_spec("f6j", 30000)});
+  ASSERT_TRUE(r && s);
+  const BrandedId name = fresh_id("AST"), group = fresh_id("PRT");
+  const engine::TableWriter& rb = writer_of(*r, "f6b");
+  const engine::TableWriter& rj = writer_of(*r, "f6j");
+  std::vector<double> broadcast_us, job_us;
+  // Both lanes on the same name, alternating, each message timed from the writer's call to the
+  // receiving writer's apply.
+  auto applied = [](const engine::TableWriter& w) { return w.ring_stats().front().applied; };
+  for (int i = 0; i < kMessages; ++i) {
+    const BrandedId v = s->mint("AST").value();
+    auto t0 = Clock::now();
+    auto heard = s->broadcast("f6b", name.view(), v);
+    ASSERT_TRUE(heard && *heard == 1);
+    ASSERT_TRUE(within(5s, [&] { return applied(rb) == static_cast<std::uint64_t>(i + 1); }));
+    broadcast_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+    t0 = Clock::now();
+    auto admitted = s->enqueue("f6j", group, name.view(), v);
+    ASSERT_TRUE(admitted && admitted->size() == 1);
+    ASSERT_TRUE(within(5s, [&] { return applied(rj) == static_cast<std::uint64_t>(i + 1); }));
+    job_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+  }
+  ASSERT_TRUE(within(5s, [&] { return consumer_of(*r, "f6j")->completed == kMessages; }));
+  const auto c = consumer_of(*r, "f6j").value();
+  EXPECT_EQ(c.complete_stale + c.complete_gone + c.complete_errors + c.dead, 0u);
+  EXPECT_EQ(count_keys(client(), (member_base("f6j", 61) + "job:*").c_str()), 0u);
+  const double b50 = median_us(broadcast_us), j50 = median_us(job_us);
+  std::printf(
+      "[ F6 ] %d messages each: broadcast median %.1f us (p99 %.1f), job lane median %.1f us "
+      "(p99 %.1f), %.2fx; %llu of the jobs handed off to the parked consumer\n",
+      kMessages, b50, percentile(broadcast_us, 0.99), j50, percentile(job_us, 0.99), j50 / b50,
+      static_cast<unsigned long long>(c.handed_off));
+  // Loose sanity only: the benchmark owns the figures.
+  EXPECT_GT(b50, 0.0);
+  EXPECT_LT(b50, 50000.0);
+  EXPECT_LT(j50, 50000.0);
+}
+
+// ---- fencing under pauses longer than the lease ----
+
+TEST_F(JobLane, FencingChaosPausesLongerThanTheLeaseNeverGetAStaleCompletionAccepted) {
+  const std::string t = "chaos";
+  // Lease 50 ms; pauses 100..200 ms, longer than the lease and shorter than the member ttl
+  // (3 beats = 300 ms), so the node stays a member and keeps being handed jobs it cannot run.
+  const LaneKnobs k{.lease_ms = 50, .beat_ms = 100};
+  const std::string base = member_base(t, 71);
+  auto w = start_node(server(), 70, {writer_spec(t, k.lease_ms)});
+  ASSERT_TRUE(w);
+  auto c = ChildNode::spawn(server().port(), 71, t, k);
+  ASSERT_TRUE(c);
+  constexpr int kNames = 16;
+  std::vector<BrandedId> names;
+  std::vector<std::optional<BrandedId>> last(kNames);
+  for (int i = 0; i < kNames; ++i) names.push_back(fresh_id("AST"));
+  const BrandedId group = fresh_id("PRT");
+
+  std::atomic<bool> streaming{true};
+  std::atomic<std::uint64_t> admitted{0}, errors{0};
+  std::thread writer([&] {
+    for (int i = 0; streaming.load(); ++i) {
+      const int n = i % kNames;
+      const BrandedId v = w->mint("AST").value();
+      if (!w->put(t, names[n].view(), "v=" + v.str(), v)) errors.fetch_add(1);
+      auto r = w->enqueue(t, group, names[n].view(), v);
+      if (!r) {
+        errors.fetch_add(1);
+      } else {
+        for (const auto& m : *r) {
+          if (m.member == "71" && m.admission != Admission::kDuplicate) admitted.fetch_add(1);
+        }
+      }
+      last[n] = v;
+      std::this_thread::sleep_for(1ms);
+    }
+  });
+
+  std::mt19937 rng(std::random_device{}());
+  int reclaimed_rounds = 0;
+  constexpr int kRounds = 12;
+  for (int round = 0; round < kRounds; ++round) {
+    // Even rounds hold the writer across the pause: the jobs in its ring outlive their lease and
+    // are re-claimed with a newer token before the old one is acked, which forces the race.
+    const bool held = round % 2 == 0;
+    if (held) {
+      ASSERT_EQ(c->ask("hold"), "held");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5 + rng() % 20));
+    c->pause();
+    std::this_thread::sleep_for(std::chrono::milliseconds(100 + rng() % 100));
+    c->resume();
+    if (held) {
+      const bool reclaimed = within(5s, [&] {
+        for (const auto& key : strings_of(client(), {"KEYS", base + "job:*"})) {
+          if (std::atoll(hget(client(), key, "attempts").c_str()) >= 2) return true;
+        }
+        return false;
+      });
+      if (reclaimed) ++reclaimed_rounds;
+      ASSERT_EQ(c->ask("release"), "released");
+    }
+  }
+  streaming.store(false);
+  writer.join();
+  EXPECT_EQ(errors.load(), 0u);
+  EXPECT_EQ(reclaimed_rounds, kRounds / 2) << "a held round saw no job re-claimed past its lease";
+
+  // Drained: no job left, nothing on the deliver list, every delivery answered.
+  Counters s;
+  const bool drained = within(20s, [&] {
+    s = c->stats();
+    const std::uint64_t deliveries = s["claimed"] + s["handed_off"];
+    const std::uint64_t answered = s["completed"] + s["complete_stale"] + s["complete_gone"] +
+                                   s["complete_errors"] + s["malformed"];
+    return count_keys(client(), (base + "job:*").c_str()) == 0 &&
+           integer_of(client(), {"LLEN", base + "deliver"}) == 0 && deliveries == answered;
+  });
+  ASSERT_TRUE(drained) << "not drained: " << c->ask("stats");
+  const std::uint64_t jobs = admitted.load();
+  const std::uint64_t deliveries = s["claimed"] + s["handed_off"];
+  std::printf(
+      "[ chaos ] %d pauses of 100-200 ms over a 50 ms lease: %llu jobs, %llu deliveries, "
+      "%llu completed, %llu refused stale, %llu gone, %llu reaped, %llu rejoins\n",
+      kRounds, static_cast<unsigned long long>(jobs), static_cast<unsigned long long>(deliveries),
+      static_cast<unsigned long long>(s["completed"]),
+      static_cast<unsigned long long>(s["complete_stale"]),
+      static_cast<unsigned long long>(s["complete_gone"]),
+      static_cast<unsigned long long>(s["reaped"]), static_cast<unsigned long long>(s["rejoins"]));
+  // Each job completed exactly once, by the script's count and by the consumer's.
+  EXPECT_EQ(s["completed"], jobs);
+  EXPECT_EQ(hget(client(), base + "metrics:completed", "count"), std::to_string(jobs));
+  // Every delivery beyond a job's first was answered by a refusal (stale token, or gone after the
+  // newer holder completed): none was accepted.
+  EXPECT_EQ(deliveries - jobs, s["complete_stale"] + s["complete_gone"]);
+  EXPECT_GE(s["complete_stale"], 1u) << "the chaos never reached the fence";
+  EXPECT_EQ(s["complete_errors"] + s["dead"] + s["malformed"], 0u);
+  EXPECT_EQ(s["ring_dropped"], 0u);
+  // And the effect: the node serves every name at its last version.
+  for (int n = 0; n < kNames; ++n) {
+    if (!last[n]) continue;
+    EXPECT_EQ(c->ask("get " + names[n].str()).substr(3), last[n]->str() + " v=" + last[n]->str());
+  }
+}
+
+// ---- fan-out: three nodes, one killed and restarted mid-stream ----
+
+TEST_F(JobLane, FanOutEveryNodeEndsWithEveryNameAtItsFinalVersionThoughOneWasKilledAndRestarted) {
+  const std::string t = "fan";
+  const LaneKnobs k{.lease_ms = 300, .beat_ms = 100};
+  auto w = start_node(server(), 80, {writer_spec(t, k.lease_ms)});
+  auto p1 = start_node(server(), 81, {lane_spec(t, k)});
+  auto p2 = start_node(server(), 82, {lane_spec(t, k)});
+  ASSERT_TRUE(w && p1 && p2);
+  auto p3 = ChildNode::spawn(server().port(), 83, t, k);
+  ASSERT_TRUE(p3);
+  constexpr int kNames = 32;
+  std::vector<BrandedId> names, last;
+  for (int i = 0; i < kNames; ++i) {
+    names.push_back(fresh_id("AST"));
+    last.push_back(w->mint("AST").value());
+    ASSERT_TRUE(w->put(t, names[i].view(), "v=" + last[i].str(), last[i]));
+  }
+  auto read_all_in_child = [&](ChildNode& child) {
+    for (const auto& n : names) EXPECT_FALSE(child.ask("get " + n.str()).starts_with("error"));
+  };
+  for (const auto& n : names) {
+    ASSERT_TRUE(p1->get(t, n.view()));
+    ASSERT_TRUE(p2->get(t, n.view()));
+  }
+  read_all_in_child(*p3);
+
+  std::atomic<bool> streaming{true}, restarted{false};
+  std::atomic<int> written{0}, restart_at{0};
+  std::atomic<std::uint64_t> errors{0};
+  const BrandedId group = fresh_id("PRT");
+  std::thread writer([&] {
+    for (int i = 0;; ++i) {
+      if (i >= 1500 && restarted.load() && i >= restart_at.load() + 300) break;
+      if (i >= 20000) break;  // the restart never came: the main thread reports it
+      const int n = i % kNames;
+      const BrandedId v = w->mint("AST").value();
+      if (!w->put(t, names[n].view(), "v=" + v.str(), v)) errors.fetch_add(1);
+      if (!w->enqueue(t, group, names[n].view(), v)) errors.fetch_add(1);
+      last[n] = v;
+      written.store(i + 1);
+    }
+    streaming.store(false);
+  });
+  std::vector<std::thread> readers;
+  std::atomic<std::uint64_t> reads{0};
+  for (Engine* node : {p1.get(), p2.get()}) {
+    readers.emplace_back([&, node] {
+      std::mt19937 rng(std::random_device{}());
+      while (streaming.load()) {
+        if (node->get(t, names[rng() % kNames].view())) reads.fetch_add(1);
+        std::this_thread::sleep_for(50us);  // two cores: leave the writer and the io threads room
+      }
+    });
+  }
+
+  ASSERT_TRUE(within(20s, [&] { return written.load() >= 400; }));
+  ASSERT_TRUE(p3->kill_now()) << "node 83 did not die of SIGKILL";
+  const int killed_at = written.load();
+  p3 = ChildNode::spawn(server().port(), 83, t, k);
+  ASSERT_TRUE(p3) << "node 83 did not restart";
+  read_all_in_child(*p3);
+  restart_at.store(written.load());
+  restarted.store(true);
+  writer.join();
+  for (auto& r : readers) r.join();
+  EXPECT_EQ(errors.load(), 0u);
+  ASSERT_GT(written.load(), restart_at.load()) << "the restart was not mid-stream";
+
+  const std::string qbase = engine::JobLaneKeys::for_table(t).qbase;
+  const bool drained = within(20s, [&] {
+    if (count_keys(client(), (qbase + "m:*:job:*").c_str()) != 0) return false;
+    for (unsigned m : {81u, 82u, 83u}) {
+      if (integer_of(client(), {"LLEN", member_base(t, m) + "deliver"}) != 0) return false;
+    }
+    return true;
+  });
+  ASSERT_TRUE(drained) << count_keys(client(), (qbase + "m:*:job:*").c_str()) << " jobs left";
+
+  for (int i = 0; i < kNames; ++i) {
+    const std::string want = last[i].str() + " v=" + last[i].str();
+    for (Engine* node : {p1.get(), p2.get()}) {
+      for (int pass = 0; pass < 2; ++pass) {  // the fill, then what L1 serves
+        auto got = node->get(t, names[i].view());
+        ASSERT_TRUE(got);
+        EXPECT_EQ(got->version, last[i]) << "a surviving node serves " << describe(got);
+        EXPECT_EQ(got->value, "v=" + last[i].str());
+      }
+    }
+    for (int pass = 0; pass < 2; ++pass) {
+      EXPECT_EQ(p3->ask("get " + names[i].str()).substr(3), want) << "the restarted node";
+    }
+  }
+  const auto c1 = consumer_of(*p1, t).value(), c2 = consumer_of(*p2, t).value();
+  auto c3 = p3->stats();
+  EXPECT_EQ(c1.dead + c2.dead + c3["dead"], 0u);
+  EXPECT_EQ(c1.complete_errors + c2.complete_errors + c3["complete_errors"], 0u);
+  std::printf(
+      "[ fan-out ] %d versions over %d names; node 83 killed after %d, back at %d; "
+      "completed %llu / %llu / %llu (restarted), applied %llu / %llu / %llu; %llu reads\n",
+      written.load(), kNames, killed_at, restart_at.load(),
+      static_cast<unsigned long long>(c1.completed), static_cast<unsigned long long>(c2.completed),
+      static_cast<unsigned long long>(c3["completed"]), static_cast<unsigned long long>(c1.applied),
+      static_cast<unsigned long long>(c2.applied), static_cast<unsigned long long>(c3["applied"]),
+      static_cast<unsigned long long>(reads.load()));
+}
+
+// ---- malformed payloads ----
+
+TEST_F(JobLane, MalformedPayloadsAreRetriedWithTheirReasonAndGoDeadAfterMaxAttempts) {
+  const std::string t = "bad";
+  const LaneKnobs k{.lease_ms = 30000, .beat_ms = 100, .retry_delay_ms = 20, .max_attempts = 3};
+  auto m = start_node(server(), 90, {lane_spec(t, k)});
+  ASSERT_TRUE(m);
+  const auto keys = engine::JobLaneKeys::for_table(t);
+  const std::string base = member_base(t, 90);
+  const std::string g = fresh_id("PRT").str();
+
+  // Through the lane (a claim): garbage.
+  const std::string job_a = fresh_id("JOB").str();
+  RedisReply a = run_script(client(), "genqueue",
+                            {base + "job:" + job_a, base + "g:" + g + ":pending", base + "ring",
+                             base + "paused", base + "glimit", base + "gactive", base + "wake"},
+                            {job_a, "garbage", g});
+  ASSERT_EQ(text(a.get()), "1");
+  // Through the writer's fanout (a hand-off when the node is parked): a well-formed message of
+  // the wrong kind.
+  ASSERT_TRUE(within(5s, [&] { return integer_of(client(), {"EXISTS", base + "parked"}) == 1; }));
+  const std::string job_b = fresh_id("JOB").str();
+  const std::string wrong_kind = frame_text(fresh_id("ORD"), fresh_id("ORD"));
+  RedisReply b = run_script(client(), "fanout_enqueue", {keys.members},
+                            {keys.qbase, job_b, wrong_kind, g, "0", "30000"});
+  ASSERT_TRUE(b && b->type == REDIS_REPLY_ARRAY && b->elements == 2) << text(b.get());
+  EXPECT_EQ(text(b->element[0]), "90");
+
+  for (const std::string& job : {job_a, job_b}) {
+    ASSERT_TRUE(within(10s, [&] { return hget(client(), base + "job:" + job, "state") == "dead"; }))
+        << job << " state " << hget(client(), base + "job:" + job, "state");
+    EXPECT_EQ(hget(client(), base + "job:" + job, "attempts"), "3");
+    EXPECT_EQ(text(argv_command(client(), {"ZSCORE", base + "dead", job}).get()), "0");
+  }
+  EXPECT_TRUE(hget(client(), base + "job:" + job_a, "last_error")
+                  .starts_with("malformed coherence payload"))
+      << hget(client(), base + "job:" + job_a, "last_error");
+  EXPECT_EQ(hget(client(), base + "job:" + job_b, "last_error"), "kind: ORD is not AST");
+  EXPECT_EQ(hget(client(), base + "metrics:failed", "count"), "2");
+  auto s = consumer_of(*m, t).value();
+  EXPECT_EQ(s.malformed, 6u);
+  EXPECT_EQ(s.retried, 4u);
+  EXPECT_EQ(s.dead, 2u);
+  EXPECT_EQ(s.completed + s.applied + s.stale_applies, 0u);
+  std::printf(
+      "[ malformed ] 2 jobs x 3 attempts: malformed %llu, retried %llu, dead %llu (%llu handed "
+      "off)\n",
+      static_cast<unsigned long long>(s.malformed), static_cast<unsigned long long>(s.retried),
+      static_cast<unsigned long long>(s.dead), static_cast<unsigned long long>(s.handed_off));
+
+  // The lane carries on: a good message after the garbage is applied and completed.
+  const BrandedId name = fresh_id("AST");
+  ASSERT_TRUE(m->get(t, name.view()));
+  // fresh_id's node (1000) orders it after the fill's version even within the same ms.
+  ASSERT_TRUE(m->enqueue(t, fresh_id("PRT"), name.view(), fresh_id("AST")));
+  ASSERT_TRUE(within(5s, [&] { return consumer_of(*m, t)->completed == 1; }));
+  EXPECT_EQ(consumer_of(*m, t)->applied, 1u);
+  EXPECT_FALSE(l1_holds(*m, t, name));
+}
+
+// ---- credits ----
+
+TEST_F(JobLane, CreditsBoundWhatAHeldWriterIsOwedAndEverythingDrainsWithoutADropAfter) {
+  const std::string t = "cred";
+  const LaneKnobs k{.lease_ms = 30000, .beat_ms = 100, .ring_capacity = 8, .credits = 4};
+  auto n = start_node(server(), 91, {lane_spec(t, k)});
+  ASSERT_TRUE(n);
+  const auto keys = engine::JobLaneKeys::for_table(t);
+  const std::string base = member_base(t, 91);
+  const std::string g = fresh_id("PRT").str();
+  constexpr int kJobs = 40;
+  std::uint64_t most_held = 0;
+  long long most_active = 0;
+  auto sample = [&] {
+    most_held = std::max(most_held, consumer_of(*n, t)->in_flight);
+    most_active = std::max(most_active, integer_of(client(), {"ZCARD", base + "active"}));
+  };
+  {
+    WriterHold hold(*n, t);
+    ASSERT_TRUE(hold.entered(5s));
+    // Phase 1, the claim path: jobs straight into the node's lane (genqueue never hands off).
+    for (int i = 0; i < kJobs; ++i) {
+      const std::string job = fresh_id("JOB").str();
+      const std::string payload = frame_text(fresh_id("AST"), fresh_id("AST"));
+      RedisReply r = run_script(client(), "genqueue",
+                                {base + "job:" + job, base + "g:" + g + ":pending", base + "ring",
+                                 base + "paused", base + "glimit", base + "gactive", base + "wake"},
+                                {job, payload, g});
+      ASSERT_EQ(text(r.get()), "1");
+      sample();
+    }
+    ASSERT_TRUE(within(5s, [&] { return integer_of(client(), {"ZCARD", base + "active"}) == 4; }));
+    for (int i = 0; i < 30; ++i) {  // 300 ms, three beats: it claims no more
+      sample();
+      std::this_thread::sleep_for(10ms);
+    }
+    EXPECT_EQ(integer_of(client(), {"ZCARD", base + "g:" + g + ":pending"}), kJobs - 4);
+    EXPECT_EQ(consumer_of(*n, t)->in_flight, 4u);
+  }
+  ASSERT_TRUE(within(10s, [&] { return consumer_of(*n, t)->completed == kJobs; }))
+      << counters_of(*n, t)["completed"] << " completed";
+  EXPECT_LE(most_held, k.credits);
+  EXPECT_LE(most_active, static_cast<long long>(k.credits));
+
+  // Phase 2, the hand-off path: a burst of fanouts, pipelined, while the node is parked.
+  std::uint64_t handed = 0;
+  {
+    ASSERT_TRUE(within(5s, [&] { return integer_of(client(), {"EXISTS", base + "parked"}) == 1; }));
+    WriterHold hold(*n, t);
+    ASSERT_TRUE(hold.entered(5s));
+    ASSERT_TRUE(within(5s, [&] { return integer_of(client(), {"EXISTS", base + "parked"}) == 1; }));
+    const lua::Script* fan = lua::find_script("fanout_enqueue");
+    ASSERT_NE(fan, nullptr);
+    RedisReply loaded = argv_command(client(), {"SCRIPT", "LOAD", std::string(fan->source)});
+    ASSERT_EQ(text(loaded.get()), fan->sha1);
+    std::vector<std::vector<std::string>> batch;
+    for (int i = 0; i < kJobs; ++i) {
+      batch.push_back({"EVALSHA", std::string(fan->sha1), "1", keys.members, keys.qbase,
+                       fresh_id("JOB").str(), frame_text(fresh_id("AST"), fresh_id("AST")), g, "0",
+                       "30000"});
+    }
+    for (const auto& args : batch) {
+      std::vector<const char*> p;
+      std::vector<std::size_t> len;
+      for (const auto& a : args) {
+        p.push_back(a.data());
+        len.push_back(a.size());
+      }
+      ASSERT_EQ(
+          redisAppendCommandArgv(client(), static_cast<int>(args.size()), p.data(), len.data()),
+          REDIS_OK);
+    }
+    for (int i = 0; i < kJobs; ++i) {
+      void* raw = nullptr;
+      ASSERT_EQ(redisGetReply(client(), &raw), REDIS_OK);
+      RedisReply r(static_cast<redisReply*>(raw));
+      ASSERT_TRUE(r && r->type == REDIS_REPLY_ARRAY && r->elements == 2) << text(r.get());
+      if (r->element[1]->integer == 2) ++handed;
+    }
+    for (int i = 0; i < 30; ++i) {
+      sample();
+      std::this_thread::sleep_for(10ms);
+    }
+    EXPECT_LE(consumer_of(*n, t)->in_flight, k.credits) << handed << " handed off in the burst";
+  }
+  ASSERT_TRUE(within(10s, [&] { return consumer_of(*n, t)->completed == 2 * kJobs; }))
+      << counters_of(*n, t)["completed"] << " completed";
+  EXPECT_LE(most_held, k.credits);
+  auto c = counters_of(*n, t);
+  EXPECT_EQ(c["ring_dropped"], 0u);
+  EXPECT_EQ(c["complete_stale"] + c["complete_gone"] + c["complete_errors"], 0u);
+  EXPECT_EQ(count_keys(client(), (base + "job:*").c_str()), 0u);
+  std::printf(
+      "[ credits ] ring 8, credits 4: most held %llu, most active on the server %lld; "
+      "%llu of %d handed off in the burst; %llu completed, ring dropped %llu\n",
+      static_cast<unsigned long long>(most_held), most_active,
+      static_cast<unsigned long long>(handed), kJobs,
+      static_cast<unsigned long long>(c["completed"]),
+      static_cast<unsigned long long>(c["ring_dropped"]));
+}
+
+// ---- parking (bus gate 3.4 G5) ----
+
+TEST_F(JobLane, AParkedConsumerSendsNoCommandFor400msAndAnEnqueueWakesItWellUnderItsBeat) {
+  const std::string t = "park";
+  const LaneKnobs k{.lease_ms = 30000, .beat_ms = 5000};
+  auto p = start_node(server(), 93, {lane_spec(t, k)});
+  auto w = start_node(server(), 94, {writer_spec(t, k.lease_ms)});
+  ASSERT_TRUE(p && w);
+  const std::string base = member_base(t, 93);
+  ASSERT_TRUE(within(5s, [&] {
+    return consumer_of(*p, t)->parks >= 1 && integer_of(client(), {"EXISTS", base + "parked"}) == 1;
+  }));
+  std::this_thread::sleep_for(20ms);  // the SET parked and the BLPOP have landed
+  const long long before = commands_served(client());
+  std::this_thread::sleep_for(400ms);
+  const long long during = commands_served(client()) - before;
+  EXPECT_EQ(during, 0) << "commands served while the only consumer was parked";
+
+  const BrandedId name = fresh_id("AST");
+  const auto t0 = Clock::now();
+  auto admitted = w->enqueue(t, fresh_id("PRT"), name.view(), w->mint("AST").value());
+  ASSERT_TRUE(admitted && admitted->size() == 1);
+  EXPECT_EQ((*admitted)[0].admission, Admission::kHandedOff);
+  ASSERT_TRUE(within(5s, [&] { return ring_applied(*p, t) == 1; }));
+  const double woke_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  EXPECT_LT(woke_ms, 500.0) << "the beat is 5000 ms";
+  ASSERT_TRUE(within(5s, [&] { return consumer_of(*p, t)->completed == 1; }));
+  std::printf(
+      "[ G5 ] parked: %lld commands in 400 ms; woken and applied %.2f ms after the enqueue "
+      "(beat %lld ms)\n",
+      during, woke_ms, static_cast<long long>(k.beat_ms));
+}
+
+}  // namespace
+}  // namespace echo::test
+
+// A consumer node in its own process when re-executed with --child-node (see ChildNode);
+// otherwise the tests.
+int main(int argc, char** argv) {
+  if (argc >= 2 && std::strcmp(argv[1], "--child-node") == 0)
+    return echo::test::child_main(argc, argv);
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
