@@ -87,7 +87,10 @@ struct Engine::Impl {
   std::vector<std::unique_ptr<Slot>> slots;
   std::unordered_map<std::string_view, Slot*> by_name;
   std::unordered_map<std::string, Slot*> by_channel;
-  table::Minter minter;
+  // Mints through the process's one cell (table::process_minter) under options.node_id.
+  table::BrandedId mint(std::string_view ns) const {
+    return table::process_minter().mint(ns, options.node_id).value();
+  }
   io::Script put_l2 = embedded_script("put_l2");
   io::Script drop_l2 = embedded_script("drop_l2");
   io::Script fanout = embedded_script("fanout_enqueue");
@@ -103,7 +106,7 @@ struct Engine::Impl {
   // it first, so none touches a connection that stop() is about to destroy.
   bool io_closing = false;
 
-  explicit Impl(EngineOptions o) : options(std::move(o)), minter(options.node_id) {}
+  explicit Impl(EngineOptions o) : options(std::move(o)) {}
 
   Slot* find(std::string_view table) const {
     auto it = by_name.find(table);
@@ -327,6 +330,9 @@ Engine::Engine(EngineOptions options, std::vector<TableSpec> tables)
     throw ConfigError("port must lie in 1..65535, got " + std::to_string(impl_->options.port));
   }
   if (impl_->options.get_timeout.count() < 1) throw ConfigError("get_timeout must be at least 1 ms");
+  if (impl_->options.node_id > table::kMaxNode) {
+    throw ConfigError("node_id must lie in 0..1023, got " + std::to_string(impl_->options.node_id));
+  }
   for (auto& spec : tables) {
     validate(spec);
     auto slot = std::make_unique<Impl::Slot>();
@@ -470,7 +476,7 @@ Result<BrandedId> Engine::put(std::string_view table, std::string_view id, std::
   if (slot == nullptr) return table::Unexpected{make_error_code(Errc::kNoSuchCache)};
   auto name = Impl::gate(*slot, id);
   if (!name) return table::Unexpected{name.error()};
-  if (!version) version = d.minter.mint(slot->spec.kind).value();
+  if (!version) version = d.mint(slot->spec.kind);
   auto reply = d.command({"SET", d.key_of(*slot, *name), frame_l2_value(*version, value), "PX",
                           std::to_string(slot->spec.ttl_ms)});
   if (!reply) return table::Unexpected{reply.error()};
@@ -499,7 +505,7 @@ Result<std::int64_t> Engine::broadcast(std::string_view table, std::string_view 
 
 Result<std::vector<MemberAdmission>> Engine::enqueue(std::string_view table, const BrandedId& group,
                                                      std::string_view id, const BrandedId& version) {
-  return fan_out(table, group, impl_->minter.mint("JOB").value(), id, version);
+  return fan_out(table, group, impl_->mint("JOB"), id, version);
 }
 
 Result<bool> Engine::enqueue_job(std::string_view table, const BrandedId& group, const BrandedId& job,
@@ -618,7 +624,7 @@ Result<table::Verdict> Engine::apply_coherence(std::string_view table, std::stri
 }
 
 Result<BrandedId> Engine::mint(std::string_view ns) {
-  auto id = impl_->minter.mint(ns);
+  auto id = table::process_minter().mint(ns, impl_->options.node_id);
   if (!id) return table::Unexpected{make_error_code(Errc::kKind)};
   return *id;
 }

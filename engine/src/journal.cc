@@ -115,7 +115,6 @@ struct Journal::Impl {
   JournalOptions options;
   BrandedId group;
   std::filesystem::path path;
-  table::Minter minter;
   Db db;
   Stmt insert, mark, upsert, uncovered, compact, count_intents, count_pending, count_applied;
 
@@ -130,7 +129,7 @@ struct Journal::Impl {
   std::unordered_map<std::string, BrandedId> memory;
 
   Impl(JournalOptions o, BrandedId g)
-      : options(std::move(o)), group(g), minter(options.node_id) {}
+      : options(std::move(o)), group(g) {}
 
   void submit(Request r) {
     {
@@ -205,7 +204,7 @@ struct Journal::Impl {
           if constexpr (std::is_same_v<T, Record*>) {
             const std::int64_t at = wall_ms();  // one shared timestamp per record_many
             for (const auto& [name, version] : req->rows) {
-              const BrandedId job = minter.mint("JOB").value();
+              const BrandedId job = table::process_minter().mint("JOB", options.node_id).value();
               bind(insert.get(), 1, job.view());
               bind(insert.get(), 2, name.view());
               bind(insert.get(), 3, version.view());
@@ -238,6 +237,9 @@ Journal::Journal(JournalOptions options) {
   if (!group) {
     throw ConfigError("journal group must be a valid branded id, got '" + options.group + "' (gate " +
                       std::string(table::to_string(group.error())) + ")");
+  }
+  if (options.node_id > table::kMaxNode) {
+    throw ConfigError("journal node_id must lie in 0..1023, got " + std::to_string(options.node_id));
   }
   if (options.max_group < 1 || options.max_group > 65536) {
     throw ConfigError("journal max_group must lie in 1..65536, got " + std::to_string(options.max_group));

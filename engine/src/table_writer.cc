@@ -62,7 +62,7 @@ std::string_view to_string(Source s) noexcept {
 TableWriter::TableWriter(const TableSpec& spec, WriterPorts ports, unsigned node_id)
     : spec_((validate(spec), spec)),
       ports_(std::move(ports)),
-      minter_(node_id),
+      node_id_(node_id),
       map_(std::make_unique<table::L1Map>(l1_config(spec))),
       bell_(spec.writer_wait),
       suspended_(spec.coherence != CoherenceMode::kNone) {
@@ -321,7 +321,7 @@ void TableWriter::on_miss(MissCmd& cmd) {
   }
   ++next_flight_;
   // A plain loader value takes a table-kind version minted at flight start (WIRE §4.3).
-  flight.minted = minter_.mint(spec_.kind).value();
+  flight.minted = table::process_minter().mint(spec_.kind, node_id_).value();
   start_fetch(cmd.name, flight);
 }
 

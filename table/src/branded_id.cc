@@ -130,9 +130,15 @@ std::uint64_t Minter::next(unsigned node) noexcept {
   return (n >> 12) << 22 | static_cast<std::uint64_t>(node & kMaxNode) << 12 | (n & 0xFFF);
 }
 
-Expected<BrandedId, IdError> Minter::mint(std::string_view ns) noexcept {
+Expected<BrandedId, IdError> Minter::mint(std::string_view ns, unsigned node) noexcept {
   if (!valid_namespace(ns)) return Unexpected{IdError::kNamespace};
-  return BrandedId::encode(ns, next());
+  if (node > kMaxNode) return Unexpected{IdError::kRange};
+  return BrandedId::encode(ns, next(node));
+}
+
+Minter& process_minter() noexcept {
+  static Minter cell(0);
+  return cell;
 }
 
 }  // namespace echo::table

@@ -206,7 +206,7 @@ class TableWriter {
 
   TableSpec spec_;
   WriterPorts ports_;
-  table::Minter minter_;
+  unsigned node_id_;  // mints through table::process_minter() under this node
   std::unique_ptr<table::L1Map> map_;
   ring::Doorbell bell_;
   std::vector<std::unique_ptr<CoherenceRing>> rings_;

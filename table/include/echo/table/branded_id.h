@@ -104,8 +104,10 @@ class Minter {
   // Any thread; lock-free (a CAS loop), no allocation.
   std::uint64_t next() noexcept { return next(node_); }
   std::uint64_t next(unsigned node) noexcept;
-  // generate!(ns): a branded id in namespace ns (3 bytes A–Z), else the encode error.
-  Expected<BrandedId, IdError> mint(std::string_view ns) noexcept;
+  // generate!(ns): a branded id in namespace ns (3 bytes A–Z), else the encode error; the second
+  // form under an explicit node (0..1023) on the same cell.
+  Expected<BrandedId, IdError> mint(std::string_view ns) noexcept { return mint(ns, node_); }
+  Expected<BrandedId, IdError> mint(std::string_view ns, unsigned node) noexcept;
 
   unsigned node() const noexcept { return node_; }
 
@@ -116,5 +118,10 @@ class Minter {
   WallClock clock_;
   std::atomic<std::int64_t> state_;
 };
+
+// The process's one minting cell (WIRE §1.3: "one atomic state"). Every part of the engine mints
+// through it with its own node id, so two components of one process can never mint the same id
+// or an out-of-order pair, whatever nodes they were given. Any thread.
+Minter& process_minter() noexcept;
 
 }  // namespace echo::table
