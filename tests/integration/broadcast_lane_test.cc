@@ -124,7 +124,7 @@ TEST_F(BroadcastLane, FillThenHitThenL2AfterAnotherNodesBroadcastDropsTheRow) {
   EXPECT_EQ(hit->version, fill->version);
 
   // Node b writes a newer value and tells everyone; a's row goes, and its next read is L2's.
-  const BrandedId v2 = b->mint("AST").value();
+  const BrandedId v2 = newer_than("AST", *fill->version);
   ASSERT_TRUE(b->put("quotes", name.view(), "px=101.00", v2));
   auto heard = b->broadcast("quotes", name.view(), v2);
   ASSERT_TRUE(heard);
@@ -200,66 +200,45 @@ TEST_F(BroadcastLane, AnL1HitIsOverTenTimesCheaperThanAnL2Get) {
   ASSERT_TRUE(a->get("quotes", name.view()));
   const std::string key = l2_key("quotes", name);
 
-  // Hits through the public get() on this thread, for at least 200 ms.
-  std::uint64_t hits = 0;
-  auto t0 = Clock::now();
-  while (Clock::now() - t0 < 200ms) {
-    for (int i = 0; i < 256; ++i) {
+  // Best of 15 short trials on each side: a trial that lost the CPU to another process (this
+  // VM is shared) only makes its side slower, so the minimum is the figure to compare.
+  constexpr int kTrials = 15;
+  auto per_op_ns = [](Clock::time_point t0, std::uint64_t n) {
+    return std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / static_cast<double>(n);
+  };
+  double hit_ns = 1e18, map_ns = 1e18, get_ns = 1e18;
+  std::string value;
+  for (int trial = 0; trial < kTrials; ++trial) {
+    // Hits through the public get() on this thread.
+    auto t0 = Clock::now();
+    for (int i = 0; i < 5000; ++i) {
       auto r = a->get("quotes", name.view());
       ASSERT_TRUE(r && r->source == Source::kL1);
-      ++hits;
     }
-  }
-  const double hit_ns =
-      std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / static_cast<double>(hits);
-
-  // The map read underneath, for the record: what get() adds on a hit is the façade's cost.
-  std::uint64_t reads = 0;
-  std::string value;
-  t0 = Clock::now();
-  while (Clock::now() - t0 < 100ms) {
-    for (int i = 0; i < 256; ++i) {
-      ASSERT_TRUE(writer_of(*a, "quotes").map().get(name.view(), value));
-      ++reads;
+    hit_ns = std::min(hit_ns, per_op_ns(t0, 5000));
+    // The map read underneath, for the record: what get() adds on a hit is the façade's cost.
+    t0 = Clock::now();
+    for (int i = 0; i < 5000; ++i) ASSERT_TRUE(writer_of(*a, "quotes").map().get(name.view(), value));
+    map_ns = std::min(map_ns, per_op_ns(t0, 5000));
+    // The floor for a miss: a plain blocking GET of the same key.
+    t0 = Clock::now();
+    for (int i = 0; i < 100; ++i) {
+      RedisReply r = command(client(), "GET %b", key.data(), key.size());
+      ASSERT_TRUE(r && r->type == REDIS_REPLY_STRING);
     }
+    get_ns = std::min(get_ns, per_op_ns(t0, 100));
   }
-  const double map_ns =
-      std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / static_cast<double>(reads);
-
-  // The floor for a miss: a plain blocking GET of the same key, for at least 200 ms.
-  std::uint64_t gets = 0;
-  t0 = Clock::now();
-  while (Clock::now() - t0 < 200ms) {
-    RedisReply r = command(client(), "GET %b", key.data(), key.size());
-    ASSERT_TRUE(r && r->type == REDIS_REPLY_STRING);
-    ++gets;
-  }
-  const double get_ns =
-      std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / static_cast<double>(gets);
   const double ratio = get_ns / hit_ns;
   std::printf("[ E4 ] %.0f hits/s (%.0f ns; the map read %.0f ns) vs %.1f us per L2 GET: %.1fx\n",
               1e9 / hit_ns, hit_ns, map_ns, get_ns / 1000, ratio);
   EXPECT_GT(ratio, 10.0);
 }
 
-// Fills every name through get_async at once; returns the map clock's [first, last] ms around it.
-std::pair<std::int64_t, std::int64_t> fill_all(Engine& e, std::string_view table,
-                                               const std::vector<BrandedId>& names) {
-  const std::int64_t start = writer_of(e, table).map().now();
-  std::atomic<int> ok{0};
-  std::latch done(static_cast<std::ptrdiff_t>(names.size()));
-  for (const auto& n : names) {
-    e.get_async(table, n.view(), [&](engine::Result<engine::Got> r) {
-      if (r) ok.fetch_add(1);
-      done.count_down();
-    });
-  }
-  done.wait();
-  EXPECT_EQ(ok.load(), static_cast<int>(names.size()));
-  return {start, writer_of(e, table).map().now()};
-}
-
 // ---- 4.1 E5 jitter ----
+//
+// Each row's expiry is read in its fill's callback, which runs on the writer right after the
+// insert: expires_at - now is then ttl + r, whatever the fill's own duration (a loaded VM may
+// take longer to fill 400 rows than a row lives). The spread of those offsets is jitter's alone.
 TEST_F(BroadcastLane, JitterSpreadsExpiryAndTheSweeperTakesEveryRow) {
   constexpr int kRows = 400;
   LoaderProbe loader;
@@ -273,37 +252,62 @@ TEST_F(BroadcastLane, JitterSpreadsExpiryAndTheSweeperTakesEveryRow) {
   ASSERT_TRUE(a);
 
   struct Spread {
-    std::int64_t fill_ms, spread_ms;
+    std::int64_t fill_ms = 0, spread_ms = 0, offset_lo = 0, offset_hi = 0;
+    int measured = 0;
   };
   auto measure = [&](std::string_view table) -> Spread {
+    const table::L1Map& map = writer_of(*a, table).map();
     std::vector<BrandedId> names;
     for (int i = 0; i < kRows; ++i) names.push_back(fresh_id("AST"));
-    const auto [start, end] = fill_all(*a, table, names);
-    std::int64_t lo = INT64_MAX, hi = INT64_MIN;
-    int live = 0;
-    {
-      table::ReadGuard guard;
-      for (const auto& n : names) {
-        if (auto row = writer_of(*a, table).map().find(guard, n.view())) {
-          lo = std::min(lo, row->expires_at);
-          hi = std::max(hi, row->expires_at);
-          ++live;
+    std::vector<std::int64_t> expires(kRows, -1), offsets(kRows, INT64_MIN);
+    std::latch done(kRows);
+    const std::int64_t start = map.now();
+    for (int i = 0; i < kRows; ++i) {
+      a->get_async(table, names[i].view(), [&, i](engine::Result<engine::Got> r) {
+        if (r) {
+          table::ReadGuard guard;
+          if (auto row = map.find(guard, names[i].view())) {
+            expires[i] = row->expires_at;
+            offsets[i] = row->expires_at - map.now();
+          }
         }
-      }
+        done.count_down();
+      });
     }
-    EXPECT_EQ(live, kRows) << table << ": rows expired before the fill ended (" << end - start
-                           << " ms)";
-    return {end - start, hi - lo};
+    done.wait();
+    Spread out;
+    out.fill_ms = map.now() - start;
+    std::int64_t lo = INT64_MAX, hi = INT64_MIN;
+    out.offset_lo = INT64_MAX;
+    out.offset_hi = INT64_MIN;
+    for (int i = 0; i < kRows; ++i) {
+      if (expires[i] < 0) continue;
+      ++out.measured;
+      lo = std::min(lo, expires[i]);
+      hi = std::max(hi, expires[i]);
+      out.offset_lo = std::min(out.offset_lo, offsets[i]);
+      out.offset_hi = std::max(out.offset_hi, offsets[i]);
+    }
+    out.spread_ms = hi - lo;
+    return out;
   };
   const Spread j = measure("quotes");
   const Spread c = measure("control");
-  std::printf("[ E5 ] %d rows filled in %lld ms expire %lld ms apart; control %lld ms over a %lld ms fill\n",
+  std::printf("[ E5 ] %d rows filled in %lld ms expire %lld ms apart (ttl+r in [%lld, %lld]); "
+              "control %lld ms apart over a %lld ms fill (ttl+r in [%lld, %lld])\n",
               kRows, static_cast<long long>(j.fill_ms), static_cast<long long>(j.spread_ms),
-              static_cast<long long>(c.spread_ms), static_cast<long long>(c.fill_ms));
-  // jitter 0.2 of 300 ms: each row's r is uniform in [-60, 60]; 400 draws span nearly 120.
-  EXPECT_GE(j.spread_ms, j.fill_ms + 70);
-  EXPECT_LE(j.spread_ms, j.fill_ms + 130);
-  EXPECT_LE(c.spread_ms, c.fill_ms + 1) << "zero jitter: expiry follows the fill alone";
+              static_cast<long long>(j.offset_lo), static_cast<long long>(j.offset_hi),
+              static_cast<long long>(c.spread_ms), static_cast<long long>(c.fill_ms),
+              static_cast<long long>(c.offset_lo), static_cast<long long>(c.offset_hi));
+  ASSERT_EQ(j.measured, kRows);
+  ASSERT_EQ(c.measured, kRows);
+  // jitter 0.2 of 300 ms: r uniform in [-60, 60]; 400 draws span nearly all 120 ms. A callback
+  // preempted between the insert and its clock read shifts one offset down by the delay.
+  EXPECT_GE(j.offset_hi - j.offset_lo, 70);
+  EXPECT_LE(j.offset_hi, 360);
+  EXPECT_GE(j.offset_lo, 240 - 10);
+  EXPECT_LE(c.offset_hi, 300);
+  EXPECT_LE(c.offset_hi - c.offset_lo, 10) << "zero jitter: every row lives exactly ttl";
 
   ASSERT_TRUE(eventually(
       [&] {
@@ -311,7 +315,7 @@ TEST_F(BroadcastLane, JitterSpreadsExpiryAndTheSweeperTakesEveryRow) {
         return s.tables[0].l1.swept == kRows && s.tables[0].l1.size == 0 &&
                s.tables[1].l1.swept == kRows && s.tables[1].l1.size == 0;
       },
-      3s));
+      5s));
   const auto s = a->stats();
   EXPECT_EQ(s.tables[0].l1.swept, static_cast<std::uint64_t>(kRows));
   EXPECT_EQ(s.tables[0].l1.size, 0u);
@@ -500,7 +504,8 @@ TEST_F(BroadcastLane, AJobLaneTableIsPassedByTheBroadcastAndKeepsServing) {
   ASSERT_TRUE(on_a);
   EXPECT_EQ(on_a->source, Source::kL2);
 
-  const BrandedId v2 = a->mint("FXR").value();
+  ASSERT_TRUE(filled->version);
+  const BrandedId v2 = newer_than("FXR", *filled->version);
   auto heard = a->broadcast("fx", name.view(), v2);
   ASSERT_TRUE(heard);
   EXPECT_EQ(*heard, 1) << "only the broadcast-lane node subscribes";
@@ -542,23 +547,33 @@ TEST_F(BroadcastLane, AStormOfFiveHundredDropsLosesNoneAndAMidStormFillDoesNotWa
   for (int i = 0; i < kNames; ++i) v2.push_back(fresh_id("AST"));
   ASSERT_EQ(b->stats().tables[0].l1.size, static_cast<std::uint64_t>(kNames));
 
+  // The storm: one PUBLISH after another from a plain client (the wire), each heard by both
+  // nodes; halfway through, b is asked for a cold name, which must be filled while the storm is
+  // still running rather than after it.
+  RedisClient pub = connect_client(server());
+  const std::string channel = table::coherence_channel("quotes").value();
   std::atomic<bool> halfway{false};
   std::atomic<int> heard_total{0};
+  Clock::time_point storm_end;
   double storm_ms = 0;
   std::thread storm([&] {
     const auto t0 = Clock::now();
     for (int i = 0; i < kNames; ++i) {
       if (i == kNames / 2) halfway.store(true);
-      auto heard = a->broadcast("quotes", names[i].view(), v2[i]);
-      if (heard) heard_total.fetch_add(static_cast<int>(*heard));
+      const std::string frame = frame_text(names[i], v2[i]);
+      RedisReply r = command(pub.get(), "PUBLISH %b %b", channel.data(), channel.size(),
+                             frame.data(), frame.size());
+      if (r && r->type == REDIS_REPLY_INTEGER) heard_total.fetch_add(static_cast<int>(r->integer));
     }
-    storm_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    storm_end = Clock::now();
+    storm_ms = std::chrono::duration<double, std::milli>(storm_end - t0).count();
   });
   while (!halfway.load()) std::this_thread::yield();
   const BrandedId cold = fresh_id("AST");
   const auto f0 = Clock::now();
   auto fill = b->get("quotes", cold.view());
-  const double fill_ms = std::chrono::duration<double, std::milli>(Clock::now() - f0).count();
+  const auto fill_end = Clock::now();
+  const double fill_ms = std::chrono::duration<double, std::milli>(fill_end - f0).count();
   storm.join();
   ASSERT_TRUE(fill) << fill.error().message();
   EXPECT_EQ(fill->source, Source::kLoader);
@@ -582,10 +597,11 @@ TEST_F(BroadcastLane, AStormOfFiveHundredDropsLosesNoneAndAMidStormFillDoesNotWa
   EXPECT_EQ(back->source, Source::kL2);
   EXPECT_EQ(back->value, "px=109.00");
 
-  std::printf("[ G5 ] %d broadcasts through the ring in %.1f ms, %llu dropped, largest batch %llu; "
+  std::printf("[ G5 ] %d PUBLISHes through the ring in %.1f ms, %llu dropped, largest batch %llu; "
               "mid-storm fill %.2f ms\n",
               kNames, storm_ms, static_cast<unsigned long long>(ring.dropped),
               static_cast<unsigned long long>(ring.max_batch), fill_ms);
+  EXPECT_LT(fill_end, storm_end) << "the fill waited for the storm";
   EXPECT_LT(storm_ms, 2000.0);
   EXPECT_LT(fill_ms, 50.0);
 }

@@ -81,6 +81,15 @@ inline table::BrandedId fresh_id(std::string_view ns) {
   return minter.mint(ns).value();
 }
 
+// A fresh id in `ns` that is newer than `than`. Ids minted on different nodes in the same
+// millisecond order by node bits, not by time, so a version minted here is not necessarily newer
+// than one a node minted a moment ago; this one is.
+inline table::BrandedId newer_than(std::string_view ns, const table::BrandedId& than) {
+  table::BrandedId v = fresh_id(ns);
+  while (!table::newer(v, than)) v = fresh_id(ns);
+  return v;
+}
+
 // Polls `pred` every 100 µs until it holds or `timeout` passes; true iff it held.
 template <class Pred>
 bool eventually(Pred pred, std::chrono::milliseconds timeout = 5s) {
