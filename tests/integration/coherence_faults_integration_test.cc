@@ -492,7 +492,8 @@ TEST_F(CoherenceFaults, ServeStaleKeepsServingUntilItsMaxAgeWhileFlushDropsAtOnc
   server().kill();  // the subscription is lost and stays lost
   ASSERT_TRUE(eventually([&] { return writer_of(*b, "flushy").stats().disconnect_flushes >= 1; }));
   const auto lost = Clock::now();
-  EXPECT_FALSE(l1_holds(*b, "flushy", name)) << "flush drops at once";
+  // The counter moves just before the rows go (same writer pass): allow that pass to finish.
+  EXPECT_TRUE(eventually([&] { return !l1_holds(*b, "flushy", name); }, 100ms)) << "flush drops at once";
   auto served = b->get("stale", name.view());
   ASSERT_TRUE(served) << served.error().message();
   EXPECT_EQ(served->source, Source::kL1) << "serve_stale keeps serving while under its max age";
