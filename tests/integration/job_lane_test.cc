@@ -511,9 +511,10 @@ TEST_F(JobLane, F5AConsumerKilledHoldingItsJobIsReapedAndTheRestartedNodeApplies
     EXPECT_TRUE(late && late->type == REDIS_REPLY_ERROR && text(late.get()).starts_with("EMQSTALE"))
         << text(late.get());
   }
+  // The row goes when the script runs; the consumer counts the verdict when its reply lands.
   ASSERT_TRUE(within(5s, [&] {
-    return integer_of(client(), {"EXISTS", job_key}) == 0;
-  })) << "the job row is still there";
+    return integer_of(client(), {"EXISTS", job_key}) == 0 && consumer_of(*b, t)->completed == 1;
+  })) << "the job row is still there, or its completion was not answered";
   auto s = consumer_of(*b, t).value();
   EXPECT_EQ(s.applied, 1u);
   EXPECT_EQ(s.stale_applies, 0u);
@@ -838,6 +839,8 @@ TEST_F(JobLane, MalformedPayloadsAreRetriedWithTheirReasonAndGoDeadAfterMaxAttem
       << hget(client(), base + "job:" + job_a, "last_error");
   EXPECT_EQ(hget(client(), base + "job:" + job_b, "last_error"), "kind: ORD is not AST");
   EXPECT_EQ(hget(client(), base + "metrics:failed", "count"), "2");
+  // The row is dead when the script runs; the consumer counts it when the reply lands.
+  ASSERT_TRUE(within(5s, [&] { return consumer_of(*m, t)->dead == 2; }));
   auto s = consumer_of(*m, t).value();
   EXPECT_EQ(s.malformed, 6u);
   EXPECT_EQ(s.retried, 4u);
