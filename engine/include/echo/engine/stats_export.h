@@ -1,0 +1,53 @@
+// SPDX-License-Identifier: MIT
+// Every counter of an engine (each table's L1 map, writer, rings and job consumer; each
+// connection) and optionally a journal, as one snapshot rendered as JSON or as Prometheus text
+// exposition (DESIGN "Beyond the original" 6: backpressure is visible). The Prometheus text is
+// rendered *from* the JSON, so a snapshot published by a node (echostore stats) and a live one
+// print the same families; several nodes' snapshots merge into one exposition (label node=).
+//
+// Names: echostore_<thing>_<counter>, <thing> in l1, writer, ring, consumer, table, connection,
+// journal, engine; monotonic counters end in _total (TYPE counter); occupancy, size, capacity,
+// max batch, in-flight and flags are gauges. Labels: node=, table=, ring= (the ring's index in
+// its table), connection=, journal=. Two histograms with cumulative `le` buckets and a _count:
+// echostore_writer_lag_seconds (decode on the io thread → apply on the writer; bucket bounds
+// are powers of two of nanoseconds) and echostore_ring_batch_size (items per drain pass). Neither
+// carries a _sum: the engine counts buckets only, and an invented sum would be a lie.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <echo/engine/engine.h>
+#include <echo/engine/journal.h>
+
+namespace echo::engine {
+
+struct StatsSnapshot {
+  std::string node;         // the node that took it (label node=); empty: no node label
+  std::int64_t unix_ms = 0; // when it was taken (system clock)
+  EngineStats engine;
+  std::vector<JournalStats> journals;
+};
+
+// Takes a snapshot of `engine` (and `journal` when given) now. Any thread; never blocks beyond
+// the relaxed counter loads of Engine::stats() and Journal::stats().
+StatsSnapshot take_snapshot(const Engine& engine, std::string node,
+                            const Journal* journal = nullptr);
+
+// One JSON object: {"format":"echostore-stats/1","node","unix_ms","unrouted_pushes",
+// "tables":[{"name","pushes","garbage","l1":{...},"writer":{...,"lag_ns_histogram":[40]},
+// "rings":[{...,"batch_histogram":[32]}],"consumer":{...}|null}],"connections":[{...}],
+// "journals":[{...}]}. Any thread; allocates.
+std::string to_json(const StatsSnapshot& snapshot);
+
+// Prometheus text exposition (version 0.0.4) of one snapshot. Any thread; allocates.
+std::string to_prometheus(const StatsSnapshot& snapshot);
+
+// Prometheus text of several snapshots as to_json wrote them (one per node), each family's
+// samples together under one # HELP/# TYPE. Throws std::invalid_argument naming what is wrong
+// when a snapshot is not JSON or not in this format.
+std::string prometheus_from_json(const std::vector<std::string>& snapshots);
+
+}  // namespace echo::engine

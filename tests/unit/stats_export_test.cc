@@ -1,0 +1,196 @@
+// SPDX-License-Identifier: MIT
+// The stats export's formats: every Prometheus line parses, each family has one TYPE, histogram
+// buckets are cumulative and end in +Inf equal to _count, the JSON round-trips, and a snapshot
+// from two nodes merges into one exposition.
+#include <echo/engine/stats_export.h>
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
+
+namespace echo::engine {
+namespace {
+
+StatsSnapshot sample_snapshot(std::string node) {
+  StatsSnapshot s;
+  s.node = std::move(node);
+  s.unix_ms = 1764460800000;
+  TableStats quotes;
+  quotes.name = "quotes";
+  quotes.l1.hits = 1000;
+  quotes.l1.size = 42;
+  quotes.writer.applied = 17;
+  quotes.writer.lag_histogram[10] = 3;  // ~1 us
+  quotes.writer.lag_histogram[14] = 5;  // ~16 us
+  quotes.writer.lag_histogram[kLagBuckets - 1] = 1;
+  ring::RingStats r;
+  r.capacity = 4096;
+  r.occupancy = 7;
+  r.published = 100;
+  r.batch_histogram[0] = 20;
+  r.batch_histogram[3] = 4;
+  quotes.rings = {r, r};
+  quotes.pushes = 100;
+  TableStats limits;
+  limits.name = "lim\"its";  // a label value that needs escaping
+  limits.consumer = JobConsumerStats{};
+  limits.consumer->claimed = 9;
+  limits.consumer->in_flight = 2;
+  s.engine.tables = {quotes, limits};
+  io::ConnectionStats cmd;
+  cmd.label = "cmd";
+  cmd.status = io::ConnStatus::kReady;
+  cmd.protocol = 3;
+  cmd.commands = 55;
+  s.engine.connections = {cmd};
+  s.engine.unrouted_pushes = 1;
+  JournalStats j;
+  j.path = "/tmp/journal-GRP0KHTOWnGLuC.db";
+  j.intents = 4;
+  j.transactions = 2;
+  s.journals = {j};
+  return s;
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
+const std::regex kSample(
+    R"(^[a-zA-Z_:][a-zA-Z0-9_:]*(\{([a-zA-Z_][a-zA-Z0-9_]*="([^"\\]|\\.)*")(,[a-zA-Z_][a-zA-Z0-9_]*="([^"\\]|\\.)*")*\})? [0-9]+$)");
+const std::regex kHelp(R"(^# HELP [a-zA-Z_:][a-zA-Z0-9_:]* .+$)");
+const std::regex kType(R"(^# TYPE ([a-zA-Z_:][a-zA-Z0-9_:]*) (counter|gauge|histogram)$)");
+
+TEST(StatsExport, EveryPrometheusLineIsASampleOrHelpOrType) {
+  const std::string text = to_prometheus(sample_snapshot("7"));
+  const auto lines = lines_of(text);
+  ASSERT_GT(lines.size(), 100u);
+  std::map<std::string, int> types;
+  for (const auto& line : lines) {
+    std::smatch m;
+    if (std::regex_match(line, m, kType)) {
+      ++types[m[1]];
+      continue;
+    }
+    EXPECT_TRUE(std::regex_match(line, kSample) || std::regex_match(line, kHelp)) << line;
+  }
+  for (const auto& [name, n] : types) EXPECT_EQ(n, 1) << name << " has more than one TYPE";
+  EXPECT_NE(text.find("echostore_l1_hits_total{node=\"7\",table=\"quotes\"} 1000\n"), std::string::npos);
+  EXPECT_NE(text.find("echostore_l1_size{node=\"7\",table=\"quotes\"} 42\n"), std::string::npos);
+  EXPECT_NE(text.find("# TYPE echostore_l1_size gauge\n"), std::string::npos);
+  EXPECT_NE(text.find("# TYPE echostore_ring_occupancy gauge\n"), std::string::npos);
+  EXPECT_NE(text.find("# TYPE echostore_ring_published_total counter\n"), std::string::npos);
+  EXPECT_NE(text.find("echostore_ring_occupancy{node=\"7\",table=\"quotes\",ring=\"1\"} 7\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("echostore_consumer_claimed_total{node=\"7\",table=\"lim\\\"its\"} 9\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("echostore_connection_commands_total{node=\"7\",connection=\"cmd\"} 55\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("echostore_connection_ready{node=\"7\",connection=\"cmd\"} 1\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("echostore_journal_intents{node=\"7\",journal=\"/tmp/journal-GRP0KHTOWnGLuC.db\"} 4\n"),
+            std::string::npos);
+  // A table without a consumer exports no consumer samples.
+  EXPECT_EQ(text.find("echostore_consumer_claimed_total{node=\"7\",table=\"quotes\"}"),
+            std::string::npos);
+}
+
+// Checks one histogram series: buckets non-decreasing, bounds increasing, last le=+Inf, equal
+// to _count, and equal to the sum of the raw bucket counts.
+void expect_cumulative(const std::string& text, const std::string& series_prefix,
+                       const std::string& count_line_prefix, std::uint64_t total,
+                       std::size_t buckets) {
+  const std::regex bucket(R"re(le="([^"]+)"\} ([0-9]+)$)re");
+  std::uint64_t last = 0;
+  double last_bound = -1;
+  std::size_t seen = 0;
+  bool inf = false;
+  for (const auto& line : lines_of(text)) {
+    if (line.rfind(series_prefix, 0) != 0) continue;
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(line, m, bucket)) << line;
+    const std::uint64_t v = std::stoull(m[2]);
+    EXPECT_GE(v, last) << line;
+    last = v;
+    ++seen;
+    if (m[1] == "+Inf") {
+      inf = true;
+    } else {
+      ASSERT_FALSE(inf) << "a bound after +Inf: " << line;
+      const double b = std::stod(m[1]);
+      EXPECT_GT(b, last_bound) << line;
+      last_bound = b;
+    }
+  }
+  EXPECT_EQ(seen, buckets);
+  EXPECT_TRUE(inf);
+  EXPECT_EQ(last, total);
+  EXPECT_NE(text.find(count_line_prefix + ' ' + std::to_string(total) + '\n'), std::string::npos);
+}
+
+TEST(StatsExport, HistogramBucketsAreCumulativeAndEndAtCount) {
+  const std::string text = to_prometheus(sample_snapshot("7"));
+  EXPECT_NE(text.find("# TYPE echostore_writer_lag_seconds histogram\n"), std::string::npos);
+  expect_cumulative(text, "echostore_writer_lag_seconds_bucket{node=\"7\",table=\"quotes\",",
+                    "echostore_writer_lag_seconds_count{node=\"7\",table=\"quotes\"}", 9,
+                    kLagBuckets);
+  expect_cumulative(text, "echostore_ring_batch_size_bucket{node=\"7\",table=\"quotes\",ring=\"0\",",
+                    "echostore_ring_batch_size_count{node=\"7\",table=\"quotes\",ring=\"0\"}", 24,
+                    ring::kHistogramBuckets);
+  // Bucket 10 ([1024, 2048) ns) ends at le 2.048e-06 s and holds the 3 samples of bucket 10.
+  EXPECT_NE(text.find("le=\"2.048e-06\"} 3\n"), std::string::npos);
+  // Batch bucket 0 is batches of exactly 1: le="1".
+  EXPECT_NE(text.find("ring=\"0\",le=\"1\"} 20\n"), std::string::npos);
+}
+
+TEST(StatsExport, JsonRoundTripsThroughTheParser) {
+  const StatsSnapshot s = sample_snapshot("7");
+  const std::string text = to_json(s);
+  const auto j = nlohmann::json::parse(text);  // throws on invalid JSON
+  EXPECT_EQ(j.at("format"), "echostore-stats/1");
+  EXPECT_EQ(j.at("node"), "7");
+  EXPECT_EQ(j.at("unix_ms").get<std::int64_t>(), s.unix_ms);
+  ASSERT_EQ(j.at("tables").size(), 2u);
+  EXPECT_EQ(j.at("tables")[0].at("l1").at("hits").get<std::uint64_t>(), 1000u);
+  EXPECT_EQ(j.at("tables")[0].at("writer").at("lag_ns_histogram").size(), kLagBuckets);
+  EXPECT_EQ(j.at("tables")[0].at("rings")[1].at("batch_histogram").size(), ring::kHistogramBuckets);
+  EXPECT_TRUE(j.at("tables")[0].at("consumer").is_null());
+  EXPECT_EQ(j.at("tables")[1].at("name"), "lim\"its");
+  EXPECT_EQ(j.at("tables")[1].at("consumer").at("in_flight").get<std::uint64_t>(), 2u);
+  EXPECT_EQ(j.at("connections")[0].at("status"), "ready");
+  EXPECT_EQ(nlohmann::json::parse(j.dump()), j);
+  // The Prometheus text rendered from the published JSON equals the live rendering.
+  EXPECT_EQ(prometheus_from_json({text}), to_prometheus(s));
+}
+
+TEST(StatsExport, TwoNodesMergeIntoOneFamilyEach) {
+  const std::string text =
+      prometheus_from_json({to_json(sample_snapshot("1")), to_json(sample_snapshot("2"))});
+  std::size_t types = 0, pos = 0;
+  while ((pos = text.find("# TYPE echostore_l1_hits_total ", pos)) != std::string::npos) {
+    ++types;
+    ++pos;
+  }
+  EXPECT_EQ(types, 1u);
+  const auto a = text.find("echostore_l1_hits_total{node=\"1\",table=\"quotes\"} 1000");
+  const auto b = text.find("echostore_l1_hits_total{node=\"2\",table=\"quotes\"} 1000");
+  ASSERT_NE(a, std::string::npos);
+  ASSERT_NE(b, std::string::npos);
+  // Nothing of another family between the two nodes' samples.
+  EXPECT_EQ(text.substr(a, b - a).find("# TYPE"), std::string::npos);
+}
+
+TEST(StatsExport, RefusesWhatIsNotASnapshot) {
+  EXPECT_THROW(prometheus_from_json({"not json"}), std::invalid_argument);
+  EXPECT_THROW(prometheus_from_json({R"({"format":"other"})"}), std::invalid_argument);
+  EXPECT_THROW(prometheus_from_json({R"({"format":"echostore-stats/1"})"}), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace echo::engine
