@@ -1,0 +1,555 @@
+// SPDX-License-Identifier: MIT
+// Gates H1-H6 (WIRE §9, chapter 4.4): the journal beside the bus. H1 files per group; H2 both
+// crash seams closed by replay; H3 the applied memory across a full stop; H4 the bus's queue keys
+// deleted and replayed back; H5 compaction by coverage; H6 the price, derived from a plain SQLite
+// WAL commit and the bare job lane measured in the same run. The journal files live in a temp
+// dir the gates remove.
+#include <sqlite3.h>
+#include <stdlib.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include <echo/engine/engine.h>
+#include <echo/engine/job_consumer.h>
+#include <echo/engine/journal.h>
+#include <echo/engine/l2_frame.h>
+#include <echo/lua/scripts.h>
+#include <echo/table/branded_id.h>
+#include <echo/table/names.h>
+
+#include "drill/drill.h"
+#include "drill/floors.h"
+
+namespace echo::cli {
+namespace {
+
+using engine::Applied;
+using engine::CoherenceMode;
+using engine::Engine;
+using engine::Journal;
+using engine::JournalOptions;
+using engine::LoadResult;
+using engine::Loaded;
+using engine::TableSpec;
+using floors::Clock;
+using floors::fmt;
+using floors::node_options;
+using floors::Redis;
+using floors::Reply;
+using table::BrandedId;
+namespace fs = std::filesystem;
+
+// This file's names and versions come from one minter, so they are in mint order.
+constexpr unsigned kGateNode = 440;
+
+table::Minter& minter() {
+  static table::Minter m(kGateNode);
+  return m;
+}
+BrandedId mint(std::string_view ns) { return minter().mint(ns).value(); }
+
+// The gates' journal files: a fresh temp dir per gate, removed with everything in it.
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "echostore-drill-journal-XXXXXX").string();
+    if (::mkdtemp(tmpl.data()) != nullptr) path_ = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    if (!path_.empty()) fs::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const fs::path& path() const { return path_; }
+  bool ok() const { return !path_.empty(); }
+
+ private:
+  fs::path path_;
+};
+
+JournalOptions options(const fs::path& dir, const BrandedId& group) {
+  JournalOptions o;
+  o.dir = dir;
+  o.group = group.str();
+  o.node_id = kGateNode + 1;
+  return o;
+}
+
+TableSpec lane_table(const std::string& name, CoherenceMode mode) {
+  TableSpec s{.name = name, .kind = "AST",
+              .loader = [](const BrandedId&) -> LoadResult { return Loaded{"px=1", std::nullopt}; },
+              .ttl_ms = 60000, .coherence = mode};
+  s.job_lease_ms = 2000;
+  s.job_beat_ms = 100;
+  return s;
+}
+
+// A consumer node whose lane consults `j`; nullptr when it does not start.
+std::unique_ptr<Engine> remembering(const DrillTarget& target, unsigned node,
+                                    const std::string& table, Journal& j) {
+  auto e = std::make_unique<Engine>(node_options(target, node),
+                                    std::vector<TableSpec>{lane_table(table, CoherenceMode::kJob)});
+  e->use_journal(table, j);
+  if (e->start()) return nullptr;
+  return e;
+}
+
+engine::EnqueueFn lane_enqueue(Engine& w, const std::string& table, const BrandedId& group) {
+  return [&w, table, group](const BrandedId& job, const BrandedId& name, const BrandedId& version) {
+    return w.enqueue_job(table, group, job, name.view(), version);
+  };
+}
+
+bool member(Redis& r, const std::string& table, unsigned node) {
+  Reply z = r.command("ZSCORE %s %s", engine::JobLaneKeys::for_table(table).members.c_str(),
+                      std::to_string(node).c_str());
+  return z && z->type == REDIS_REPLY_STRING;
+}
+
+std::string base_of(const std::string& table, unsigned node) {
+  return engine::JobLaneKeys::for_table(table).member_base(std::to_string(node));
+}
+
+bool pause(Redis& r, const std::string& table, unsigned node, const BrandedId& g) {
+  Reply p = r.command("SADD %spaused %s", base_of(table, node).c_str(), g.str().c_str());
+  return p && p->type == REDIS_REPLY_INTEGER;
+}
+
+bool resume(Redis& r, const std::string& table, unsigned node, const BrandedId& g) {
+  const lua::Script* s = lua::find_script("gresume");
+  if (s == nullptr) return false;
+  Reply loaded = r.command("SCRIPT LOAD %b", s->source.data(), s->source.size());
+  const std::string b = base_of(table, node);
+  Reply out = r.command("EVALSHA %s 5 %spaused %sring %sglimit %sgactive %swake %s %s",
+                        std::string(s->sha1).c_str(), b.c_str(), b.c_str(), b.c_str(), b.c_str(),
+                        b.c_str(), b.c_str(), g.str().c_str());
+  return out && out->type == REDIS_REPLY_INTEGER;
+}
+
+long long depth(Redis& r, const std::string& table, unsigned node, const BrandedId& g) {
+  Reply z = r.command("ZCARD %sg:%s:pending", base_of(table, node).c_str(), g.str().c_str());
+  return z && z->type == REDIS_REPLY_INTEGER ? z->integer : -1;
+}
+
+std::string counts(const engine::ReplayResult& r) {
+  return "{replayed: " + std::to_string(r.replayed) + ", deduplicated: " + std::to_string(r.deduplicated) + "}";
+}
+
+void h1_files(GateRun& run, const DrillTarget&) {
+  run.stage("two groups G1, G2 (PRT) open journals in one temp dir; a third with group "
+            "'not-a-branded-id'");
+  run.derive("one file per group named by the group's branded id, so two groups make two files; "
+             "the group is validated before any file exists; the schema carries the outbox "
+             "(intents) and the last word (applied)");
+  TempDir dir;
+  if (!run.expect(dir.ok(), "a temp dir for the journal files")) return;
+  const BrandedId g1 = mint("PRT"), g2 = mint("PRT");
+  std::uint64_t intents = 99;
+  {
+    Journal j1(options(dir.path(), g1)), j2(options(dir.path(), g2));
+    intents = j1.stats().intents + j2.stats().intents;
+    bool refused = false;
+    try {
+      JournalOptions bad;
+      bad.dir = dir.path();
+      bad.group = "not-a-branded-id";
+      Journal j3(bad);
+    } catch (const engine::ConfigError&) {
+      refused = true;
+    }
+    run.expect(refused, "group 'not-a-branded-id' refused at the door (ConfigError)");
+  }
+  int files = 0, schemas = 0;
+  for (const auto& e : fs::directory_iterator(dir.path())) {
+    if (e.path().extension() != ".db") continue;
+    ++files;
+    sqlite3* db = nullptr;
+    if (sqlite3_open_v2(e.path().c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) {
+      sqlite3_stmt* s = nullptr;
+      sqlite3_prepare_v2(db,
+                         "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN "
+                         "('intents', 'applied')",
+                         -1, &s, nullptr);
+      if (s != nullptr && sqlite3_step(s) == SQLITE_ROW && sqlite3_column_int(s, 0) == 2) ++schemas;
+      sqlite3_finalize(s);
+    }
+    sqlite3_close(db);
+  }
+  run.expect(files == 2 && fs::exists(dir.path() / ("journal-" + g1.str() + ".db")) &&
+                 fs::exists(dir.path() / ("journal-" + g2.str() + ".db")),
+             "exactly two files, journal-<G1>.db and journal-<G2>.db (" + std::to_string(files) + ")");
+  run.expect(schemas == 2, "both files hold intents and applied");
+  run.expect(intents == 0, "0 intents");
+  run.figure("two groups, two files; not-a-branded-id refused; both tables in each; 0 intents");
+}
+
+void h2_windows(GateRun& run, const DrillTarget& target) {
+  const std::string t = "jh2";
+  constexpr unsigned kC = 442;
+  run.stage("writer W (none) and consumer C (member " + std::to_string(kC) + ", job lane with "
+            "the journal) on " + t + "; C's lane paused for the group; intent 1 recorded only "
+            "(seam A), intent 2 recorded and enqueued but never marked (seam B)");
+  run.derive("replay re-enqueues every uncovered intent under its recorded id: the never-enqueued "
+             "one is admitted (replayed 1), the other is already on the bus and answers duplicate "
+             "(deduplicated 1); once C has applied both, coverage is total and replay is {0, 0}");
+  TempDir dir;
+  if (!run.expect(dir.ok(), "a temp dir for the journal file")) return;
+  const BrandedId group = mint("PRT");
+  Journal j(options(dir.path(), group));
+  Engine w(node_options(target, 441), {lane_table(t, CoherenceMode::kNone)});
+  if (!run.expect(!w.start(), "writer W starts")) return;
+  auto c = remembering(target, kC, t, j);
+  if (!run.expect(c != nullptr, "consumer C starts with the journal")) return;
+  Redis r(target);
+  run.expect(floors::eventually([&] { return member(r, t, kC); }), "C's first beat registered it");
+  run.expect(pause(r, t, kC, group), "C's lane paused for the group");
+  const auto enqueue = lane_enqueue(w, t, group);
+  const BrandedId n1 = mint("AST"), n2 = mint("AST"), v1 = mint("AST"), v2 = mint("AST");
+  j.record(n1, v1);
+  const BrandedId job2 = j.record(n2, v2);
+  auto admitted = enqueue(job2, n2, v2);
+  run.expect(admitted && *admitted, "intent 2 admitted under its recorded id, never marked");
+  auto first = j.replay(enqueue);
+  run.expect(first && first->replayed == 1 && first->deduplicated == 1,
+             "replay answers {replayed: 1, deduplicated: 1} (" + (first ? counts(*first) : "error") + ")");
+  run.expect(depth(r, t, kC, group) == 2, "C's lane holds one job per intent");
+  run.expect(resume(r, t, kC, group), "C's lane resumed");
+  const bool both = floors::eventually(
+      [&] { return j.last_applied(n1) == v1 && j.last_applied(n2) == v2; }, std::chrono::seconds(5));
+  run.expect(both, "both intents applied and remembered");
+  j.flush();
+  auto again = j.replay(enqueue);
+  run.expect(again && again->replayed == 0 && again->deduplicated == 0,
+             "after full coverage replay answers {0, 0} (" + (again ? counts(*again) : "error") + ")");
+  run.figure("seam A replayed, seam B deduplicated: " + (first ? counts(*first) : "error") +
+             "; both applied; after coverage " + (again ? counts(*again) : "error"));
+}
+
+void h3_memory(GateRun& run, const DrillTarget& target) {
+  const std::string t = "jh3";
+  run.stage("consumer C on " + t + " with the journal; L2 holds the name at v_old; C reads it, "
+            "applies v5 and remembers it; C and the journal stop; both start again, empty L1");
+  run.derive("the applied table lives in the file, so it survives the table, the node and the "
+             "bus: v_old must answer remembered_stale from the memory alone -- no counter moves, "
+             "no row appears -- while v6 passes through and becomes the last word");
+  TempDir dir;
+  if (!run.expect(dir.ok(), "a temp dir for the journal file")) return;
+  const BrandedId group = mint("PRT"), name = mint("AST");
+  const BrandedId v_old = mint("AST"), v5 = mint("AST"), v6 = mint("AST");
+  Redis r(target);
+  const std::string key = table::l2_key(t, name.view()).value();
+  auto set_l2 = [&](const BrandedId& v) {
+    const std::string f = engine::frame_l2_value(v, "px=1");
+    Reply ok = r.command("SET %b %b PX 60000", key.data(), key.size(), f.data(), f.size());
+  };
+  set_l2(v_old);
+  {
+    Journal j(options(dir.path(), group));
+    auto c = remembering(target, 443, t, j);
+    if (!run.expect(c != nullptr, "C starts with the journal")) return;
+    run.expect(c->get(t, name.view()).has_value(), "C caches the row at v_old");
+    auto a = c->apply_and_remember(t, name.view(), v5);
+    run.expect(a && *a == Applied::kApplied && j.last_applied(name) == v5, "v5 applied and remembered");
+  }
+  Journal j(options(dir.path(), group));
+  auto c = remembering(target, 443, t, j);
+  if (!run.expect(c != nullptr, "C starts again")) return;
+  const engine::TableWriter* w = c->writer(t);
+  run.expect(w->map().size() == 0 && j.last_applied(name) == v5, "empty L1; the reopened file remembers v5");
+  const auto l1 = c->stats().tables.at(0).l1;
+  const auto ws = w->stats();
+  auto stale = c->apply_and_remember(t, name.view(), v_old);
+  const auto l1b = c->stats().tables.at(0).l1;
+  const auto wsb = w->stats();
+  run.expect(stale && *stale == Applied::kRememberedStale, "v_old answers remembered_stale");
+  run.expect(l1b.coh_applied == l1.coh_applied && l1b.coh_stale == l1.coh_stale &&
+                 wsb.applied == ws.applied && wsb.stale == ws.stale,
+             "the table's verdict counters did not move");
+  run.expect(w->map().size() == 0, "no row appeared");
+  set_l2(v5);
+  run.expect(c->get(t, name.view()).has_value(), "C caches the row at v5");
+  auto fresh = c->apply_and_remember(t, name.view(), v6);
+  run.expect(fresh && *fresh == Applied::kApplied && j.last_applied(name) == v6,
+             "v6 passes through, applied and remembered");
+  c.reset();
+  run.figure("v5 remembered across a full stop; v_old -> remembered_stale with coh_applied " +
+             std::to_string(l1b.coh_applied) + ", coh_stale " + std::to_string(l1b.coh_stale) +
+             " unmoved and no row; v6 -> applied, the new last word");
+}
+
+void h4_loss(GateRun& run, const DrillTarget& target) {
+  const std::string t = "t2";
+  constexpr unsigned kC = 445;
+  constexpr int kNames = 50, kDirect = 20;
+  run.stage("consumer C (member " + std::to_string(kC) + ", journal) on " + t + " with its lane "
+            "paused; W intends 50 names (record, enqueue, mark); C applies 20 directly; every "
+            "emq:{ecc.coh.t2}:* key is deleted; C's next beat registers it again");
+  run.derive("the bus is volatile, so the 50 queued jobs are gone; coverage leaves exactly the 30 "
+             "intents C never applied -- replay must enqueue 30 in seq order under their recorded "
+             "ids and deduplicate none, and C must drain them to 50 of 50 names remembered at "
+             "their final versions");
+  TempDir dir;
+  if (!run.expect(dir.ok(), "a temp dir for the journal file")) return;
+  const BrandedId group = mint("PRT");
+  Journal j(options(dir.path(), group));
+  Engine w(node_options(target, 444), {lane_table(t, CoherenceMode::kNone)});
+  if (!run.expect(!w.start(), "writer W starts")) return;
+  auto c = remembering(target, kC, t, j);
+  if (!run.expect(c != nullptr, "consumer C starts with the journal")) return;
+  Redis r(target);
+  run.expect(floors::eventually([&] { return member(r, t, kC); }), "C registered");
+  run.expect(pause(r, t, kC, group), "C's lane paused");
+  const auto enqueue = lane_enqueue(w, t, group);
+  std::vector<BrandedId> names, versions, jobs;
+  for (int i = 0; i < kNames; ++i) {
+    names.push_back(mint("AST"));
+    versions.push_back(mint("AST"));
+    auto job = j.intend_and_enqueue(names.back(), versions.back(), enqueue);
+    if (!run.expect(job.has_value(), "intent " + std::to_string(i) + " enqueued")) return;
+    jobs.push_back(*job);
+  }
+  run.expect(depth(r, t, kC, group) == kNames, "C's lane holds 50 jobs");
+  int direct = 0;
+  for (int i = 0; i < kDirect; ++i) direct += c->apply_and_remember(t, names[i].view(), versions[i]).has_value();
+  run.expect(direct == kDirect, "20 applied directly through apply_and_remember");
+  std::size_t deleted = 0;
+  std::string cursor = "0";
+  do {
+    Reply s = r.command("SCAN %s MATCH emq:{ecc.coh.t2}:* COUNT 1000", cursor.c_str());
+    if (!s || s->type != REDIS_REPLY_ARRAY || s->elements != 2) break;
+    cursor.assign(s->element[0]->str, s->element[0]->len);
+    for (std::size_t i = 0; i < s->element[1]->elements; ++i) {
+      Reply d = r.command("DEL %b", s->element[1]->element[i]->str, s->element[1]->element[i]->len);
+      if (d && d->type == REDIS_REPLY_INTEGER) deleted += static_cast<std::size_t>(d->integer);
+    }
+  } while (cursor != "0");
+  run.expect(deleted > 0 && r.count_keys("emq:{ecc.coh.t2}:m:*:job:*") == 0,
+             "the lane's queue keys deleted (" + std::to_string(deleted) + " keys)");
+  run.expect(floors::eventually([&] { return member(r, t, kC); }, std::chrono::seconds(3)),
+             "C re-registered on its next beat");
+  std::vector<BrandedId> order;
+  auto rep = j.replay([&](const BrandedId& job, const BrandedId& n, const BrandedId& v) {
+    order.push_back(job);
+    return enqueue(job, n, v);
+  });
+  run.expect(rep && rep->replayed == kNames - kDirect && rep->deduplicated == 0,
+             "replay answers {replayed: 30, deduplicated: 0} (" + (rep ? counts(*rep) : "error") + ")");
+  run.expect(order == std::vector<BrandedId>(jobs.begin() + kDirect, jobs.end()),
+             "the 30 uncovered intents in seq order under their recorded ids");
+  int final_versions = 0;
+  floors::eventually(
+      [&] {
+        final_versions = 0;
+        for (int i = 0; i < kNames; ++i) final_versions += j.last_applied(names[i]) == versions[i];
+        return final_versions == kNames;
+      },
+      std::chrono::seconds(5));
+  j.flush();
+  const auto s = j.stats();
+  run.expect(final_versions == kNames && s.remembered == kNames,
+             "50 of 50 names at their final versions, remembered " + std::to_string(s.remembered));
+  run.figure("queue keys deleted; replay " + (rep ? counts(*rep) : "error") + " in seq order; " +
+             std::to_string(final_versions) + " of 50 names at their final versions");
+}
+
+void h5_compaction(GateRun& run, const DrillTarget& target) {
+  const std::string t = "jh5";
+  constexpr unsigned kC = 447;
+  constexpr int kNames = 50;
+  run.stage("consumer C (member " + std::to_string(kC) + ", journal) drains 50 intents W "
+            "recorded, enqueued and marked; then compact, replay, and a fresh open of the file");
+  run.derive("an intent is retired when its name carries an applied version at least as new -- "
+             "coverage, not acknowledgment -- so all 50 go, the applied memory keeps 50 names, "
+             "replay finds nothing, and a reopen still answers the last word");
+  TempDir dir;
+  if (!run.expect(dir.ok(), "a temp dir for the journal file")) return;
+  const BrandedId group = mint("PRT");
+  std::vector<BrandedId> names, versions;
+  {
+    Journal j(options(dir.path(), group));
+    Engine w(node_options(target, 446), {lane_table(t, CoherenceMode::kNone)});
+    if (!run.expect(!w.start(), "writer W starts")) return;
+    auto c = remembering(target, kC, t, j);
+    if (!run.expect(c != nullptr, "consumer C starts with the journal")) return;
+    Redis r(target);
+    run.expect(floors::eventually([&] { return member(r, t, kC); }), "C registered");
+    const auto enqueue = lane_enqueue(w, t, group);
+    for (int i = 0; i < kNames; ++i) {
+      names.push_back(mint("AST"));
+      versions.push_back(mint("AST"));
+      if (!run.expect(j.intend_and_enqueue(names.back(), versions.back(), enqueue).has_value(),
+                      "intent enqueued"))
+        return;
+    }
+    run.expect(floors::eventually([&] { return j.stats().remembered == kNames; }, std::chrono::seconds(5)),
+               "C drained all 50");
+    c.reset();
+    j.flush();
+    const auto before = j.stats();
+    const std::uint64_t retired = j.compact();
+    const auto after = j.stats();
+    auto rep = j.replay(enqueue);
+    run.expect(before.intents == kNames && retired == kNames, "50 retired by coverage in one pass (" +
+                                                                  std::to_string(retired) + ")");
+    run.expect(after.intents == 0 && after.remembered == kNames,
+               "intents 0, remembered " + std::to_string(after.remembered));
+    run.expect(rep && rep->replayed == 0 && rep->deduplicated == 0,
+               "replay over the compacted journal answers {0, 0}");
+    run.expect(j.compact() == 0, "a second compaction retires nothing");
+  }
+  Journal reopened(options(dir.path(), group));
+  int answered = 0;
+  for (int i = 0; i < kNames; ++i) answered += reopened.last_applied(names[i]) == versions[i];
+  run.expect(answered == kNames, "a fresh open answers the last word for " + std::to_string(answered) + " of 50");
+  run.figure("50 retired, intents 0, remembered 50, replay {0, 0}; the reopened file answers " +
+             std::to_string(answered) + " of 50 -- the outbox empties, the memory does not");
+}
+
+// The time from the send to the row gone from `node`'s L1, one message at a time, the lane's
+// consumer back in its park before each send.
+template <class Send>
+floors::Samples lane_latency(Engine& node, const std::string& table, const BrandedId& name, int n,
+                             int warmup, Send send) {
+  floors::Samples s;
+  std::uint64_t sent = 0;
+  auto consumer = [&] {
+    for (const auto& t : node.stats().tables) {
+      if (t.name == table) return *t.consumer;
+    }
+    return engine::JobConsumerStats{};
+  };
+  for (int i = 0; i < n + warmup; ++i) {
+    if (!floors::spin_until([&] { const auto c = consumer(); return c.completed >= sent && c.parks > 0; })) break;
+    if (!node.put(table, name.view(), "px=1", mint("AST"))) break;
+    const BrandedId v = mint("AST");
+    const auto t0 = Clock::now();
+    if (!send(v)) break;
+    ++sent;
+    char buf[32];
+    if (!floors::spin_until([&] {
+          return node.writer(table)->map().read(name.view(), buf).status == table::ReadStatus::kMiss;
+        }))
+      break;
+    if (i >= warmup) s.us.push_back(floors::since_us(t0));
+  }
+  s.sort();
+  return s;
+}
+
+void h6_price(GateRun& run, const DrillTarget& target) {
+  constexpr int kPairs = 300, kWriters = 4, kMessages = 200, kWarmup = 20;
+  run.stage("a plain SQLite WAL table (synchronous=NORMAL, one autocommitted INSERT per call) and "
+            "the journal in one temp dir: 300 record+mark pairs single, 300 under 4 writers; node "
+            "R with two job-lane tables, jb (bare) and jm (the journal), sender S; 200 messages "
+            "each, one at a time, from the send to the row gone from R's L1");
+  TempDir dir;
+  if (!run.expect(dir.ok(), "a temp dir for the journal files")) return;
+  double plain_us = 0;
+  {
+    sqlite3* db = nullptr;
+    bool ok = sqlite3_open((dir.path() / "plain.db").c_str(), &db) == SQLITE_OK &&
+              sqlite3_exec(db,
+                           "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; CREATE TABLE "
+                           "t(k INTEGER PRIMARY KEY AUTOINCREMENT, v TEXT NOT NULL)",
+                           nullptr, nullptr, nullptr) == SQLITE_OK;
+    sqlite3_stmt* s = nullptr;
+    ok = ok && sqlite3_prepare_v2(db, "INSERT INTO t(v) VALUES(?)", -1, &s, nullptr) == SQLITE_OK;
+    const auto t0 = Clock::now();
+    for (int i = 0; ok && i < kPairs; ++i) {
+      const std::string v = mint("AST").str();
+      sqlite3_bind_text(s, 1, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+      ok = sqlite3_step(s) == SQLITE_DONE;
+      sqlite3_reset(s);
+    }
+    plain_us = floors::since_us(t0) / kPairs;
+    sqlite3_finalize(s);
+    sqlite3_close(db);
+    if (!run.expect(ok, "the plain WAL baseline ran")) return;
+  }
+  const BrandedId group = mint("PRT");
+  Journal j(options(dir.path(), group));
+  const BrandedId pname = mint("AST");
+  auto t0 = Clock::now();
+  for (int i = 0; i < kPairs; ++i) j.mark_enqueued(j.record(pname, mint("AST")));
+  j.flush();
+  const double single_us = floors::since_us(t0) / kPairs;
+  t0 = Clock::now();
+  {
+    std::vector<std::jthread> writers;
+    for (int w = 0; w < kWriters; ++w) {
+      writers.emplace_back([&] {
+        for (int i = 0; i < kPairs / kWriters; ++i) j.mark_enqueued(j.record(pname, mint("AST")));
+      });
+    }
+  }
+  j.flush();
+  const double loaded_us = floors::since_us(t0) / kPairs;
+  const auto js = j.stats();
+  run.expect(js.intents == 2 * kPairs && js.pending_enqueue == 0, "every pair recorded and marked");
+  const double pair_lo = 0.25 * plain_us, pair_hi = 10 * plain_us + 200;
+  run.derive("a plain WAL commit costs " + fmt("%.1f", plain_us) + " us here; a pair is one "
+             "commit the caller waits for plus a mark that rides the next one, and two thread "
+             "hand-offs: expect " + fmt("%.0f", pair_lo) + " to " + fmt("%.0f", pair_hi) +
+             " us single (goal <= 2x the plain commit: " + fmt("%.1f", 2 * plain_us) + " us)");
+  run.expect(single_us >= pair_lo && single_us <= pair_hi,
+             "single pair " + fmt("%.1f", single_us) + " us inside the derived band");
+
+  // The lanes: bare and remembered on one node, the journal the remembered lane's both edges.
+  TempDir lane_dir;
+  if (!run.expect(lane_dir.ok(), "a temp dir for the lane's journal")) return;
+  Journal lj(options(lane_dir.path(), group));
+  Engine rn(node_options(target, 448), {lane_table("jb", CoherenceMode::kJob), lane_table("jm", CoherenceMode::kJob)});
+  rn.use_journal("jm", lj);
+  Engine sn(node_options(target, 449), {lane_table("jb", CoherenceMode::kNone), lane_table("jm", CoherenceMode::kNone)});
+  if (!run.expect(!rn.start() && !sn.start(), "nodes R and S start")) return;
+  Redis r(target);
+  run.expect(floors::eventually([&] { return member(r, "jb", 448) && member(r, "jm", 448); }),
+             "R registered on both lanes");
+  const BrandedId name = mint("AST");
+  const floors::Samples bare = lane_latency(rn, "jb", name, kMessages, kWarmup, [&](const BrandedId& v) {
+    auto a = sn.enqueue("jb", group, name.view(), v);
+    return a && a->size() == 1;
+  });
+  const auto enqueue = lane_enqueue(sn, "jm", group);
+  const floors::Samples mem = lane_latency(rn, "jm", name, kMessages, kWarmup, [&](const BrandedId& v) {
+    return lj.intend_and_enqueue(name, v, enqueue).has_value();
+  });
+  run.expect(bare.us.size() == kMessages && mem.us.size() == kMessages, "200 messages through each lane");
+  const double bm = bare.median(), mm = mem.median();
+  const double lo = 0.8 * bm, hi = 4 * bm + 3 * pair_hi;
+  run.derive("the bare lane's median " + fmt("%.0f", bm) + " us; the remembered lane adds the "
+             "writer's pair before the enqueue and an in-memory check and a queued upsert at the "
+             "apply: expect " + fmt("%.0f", lo) + " to " + fmt("%.0f", hi) + " us (goal <= 1.3x "
+             "the bare lane: " + fmt("%.0f", 1.3 * bm) + " us; the original paid 3.5x)");
+  run.expect(mm >= lo && mm <= hi, "remembered lane median " + fmt("%.0f", mm) + " us inside the derived band");
+  run.figure(fmt("%.1f", single_us) + " us per record+mark pair single (" + fmt("%.2f", single_us / plain_us) +
+             "x a plain WAL commit of " + fmt("%.1f", plain_us) + " us; goal 2x " +
+             (single_us <= 2 * plain_us ? "met" : "not met") + "), " + fmt("%.1f", loaded_us) +
+             " us amortized under " + std::to_string(kWriters) + " writers; remembered lane median " +
+             fmt("%.0f", mm) + " us vs the bare lane's " + fmt("%.0f", bm) + " us, " + fmt("%.2f", mm / bm) +
+             "x (goal 1.3x " + (mm <= 1.3 * bm ? "met" : "not met") + ")");
+}
+
+void add_journal_gates(std::vector<Gate>& gates) {
+  gates.push_back({"H1", "files", h1_files});
+  gates.push_back({"H2", "windows", h2_windows});
+  gates.push_back({"H3", "memory", h3_memory});
+  gates.push_back({"H4", "loss", h4_loss});
+  gates.push_back({"H5", "compaction", h5_compaction});
+  gates.push_back({"H6", "price", h6_price});
+}
+
+const GateGroup kGroup{4401, add_journal_gates};
+
+}  // namespace
+}  // namespace echo::cli
