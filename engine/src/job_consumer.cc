@@ -167,7 +167,10 @@ void JobConsumer::maintain() {
 }
 
 void JobConsumer::pump() {
-  if (stopping_ || claiming_ || !registered_) return;
+  // Parked means the last claim found every lane empty; anything new since then is handed off
+  // or wakes the BLPOP, so a claim now would be an empty round trip (lanes_bench counted one per
+  // job before this check).
+  if (stopping_ || claiming_ || !registered_ || parked_) return;
   if (!overflow_.empty() || ring_.free_slots() == 0 || in_flight_.size() >= spec_.job_credits) {
     return;  // no credit: the next ack pumps again
   }
