@@ -16,6 +16,7 @@
 
 #include "drill/drill.h"
 #include "journal_cmd.h"
+#include "stats_cmd.h"
 
 namespace {
 
@@ -122,9 +123,12 @@ int main(int argc, char** argv) {
 
   int journal_exit = 0;
   cli::add_journal_command(app, journal_exit);
+  int stats_exit = 0;
+  cli::add_stats_command(app, stats_exit);
 
   CLI11_PARSE(app, argc, argv);
   if (app.got_subcommand("journal")) return journal_exit;
+  if (app.got_subcommand("stats")) return stats_exit;
   if (mint->parsed()) return id_mint(ns, node);
   if (decode->parsed()) return id_decode(text);
   if (drill_cmd->parsed()) return drill(server);

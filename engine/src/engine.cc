@@ -13,6 +13,7 @@
 #include <unordered_map>
 
 #include <echo/engine/l2_frame.h>
+#include <echo/engine/stats_export.h>
 #include <echo/lua/scripts.h>
 #include <echo/table/names.h>
 
@@ -105,6 +106,8 @@ struct Engine::Impl {
   // Loop thread only: set by stop()'s marker closure; every closure posted to the loop checks
   // it first, so none touches a connection that stop() is about to destroy.
   bool io_closing = false;
+  // Publishes the stats snapshot into L2 while running (options.stats_publish > 0).
+  std::jthread stats_publisher;
 
   explicit Impl(EngineOptions o) : options(std::move(o)) {}
 
@@ -330,6 +333,9 @@ Engine::Engine(EngineOptions options, std::vector<TableSpec> tables)
     throw ConfigError("port must lie in 1..65535, got " + std::to_string(impl_->options.port));
   }
   if (impl_->options.get_timeout.count() < 1) throw ConfigError("get_timeout must be at least 1 ms");
+  if (const auto p = impl_->options.stats_publish.count(); p != 0 && (p < 100 || p > 3600000)) {
+    throw ConfigError("stats_publish must be 0 (off) or lie in 100..3,600,000 ms, got " + std::to_string(p));
+  }
   if (impl_->options.node_id > table::kMaxNode) {
     throw ConfigError("node_id must lie in 0..1023, got " + std::to_string(impl_->options.node_id));
   }
@@ -411,11 +417,30 @@ std::error_code Engine::start(std::chrono::milliseconds timeout) {
       }
     }
   }
+  if (d.options.stats_publish.count() > 0) {
+    // One SET per table per period, best effort: a missed one only lets the key age (PX 3 periods).
+    d.stats_publisher = std::jthread([this](std::stop_token stop) {
+      const auto period = impl_->options.stats_publish;
+      const std::string node = std::to_string(impl_->options.node_id);
+      const std::string px = std::to_string(3 * period.count());
+      std::mutex mu;
+      std::condition_variable_any cv;
+      std::unique_lock lock(mu);
+      do {
+        const StatsSnapshot snap = take_snapshot(*this, node);
+        for (const auto& s : impl_->slots) {
+          (void)impl_->command({"SET", stats_key(s->spec.name, node),
+                                to_json(only_table(snap, s->spec.name)), "PX", px});
+        }
+      } while (!cv.wait_for(lock, stop, period, [&stop] { return stop.stop_requested(); }));
+    });
+  }
   return {};
 }
 
 void Engine::stop() {
   auto& d = *impl_;
+  d.stats_publisher = std::jthread();  // requests stop and joins
   d.running.store(false, std::memory_order_release);
   // Blocking calls already posted finish on the still-running io thread.
   while (d.inflight.load(std::memory_order_acquire) != 0) {

@@ -314,6 +314,15 @@ StatsSnapshot take_snapshot(const Engine& engine, std::string node, const Journa
   return s;
 }
 
+std::string stats_key(std::string_view table, std::string_view node) {
+  return "ecc:{" + std::string(table) + "}:stats:" + std::string(node);
+}
+
+StatsSnapshot only_table(StatsSnapshot snapshot, std::string_view table) {
+  std::erase_if(snapshot.engine.tables, [table](const TableStats& t) { return t.name != table; });
+  return snapshot;
+}
+
 std::string to_json(const StatsSnapshot& snapshot) {
   json out;
   out["format"] = "echostore-stats/1";

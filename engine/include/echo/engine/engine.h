@@ -42,6 +42,9 @@ struct EngineOptions {
   std::chrono::milliseconds call_timeout{5000};     // a blocking L2 call
   std::chrono::milliseconds heartbeat{30000};       // idle PING on each connection; 0 = off
   std::string version_value = "echomq:2.0.0";      // the {emq}:version fence
+  // Every this often, SET ecc:{t}:stats:<node_id> to each table's JSON stats snapshot, PX three
+  // periods (stats_export.h; `echostore stats` reads them). 0 = off, else 100..3,600,000 ms.
+  std::chrono::milliseconds stats_publish{0};
 };
 
 // A read's answer.

@@ -36,6 +36,16 @@ struct StatsSnapshot {
 StatsSnapshot take_snapshot(const Engine& engine, std::string node,
                             const Journal* journal = nullptr);
 
+// Publishing (EngineOptions::stats_publish): a running node SETs each table's snapshot into L2
+// under ecc:{<table>}:stats:<node_id> with PX three periods, from one publisher thread the engine
+// starts in start() and joins in stop(). L2 rather than a local socket because every node of a
+// table already reaches that server and no node's port must be reachable: one SCAN on the table's
+// hash tag finds every live node's snapshot (one slot on a cluster), and a dead node's key
+// expires by itself. The cost is one SET per table per period on the command connection.
+std::string stats_key(std::string_view table, std::string_view node);
+// `snapshot` with only the table named `table` (connections and journals kept).
+StatsSnapshot only_table(StatsSnapshot snapshot, std::string_view table);
+
 // One JSON object: {"format":"echostore-stats/1","node","unix_ms","unrouted_pushes",
 // "tables":[{"name","pushes","garbage","l1":{...},"writer":{...,"lag_ns_histogram":[40]},
 // "rings":[{...,"batch_histogram":[32]}],"consumer":{...}|null}],"connections":[{...}],

@@ -1,0 +1,117 @@
+// SPDX-License-Identifier: MIT
+// Reads the snapshots nodes publish under ecc:{<table>}:stats:<node> (SCAN on the table's hash
+// tag, then GET each) and prints them as one Prometheus exposition (label node=) or, with
+// --json, as a JSON array of the snapshots as published. Exit 0 with at least one snapshot,
+// 1 when no node publishes (or the server cannot be reached), 2 on bad arguments.
+#include "stats_cmd.h"
+
+#include <hiredis/hiredis.h>
+
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <echo/engine/stats_export.h>
+
+namespace echo::cli {
+namespace {
+
+struct StatsArgs {
+  std::string server, table;
+  bool json = false;
+};
+
+struct ReplyFree {
+  void operator()(redisReply* r) const noexcept { freeReplyObject(r); }
+};
+using Reply = std::unique_ptr<redisReply, ReplyFree>;
+struct ContextFree {
+  void operator()(redisContext* c) const noexcept { redisFree(c); }
+};
+
+// SCAN's MATCH is a glob: a table name may hold glob bytes (names refuse only braces, spaces and
+// control bytes), so they are escaped.
+std::string glob_escape(std::string_view s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '*' || c == '?' || c == '[' || c == ']' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+int run(const StatsArgs& a) {
+  const auto colon = a.server.rfind(':');
+  if (colon == std::string::npos) {
+    std::cerr << "echostore stats: --server wants HOST:PORT\n";
+    return 2;
+  }
+  const std::string host = a.server.substr(0, colon);
+  int port = 0;
+  try {
+    port = std::stoi(a.server.substr(colon + 1));
+  } catch (const std::exception&) {
+    std::cerr << "echostore stats: --server wants HOST:PORT\n";
+    return 2;
+  }
+  const timeval tv{5, 0};
+  std::unique_ptr<redisContext, ContextFree> c(redisConnectWithTimeout(host.c_str(), port, tv));
+  if (!c || c->err) {
+    std::cerr << "echostore stats: cannot reach " << a.server << ": "
+              << (c ? c->errstr : "out of memory") << "\n";
+    return 1;
+  }
+  const std::string pattern = glob_escape(engine::stats_key(a.table, "")) + "*";
+  std::vector<std::string> keys;
+  std::string cursor = "0";
+  do {
+    Reply r(static_cast<redisReply*>(redisCommand(c.get(), "SCAN %s MATCH %b COUNT 1000",
+                                                  cursor.c_str(), pattern.data(), pattern.size())));
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 2) {
+      std::cerr << "echostore stats: SCAN failed on " << a.server << "\n";
+      return 1;
+    }
+    cursor.assign(r->element[0]->str, r->element[0]->len);
+    for (std::size_t i = 0; i < r->element[1]->elements; ++i) {
+      keys.emplace_back(r->element[1]->element[i]->str, r->element[1]->element[i]->len);
+    }
+  } while (cursor != "0");
+  std::vector<std::string> snapshots;
+  for (const auto& key : keys) {
+    Reply r(static_cast<redisReply*>(redisCommand(c.get(), "GET %b", key.data(), key.size())));
+    if (r && r->type == REDIS_REPLY_STRING) snapshots.emplace_back(r->str, r->len);  // nil: expired
+  }
+  if (snapshots.empty()) {
+    std::cerr << "echostore stats: no node publishes table '" << a.table << "' on " << a.server
+              << " (EngineOptions::stats_publish)\n";
+    return 1;
+  }
+  if (a.json) {
+    std::cout << '[';
+    for (std::size_t i = 0; i < snapshots.size(); ++i) std::cout << (i ? "," : "") << snapshots[i];
+    std::cout << "]\n";
+    return 0;
+  }
+  try {
+    std::cout << engine::prometheus_from_json(snapshots);
+  } catch (const std::invalid_argument& e) {
+    std::cerr << "echostore stats: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_stats_command(CLI::App& app, int& exit_code) {
+  auto args = std::make_shared<StatsArgs>();
+  auto* stats = app.add_subcommand(
+      "stats", "Every live node's published stats of a table (Prometheus text, or --json)");
+  stats->add_option("--server", args->server, "HOST:PORT of the table's server")->required();
+  stats->add_option("--table", args->table, "the table")->required();
+  stats->add_flag("--json", args->json, "print the snapshots as a JSON array");
+  stats->callback([args, &exit_code] { exit_code = run(*args); });
+}
+
+}  // namespace echo::cli
