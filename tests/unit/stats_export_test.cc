@@ -194,3 +194,35 @@ TEST(StatsExport, RefusesWhatIsNotASnapshot) {
 
 }  // namespace
 }  // namespace echo::engine
+
+namespace echo::engine {
+namespace {
+
+TEST(StatsExport, PublishPeriodOutsideItsRangeIsAConfigError) {
+  EngineOptions o;
+  o.port = 6390;  // never connected: construction only validates
+  o.stats_publish = std::chrono::milliseconds(50);
+  EXPECT_THROW(Engine(o, {}), ConfigError);
+  o.stats_publish = std::chrono::milliseconds(3600001);
+  EXPECT_THROW(Engine(o, {}), ConfigError);
+  o.stats_publish = std::chrono::milliseconds(100);
+  EXPECT_NO_THROW(Engine(o, {}));
+  o.stats_publish = std::chrono::milliseconds(0);
+  EXPECT_NO_THROW(Engine(o, {}));
+}
+
+TEST(StatsExport, KeyAndOneTableView) {
+  EXPECT_EQ(stats_key("quotes", "7"), "ecc:{quotes}:stats:7");
+  StatsSnapshot s;
+  s.engine.tables.resize(2);
+  s.engine.tables[0].name = "quotes";
+  s.engine.tables[1].name = "limits";
+  s.engine.connections.resize(1);
+  const StatsSnapshot q = only_table(s, "limits");
+  ASSERT_EQ(q.engine.tables.size(), 1u);
+  EXPECT_EQ(q.engine.tables[0].name, "limits");
+  EXPECT_EQ(q.engine.connections.size(), 1u);
+}
+
+}  // namespace
+}  // namespace echo::engine
