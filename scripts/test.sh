@@ -86,6 +86,9 @@ step "release: CLI, benchmarks, drill, installed package"
 configure build/release -DCMAKE_BUILD_TYPE=Release -DECHO_BUILD_TESTS=OFF -DECHO_BUILD_BENCH=ON
 cmake --build build/release -j "$jobs"
 record drill build/release/cli/echostore drill
+if command -v valgrind >/dev/null; then  # instructions per hot op vs perf/baseline.txt (+10% fails)
+  record perf-ops bash perf/check_ops.sh build/release
+fi
 prefix=$(mktemp -d)
 cmake --install build/release --prefix "$prefix" >/dev/null
 cmake -S tests/package -B build/package -G Ninja -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
