@@ -117,6 +117,7 @@ struct Journal::Impl {
   std::filesystem::path path;
   Db db;
   Stmt insert, mark, upsert, uncovered, compact, count_intents, count_pending, count_applied;
+  Stmt begin, commit, rollback;  // the group commit's own statements, parsed once too
 
   std::mutex mu;
   std::condition_variable cv;
@@ -173,14 +174,17 @@ struct Journal::Impl {
       }
       std::exception_ptr error;
       try {
-        exec(db.get(), "BEGIN IMMEDIATE");
+        run(db.get(), begin.get(), "begin");
         for (auto& r : batch) apply(r);
-        exec(db.get(), "COMMIT");
+        run(db.get(), commit.get(), "commit");
         ++transactions;
         grouped += batch.size();
       } catch (...) {
         error = std::current_exception();
-        sqlite3_exec(db.get(), "ROLLBACK", nullptr, nullptr, nullptr);
+        if (!sqlite3_get_autocommit(db.get())) {
+          sqlite3_step(rollback.get());
+          sqlite3_reset(rollback.get());
+        }
       }
       for (auto& r : batch) {
         if (auto* rec = std::get_if<Record*>(&r)) {
@@ -270,6 +274,9 @@ Journal::Journal(JournalOptions options) {
   d.count_intents = prepare(raw, "SELECT count(*) FROM intents");
   d.count_pending = prepare(raw, "SELECT count(*) FROM intents WHERE enqueued = 0");
   d.count_applied = prepare(raw, "SELECT count(*) FROM applied");
+  d.begin = prepare(raw, "BEGIN IMMEDIATE");
+  d.commit = prepare(raw, "COMMIT");
+  d.rollback = prepare(raw, "ROLLBACK");
   {
     // The applied memory's mirror: read once here, kept current by remember().
     Stmt all = prepare(raw, "SELECT name_id, version FROM applied");
