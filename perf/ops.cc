@@ -4,16 +4,16 @@
 // of one coherence drop, the decode of one push. callgrind_ops.sh divides each function's
 // instructions by N. Each op checks its own answer (what was consumed equals what was produced);
 // a wrong answer exits 1.
+#include <echo/io/resp3_decoder.h>
+#include <echo/ring/spsc_ring.h>
+#include <echo/table/branded_id.h>
+#include <echo/table/l1_map.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <span>
 #include <string>
 #include <vector>
-
-#include <echo/io/resp3_decoder.h>
-#include <echo/ring/spsc_ring.h>
-#include <echo/table/branded_id.h>
-#include <echo/table/l1_map.h>
 
 namespace {
 

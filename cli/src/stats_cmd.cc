@@ -5,14 +5,13 @@
 // 1 when no node publishes (or the server cannot be reached), 2 on bad arguments.
 #include "stats_cmd.h"
 
+#include <echo/engine/stats_export.h>
 #include <hiredis/hiredis.h>
 
 #include <iostream>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <echo/engine/stats_export.h>
 
 namespace echo::cli {
 namespace {

@@ -8,9 +8,8 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
-#include <stdexcept>
-
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 
 namespace echo::engine {
 namespace {
@@ -30,13 +29,16 @@ struct Field {
 constexpr Field<table::L1Stats> kL1Fields[] = {
     {"hits", &table::L1Stats::hits, Kind::kCounter, "L1 reads that found a live row"},
     {"misses", &table::L1Stats::misses, Kind::kCounter, "L1 reads that found no live row"},
-    {"coh_applied", &table::L1Stats::coh_applied, Kind::kCounter, "coherence drops applied (newer)"},
+    {"coh_applied", &table::L1Stats::coh_applied, Kind::kCounter,
+     "coherence drops applied (newer)"},
     {"coh_stale", &table::L1Stats::coh_stale, Kind::kCounter, "coherence drops refused as stale"},
     {"swept", &table::L1Stats::swept, Kind::kCounter, "expired rows removed by sweeps"},
     {"sweeps", &table::L1Stats::sweeps, Kind::kCounter, "expiry sweeps run"},
     {"full_skips", &table::L1Stats::full_skips, Kind::kCounter, "inserts skipped at max_size"},
-    {"fill_refused", &table::L1Stats::fill_refused, Kind::kCounter, "fills refused by the fill guard"},
-    {"put_refused", &table::L1Stats::put_refused, Kind::kCounter, "puts refused by a newer tombstone"},
+    {"fill_refused", &table::L1Stats::fill_refused, Kind::kCounter,
+     "fills refused by the fill guard"},
+    {"put_refused", &table::L1Stats::put_refused, Kind::kCounter,
+     "puts refused by a newer tombstone"},
     {"size", &table::L1Stats::size, Kind::kGauge, "rows in the map"},
     {"tombstones", &table::L1Stats::tombstones, Kind::kGauge, "tombstones held by the fill guard"},
     {"tombstone_collapses", &table::L1Stats::tombstone_collapses, Kind::kCounter,
@@ -90,7 +92,8 @@ constexpr Field<JobConsumerStats> kConsumerFields[] = {
     {"complete_gone", &JobConsumerStats::complete_gone, Kind::kCounter, "completes of a gone job"},
     {"complete_stale", &JobConsumerStats::complete_stale, Kind::kCounter,
      "completes refused by the fencing token"},
-    {"complete_errors", &JobConsumerStats::complete_errors, Kind::kCounter, "completes that failed"},
+    {"complete_errors", &JobConsumerStats::complete_errors, Kind::kCounter,
+     "completes that failed"},
     {"malformed", &JobConsumerStats::malformed, Kind::kCounter, "jobs refused as malformed"},
     {"retried", &JobConsumerStats::retried, Kind::kCounter, "jobs sent back for retry"},
     {"dead", &JobConsumerStats::dead, Kind::kCounter, "jobs declared dead"},
@@ -113,7 +116,8 @@ constexpr Field<io::ConnectionStats> kConnectionFields[] = {
     {"pipelines", &io::ConnectionStats::pipelines, Kind::kCounter, "socket sends with commands"},
     {"replies", &io::ConnectionStats::replies, Kind::kCounter, "non-push replies received"},
     {"reconnects", &io::ConnectionStats::reconnects, Kind::kCounter, "boots after a loss"},
-    {"script_loads", &io::ConnectionStats::script_loads, Kind::kCounter, "SCRIPT LOADs after NOSCRIPT"},
+    {"script_loads", &io::ConnectionStats::script_loads, Kind::kCounter,
+     "SCRIPT LOADs after NOSCRIPT"},
     {"evalsha_calls", &io::ConnectionStats::evalsha_calls, Kind::kCounter, "EVALSHAs written"},
     {"bytes_out", &io::ConnectionStats::bytes_out, Kind::kCounter, "bytes written"},
     {"wire_errors", &io::ConnectionStats::wire_errors, Kind::kCounter,
@@ -181,7 +185,8 @@ class Exposition {
               std::uint64_t value) {
     family(name, type, help).push_back(name + render_labels(labels) + ' ' + std::to_string(value));
   }
-  // A histogram from per-bucket counts: bucket k's upper bound is upper(k); the last bucket is +Inf.
+  // A histogram from per-bucket counts: bucket k's upper bound is upper(k); the last bucket is
+  // +Inf.
   template <class Upper>
   void histogram(const std::string& name, const char* help, const Labels& labels,
                  const json& counts, Upper upper) {
@@ -222,7 +227,8 @@ class Exposition {
 
 const json& need(const json& j, const char* key) {
   auto it = j.find(key);
-  if (it == j.end()) throw std::invalid_argument(std::string("stats snapshot: missing '") + key + "'");
+  if (it == j.end())
+    throw std::invalid_argument(std::string("stats snapshot: missing '") + key + "'");
   return *it;
 }
 
@@ -232,7 +238,8 @@ void render_fields(Exposition& e, const std::string& thing, const json& j, const
   for (const auto& f : fields) {
     const bool counter = f.kind == Kind::kCounter;
     e.sample("echostore_" + thing + '_' + f.key + (counter ? "_total" : ""),
-             counter ? "counter" : "gauge", f.help, labels, need(j, f.key).template get<std::uint64_t>());
+             counter ? "counter" : "gauge", f.help, labels,
+             need(j, f.key).template get<std::uint64_t>());
   }
 }
 

@@ -7,6 +7,9 @@
 // drop.
 #include "quote_board.h"
 
+#include <echo/engine/engine.h>
+#include <echo/engine/local_server.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -14,9 +17,6 @@
 #include <stdexcept>
 #include <thread>
 #include <vector>
-
-#include <echo/engine/engine.h>
-#include <echo/engine/local_server.h>
 
 namespace echo::examples {
 namespace {
@@ -65,7 +65,8 @@ bool await_value(engine::Engine& node, std::string_view table, const std::string
 }  // namespace
 
 QuoteBoardSummary run_quote_board(const QuoteBoardOptions& o, std::ostream& out) {
-  if (o.instruments < 1 || o.instruments > 1000) throw std::invalid_argument("instruments: 1..1000");
+  if (o.instruments < 1 || o.instruments > 1000)
+    throw std::invalid_argument("instruments: 1..1000");
   if (o.readers < 1 || o.readers > 64) throw std::invalid_argument("readers: 1..64");
   if (o.reprices < 1) throw std::invalid_argument("reprices: at least 1");
   std::unique_ptr<engine::LocalServer> own;
@@ -185,8 +186,8 @@ QuoteBoardSummary run_quote_board(const QuoteBoardOptions& o, std::ostream& out)
       << "  readers     " << sum.reads << " reads, " << sum.l1_hits << " L1 hits, p50 hit "
       << sum.read_ns_p50 << " ns\n"
       << "  check       " << (settled ? "settled" : "NOT settled within 20 s") << ", "
-      << sum.mismatches << " of " << o.readers * o.instruments << " final reads wrong: "
-      << (sum.ok ? "PASS" : "FAIL") << '\n';
+      << sum.mismatches << " of " << o.readers * o.instruments
+      << " final reads wrong: " << (sum.ok ? "PASS" : "FAIL") << '\n';
   return sum;
 }
 

@@ -11,20 +11,20 @@
 namespace echo::examples {
 
 struct QuoteBoardOptions {
-  std::string server;        // HOST:PORT; empty: start redis-server on loopback (LocalServer)
-  int instruments = 16;      // 1..1000
-  int readers = 3;           // 1..64 reader threads on the reading node
-  int reprices = 2000;       // repricings by the writer thread (round robin over instruments)
+  std::string server;    // HOST:PORT; empty: start redis-server on loopback (LocalServer)
+  int instruments = 16;  // 1..1000
+  int readers = 3;       // 1..64 reader threads on the reading node
+  int reprices = 2000;   // repricings by the writer thread (round robin over instruments)
 };
 
 struct QuoteBoardSummary {
-  bool ok = false;                  // every reader's last read of every instrument was final
-  std::uint64_t reads = 0;          // reads by all readers
-  std::uint64_t l1_hits = 0;        // of those, answered from L1
-  std::uint64_t mismatches = 0;     // final reads that were not the final price
+  bool ok = false;               // every reader's last read of every instrument was final
+  std::uint64_t reads = 0;       // reads by all readers
+  std::uint64_t l1_hits = 0;     // of those, answered from L1
+  std::uint64_t mismatches = 0;  // final reads that were not the final price
   std::uint64_t broadcasts = 0, enqueues = 0;
-  double writer_seconds = 0;        // the writer thread's repricing time
-  double read_ns_p50 = 0;           // a reader's get() on an L1 hit, median
+  double writer_seconds = 0;  // the writer thread's repricing time
+  double read_ns_p50 = 0;     // a reader's get() on an L1 hit, median
 };
 
 // Runs the board and prints a short summary to `out`. Throws std::runtime_error when the

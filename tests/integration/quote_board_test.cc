@@ -3,17 +3,15 @@
 // checks its own verdict, that its readers read at L1, and that the reading node published a
 // stats snapshot `echostore stats` can render. The example's source is compiled into this test
 // so the test does not depend on ECHO_BUILD_EXAMPLES.
-#include <hiredis/hiredis.h>
-
-#include <gtest/gtest.h>
-
-#include <memory>
-#include <sstream>
+#include "../../examples/quote_board/quote_board.cc"
 
 #include <echo/engine/local_server.h>
 #include <echo/engine/stats_export.h>
+#include <gtest/gtest.h>
+#include <hiredis/hiredis.h>
 
-#include "../../examples/quote_board/quote_board.cc"
+#include <memory>
+#include <sstream>
 
 namespace {
 

@@ -3,7 +3,6 @@
 // buckets are cumulative and end in +Inf equal to _count, the JSON round-trips, and a snapshot
 // from two nodes merges into one exposition.
 #include <echo/engine/stats_export.h>
-
 #include <gtest/gtest.h>
 
 #include <map>
@@ -81,7 +80,8 @@ TEST(StatsExport, EveryPrometheusLineIsASampleOrHelpOrType) {
     EXPECT_TRUE(std::regex_match(line, kSample) || std::regex_match(line, kHelp)) << line;
   }
   for (const auto& [name, n] : types) EXPECT_EQ(n, 1) << name << " has more than one TYPE";
-  EXPECT_NE(text.find("echostore_l1_hits_total{node=\"7\",table=\"quotes\"} 1000\n"), std::string::npos);
+  EXPECT_NE(text.find("echostore_l1_hits_total{node=\"7\",table=\"quotes\"} 1000\n"),
+            std::string::npos);
   EXPECT_NE(text.find("echostore_l1_size{node=\"7\",table=\"quotes\"} 42\n"), std::string::npos);
   EXPECT_NE(text.find("# TYPE echostore_l1_size gauge\n"), std::string::npos);
   EXPECT_NE(text.find("# TYPE echostore_ring_occupancy gauge\n"), std::string::npos);
@@ -94,8 +94,10 @@ TEST(StatsExport, EveryPrometheusLineIsASampleOrHelpOrType) {
             std::string::npos);
   EXPECT_NE(text.find("echostore_connection_ready{node=\"7\",connection=\"cmd\"} 1\n"),
             std::string::npos);
-  EXPECT_NE(text.find("echostore_journal_intents{node=\"7\",journal=\"/tmp/journal-GRP0KHTOWnGLuC.db\"} 4\n"),
-            std::string::npos);
+  EXPECT_NE(
+      text.find(
+          "echostore_journal_intents{node=\"7\",journal=\"/tmp/journal-GRP0KHTOWnGLuC.db\"} 4\n"),
+      std::string::npos);
   // A table without a consumer exports no consumer samples.
   EXPECT_EQ(text.find("echostore_consumer_claimed_total{node=\"7\",table=\"quotes\"}"),
             std::string::npos);
@@ -140,7 +142,8 @@ TEST(StatsExport, HistogramBucketsAreCumulativeAndEndAtCount) {
   expect_cumulative(text, "echostore_writer_lag_seconds_bucket{node=\"7\",table=\"quotes\",",
                     "echostore_writer_lag_seconds_count{node=\"7\",table=\"quotes\"}", 9,
                     kLagBuckets);
-  expect_cumulative(text, "echostore_ring_batch_size_bucket{node=\"7\",table=\"quotes\",ring=\"0\",",
+  expect_cumulative(text,
+                    "echostore_ring_batch_size_bucket{node=\"7\",table=\"quotes\",ring=\"0\",",
                     "echostore_ring_batch_size_count{node=\"7\",table=\"quotes\",ring=\"0\"}", 24,
                     ring::kHistogramBuckets);
   // Bucket 10 ([1024, 2048) ns) ends at le 2.048e-06 s and holds the 3 samples of bucket 10.

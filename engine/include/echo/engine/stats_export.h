@@ -14,19 +14,19 @@
 // carries a _sum: the engine counts buckets only, and an invented sum would be a lie.
 #pragma once
 
+#include <echo/engine/engine.h>
+#include <echo/engine/journal.h>
+
 #include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include <echo/engine/engine.h>
-#include <echo/engine/journal.h>
-
 namespace echo::engine {
 
 struct StatsSnapshot {
-  std::string node;         // the node that took it (label node=); empty: no node label
-  std::int64_t unix_ms = 0; // when it was taken (system clock)
+  std::string node;          // the node that took it (label node=); empty: no node label
+  std::int64_t unix_ms = 0;  // when it was taken (system clock)
   EngineStats engine;
   std::vector<JournalStats> journals;
 };
