@@ -5,9 +5,9 @@
 #include <echo/engine/stats_export.h>
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <regex>
 #include <sstream>
 
 namespace echo::engine {
@@ -61,10 +61,63 @@ std::vector<std::string> lines_of(const std::string& text) {
   return out;
 }
 
-const std::regex kSample(
-    R"(^[a-zA-Z_:][a-zA-Z0-9_:]*(\{([a-zA-Z_][a-zA-Z0-9_]*="([^"\\]|\\.)*")(,[a-zA-Z_][a-zA-Z0-9_]*="([^"\\]|\\.)*")*\})? [0-9]+$)");
-const std::regex kHelp(R"(^# HELP [a-zA-Z_:][a-zA-Z0-9_:]* .+$)");
-const std::regex kType(R"(^# TYPE ([a-zA-Z_:][a-zA-Z0-9_:]*) (counter|gauge|histogram)$)");
+// Hand-written parsers (std::regex trips g++ 12's -Wmaybe-uninitialized under ASan).
+bool name_char(char c, bool first) {
+  return std::isalpha(static_cast<unsigned char>(c)) || c == '_' || c == ':' ||
+         (!first && std::isdigit(static_cast<unsigned char>(c)));
+}
+// Consumes a metric or label name at `i`; false if there is none.
+bool take_name(const std::string& l, std::size_t& i) {
+  if (i >= l.size() || !name_char(l[i], true)) return false;
+  while (i < l.size() && name_char(l[i], false)) ++i;
+  return true;
+}
+bool take_digits(const std::string& l, std::size_t i) {
+  if (i >= l.size()) return false;
+  for (; i < l.size(); ++i) {
+    if (!std::isdigit(static_cast<unsigned char>(l[i]))) return false;
+  }
+  return true;
+}
+// name{label="value",...} digits
+bool is_sample(const std::string& l) {
+  std::size_t i = 0;
+  if (!take_name(l, i)) return false;
+  if (i < l.size() && l[i] == '{') {
+    ++i;
+    while (true) {
+      if (!take_name(l, i) || i + 1 >= l.size() || l[i] != '=' || l[i + 1] != '"') return false;
+      i += 2;
+      while (i < l.size() && l[i] != '"') i += l[i] == '\\' ? 2 : 1;
+      if (i >= l.size()) return false;
+      ++i;
+      if (i < l.size() && l[i] == ',') {
+        ++i;
+        continue;
+      }
+      if (i < l.size() && l[i] == '}') {
+        ++i;
+        break;
+      }
+      return false;
+    }
+  }
+  return i < l.size() && l[i] == ' ' && take_digits(l, i + 1);
+}
+// "# HELP name text" or "# TYPE name counter|gauge|histogram"; `type_of` gets the TYPE's name.
+bool is_help(const std::string& l) {
+  if (l.rfind("# HELP ", 0) != 0) return false;
+  std::size_t i = 7;
+  return take_name(l, i) && i + 1 < l.size() && l[i] == ' ';
+}
+bool is_type(const std::string& l, std::string& name) {
+  if (l.rfind("# TYPE ", 0) != 0) return false;
+  std::size_t i = 7;
+  if (!take_name(l, i) || i >= l.size() || l[i] != ' ') return false;
+  name = l.substr(7, i - 7);
+  const std::string t = l.substr(i + 1);
+  return t == "counter" || t == "gauge" || t == "histogram";
+}
 
 TEST(StatsExport, EveryPrometheusLineIsASampleOrHelpOrType) {
   const std::string text = to_prometheus(sample_snapshot("7"));
@@ -72,12 +125,12 @@ TEST(StatsExport, EveryPrometheusLineIsASampleOrHelpOrType) {
   ASSERT_GT(lines.size(), 100u);
   std::map<std::string, int> types;
   for (const auto& line : lines) {
-    std::smatch m;
-    if (std::regex_match(line, m, kType)) {
-      ++types[m[1]];
+    std::string type_name;
+    if (is_type(line, type_name)) {
+      ++types[type_name];
       continue;
     }
-    EXPECT_TRUE(std::regex_match(line, kSample) || std::regex_match(line, kHelp)) << line;
+    EXPECT_TRUE(is_sample(line) || is_help(line)) << line;
   }
   for (const auto& [name, n] : types) EXPECT_EQ(n, 1) << name << " has more than one TYPE";
   EXPECT_NE(text.find("echostore_l1_hits_total{node=\"7\",table=\"quotes\"} 1000\n"),
@@ -108,24 +161,26 @@ TEST(StatsExport, EveryPrometheusLineIsASampleOrHelpOrType) {
 void expect_cumulative(const std::string& text, const std::string& series_prefix,
                        const std::string& count_line_prefix, std::uint64_t total,
                        std::size_t buckets) {
-  const std::regex bucket(R"re(le="([^"]+)"\} ([0-9]+)$)re");
   std::uint64_t last = 0;
   double last_bound = -1;
   std::size_t seen = 0;
   bool inf = false;
   for (const auto& line : lines_of(text)) {
     if (line.rfind(series_prefix, 0) != 0) continue;
-    std::smatch m;
-    ASSERT_TRUE(std::regex_search(line, m, bucket)) << line;
-    const std::uint64_t v = std::stoull(m[2]);
+    const auto le = line.rfind(",le=\"") + 1;  // "table=" also ends in le="
+    const auto close = line.find("\"} ", le == std::string::npos ? 0 : le + 4);
+    ASSERT_TRUE(le != 0 && close != std::string::npos) << line;
+    const std::string bound = line.substr(le + 4, close - le - 4);
+    const std::string count = line.substr(close + 3);
+    const std::uint64_t v = std::stoull(count);
     EXPECT_GE(v, last) << line;
     last = v;
     ++seen;
-    if (m[1] == "+Inf") {
+    if (bound == "+Inf") {
       inf = true;
     } else {
       ASSERT_FALSE(inf) << "a bound after +Inf: " << line;
-      const double b = std::stod(m[1]);
+      const double b = std::stod(bound);
       EXPECT_GT(b, last_bound) << line;
       last_bound = b;
     }
