@@ -3,6 +3,7 @@
 # README command 2 (and .ci/run): install what is missing, then build and run the whole suite,
 # each kind of evidence in its own tree:
 #   build/asan     unit + integration tests under ASan+UBSan (integration starts real servers)
+#   build/debug    the ring and map unit tests in Debug (their debug-only ownership checks)
 #   build/tsan     stress tests under TSan
 #   build/fuzz     libFuzzer targets (clang), each run for ECHO_FUZZ_SECONDS (default 30)
 #   build/release  the CLI, the benchmarks (built, not timed), the instruction-count check, and the installed
@@ -53,6 +54,13 @@ configure build/asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DECHO_SANITIZE=address,u
 cmake --build build/asan -j "$jobs"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 record_ctest asan --test-dir build/asan -L 'unit|integration' --output-on-failure -j 2
+
+step "debug-only checks (second writer / producer aborts): the ring and map unit tests in Debug"
+# The sanitizer trees define NDEBUG, which compiles these checks (and their death tests) away.
+configure build/debug -DCMAKE_BUILD_TYPE=Debug -DECHO_TEST_KINDS=unit -DECHO_BUILD_BENCH=OFF \
+  -DECHO_BUILD_CLI=OFF -DECHO_BUILD_EXAMPLES=OFF
+cmake --build build/debug -j "$jobs" --target spsc_ring_test l1_map_test
+record_ctest debug --test-dir build/debug -R 'unit\.(spsc_ring_test|l1_map_test)$' --output-on-failure
 
 step "stress under TSan"
 configure build/tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DECHO_SANITIZE=thread \
