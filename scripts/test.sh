@@ -6,7 +6,8 @@
 #   build/debug    the ring and map unit tests in Debug (their debug-only ownership checks)
 #   build/tsan     stress tests under TSan
 #   build/fuzz     libFuzzer targets (clang), each run for ECHO_FUZZ_SECONDS (default 30)
-#   build/release  the CLI, the benchmarks (built, not timed), the instruction-count check, and the installed
+#   build/release  the CLI, the benchmarks (built, not timed), `echostore bench --quick --json`
+#                  (every row present and finite), the instruction-count check, and the installed
 #                  package proven by the consumer project in tests/package
 # Exits non-zero on the first failure; ends with "N passed, M failed".
 set -euo pipefail
@@ -98,6 +99,9 @@ cmake --build build/release -j "$jobs"
 # test), and its correctness claims are the integration tests' (tests/integration/*). Its F6
 # once failed "every job applied once, none stale" here while passing 3 of 3 locally: issue 6.
 build/release/cli/echostore --help >/dev/null
+# The side-by-side suite runs every row against its own server; the check reads its JSON (every
+# row present, every figure and ratio finite), never the figures' size (a shared VM's noise).
+record bench-quick bash perf/check_bench.sh build/release
 if command -v valgrind >/dev/null; then  # instructions per hot op vs perf/baseline.txt (+10% fails)
   record perf-ops bash perf/check_ops.sh build/release
 fi

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// `echostore`: the command-line program. Subcommands: id (mint, decode), drill.
+// `echostore`: the command-line program. Subcommands: id (mint, decode), drill, journal, stats,
+// bench.
 #include <hiredis/hiredis.h>
 #include <sqlite3.h>
 
@@ -14,6 +15,7 @@
 #include <echo/engine/local_server.h>
 #include <echo/table/branded_id.h>
 
+#include "bench_cmd.h"
 #include "drill/drill.h"
 #include "journal_cmd.h"
 #include "stats_cmd.h"
@@ -125,10 +127,13 @@ int main(int argc, char** argv) {
   cli::add_journal_command(app, journal_exit);
   int stats_exit = 0;
   cli::add_stats_command(app, stats_exit);
+  int bench_exit = 0;
+  cli::add_bench_command(app, bench_exit);
 
   CLI11_PARSE(app, argc, argv);
   if (app.got_subcommand("journal")) return journal_exit;
   if (app.got_subcommand("stats")) return stats_exit;
+  if (app.got_subcommand("bench")) return bench_exit;
   if (mint->parsed()) return id_mint(ns, node);
   if (decode->parsed()) return id_decode(text);
   if (drill_cmd->parsed()) return drill(server);

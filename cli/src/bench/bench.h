@@ -1,0 +1,101 @@
+// SPDX-License-Identifier: MIT
+// `echostore bench`'s measurements: each row runs our code and its baseline side by side in
+// every round (interleaved, so a noisy neighbour hits both), and reports the median of the
+// rounds for each and their ratio (DESIGN "Performance": a figure is a ratio to a baseline
+// measured in the same run). The in-process rows (ring, L1, RESP3) live in micro.cc, the rows
+// that need a server (lanes, journal) in lanes.cc, the table and the JSON in report.cc.
+#pragma once
+
+#include <echo/engine/table_spec.h>
+#include <echo/ring/ring_config.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "drill/drill.h"
+
+namespace echo::cli::bench {
+
+// What the user tunes (applied to the engine's tables in the lane rows and to the ring row) and
+// how long the run is.
+struct BenchConfig {
+  std::size_t ring_capacity = 4096;
+  std::size_t max_batch = 256;
+  ring::WaitStrategy wait = ring::WaitStrategy::kPark;
+  int rounds = 7;                       // medians over this many rounds
+  std::uint64_t ring_items = 1u << 20;  // items per ring contender per round
+  std::uint64_t gets = 1u << 20;        // L1 gets per contender per round
+  int decode_streams = 200;             // 1024-frame streams per decoder per round
+  int messages = 200;                   // lane messages (and journal pairs) per contender per round
+  bool quick = false;
+};
+
+// One line of the table. Ratio = ours / baseline: above 1 is better for throughput, below 1 for
+// latency (`higher_better` says which).
+struct Row {
+  std::string id;        // stable key in the JSON ("ring_vs_boost")
+  std::string what;      // "ring throughput, batched publish"
+  std::string ours;      // "SpscRing"
+  std::string baseline;  // "boost::lockfree::spsc_queue"
+  std::string unit;      // "ops/s" or "us"
+  bool higher_better = true;
+  std::string placement;  // which threads ran where
+  std::vector<double> ours_rounds, base_rounds;
+
+  double ours_median() const;
+  double base_median() const;
+  double ratio() const;  // ours_median / base_median
+};
+
+// Progress on stderr, one line per step: "bench [12/49] RESP3 decode vs hiredis, round 2 of 7".
+class Progress {
+ public:
+  Progress(std::ostream& err, int total) : err_(err), total_(total) {}
+  void step(const std::string& what, int round, int rounds);
+
+ private:
+  std::ostream& err_;
+  int total_;
+  int at_ = 0;
+};
+
+// The in-process rows: ring vs boost spsc_queue and moodycamel ReaderWriterQueue, L1 get vs an
+// unsynchronised flat map and vs a shared_mutex map, RESP3 decode vs hiredis's reader.
+// Throws std::runtime_error when a contender gives a wrong answer.
+void run_micro(const BenchConfig& config, Progress& progress, std::vector<Row>& rows);
+
+// The rows against `target`: broadcast lane vs the PUBLISH floor, job lane vs broadcast lane,
+// remembered lane vs job lane, journal pair vs a plain SQLite WAL commit. Throws
+// std::runtime_error naming what did not arrive.
+void run_lanes(const BenchConfig& config, const DrillTarget& target, Progress& progress,
+               std::vector<Row>& rows);
+
+// A lane table of the bench's receiving node, carrying the user's ring capacity, max batch and
+// wait (job credits capped at the ring). bench_cmd validates it before anything runs.
+engine::TableSpec lane_spec(const std::string& name, engine::CoherenceMode mode,
+                            const BenchConfig& config);
+
+// Progress steps per round of each part (for "[k/n]").
+inline constexpr int kMicroSteps = 4;
+inline constexpr int kLaneSteps = 3;
+
+// The run's context, printed above the table and written into the JSON.
+struct RunInfo {
+  std::string server;  // "redis-server 7.0.15 on 127.0.0.1:40101 (started by the bench)"
+  std::string commit, version, compiler, model, kernel;
+  unsigned cores = 0;
+  double seconds = 0;
+};
+RunInfo machine_info();
+
+void print_table(std::ostream& out, const RunInfo& info, const BenchConfig& config,
+                 const std::vector<Row>& rows);
+// False when `path` cannot be written.
+bool write_json(const std::string& path, const RunInfo& info, const BenchConfig& config,
+                const std::vector<Row>& rows);
+
+}  // namespace echo::cli::bench

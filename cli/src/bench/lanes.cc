@@ -1,0 +1,301 @@
+// SPDX-License-Identifier: MIT
+// The rows of `echostore bench` that need a server: node R (the receiver, its tables built with
+// the user's ring capacity, max batch and wait) and node S (the sender) on one redis-server.
+// Each message is timed from the send to the row gone from R's L1, one at a time, observed by
+// the drill's waiter (floors::spin_until) for the floor and for the engine alike; R re-puts the
+// row between messages, untimed. The journal row compares a record+mark pair with a plain
+// SQLite WAL commit, as the drill's H6 does.
+#include <echo/engine/engine.h>
+#include <echo/engine/journal.h>
+#include <echo/table/coherence_frame.h>
+#include <echo/table/names.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench/bench.h"
+#include "drill/floors.h"
+
+namespace echo::cli::bench {
+namespace {
+
+using engine::CoherenceMode;
+using engine::Engine;
+using engine::TableSpec;
+using floors::Clock;
+using table::BrandedId;
+namespace fs = std::filesystem;
+
+constexpr unsigned kReceiver = 901, kSender = 902, kMinter = 903, kJournalNode = 904;
+constexpr int kWarmup = 20;  // messages per lane before the first round, unmeasured
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "echostore-bench-XXXXXX").string();
+    if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("cannot create a temp dir");
+    path_ = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+struct SqliteClose {
+  void operator()(sqlite3* db) const noexcept { sqlite3_close(db); }
+};
+struct StmtFinalize {
+  void operator()(sqlite3_stmt* s) const noexcept { sqlite3_finalize(s); }
+};
+
+// The baseline under the journal: one autocommitted INSERT per call into a WAL table with
+// synchronous=NORMAL (the journal's own settings), statement prepared once.
+class PlainWal {
+ public:
+  explicit PlainWal(const fs::path& file) {
+    sqlite3* db = nullptr;
+    const bool opened = sqlite3_open(file.c_str(), &db) == SQLITE_OK;
+    db_.reset(db);
+    sqlite3_stmt* s = nullptr;
+    if (!opened ||
+        sqlite3_exec(db,
+                     "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; CREATE TABLE "
+                     "t(k INTEGER PRIMARY KEY AUTOINCREMENT, v TEXT NOT NULL)",
+                     nullptr, nullptr, nullptr) != SQLITE_OK ||
+        sqlite3_prepare_v2(db, "INSERT INTO t(v) VALUES(?)", -1, &s, nullptr) != SQLITE_OK) {
+      throw std::runtime_error("the plain SQLite WAL baseline: " + std::string(sqlite3_errmsg(db)));
+    }
+    insert_.reset(s);
+  }
+  void commit(const std::string& v) {
+    sqlite3_bind_text(insert_.get(), 1, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+    const int rc = sqlite3_step(insert_.get());
+    sqlite3_reset(insert_.get());
+    if (rc != SQLITE_DONE) throw std::runtime_error("the plain SQLite WAL commit failed");
+  }
+
+ private:
+  std::unique_ptr<sqlite3, SqliteClose> db_;
+  std::unique_ptr<sqlite3_stmt, StmtFinalize> insert_;
+};
+
+// One message through a lane: R re-puts the row at an older version (untimed), then `send`
+// carries a newer one; the time runs from the send to the row gone from R's L1.
+template <class Send>
+double one_message(Engine& r, const std::string& t, const BrandedId& name, table::Minter& minter,
+                   Send send) {
+  if (!r.put(t, name.view(), "px=1", minter.mint("TXN").value())) {
+    throw std::runtime_error("node R could not re-put its row of " + t);
+  }
+  const BrandedId v = minter.mint("TXN").value();
+  const auto t0 = Clock::now();
+  if (!send(v)) throw std::runtime_error("the send to " + t + " failed");
+  char buf[32];
+  const bool gone = floors::spin_until(
+      [&] { return r.writer(t)->map().read(name.view(), buf).status == table::ReadStatus::kMiss; });
+  if (!gone) throw std::runtime_error("a message to " + t + " did not drop R's row within 2 s");
+  return floors::since_us(t0);
+}
+
+// A job-lane table on R: before each message its consumer must have completed every job so far
+// and parked again (F6's settle), so every message meets the same parked consumer.
+class JobLane {
+ public:
+  JobLane(Engine& r, std::string table) : r_(r), table_(std::move(table)) {}
+  engine::JobConsumerStats consumer() const {
+    for (const auto& t : r_.stats().tables) {
+      if (t.name == table_ && t.consumer) return *t.consumer;
+    }
+    return {};
+  }
+  void settle() {
+    const bool ok = floors::spin_until([&] {
+      const auto c = consumer();
+      return c.completed + c.complete_gone + c.complete_stale >= sent_ && c.parks > parks_at_send_;
+    });
+    if (!ok) throw std::runtime_error("the consumer of " + table_ + " did not settle within 2 s");
+    parks_at_send_ = consumer().parks;
+  }
+  void sent() { ++sent_; }
+
+ private:
+  Engine& r_;
+  std::string table_;
+  std::uint64_t sent_ = 0, parks_at_send_ = 0;
+};
+
+double median_of(std::vector<double> v) {
+  floors::Samples s{std::move(v)};
+  s.sort();
+  return s.median();
+}
+
+}  // namespace
+
+TableSpec lane_spec(const std::string& name, CoherenceMode mode, const BenchConfig& c) {
+  TableSpec s{.name = name,
+              .kind = "AST",
+              .loader = [](const BrandedId&) -> engine::LoadResult {
+                return engine::Loaded{"px=1", std::nullopt};
+              },
+              .ttl_ms = 60000,
+              .coherence = mode};
+  s.ring_capacity = c.ring_capacity;
+  s.max_batch = c.max_batch;
+  s.writer_wait = {c.wait, 0};
+  s.job_credits = std::min<std::size_t>(s.job_credits, c.ring_capacity);
+  return s;
+}
+
+void run_lanes(const BenchConfig& c, const DrillTarget& target, Progress& progress,
+               std::vector<Row>& rows) {
+  table::Minter minter(kMinter);
+  const std::string run_id = minter.mint("BEN").value().str();  // fresh keys on a given server
+  const std::string bc = "bench_bc_" + run_id, job = "bench_job_" + run_id,
+                    mem = "bench_mem_" + run_id;
+  const BrandedId group = minter.mint("PRT").value();
+
+  TempDir dir;
+  engine::JournalOptions lane_journal{.dir = dir.path() / "lane", .group = group.str()};
+  lane_journal.node_id = kJournalNode;
+  engine::Journal lj(lane_journal);
+
+  Engine r(floors::node_options(target, kReceiver),
+           {lane_spec(bc, CoherenceMode::kBroadcast, c), lane_spec(job, CoherenceMode::kJob, c),
+            lane_spec(mem, CoherenceMode::kJob, c)});
+  r.use_journal(mem, lj);
+  Engine s(floors::node_options(target, kSender),
+           {lane_spec(bc, CoherenceMode::kNone, c), lane_spec(job, CoherenceMode::kNone, c),
+            lane_spec(mem, CoherenceMode::kNone, c)});
+  if (auto ec = r.start()) throw std::runtime_error("node R did not start: " + ec.message());
+  if (auto ec = s.start()) throw std::runtime_error("node S did not start: " + ec.message());
+  floors::Redis plain(target);
+  auto member = [&](const std::string& t) {
+    floors::Reply z =
+        plain.command("ZSCORE %s %s", engine::JobLaneKeys::for_table(t).members.c_str(),
+                      std::to_string(kReceiver).c_str());
+    return z && z->type == REDIS_REPLY_STRING;
+  };
+  if (!floors::eventually([&] { return member(job) && member(mem); }, std::chrono::seconds(5))) {
+    throw std::runtime_error("node R did not join the job lanes within 5 s");
+  }
+
+  const BrandedId name = minter.mint("AST").value();
+  const std::string channel = table::coherence_channel(bc).value();
+  auto publish = [&](const BrandedId& v) {
+    const auto frame = table::make_frame(name, v);
+    const std::string_view bytes = table::view(frame);
+    floors::Reply reply =
+        plain.command("PUBLISH %b %b", channel.data(), channel.size(), bytes.data(), bytes.size());
+    return reply && reply->type == REDIS_REPLY_INTEGER && reply->integer == 1;
+  };
+  auto broadcast = [&](const BrandedId& v) {
+    auto heard = s.broadcast(bc, name.view(), v);
+    return heard && *heard == 1;
+  };
+  JobLane job_lane(r, job), mem_lane(r, mem);
+  auto enqueue = [&](const BrandedId& v) {
+    job_lane.settle();
+    auto admitted = s.enqueue(job, group, name.view(), v);
+    if (!admitted || admitted->size() != 1) return false;
+    job_lane.sent();
+    return true;
+  };
+  const engine::EnqueueFn to_bus = [&](const BrandedId& id, const BrandedId& n,
+                                       const BrandedId& v) {
+    return s.enqueue_job(mem, group, id, n.view(), v);
+  };
+  auto remembered = [&](const BrandedId& v) {
+    mem_lane.settle();
+    if (!lj.intend_and_enqueue(name, v, to_bus)) return false;
+    mem_lane.sent();
+    return true;
+  };
+  for (int i = 0; i < kWarmup; ++i) {
+    (void)one_message(r, bc, name, minter, publish);
+    (void)one_message(r, job, name, minter, enqueue);
+    (void)one_message(r, mem, name, minter, remembered);
+  }
+
+  const std::string placement =
+      "redis-server, R's io and writer threads, S's io thread, the bench thread: unpinned on " +
+      std::to_string(std::thread::hardware_concurrency()) + " cores";
+  auto row = [&](std::string id, std::string what, std::string ours, std::string base) {
+    Row x;
+    x.id = std::move(id);
+    x.what = std::move(what);
+    x.ours = std::move(ours);
+    x.baseline = std::move(base);
+    x.unit = "us";
+    x.higher_better = false;
+    x.placement = placement;
+    return x;
+  };
+  Row bc_row = row("broadcast_vs_floor", "broadcast lane, PUBLISH -> row gone",
+                   "engine broadcast lane", "hiredis PUBLISH -> message (bare subscriber)");
+  Row job_row = row("job_vs_broadcast", "job lane, send -> row gone", "Engine::enqueue",
+                    "Engine::broadcast (broadcast lane)");
+  Row mem_row = row("remembered_vs_job", "remembered lane (journal bound), send -> row gone",
+                    "Journal::intend_and_enqueue", "Engine::enqueue (bare job lane)");
+  Row pair_row = row("journal_vs_sqlite", "journal record+mark pair", "Journal record+mark",
+                     "plain SQLite WAL commit");
+  pair_row.placement = "the bench thread and the journal's owner thread, unpinned";
+
+  const std::string floor_channel = "echostore:bench:floor:" + run_id;
+  engine::JournalOptions pair_journal{.dir = dir.path() / "pair",
+                                      .group = minter.mint("PRT").value().str()};
+  pair_journal.node_id = kJournalNode + 1;
+  engine::Journal jj(pair_journal);
+  PlainWal wal(dir.path() / "plain.db");
+  const int n = c.messages;
+  for (int round = 0; round < c.rounds; ++round) {
+    progress.step("broadcast lane vs PUBLISH floor", round, c.rounds);
+    bc_row.base_rounds.push_back(floors::publish_floor(target, floor_channel, n).median());
+    std::vector<double> lane, via_bc, via_job, via_mem;
+    for (int i = 0; i < n; ++i) lane.push_back(one_message(r, bc, name, minter, publish));
+    bc_row.ours_rounds.push_back(median_of(std::move(lane)));
+
+    progress.step("job lane vs broadcast lane, remembered lane vs job lane", round, c.rounds);
+    for (int i = 0; i < n; ++i) {
+      via_bc.push_back(one_message(r, bc, name, minter, broadcast));
+      via_job.push_back(one_message(r, job, name, minter, enqueue));
+      via_mem.push_back(one_message(r, mem, name, minter, remembered));
+    }
+    const double job_median = median_of(std::move(via_job));
+    job_row.ours_rounds.push_back(job_median);
+    job_row.base_rounds.push_back(median_of(std::move(via_bc)));
+    mem_row.ours_rounds.push_back(median_of(std::move(via_mem)));
+    mem_row.base_rounds.push_back(job_median);
+
+    progress.step("journal record+mark pair vs plain SQLite WAL commit", round, c.rounds);
+    auto t0 = Clock::now();
+    for (int i = 0; i < n; ++i) wal.commit(minter.mint("AST").value().str());
+    pair_row.base_rounds.push_back(floors::since_us(t0) / n);
+    t0 = Clock::now();
+    for (int i = 0; i < n; ++i) jj.mark_enqueued(jj.record(name, minter.mint("TXN").value()));
+    jj.flush();
+    pair_row.ours_rounds.push_back(floors::since_us(t0) / n);
+  }
+  const auto js = jj.stats();
+  if (js.pending_enqueue != 0) throw std::runtime_error("the journal left pairs unmarked");
+  rows.push_back(std::move(bc_row));
+  rows.push_back(std::move(job_row));
+  rows.push_back(std::move(mem_row));
+  rows.push_back(std::move(pair_row));
+}
+
+}  // namespace echo::cli::bench

@@ -1,0 +1,138 @@
+// SPDX-License-Identifier: MIT
+// `echostore bench`'s output: one Markdown table (each figure beside its same-run baseline and
+// their ratio, so it pastes into the README as it is) and, with --json, the same figures with
+// every round's value, the machine, the compiler, the commit and the thread placement.
+#include <sys/utsname.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+
+#include "bench/bench.h"
+#include "drill/floors.h"
+
+namespace echo::cli::bench {
+namespace {
+
+double median(std::vector<double> v) {
+  if (v.empty()) return std::nan("");
+  floors::Samples s{std::move(v)};
+  s.sort();
+  return s.median();
+}
+
+std::string value(double v, const std::string& unit) {
+  if (!std::isfinite(v)) return "n/a";
+  if (unit == "us") return floors::fmt(v < 10 ? "%.3f us" : "%.1f us", v);
+  return floors::grouped(v) + ' ' + unit;
+}
+
+std::string compiler() {
+#if defined(__clang__)
+  return "clang " __clang_version__;
+#elif defined(__GNUC__)
+  return "g++ " __VERSION__;
+#else
+  return "unknown";
+#endif
+}
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      const auto colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(line.find_first_not_of(' ', colon + 1));
+    }
+  }
+  return "unknown";
+}
+
+}  // namespace
+
+double Row::ours_median() const { return median(ours_rounds); }
+double Row::base_median() const { return median(base_rounds); }
+double Row::ratio() const { return ours_median() / base_median(); }
+
+void Progress::step(const std::string& what, int round, int rounds) {
+  ++at_;
+  err_ << "bench [" << at_ << '/' << total_ << "] " << what << ", round " << round + 1 << " of "
+       << rounds << '\n'
+       << std::flush;
+}
+
+RunInfo machine_info() {
+  RunInfo info;
+  info.commit = ECHO_GIT_COMMIT;
+  info.version = ECHO_VERSION;
+  info.compiler = compiler();
+  info.model = cpu_model();
+  info.cores = std::thread::hardware_concurrency();
+  utsname u{};
+  info.kernel = uname(&u) == 0 ? std::string(u.sysname) + ' ' + u.release : "unknown";
+  return info;
+}
+
+void print_table(std::ostream& out, const RunInfo& info, const BenchConfig& c,
+                 const std::vector<Row>& rows) {
+  out << "echostore bench | " << info.server << " | echostore " << info.version << " ("
+      << info.commit << ") | " << info.compiler << " | " << info.cores << " cores, " << info.model
+      << " | " << info.kernel << '\n'
+      << "knobs: ring_capacity " << c.ring_capacity << ", max_batch " << c.max_batch << ", wait "
+      << ring::to_string(c.wait) << " | medians of " << c.rounds << " rounds"
+      << (c.quick ? " (--quick)" : "") << ", each row's contenders interleaved in every round | "
+      << "threads unpinned | " << floors::fmt("%.0f", info.seconds) << " s\n\n"
+      << "| row | ours | baseline (same run) | ours / baseline | better |\n"
+      << "|---|---|---|---|---|\n";
+  for (const Row& r : rows) {
+    out << "| " << r.what << ": " << r.ours << " vs " << r.baseline << " | "
+        << value(r.ours_median(), r.unit) << " | " << value(r.base_median(), r.unit) << " | "
+        << floors::fmt("%.2fx", r.ratio()) << " | " << (r.higher_better ? "higher" : "lower")
+        << " |\n";
+  }
+}
+
+bool write_json(const std::string& path, const RunInfo& info, const BenchConfig& c,
+                const std::vector<Row>& rows) {
+  using nlohmann::json;
+  json j;
+  j["version"] = info.version;
+  j["commit"] = info.commit;
+  j["compiler"] = info.compiler;
+  j["server"] = info.server;
+  j["seconds"] = info.seconds;
+  j["machine"] = {{"cores", info.cores}, {"model", info.model}, {"kernel", info.kernel}};
+  j["knobs"] = {{"ring_capacity", c.ring_capacity},
+                {"max_batch", c.max_batch},
+                {"wait", std::string(ring::to_string(c.wait))}};
+  j["rounds"] = c.rounds;
+  j["quick"] = c.quick;
+  j["statistic"] = "median of rounds; ratio = ours / baseline";
+  j["placement"] = "no thread pinned (the scheduler's choice); each row names its threads";
+  json out = json::array();
+  for (const Row& r : rows) {
+    // nlohmann writes a non-finite double as null, so a broken row cannot pass for a figure.
+    out.push_back({{"id", r.id},
+                   {"what", r.what},
+                   {"ours", r.ours},
+                   {"baseline", r.baseline},
+                   {"unit", r.unit},
+                   {"higher_better", r.higher_better},
+                   {"ours_median", r.ours_median()},
+                   {"baseline_median", r.base_median()},
+                   {"ratio", r.ratio()},
+                   {"ours_rounds", r.ours_rounds},
+                   {"baseline_rounds", r.base_rounds},
+                   {"placement", r.placement}});
+  }
+  j["rows"] = std::move(out);
+  std::ofstream f(path);
+  f << j.dump(2) << '\n';
+  return static_cast<bool>(f);
+}
+
+}  // namespace echo::cli::bench

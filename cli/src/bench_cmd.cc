@@ -1,0 +1,154 @@
+// SPDX-License-Identifier: MIT
+// `echostore bench`: checks the knobs the way the engine will (engine::validate on the lane
+// tables it is about to declare, so a bad value gets the engine's own message and exit 2 before
+// anything runs), starts a redis-server on a free loopback port unless --server names one, runs
+// the in-process rows and then the lane rows, and prints the table (and the JSON).
+#include "bench_cmd.h"
+
+#include <echo/engine/local_server.h>
+
+#include <charconv>
+#include <chrono>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bench/bench.h"
+
+namespace echo::cli {
+namespace {
+
+struct BenchArgs {
+  std::string server, json, ring_capacity, max_batch, wait, rounds;
+  bool quick = false;
+};
+
+// Whole decimal numbers only ("4096", not "4k", "-1" or "4096x").
+std::optional<std::uint64_t> parse_count(const std::string& text) {
+  std::uint64_t v = 0;
+  const char* end = text.data() + text.size();
+  const auto [at, ec] = std::from_chars(text.data(), end, v);
+  if (text.empty() || ec != std::errc() || at != end) return std::nullopt;
+  return v;
+}
+
+// Fills `c` from the arguments; false (after one line on stderr) when one is bad.
+bool configure(const BenchArgs& a, bench::BenchConfig& c) {
+  auto bad = [](const std::string& what) {
+    std::cerr << "echostore bench: " << what << '\n';
+    return false;
+  };
+  if (a.quick) {
+    c.quick = true;
+    c.rounds = 3;
+    c.ring_items = 1u << 17;
+    c.gets = 1u << 17;
+    c.decode_streams = 30;
+    c.messages = 50;
+  }
+  if (!a.ring_capacity.empty()) {
+    const auto v = parse_count(a.ring_capacity);
+    if (!v)
+      return bad("--ring-capacity wants a power of two in 2..2^30, got '" + a.ring_capacity + "'");
+    c.ring_capacity = *v;
+  }
+  if (!a.max_batch.empty()) {
+    const auto v = parse_count(a.max_batch);
+    if (!v) return bad("--max-batch wants a count in 1..ring capacity, got '" + a.max_batch + "'");
+    c.max_batch = *v;
+  }
+  if (!a.wait.empty()) {
+    if (a.wait == "spin") {
+      c.wait = ring::WaitStrategy::kSpin;
+    } else if (a.wait == "yield") {
+      c.wait = ring::WaitStrategy::kYield;
+    } else if (a.wait == "park") {
+      c.wait = ring::WaitStrategy::kPark;
+    } else {
+      return bad("--wait wants spin, yield or park, got '" + a.wait + "'");
+    }
+  }
+  if (!a.rounds.empty()) {
+    const auto v = parse_count(a.rounds);
+    if (!v || *v < 1 || *v > 100) return bad("--rounds wants 1..100, got '" + a.rounds + "'");
+    c.rounds = static_cast<int>(*v);
+  }
+  try {
+    for (auto mode : {engine::CoherenceMode::kBroadcast, engine::CoherenceMode::kJob}) {
+      engine::validate(bench::lane_spec("bench", mode, c));
+    }
+  } catch (const engine::ConfigError& e) {
+    return bad(std::string("the engine refuses the knob: ") + e.what());
+  }
+  return true;
+}
+
+int run(const BenchArgs& a) {
+  bench::BenchConfig c;
+  if (!configure(a, c)) return 2;
+  DrillTarget target;
+  std::unique_ptr<engine::LocalServer> own;
+  bench::RunInfo info = bench::machine_info();
+  try {
+    if (a.server.empty()) {
+      own = std::make_unique<engine::LocalServer>();
+      target = {own->host(), own->port()};
+      info.server = "redis-server " + own->version() + " on " + target.host + ':' +
+                    std::to_string(target.port) + " (started by the bench)";
+    } else {
+      const auto colon = a.server.rfind(':');
+      const auto port =
+          colon == std::string::npos ? std::nullopt : parse_count(a.server.substr(colon + 1));
+      if (!port || *port < 1 || *port > 65535) {
+        std::cerr << "echostore bench: --server wants HOST:PORT, got '" << a.server << "'\n";
+        return 2;
+      }
+      target = {a.server.substr(0, colon), static_cast<int>(*port)};
+      info.server = "server " + a.server + " (given)";
+    }
+  } catch (const std::exception& e) {
+    std::cerr << "echostore bench: " << e.what() << '\n';
+    return 1;
+  }
+  std::vector<bench::Row> rows;
+  bench::Progress progress(std::cerr, (bench::kMicroSteps + bench::kLaneSteps) * c.rounds);
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    bench::run_micro(c, progress, rows);
+    bench::run_lanes(c, target, progress, rows);
+  } catch (const std::exception& e) {
+    std::cerr << "echostore bench: " << e.what() << '\n';
+    return 1;
+  }
+  info.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  bench::print_table(std::cout, info, c, rows);
+  if (!a.json.empty() && !bench::write_json(a.json, info, c, rows)) {
+    std::cerr << "echostore bench: cannot write " << a.json << '\n';
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app, int& exit_code) {
+  auto args = std::make_shared<BenchArgs>();
+  auto* bench = app.add_subcommand(
+      "bench",
+      "Every figure beside its baseline from the same run: ring, L1, RESP3, lanes, journal");
+  bench->add_option("--server", args->server,
+                    "HOST:PORT of a server to use (default: start redis-server on loopback)");
+  bench->add_option("--json", args->json, "also write the figures, machine and commit to FILE");
+  bench->add_flag("--quick", args->quick, "3 short rounds instead of 7 (a smoke run)");
+  bench->add_option("--ring-capacity", args->ring_capacity,
+                    "the lane tables' and the ring row's capacity (power of two, default 4096)");
+  bench->add_option("--max-batch", args->max_batch,
+                    "items per drain pass (1..ring capacity, default 256)");
+  bench->add_option("--wait", args->wait, "how the writer waits: spin, yield or park (default)");
+  bench->add_option("--rounds", args->rounds, "rounds per row, 1..100 (default 7, --quick 3)");
+  bench->callback([args, &exit_code] { exit_code = run(*args); });
+}
+
+}  // namespace echo::cli
