@@ -28,7 +28,7 @@ struct BenchConfig {
   ring::WaitStrategy wait = ring::WaitStrategy::kPark;
   int rounds = 7;                       // medians over this many rounds
   std::uint64_t ring_items = 1u << 20;  // items per ring contender per round
-  std::uint64_t gets = 1u << 20;        // L1 gets per contender per round
+  std::uint64_t gets = 1u << 19;        // L1 gets per contender per round
   int decode_streams = 200;             // 1024-frame streams per decoder per round
   int messages = 200;                   // lane messages (and journal pairs) per contender per round
   bool quick = false;
