@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// The job lane's consumer: beat, claim within credits, park, complete after the writer's ack.
+// The job lane's consumer: beat, keep a BLPOP and the hand-off flag up while credits remain, claim
+// after a wake, complete after the writer's ack.
 // Every method but the constructor, start(), on_acks() and stats() runs on the loop thread.
 #include <echo/engine/job_consumer.h>
 
@@ -55,7 +56,7 @@ JobLaneKeys JobLaneKeys::for_table(std::string_view table) {
 JobLaneScripts JobLaneScripts::embedded() {
   return {script("gclaim"),      script("complete"),    script("retry"),
           script("promote"),     script("reap"),        script("member_beat"),
-          script("member_reap"), script("fanout_enqueue")};
+          script("member_reap"), script("fanout_enqueue"), script("member_park")};
 }
 
 JobConsumer::JobConsumer(io::UringLoop& loop, io::Connection& cmd,
@@ -78,9 +79,16 @@ JobConsumer::JobConsumer(io::UringLoop& loop, io::Connection& cmd,
   park_options.heartbeat = std::chrono::milliseconds(0);
   // A park that could not be issued (the connection was still booting, or lost) is retried as
   // soon as the connection is ready, not a whole beat later.
+  // A lost parking connection takes the flag down (writers then use the lane and the wake list
+  // rather than a delivery list nobody blocks on); a ready one raises it again.
   park_ = std::make_unique<io::Connection>(
       loop_, std::move(park_options), io::PushFn{}, [this](io::ConnEvent event, std::error_code) {
-        if (event == io::ConnEvent::kReady || event == io::ConnEvent::kReconnected) pump();
+        if (stopping_) return;
+        arm();
+        if (event == io::ConnEvent::kReady || event == io::ConnEvent::kReconnected) {
+          lanes_idle_ = false;
+          pump();
+        }
       });
   timer_op_.complete = &JobConsumer::on_timer;
   timer_op_.context = this;
@@ -97,6 +105,9 @@ void JobConsumer::start() {
 void JobConsumer::stop_on_loop() {
   stopping_ = true;
   if (timer_armed_) loop_.cancel(timer_op_);
+  // No more hand-offs to a consumer that is going away (best effort: the flag's PX ends it too).
+  const std::string parked = mbase_ + "parked";
+  cmd_.call({"DEL", parked}, [](std::error_code, const io::Resp3Value&) {});
 }
 
 void JobConsumer::on_timer(io::IoOp& op, int res) noexcept {
@@ -112,9 +123,11 @@ void JobConsumer::beat() {
     timer_armed_ = true;
     loop_.after(std::chrono::milliseconds(spec_.job_beat_ms), timer_op_);
   }
-  const std::string ttl = std::to_string(member_ttl_ms_);
-  const std::string_view keys[] = {keys_.members};
-  const std::string_view argv[] = {member_, ttl};
+  // The beat also declares our lease, which fanout_enqueue gives the jobs it hands us.
+  const std::string ttl = std::to_string(member_ttl_ms_), meta = mbase_ + "meta",
+                    lease = std::to_string(spec_.job_lease_ms);
+  const std::string_view keys[] = {keys_.members, meta};
+  const std::string_view argv[] = {member_, ttl, lease};
   cmd_.evalsha(scripts_.member_beat, keys, argv, [this](std::error_code ec, const io::Resp3Value& r) {
     if (stopping_) return;
     if (ec || r.type() != io::Resp3Type::integer) {
@@ -134,6 +147,8 @@ void JobConsumer::beat() {
     registered_ = true;
     last_beat_ms_ = now;
     maintain();
+    arm();  // the flag's PX runs two beats: every beat renews it
+    lanes_idle_ = false;  // a safety net for a lost wake token: one claim per beat at most
     pump();
   });
 }
@@ -166,45 +181,31 @@ void JobConsumer::maintain() {
   }
 }
 
+std::size_t JobConsumer::free_credits() const noexcept {
+  return in_flight_.size() >= spec_.job_credits ? 0 : spec_.job_credits - in_flight_.size();
+}
+
 void JobConsumer::pump() {
-  // Parked means the last claim found every lane empty; anything new since then is handed off
-  // or wakes the BLPOP, so a claim now would be an empty round trip (lanes_bench counted one per
-  // job before this check).
-  if (stopping_ || claiming_ || !registered_ || parked_) return;
-  if (!overflow_.empty() || ring_.free_slots() == 0 || in_flight_.size() >= spec_.job_credits) {
-    return;  // no credit: the next ack pumps again
-  }
+  if (stopping_ || !registered_ || free_credits() == 0) return;  // no credit: the next ack pumps
+  block();
+  // Idle lanes: anything new since the empty claim is handed off or wakes the BLPOP, so a claim
+  // now would be an empty round trip.
+  if (claiming_ || lanes_idle_) return;
   claiming_ = true;
-  if (deliver_backlog_) {
-    // Hand-offs wait on the delivery list, already claimed for us: take them first, but only as
-    // many as the credits allow (the rest stay listed until acks free credits).
-    const std::size_t n = std::min(spec_.job_credits - in_flight_.size(), ring_.free_slots());
-    const std::string deliver_key = mbase_ + "deliver", count = std::to_string(n);
-    const auto ec = cmd_.call({"LPOP", deliver_key, count}, [this, n](std::error_code e, const io::Resp3Value& r) {
-      claiming_ = false;
-      if (stopping_) return;
-      std::size_t got = 0;
-      if (!e && r.type() == io::Resp3Type::array) {
-        got = r.size();
-        for (const auto& item : r) take_hand_off(item.str());
-      }
-      deliver_backlog_ = !e && got == n;  // a full batch: more may be listed
-      pump();
-    });
-    if (ec) claiming_ = false;
-    return;
-  }
+  const std::uint64_t gen = wake_gen_;
   const std::string ring = mbase_ + "ring", active = mbase_ + "active";
   const std::string lease = std::to_string(spec_.job_lease_ms);
   const std::string_view keys[] = {ring, active};
   const std::string_view argv[] = {mbase_, lease};
-  const auto ec = cmd_.evalsha(scripts_.gclaim, keys, argv, [this](std::error_code e, const io::Resp3Value& r) {
+  const auto ec = cmd_.evalsha(scripts_.gclaim, keys, argv, [this, gen](std::error_code e, const io::Resp3Value& r) {
     claiming_ = false;
     if (stopping_) return;
     if (e || r.type() != io::Resp3Type::array) return;  // the next beat pumps again
     if (r.size() < 4) {
       bump(empty_claims_);
-      park();
+      // A wake taken while this claim was in flight may announce work the claim did not see.
+      lanes_idle_ = gen == wake_gen_;
+      if (!lanes_idle_) pump();
       return;
     }
     bump(claimed_);
@@ -214,49 +215,64 @@ void JobConsumer::pump() {
   if (ec) claiming_ = false;
 }
 
-void JobConsumer::park() {
-  if (stopping_ || parked_) return;
-  const std::string parked = mbase_ + "parked", deliver = mbase_ + "deliver", wake = mbase_ + "wake";
-  const std::string timeout = seconds_text(spec_.job_beat_ms);
-  const auto ec = park_->call({"BLPOP", deliver, wake, timeout},
+void JobConsumer::block() {
+  if (stopping_ || blocked_ || hold_block_) return;
+  const std::string deliver = mbase_ + "deliver", wake = mbase_ + "wake";
+  const std::string timeout = seconds_text(spec_.job_beat_ms), count = std::to_string(free_credits());
+  // BLMPOP: every hand-off listed, up to our credits, in one reply (or the wake tokens).
+  const auto ec = park_->call({"BLMPOP", timeout, "2", deliver, wake, "LEFT", "COUNT", count},
                               [this](std::error_code e, const io::Resp3Value& r) { on_park_reply(e, r); });
-  // Not blocked, so not parked: the flag must not be set, or writers would hand jobs to a
-  // delivery list nobody reads until the next beat. The connection's ready event parks again.
-  if (ec) return;
-  parked_ = true;
+  if (ec) return;  // not ready: the connection's ready event blocks again
+  blocked_ = true;
   bump(parks_);
-  // The flag lets fanout_enqueue hand a job straight to us (claimed, on the delivery list); set
-  // after the BLPOP is issued, and either order is safe (a hand-off listed before the BLPOP
-  // lands answers it at once). It outlives one park by a margin and dies with us if we crash.
-  // Its value is the credits left, the most hand-offs we can take (the script only tests that
-  // the key exists; see the header on bounding hand-offs by it).
-  const std::string px = std::to_string(spec_.job_beat_ms * 2 + 1000);
-  const std::string budget = std::to_string(spec_.job_credits - in_flight_.size());
-  cmd_.call({"SET", parked, budget, "PX", px}, [](std::error_code, const io::Resp3Value&) {});
 }
 
-void JobConsumer::unpark() {
-  parked_ = false;
-  const std::string parked = mbase_ + "parked";
-  cmd_.call({"DEL", parked}, [](std::error_code, const io::Resp3Value&) {});
+void JobConsumer::arm() {
+  // The flag: our free credits less what the delivery list holds (member_park.lua), or 0 while we
+  // cannot block (unregistered, or the parking connection is down). One call in flight at most.
+  if (stopping_) return;
+  if (arming_) {
+    rearm_ = true;  // counted from state that has changed since: send again on its reply
+    return;
+  }
+  const bool can_block = registered_ && park_->status() == io::ConnStatus::kReady;
+  const std::string parked = mbase_ + "parked", deliver = mbase_ + "deliver";
+  const std::string free = std::to_string(can_block ? free_credits() : 0);
+  const std::string px = std::to_string(spec_.job_beat_ms * 2 + 1000);
+  const std::string_view keys[] = {parked, deliver};
+  const std::string_view argv[] = {free, px};
+  const auto ec = cmd_.evalsha(scripts_.member_park, keys, argv, [this](std::error_code e, const io::Resp3Value& r) {
+    arming_ = false;
+    if (stopping_) return;
+    flag_estimate_ = !e && r.type() == io::Resp3Type::integer ? std::max<std::int64_t>(0, r.integer()) : 0;
+    if (rearm_) {
+      rearm_ = false;
+      arm();
+    }
+  });
+  arming_ = !ec;
 }
 
 void JobConsumer::on_park_reply(std::error_code ec, const io::Resp3Value& reply) {
+  blocked_ = false;
   if (stopping_) return;
-  unpark();
-  if (ec || reply.is_null() || reply.size() < 2) {
-    pump();  // timeout or a lost connection: claim again (the beat timer keeps maintenance going)
-    return;
-  }
-  bump(wakes_);
-  if (reply[0].str() != mbase_ + "deliver") {
+  if (ec || reply.is_null() || reply.size() < 2 || reply[1].type() != io::Resp3Type::array) {
+    lanes_idle_ = false;  // timeout or a lost connection: claim again (the beat keeps maintenance)
     pump();
     return;
   }
-  // One hand-off fits: we parked only with a credit to spare (pump claims before it parks).
-  take_hand_off(reply[1].str());
-  // More may be listed: pump takes them, within the credits, before claiming from the lanes.
-  deliver_backlog_ = true;
+  bump(wakes_);
+  if (reply[0].str() == mbase_ + "deliver") {
+    // Into the ring first: the writer's wake-up is the latency. The next BLMPOP waits for an
+    // ack: sent now, its loopback send (and the server it wakes) would run before the writer
+    // on a shared core; hand-offs made meanwhile wait listed, and the next BLMPOP takes them all.
+    const std::size_t before = in_flight_.size();
+    for (const auto& item : reply[1]) take_hand_off(item.str());
+    hold_block_ = in_flight_.size() > before;
+  } else {
+    ++wake_gen_;
+    lanes_idle_ = false;
+  }
   pump();
 }
 
@@ -270,6 +286,7 @@ void JobConsumer::take_hand_off(std::string_view text) {
     bump(malformed_);  // unparseable: the job stays active and is reaped back with token + 1
     return;
   }
+  if (flag_estimate_ > 0) --flag_estimate_;
   Job job;
   job.id = std::string(text.substr(0, a));
   std::from_chars(text.data() + a + 1, text.data() + b, job.token);
@@ -322,6 +339,7 @@ void JobConsumer::drain_acks() {
   // fresh drain (its exchange reads false).
   ack_drain_posted_.store(false, std::memory_order_seq_cst);
   if (stopping_) return;
+  hold_block_ = false;  // the writer has run since the last hand-off: block again
   acks_.drain(4096, [this](JobAck& ack) noexcept {
     auto it = in_flight_.find(ack.ticket);
     if (it == in_flight_.end()) return;
@@ -329,6 +347,9 @@ void JobConsumer::drain_acks() {
     in_flight_.erase(it);
   });
   publish_overflow();
+  // Credits came back: raise the flag again once it has fallen below half of what we could take
+  // (one member_park per half-credit's worth of jobs, not one per job).
+  if (2 * static_cast<std::size_t>(flag_estimate_) < free_credits()) arm();
   pump();
 }
 

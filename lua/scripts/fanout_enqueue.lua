@@ -11,7 +11,7 @@
 -- ARGV[4]  g, the group: a valid branded id (the host checks it)
 -- ARGV[5]  shared: "1" also genqueues into the shared queue qbase itself (for the original's
 --          consumers); "0" does not
--- ARGV[6]  lease_ms of a hand-off (server time)
+-- ARGV[6]  lease_ms of a hand-off (server time) when the member declared none (see below)
 -- returns  a flat array {m1, r1, m2, r2, ...} over the live members in ascending expiry order,
 --          then {"*", r} for the shared queue when ARGV[5] is "1"; each r an integer:
 --            1 enqueued (genqueue into the member's lane: lane, ring insert with wake),
@@ -21,15 +21,19 @@
 --          error EMQKIND when the id is not JOB-namespaced, error EMQARG when lease_ms is not a
 --          positive integer (both checked first: nothing written anywhere).
 --
--- Hand-off. A consumer about to block SETs mbase..'parked' with PX (its block timeout plus a
--- margin) and blocks with BLPOP on mbase..'deliver' and mbase..'wake'; it DELs 'parked' when it
--- wakes and drains 'deliver' before it claims. While 'parked' exists the job is created and
--- claimed here exactly as genqueue then gclaim would (attempts 1, state active, lease in active,
--- gactive[g] + 1), and one element is RPUSHed to deliver:
+-- Hand-off. A consumer keeps mbase..'parked' (a string holding an integer, with PX) at the number
+-- of jobs it can still take: member_park.lua sets it to its free credits less what its deliver
+-- list already holds. It blocks with BLPOP on mbase..'deliver' and mbase..'wake' whenever it has
+-- a credit, and re-blocks at once after each hand-off, so the flag stays up while it runs. While
+-- 'parked' is above 0 the job is created and claimed here exactly as genqueue then gclaim would
+-- (attempts 1, state active, lease in active, gactive[g] + 1), the flag is DECRed (its PX kept)
+-- and one element is RPUSHed to deliver:
 --            id .. "\n" .. att .. "\n" .. g .. "\n" .. payload
 --   four fields separated by the first three "\n" bytes: the 14-byte id, the fencing token in
 --   decimal, the group, then the payload verbatim to the end (it may itself contain "\n").
 --   The job's token is att, so the consumer completes it (or complete_claim's it) with att.
+-- The lease of a hand-off is the member's own: member_beat stores it as mbase..'meta' field
+-- 'lease_ms'; a member that stored none (the original's consumers) gets ARGV[6].
 -- A hand-off is made only when a claim of this job would be legal and in order: the member queue
 -- is not paused (meta paused), g is not paused, g is under its glimit, and g's lane in that queue
 -- is empty (a handed-off job must not overtake older jobs of its lane). Otherwise the job goes
@@ -41,6 +45,10 @@
 --   lane when the lease runs out, and the next claim hands token att + 1; a late completion with
 --   the old token answers stale once it is re-claimed. If the node never comes back, its beat
 --   stops, fanouts skip it, and member_reap deletes its whole queue, hand-off included.
+-- * The flag bounds hand-offs by the consumer's credits, not exactly: it was computed from the
+--   consumer's count when it sent member_park, and a hand-off its BLPOP took meanwhile is counted
+--   on neither side, so the server may list one more than the consumer can take; the consumer
+--   takes only within its credits, and the rest waits on the list, leased, as below.
 -- * A deliver element left unread past its lease (the consumer was slow, not dead) is reaped and
 --   re-claimed through the lane with token att + 1; the consumer then sees the job twice. Applying
 --   a coherence message twice is harmless (the second answers stale), and the completion with the
@@ -87,25 +95,25 @@ local function lane_insert(base, job, lane)
   end
 end
 
--- The hand-off is legal only where gclaim could have served this job next (see the header).
-local function can_hand_off(mbase, lane)
-  if redis.call('EXISTS', mbase .. 'parked') == 0 then
-    return false
+-- The hand-off's lease when it is legal (only where gclaim could have served this job next, see
+-- the header), else nil. Cheapest test first: most members are either parked or not.
+local function hand_off_lease(mbase, lane)
+  local credits = redis.call('GET', mbase .. 'parked')
+  if not credits or (tonumber(credits) or 0) <= 0 then
+    return nil
   end
-  if redis.call('HGET', mbase .. 'meta', 'paused') then
-    return false
+  local meta = redis.call('HMGET', mbase .. 'meta', 'paused', 'lease_ms')
+  if meta[1] then
+    return nil
   end
-  if redis.call('SISMEMBER', mbase .. 'paused', g) == 1 then
-    return false
-  end
-  if redis.call('ZCARD', lane) > 0 then
-    return false
+  if redis.call('ZCARD', lane) > 0 or redis.call('SISMEMBER', mbase .. 'paused', g) == 1 then
+    return nil
   end
   local limit = redis.call('HGET', mbase .. 'glimit', g)
   if limit and tonumber(redis.call('HGET', mbase .. 'gactive', g) or '0') >= tonumber(limit) then
-    return false
+    return nil
   end
-  return true
+  return tonumber(meta[2]) or lease
 end
 
 local out = {}
@@ -120,16 +128,16 @@ for _, m in ipairs(live) do
   else
     -- member_reap finds the member's lanes through this set.
     redis.call('SADD', mbase .. 'groups', g)
-    if can_hand_off(mbase, lane) then
-      -- genqueue's row, then gclaim's claim of this very job (its lane is empty, so gclaim would
-      -- also take g out of the ring).
-      redis.call('HSET', job, 'state', 'pending', 'attempts', '0', 'payload', payload, 'group', g)
-      local att = redis.call('HINCRBY', job, 'attempts', 1)
-      redis.call('HSET', job, 'state', 'active')
-      redis.call('ZADD', mbase .. 'active', now_ms + lease, id)
+    local held = hand_off_lease(mbase, lane)
+    if held then
+      -- genqueue's row and gclaim's claim of this very job in one write (attempts 1, the token),
+      -- then the lease; its lane is empty, so gclaim would also take g out of the ring.
+      redis.call('HSET', job, 'state', 'active', 'attempts', '1', 'payload', payload, 'group', g)
+      redis.call('ZADD', mbase .. 'active', now_ms + held, id)
       redis.call('HINCRBY', mbase .. 'gactive', g, 1)
       redis.call('LREM', mbase .. 'ring', 0, g)
-      redis.call('RPUSH', mbase .. 'deliver', id .. '\n' .. att .. '\n' .. g .. '\n' .. payload)
+      redis.call('DECR', mbase .. 'parked')
+      redis.call('RPUSH', mbase .. 'deliver', id .. '\n1\n' .. g .. '\n' .. payload)
       r = 2
     else
       lane_insert(mbase, job, lane)

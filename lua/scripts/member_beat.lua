@@ -7,9 +7,12 @@
 -- ARGV[1]  m, the member: a node id 0..1023 in decimal, or any non-empty token without '{', '}',
 --          ':' or whitespace (it becomes a key segment)
 -- ARGV[2]  ttl_ms > 0: the member is live until now_ms + ttl_ms (inclusive)
+-- KEYS[2]  (optional, with ARGV[3]) the member queue's meta hash emq:{q}:m:<m>:meta
+-- ARGV[3]  (optional) lease_ms > 0, the member's declared lease: stored as meta field lease_ms,
+--          where fanout_enqueue reads the lease of a job it hands off to this member
 -- returns  now_ms, the server time of this beat (an integer);
---          error EMQMEMBER when m is not such a token, error EMQARG when ttl_ms is not a
---          positive integer (nothing written).
+--          error EMQMEMBER when m is not such a token, error EMQARG when ttl_ms or lease_ms is
+--          not a positive integer (nothing written).
 -- Live means score >= now_ms on the server's clock, the clock fanout_enqueue and member_reap
 -- compare against, so host clock skew cannot make a member look live or dead.
 --
@@ -31,7 +34,15 @@ local ttl = tonumber(ARGV[2])
 if not ttl or ttl <= 0 or ttl ~= math.floor(ttl) then
   return redis.error_reply('EMQARG ttl_ms must be a positive integer')
 end
+local lease = ARGV[3]
+if lease and (not tonumber(lease) or tonumber(lease) <= 0 or tonumber(lease) ~= math.floor(tonumber(lease))
+    or not KEYS[2]) then
+  return redis.error_reply('EMQARG lease_ms must be a positive integer (with the meta key)')
+end
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('ZADD', KEYS[1], now_ms + ttl, m)
+if lease then
+  redis.call('HSET', KEYS[2], 'lease_ms', lease)
+end
 return now_ms

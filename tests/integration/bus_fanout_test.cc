@@ -333,10 +333,16 @@ class Queue {
                                      {id, token, base_, std::to_string(lease_ms)}));
   }
 
-  // What the consumer does around its block (fanout_enqueue.lua's header).
-  void park(long long px_ms) {
-    RedisReply r = command(s_->context(), "SET %s 1 PX %lld", key("parked").c_str(), px_ms);
+  // What the consumer does while it blocks (fanout_enqueue.lua's header): the flag holds how
+  // many hand-offs it can take.
+  void park(long long px_ms, long long credits = 8) {
+    RedisReply r =
+        command(s_->context(), "SET %s %lld PX %lld", key("parked").c_str(), credits, px_ms);
     ASSERT_TRUE(r && r->type == REDIS_REPLY_STATUS) << text(r.get());
+  }
+  // member_park.lua: the flag set from the consumer's free credits (returns the count).
+  RedisReply member_park(const std::string& free, const std::string& px_ms) {
+    return s_->run("member_park", {key("parked"), key("deliver")}, {free, px_ms});
   }
   void unpark() { command(s_->context(), "DEL %s", key("parked").c_str()); }
 
@@ -366,6 +372,11 @@ class Members {
 
   RedisReply beat(const std::string& m, const std::string& ttl_ms) {
     return s_->run("member_beat", {members_}, {m, ttl_ms});
+  }
+  // The consumer's beat, which also declares its lease in its queue's meta hash.
+  RedisReply beat_with_lease(const std::string& m, const std::string& ttl_ms,
+                             const std::string& lease_ms) {
+    return s_->run("member_beat", {members_, member(m).key("meta")}, {m, ttl_ms, lease_ms});
   }
   long long beat(const std::string& m, long long ttl_ms) {
     RedisReply r = beat(m, std::to_string(ttl_ms));
@@ -619,6 +630,76 @@ TEST_F(BusFanout, AHandOffIsMadeOnlyWhereAClaimWouldBeLegalAndInOrder) {
   const std::string fresh = group_id();
   EXPECT_EQ(mem().fanout(job_id(), "p", fresh), all({"1"}, 1));
   EXPECT_EQ(q.llen("deliver"), 1);
+}
+
+TEST_F(BusFanout, HandOffsAreBoundedByTheParkedCountWhichEachOneDecrements) {
+  mem().beat("1", 60000);
+  Queue q = mem().member("1");
+  q.park(10000, 2);
+  const std::string g1 = group_id(), g2 = group_id(), g3 = group_id();
+  EXPECT_EQ(mem().fanout(job_id(), "p", g1), all({"1"}, 2));
+  EXPECT_EQ(s().str("GET %s", q.key("parked")), "1");
+  const long long pttl = s().integer("PTTL %s", q.key("parked"));
+  EXPECT_GT(pttl, 0);  // DECR keeps the flag's PX
+  EXPECT_LE(pttl, 10000);
+  EXPECT_EQ(mem().fanout(job_id(), "p", g2), all({"1"}, 2));
+  EXPECT_EQ(s().str("GET %s", q.key("parked")), "0");
+  // Out of credits: the lane and a wake, as for a consumer that is not parked.
+  const std::string third = job_id();
+  EXPECT_EQ(mem().fanout(third, "p", g3), all({"1"}, 1));
+  EXPECT_EQ(q.llen("deliver"), 2);
+  EXPECT_EQ(s().zscore(q.lane(g3), third), "0");
+  EXPECT_EQ(q.llen("wake"), 1);
+}
+
+TEST_F(BusFanout, MemberParkSetsTheFreeCreditsLessTheListedHandOffsOrDeletesTheFlag) {
+  mem().beat("1", 60000);
+  Queue q = mem().member("1");
+  EXPECT_TRUE(is_integer(q.member_park("3", "5000"), 3));
+  EXPECT_EQ(s().str("GET %s", q.key("parked")), "3");
+  const long long pttl = s().integer("PTTL %s", q.key("parked"));
+  EXPECT_GT(pttl, 4000);
+  EXPECT_LE(pttl, 5000);
+  // Two hand-offs listed and not yet taken count against the consumer's free credits.
+  EXPECT_EQ(mem().fanout(job_id(), "p", group_id()), all({"1"}, 2));
+  EXPECT_EQ(mem().fanout(job_id(), "p", group_id()), all({"1"}, 2));
+  EXPECT_TRUE(is_integer(q.member_park("3", "5000"), 1));
+  EXPECT_EQ(s().str("GET %s", q.key("parked")), "1");
+  EXPECT_TRUE(is_integer(q.member_park("2", "5000"), 0));
+  EXPECT_FALSE(q.exists(q.key("parked")));
+  EXPECT_TRUE(is_integer(q.member_park("0", "5000"), -2));
+  EXPECT_FALSE(q.exists(q.key("parked")));
+  for (const auto& [free, px] : std::vector<std::pair<std::string, std::string>>{
+           {"-1", "5000"}, {"x", "5000"}, {"1.5", "5000"}, {"1", "0"}, {"1", "x"}}) {
+    EXPECT_TRUE(is_error(q.member_park(free, px),
+                         "EMQARG free must be an integer >= 0 and px_ms a positive integer"))
+        << free << " " << px;
+  }
+  EXPECT_FALSE(q.exists(q.key("parked")));
+}
+
+TEST_F(BusFanout, AHandOffIsLeasedForTheMembersDeclaredLeaseNotTheWritersArgument) {
+  RedisReply b = mem().beat_with_lease("1", "60000", "700");
+  ASSERT_TRUE(b && b->type == REDIS_REPLY_INTEGER) << text(b.get());
+  mem().beat("2", 60000);  // declares none: the writer's argument
+  Queue declared = mem().member("1"), plain = mem().member("2");
+  EXPECT_EQ(declared.hget("meta", "lease_ms"), "700");
+  declared.park(10000);
+  plain.park(10000);
+  const std::string id = job_id();
+  const long long t0 = s().now_ms();
+  EXPECT_EQ(mem().fanout(id, "p", group_id(), false, 30000), all({"1", "2"}, 2));
+  const long long d1 = std::stoll(s().zscore(declared.key("active"), id)) - t0;
+  const long long d2 = std::stoll(s().zscore(plain.key("active"), id)) - t0;
+  EXPECT_GE(d1, 700);
+  EXPECT_LT(d1, 1700);
+  EXPECT_GE(d2, 30000);
+  EXPECT_LT(d2, 31000);
+  for (const char* bad : {"0", "-5", "x", "1.5"}) {
+    RedisReply r = mem().beat_with_lease("1", "60000", bad);
+    EXPECT_TRUE(is_error(r, "EMQARG lease_ms must be a positive integer (with the meta key)")) << bad;
+  }
+  EXPECT_EQ(declared.hget("meta", "lease_ms"), "700");
 }
 
 // ---- a member queue is a full WIRE §5 queue -------------------------------------------------
@@ -889,7 +970,8 @@ TEST_F(BusFanout, EveryKeyTheNewScriptsWriteSharesTheQueuesSlot) {
 }
 
 TEST_F(BusFanout, EveryNewScriptIsEmbeddedWithItsContractHeaderAndTheServersSha1) {
-  for (const char* name : {"member_beat", "fanout_enqueue", "complete_claim", "member_reap"}) {
+  for (const char* name :
+       {"member_beat", "fanout_enqueue", "complete_claim", "member_reap", "member_park"}) {
     const lua::Script* script = lua::find_script(name);
     ASSERT_NE(script, nullptr) << name;
     EXPECT_TRUE(script->source.starts_with("-- SPDX-License-Identifier: MIT\n")) << name;

@@ -19,14 +19,26 @@
 //   - a joiner caches nothing until its first beat has landed: from then on every enqueue includes
 //     it (membership is read inside the enqueue script, atomically).
 //
-// Credits and hand-offs. Claims stop when the credits run out, but a hand-off is made by the
-// writer's script while this node's `parked` flag exists, so a burst of enqueues during one park
-// claims as many jobs for us as it holds. The consumer takes from its delivery list only as many
-// as its credits allow; the rest stay listed, leased (if a lease runs out first the job is reaped
-// and re-claimed through the lane, and the listed copy later completes stale). The flag's value
-// is the credits left when it was set, so that fanout_enqueue can bound hand-offs by it; today it
-// only tests that the flag exists, so the server may hold more claims for us than our credits.
-// A park that cannot be issued (the parking connection is booting or lost) sets no flag.
+// Parking and hand-offs (the latency path). Whenever the consumer has a free credit it keeps one
+// BLPOP on its delivery and wake lists outstanding on its own connection, and it keeps the
+// member's `parked` flag at its free credits (member_park.lua), so fanout_enqueue hands a job
+// straight to it, claimed, while the flag is above 0, and DECRs the flag per hand-off. A hand-off
+// is published into the ring before anything else happens on the loop thread, and the BLPOP is
+// re-issued at once: no DEL/SET of the flag, no LPOP, no empty claim around a delivery (the
+// round trips the first version paid per job, and which on a shared core ran before the writer
+// got the CPU; lanes_bench's BM_JobLane_EnqueueToDrop shows the cut). The flag is refreshed on
+// every beat (its PX) and when acks have returned at least half the credits it had consumed, so
+// a steady stream costs one completion per job and nothing else.
+// Claims: gclaim runs only after a wake token, a BLPOP timeout or a beat, until a claim answers
+// empty (a wake that lands while a claim is in flight makes the consumer claim again).
+// Credits: the consumer takes a job (claim or hand-off) only with a free credit, except that a
+// BLPOP and a claim may both be in flight with the last credit: in flight <= job_credits + 1,
+// which the ack ring (twice the ring) and the overflow deque absorb. Hand-offs the server made
+// beyond that stay listed, leased; if a lease runs out first the job is reaped and re-claimed
+// through the lane, and the listed copy later completes stale. The flag bounds the server's
+// hand-offs by the credits up to what one BLPOP takes (member_park.lua). A consumer whose parking
+// connection is down sets the flag to 0 (deleted): writers then use the lane and the wake list.
+// The lease of a hand-off is this member's job_lease_ms, declared on every beat (member_beat).
 #pragma once
 
 #include <chrono>
@@ -62,7 +74,8 @@ struct JobLaneKeys {
 
 // The embedded scripts the lane calls (the io connection's EVALSHA form).
 struct JobLaneScripts {
-  io::Script gclaim, complete, retry, promote, reap, member_beat, member_reap, fanout_enqueue;
+  io::Script gclaim, complete, retry, promote, reap, member_beat, member_reap, fanout_enqueue,
+      member_park;
   static JobLaneScripts embedded();
 };
 
@@ -96,10 +109,11 @@ class JobConsumer {
   void beat();
   void maintain();
   void pump();
-  void park();
+  void block();
+  void arm();
   void on_park_reply(std::error_code ec, const io::Resp3Value& reply);
-  void unpark();
   void take_hand_off(std::string_view text);
+  std::size_t free_credits() const noexcept;
   void deliver(Job job);
   void publish_overflow();
   void drain_acks();
@@ -123,8 +137,14 @@ class JobConsumer {
   const std::int64_t member_ttl_ms_;
 
   // Loop-thread state.
-  bool stopping_ = false, claiming_ = false, parked_ = false, registered_ = false;
-  bool deliver_backlog_ = false;  // hand-offs may be listed that credits did not let us take yet
+  bool stopping_ = false, claiming_ = false, blocked_ = false, registered_ = false;
+  bool lanes_idle_ = false;  // the last claim answered empty and no wake came since
+  bool arming_ = false;      // a member_park is in flight
+  bool rearm_ = false;       // and another was asked for meanwhile
+  bool hold_block_ = false;  // hand-offs went into the ring: block again once an ack drains
+  std::uint64_t wake_gen_ = 0;      // wake tokens seen: a claim sent before one must run again
+  std::int64_t flag_estimate_ = 0;  // the parked flag's count as of our last member_park, less
+                                    // the hand-offs taken since (an underestimate at worst)
   std::int64_t last_beat_ms_ = 0;  // server time of the last beat that landed
   std::uint64_t next_ticket_ = 1;
   std::unordered_map<std::uint64_t, Job> in_flight_;  // published, not yet acked
