@@ -1,24 +1,26 @@
 // SPDX-License-Identifier: MIT
-// The journal's owner thread, SQLite statements and applied-memory mirror (WIRE §8).
+// The journal's SQLite connection, group commit and applied-memory mirror (WIRE §8).
 //
-// Group commit: requests queue under a mutex; the owner takes everything queued (up to
-// max_group), runs it in one BEGIN IMMEDIATE ... COMMIT, and only then answers the waiters, so a
-// recorded intent is durable before its caller may enqueue it. mark and remember need no answer:
-// they ride the next commit (a lost mark costs a deduplicated replay; a lost remember, a re-apply
-// that newer-wins absorbs).
+// Group commit by flat combining: one thread at a time holds the connection. A caller that finds
+// it free runs the transaction itself (no thread hand-off: a cross-core wake costs more than the
+// commit here), folding in everything queued meanwhile (up to max_group waiters and every queued
+// mark and upsert); callers arriving while it commits queue and sleep, and are answered by its
+// commit or handed the connection next. Only then are records answered, so a recorded intent is
+// durable before its caller may enqueue it. mark and remember need no answer: they ride the next
+// transaction, a leader's or the flusher thread's (a lost mark costs a deduplicated replay; a
+// lost remember, a re-apply that newer-wins absorbs). journal_bench shows the price.
 #include <echo/engine/journal.h>
 
 #include <sqlite3.h>
 
 #include <condition_variable>
 #include <deque>
-#include <future>
 #include <mutex>
+#include <optional>
 #include <shared_mutex>
 #include <stdexcept>
 #include <thread>
 #include <unordered_map>
-#include <variant>
 
 #include <echo/engine/table_spec.h>
 #include <echo/table/names.h>
@@ -93,24 +95,42 @@ constexpr const char* kCompact =
     "DELETE FROM intents WHERE EXISTS (SELECT 1 FROM applied a WHERE a.name_id = intents.name_id "
     "AND substr(a.version, 4) >= substr(intents.version, 4))";
 
+// The applied memory's hash: looks a name up by view, so the applier's check allocates nothing.
+struct StringHash {
+  using is_transparent = void;
+  std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+};
+
 }  // namespace
 
 struct Journal::Impl {
-  struct Record {
-    std::vector<std::pair<BrandedId, BrandedId>> rows;
+  // A caller that waits for the connection: a record (rows) or a call (fn, run after the commit
+  // its batch rode). Lives on the caller's stack; the leader touches it only under `mu` or while
+  // it is not yet done.
+  struct Sync {
+    const std::vector<std::pair<BrandedId, BrandedId>>* rows = nullptr;
     std::vector<BrandedId> jobs;
-    std::promise<void> done;
-  };
-  struct Mark {
-    BrandedId job;
-  };
-  struct Upsert {
-    BrandedId name, version;
-  };
-  struct Call {  // anything else the owner must run (replay's query, compact, stats, flush)
     std::function<void()> fn;
+    std::exception_ptr error;
+    std::condition_variable cv;
+    bool done = false;
+    bool lead = false;  // handed the connection by the previous leader
   };
-  using Request = std::variant<Record*, Mark, Upsert, Call>;
+  // Work nobody waits for, folded into the next transaction: a mark (a = b = job) or an applied
+  // upsert (a = name, b = version).
+  struct Async {
+    bool upsert;
+    BrandedId a, b;
+  };
+
+  // How long queued marks and upserts wait for a leader before the flusher commits them itself,
+  // and how many empty ticks it polls before it sleeps until woken.
+  static constexpr std::chrono::milliseconds kLinger{2};
+  static constexpr int kQuietTicks = 50;
+  // After a batch that carried several callers, the next leader waits at most this long for as
+  // many to queue again (they are the writers its last commit just woke): without it, each woken
+  // writer finds the connection free and commits alone. A lone writer never waits.
+  static constexpr std::chrono::microseconds kGather{200};
 
   JournalOptions options;
   BrandedId group;
@@ -120,112 +140,208 @@ struct Journal::Impl {
   Stmt begin, commit, rollback;  // the group commit's own statements, parsed once too
 
   std::mutex mu;
-  std::condition_variable cv;
-  std::deque<Request> queue;
-  bool stopping = false;
-  std::thread owner;
-  std::uint64_t transactions = 0, grouped = 0;  // owner thread; read under mu via a Call
+  std::deque<Sync*> waiting;   // under mu
+  std::vector<Async> pending;  // under mu
+  bool leading = false;        // under mu: some thread holds the connection
+  bool stopping = false;       // under mu
+  bool flusher_idle = false;   // under mu: the flusher sleeps until notified
+  std::size_t last_callers = 0;   // under mu: callers the last batch carried
+  std::size_t gather_target = 0;  // under mu: non-zero while a leader gathers
+  std::condition_variable gather_cv;
+  std::condition_variable flusher_cv;
+  std::thread flusher;
+  // The leader's (whoever holds the connection; the hand-off under mu orders them).
+  std::vector<Sync*> batch_syncs;
+  std::vector<Async> batch_asyncs;
+  std::uint64_t transactions = 0, grouped = 0;
 
   mutable std::shared_mutex memory_mu;
-  std::unordered_map<std::string, BrandedId> memory;
+  std::unordered_map<std::string, BrandedId, StringHash, std::equal_to<>> memory;
 
-  Impl(JournalOptions o, BrandedId g)
-      : options(std::move(o)), group(g) {}
+  Impl(JournalOptions o, BrandedId g) : options(std::move(o)), group(g) {}
 
-  void submit(Request r) {
+  // Queues work nobody waits for. No wake while the flusher is polling; one when it slept, or
+  // when a full group is waiting.
+  void submit(Async a) {
+    bool wake = false;
     {
       std::lock_guard lock(mu);
-      queue.push_back(std::move(r));
+      pending.push_back(std::move(a));
+      if (flusher_idle) {
+        flusher_idle = false;
+        wake = true;
+      }
+      wake = wake || pending.size() == options.max_group;
     }
-    cv.notify_one();
+    if (wake) flusher_cv.notify_one();
   }
 
-  // Runs `fn` on the owner thread (inside its next transaction) and waits for it.
+  // Blocks until `s` is committed (or run): as the leader when nobody holds the connection —
+  // the uncontended path wakes no thread — else until the leader answers or hands over.
+  void wait_turn(Sync& s) {
+    std::unique_lock lock(mu);
+    waiting.push_back(&s);
+    if (!leading) {
+      leading = true;
+      s.lead = true;
+    } else if (gather_target != 0 && waiting.size() >= gather_target) {
+      gather_cv.notify_one();
+    }
+    while (!s.done) {
+      if (s.lead) {
+        s.lead = false;
+        lead(lock, &s, false);
+      } else {
+        s.cv.wait(lock);
+      }
+    }
+    if (s.error) std::rethrow_exception(s.error);
+  }
+
+  // Holds the connection (leading, `lock` held on entry and on return): commits batches until
+  // `mine` is done, or one batch for the flusher, or everything queued when `drain`; then hands
+  // the connection to the oldest waiting caller, or releases it.
+  void lead(std::unique_lock<std::mutex>& lock, Sync* mine, bool drain) {
+    do {
+      if (mine != nullptr && last_callers > 1 && waiting.size() < last_callers) {
+        gather_target = std::min(last_callers, options.max_group);
+        gather_cv.wait_for(lock, kGather, [this] { return waiting.size() >= gather_target; });
+        gather_target = 0;
+      }
+      const std::size_t n = std::min(waiting.size(), options.max_group);
+      last_callers = n;
+      batch_syncs.assign(waiting.begin(), waiting.begin() + static_cast<std::ptrdiff_t>(n));
+      waiting.erase(waiting.begin(), waiting.begin() + static_cast<std::ptrdiff_t>(n));
+      batch_asyncs.swap(pending);
+      lock.unlock();
+      const std::exception_ptr error = commit_batch();
+      for (Sync* s : batch_syncs) {
+        if (error) {
+          s->error = error;
+        } else if (s->fn) {
+          s->fn();  // after the commit, in autocommit: a flush sees everything before it durable
+        }
+      }
+      batch_asyncs.clear();
+      lock.lock();
+      // Under mu: a waiter reads `done` only under mu, so its Sync outlives this notify.
+      for (Sync* s : batch_syncs) {
+        s->done = true;
+        if (s != mine) s->cv.notify_one();
+      }
+      batch_syncs.clear();
+    } while (mine != nullptr ? !mine->done : drain && (!waiting.empty() || !pending.empty()));
+    if (!waiting.empty()) {
+      waiting.front()->lead = true;
+      waiting.front()->cv.notify_one();
+    } else {
+      leading = false;
+      if (!pending.empty() && flusher_idle) {
+        flusher_idle = false;
+        flusher_cv.notify_one();
+      }
+    }
+  }
+
+  // One BEGIN IMMEDIATE ... COMMIT over the batch: queued marks and upserts first, then the
+  // records. A batch of calls alone writes nothing and opens no transaction. Leader only.
+  std::exception_ptr commit_batch() {
+    bool writes = !batch_asyncs.empty();
+    for (const Sync* s : batch_syncs) writes = writes || s->rows != nullptr;
+    if (!writes) return {};
+    try {
+      run(db.get(), begin.get(), "begin");
+      for (const Async& a : batch_asyncs) {
+        if (a.upsert) {
+          bind(upsert.get(), 1, a.a.view());
+          bind(upsert.get(), 2, a.b.view());
+          run(db.get(), upsert.get(), "upsert");
+        } else {
+          bind(mark.get(), 1, a.a.view());
+          run(db.get(), mark.get(), "mark");
+        }
+      }
+      for (Sync* s : batch_syncs) {
+        if (s->rows == nullptr) continue;
+        const std::int64_t at = wall_ms();  // one shared timestamp per record_many
+        for (const auto& [name, version] : *s->rows) {
+          const BrandedId job = table::process_minter().mint("JOB", options.node_id).value();
+          bind(insert.get(), 1, job.view());
+          bind(insert.get(), 2, name.view());
+          bind(insert.get(), 3, version.view());
+          sqlite3_bind_int64(insert.get(), 4, at);
+          run(db.get(), insert.get(), "record");
+          s->jobs.push_back(job);
+        }
+      }
+      run(db.get(), commit.get(), "commit");
+      ++transactions;
+      grouped += batch_asyncs.size();
+      for (const Sync* s : batch_syncs) grouped += s->rows != nullptr;
+      return {};
+    } catch (...) {
+      if (!sqlite3_get_autocommit(db.get())) {
+        sqlite3_step(rollback.get());
+        sqlite3_reset(rollback.get());
+      }
+      for (Sync* s : batch_syncs) s->jobs.clear();
+      return std::current_exception();
+    }
+  }
+
+  // Commits queued marks and upserts nobody else commits: polls every kLinger while work keeps
+  // coming (no caller pays a wake), sleeps after kQuietTicks empty ticks until the next submit.
+  void flush_loop() {
+    std::unique_lock lock(mu);
+    int quiet = 0;
+    while (!stopping) {
+      if (pending.empty()) {
+        if (++quiet > kQuietTicks) {
+          flusher_idle = true;
+          flusher_cv.wait(lock, [this] { return stopping || !flusher_idle; });
+          flusher_idle = false;
+          quiet = 0;
+        } else {
+          flusher_cv.wait_for(lock, kLinger);
+        }
+        continue;
+      }
+      quiet = 0;
+      // Let more join, and let a leader fold them into its transaction instead.
+      flusher_cv.wait_for(lock, kLinger,
+                          [this] { return stopping || pending.size() >= options.max_group; });
+      if (pending.empty() || leading) continue;
+      leading = true;
+      lead(lock, nullptr, false);
+    }
+  }
+
+  // Runs `fn` with the connection, after the commit of everything queued before it, and waits.
   template <class Fn>
   auto call(Fn fn) {
     using R = decltype(fn());
-    auto p = std::make_shared<std::promise<R>>();
-    auto f = p->get_future();
-    submit(Call{[p, fn = std::move(fn)]() mutable {
-      try {
-        if constexpr (std::is_void_v<R>) {
+    Sync s;
+    if constexpr (std::is_void_v<R>) {
+      s.fn = [&s, &fn] {
+        try {
           fn();
-          p->set_value();
-        } else {
-          p->set_value(fn());
+        } catch (...) {
+          s.error = std::current_exception();
         }
-      } catch (...) {
-        p->set_exception(std::current_exception());
-      }
-    }});
-    return f.get();
-  }
-
-  void loop() {
-    std::vector<Request> batch;
-    while (true) {
-      {
-        std::unique_lock lock(mu);
-        cv.wait(lock, [this] { return stopping || !queue.empty(); });
-        if (queue.empty() && stopping) return;
-        const std::size_t n = std::min(queue.size(), options.max_group);
-        batch.assign(std::make_move_iterator(queue.begin()), std::make_move_iterator(queue.begin() + n));
-        queue.erase(queue.begin(), queue.begin() + n);
-      }
-      std::exception_ptr error;
-      try {
-        run(db.get(), begin.get(), "begin");
-        for (auto& r : batch) apply(r);
-        run(db.get(), commit.get(), "commit");
-        ++transactions;
-        grouped += batch.size();
-      } catch (...) {
-        error = std::current_exception();
-        if (!sqlite3_get_autocommit(db.get())) {
-          sqlite3_step(rollback.get());
-          sqlite3_reset(rollback.get());
+      };
+      wait_turn(s);
+    } else {
+      std::optional<R> out;
+      s.fn = [&s, &fn, &out] {
+        try {
+          out.emplace(fn());
+        } catch (...) {
+          s.error = std::current_exception();
         }
-      }
-      for (auto& r : batch) {
-        if (auto* rec = std::get_if<Record*>(&r)) {
-          if (error) {
-            (*rec)->done.set_exception(error);
-          } else {
-            (*rec)->done.set_value();
-          }
-        } else if (auto* c = std::get_if<Call>(&r)) {
-          c->fn();  // after the commit, in autocommit: a flush sees everything before it durable
-        }
-      }
-      batch.clear();
+      };
+      wait_turn(s);
+      return std::move(*out);
     }
-  }
-
-  void apply(Request& r) {
-    std::visit(
-        [this](auto& req) {
-          using T = std::decay_t<decltype(req)>;
-          if constexpr (std::is_same_v<T, Record*>) {
-            const std::int64_t at = wall_ms();  // one shared timestamp per record_many
-            for (const auto& [name, version] : req->rows) {
-              const BrandedId job = table::process_minter().mint("JOB", options.node_id).value();
-              bind(insert.get(), 1, job.view());
-              bind(insert.get(), 2, name.view());
-              bind(insert.get(), 3, version.view());
-              sqlite3_bind_int64(insert.get(), 4, at);
-              run(db.get(), insert.get(), "record");
-              req->jobs.push_back(job);
-            }
-          } else if constexpr (std::is_same_v<T, Mark>) {
-            bind(mark.get(), 1, req.job.view());
-            run(db.get(), mark.get(), "mark");
-          } else if constexpr (std::is_same_v<T, Upsert>) {
-            bind(upsert.get(), 1, req.name.view());
-            bind(upsert.get(), 2, req.version.view());
-            run(db.get(), upsert.get(), "upsert");
-          }  // Calls run after the commit (see loop())
-        },
-        r);
   }
 
   std::uint64_t count(sqlite3_stmt* s) {
@@ -252,6 +368,9 @@ Journal::Journal(JournalOptions options) {
   auto& d = *impl_;
   std::filesystem::create_directories(options.dir);
   d.path = table::journal_file(options.dir, options.group).value();
+  // The connection passes between threads (one at a time, ordered by the hand-off under mu):
+  // SQLite's multi-thread mode, which a single-thread build of the library cannot give.
+  if (sqlite3_threadsafe() == 0) throw std::runtime_error("journal: SQLite was built single-threaded");
   sqlite3* raw = nullptr;
   const int rc = sqlite3_open_v2(d.path.c_str(), &raw,
                                  SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
@@ -287,33 +406,44 @@ Journal::Journal(JournalOptions options) {
       if (name && version) d.memory.insert_or_assign(name->str(), *version);
     }
   }
-  d.owner = std::thread([&d] { d.loop(); });
+  d.flusher = std::thread([&d] { d.flush_loop(); });
 }
 
 Journal::~Journal() {
   if (!impl_) return;
+  auto& d = *impl_;
   {
-    std::lock_guard lock(impl_->mu);
-    impl_->stopping = true;
+    std::lock_guard lock(d.mu);
+    d.stopping = true;
+    d.flusher_idle = false;
   }
-  impl_->cv.notify_all();
-  impl_->owner.join();
+  d.flusher_cv.notify_all();
+  d.flusher.join();
+  // What is still queued goes into the file (nobody else may use the journal by now).
+  std::unique_lock lock(d.mu);
+  if (!d.leading && (!d.pending.empty() || !d.waiting.empty())) {
+    d.leading = true;
+    d.lead(lock, nullptr, true);
+  }
 }
 
 std::vector<BrandedId> Journal::record_many(const std::vector<std::pair<BrandedId, BrandedId>>& rows) {
-  Impl::Record rec;
-  rec.rows = rows;
-  auto done = rec.done.get_future();
-  impl_->submit(&rec);
-  done.get();  // rethrows a failed commit
-  return rec.jobs;
+  Impl::Sync s;
+  s.rows = &rows;
+  impl_->wait_turn(s);  // rethrows a failed commit
+  return std::move(s.jobs);
 }
 
 BrandedId Journal::record(const BrandedId& name, const BrandedId& version) {
   return record_many({{name, version}}).front();
 }
 
-void Journal::mark_enqueued(const BrandedId& job) { impl_->submit(Impl::Mark{job}); }
+// Asynchronous: the mark rides the next transaction (a leader's or the flusher's). That is safe
+// because the flag only feeds `pending_enqueue`: replay ignores it and re-enqueues every uncovered
+// intent under its recorded job id, so a mark lost to a crash costs one deduplicated enqueue
+// (seam B), never a lost or doubled apply. And the mark never precedes its row: it is queued
+// only after record() returned, i.e. after the row's commit.
+void Journal::mark_enqueued(const BrandedId& job) { impl_->submit(Impl::Async{false, job, job}); }
 
 table::Expected<BrandedId, std::error_code> Journal::intend_and_enqueue(const BrandedId& name,
                                                                        const BrandedId& version,
@@ -327,7 +457,7 @@ table::Expected<BrandedId, std::error_code> Journal::intend_and_enqueue(const Br
 
 bool Journal::remembered_stale(const BrandedId& name, const BrandedId& version) const {
   std::shared_lock lock(impl_->memory_mu);
-  auto it = impl_->memory.find(std::string(name.view()));
+  auto it = impl_->memory.find(name.view());  // heterogeneous: no key string built
   return it != impl_->memory.end() && !table::newer(version, it->second);
 }
 
@@ -340,7 +470,7 @@ void Journal::remember(const BrandedId& name, const BrandedId& version) {
       it->second = version;
     }
   }
-  impl_->submit(Impl::Upsert{name, version});
+  impl_->submit(Impl::Async{true, name, version});
 }
 
 void Journal::flush() {
@@ -349,7 +479,7 @@ void Journal::flush() {
 
 std::optional<BrandedId> Journal::last_applied(const BrandedId& name) const {
   std::shared_lock lock(impl_->memory_mu);
-  auto it = impl_->memory.find(std::string(name.view()));
+  auto it = impl_->memory.find(name.view());
   if (it == impl_->memory.end()) return std::nullopt;
   return it->second;
 }

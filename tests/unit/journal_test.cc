@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 
+#include <chrono>
 #include <filesystem>
 #include <set>
 #include <thread>
@@ -178,6 +179,73 @@ TEST_F(JournalTest, ConcurrentIntentsShareTransactions) {
   EXPECT_EQ(s.intents, static_cast<std::uint64_t>(kThreads * kEach));
   EXPECT_EQ(query(j.path(), "SELECT count(DISTINCT job_id) FROM intents"), std::to_string(kThreads * kEach) + "\n");
   EXPECT_LE(s.transactions, s.grouped);
+}
+
+TEST_F(JournalTest, QueuedMarksAndUpsertsReachTheFileWithoutAFlush) {
+  Journal j(options());
+  const auto job = j.record(id("AST", 11), id("TXN", 1));
+  j.mark_enqueued(job);
+  j.remember(id("AST", 11), id("TXN", 1));
+  // Nobody records or flushes: the flusher commits them within its linger (2 ms a tick).
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  std::string marked, remembered;
+  while (std::chrono::steady_clock::now() < until) {
+    marked = query(j.path(), "SELECT enqueued FROM intents");
+    remembered = query(j.path(), "SELECT count(*) FROM applied");
+    if (marked == "1\n" && remembered == "1\n") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(marked, "1\n");
+  EXPECT_EQ(remembered, "1\n");
+}
+
+TEST_F(JournalTest, QueuedMarksAndUpsertsReachTheFileAtClose) {
+  std::filesystem::path path;
+  {
+    Journal j(options());
+    path = j.path();
+    for (std::uint64_t i = 1; i <= 20; ++i) {
+      j.mark_enqueued(j.record(id("AST", i), id("TXN", i)));
+      j.remember(id("AST", i), id("TXN", i));
+    }
+  }  // closed at once: what is still queued is committed by the destructor
+  EXPECT_EQ(query(path, "SELECT count(*) FROM intents WHERE enqueued = 1"), "20\n");
+  EXPECT_EQ(query(path, "SELECT count(*) FROM applied"), "20\n");
+}
+
+TEST_F(JournalTest, ConcurrentWritersEachGetTheirOwnCommittedIntent) {
+  // Flat combining: whichever writer holds the connection commits the others' records; each
+  // caller must still get back exactly its own job ids, every one committed before the return.
+  Journal j(options());
+  constexpr int kThreads = 8, kEach = 100;
+  std::vector<std::vector<std::pair<BrandedId, BrandedId>>> got(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kEach; ++i) {
+        const BrandedId name = id("AST", static_cast<std::uint64_t>(t * 1000 + i));
+        const BrandedId job = j.record(name, id("TXN", static_cast<std::uint64_t>(i + 1)));
+        j.mark_enqueued(job);
+        got[t].emplace_back(job, name);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  j.flush();
+  std::set<std::string> expected;
+  for (const auto& per : got) {
+    for (const auto& [job, name] : per) expected.insert(job.str() + "|" + name.str());
+  }
+  EXPECT_EQ(expected.size(), static_cast<std::size_t>(kThreads * kEach)) << "a job id was answered twice";
+  std::set<std::string> in_file;
+  const std::string rows = query(j.path(), "SELECT job_id, name_id FROM intents");
+  for (std::size_t at = 0, nl; (nl = rows.find('\n', at)) != std::string::npos; at = nl + 1) {
+    in_file.insert(rows.substr(at, nl - at));
+  }
+  EXPECT_EQ(in_file, expected) << "each caller got back the job id recorded for its own name";
+  const auto s = j.stats();
+  EXPECT_EQ(s.intents, static_cast<std::uint64_t>(kThreads * kEach));
+  EXPECT_EQ(s.pending_enqueue, 0u);
 }
 
 }  // namespace

@@ -4,9 +4,11 @@
 // recorded job id → mark), the last applied version per name at the applier's edge (consulted
 // before the cache: `remembered_stale`), replay of uncovered intents, and compaction by coverage.
 //
-// Threads: one owner thread per journal runs every SQLite statement (prepared once) and group-
-// commits concurrent requests into one transaction; callers on any thread wait on a future. The
-// applied memory is mirrored in RAM, so the applier's check never reads SQLite.
+// Threads: one thread at a time holds the SQLite connection (statements prepared once). A caller
+// that finds it free commits on its own thread and group-commits whatever queued meanwhile (flat
+// combining: the uncontended path wakes no thread); marks and upserts ride the next transaction,
+// or a flusher thread's every few ms. The applied memory is mirrored in RAM, so the applier's
+// check never reads SQLite and its upsert never waits on it.
 #pragma once
 
 #include <chrono>
@@ -45,8 +47,8 @@ struct JournalStats {
   std::uint64_t pending_enqueue = 0;  // intents with enqueued = 0
   std::uint64_t remembered = 0;       // rows in applied
   std::filesystem::path path;
-  std::uint64_t transactions = 0;     // commits the owner thread made
-  std::uint64_t grouped = 0;          // requests those commits carried
+  std::uint64_t transactions = 0;     // commits made (each one BEGIN IMMEDIATE ... COMMIT)
+  std::uint64_t grouped = 0;          // records, marks and upserts those commits carried
 };
 
 // Where the writer's edge sends a recorded intent: enqueue `job` (its recorded id) carrying
@@ -64,13 +66,14 @@ class Journal {
   Journal(const Journal&) = delete;
   Journal& operator=(const Journal&) = delete;
 
-  // ---- the writer's edge (any thread; blocks for one group commit) ----
+  // ---- the writer's edge (any thread; blocks for one group commit, run on the caller's thread
+  // when the connection is free, else by the thread holding it) ----
   // Records intents (one transaction; one shared recorded_at); returns their job ids (minted
   // JOB ids) in order. Nothing is enqueued before this returns: the intent is durable first.
   std::vector<table::BrandedId> record_many(
       const std::vector<std::pair<table::BrandedId, table::BrandedId>>& name_versions);
   table::BrandedId record(const table::BrandedId& name, const table::BrandedId& version);
-  // Marks an intent enqueued.
+  // Marks an intent enqueued; never blocks: rides the next transaction (replay ignores the flag).
   void mark_enqueued(const table::BrandedId& job);
   // record → enqueue (under the recorded job id) → mark. Seam A is between record and enqueue,
   // seam B between enqueue and mark; replay closes both. Returns the job id.
@@ -80,7 +83,8 @@ class Journal {
   // ---- the applier's edge (any thread; no SQLite on the check) ----
   // True iff the memory holds r for `name` and `version` is not newer than r.
   bool remembered_stale(const table::BrandedId& name, const table::BrandedId& version) const;
-  // Upserts newer-only (memory now; the file on the owner thread's next group commit).
+  // Upserts newer-only (memory now; the file with the next transaction, within a few ms). Never
+  // waits on SQLite; wakes no thread while the journal is busy.
   void remember(const table::BrandedId& name, const table::BrandedId& version);
   // Waits until every remember() so far is in the file.
   void flush();
