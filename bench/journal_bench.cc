@@ -1,0 +1,511 @@
+// SPDX-License-Identifier: MIT
+// The journal's price (issue 7 item 6) against its baselines, measured in the same binary and run:
+// a plain SQLite WAL commit (one autocommitted INSERT, the same synchronous setting) vs the
+// writer's record+mark pair, single and amortized under 2/4/8 concurrent writers; and the bare
+// job lane's enqueue -> row gone vs the remembered lane's (intend_and_enqueue -> row gone, the
+// applier consulting and updating the applied memory), against a redis-server it starts itself.
+//
+// Placements: the SQLite benchmarks run unpinned (the scheduler's placement over every core);
+// the lanes run one-core (everything on CPU 0) and spread (redis-server on CPU 1; the bench
+// thread, both nodes' io threads and writers on CPU 0; the journal's flusher unpinned). The two
+// lanes alternate message by message inside one benchmark, so the machine's load drifts hit the
+// remembered lane and its baseline alike. The run ends with a table of the goals' ratios.
+// ECHO_BENCH_MESSAGES overrides the lane messages per lane (default 2,000).
+#include <hiredis/hiredis.h>
+#include <pthread.h>
+#include <sched.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <echo/engine/engine.h>
+#include <echo/engine/journal.h>
+#include <echo/engine/local_server.h>
+#include <echo/table/branded_id.h>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using echo::engine::CoherenceMode;
+using echo::engine::Engine;
+using echo::engine::EngineOptions;
+using echo::engine::Journal;
+using echo::engine::JournalOptions;
+using echo::engine::TableSpec;
+using echo::table::BrandedId;
+namespace fs = std::filesystem;
+
+echo::engine::LocalServer* g_server = nullptr;
+echo::table::Minter g_minter(105);  // one atomic cell: safe from every writer thread
+
+BrandedId mint(std::string_view ns) { return g_minter.mint(ns).value(); }
+
+double since_us(Clock::time_point t0) {
+  return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+}
+
+// A fresh temp dir, removed with everything in it.
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "echostore-journal-bench-XXXXXX").string();
+    if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("journal_bench: mkdtemp failed");
+    path_ = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+JournalOptions journal_options(const fs::path& dir, bool full) {
+  JournalOptions o;
+  o.dir = dir;
+  o.group = mint("PRT").str();
+  o.synchronous_full = full;
+  o.node_id = 105;
+  return o;
+}
+
+// Figures for the closing table, by name; the last call of a benchmark wins (Google Benchmark's
+// final call is the one it reports, with the most iterations).
+std::map<std::string, double> g_figures;
+
+// ---- placement ----
+
+void pin_thread(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (cpu < 0) {
+    for (unsigned c = 0; c < std::thread::hardware_concurrency(); ++c) CPU_SET(c, &set);
+  } else {
+    CPU_SET(cpu, &set);
+  }
+  if (pthread_setaffinity_np(pthread_self(), sizeof set, &set) != 0) {
+    std::fprintf(stderr, "journal_bench: cannot pin a thread to CPU %d\n", cpu);
+  }
+}
+
+// Every thread of the server process (redis-server runs a few bio threads beside its main one).
+void pin_server(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  const auto dir = "/proc/" + std::to_string(g_server->pid()) + "/task";
+  for (const auto& task : fs::directory_iterator(dir)) {
+    const pid_t tid = std::stoi(task.path().filename().string());
+    if (sched_setaffinity(tid, sizeof set, &set) != 0) {
+      std::fprintf(stderr, "journal_bench: cannot pin server thread %d to CPU %d\n", tid, cpu);
+    }
+  }
+}
+
+struct Placement {
+  const char* name;
+  int bench_cpu, server_cpu;  // the nodes' io threads and writers go with the bench thread
+};
+constexpr Placement kPlacements[] = {{"one-core", 0, 0}, {"spread", 0, 1}};
+
+// ---- SQLite: the baseline and the pair ----
+
+// The baseline: one autocommitted INSERT per call into a WAL file at the journal's synchronous
+// setting, statement prepared once — the cheapest durable write SQLite offers the same way.
+void BM_Sqlite_PlainWalCommit(benchmark::State& state, bool full) {
+  pin_thread(-1);
+  TempDir dir;
+  sqlite3* db = nullptr;
+  if (sqlite3_open((dir.path() / "plain.db").c_str(), &db) != SQLITE_OK) throw std::runtime_error("open");
+  const std::string pragmas = std::string("PRAGMA journal_mode=WAL; PRAGMA synchronous=") +
+                              (full ? "FULL" : "NORMAL") +
+                              "; CREATE TABLE t(k INTEGER PRIMARY KEY AUTOINCREMENT, v TEXT NOT NULL)";
+  sqlite3_stmt* s = nullptr;
+  if (sqlite3_exec(db, pragmas.c_str(), nullptr, nullptr, nullptr) != SQLITE_OK ||
+      sqlite3_prepare_v2(db, "INSERT INTO t(v) VALUES(?)", -1, &s, nullptr) != SQLITE_OK) {
+    throw std::runtime_error(std::string("journal_bench: plain table: ") + sqlite3_errmsg(db));
+  }
+  const auto t0 = Clock::now();
+  for (auto _ : state) {
+    const BrandedId v = mint("AST");
+    sqlite3_bind_text(s, 1, v.view().data(), static_cast<int>(v.view().size()), SQLITE_TRANSIENT);
+    if (sqlite3_step(s) != SQLITE_DONE) {
+      state.SkipWithError("the plain INSERT failed");
+      break;
+    }
+    sqlite3_reset(s);
+  }
+  const double us = since_us(t0) / static_cast<double>(std::max<std::int64_t>(1, state.iterations()));
+  sqlite3_finalize(s);
+  sqlite3_close(db);
+  state.counters["us_per_commit"] = us;
+  state.SetItemsProcessed(state.iterations());
+  g_figures[full ? "plain_full" : "plain"] = us;
+}
+
+// The pair's SQLite work alone, no journal around it: on the WIRE schema, one BEGIN IMMEDIATE,
+// the previous intent's mark, one INSERT ... RETURNING seq, COMMIT — what a single-writer pair
+// commits. Pair minus this is the journal's own cost (locking, minting, the hand-off).
+void BM_Sqlite_WireSchemaPairCommit(benchmark::State& state) {
+  pin_thread(-1);
+  TempDir dir;
+  sqlite3* db = nullptr;
+  if (sqlite3_open((dir.path() / "wire.db").c_str(), &db) != SQLITE_OK) throw std::runtime_error("open");
+  sqlite3_stmt *ins = nullptr, *mark = nullptr, *begin = nullptr, *commit = nullptr;
+  const bool ok =
+      sqlite3_exec(db,
+                   "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; CREATE TABLE intents(seq INTEGER "
+                   "PRIMARY KEY AUTOINCREMENT, job_id TEXT NOT NULL UNIQUE, name_id TEXT NOT NULL, version "
+                   "TEXT NOT NULL, enqueued INTEGER NOT NULL DEFAULT 0, recorded_at INTEGER NOT NULL)",
+                   nullptr, nullptr, nullptr) == SQLITE_OK &&
+      sqlite3_prepare_v2(db,
+                         "INSERT INTO intents(job_id, name_id, version, recorded_at) VALUES(?, ?, ?, ?) "
+                         "RETURNING seq",
+                         -1, &ins, nullptr) == SQLITE_OK &&
+      sqlite3_prepare_v2(db, "UPDATE intents SET enqueued = 1 WHERE job_id = ?", -1, &mark, nullptr) == SQLITE_OK &&
+      sqlite3_prepare_v2(db, "BEGIN IMMEDIATE", -1, &begin, nullptr) == SQLITE_OK &&
+      sqlite3_prepare_v2(db, "COMMIT", -1, &commit, nullptr) == SQLITE_OK;
+  if (!ok) throw std::runtime_error(std::string("journal_bench: wire table: ") + sqlite3_errmsg(db));
+  const BrandedId name = mint("AST");
+  std::string last_job;
+  auto text = [](sqlite3_stmt* st, int i, std::string_view v) {
+    sqlite3_bind_text(st, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+  };
+  const auto t0 = Clock::now();
+  for (auto _ : state) {
+    const BrandedId job = mint("JOB"), version = mint("AST");
+    bool good = sqlite3_step(begin) == SQLITE_DONE;
+    sqlite3_reset(begin);
+    if (!last_job.empty()) {
+      text(mark, 1, last_job);
+      good = good && sqlite3_step(mark) == SQLITE_DONE;
+      sqlite3_reset(mark);
+    }
+    text(ins, 1, job.view());
+    text(ins, 2, name.view());
+    text(ins, 3, version.view());
+    sqlite3_bind_int64(ins, 4, 0);
+    good = good && sqlite3_step(ins) == SQLITE_ROW;
+    sqlite3_reset(ins);
+    good = good && sqlite3_step(commit) == SQLITE_DONE;
+    sqlite3_reset(commit);
+    if (!good) {
+      state.SkipWithError(sqlite3_errmsg(db));
+      break;
+    }
+    last_job = job.str();
+  }
+  const double us = since_us(t0) / static_cast<double>(std::max<std::int64_t>(1, state.iterations()));
+  for (sqlite3_stmt* st : {ins, mark, begin, commit}) sqlite3_finalize(st);
+  sqlite3_close(db);
+  state.counters["us_per_commit"] = us;
+  state.SetItemsProcessed(state.iterations());
+  g_figures["wire"] = us;
+}
+
+// One writer: record (a commit the caller waits for) then mark (queued for the next commit), as
+// intend_and_enqueue does around its enqueue. The clock includes the final flush of the last mark.
+void BM_Journal_RecordMarkPair(benchmark::State& state, bool full) {
+  pin_thread(-1);
+  TempDir dir;
+  Journal j(journal_options(dir.path(), full));
+  const BrandedId name = mint("AST");
+  const auto t0 = Clock::now();
+  for (auto _ : state) j.mark_enqueued(j.record(name, mint("AST")));
+  j.flush();
+  const double us = since_us(t0) / static_cast<double>(std::max<std::int64_t>(1, state.iterations()));
+  const auto s = j.stats();
+  if (s.intents != static_cast<std::uint64_t>(state.iterations()) || s.pending_enqueue != 0) {
+    state.SkipWithError("not every pair reached the file");
+  }
+  state.counters["us_per_pair"] = us;
+  state.counters["requests_per_commit"] =
+      static_cast<double>(s.grouped) / static_cast<double>(std::max<std::uint64_t>(1, s.transactions));
+  state.SetItemsProcessed(state.iterations());
+  g_figures[full ? "pair_full" : "pair"] = us;
+}
+
+// `threads` writers on one journal, each looping record+mark on its own name; amortized = the
+// wall time from the first pair to the last mark in the file over every pair made.
+struct Shared {
+  std::unique_ptr<TempDir> dir;
+  std::unique_ptr<Journal> journal;
+  Clock::time_point t0;
+};
+Shared g_shared;
+
+void BM_Journal_RecordMarkPairConcurrent(benchmark::State& state) {
+  if (state.thread_index() == 0) {
+    pin_thread(-1);
+    g_shared.dir = std::make_unique<TempDir>();
+    g_shared.journal = std::make_unique<Journal>(journal_options(g_shared.dir->path(), false));
+    g_shared.t0 = Clock::now();
+  }
+  const BrandedId name = mint("AST");
+  for (auto _ : state) g_shared.journal->mark_enqueued(g_shared.journal->record(name, mint("AST")));
+  // The loop's end is a barrier: every writer is done when thread 0 gets here.
+  if (state.thread_index() == 0) {
+    g_shared.journal->flush();
+    const double pairs = static_cast<double>(state.iterations()) * state.threads();
+    const double us = since_us(g_shared.t0) / pairs;
+    const auto s = g_shared.journal->stats();
+    if (static_cast<double>(s.intents) != pairs || s.pending_enqueue != 0) {
+      state.SkipWithError("not every pair reached the file");
+    }
+    state.counters["us_per_pair"] = us;
+    state.counters["requests_per_commit"] =
+        static_cast<double>(s.grouped) / static_cast<double>(std::max<std::uint64_t>(1, s.transactions));
+    g_figures["pair_" + std::to_string(state.threads())] = us;
+    g_shared.journal.reset();
+    g_shared.dir.reset();
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+
+// ---- the lanes ----
+
+EngineOptions node(unsigned id, int cpu) {
+  EngineOptions o;
+  o.host = g_server->host();
+  o.port = g_server->port();
+  o.node_id = id;
+  o.io.cpu = cpu;
+  o.heartbeat = std::chrono::milliseconds(0);  // nothing but the measured traffic
+  return o;
+}
+
+TableSpec lane_table(const std::string& name, CoherenceMode mode, int cpu) {
+  TableSpec t;
+  t.name = name;
+  t.kind = "AST";
+  t.loader = [](const BrandedId&) -> echo::engine::LoadResult {
+    return echo::engine::Loaded{"px=100.00", std::nullopt};
+  };
+  t.ttl_ms = 600000;
+  t.jitter = 0;
+  t.coherence = mode;
+  t.writer_cpu = cpu;
+  return t;
+}
+
+// The one waiter of every latency here: a short spin, then sched_yield, so on a shared core the
+// awaited threads still run (the same observation cost for both lanes).
+template <class Pred>
+bool spin_until(Pred done, std::chrono::microseconds limit = std::chrono::seconds(2)) {
+  const auto end = Clock::now() + limit;
+  for (unsigned spins = 0; !done(); ++spins) {
+    if (spins > 64) std::this_thread::yield();
+    if ((spins & 255) == 0 && Clock::now() > end) return done();
+  }
+  return true;
+}
+
+struct Samples {
+  std::vector<double> us;
+  double pct(double p) {
+    if (us.empty()) return 0;
+    std::sort(us.begin(), us.end());
+    const auto i = static_cast<std::size_t>(p * static_cast<double>(us.size() - 1) + 0.5);
+    return us[std::min(i, us.size() - 1)];
+  }
+};
+
+int messages() {
+  const char* env = std::getenv("ECHO_BENCH_MESSAGES");
+  return env != nullptr ? std::max(100, std::atoi(env)) : 2000;
+}
+
+// Receiver R consumes two job-lane tables: jb (bare) and jm (its consumer consults the journal's
+// applied memory and remembers every verdict). Sender S enqueues jb's jobs with Engine::enqueue
+// and jm's through the journal's writer edge (record -> enqueue under the recorded job id ->
+// mark), the journal being both edges' as in the drill's H6. Each iteration sends one message
+// down each lane, alternating which goes first; between messages (untimed) the lane's consumer
+// has completed the last job and parked again and R re-puts the row, so every send finds it
+// parked. The manual time is the remembered lane's; the bare lane's samples are its baseline.
+void BM_JobLane_RememberedVsBare(benchmark::State& state, const Placement& p) {
+  pin_thread(p.bench_cpu);
+  pin_server(p.server_cpu);
+  TempDir dir;
+  Journal j(journal_options(dir.path(), false));
+  const BrandedId group = j.group();
+  Engine r(node(51, p.bench_cpu), {lane_table("jb", CoherenceMode::kJob, p.bench_cpu),
+                                   lane_table("jm", CoherenceMode::kJob, p.bench_cpu)});
+  r.use_journal("jm", j);
+  Engine s(node(52, p.bench_cpu), {lane_table("jb", CoherenceMode::kNone, p.bench_cpu),
+                                   lane_table("jm", CoherenceMode::kNone, p.bench_cpu)});
+  if (r.start() || s.start()) throw std::runtime_error("journal_bench: the lane nodes did not start");
+  const echo::engine::EnqueueFn enqueue = [&s, group](const BrandedId& job, const BrandedId& name,
+                                                      const BrandedId& version) {
+    return s.enqueue_job("jm", group, job, name.view(), version);
+  };
+  const BrandedId name = mint("AST");
+  auto consumer = [&](std::string_view table) {
+    for (const auto& t : r.stats().tables) {
+      if (t.name == table) return *t.consumer;
+    }
+    return echo::engine::JobConsumerStats{};
+  };
+  struct Lane {
+    const char* table;
+    bool remembered;
+    std::uint64_t sent = 0, parks_at_send = 0;
+    Samples samples;
+  };
+  Lane lanes[2] = {{"jb", false}, {"jm", true}};
+  auto one = [&](Lane& lane, bool keep) -> double {
+    const auto settled = [&] {
+      const auto c = consumer(lane.table);
+      return c.completed + c.complete_gone + c.complete_stale >= lane.sent && c.parks > lane.parks_at_send;
+    };
+    if (!spin_until(settled)) return -1;
+    if (!r.put(lane.table, name.view(), "px=105.00", mint("TXN"))) return -1;
+    const BrandedId v = mint("TXN");
+    lane.parks_at_send = consumer(lane.table).parks;
+    const auto t0 = Clock::now();
+    bool sent = false;
+    if (lane.remembered) {
+      sent = j.intend_and_enqueue(name, v, enqueue).has_value();
+    } else {
+      auto admitted = s.enqueue("jb", group, name.view(), v);
+      sent = admitted && admitted->size() == 1;
+    }
+    if (!sent) return -1;
+    ++lane.sent;
+    char buf[64];
+    const bool gone = spin_until([&] {
+      return r.writer(lane.table)->map().read(name.view(), buf).status == echo::table::ReadStatus::kMiss;
+    });
+    if (!gone) return -1;
+    const double us = since_us(t0);
+    if (keep) lane.samples.us.push_back(us);
+    return us;
+  };
+  // Warm-up (unmeasured) until both lanes' consumers are registered and parked.
+  for (int i = 0; i < 100; ++i) {
+    if (one(lanes[0], false) < 0 || one(lanes[1], false) < 0) {
+      state.SkipWithError("a warm-up job was not applied");
+      return;
+    }
+  }
+  std::uint64_t iteration = 0;
+  for (auto _ : state) {
+    const bool bare_first = (iteration++ & 1) == 0;
+    const double a = one(lanes[bare_first ? 0 : 1], true);
+    const double b = one(lanes[bare_first ? 1 : 0], true);
+    if (a < 0 || b < 0) {
+      state.SkipWithError("a job was not applied");
+      break;
+    }
+    state.SetIterationTime((bare_first ? b : a) / 1e6);
+  }
+  j.flush();
+  const auto last = j.last_applied(name);
+  if (!last) state.SkipWithError("the applied memory holds nothing for the lane's name");
+  const double bare = lanes[0].samples.pct(0.5), mem = lanes[1].samples.pct(0.5);
+  state.counters["bare_p50_us"] = bare;
+  state.counters["remembered_p50_us"] = mem;
+  state.counters["bare_p99_us"] = lanes[0].samples.pct(0.99);
+  state.counters["remembered_p99_us"] = lanes[1].samples.pct(0.99);
+  state.counters["p50_ratio"] = bare > 0 ? mem / bare : 0;
+  state.SetItemsProcessed(state.iterations());
+  state.SetLabel(p.name);
+  g_figures[std::string("bare_") + p.name] = bare;
+  g_figures[std::string("mem_") + p.name] = mem;
+}
+
+// ---- the closing table ----
+
+void print_table() {
+  auto fig = [](const std::string& k) {
+    const auto it = g_figures.find(k);
+    return it == g_figures.end() ? 0.0 : it->second;
+  };
+  auto verdict = [](bool met) { return met ? "met" : "NOT met"; };
+  std::printf("\njournal price (baselines in this run)\n");
+  const double plain = fig("plain"), pair = fig("pair");
+  if (plain > 0 && pair > 0) {
+    std::printf("single pair (NORMAL, unpinned): %.1f us vs a plain WAL commit %.1f us = %.2fx (goal <= 2x: %s)\n",
+                pair, plain, pair / plain, verdict(pair <= 2 * plain));
+  }
+  const double wire = fig("wire");
+  if (plain > 0 && wire > 0 && pair > 0) {
+    std::printf("of which SQLite on the WIRE schema (the same BEGIN, mark, INSERT, COMMIT, no journal): %.1f us = "
+                "%.2fx the plain commit; the journal's own share %.1f us\n",
+                wire, wire / plain, pair - wire);
+  }
+  const double plain_full = fig("plain_full"), pair_full = fig("pair_full");
+  if (plain_full > 0 && pair_full > 0) {
+    std::printf("single pair (FULL, unpinned):   %.1f us vs a plain WAL commit %.1f us = %.2fx\n", pair_full,
+                plain_full, pair_full / plain_full);
+  }
+  for (int w : {2, 4, 8}) {
+    const double us = fig("pair_" + std::to_string(w));
+    if (us <= 0) continue;
+    std::printf("amortized pair, %d writers (unpinned): %.1f us = %.2fx the plain commit (goal <= 10 us: %s)\n", w,
+                us, plain > 0 ? us / plain : 0, verdict(us <= 10));
+  }
+  for (const Placement& p : kPlacements) {
+    const double bare = fig(std::string("bare_") + p.name), mem = fig(std::string("mem_") + p.name);
+    if (bare <= 0 || mem <= 0) continue;
+    std::printf("lane median (%s): remembered %.0f us vs bare %.0f us = %.2fx (goal <= 1.3x: %s)\n", p.name, mem,
+                bare, mem / bare, verdict(mem <= 1.3 * bare));
+  }
+  std::printf("the original: 143 us per pair; remembered lane 524 us vs bare 148 us, 3.5x\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  echo::engine::LocalServer server;
+  g_server = &server;
+  for (bool full : {false, true}) {
+    const char* tag = full ? "/full" : "/normal";
+    benchmark::RegisterBenchmark((std::string("BM_Sqlite_PlainWalCommit") + tag).c_str(), BM_Sqlite_PlainWalCommit,
+                                 full)
+        ->Unit(benchmark::kMicrosecond);
+    if (!full) {
+      benchmark::RegisterBenchmark("BM_Sqlite_WireSchemaPairCommit/normal", BM_Sqlite_WireSchemaPairCommit)
+          ->Unit(benchmark::kMicrosecond);
+    }
+    benchmark::RegisterBenchmark((std::string("BM_Journal_RecordMarkPair") + tag).c_str(), BM_Journal_RecordMarkPair,
+                                 full)
+        ->Unit(benchmark::kMicrosecond);
+  }
+  benchmark::RegisterBenchmark("BM_Journal_RecordMarkPairConcurrent", BM_Journal_RecordMarkPairConcurrent)
+      ->Threads(2)
+      ->Threads(4)
+      ->Threads(8)
+      ->UseRealTime()
+      ->Unit(benchmark::kMicrosecond);
+  const int n = messages();
+  for (const Placement& p : kPlacements) {
+    benchmark::RegisterBenchmark((std::string("BM_JobLane_RememberedVsBare/") + p.name).c_str(),
+                                 BM_JobLane_RememberedVsBare, p)
+        ->Iterations(n)
+        ->UseManualTime()
+        ->Unit(benchmark::kMicrosecond);
+  }
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  print_table();
+  return 0;
+}
