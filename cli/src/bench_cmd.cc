@@ -6,13 +6,17 @@
 #include "bench_cmd.h"
 
 #include <echo/engine/local_server.h>
+#include <pthread.h>
+#include <sched.h>
 
 #include <charconv>
 #include <chrono>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bench/bench.h"
@@ -21,7 +25,7 @@ namespace echo::cli {
 namespace {
 
 struct BenchArgs {
-  std::string server, json, ring_capacity, max_batch, wait, rounds;
+  std::string server, json, ring_capacity, max_batch, wait, rounds, placement;
   bool quick = false;
 };
 
@@ -75,6 +79,21 @@ bool configure(const BenchArgs& a, bench::BenchConfig& c) {
     if (!v || *v < 1 || *v > 100) return bad("--rounds wants 1..100, got '" + a.rounds + "'");
     c.rounds = static_cast<int>(*v);
   }
+  if (!a.placement.empty() && a.placement != "unpinned") {
+    const unsigned cores = std::thread::hardware_concurrency();
+    if (a.placement == "one-core") {
+      c.process_cpu = 0;
+      c.server_cpu = a.server.empty() ? 0 : -1;
+    } else if (a.placement == "spread" && cores >= 2) {
+      c.process_cpu = 0;
+      c.server_cpu = a.server.empty() ? 1 : -1;
+    } else if (a.placement == "spread") {
+      return bad("--placement spread needs 2 CPUs, this machine has " + std::to_string(cores));
+    } else {
+      return bad("--placement wants unpinned, one-core or spread, got '" + a.placement + "'");
+    }
+    c.placement = a.placement;
+  }
   try {
     for (auto mode : {engine::CoherenceMode::kBroadcast, engine::CoherenceMode::kJob}) {
       engine::validate(bench::lane_spec("bench", mode, c));
@@ -83,6 +102,28 @@ bool configure(const BenchArgs& a, bench::BenchConfig& c) {
     return bad(std::string("the engine refuses the knob: ") + e.what());
   }
   return true;
+}
+
+// Pins the calling thread; every thread it starts afterwards inherits the CPU.
+bool pin_this_thread(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  return pthread_setaffinity_np(pthread_self(), sizeof set, &set) == 0;
+}
+
+// Every thread of the server process (redis-server runs bio threads beside its main one).
+bool pin_server(pid_t pid, int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  std::error_code ec;
+  bool ok = true;
+  for (const auto& task :
+       std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
+    ok = sched_setaffinity(std::stoi(task.path().filename().string()), sizeof set, &set) == 0 && ok;
+  }
+  return ok && !ec;
 }
 
 int run(const BenchArgs& a) {
@@ -110,6 +151,14 @@ int run(const BenchArgs& a) {
     }
   } catch (const std::exception& e) {
     std::cerr << "echostore bench: " << e.what() << '\n';
+    return 1;
+  }
+  if (c.process_cpu >= 0 && !pin_this_thread(c.process_cpu)) {
+    std::cerr << "echostore bench: cannot pin the bench to CPU " << c.process_cpu << '\n';
+    return 1;
+  }
+  if (own && c.server_cpu >= 0 && !pin_server(own->pid(), c.server_cpu)) {
+    std::cerr << "echostore bench: cannot pin redis-server to CPU " << c.server_cpu << '\n';
     return 1;
   }
   std::vector<bench::Row> rows;
@@ -147,6 +196,9 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   bench->add_option("--max-batch", args->max_batch,
                     "items per drain pass (1..ring capacity, default 256)");
   bench->add_option("--wait", args->wait, "how the writer waits: spin, yield or park (default)");
+  bench->add_option("--placement", args->placement,
+                    "unpinned (default); one-core: the bench and the server it starts on CPU 0; "
+                    "spread: the bench on CPU 0, that server on CPU 1");
   bench->add_option("--rounds", args->rounds, "rounds per row, 1..100 (default 7, --quick 3)");
   bench->callback([args, &exit_code] { exit_code = run(*args); });
 }

@@ -32,7 +32,17 @@ struct BenchConfig {
   int decode_streams = 200;             // 1024-frame streams per decoder per round
   int messages = 200;                   // lane messages (and journal pairs) per contender per round
   bool quick = false;
+  // Thread placement (--placement): the bench process's threads all start from the pinned main
+  // thread and inherit its CPU; the engines' io and writer threads are also pinned by their knobs
+  // (EngineOptions::io.cpu, TableSpec::writer_cpu). -1 = unpinned.
+  std::string placement = "unpinned";  // unpinned, one-core, spread
+  int process_cpu = -1;                // every thread of this process
+  int server_cpu = -1;                 // the redis-server the bench started (never a given one)
 };
+
+// "all threads of the bench on CPU 0, redis-server on CPU 1", or "... unpinned", for `threads`
+// ("producer: the bench thread; consumer: one thread").
+std::string placement_of(const BenchConfig& config, const std::string& threads, bool with_server);
 
 // One line of the table. Ratio = ours / baseline: above 1 is better for throughput, below 1 for
 // latency (`higher_better` says which).

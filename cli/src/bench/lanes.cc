@@ -158,6 +158,7 @@ TableSpec lane_spec(const std::string& name, CoherenceMode mode, const BenchConf
   s.max_batch = c.max_batch;
   s.writer_wait = {c.wait, 0};
   s.job_credits = std::min<std::size_t>(s.job_credits, c.ring_capacity);
+  s.writer_cpu = c.process_cpu;
   return s;
 }
 
@@ -174,11 +175,16 @@ void run_lanes(const BenchConfig& c, const DrillTarget& target, Progress& progre
   lane_journal.node_id = kJournalNode;
   engine::Journal lj(lane_journal);
 
-  Engine r(floors::node_options(target, kReceiver),
+  auto node = [&](unsigned id) {
+    engine::EngineOptions o = floors::node_options(target, id);
+    o.io.cpu = c.process_cpu;
+    return o;
+  };
+  Engine r(node(kReceiver),
            {lane_spec(bc, CoherenceMode::kBroadcast, c), lane_spec(job, CoherenceMode::kJob, c),
             lane_spec(mem, CoherenceMode::kJob, c)});
   r.use_journal(mem, lj);
-  Engine s(floors::node_options(target, kSender),
+  Engine s(node(kSender),
            {lane_spec(bc, CoherenceMode::kNone, c), lane_spec(job, CoherenceMode::kNone, c),
             lane_spec(mem, CoherenceMode::kNone, c)});
   if (auto ec = r.start()) throw std::runtime_error("node R did not start: " + ec.message());
@@ -231,9 +237,8 @@ void run_lanes(const BenchConfig& c, const DrillTarget& target, Progress& progre
     (void)one_message(r, mem, name, minter, remembered);
   }
 
-  const std::string placement =
-      "redis-server, R's io and writer threads, S's io thread, the bench thread: unpinned on " +
-      std::to_string(std::thread::hardware_concurrency()) + " cores";
+  const std::string placement = placement_of(
+      c, "the bench thread (sends, observes), R's io and writer threads, S's io thread", true);
   auto row = [&](std::string id, std::string what, std::string ours, std::string base) {
     Row x;
     x.id = std::move(id);
@@ -253,7 +258,7 @@ void run_lanes(const BenchConfig& c, const DrillTarget& target, Progress& progre
                     "Journal::intend_and_enqueue", "Engine::enqueue (bare job lane)");
   Row pair_row = row("journal_vs_sqlite", "journal record+mark pair", "Journal record+mark",
                      "plain SQLite WAL commit");
-  pair_row.placement = "the bench thread and the journal's owner thread, unpinned";
+  pair_row.placement = placement_of(c, "the bench thread and the journal's owner thread", false);
 
   const std::string floor_channel = "echostore:bench:floor:" + run_id;
   engine::JournalOptions pair_journal{.dir = dir.path() / "pair",

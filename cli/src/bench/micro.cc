@@ -392,7 +392,8 @@ Row make_row(std::string id, std::string what, std::string ours, std::string bas
 
 void run_micro(const BenchConfig& c, Progress& progress, std::vector<Row>& rows) {
   const std::string wait(ring::to_string(c.wait));
-  const std::string two = "producer: the bench thread; consumer: one thread; both unpinned";
+  const std::string two =
+      placement_of(c, "producer: the bench thread; consumer: one thread", false);
   const std::string ours =
       "SpscRing (" + wait + " after " + std::to_string(ring::WaitConfig{}.spin_budget) + " polls)";
   Row batched = make_row("ring_vs_boost", "ring throughput, 64-item publishes", ours,
@@ -412,7 +413,8 @@ void run_micro(const BenchConfig& c, Progress& progress, std::vector<Row>& rows)
   rows.push_back(std::move(batched));
   rows.push_back(std::move(single));
 
-  const std::string reader = "reader: the bench thread; the map's writer: one thread; unpinned";
+  const std::string reader =
+      placement_of(c, "reader: the bench thread; the map's writer: one thread", false);
   Row flat = make_row("l1_vs_flat_map", "L1 get hit, writer idle", "L1Map::get",
                       ECHO_FLAT_MAP_NAME " (unsynchronised)", "us", false, reader);
   Row shared =
@@ -448,7 +450,7 @@ void run_micro(const BenchConfig& c, Progress& progress, std::vector<Row>& rows)
   rows.push_back(std::move(flat));
   rows.push_back(std::move(shared));
 
-  const std::string one = "the bench thread";
+  const std::string one = placement_of(c, "the bench thread", false);
   Row pushes = make_row("resp3_vs_hiredis", "RESP decode, pushes `message ch <29 B>`",
                         "Resp3Decoder", "hiredis redisReader", "ops/s", true, one);
   Row mixed = make_row("resp3_mixed_vs_hiredis", "RESP decode, mixed replies", "Resp3Decoder",

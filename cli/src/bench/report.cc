@@ -54,6 +54,16 @@ std::string cpu_model() {
 
 }  // namespace
 
+std::string placement_of(const BenchConfig& c, const std::string& threads, bool with_server) {
+  std::string out = threads + ": ";
+  out += c.process_cpu < 0 ? "unpinned" : "on CPU " + std::to_string(c.process_cpu);
+  if (with_server) {
+    out += c.server_cpu < 0 ? "; redis-server unpinned"
+                            : "; redis-server on CPU " + std::to_string(c.server_cpu);
+  }
+  return out;
+}
+
 double Row::ours_median() const { return median(ours_rounds); }
 double Row::base_median() const { return median(base_rounds); }
 double Row::ratio() const { return ours_median() / base_median(); }
@@ -85,7 +95,7 @@ void print_table(std::ostream& out, const RunInfo& info, const BenchConfig& c,
       << "knobs: ring_capacity " << c.ring_capacity << ", max_batch " << c.max_batch << ", wait "
       << ring::to_string(c.wait) << " | medians of " << c.rounds << " rounds"
       << (c.quick ? " (--quick)" : "") << ", each row's contenders interleaved in every round | "
-      << "threads unpinned | " << floors::fmt("%.0f", info.seconds) << " s\n\n"
+      << "placement " << c.placement << " | " << floors::fmt("%.0f", info.seconds) << " s\n\n"
       << "| row | ours | baseline (same run) | ours / baseline | better |\n"
       << "|---|---|---|---|---|\n";
   for (const Row& r : rows) {
@@ -112,7 +122,10 @@ bool write_json(const std::string& path, const RunInfo& info, const BenchConfig&
   j["rounds"] = c.rounds;
   j["quick"] = c.quick;
   j["statistic"] = "median of rounds; ratio = ours / baseline";
-  j["placement"] = "no thread pinned (the scheduler's choice); each row names its threads";
+  j["placement"] = {{"name", c.placement},
+                    {"process_cpu", c.process_cpu},
+                    {"server_cpu", c.server_cpu},
+                    {"note", "-1 = unpinned (the scheduler's choice); each row names its threads"}};
   json out = json::array();
   for (const Row& r : rows) {
     // nlohmann writes a non-finite double as null, so a broken row cannot pass for a figure.
