@@ -104,6 +104,24 @@ bool configure(const BenchArgs& a, bench::BenchConfig& c) {
   return true;
 }
 
+// The run as a command line (the JSON and the table header carry it, so a figure names how to
+// reproduce it).
+std::string command_line(const BenchArgs& a) {
+  std::string out = "echostore bench";
+  auto add = [&](const char* flag, const std::string& v) {
+    if (!v.empty()) out += std::string(" ") + flag + ' ' + v;
+  };
+  add("--server", a.server);
+  if (a.quick) out += " --quick";
+  add("--rounds", a.rounds);
+  add("--ring-capacity", a.ring_capacity);
+  add("--max-batch", a.max_batch);
+  add("--wait", a.wait);
+  add("--placement", a.placement);
+  add("--json", a.json);
+  return out;
+}
+
 // Pins the calling thread; every thread it starts afterwards inherits the CPU.
 bool pin_this_thread(int cpu) {
   cpu_set_t set;
@@ -132,6 +150,7 @@ int run(const BenchArgs& a) {
   DrillTarget target;
   std::unique_ptr<engine::LocalServer> own;
   bench::RunInfo info = bench::machine_info();
+  info.command = command_line(a);
   try {
     if (a.server.empty()) {
       own = std::make_unique<engine::LocalServer>();

@@ -95,7 +95,8 @@ inline constexpr int kLaneSteps = 3;
 
 // The run's context, printed above the table and written into the JSON.
 struct RunInfo {
-  std::string server;  // "redis-server 7.0.15 on 127.0.0.1:40101 (started by the bench)"
+  std::string server;   // "redis-server 7.0.15 on 127.0.0.1:40101 (started by the bench)"
+  std::string command;  // the arguments given, as a command line that reproduces the run
   std::string commit, version, compiler, model, kernel;
   unsigned cores = 0;
   double seconds = 0;

@@ -89,7 +89,8 @@ RunInfo machine_info() {
 
 void print_table(std::ostream& out, const RunInfo& info, const BenchConfig& c,
                  const std::vector<Row>& rows) {
-  out << "echostore bench | " << info.server << " | echostore " << info.version << " ("
+  out << info.command << '\n'
+      << "echostore bench | " << info.server << " | echostore " << info.version << " ("
       << info.commit << ") | " << info.compiler << " | " << info.cores << " cores, " << info.model
       << " | " << info.kernel << '\n'
       << "knobs: ring_capacity " << c.ring_capacity << ", max_batch " << c.max_batch << ", wait "
@@ -110,6 +111,7 @@ bool write_json(const std::string& path, const RunInfo& info, const BenchConfig&
                 const std::vector<Row>& rows) {
   using nlohmann::json;
   json j;
+  j["command"] = info.command;
   j["version"] = info.version;
   j["commit"] = info.commit;
   j["compiler"] = info.compiler;
