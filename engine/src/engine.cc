@@ -598,6 +598,8 @@ Result<std::vector<MemberAdmission>> Engine::fan_out(std::string_view table, con
                                             : verdict == 2 ? Admission::kHandedOff
                                                            : Admission::kDuplicate});
   }
+  // No queue at all: not a duplicate (nothing holds the job), and nothing will apply it.
+  if (out.empty()) return table::Unexpected{make_error_code(Errc::kNoLiveMember)};
   return out;
 }
 

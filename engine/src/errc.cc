@@ -24,6 +24,7 @@ std::string_view to_string(Errc e) noexcept {
     case Errc::kStopped: return "stopped";
     case Errc::kContended: return "contended";
     case Errc::kUnexpectedReply: return "unexpected_reply";
+    case Errc::kNoLiveMember: return "no_live_member";
   }
   return "unknown";
 }

@@ -965,6 +965,35 @@ TEST_F(JobLane, CreditsBoundWhatAHeldWriterIsOwedAndEverythingDrainsWithoutADrop
       static_cast<unsigned long long>(c["ring_dropped"]));
 }
 
+// ---- no live member ----
+
+TEST_F(JobLane, AnEnqueueWithNoLiveMemberIsTheTypedErrorNoLiveMemberNotADuplicate) {
+  const std::string t = "nomember";
+  auto w = start_node(server(), 95, {writer_spec(t, 30000)});
+  ASSERT_TRUE(w);
+  const BrandedId group = fresh_id("PRT"), name = fresh_id("AST");
+  auto admitted = w->enqueue(t, group, name.view(), w->mint("AST").value());
+  ASSERT_FALSE(admitted);
+  EXPECT_EQ(admitted.error(), engine::Errc::kNoLiveMember);
+  EXPECT_EQ(admitted.error().message(), "no_live_member");
+  const BrandedId job = fresh_id("JOB");
+  auto again = w->enqueue_job(t, group, job, name.view(), w->mint("AST").value());
+  ASSERT_FALSE(again);
+  EXPECT_EQ(again.error(), engine::Errc::kNoLiveMember);
+  EXPECT_EQ(count_keys(client(), (engine::JobLaneKeys::for_table(t).qbase + "*").c_str()), 0u);
+  // Once a member is live (a raw client's beat: no consumer completes the job) the same job id
+  // is admitted (true), and a replay is a duplicate (false).
+  RedisReply beat = run_script(client(), "member_beat", {engine::JobLaneKeys::for_table(t).members},
+                               {"97", "60000"});
+  ASSERT_TRUE(beat && beat->type == REDIS_REPLY_INTEGER);
+  auto first = w->enqueue_job(t, group, job, name.view(), w->mint("AST").value());
+  ASSERT_TRUE(first) << first.error().message();
+  EXPECT_TRUE(*first);
+  auto dup = w->enqueue_job(t, group, job, name.view(), w->mint("AST").value());
+  ASSERT_TRUE(dup) << dup.error().message();
+  EXPECT_FALSE(*dup);
+}
+
 // ---- parking (bus gate 3.4 G5) ----
 
 TEST_F(JobLane, AParkedConsumerSendsNoCommandFor400msAndAnEnqueueWakesItWellUnderItsBeat) {

@@ -121,10 +121,12 @@ class Engine {
   // valid branded id) admitted into the member queue of every live member of `table`'s job lane,
   // atomically and in one round trip (and into the shared queue ecc.coh.<t> when the table says
   // job_shared_queue). An undeclared table uses the default knobs. At-least-once per member.
+  // Errc::kNoLiveMember when no queue took it: no member was live and there is no shared queue.
   Result<std::vector<MemberAdmission>> enqueue(std::string_view table, const table::BrandedId& group,
                                                std::string_view id, const table::BrandedId& version);
   // The same under a given job id (the journal's recorded one): true when some queue newly
-  // admitted it, false when every queue already held it (duplicate).
+  // admitted it, false when every queue already held it (duplicate); Errc::kNoLiveMember when
+  // there was no queue to hold it (the journal's intent then stays unmarked for a later replay).
   Result<bool> enqueue_job(std::string_view table, const table::BrandedId& group,
                            const table::BrandedId& job, std::string_view id,
                            const table::BrandedId& version);

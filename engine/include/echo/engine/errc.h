@@ -17,6 +17,8 @@ enum class Errc : int {
   kStopped,          // the engine is not running
   kContended,        // a flight was overtaken by newer drops more times than it retries
   kUnexpectedReply,  // the server answered something the verb cannot mean (counted)
+  kNoLiveMember,     // a job-lane enqueue found no live member (and no shared queue): no queue
+                     // holds the job, so nothing will apply it (not a duplicate)
 };
 
 const std::error_category& engine_category() noexcept;
@@ -25,7 +27,7 @@ inline std::error_code make_error_code(Errc e) noexcept {
   return {static_cast<int>(e), engine_category()};
 }
 
-// "no_such_cache", "kind", "corrupt_l2_frame", ...
+// "no_such_cache", "kind", "corrupt_l2_frame", ..., "no_live_member"
 std::string_view to_string(Errc e) noexcept;
 
 }  // namespace echo::engine
