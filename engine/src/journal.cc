@@ -8,11 +8,13 @@
 // commit or handed the connection next. Only then are records answered, so a recorded intent is
 // durable before its caller may enqueue it. mark and remember need no answer: they ride the next
 // transaction, a leader's or the flusher thread's (a lost mark costs a deduplicated replay; a
-// lost remember, a re-apply that newer-wins absorbs). journal_bench shows the price.
+// lost remember, a re-apply that newer-wins absorbs). The WAL checkpoints run on the flusher's own
+// connection, never inside a caller's commit. journal_bench shows the price.
 #include <echo/engine/journal.h>
 
 #include <sqlite3.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -138,6 +140,17 @@ struct Journal::Impl {
   Db db;
   Stmt insert, mark, upsert, uncovered, compact, count_intents, count_pending, count_applied;
   Stmt begin, commit, rollback;  // the group commit's own statements, parsed once too
+  // The flusher's own connection, for checkpoints only: a PASSIVE checkpoint runs beside the
+  // writers (WAL), so no caller's commit pays the checkpoint's fsyncs. Closed before `db`.
+  Db checkpointer;
+  // WAL pages after the last commit (the WAL hook, on the leader); a checkpoint is due past
+  // kCheckpointPages, SQLite's own autocheckpoint threshold, which the hook replaces.
+  static constexpr int kCheckpointPages = 1000;
+  // A writer that never pauses keeps appending while the flusher's checkpoint runs, so the WAL
+  // would never be fully copied back and never restart: past this, the leader checkpoints
+  // inline, as SQLite itself would, which bounds the file.
+  static constexpr int kInlineCheckpointPages = 4 * kCheckpointPages;
+  std::atomic<int> wal_pages{0};
 
   std::mutex mu;
   std::deque<Sync*> waiting;   // under mu
@@ -236,11 +249,21 @@ struct Journal::Impl {
       waiting.front()->cv.notify_one();
     } else {
       leading = false;
-      if (!pending.empty() && flusher_idle) {
-        flusher_idle = false;
-        flusher_cv.notify_one();
-      }
     }
+    const bool due = !pending.empty() || wal_pages.load(std::memory_order_relaxed) >= kCheckpointPages;
+    if (due && flusher_idle) {
+      flusher_idle = false;
+      flusher_cv.notify_one();
+    }
+  }
+
+  // A PASSIVE checkpoint on the flusher's connection, outside mu, beside any writer. Flusher only.
+  void checkpoint() {
+    int log = 0, done = 0;
+    sqlite3_wal_checkpoint_v2(checkpointer.get(), nullptr, SQLITE_CHECKPOINT_PASSIVE, &log, &done);
+    // Due again only after the next commit reports the WAL's size (so an incomplete pass, a
+    // writer having appended meanwhile, is retried once per commit at most, as SQLite does).
+    wal_pages.store(0, std::memory_order_relaxed);
   }
 
   // One BEGIN IMMEDIATE ... COMMIT over the batch: queued marks and upserts first, then the
@@ -275,6 +298,9 @@ struct Journal::Impl {
         }
       }
       run(db.get(), commit.get(), "commit");
+      if (wal_pages.load(std::memory_order_relaxed) >= kInlineCheckpointPages) {
+        sqlite3_wal_checkpoint_v2(db.get(), nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
+      }
       ++transactions;
       grouped += batch_asyncs.size();
       for (const Sync* s : batch_syncs) grouped += s->rows != nullptr;
@@ -291,10 +317,17 @@ struct Journal::Impl {
 
   // Commits queued marks and upserts nobody else commits: polls every kLinger while work keeps
   // coming (no caller pays a wake), sleeps after kQuietTicks empty ticks until the next submit.
+  // And checkpoints when the WAL passed kCheckpointPages.
   void flush_loop() {
     std::unique_lock lock(mu);
     int quiet = 0;
     while (!stopping) {
+      if (wal_pages.load(std::memory_order_relaxed) >= kCheckpointPages) {
+        lock.unlock();
+        checkpoint();
+        lock.lock();
+        continue;
+      }
       if (pending.empty()) {
         if (++quiet > kQuietTicks) {
           flusher_idle = true;
@@ -406,6 +439,20 @@ Journal::Journal(JournalOptions options) {
       if (name && version) d.memory.insert_or_assign(name->str(), *version);
     }
   }
+  // Checkpoints leave the committing thread: the hook (which replaces SQLite's autocheckpoint)
+  // only notes the WAL's size, and the flusher checkpoints on its own connection.
+  sqlite3_wal_hook(
+      raw,
+      [](void* impl, sqlite3*, const char*, int pages) {
+        static_cast<Impl*>(impl)->wal_pages.store(pages, std::memory_order_relaxed);
+        return SQLITE_OK;
+      },
+      &d);
+  sqlite3* ck = nullptr;
+  const int ck_rc = sqlite3_open_v2(d.path.c_str(), &ck, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nullptr);
+  d.checkpointer.reset(ck);
+  if (ck_rc != SQLITE_OK) fail(ck, "open the checkpointer on " + d.path.string());
+  exec(ck, "PRAGMA busy_timeout=5000");
   d.flusher = std::thread([&d] { d.flush_loop(); });
 }
 
