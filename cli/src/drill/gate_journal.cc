@@ -483,6 +483,7 @@ void h6_price(GateRun& run, const DrillTarget& target) {
   for (int i = 0; i < kPairs; ++i) j.mark_enqueued(j.record(pname, mint("AST")));
   j.flush();
   const double single_us = floors::since_us(t0) / kPairs;
+  const auto before = j.stats();
   t0 = Clock::now();
   {
     std::vector<std::jthread> writers;
@@ -496,11 +497,16 @@ void h6_price(GateRun& run, const DrillTarget& target) {
   const double loaded_us = floors::since_us(t0) / kPairs;
   const auto js = j.stats();
   run.expect(js.intents == 2 * kPairs && js.pending_enqueue == 0, "every pair recorded and marked");
+  // Records and marks per commit under the writers (the gathering's figure).
+  const double per_commit = static_cast<double>(js.grouped - before.grouped) /
+                            static_cast<double>(std::max<std::uint64_t>(1, js.transactions - before.transactions));
   const double pair_lo = 0.25 * plain_us, pair_hi = 10 * plain_us + 200;
   run.derive("a plain WAL commit costs " + fmt("%.1f", plain_us) + " us here; a pair is one "
-             "commit the caller waits for plus a mark that rides the next one, and two thread "
-             "hand-offs: expect " + fmt("%.0f", pair_lo) + " to " + fmt("%.0f", pair_hi) +
-             " us single (goal <= 2x the plain commit: " + fmt("%.1f", 2 * plain_us) + " us)");
+             "commit the caller runs on its own thread (the connection free: no hand-off) plus a "
+             "mark that rides the next one, on a schema that writes an index page more (the plain "
+             "table checkpoints inline, the journal on its flusher's connection): expect " +
+             fmt("%.0f", pair_lo) + " to " + fmt("%.0f", pair_hi) + " us single (goal <= 2x the "
+             "plain commit: " + fmt("%.1f", 2 * plain_us) + " us)");
   run.expect(single_us >= pair_lo && single_us <= pair_hi,
              "single pair " + fmt("%.1f", single_us) + " us inside the derived band");
 
@@ -535,7 +541,9 @@ void h6_price(GateRun& run, const DrillTarget& target) {
   run.figure(fmt("%.1f", single_us) + " us per record+mark pair single (" + fmt("%.2f", single_us / plain_us) +
              "x a plain WAL commit of " + fmt("%.1f", plain_us) + " us; goal 2x " +
              (single_us <= 2 * plain_us ? "met" : "not met") + "), " + fmt("%.1f", loaded_us) +
-             " us amortized under " + std::to_string(kWriters) + " writers; remembered lane median " +
+             " us amortized under " + std::to_string(kWriters) + " writers (goal 10 us " +
+             (loaded_us <= 10 ? "met" : "not met") + "; " + fmt("%.1f", per_commit) +
+             " records and marks per commit); remembered lane median " +
              fmt("%.0f", mm) + " us vs the bare lane's " + fmt("%.0f", bm) + " us, " + fmt("%.2f", mm / bm) +
              "x (goal 1.3x " + (mm <= 1.3 * bm ? "met" : "not met") + ")");
 }
