@@ -13,6 +13,9 @@
 //             subscriber thread, the receiver's io thread and writer on CPU 1.
 // Each latency benchmark is one message per iteration with manual timing (the refill between
 // messages is not timed); p50/p99 are counters; the run ends with a table of medians and ratios.
+// BM_JobLane_ServerHop measures the script's share alone (fanout_enqueue's hand-off round trip
+// against a PUBLISH's, plain client), so the table can print the job lane's floor with this
+// script: the broadcast lane plus that difference.
 // ECHO_BENCH_MESSAGES overrides the message count (default 10,000; the job lane takes a fifth).
 #include <hiredis/hiredis.h>
 #include <pthread.h>
@@ -429,6 +432,60 @@ void BM_JobLane_Throughput(benchmark::State& state, const Placement& p, int cons
   g_results["throughput_" + std::to_string(consumers)][p.name].us.push_back(jobs_per_s);
 }
 
+// ---- the server hop ----
+
+// The job lane's one extra cost on the server, alone: the round trip of fanout_enqueue handing a
+// job to a parked member (its ~15 calls inside one script) against a PUBLISH's round trip with one
+// subscriber, on a plain hiredis client, alternating message by message in the same loop. The
+// difference is what the script adds to the job lane over the broadcast lane; the closing table
+// adds it to the broadcast lane's median as the job lane's floor with this script.
+void BM_JobLane_ServerHop(benchmark::State& state, const Placement& p) {
+  place(p);
+  Context c = connect(), sub = connect();
+  const std::string channel = "lanes_bench:hop";
+  Reply subscribed = command(sub.get(), "SUBSCRIBE %s", channel.c_str());
+  const echo::lua::Script* fanout = echo::lua::find_script("fanout_enqueue");
+  const echo::lua::Script* beat = echo::lua::find_script("member_beat");
+  Reply l1 = command(c.get(), "SCRIPT LOAD %b", fanout->source.data(), fanout->source.size());
+  Reply l2 = command(c.get(), "SCRIPT LOAD %b", beat->source.data(), beat->source.size());
+  const auto keys = echo::engine::JobLaneKeys::for_table("hop");
+  const std::string mbase = keys.member_base("0"), sha(fanout->sha1), beat_sha(beat->sha1);
+  Reply joined = command(c.get(), "EVALSHA %s 1 %s 0 600000", beat_sha.c_str(), keys.members.c_str());
+  echo::table::Minter minter(105);
+  const std::string group = minter.mint("PRT").value().str();
+  const auto frame = echo::table::make_frame(minter.mint("AST").value(), minter.mint("TXN").value());
+  const auto payload = echo::table::view(frame);
+  Samples publish, hop;
+  for (auto _ : state) {
+    // Untimed: a parked flag with credit and no earlier rows, so each call takes the hand-off.
+    Reply flag = command(c.get(), "SET %sparked 1 PX 60000", mbase.c_str());
+    Reply clear = command(c.get(), "DEL %sdeliver %sactive %sgactive", mbase.c_str(), mbase.c_str(), mbase.c_str());
+    auto t0 = Clock::now();
+    Reply pub = command(c.get(), "PUBLISH %s %b", channel.c_str(), payload.data(), payload.size());
+    publish.us.push_back(since_us(t0));
+    void* raw = nullptr;
+    if (redisGetReply(sub.get(), &raw) == REDIS_OK) freeReplyObject(raw);
+    const std::string id = minter.mint("JOB").value().str();
+    t0 = Clock::now();
+    Reply r = command(c.get(), "EVALSHA %s 1 %s %s %s %b %s 0 30000", sha.c_str(), keys.members.c_str(),
+                      keys.qbase.c_str(), id.c_str(), payload.data(), payload.size(), group.c_str());
+    const double us = since_us(t0);
+    hop.us.push_back(us);
+    state.SetIterationTime(us / 1e6);
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 2 || r->element[1]->integer != 2) {
+      state.SkipWithError("the fanout did not hand the job off");
+      break;
+    }
+    Reply gone = command(c.get(), "DEL %sjob:%s", mbase.c_str(), id.c_str());
+  }
+  Reply left = command(c.get(), "DEL %s %sgroups %sparked %sdeliver %sactive %sgactive %smeta", keys.members.c_str(),
+                       mbase.c_str(), mbase.c_str(), mbase.c_str(), mbase.c_str(), mbase.c_str(), mbase.c_str());
+  publish.sort();
+  state.counters["publish_p50_us"] = publish.pct(0.5);
+  g_results["publish_rtt"][p.name] = std::move(publish);
+  report(state, "fanout_rtt", p, std::move(hop));
+}
+
 // ---- L1 hit vs L2 GET ----
 
 // The mean microseconds per iteration of a loop, for the closing table's ratio line; the last
@@ -540,6 +597,15 @@ void print_table() {
                 be > 0 ? j / be : 0, b > 0 ? j / b : 0);
   }
   for (const Placement& p : kPlacements) {
+    const double pub = median("publish_rtt", p.name), fan = median("fanout_rtt", p.name),
+                 be = median("broadcast_engine", p.name), j = median("job", p.name);
+    if (fan == 0) continue;
+    const double floor = be + (fan - pub);
+    std::printf("%-10s | server hop: fanout_enqueue hand-off round trip %.1f us vs PUBLISH %.1f us (+%.1f us); "
+                "job-lane floor with this script = bc(E) + %.1f = %.1f us (%.2fx bc(E)); job lane %.2fx that floor\n",
+                p.name, fan, pub, fan - pub, fan - pub, floor, be > 0 ? floor / be : 0, floor > 0 ? j / floor : 0);
+  }
+  for (const Placement& p : kPlacements) {
     const double t1 = median("throughput_1", p.name), t2 = median("throughput_2", p.name);
     if (t1 == 0 && t2 == 0) continue;
     std::printf("%-10s | job lane throughput: 1 consumer %.0f jobs/s; 2 consumers %.0f jobs/s each (%.0f applies/s)\n",
@@ -575,6 +641,8 @@ int main(int argc, char** argv) {
         ->Iterations(n)->UseManualTime()->Unit(benchmark::kMicrosecond);
     benchmark::RegisterBenchmark(("BM_JobLane_EnqueueToDrop" + tag).c_str(), BM_JobLane_EnqueueToDrop, p)
         ->Iterations(std::max(2000, n / 5))->UseManualTime()->Unit(benchmark::kMicrosecond);
+    benchmark::RegisterBenchmark(("BM_JobLane_ServerHop" + tag).c_str(), BM_JobLane_ServerHop, p)
+        ->Iterations(std::max(1000, n / 10))->UseManualTime()->Unit(benchmark::kMicrosecond);
   }
   for (const Placement& p : kPlacements) {
     const std::string tag = std::string("/") + p.name;
