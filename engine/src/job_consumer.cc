@@ -134,6 +134,7 @@ void JobConsumer::beat() {
       // Not registered for now: writers may skip us, so L1 cannot be trusted until a beat lands.
       if (registered_) writer_.subscription_lost();
       registered_ = false;
+      arm();  // unregistered: take the hand-off flag down (writers may skip us anyway)
       return;
     }
     bump(beats_);
