@@ -179,6 +179,8 @@ TEST_F(JournalTest, ConcurrentIntentsShareTransactions) {
   EXPECT_EQ(s.intents, static_cast<std::uint64_t>(kThreads * kEach));
   EXPECT_EQ(query(j.path(), "SELECT count(DISTINCT job_id) FROM intents"), std::to_string(kThreads * kEach) + "\n");
   EXPECT_LE(s.transactions, s.grouped);
+  // Four writers overlap: some commit carried another's record (flat combining, not one each).
+  EXPECT_LT(s.transactions, static_cast<std::uint64_t>(kThreads * kEach));
 }
 
 TEST_F(JournalTest, QueuedMarksAndUpsertsReachTheFileWithoutAFlush) {
