@@ -965,6 +965,46 @@ TEST_F(JobLane, CreditsBoundWhatAHeldWriterIsOwedAndEverythingDrainsWithoutADrop
       static_cast<unsigned long long>(c["ring_dropped"]));
 }
 
+// ---- the hand-off flag ----
+
+TEST_F(JobLane, TheParkedFlagHoldsFreeCreditsFallsPerHandOffAndIsRaisedAgainBelowHalf) {
+  const std::string t = "flag";
+  LaneKnobs k{.lease_ms = 30000, .beat_ms = 5000};
+  k.credits = 8;
+  auto p = start_node(server(), 97, {lane_spec(t, k)});
+  auto w = start_node(server(), 98, {writer_spec(t, k.lease_ms)});
+  ASSERT_TRUE(p && w);
+  const std::string parked = member_base(t, 97) + "parked";
+  auto flag = [&] { return text(argv_command(client(), {"GET", parked}).get()); };
+  ASSERT_TRUE(within(5s, [&] { return flag() == "8"; })) << flag();
+  const long long pttl = integer_of(client(), {"PTTL", parked});
+  EXPECT_GT(pttl, 0);
+  EXPECT_LE(pttl, 2 * k.beat_ms + 1000);  // renewed by every beat, gone two beats after a crash
+  const BrandedId group = fresh_id("PRT");
+  const auto start = consumer_of(*p, t).value();
+  for (int i = 1; i <= 5; ++i) {
+    const auto before = consumer_of(*p, t).value();
+    auto admitted = w->enqueue(t, group, fresh_id("AST").view(), w->mint("AST").value());
+    ASSERT_TRUE(admitted && admitted->size() == 1);
+    EXPECT_EQ((*admitted)[0].admission, Admission::kHandedOff) << "job " << i;
+    // Completed, and blocked again (the re-block waits for the writer's ack).
+    ASSERT_TRUE(within(5s, [&] {
+      const auto c = consumer_of(*p, t).value();
+      return c.completed == static_cast<std::uint64_t>(i) && c.parks > before.parks;
+    }));
+    if (i <= 4) {
+      // Each hand-off DECRs the flag; with half the credits still up, no refresh is sent.
+      EXPECT_EQ(flag(), std::to_string(8 - i)) << "after job " << i;
+    }
+  }
+  // The fifth took the flag below half of the free credits: the ack's drain raised it again.
+  EXPECT_TRUE(within(5s, [&] { return flag() == "8"; })) << flag();
+  const auto c = consumer_of(*p, t).value();
+  EXPECT_EQ(c.handed_off, 5u);
+  EXPECT_EQ(c.claimed, 0u);
+  EXPECT_EQ(c.empty_claims, start.empty_claims);  // no claim around a hand-off
+}
+
 // ---- no live member ----
 
 TEST_F(JobLane, AnEnqueueWithNoLiveMemberIsTheTypedErrorNoLiveMemberNotADuplicate) {
