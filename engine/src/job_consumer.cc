@@ -2,17 +2,16 @@
 // The job lane's consumer: beat, keep a BLPOP and the hand-off flag up while credits remain, claim
 // after a wake, complete after the writer's ack.
 // Every method but the constructor, start(), on_acks() and stats() runs on the loop thread.
+#include <echo/engine/errc.h>
 #include <echo/engine/job_consumer.h>
+#include <echo/lua/scripts.h>
+#include <echo/table/coherence_frame.h>
+#include <echo/table/names.h>
 
 #include <algorithm>
 #include <bit>
 #include <charconv>
 #include <cstdio>
-
-#include <echo/engine/errc.h>
-#include <echo/lua/scripts.h>
-#include <echo/table/coherence_frame.h>
-#include <echo/table/names.h>
 
 namespace echo::engine {
 namespace {
@@ -54,8 +53,8 @@ JobLaneKeys JobLaneKeys::for_table(std::string_view table) {
 }
 
 JobLaneScripts JobLaneScripts::embedded() {
-  return {script("gclaim"),      script("complete"),    script("retry"),
-          script("promote"),     script("reap"),        script("member_beat"),
+  return {script("gclaim"),      script("complete"),       script("retry"),
+          script("promote"),     script("reap"),           script("member_beat"),
           script("member_reap"), script("fanout_enqueue"), script("member_park")};
 }
 
@@ -128,30 +127,32 @@ void JobConsumer::beat() {
                     lease = std::to_string(spec_.job_lease_ms);
   const std::string_view keys[] = {keys_.members, meta};
   const std::string_view argv[] = {member_, ttl, lease};
-  cmd_.evalsha(scripts_.member_beat, keys, argv, [this](std::error_code ec, const io::Resp3Value& r) {
-    if (stopping_) return;
-    if (ec || r.type() != io::Resp3Type::integer) {
-      // Not registered for now: writers may skip us, so L1 cannot be trusted until a beat lands.
-      if (registered_) writer_.subscription_lost();
-      registered_ = false;
-      arm();  // unregistered: take the hand-off flag down (writers may skip us anyway)
-      return;
-    }
-    bump(beats_);
-    const std::int64_t now = r.integer();
-    if (!registered_ || now - last_beat_ms_ >= member_ttl_ms_) {
-      // First beat, or a gap long enough that writers may have skipped us (and our queue may
-      // have been reclaimed): whatever L1 holds may have missed a message.
-      if (last_beat_ms_ != 0) bump(rejoins_);
-      writer_.subscription_confirmed();
-    }
-    registered_ = true;
-    last_beat_ms_ = now;
-    maintain();
-    arm();  // the flag's PX runs two beats: every beat renews it
-    lanes_idle_ = false;  // a safety net for a lost wake token: one claim per beat at most
-    pump();
-  });
+  cmd_.evalsha(
+      scripts_.member_beat, keys, argv, [this](std::error_code ec, const io::Resp3Value& r) {
+        if (stopping_) return;
+        if (ec || r.type() != io::Resp3Type::integer) {
+          // Not registered for now: writers may skip us, so L1 cannot be trusted until a beat
+          // lands.
+          if (registered_) writer_.subscription_lost();
+          registered_ = false;
+          arm();  // unregistered: take the hand-off flag down (writers may skip us anyway)
+          return;
+        }
+        bump(beats_);
+        const std::int64_t now = r.integer();
+        if (!registered_ || now - last_beat_ms_ >= member_ttl_ms_) {
+          // First beat, or a gap long enough that writers may have skipped us (and our queue may
+          // have been reclaimed): whatever L1 holds may have missed a message.
+          if (last_beat_ms_ != 0) bump(rejoins_);
+          writer_.subscription_confirmed();
+        }
+        registered_ = true;
+        last_beat_ms_ = now;
+        maintain();
+        arm();                // the flag's PX runs two beats: every beat renews it
+        lanes_idle_ = false;  // a safety net for a lost wake token: one claim per beat at most
+        pump();
+      });
 }
 
 void JobConsumer::maintain() {
@@ -163,22 +164,26 @@ void JobConsumer::maintain() {
     const std::string_view keys[] = {active, pending};
     const std::string_view argv[] = {mbase_};
     cmd_.evalsha(scripts_.reap, keys, argv, [this](std::error_code ec, const io::Resp3Value& r) {
-      if (!ec && r.type() == io::Resp3Type::integer) bump(reaped_, static_cast<std::uint64_t>(r.integer()));
+      if (!ec && r.type() == io::Resp3Type::integer)
+        bump(reaped_, static_cast<std::uint64_t>(r.integer()));
     });
   }
   {
     const std::string_view keys[] = {schedule, pending};
     const std::string_view argv[] = {mbase_, "100"};
     cmd_.evalsha(scripts_.promote, keys, argv, [this](std::error_code ec, const io::Resp3Value& r) {
-      if (!ec && r.type() == io::Resp3Type::integer) bump(promoted_, static_cast<std::uint64_t>(r.integer()));
+      if (!ec && r.type() == io::Resp3Type::integer)
+        bump(promoted_, static_cast<std::uint64_t>(r.integer()));
     });
   }
   {
     const std::string_view keys[] = {keys_.members};
     const std::string_view argv[] = {keys_.qbase, "16"};
-    cmd_.evalsha(scripts_.member_reap, keys, argv, [this](std::error_code ec, const io::Resp3Value& r) {
-      if (!ec && r.type() == io::Resp3Type::integer) bump(members_reaped_, static_cast<std::uint64_t>(r.integer()));
-    });
+    cmd_.evalsha(scripts_.member_reap, keys, argv,
+                 [this](std::error_code ec, const io::Resp3Value& r) {
+                   if (!ec && r.type() == io::Resp3Type::integer)
+                     bump(members_reaped_, static_cast<std::uint64_t>(r.integer()));
+                 });
   }
 }
 
@@ -198,31 +203,37 @@ void JobConsumer::pump() {
   const std::string lease = std::to_string(spec_.job_lease_ms);
   const std::string_view keys[] = {ring, active};
   const std::string_view argv[] = {mbase_, lease};
-  const auto ec = cmd_.evalsha(scripts_.gclaim, keys, argv, [this, gen](std::error_code e, const io::Resp3Value& r) {
-    claiming_ = false;
-    if (stopping_) return;
-    if (e || r.type() != io::Resp3Type::array) return;  // the next beat pumps again
-    if (r.size() < 4) {
-      bump(empty_claims_);
-      // A wake taken while this claim was in flight may announce work the claim did not see.
-      lanes_idle_ = gen == wake_gen_;
-      if (!lanes_idle_) pump();
-      return;
-    }
-    bump(claimed_);
-    deliver(Job{std::string(r[0].str()), std::string(r[1].str()), std::string(r[3].str()), as_int(r[2])});
-    pump();
-  });
+  const auto ec = cmd_.evalsha(scripts_.gclaim, keys, argv,
+                               [this, gen](std::error_code e, const io::Resp3Value& r) {
+                                 claiming_ = false;
+                                 if (stopping_) return;
+                                 if (e || r.type() != io::Resp3Type::array)
+                                   return;  // the next beat pumps again
+                                 if (r.size() < 4) {
+                                   bump(empty_claims_);
+                                   // A wake taken while this claim was in flight may announce work
+                                   // the claim did not see.
+                                   lanes_idle_ = gen == wake_gen_;
+                                   if (!lanes_idle_) pump();
+                                   return;
+                                 }
+                                 bump(claimed_);
+                                 deliver(Job{std::string(r[0].str()), std::string(r[1].str()),
+                                             std::string(r[3].str()), as_int(r[2])});
+                                 pump();
+                               });
   if (ec) claiming_ = false;
 }
 
 void JobConsumer::block() {
   if (stopping_ || blocked_ || hold_block_) return;
   const std::string deliver = mbase_ + "deliver", wake = mbase_ + "wake";
-  const std::string timeout = seconds_text(spec_.job_beat_ms), count = std::to_string(free_credits());
+  const std::string timeout = seconds_text(spec_.job_beat_ms),
+                    count = std::to_string(free_credits());
   // BLMPOP: every hand-off listed, up to our credits, in one reply (or the wake tokens).
-  const auto ec = park_->call({"BLMPOP", timeout, "2", deliver, wake, "LEFT", "COUNT", count},
-                              [this](std::error_code e, const io::Resp3Value& r) { on_park_reply(e, r); });
+  const auto ec =
+      park_->call({"BLMPOP", timeout, "2", deliver, wake, "LEFT", "COUNT", count},
+                  [this](std::error_code e, const io::Resp3Value& r) { on_park_reply(e, r); });
   if (ec) return;  // not ready: the connection's ready event blocks again
   blocked_ = true;
   bump(parks_);
@@ -242,15 +253,17 @@ void JobConsumer::arm() {
   const std::string px = std::to_string(spec_.job_beat_ms * 2 + 1000);
   const std::string_view keys[] = {parked, deliver};
   const std::string_view argv[] = {free, px};
-  const auto ec = cmd_.evalsha(scripts_.member_park, keys, argv, [this](std::error_code e, const io::Resp3Value& r) {
-    arming_ = false;
-    if (stopping_) return;
-    flag_estimate_ = !e && r.type() == io::Resp3Type::integer ? std::max<std::int64_t>(0, r.integer()) : 0;
-    if (rearm_) {
-      rearm_ = false;
-      arm();
-    }
-  });
+  const auto ec = cmd_.evalsha(
+      scripts_.member_park, keys, argv, [this](std::error_code e, const io::Resp3Value& r) {
+        arming_ = false;
+        if (stopping_) return;
+        flag_estimate_ =
+            !e && r.type() == io::Resp3Type::integer ? std::max<std::int64_t>(0, r.integer()) : 0;
+        if (rearm_) {
+          rearm_ = false;
+          arm();
+        }
+      });
   arming_ = !ec;
 }
 
@@ -301,7 +314,8 @@ void JobConsumer::deliver(Job job) {
   auto message = table::parse_frame(job.payload);
   if (!message) {
     bump(malformed_);
-    retry(job, "malformed coherence payload: " + std::string(table::to_string(message.error().error)));
+    retry(job,
+          "malformed coherence payload: " + std::string(table::to_string(message.error().error)));
     return;
   }
   if (message->name.ns() != spec_.kind) {
@@ -311,9 +325,10 @@ void JobConsumer::deliver(Job job) {
   }
   const std::uint64_t ticket = next_ticket_++;
   in_flight_.emplace(ticket, std::move(job));
-  overflow_.push_back(CoherenceItem{*message, std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                                  std::chrono::steady_clock::now().time_since_epoch())
-                                                  .count(),
+  overflow_.push_back(CoherenceItem{*message,
+                                    std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                        std::chrono::steady_clock::now().time_since_epoch())
+                                        .count(),
                                     ticket});
   publish_overflow();
 }
@@ -376,7 +391,8 @@ void JobConsumer::complete(const Job& job, table::Verdict verdict) {
 void JobConsumer::retry(const Job& job, std::string reason) {
   const std::string active = mbase_ + "active", schedule = mbase_ + "schedule",
                     dead = mbase_ + "dead", job_key = mbase_ + "job:" + job.id;
-  const std::string token = std::to_string(job.token), delay = std::to_string(spec_.job_retry_delay_ms),
+  const std::string token = std::to_string(job.token),
+                    delay = std::to_string(spec_.job_retry_delay_ms),
                     max = std::to_string(spec_.job_max_attempts);
   const std::string_view keys[] = {active, schedule, dead, job_key};
   const std::string_view argv[] = {job.id, token, delay, max, reason, mbase_};

@@ -697,7 +697,8 @@ TEST_F(BusFanout, AHandOffIsLeasedForTheMembersDeclaredLeaseNotTheWritersArgumen
   EXPECT_LT(d2, 31000);
   for (const char* bad : {"0", "-5", "x", "1.5"}) {
     RedisReply r = mem().beat_with_lease("1", "60000", bad);
-    EXPECT_TRUE(is_error(r, "EMQARG lease_ms must be a positive integer (with the meta key)")) << bad;
+    EXPECT_TRUE(is_error(r, "EMQARG lease_ms must be a positive integer (with the meta key)"))
+        << bad;
   }
   EXPECT_EQ(declared.hget("meta", "lease_ms"), "700");
 }

@@ -5,6 +5,12 @@
 // gate on a fresh queue; 3.4 G5 and G6 park this project's own consumer (an engine node) rather
 // than a raw BLPOP, since that is the consumer the lane ships. Ids are prefixed with their
 // chapter: 3.4's G gates would otherwise clash with the ring's G1-G6 (4.3).
+#include <echo/engine/engine.h>
+#include <echo/engine/job_consumer.h>
+#include <echo/lua/scripts.h>
+#include <echo/table/branded_id.h>
+#include <echo/table/coherence_frame.h>
+#include <echo/table/names.h>
 #include <hiredis/hiredis.h>
 
 #include <algorithm>
@@ -16,13 +22,6 @@
 #include <string_view>
 #include <thread>
 #include <vector>
-
-#include <echo/engine/engine.h>
-#include <echo/engine/job_consumer.h>
-#include <echo/lua/scripts.h>
-#include <echo/table/branded_id.h>
-#include <echo/table/coherence_frame.h>
-#include <echo/table/names.h>
 
 #include "drill/drill.h"
 #include "drill/floors.h"
@@ -50,7 +49,9 @@ std::string text(const redisReply* r) {
   if (r->str != nullptr) return std::string(r->str, r->len);
   return "(array)";
 }
-bool is_int(const Reply& r, long long n) { return r && r->type == REDIS_REPLY_INTEGER && r->integer == n; }
+bool is_int(const Reply& r, long long n) {
+  return r && r->type == REDIS_REPLY_INTEGER && r->integer == n;
+}
 bool is_error(const Reply& r, std::string_view msg) {
   return r && r->type == REDIS_REPLY_ERROR && text(r.get()) == msg;
 }
@@ -89,16 +90,21 @@ class Bus {
     return Reply(static_cast<redisReply*>(
         redisCommandArgv(r_.raw(), static_cast<int>(parts.size()), parts.data(), lens.data())));
   }
-  Reply enqueue(const std::string& id, const std::string& p) { return run("enqueue", {job(id), key("pending")}, {id, p}); }
+  Reply enqueue(const std::string& id, const std::string& p) {
+    return run("enqueue", {job(id), key("pending")}, {id, p});
+  }
   Reply genqueue(const std::string& id, const std::string& p, const std::string& g) {
-    return run("genqueue", {job(id), lane(g), key("ring"), key("paused"), key("glimit"), key("gactive"), key("wake")},
-               {id, p, g});
+    return run(
+        "genqueue",
+        {job(id), lane(g), key("ring"), key("paused"), key("glimit"), key("gactive"), key("wake")},
+        {id, p, g});
   }
   Reply schedule(const std::string& id, const std::string& p) {
     return run("schedule", {job(id), key("schedule")}, {id, p, "in", "0"});
   }
   std::optional<Claimed> claim(long long lease) {
-    return as_claim(run("claim", {key("pending"), key("active")}, {base_ + "job:", std::to_string(lease)}), 3);
+    return as_claim(
+        run("claim", {key("pending"), key("active")}, {base_ + "job:", std::to_string(lease)}), 3);
   }
   std::optional<Claimed> gclaim(long long lease) {
     return as_claim(run("gclaim", {key("ring"), key("active")}, {base_, std::to_string(lease)}), 4);
@@ -106,7 +112,8 @@ class Bus {
   Reply complete(const std::string& id, const std::string& token) {
     return run("complete", {key("active"), job(id)}, {id, token, base_});
   }
-  Reply retry(const std::string& id, const std::string& token, long long max, const std::string& err) {
+  Reply retry(const std::string& id, const std::string& token, long long max,
+              const std::string& err) {
     return run("retry", {key("active"), key("schedule"), key("dead"), job(id)},
                {id, token, "0", std::to_string(max), err, base_});
   }
@@ -137,7 +144,8 @@ class Bus {
  private:
   static std::optional<Claimed> as_claim(const Reply& r, std::size_t n) {
     if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < n) return std::nullopt;
-    Claimed c{text(r->element[0]), text(r->element[1]), n > 3 ? text(r->element[3]) : "", r->element[2]->integer};
+    Claimed c{text(r->element[0]), text(r->element[1]), n > 3 ? text(r->element[3]) : "",
+              r->element[2]->integer};
     return c;
   }
   Redis& r_;
@@ -160,7 +168,9 @@ Fresh& fresh() {
 
 void j1(GateRun& run, const DrillTarget& target) {
   run.stage("enqueue one JOB id with payload p1 on a fresh flat queue");
-  run.derive("admission writes the row (state pending, attempts 0, payload) and one pending entry at score 0");
+  run.derive(
+      "admission writes the row (state pending, attempts 0, payload) and one pending entry at "
+      "score 0");
   Redis r(target);
   Bus b(r, fresh().queue());
   const std::string id = fresh().job();
@@ -169,14 +179,16 @@ void j1(GateRun& run, const DrillTarget& target) {
                  b.hget(b.job(id), "payload") == "p1",
              "the row: state pending, attempts 0, payload p1");
   Reply score = r.command("ZSCORE %s %s", b.key("pending").c_str(), id.c_str());
-  run.expect(text(score.get()) == "0" && b.num("ZCARD %s", b.key("pending")) == 1, "pending holds it at score 0");
+  run.expect(text(score.get()) == "0" && b.num("ZCARD %s", b.key("pending")) == 1,
+             "pending holds it at score 0");
   run.figure("enqueued: state pending, attempts 0, pending 1");
 }
 
 void j2(GateRun& run, const DrillTarget& target) {
   run.stage("enqueue an id twice (payloads first, second), claim it, enqueue it a third time");
-  run.derive("dedup is on the row in any state: the duplicate answers 0 and writes nothing, so a "
-             "replay can never reset a claimed job's fencing token");
+  run.derive(
+      "dedup is on the row in any state: the duplicate answers 0 and writes nothing, so a "
+      "replay can never reset a claimed job's fencing token");
   Redis r(target);
   Bus b(r, fresh().queue());
   const std::string id = fresh().job();
@@ -192,12 +204,15 @@ void j2(GateRun& run, const DrillTarget& target) {
 
 void j3(GateRun& run, const DrillTarget& target) {
   run.stage("admit a valid ORD id through enqueue, genqueue and schedule");
-  run.derive("every admission script checks the JOB namespace first and refuses with the EMQKIND class, nothing written");
+  run.derive(
+      "every admission script checks the JOB namespace first and refuses with the EMQKIND class, "
+      "nothing written");
   Redis r(target);
   Bus b(r, fresh().queue());
   const std::string ord = fresh().minter.mint("ORD").value().str();
   const char* kind = "EMQKIND job id must be JOB-namespaced";
-  run.expect(table::is_valid_id(ord), "the ORD id is a valid branded id (it passes the key builder)");
+  run.expect(table::is_valid_id(ord),
+             "the ORD id is a valid branded id (it passes the key builder)");
   run.expect(is_error(b.enqueue(ord, "p"), kind), "enqueue -> EMQKIND");
   run.expect(is_error(b.genqueue(ord, "p", fresh().group()), kind), "genqueue -> EMQKIND");
   run.expect(is_error(b.schedule(ord, "p"), kind), "schedule -> EMQKIND");
@@ -207,8 +222,12 @@ void j3(GateRun& run, const DrillTarget& target) {
 
 void j4(GateRun& run, const DrillTarget& target) {
   constexpr int kJobs = 301;
-  run.stage("enqueue 301 ids in mint order; browse ZRANGE pending + - BYLEX REV LIMIT 0 n for n = 10, 301");
-  run.derive("all scores are 0, so lex order is mint order: browsing is newest first and the claim takes the oldest");
+  run.stage(
+      "enqueue 301 ids in mint order; browse ZRANGE pending + - BYLEX REV LIMIT 0 n for n = 10, "
+      "301");
+  run.derive(
+      "all scores are 0, so lex order is mint order: browsing is newest first and the claim takes "
+      "the oldest");
   Redis r(target);
   Bus b(r, fresh().queue());
   std::vector<std::string> ids;
@@ -219,8 +238,10 @@ void j4(GateRun& run, const DrillTarget& target) {
   run.expect(b.num("ZCARD %s", b.key("pending")) == kJobs, "301 pending");
   for (const int n : {10, kJobs}) {
     Reply page = r.command("ZRANGE %s + - BYLEX REV LIMIT 0 %d", b.key("pending").c_str(), n);
-    bool newest_first = page && page->type == REDIS_REPLY_ARRAY && page->elements == static_cast<std::size_t>(n);
-    for (int i = 0; newest_first && i < n; ++i) newest_first = text(page->element[i]) == ids[kJobs - 1 - i];
+    bool newest_first =
+        page && page->type == REDIS_REPLY_ARRAY && page->elements == static_cast<std::size_t>(n);
+    for (int i = 0; newest_first && i < n; ++i)
+      newest_first = text(page->element[i]) == ids[kJobs - 1 - i];
     run.expect(newest_first, "a page of " + std::to_string(n) + " is newest first");
   }
   const auto c = b.claim(30000);
@@ -229,8 +250,11 @@ void j4(GateRun& run, const DrillTarget& target) {
 }
 
 void j5(GateRun& run, const DrillTarget& target) {
-  run.stage("genqueue an id into lane g1, then the same id into lane g2, by enqueue and by schedule");
-  run.derive("admission dedup is per queue, across lanes and verbs: only the first lands, and the duplicates push no wake");
+  run.stage(
+      "genqueue an id into lane g1, then the same id into lane g2, by enqueue and by schedule");
+  run.derive(
+      "admission dedup is per queue, across lanes and verbs: only the first lands, and the "
+      "duplicates push no wake");
   Redis r(target);
   Bus b(r, fresh().queue());
   const std::string id = fresh().job(), g1 = fresh().group(), g2 = fresh().group();
@@ -239,7 +263,8 @@ void j5(GateRun& run, const DrillTarget& target) {
                  is_int(b.schedule(id, "fourth"), 0),
              "genqueue into g2, enqueue and schedule answer 0");
   run.expect(b.hget(b.job(id), "group") == g1 && b.num("ZCARD %s", b.lane(g2)) == 0 &&
-                 b.num("ZCARD %s", b.key("pending")) == 0 && b.num("ZCARD %s", b.key("schedule")) == 0,
+                 b.num("ZCARD %s", b.key("pending")) == 0 &&
+                 b.num("ZCARD %s", b.key("schedule")) == 0,
              "the row stays in g1's lane only");
   run.expect(b.num("LLEN %s", b.key("wake")) == 1, "one wake: the duplicates pushed none");
   run.figure("1 admission of 4, group g1, 1 wake");
@@ -249,7 +274,9 @@ void j5(GateRun& run, const DrillTarget& target) {
 
 void l1(GateRun& run, const DrillTarget& target) {
   run.stage("enqueue, claim with a 30000 ms lease, complete with the token");
-  run.derive("the claim hands token 1 (attempts) with a lease on the server clock; completion deletes the row");
+  run.derive(
+      "the claim hands token 1 (attempts) with a lease on the server clock; completion deletes the "
+      "row");
   Redis r(target);
   Bus b(r, fresh().queue());
   const std::string id = fresh().job();
@@ -266,14 +293,17 @@ void l1(GateRun& run, const DrillTarget& target) {
 
 void l2(GateRun& run, const DrillTarget& target) {
   run.stage("claim a job, complete it with token 99, then with 01, then with 1");
-  run.derive("tokens compare as strings: anything but the row's attempts is EMQSTALE and changes nothing");
+  run.derive(
+      "tokens compare as strings: anything but the row's attempts is EMQSTALE and changes nothing");
   Redis r(target);
   Bus b(r, fresh().queue());
   const std::string id = fresh().job();
   b.enqueue(id, "p");
   b.claim(30000);
-  run.expect(is_error(b.complete(id, "99"), "EMQSTALE complete token mismatch"), "token 99 -> EMQSTALE");
-  run.expect(is_error(b.complete(id, "01"), "EMQSTALE complete token mismatch"), "token 01 -> EMQSTALE");
+  run.expect(is_error(b.complete(id, "99"), "EMQSTALE complete token mismatch"),
+             "token 99 -> EMQSTALE");
+  run.expect(is_error(b.complete(id, "01"), "EMQSTALE complete token mismatch"),
+             "token 01 -> EMQSTALE");
   run.expect(b.hget(b.job(id), "state") == "active" && b.num("ZCARD %s", b.key("active")) == 1,
              "still active");
   run.expect(is_int(b.complete(id, "1"), 1) && is_int(b.complete(id, "1"), 0),
@@ -283,7 +313,9 @@ void l2(GateRun& run, const DrillTarget& target) {
 
 void l3(GateRun& run, const DrillTarget& target) {
   run.stage("claim, retry with delay 0, promote, claim again");
-  run.derive("only claims increment attempts: the retried job comes back with token 2 and token 1 is fenced off");
+  run.derive(
+      "only claims increment attempts: the retried job comes back with token 2 and token 1 is "
+      "fenced off");
   Redis r(target);
   Bus b(r, fresh().queue());
   const std::string id = fresh().job();
@@ -293,7 +325,8 @@ void l3(GateRun& run, const DrillTarget& target) {
   run.expect(is_int(b.promote(), 1), "promote moves it back (1)");
   const auto c = b.claim(30000);
   run.expect(c && c->id == id && c->token == 2, "the next claim hands token 2");
-  run.expect(is_error(b.complete(id, "1"), "EMQSTALE complete token mismatch") && is_int(b.complete(id, "2"), 1),
+  run.expect(is_error(b.complete(id, "1"), "EMQSTALE complete token mismatch") &&
+                 is_int(b.complete(id, "2"), 1),
              "token 1 -> EMQSTALE, token 2 completes");
   run.figure("retry -> promote -> token 2");
 }
@@ -310,7 +343,8 @@ void l4(GateRun& run, const DrillTarget& target) {
   b.promote();
   const auto c = b.claim(30000);
   run.expect(c && c->token == 2, "second claim, token 2");
-  run.expect(text(b.retry(id, "2", 2, "boom 2").get()) == "dead", "retry at attempts 2 of 2 -> dead");
+  run.expect(text(b.retry(id, "2", 2, "boom 2").get()) == "dead",
+             "retry at attempts 2 of 2 -> dead");
   run.expect(b.hget(b.job(id), "state") == "dead" && b.hget(b.job(id), "last_error") == "boom 2" &&
                  b.hget(b.key("metrics:failed"), "count") == "1",
              "state dead, last_error boom 2, metrics:failed 1");
@@ -321,8 +355,9 @@ void l4(GateRun& run, const DrillTarget& target) {
 void l5(GateRun& run, const DrillTarget& target) {
   constexpr int kLeaseMs = 40, kWaitMs = 60;
   run.stage("two jobs; one claimed with a 40 ms lease, one with 60000 ms; wait 60 ms; reap");
-  run.derive("reap returns only leases past their deadline on the server clock (40 < 60 ms waited), "
-             "attempts untouched, so the next claim hands token 2 and the lost holder is fenced off");
+  run.derive(
+      "reap returns only leases past their deadline on the server clock (40 < 60 ms waited), "
+      "attempts untouched, so the next claim hands token 2 and the lost holder is fenced off");
   Redis r(target);
   Bus b(r, fresh().queue());
   const std::string lost = fresh().job(), held = fresh().job();
@@ -336,7 +371,8 @@ void l5(GateRun& run, const DrillTarget& target) {
              "attempts untouched; the long lease still active");
   const auto c = b.claim(30000);
   run.expect(c && c->id == lost && c->token == 2, "the next claim hands token 2");
-  run.expect(is_error(b.complete(lost, "1"), "EMQSTALE complete token mismatch") && is_int(b.complete(lost, "2"), 1),
+  run.expect(is_error(b.complete(lost, "1"), "EMQSTALE complete token mismatch") &&
+                 is_int(b.complete(lost, "2"), 1),
              "the lost holder's token 1 is refused; token 2 completes");
   run.figure("40 ms lease reaped after 60 ms -> token 2");
 }
@@ -351,7 +387,8 @@ void l6(GateRun& run, const DrillTarget& target) {
              "gone -> EMQSTALE job gone, nothing written");
   b.enqueue(id, "p");
   b.claim(30000);
-  run.expect(is_error(b.retry(id, "2", 3, "e"), "EMQSTALE retry token mismatch"), "token 2 -> EMQSTALE");
+  run.expect(is_error(b.retry(id, "2", 3, "e"), "EMQSTALE retry token mismatch"),
+             "token 2 -> EMQSTALE");
   run.expect(b.hget(b.job(id), "last_error") == "(nil)" && b.hget(b.job(id), "state") == "active",
              "no last_error, still active");
   run.figure("gone and stale retries -> EMQSTALE, nothing written");
@@ -361,7 +398,8 @@ void l6(GateRun& run, const DrillTarget& target) {
 
 void g1(GateRun& run, const DrillTarget& target) {
   run.stage("3 lanes of 4 jobs each, genqueued lane by lane; 12 gclaims");
-  run.derive("the ring rotates one lane per claim: 4 strict turns over the 3 lanes, oldest first in each");
+  run.derive(
+      "the ring rotates one lane per claim: 4 strict turns over the 3 lanes, oldest first in each");
   Redis r(target);
   Bus b(r, fresh().queue());
   std::vector<std::string> groups{fresh().group(), fresh().group(), fresh().group()};
@@ -380,14 +418,17 @@ void g1(GateRun& run, const DrillTarget& target) {
     }
   }
   run.expect(strict, "12 claims in 4 strict turns, oldest first within each lane");
-  run.expect(!b.gclaim(30000) && b.list("LRANGE %s 0 -1", b.key("ring")).empty(), "then empty, the ring drained");
+  run.expect(!b.gclaim(30000) && b.list("LRANGE %s 0 -1", b.key("ring")).empty(),
+             "then empty, the ring drained");
   run.figure("12 claims = 4 strict turns over 3 lanes");
 }
 
 void g2(GateRun& run, const DrillTarget& target) {
-  run.stage("400 busy jobs then 20 quiet ones, into two lanes and into a flat queue; 420 claims each");
-  run.derive("lanes alternate, so the quiet lane's 20 jobs go at positions 2, 4, ..., 40; a flat queue "
-             "serves them after the whole backlog, at 401 to 420");
+  run.stage(
+      "400 busy jobs then 20 quiet ones, into two lanes and into a flat queue; 420 claims each");
+  run.derive(
+      "lanes alternate, so the quiet lane's 20 jobs go at positions 2, 4, ..., 40; a flat queue "
+      "serves them after the whole backlog, at 401 to 420");
   Redis r(target);
   Bus lanes(r, fresh().queue()), flat(r, fresh().queue());
   const std::string busy = fresh().group(), quiet = fresh().group();
@@ -410,16 +451,19 @@ void g2(GateRun& run, const DrillTarget& target) {
       flat_last = pos;
     }
   }
-  run.expect(lanes_last == 40, "the quiet lane's last job at 40 of 420 (" + std::to_string(lanes_last) + ")");
-  run.expect(flat_first == 401 && flat_last == 420, "flat: " + std::to_string(flat_first) + ".." + std::to_string(flat_last));
+  run.expect(lanes_last == 40,
+             "the quiet lane's last job at 40 of 420 (" + std::to_string(lanes_last) + ")");
+  run.expect(flat_first == 401 && flat_last == 420,
+             "flat: " + std::to_string(flat_first) + ".." + std::to_string(flat_last));
   run.figure("quiet lane's last job at " + std::to_string(lanes_last) + "/420 vs flat " +
              std::to_string(flat_first) + ".." + std::to_string(flat_last));
 }
 
 void g3(GateRun& run, const DrillTarget& target) {
   run.stage("3 jobs in one lane, glimit 2, three gclaims; then one completion");
-  run.derive("at its ceiling the lane leaves the ring: the third claim is empty with gactive 2; a "
-             "completion frees a slot and puts it back with a wake");
+  run.derive(
+      "at its ceiling the lane leaves the ring: the third claim is empty with gactive 2; a "
+      "completion frees a slot and puts it back with a wake");
   Redis r(target);
   Bus b(r, fresh().queue());
   const std::string g = fresh().group();
@@ -440,7 +484,9 @@ void g3(GateRun& run, const DrillTarget& target) {
 
 void g4(GateRun& run, const DrillTarget& target) {
   run.stage("4 jobs in one lane, one claimed; gpause; claim; complete the claimed one");
-  run.derive("pause takes the lane out of the ring and keeps its backlog: depth 3, claims empty, in-flight runs on");
+  run.derive(
+      "pause takes the lane out of the ring and keeps its backlog: depth 3, claims empty, "
+      "in-flight runs on");
   Redis r(target);
   Bus b(r, fresh().queue());
   const std::string g = fresh().group();
@@ -462,7 +508,9 @@ TableSpec park_table(const std::string& name, std::int64_t beat_ms) {
   TableSpec t;
   t.name = name;
   t.kind = "AST";
-  t.loader = [](const BrandedId&) -> engine::LoadResult { return engine::Loaded{"px=100.00", std::nullopt}; };
+  t.loader = [](const BrandedId&) -> engine::LoadResult {
+    return engine::Loaded{"px=100.00", std::nullopt};
+  };
   t.coherence = CoherenceMode::kJob;
   t.job_beat_ms = beat_ms;
   return t;
@@ -485,14 +533,16 @@ void g5_g6(GateRun& run, const DrillTarget& target, bool wake) {
   constexpr int kQuietMs = 400, kPollMs = 10;
   const std::string t = wake ? "busg6" : "busg5";
   run.stage("node P consumes " + t + " (job lane, beat 5000 ms) and parks; " +
-            (wake ? std::string("its hand-off flag is taken down, so writer W's enqueue goes to the "
-                                "lane and pushes a wake; P is timed from the enqueue to the apply")
-                  : std::string("the server's command count is read over 400 ms against a plain "
-                                "client polling every 10 ms in the same run")));
-  run.derive(wake ? "a parked consumer blocks on its wake list: a wake answers it at once, not at its "
-                    "5000 ms beat -- expect the apply well under a tenth of the beat (500 ms)"
-                  : "a parked consumer is one blocked BLMPOP: no command until its beat; the poller "
-                    "sends one per 10 ms -- expect 0 against about 40");
+            (wake
+                 ? std::string("its hand-off flag is taken down, so writer W's enqueue goes to the "
+                               "lane and pushes a wake; P is timed from the enqueue to the apply")
+                 : std::string("the server's command count is read over 400 ms against a plain "
+                               "client polling every 10 ms in the same run")));
+  run.derive(
+      wake ? "a parked consumer blocks on its wake list: a wake answers it at once, not at its "
+             "5000 ms beat -- expect the apply well under a tenth of the beat (500 ms)"
+           : "a parked consumer is one blocked BLMPOP: no command until its beat; the poller "
+             "sends one per 10 ms -- expect 0 against about 40");
   // No connection heartbeat: the only traffic is the lane's own.
   auto quiet = floors::node_options(target, 281 + (wake ? 1 : 0));
   quiet.heartbeat = std::chrono::milliseconds(0);
@@ -500,13 +550,17 @@ void g5_g6(GateRun& run, const DrillTarget& target, bool wake) {
   if (!run.expect(!p.start(), "node P starts")) return;
   auto consumer = [&] { return *p.stats().tables.at(0).consumer; };
   Redis r(target);
-  const std::string mbase = engine::JobLaneKeys::for_table(t).member_base(std::to_string(281 + (wake ? 1 : 0)));
-  run.expect(floors::eventually([&] {
-               Reply e = r.command("EXISTS %s", (mbase + "parked").c_str());
-               return consumer().parks >= 1 && is_int(e, 1);
-             }, std::chrono::seconds(5)),
+  const std::string mbase =
+      engine::JobLaneKeys::for_table(t).member_base(std::to_string(281 + (wake ? 1 : 0)));
+  run.expect(floors::eventually(
+                 [&] {
+                   Reply e = r.command("EXISTS %s", (mbase + "parked").c_str());
+                   return consumer().parks >= 1 && is_int(e, 1);
+                 },
+                 std::chrono::seconds(5)),
              "P parked with its hand-off flag up");
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the flag's and the block's commands land
+  std::this_thread::sleep_for(
+      std::chrono::milliseconds(20));  // the flag's and the block's commands land
   if (!wake) {
     const long long before = commands_served(r);
     std::this_thread::sleep_for(std::chrono::milliseconds(kQuietMs));
@@ -519,7 +573,8 @@ void g5_g6(GateRun& run, const DrillTarget& target, bool wake) {
       std::this_thread::sleep_for(std::chrono::milliseconds(kPollMs));
     }
     const long long polled = commands_served(r) - p0;
-    run.expect(parked == 0, "the parked consumer sent " + std::to_string(parked) + " commands in 400 ms");
+    run.expect(parked == 0,
+               "the parked consumer sent " + std::to_string(parked) + " commands in 400 ms");
     run.expect(polled >= 10, "the 10 ms poller sent " + std::to_string(polled));
     run.figure("parked consumer " + std::to_string(parked) + " commands in 400 ms vs " +
                std::to_string(polled) + " for a 10 ms poller");
@@ -530,21 +585,27 @@ void g5_g6(GateRun& run, const DrillTarget& target, bool wake) {
   Reply down = r.command("DEL %s", (mbase + "parked").c_str());
   const BrandedId name = fresh().minter.mint("AST").value();
   const auto t0 = Clock::now();
-  auto admitted = w.enqueue(t, fresh().minter.mint("PRT").value(), name.view(), fresh().minter.mint("TXN").value());
-  run.expect(admitted && admitted->size() == 1 && admitted->front().admission == Admission::kEnqueued,
-             "W's enqueue went to P's lane (enqueued, not handed off)");
+  auto admitted = w.enqueue(t, fresh().minter.mint("PRT").value(), name.view(),
+                            fresh().minter.mint("TXN").value());
+  run.expect(
+      admitted && admitted->size() == 1 && admitted->front().admission == Admission::kEnqueued,
+      "W's enqueue went to P's lane (enqueued, not handed off)");
   // P holds no row of the name, so the writer answers stale: what shows the job ran is that it
   // was applied (either verdict) and completed.
-  const bool applied = floors::eventually([&] {
-    const auto c = consumer();
-    return c.applied + c.stale_applies >= 1 && c.completed >= 1;
-  }, std::chrono::seconds(6));
+  const bool applied = floors::eventually(
+      [&] {
+        const auto c = consumer();
+        return c.applied + c.stale_applies >= 1 && c.completed >= 1;
+      },
+      std::chrono::seconds(6));
   const double ms = floors::since_us(t0) / 1000;
   const auto c = consumer();
   run.expect(applied && c.wakes >= 1 && c.claimed >= 1 && c.handed_off == 0,
              "P was woken, claimed it from its lane, applied and completed it");
-  run.expect(ms < kBeatMs / 10.0, "applied " + fmt("%.2f", ms) + " ms after the enqueue (beat 5000 ms)");
-  run.figure("wake answered and applied " + fmt("%.2f", ms) + " ms after the enqueue against a 5000 ms beat");
+  run.expect(ms < kBeatMs / 10.0,
+             "applied " + fmt("%.2f", ms) + " ms after the enqueue (beat 5000 ms)");
+  run.figure("wake answered and applied " + fmt("%.2f", ms) +
+             " ms after the enqueue against a 5000 ms beat");
 }
 
 void g5(GateRun& run, const DrillTarget& target) { g5_g6(run, target, false); }
@@ -552,8 +613,9 @@ void g6(GateRun& run, const DrillTarget& target) { g5_g6(run, target, true); }
 
 void g7(GateRun& run, const DrillTarget& target) {
   run.stage("one lane job claimed with a 60 ms lease; wait 90 ms; reap; gclaim");
-  run.derive("the lane's lease runs out on the server clock; reap returns it to its lane with a ring "
-             "insert and a wake, gactive back to 0, and the next claim hands token 2");
+  run.derive(
+      "the lane's lease runs out on the server clock; reap returns it to its lane with a ring "
+      "insert and a wake, gactive back to 0, and the next claim hands token 2");
   Redis r(target);
   Bus b(r, fresh().queue());
   const std::string g = fresh().group(), id = fresh().job();
@@ -571,9 +633,13 @@ void g7(GateRun& run, const DrillTarget& target) {
 }
 
 void g8(GateRun& run, const DrillTarget& target) {
-  run.stage("two lane jobs; the first claimed with a 40 ms lease, reaped, then completed with its old token 1");
-  run.derive("a holder whose job was reaped but not yet re-claimed retires it everywhere: row gone, "
-             "out of the lane, gactive not decremented twice, the lane still in the ring for the second job");
+  run.stage(
+      "two lane jobs; the first claimed with a 40 ms lease, reaped, then completed with its old "
+      "token 1");
+  run.derive(
+      "a holder whose job was reaped but not yet re-claimed retires it everywhere: row gone, "
+      "out of the lane, gactive not decremented twice, the lane still in the ring for the second "
+      "job");
   Redis r(target);
   Bus b(r, fresh().queue());
   const std::string g = fresh().group(), first = fresh().job(), second = fresh().job();
@@ -582,7 +648,8 @@ void g8(GateRun& run, const DrillTarget& target) {
   b.gclaim(40);
   std::this_thread::sleep_for(std::chrono::milliseconds(60));
   run.expect(is_int(b.reap(), 1) && b.num("ZCARD %s", b.lane(g)) == 2, "reaped: the lane holds 2");
-  run.expect(is_int(b.complete(first, "1"), 1), "the old holder's completion with token 1 answers 1");
+  run.expect(is_int(b.complete(first, "1"), 1),
+             "the old holder's completion with token 1 answers 1");
   run.expect(b.num("EXISTS %s", b.job(first)) == 0 && b.num("ZCARD %s", b.lane(g)) == 1 &&
                  b.hget(b.key("gactive"), g) == "(nil)",
              "row gone, out of the lane, gactive not decremented twice");

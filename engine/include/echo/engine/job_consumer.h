@@ -41,16 +41,16 @@
 // The lease of a hand-off is this member's job_lease_ms, declared on every beat (member_beat).
 #pragma once
 
+#include <echo/engine/table_spec.h>
+#include <echo/engine/table_writer.h>
+#include <echo/io/connection.h>
+#include <echo/io/uring_loop.h>
+
 #include <chrono>
 #include <cstdint>
 #include <deque>
 #include <string>
 #include <unordered_map>
-
-#include <echo/engine/table_spec.h>
-#include <echo/engine/table_writer.h>
-#include <echo/io/connection.h>
-#include <echo/io/uring_loop.h>
 
 namespace echo::engine {
 
@@ -138,17 +138,17 @@ class JobConsumer {
 
   // Loop-thread state.
   bool stopping_ = false, claiming_ = false, blocked_ = false, registered_ = false;
-  bool lanes_idle_ = false;  // the last claim answered empty and no wake came since
-  bool arming_ = false;      // a member_park is in flight
-  bool rearm_ = false;       // and another was asked for meanwhile
-  bool hold_block_ = false;  // hand-offs went into the ring: block again once an ack drains
+  bool lanes_idle_ = false;         // the last claim answered empty and no wake came since
+  bool arming_ = false;             // a member_park is in flight
+  bool rearm_ = false;              // and another was asked for meanwhile
+  bool hold_block_ = false;         // hand-offs went into the ring: block again once an ack drains
   std::uint64_t wake_gen_ = 0;      // wake tokens seen: a claim sent before one must run again
   std::int64_t flag_estimate_ = 0;  // the parked flag's count as of our last member_park, less
                                     // the hand-offs taken since (an underestimate at worst)
-  std::int64_t last_beat_ms_ = 0;  // server time of the last beat that landed
+  std::int64_t last_beat_ms_ = 0;   // server time of the last beat that landed
   std::uint64_t next_ticket_ = 1;
   std::unordered_map<std::uint64_t, Job> in_flight_;  // published, not yet acked
-  std::deque<CoherenceItem> overflow_;                  // hand-offs beyond the credits
+  std::deque<CoherenceItem> overflow_;                // hand-offs beyond the credits
   io::IoOp timer_op_{};
   bool timer_armed_ = false;
 
@@ -159,8 +159,8 @@ class JobConsumer {
 
   std::atomic<std::uint64_t> claimed_{0}, handed_off_{0}, applied_{0}, stale_applies_{0},
       completed_{0}, complete_gone_{0}, complete_stale_{0}, complete_errors_{0}, malformed_{0},
-      retried_{0}, dead_{0}, beats_{0}, rejoins_{0}, reaped_{0}, promoted_{0},
-      members_reaped_{0}, parks_{0}, wakes_{0}, empty_claims_{0};
+      retried_{0}, dead_{0}, beats_{0}, rejoins_{0}, reaped_{0}, promoted_{0}, members_reaped_{0},
+      parks_{0}, wakes_{0}, empty_claims_{0};
 };
 
 }  // namespace echo::engine
