@@ -143,6 +143,13 @@ Connection::~Connection() {
     closed_ = [&finished] { finished = true; };
     begin_close();
     if (!loop_.run_until([&] { return finished; }, milliseconds(10000))) {
+      // Name what is still armed, so a report says which completion never came.
+      std::fprintf(stderr,
+                   "echo::io::Connection %s: still armed after close: connect=%d recv=%d send=%d "
+                   "flush=%d tick=%d backoff=%d status=%s\n",
+                   options_.label.c_str(), connect_op_.armed, recv_op_.armed, send_op_.armed,
+                   flush_op_.armed, tick_op_.armed, backoff_op_.armed,
+                   std::string(to_string(status())).c_str());
       contract_violation("operations still in flight 10 s after close");
     }
   }
