@@ -258,7 +258,10 @@ void run_lanes(const BenchConfig& c, const DrillTarget& target, Progress& progre
                     "Journal::intend_and_enqueue", "Engine::enqueue (bare job lane)");
   Row pair_row = row("journal_vs_sqlite", "journal record+mark pair", "Journal record+mark",
                      "plain SQLite WAL commit");
-  pair_row.placement = placement_of(c, "the bench thread and the journal's owner thread", false);
+  pair_row.placement = placement_of(
+      c,
+      "the bench thread (it commits itself when the connection is free) and the journal's flusher",
+      false);
 
   const std::string floor_channel = "echostore:bench:floor:" + run_id;
   engine::JournalOptions pair_journal{.dir = dir.path() / "pair",
