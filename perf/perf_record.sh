@@ -9,7 +9,7 @@
 #   perf/perf_record.sh [BUILD_DIR (default build/release)] [OUT_DIR (default: a new temp dir)]
 set -euo pipefail
 build=${1:-build/release}
-out=${2:-$(mktemp -d)}
+out=${2:-}
 ops="$build/perf/perf_ops"
 [[ -x $ops ]] || { echo "perf_record: $ops not built (ECHO_BUILD_BENCH=ON)" >&2; exit 2; }
 if ! command -v perf >/dev/null || ! perf --version >/dev/null 2>&1; then
@@ -32,6 +32,7 @@ else
   echo "  software cpu-clock event instead (a timer interrupt: per-sample CPU time, no cycles,"
   echo "  and skid to the instruction after the interrupt). perf_event_paranoid $paranoid."
 fi
+[[ -n $out ]] || out=$(mktemp -d)
 mkdir -p "$out"
 data="$out/perf.data"
 # Four runs of 10^6 of each op; DWARF call chains (a Release build keeps no frame pointers) so
