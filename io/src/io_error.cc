@@ -37,6 +37,9 @@ std::string_view to_string(IoErrc e) noexcept {
     case IoErrc::kTimeout: return "timeout";
     case IoErrc::kConnectFailed: return "connect_failed";
     case IoErrc::kProtocolError: return "protocol_error";
+    case IoErrc::kTooManyRedirects: return "too_many_redirects";
+    case IoErrc::kClusterDown: return "cluster_down";
+    case IoErrc::kTopologyRefused: return "topology_refused";
   }
   return "unknown";
 }

@@ -22,6 +22,9 @@ enum class IoErrc : int {
   kTimeout,            // connect, boot step or blocking call ran past its deadline
   kConnectFailed,      // the TCP/Unix connect itself failed
   kProtocolError,      // the server sent bytes the decoder refused (counted in wire_errors)
+  kTooManyRedirects,   // cluster: MOVED/ASK/TRYAGAIN more than max_redirects times for one call
+  kClusterDown,        // cluster: no reachable master served the call's slot within route_timeout
+  kTopologyRefused,    // cluster: no seed answered CLUSTER SHARDS / SLOTS with a usable map
 };
 
 const std::error_category& io_category() noexcept;
