@@ -12,6 +12,8 @@
 #include <thread>
 #include <unordered_map>
 
+#include "sharded_subscriber.h"
+
 #include <echo/engine/l2_frame.h>
 #include <echo/engine/stats_export.h>
 #include <echo/lua/scripts.h>
@@ -98,6 +100,9 @@ struct Engine::Impl {
 
   std::unique_ptr<io::LoopThread> io;
   std::unique_ptr<io::Connection> cmd, sub;
+  // ServerMode::kCluster: the slot router replaces `cmd`, the sharded subscriber `sub`.
+  std::unique_ptr<io::ClusterClient> cluster;
+  std::unique_ptr<ShardedSubscriber> ssub;
   std::unique_ptr<LoaderThread> loader;
   std::atomic<std::uint64_t> unrouted{0};
   std::atomic<bool> running{false};
@@ -198,10 +203,27 @@ struct Engine::Impl {
     return std::move(r.reply);
   }
 
+  // The command path (loop thread): the one connection, or the cluster router by slot (which
+  // always answers through `done`).
+  std::error_code issue(std::span<const std::string_view> args, io::ReplyFn done) {
+    if (!cluster) return cmd->call(args, std::move(done));
+    cluster->call(args, std::move(done));
+    return {};
+  }
+  std::error_code issue(std::initializer_list<std::string_view> args, io::ReplyFn done) {
+    return issue(std::span<const std::string_view>(args.begin(), args.size()), std::move(done));
+  }
+  std::error_code issue_script(const io::Script& s, std::span<const std::string_view> keys,
+                               std::span<const std::string_view> argv, io::ReplyFn done) {
+    if (!cluster) return cmd->evalsha(s, keys, argv, std::move(done));
+    cluster->evalsha(s, keys, argv, std::move(done));
+    return {};
+  }
+
   Result<io::Resp3Owned> command(std::vector<std::string> args) {
     return blocking([this, args = std::move(args)](io::ReplyFn done) {
       std::vector<std::string_view> views(args.begin(), args.end());
-      return cmd->call(views, std::move(done));
+      return issue(views, std::move(done));
     });
   }
 
@@ -209,7 +231,7 @@ struct Engine::Impl {
                                 std::vector<std::string> argv) {
     return blocking([this, &s, keys = std::move(keys), argv = std::move(argv)](io::ReplyFn done) {
       std::vector<std::string_view> k(keys.begin(), keys.end()), a(argv.begin(), argv.end());
-      return cmd->evalsha(s, k, a, std::move(done));
+      return issue_script(s, k, a, std::move(done));
     });
   }
 
@@ -221,7 +243,7 @@ struct Engine::Impl {
       io->loop().post([this, key = std::move(key), done = std::move(done)]() mutable {
         if (io_closing) return done(L2Fetch{make_error_code(Errc::kStopped), std::nullopt});
         auto shared = std::make_shared<std::function<void(L2Fetch)>>(std::move(done));
-        const auto ec = cmd->call({"GET", key}, [shared](std::error_code e, const io::Resp3Value& r) {
+        const auto ec = issue({"GET", key}, [shared](std::error_code e, const io::Resp3Value& r) {
           if (e) return (*shared)(L2Fetch{e, std::nullopt});
           if (r.is_null()) return (*shared)(L2Fetch{{}, std::nullopt});
           if (r.type() != io::Resp3Type::bulk_string) return (*shared)(L2Fetch{unexpected(), std::nullopt});
@@ -256,7 +278,7 @@ struct Engine::Impl {
               std::move(out), std::move(done));
           const std::string_view keys[] = {key};
           const std::string_view argv[] = {framed, ttl};
-          const auto ec = cmd->evalsha(put_l2, keys, argv, [state](std::error_code e, const io::Resp3Value& r) {
+          const auto ec = issue_script(put_l2, keys, argv, [state](std::error_code e, const io::Resp3Value& r) {
             auto& [o, cb] = *state;
             if (e) {
               o.ec = e;
@@ -278,6 +300,26 @@ struct Engine::Impl {
   }
 
   // ---- the subscriber's push path (loop thread) ----
+  void deliver(Slot& slot, std::string_view payload) {
+    slot.pushes.store(slot.pushes.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    auto message = table::parse_frame(payload);
+    if (!message) {
+      slot.garbage.store(slot.garbage.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+      return;
+    }
+    slot.ring->publish(CoherenceItem{*message, steady_ns(), 0});  // refusals counted by the ring
+  }
+
+  Slot* by_channel_name(std::string_view channel) const {
+    auto it = by_channel.find(std::string(channel));
+    return it == by_channel.end() ? nullptr : it->second;
+  }
+
+  std::vector<io::NodeAddress> seeds() const {
+    if (options.cluster_seeds.empty()) return {io::NodeAddress{options.host, options.port}};
+    return io::parse_seeds(options.cluster_seeds);
+  }
+
   void on_push(const io::Resp3Value& push) {
     if (push.size() < 2) {
       unrouted.fetch_add(1, std::memory_order_relaxed);
@@ -291,13 +333,7 @@ struct Engine::Impl {
     }
     Slot& slot = *it->second;
     if (kind == "message" && push.size() == 3) {
-      slot.pushes.store(slot.pushes.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-      auto message = table::parse_frame(push[2].str());
-      if (!message) {
-        slot.garbage.store(slot.garbage.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-        return;
-      }
-      slot.ring->publish(CoherenceItem{*message, steady_ns(), 0});  // refusals counted by the ring
+      deliver(slot, push[2].str());
     } else if (kind == "subscribe") {
       slot.writer->subscription_confirmed();
     } else {
@@ -329,8 +365,22 @@ struct Engine::Impl {
 
 Engine::Engine(EngineOptions options, std::vector<TableSpec> tables)
     : impl_(std::make_unique<Impl>(std::move(options))) {
-  if (impl_->options.port < 1 || impl_->options.port > 65535) {
+  const bool by_seeds = impl_->options.mode == ServerMode::kCluster && !impl_->options.cluster_seeds.empty();
+  if (!by_seeds && (impl_->options.port < 1 || impl_->options.port > 65535)) {
     throw ConfigError("port must lie in 1..65535, got " + std::to_string(impl_->options.port));
+  }
+  if (impl_->options.mode == ServerMode::kCluster) {
+    try {
+      (void)impl_->seeds();
+    } catch (const std::invalid_argument& e) {
+      throw ConfigError(std::string("cluster_seeds: ") + e.what());
+    }
+    if (impl_->options.cluster_max_redirects < 0 || impl_->options.cluster_max_redirects > 16) {
+      throw ConfigError("cluster_max_redirects must lie in 0..16, got " +
+                        std::to_string(impl_->options.cluster_max_redirects));
+    }
+  } else if (!impl_->options.cluster_seeds.empty()) {
+    throw ConfigError("cluster_seeds is set but mode is single (set mode = ServerMode::kCluster)");
   }
   if (impl_->options.get_timeout.count() < 1) throw ConfigError("get_timeout must be at least 1 ms");
   if (const auto p = impl_->options.stats_publish.count(); p != 0 && (p < 100 || p > 3600000)) {
@@ -373,20 +423,64 @@ std::error_code Engine::start(std::chrono::milliseconds timeout) {
   d.io = std::make_unique<io::LoopThread>(d.options.io);
   d.loader = std::make_unique<LoaderThread>();
   for (auto& s : d.slots) s->writer->start();
-  d.cmd = std::make_unique<io::Connection>(d.io->loop(), d.connection_options("cmd"));
-  d.cmd->start();
-  if (auto ec = d.cmd->wait_ready(left())) {
-    stop();
-    return ec;
+  if (d.options.mode == ServerMode::kCluster) {
+    io::ClusterOptions co;
+    co.seeds = d.seeds();
+    co.connection = d.connection_options("cmd");
+    co.max_redirects = d.options.cluster_max_redirects;
+    co.route_timeout = d.options.call_timeout;
+    d.cluster = std::make_unique<io::ClusterClient>(d.io->loop(), std::move(co));
+    d.cluster->start();
+    if (auto ec = d.cluster->wait_ready(left())) {
+      stop();
+      return ec;
+    }
+  } else {
+    d.cmd = std::make_unique<io::Connection>(d.io->loop(), d.connection_options("cmd"));
+    d.cmd->start();
+    if (auto ec = d.cmd->wait_ready(left())) {
+      stop();
+      return ec == io::IoErrc::kClusterNode ? make_error_code(Errc::kWrongMode) : ec;
+    }
   }
   d.running.store(true, std::memory_order_release);
+  if (d.options.mode == ServerMode::kSingle) {
+    // A cluster node would answer MOVED to most keys: refuse the mismatch at start.
+    auto info = d.command({"INFO", "cluster"});
+    if (info && info->view().str().find("cluster_enabled:1") != std::string_view::npos) {
+      stop();
+      return make_error_code(Errc::kWrongMode);
+    }
+  }
   for (auto& s : d.slots) {
     if (s->job_ring == nullptr) continue;
+    if (d.cluster) {
+      // The job lane on a cluster is not wired yet (issue 9): refuse rather than misroute.
+      stop();
+      return make_error_code(Errc::kWrongMode);
+    }
     s->consumer = std::make_unique<JobConsumer>(d.io->loop(), *d.cmd, d.connection_options("park-" + s->spec.name),
                                                 *s->writer, *s->job_ring, std::to_string(d.options.node_id));
     s->consumer->start();
   }
-  if (!d.by_channel.empty()) {
+  if (!d.by_channel.empty() && d.cluster) {
+    std::vector<std::string> channels;
+    for (const auto& [channel, slot] : d.by_channel) channels.push_back(channel);
+    ShardedSubscriber::Handlers h;
+    h.message = [&d](std::string_view channel, std::string_view payload) {
+      if (Impl::Slot* slot = d.by_channel_name(channel)) d.deliver(*slot, payload);
+    };
+    h.confirmed = [&d](std::string_view channel) {
+      if (Impl::Slot* slot = d.by_channel_name(channel)) slot->writer->subscription_confirmed();
+    };
+    h.lost = [&d](std::string_view channel) {
+      if (Impl::Slot* slot = d.by_channel_name(channel)) slot->writer->subscription_lost();
+    };
+    h.unrouted = [&d] { d.unrouted.fetch_add(1, std::memory_order_relaxed); };
+    d.ssub = std::make_unique<ShardedSubscriber>(*d.cluster, d.connection_options("ssub"),
+                                                 std::move(channels), std::move(h));
+    d.ssub->start();
+  } else if (!d.by_channel.empty()) {
     d.sub = std::make_unique<io::Connection>(
         d.io->loop(), d.connection_options("sub"),
         [&d](const io::Resp3Value& push) { d.on_push(push); },
@@ -461,7 +555,9 @@ void Engine::stop() {
     });
     marked.get_future().wait();
   }
+  d.ssub.reset();
   d.sub.reset();
+  d.cluster.reset();
   d.cmd.reset();
   if (d.io) d.io->join();
   for (auto& s : d.slots) s->consumer.reset();
@@ -522,7 +618,9 @@ Result<std::int64_t> Engine::broadcast(std::string_view table, std::string_view 
   auto name = BrandedId::parse(id);
   if (!name) return table::Unexpected{make_error_code(Errc::kKind)};
   const auto frame = table::make_frame(*name, version);
-  auto reply = impl_->command({"PUBLISH", *channel, std::string(table::view(frame))});
+  // On a cluster the channel is sharded: SPUBLISH reaches the SSUBSCRIBErs on its slot's shard.
+  const char* verb = impl_->options.mode == ServerMode::kCluster ? "SPUBLISH" : "PUBLISH";
+  auto reply = impl_->command({verb, *channel, std::string(table::view(frame))});
   if (!reply) return table::Unexpected{reply.error()};
   if (reply->view().type() != io::Resp3Type::integer) return table::Unexpected{unexpected()};
   return reply->view().integer();
@@ -680,6 +778,17 @@ EngineStats Engine::stats() const {
   }
   if (impl_->cmd) out.connections.push_back(impl_->cmd->stats());
   if (impl_->sub) out.connections.push_back(impl_->sub->stats());
+  if (impl_->cluster) {
+    auto cs = impl_->cluster->stats();
+    out.connections.insert(out.connections.end(), cs.connections.begin(), cs.connections.end());
+    out.cluster = ClusterCounters{cs.moved, cs.ask, cs.refreshes, cs.held, cs.held_expired,
+                                  cs.redirect_limit, cs.masters};
+  }
+  if (impl_->ssub) {
+    auto subs = impl_->ssub->stats();
+    out.connections.insert(out.connections.end(), subs.begin(), subs.end());
+    if (out.cluster) out.cluster->resubscribes = impl_->ssub->resubscribes();
+  }
   out.unrouted_pushes = impl_->unrouted.load(std::memory_order_relaxed);
   return out;
 }

@@ -25,6 +25,7 @@ std::string_view to_string(Errc e) noexcept {
     case Errc::kContended: return "contended";
     case Errc::kUnexpectedReply: return "unexpected_reply";
     case Errc::kNoLiveMember: return "no_live_member";
+    case Errc::kWrongMode: return "wrong_mode";
   }
   return "unknown";
 }

@@ -224,6 +224,10 @@ void ClusterClient::topology_answer(Node* from, bool shards, std::error_code ec,
     ec = e2;
   }
   refresh_in_flight_ = false;
+  if (!shards && ec == IoErrc::kServerError &&
+      v.str().find("cluster support disabled") != std::string_view::npos) {
+    return stop_fatal(IoErrc::kTopologyRefused);  // a single server: the mode is wrong
+  }
   std::optional<std::vector<SlotRange>> ranges;
   if (!ec) ranges = shards ? parse_cluster_shards(v) : parse_cluster_slots(v);
   if (!ranges || ranges->empty()) {

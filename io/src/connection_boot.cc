@@ -117,6 +117,7 @@ void Connection::boot_fence_check(bool after_set) {
   enqueue_internal(get, [this, after_set](std::error_code ec, const Resp3Value& v) {
     if (ec && ec != IoErrc::kServerError) return;
     if (v.type() == Resp3Type::bulk_string && v.str() == options_.version_value) return booted();
+    if (v.is_error() && starts_with(v.str(), "MOVED ")) return stop_fatal(IoErrc::kClusterNode);
     if (v.is_null() && !after_set) {
       // Unclaimed: claim it (NX, so a concurrent claimer's value wins) and read back.
       const std::string_view set[] = {"SET", options_.version_key, options_.version_value, "NX"};

@@ -40,6 +40,7 @@ std::string_view to_string(IoErrc e) noexcept {
     case IoErrc::kTooManyRedirects: return "too_many_redirects";
     case IoErrc::kClusterDown: return "cluster_down";
     case IoErrc::kTopologyRefused: return "topology_refused";
+    case IoErrc::kClusterNode: return "cluster_node";
   }
   return "unknown";
 }

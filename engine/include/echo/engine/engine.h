@@ -26,15 +26,24 @@
 #include <echo/engine/journal.h>
 #include <echo/engine/table_spec.h>
 #include <echo/engine/table_writer.h>
+#include <echo/io/cluster_client.h>
 #include <echo/io/connection.h>
 #include <echo/io/uring_loop.h>
 #include <echo/table/expected.h>
 
 namespace echo::engine {
 
+// Where L2 lives: one server, or a Valkey/Redis Cluster (commands routed by slot, the broadcast
+// lane on sharded pub/sub). Checked at construction; start() fails if the server disagrees.
+enum class ServerMode : std::uint8_t { kSingle, kCluster };
+
 struct EngineOptions {
   std::string host = "127.0.0.1";
-  int port = 0;                        // 1..65535, required
+  int port = 0;                        // 1..65535; required unless cluster_seeds is set
+  ServerMode mode = ServerMode::kSingle;
+  // kCluster: seed nodes "host:port,host:port,..." (empty: host:port above); any live node serves.
+  std::string cluster_seeds;
+  int cluster_max_redirects = 5;       // kCluster: MOVED/ASK per call, 0..16
   std::string password;
   unsigned node_id = 0;                // 0..1023: this process's minting node
   io::LoopOptions io{};                // io thread: wait mode, CPU pinning
@@ -81,9 +90,16 @@ struct TableStats {
   std::uint64_t pushes = 0, garbage = 0;  // broadcast lane: pushes routed, frames refused
 };
 
+// ServerMode::kCluster: the router's counters (io::ClusterStats) and the sharded subscriber's.
+struct ClusterCounters {
+  std::uint64_t moved = 0, ask = 0, refreshes = 0, held = 0, held_expired = 0,
+                redirect_limit = 0, masters = 0, resubscribes = 0;
+};
+
 struct EngineStats {
   std::vector<TableStats> tables;
   std::vector<io::ConnectionStats> connections;
+  std::optional<ClusterCounters> cluster;
   std::uint64_t unrouted_pushes = 0;  // pushes for no declared table, or not messages
 };
 

@@ -19,6 +19,7 @@ enum class Errc : int {
   kUnexpectedReply,  // the server answered something the verb cannot mean (counted)
   kNoLiveMember,     // a job-lane enqueue found no live member (and no shared queue): no queue
                      // holds the job, so nothing will apply it (not a duplicate)
+  kWrongMode,        // EngineOptions::mode is single but the server is a cluster node
 };
 
 const std::error_category& engine_category() noexcept;

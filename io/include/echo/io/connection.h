@@ -68,7 +68,8 @@ enum class ConnEvent : std::uint8_t {
   kReady,         // first successful boot
   kDisconnected,  // the socket was lost (cause in the error_code); callers already failed
   kReconnected,   // booted again after a loss, re-fenced, channels resubscribed
-  kStopped,       // fatal (auth_refused, boot_refused, unexpected_hello, version_fence) or closed
+  kStopped,       // fatal (auth_refused, boot_refused, unexpected_hello, version_fence,
+                  // cluster_node) or closed
 };
 
 // WIRE §6 stats, a snapshot. Counters are single-writer (the loop thread), read relaxed: each is

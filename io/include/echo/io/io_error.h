@@ -25,6 +25,7 @@ enum class IoErrc : int {
   kTooManyRedirects,   // cluster: MOVED/ASK/TRYAGAIN more than max_redirects times for one call
   kClusterDown,        // cluster: no reachable master served the call's slot within route_timeout
   kTopologyRefused,    // cluster: no seed answered CLUSTER SHARDS / SLOTS with a usable map
+  kClusterNode,        // a single-server connection's boot was answered MOVED: a cluster (fatal)
 };
 
 const std::error_category& io_category() noexcept;

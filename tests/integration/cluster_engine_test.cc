@@ -1,0 +1,245 @@
+// SPDX-License-Identifier: MIT
+// The engine on a real local cluster (3 masters, 3 replicas): the mode is checked at start, L2
+// reads and writes and the scripts route by their key's slot, the broadcast lane rides sharded
+// pub/sub (F2 newer-wins and F3 broadcast, as in broadcast_lane_test.cc), tables spread over
+// every shard, and a table whose slot moves is resubscribed on the new owner (the server's
+// sunsubscribe), its disconnect policy applied. The failover drill is cluster_failover_test.cc.
+#include <echo/engine/engine.h>
+#include <echo/engine/l2_frame.h>
+#include <echo/engine/local_cluster.h>
+#include <echo/io/cluster_map.h>
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "integration/engine_nodes.h"
+
+namespace echo::test {
+namespace {
+
+using engine::CoherenceMode;
+using engine::Engine;
+using engine::Source;
+using table::BrandedId;
+
+class ClusterEngine : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    try {
+      cluster_ = std::make_unique<engine::LocalCluster>();
+    } catch (const std::exception& e) {
+      start_error_ = e.what();
+    }
+  }
+  static void TearDownTestSuite() { cluster_.reset(); }
+  void SetUp() override { ASSERT_TRUE(cluster_) << "LocalCluster: " << start_error_; }
+
+  static engine::LocalCluster& cluster() { return *cluster_; }
+
+  static engine::EngineOptions options(unsigned node) {
+    engine::EngineOptions o;
+    o.mode = engine::ServerMode::kCluster;
+    o.cluster_seeds = cluster().seeds();
+    o.node_id = node;
+    return o;
+  }
+
+  std::unique_ptr<Engine> node(unsigned id, std::vector<engine::TableSpec> tables) {
+    auto e = std::make_unique<Engine>(options(id), std::move(tables));
+    const std::error_code ec = e->start(std::chrono::seconds(15));
+    EXPECT_FALSE(ec) << "node " << id << ": " << ec.message();
+    if (ec) return nullptr;
+    return e;
+  }
+
+  // The raw L2 bytes of `key`, read from the master the cluster names for its slot.
+  static std::string l2(const std::string& key) {
+    const int owner = cluster().master_of(io::hash_slot(key));
+    return cluster().admin(owner, {"GET", key});
+  }
+
+  static std::unique_ptr<engine::LocalCluster> cluster_;
+  static std::string start_error_;
+};
+std::unique_ptr<engine::LocalCluster> ClusterEngine::cluster_;
+std::string ClusterEngine::start_error_;
+
+TEST_F(ClusterEngine, TheModeIsCheckedAtStart) {
+  LoaderProbe loader;
+  auto spec = table_spec("quotes", "AST", CoherenceMode::kBroadcast, loader.answer("x"));
+  engine::EngineOptions single;
+  single.port = cluster().server(0).port();
+  Engine wrong(single, {spec});
+  EXPECT_EQ(wrong.start(), make_error_code(engine::Errc::kWrongMode));
+
+  engine::LocalServer plain;
+  engine::EngineOptions o;
+  o.mode = engine::ServerMode::kCluster;
+  o.port = plain.port();
+  Engine not_a_cluster(o, {spec});
+  EXPECT_EQ(not_a_cluster.start(), make_error_code(io::IoErrc::kTopologyRefused));
+
+  o.cluster_seeds = "127.0.0.1";
+  EXPECT_THROW(Engine(o, {spec}), engine::ConfigError);
+  o.cluster_seeds = cluster().seeds();
+  o.cluster_max_redirects = 17;
+  EXPECT_THROW(Engine(o, {spec}), engine::ConfigError);
+  single.cluster_seeds = cluster().seeds();
+  EXPECT_THROW(Engine(single, {spec}), engine::ConfigError);
+}
+
+// ---- F2 newer-wins, on a cluster ----
+TEST_F(ClusterEngine, F2LateStaleDropBouncesOffBothLayers) {
+  LoaderProbe loader;
+  auto spec = table_spec("quotes", "AST", CoherenceMode::kBroadcast, loader.answer("px=100.00"));
+  auto a = node(1, {spec});
+  auto b = node(2, {spec});
+  ASSERT_TRUE(a && b);
+  const BrandedId name = fresh_id("AST");
+  const std::string key = l2_key("quotes", name);
+  const BrandedId v_old = a->mint("TXN").value();
+  const BrandedId v_new = a->mint("AST").value();
+  ASSERT_TRUE(a->put("quotes", name.view(), "px=105.00", v_new));
+  EXPECT_EQ(l2(key), engine::frame_l2_value(v_new, "px=105.00"));
+
+  const auto stale_before = writer_of(*a, "quotes").stats().stale;
+  ASSERT_TRUE(b->broadcast("quotes", name.view(), v_old));
+  ASSERT_TRUE(eventually([&] { return writer_of(*a, "quotes").stats().stale > stale_before; }));
+  auto still = a->get("quotes", name.view());
+  ASSERT_TRUE(still);
+  EXPECT_EQ(still->source, Source::kL1);
+  EXPECT_EQ(still->version, v_new);
+
+  auto dropped = a->drop_l2("quotes", name.view(), v_old);  // a script, routed by its key
+  ASSERT_TRUE(dropped);
+  EXPECT_FALSE(*dropped);
+  EXPECT_EQ(l2(key), engine::frame_l2_value(v_new, "px=105.00"));
+  const BrandedId v_fresh = newer_than("AST", v_new);
+  dropped = a->drop_l2("quotes", name.view(), v_fresh);
+  ASSERT_TRUE(dropped);
+  EXPECT_TRUE(*dropped);
+  EXPECT_EQ(l2(key), "");
+  EXPECT_EQ(loader.runs(), 0);
+  ASSERT_TRUE(a->stats().cluster);
+  EXPECT_EQ(a->stats().cluster->masters, 3u);
+}
+
+// ---- F3 broadcast, on a cluster: SPUBLISH on the table's shard ----
+TEST_F(ClusterEngine, F3ThreeNodesHearTheShardedBroadcastAndRefillFromL2) {
+  LoaderProbe loader;
+  auto spec = table_spec("quotes", "AST", CoherenceMode::kBroadcast, loader.answer("px=100.00"));
+  auto a = node(1, {spec});
+  auto b = node(2, {spec});
+  auto c = node(3, {spec});
+  ASSERT_TRUE(a && b && c);
+  const BrandedId name = fresh_id("AST");
+  const BrandedId v1 = a->mint("AST").value();
+  ASSERT_TRUE(a->put("quotes", name.view(), "px=100.00", v1));
+  for (Engine* e : {b.get(), c.get()}) {
+    auto r = e->get("quotes", name.view());
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->source, Source::kL2);
+    EXPECT_EQ(e->get("quotes", name.view())->source, Source::kL1);
+  }
+  const BrandedId v2 = a->mint("AST").value();
+  ASSERT_TRUE(a->put("quotes", name.view(), "px=106.00", v2));
+  auto heard = a->broadcast("quotes", name.view(), v2);
+  ASSERT_TRUE(heard) << heard.error().message();
+  EXPECT_GE(*heard, 3);  // every node's SSUBSCRIBE is on the shard that owns {quotes}
+  for (Engine* e : {b.get(), c.get()}) {
+    ASSERT_TRUE(eventually([&] { return writer_of(*e, "quotes").stats().applied >= 1; }));
+    auto r = e->get("quotes", name.view());
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->source, Source::kL2);
+    EXPECT_EQ(r->value, "px=106.00");
+    EXPECT_EQ(r->version, v2);
+  }
+  EXPECT_EQ(loader.runs(), 0);
+  std::printf("[ F3 cluster ] SPUBLISH reached %lld; the other nodes' next reads were l2\n",
+              static_cast<long long>(*heard));
+}
+
+TEST_F(ClusterEngine, TablesOnEveryShardEachHearTheirOwnBroadcast) {
+  // Table names whose hash tags land on three different masters.
+  std::vector<std::string> names;
+  std::set<int> owners;
+  for (int i = 0; names.size() < 3 && i < 200; ++i) {
+    const std::string t = "t" + std::to_string(i);
+    const int owner = cluster().master_of(io::hash_slot(t));
+    if (owners.insert(owner).second) names.push_back(t);
+  }
+  ASSERT_EQ(names.size(), 3u);
+  LoaderProbe loader;
+  std::vector<engine::TableSpec> specs;
+  for (const auto& t : names) {
+    specs.push_back(table_spec(t, "AST", CoherenceMode::kBroadcast, loader.answer("l")));
+  }
+  auto a = node(4, specs);
+  auto b = node(5, specs);
+  ASSERT_TRUE(a && b);
+  for (const auto& t : names) {
+    const BrandedId name = fresh_id("AST");
+    ASSERT_TRUE(a->put(t, name.view(), "one", a->mint("AST").value()));
+    ASSERT_EQ(b->get(t, name.view())->value, "one");
+    const BrandedId v2 = a->mint("AST").value();
+    ASSERT_TRUE(a->put(t, name.view(), "two", v2));
+    auto heard = a->broadcast(t, name.view(), v2);
+    ASSERT_TRUE(heard);
+    EXPECT_EQ(*heard, 2) << t;  // both nodes, on that table's shard
+    ASSERT_TRUE(eventually([&] { return !l1_holds(*b, t, name); })) << t;
+    EXPECT_EQ(b->get(t, name.view())->value, "two");
+  }
+  EXPECT_EQ(a->stats().cluster->moved, 0u);
+}
+
+TEST_F(ClusterEngine, ASlotMoveResubscribesOnTheNewOwnerAndFlushes) {
+  LoaderProbe loader;
+  auto spec = table_spec("moving", "AST", CoherenceMode::kBroadcast, loader.answer("l"));
+  auto a = node(6, {spec});
+  auto b = node(7, {spec});
+  ASSERT_TRUE(a && b);
+  const BrandedId name = fresh_id("AST");
+  ASSERT_TRUE(a->put("moving", name.view(), "before", a->mint("AST").value()));
+  ASSERT_EQ(b->get("moving", name.view())->value, "before");
+  ASSERT_TRUE(l1_holds(*b, "moving", name));
+
+  const std::uint16_t slot = io::hash_slot("moving");
+  const int target = cluster().other_master(slot);
+  cluster().begin_migration(slot, target);
+  cluster().finish_migration(slot, target);
+  // The old owner pushed sunsubscribe; each node subscribes again where the slot now lives, and
+  // the flush policy drops the rows cached while messages could be lost.
+  ASSERT_TRUE(eventually([&] { return b->stats().cluster->resubscribes >= 1; }, 15s));
+  ASSERT_TRUE(eventually(
+      [&] {
+        const auto w = writer_of(*b, "moving").stats();
+        return w.disconnect_flushes >= 1 && !w.suspended;  // lost (flush), then confirmed again
+      },
+      15s));
+  EXPECT_FALSE(l1_holds(*b, "moving", name));
+  ASSERT_EQ(b->get("moving", name.view())->value, "before");  // refilled from L2 (moved too)
+
+  const BrandedId v2 = a->mint("AST").value();
+  ASSERT_TRUE(a->put("moving", name.view(), "after", v2));
+  ASSERT_TRUE(eventually(
+      [&] {
+        const auto w = writer_of(*a, "moving").stats();
+        return w.disconnect_flushes >= 1 && !w.suspended;
+      },
+      15s));
+  auto heard = a->broadcast("moving", name.view(), v2);
+  ASSERT_TRUE(heard);
+  EXPECT_EQ(*heard, 2);
+  ASSERT_TRUE(eventually([&] { return !l1_holds(*b, "moving", name); }));
+  EXPECT_EQ(b->get("moving", name.view())->value, "after");
+  // The put went to the new owner (by MOVED, or by the map the sunsubscribe refreshed).
+  EXPECT_EQ(cluster().master_of(slot), target);
+  EXPECT_EQ(cluster().admin(target, {"GET", l2_key("moving", name)}),
+            engine::frame_l2_value(v2, "after"));
+}
+
+}  // namespace
+}  // namespace echo::test
