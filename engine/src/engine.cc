@@ -16,6 +16,7 @@
 
 #include <echo/engine/l2_frame.h>
 #include <echo/engine/stats_export.h>
+#include <echo/io/cluster_client.h>
 #include <echo/lua/scripts.h>
 #include <echo/table/names.h>
 
@@ -454,12 +455,30 @@ std::error_code Engine::start(std::chrono::milliseconds timeout) {
   }
   for (auto& s : d.slots) {
     if (s->job_ring == nullptr) continue;
+    io::ConnectionOptions park = d.connection_options("park-" + s->spec.name);
+    CommandPort port;
     if (d.cluster) {
-      // The job lane on a cluster is not wired yet (issue 9): refuse rather than misroute.
-      stop();
-      return make_error_code(Errc::kWrongMode);
+      // Every key of the queue shares its hash tag: the router sends each call to that shard,
+      // and the consumer parks on a connection to the same master.
+      const auto owner =
+          d.cluster->address_of(io::hash_slot(JobLaneKeys::for_table(s->spec.name).qbase));
+      const auto at = owner.host.empty() ? d.seeds().front() : owner;
+      park.host = at.host;
+      park.port = at.port;
+      park.fence = false;  // the router fenced {emq}:version on its own slot's master
+      port.call_fn = [&d](std::span<const std::string_view> args, io::ReplyFn done) {
+        d.cluster->call(args, std::move(done));
+        return std::error_code{};
+      };
+      port.evalsha_fn = [&d](const io::Script& script, std::span<const std::string_view> keys,
+                             std::span<const std::string_view> argv, io::ReplyFn done) {
+        d.cluster->evalsha(script, keys, argv, std::move(done));
+        return std::error_code{};
+      };
+    } else {
+      port = CommandPort::of(*d.cmd);
     }
-    s->consumer = std::make_unique<JobConsumer>(d.io->loop(), *d.cmd, d.connection_options("park-" + s->spec.name),
+    s->consumer = std::make_unique<JobConsumer>(d.io->loop(), std::move(port), std::move(park),
                                                 *s->writer, *s->job_ring, std::to_string(d.options.node_id));
     s->consumer->start();
   }

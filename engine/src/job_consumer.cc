@@ -58,11 +58,23 @@ JobLaneScripts JobLaneScripts::embedded() {
           script("member_reap"), script("fanout_enqueue"), script("member_park")};
 }
 
-JobConsumer::JobConsumer(io::UringLoop& loop, io::Connection& cmd,
+CommandPort CommandPort::of(io::Connection& c) {
+  CommandPort p;
+  p.call_fn = [&c](std::span<const std::string_view> args, io::ReplyFn done) {
+    return c.call(args, std::move(done));
+  };
+  p.evalsha_fn = [&c](const io::Script& s, std::span<const std::string_view> keys,
+                      std::span<const std::string_view> argv, io::ReplyFn done) {
+    return c.evalsha(s, keys, argv, std::move(done));
+  };
+  return p;
+}
+
+JobConsumer::JobConsumer(io::UringLoop& loop, CommandPort cmd,
                          io::ConnectionOptions park_options, TableWriter& writer,
                          CoherenceRing& ring, std::string member)
     : loop_(loop),
-      cmd_(cmd),
+      cmd_(std::move(cmd)),
       writer_(writer),
       ring_(ring),
       spec_(writer.spec()),

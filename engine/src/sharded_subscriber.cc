@@ -136,7 +136,10 @@ void ShardedSubscriber::check() {
       continue;
     }
     Sub& sub = sub_for(owner);
-    if (sub.conn->status() != io::ConnStatus::kReady) continue;  // its kReady calls check()
+    if (sub.conn->status() != io::ConnStatus::kReady) {
+      cluster_.refresh();  // the owner may be gone for good (a failover): ask for a newer map
+      continue;            // its kReady calls check()
+    }
     const std::string_view cmd[] = {"SSUBSCRIBE", c.name};
     if (sub.conn->push_command(cmd)) continue;
     if (c.ever_confirmed) resubscribes_.fetch_add(1, std::memory_order_relaxed);

@@ -256,6 +256,7 @@ void ClusterClient::apply(const std::vector<SlotRange>& ranges) {
     }
   }
   owner_ = next;
+  masters_list_ = masters;
   masters_.store(masters.size(), std::memory_order_relaxed);
   bump(refreshes_);
   if (changed && fenced_ && on_event_) on_event_(ClusterEvent::kTopologyChanged, {}, {});
@@ -468,6 +469,11 @@ void ClusterClient::on_tick(IoOp& op, int) noexcept {
   if (!self->held_.empty()) {
     self->refresh_wanted_ = true;
     self->retry_held();
+  }
+  // A master that is down may have been replaced by now: keep asking (refresh_min_interval
+  // apart) until the map names masters that answer, even with no call waiting.
+  for (const Node* m : self->masters_list_) {
+    if (!m->ready()) self->refresh_wanted_ = true;
   }
   if (self->refresh_wanted_) self->ask_topology();
   self->loop_.after(kTickPeriod, self->tick_op_);

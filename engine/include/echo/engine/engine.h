@@ -26,7 +26,6 @@
 #include <echo/engine/journal.h>
 #include <echo/engine/table_spec.h>
 #include <echo/engine/table_writer.h>
-#include <echo/io/cluster_client.h>
 #include <echo/io/connection.h>
 #include <echo/io/uring_loop.h>
 #include <echo/table/expected.h>

@@ -49,7 +49,12 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
+#include <initializer_list>
+#include <span>
 #include <string>
+#include <string_view>
+#include <system_error>
 #include <unordered_map>
 
 namespace echo::engine {
@@ -79,12 +84,36 @@ struct JobLaneScripts {
   static JobLaneScripts embedded();
 };
 
+// The consumer's command path (loop thread): the engine's one connection, or on a cluster its
+// slot router (every key of a queue shares one hash tag, so each call lands on the queue's shard).
+// Each verb returns an immediate error, or {} and answers through `done`.
+struct CommandPort {
+  std::function<std::error_code(std::span<const std::string_view>, io::ReplyFn)> call_fn;
+  std::function<std::error_code(const io::Script&, std::span<const std::string_view>,
+                                std::span<const std::string_view>, io::ReplyFn)>
+      evalsha_fn;
+
+  static CommandPort of(io::Connection& c);
+  std::error_code call(std::initializer_list<std::string_view> args, io::ReplyFn done) const {
+    return call_fn(std::span<const std::string_view>(args.begin(), args.size()), std::move(done));
+  }
+  std::error_code evalsha(const io::Script& s, std::span<const std::string_view> keys,
+                          std::span<const std::string_view> argv, io::ReplyFn done) const {
+    return evalsha_fn(s, keys, argv, std::move(done));
+  }
+};
+
 class JobConsumer {
  public:
-  // Loop-thread objects: `cmd` is the engine's command connection; the consumer opens its own
-  // parking connection with `park_options`. Owner thread; starts nothing.
-  JobConsumer(io::UringLoop& loop, io::Connection& cmd, io::ConnectionOptions park_options,
+  // Loop-thread objects: `cmd` is the engine's command path; the consumer opens its own
+  // parking connection with `park_options` (on a cluster: to its queue's master). Owner thread;
+  // starts nothing.
+  JobConsumer(io::UringLoop& loop, CommandPort cmd, io::ConnectionOptions park_options,
               TableWriter& writer, CoherenceRing& ring, std::string member);
+  JobConsumer(io::UringLoop& loop, io::Connection& cmd, io::ConnectionOptions park_options,
+              TableWriter& writer, CoherenceRing& ring, std::string member)
+      : JobConsumer(loop, CommandPort::of(cmd), std::move(park_options), writer, ring,
+                    std::move(member)) {}
   ~JobConsumer();
   JobConsumer(const JobConsumer&) = delete;
   JobConsumer& operator=(const JobConsumer&) = delete;
@@ -125,7 +154,7 @@ class JobConsumer {
   }
 
   io::UringLoop& loop_;
-  io::Connection& cmd_;
+  CommandPort cmd_;
   std::unique_ptr<io::Connection> park_;
   TableWriter& writer_;
   CoherenceRing& ring_;

@@ -140,6 +140,7 @@ class ClusterClient {
   // Loop thread.
   std::vector<std::unique_ptr<Node>> nodes_;
   std::array<Node*, kClusterSlots> owner_{};
+  std::vector<Node*> masters_list_;  // the masters of the current map
   std::deque<RequestPtr> held_;
   IoOp tick_op_;
   bool started_ = false, closing_ = false, ready_sent_ = false, fenced_ = false;
