@@ -122,6 +122,9 @@ int main(int argc, char** argv) {
   auto* drill_cmd = app.add_subcommand("drill", "Run every gate against a real server");
   drill_cmd->add_option("--server", server,
                         "HOST:PORT of a server to use (default: start redis-server on loopback)");
+  bool cluster = false;
+  drill_cmd->add_flag("--cluster", cluster,
+                      "start a local cluster (3 masters, 3 replicas) and run the cluster gates");
 
   int journal_exit = 0;
   cli::add_journal_command(app, journal_exit);
@@ -136,6 +139,6 @@ int main(int argc, char** argv) {
   if (app.got_subcommand("bench")) return bench_exit;
   if (mint->parsed()) return id_mint(ns, node);
   if (decode->parsed()) return id_decode(text);
-  if (drill_cmd->parsed()) return drill(server);
+  if (drill_cmd->parsed()) return cluster ? cli::drill_cluster(std::cout) : drill(server);
   return 2;
 }

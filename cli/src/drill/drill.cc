@@ -18,8 +18,11 @@ std::vector<std::pair<int, AddGates>>& groups() {
 
 GateGroup::GateGroup(int order, AddGates add) { groups().emplace_back(order, add); }
 
-std::vector<Gate> registered_gates() {
-  auto sorted = groups();
+std::vector<Gate> registered_gates(bool cluster) {
+  std::vector<std::pair<int, AddGates>> sorted;
+  for (const auto& g : groups()) {
+    if ((g.first >= kClusterGateOrder) == cluster) sorted.push_back(g);
+  }
   std::stable_sort(sorted.begin(), sorted.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });
   std::vector<Gate> gates;

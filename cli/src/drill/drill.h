@@ -10,12 +10,20 @@
 #include <string>
 #include <vector>
 
+namespace echo::engine {
+class LocalCluster;
+}
+
 namespace echo::cli {
 
 // Where the drill's server lives (one it started itself, or --server).
 struct DrillTarget {
   std::string host;
   int port = 0;
+  // drill --cluster: the seed list, and the cluster the drill started (its failover gate kills
+  // a master of it). Empty / null for the single-server gates.
+  std::string cluster_seeds;
+  engine::LocalCluster* cluster = nullptr;
 };
 
 // One gate's run: its narration and its assertions.
@@ -58,15 +66,22 @@ struct Gate {
 };
 
 // Gate groups register themselves, one file per group, with an order key (WIRE §9's order:
-// 41xx = E gates, 42xx = F, 43xx = G, 44xx = H; ties keep link order). Usage, at namespace scope
+// 41xx = E gates, 42xx = F, 43xx = G, 44xx = H; ties keep link order; 9xxx = the cluster gates,
+// which only `drill --cluster` runs). Usage, at namespace scope
 // in the group's file:   static const GateGroup kGroup{4210, add_my_gates};
 using AddGates = void (*)(std::vector<Gate>&);
 struct GateGroup {
   GateGroup(int order, AddGates add);
 };
 
-// Every registered gate, in order.
-std::vector<Gate> registered_gates();
+inline constexpr int kClusterGateOrder = 9000;
+
+// Every registered gate, in order: the single-server ones, or with `cluster` the cluster ones.
+std::vector<Gate> registered_gates(bool cluster = false);
+
+// `echostore drill --cluster`: starts a local cluster (3 masters, 3 replicas), prints the header
+// and runs the cluster gates against it. The process's exit code.
+int drill_cluster(std::ostream& out);
 
 // Runs every gate against `target`, printing to `out`; returns the number of failed gates.
 int run_drill(const std::vector<Gate>& gates, const DrillTarget& target, std::ostream& out);
