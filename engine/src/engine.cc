@@ -577,9 +577,13 @@ void Engine::stop() {
   d.ssub.reset();
   d.sub.reset();
   d.cluster.reset();
-  d.cmd.reset();
-  if (d.io) d.io->join();
+  d.cmd.reset();  // fails the consumers' calls in flight (their callbacks name the consumers)
+  // The consumers (their parking connections) go while the io thread still runs the loop, like
+  // every other connection: it is the thread that submitted their operations. After the join the
+  // destructor would drive the ring from this thread while the kernel hands those operations'
+  // completions to its fallback worker, and a link timeout can no longer cancel its connect.
   for (auto& s : d.slots) s->consumer.reset();
+  if (d.io) d.io->join();
   d.io.reset();
   d.io_closing = false;
 }

@@ -12,6 +12,10 @@
 #include <bit>
 #include <charconv>
 #include <cstdio>
+#include <cstdlib>
+#include <future>
+#include <memory>
+#include <thread>
 
 namespace echo::engine {
 namespace {
@@ -106,7 +110,44 @@ JobConsumer::JobConsumer(io::UringLoop& loop, CommandPort cmd,
   writer_.set_ack_sink([this](std::span<const JobAck> acks) { on_acks(acks); });
 }
 
-JobConsumer::~JobConsumer() { park_.reset(); }
+JobConsumer::~JobConsumer() {
+  park_.reset();  // returns once the ring holds no reference to the parking connection
+  // The beat timer (stop_on_loop cancels it, nothing waited for its completion) and a drain the
+  // writer posted (ack_drain_posted_) still name this object: wait on the loop until neither
+  // does, so no completion or closure reaches a freed consumer.
+  const auto quiet = [this] {
+    return !timer_op_.armed && !ack_drain_posted_.load(std::memory_order_acquire);
+  };
+  const auto quiesce = [this] {
+    stopping_ = true;  // the timer's completion does not beat again
+    if (timer_op_.armed) loop_.cancel(timer_op_);
+  };
+  if (!loop_.running()) {
+    quiesce();
+    if (!loop_.run_until(quiet, std::chrono::milliseconds(10000))) {
+      std::fprintf(stderr, "echo::engine::JobConsumer: timer or drain pending 10 s after close\n");
+      std::abort();
+    }
+    return;
+  }
+  // Polled from this thread: a closure that re-posted itself would keep the loop inside its drain
+  // of posted work, away from the completion it waits for.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (bool first = true;; first = false) {
+    auto answer = std::make_shared<std::promise<bool>>();  // shared: see ~Connection
+    auto is_quiet = answer->get_future();
+    loop_.post([&, first, answer] {
+      if (first) quiesce();
+      answer->set_value(quiet());
+    });
+    if (is_quiet.get()) return;
+    if (std::chrono::steady_clock::now() >= deadline) {
+      std::fprintf(stderr, "echo::engine::JobConsumer: timer or drain pending 10 s after close\n");
+      std::abort();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
 
 void JobConsumer::start() {
   park_->start();

@@ -137,7 +137,12 @@ Connection::~Connection() {
       closed_ = [closed] { closed->set_value(); };
       begin_close();
     });
-    done.wait();
+    // The same watchdog as below: a close that never ends aborts and says so, rather than hang.
+    if (done.wait_for(milliseconds(10000)) != std::future_status::ready) {
+      std::fprintf(stderr, "echo::io::Connection %s: still closing on the loop thread (%s)\n",
+                   options_.label.c_str(), std::string(to_string(status())).c_str());
+      contract_violation("operations still in flight 10 s after close");
+    }
   } else {
     bool finished = false;
     closed_ = [&finished] { finished = true; };
