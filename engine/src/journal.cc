@@ -3,12 +3,13 @@
 //
 // Group commit by flat combining: one thread at a time holds the connection. A caller that finds
 // it free runs the transaction itself (no thread hand-off: a cross-core wake costs more than the
-// commit here), folding in everything queued meanwhile (up to max_group waiters and every queued
-// mark and upsert); callers arriving while it commits queue and sleep, and are answered by its
-// commit or handed the connection next. Only then are records answered, so a recorded intent is
-// durable before its caller may enqueue it. mark and remember need no answer: they ride the next
-// transaction, a leader's or the flusher thread's (a lost mark costs a deduplicated replay; a
-// lost remember, a re-apply that newer-wins absorbs). The WAL checkpoints run on the flusher's own
+// commit here), folding in the records queued meanwhile (up to max_group waiters); callers
+// arriving while it commits queue and sleep, and are answered by its commit or handed the
+// connection next. Only then are records answered, so a recorded intent is durable before its
+// caller may enqueue it. mark and remember need no answer: they queue for the flusher thread's
+// transaction every few ms (or a call's, so flush() finds them in the file), never for a record's
+// commit a caller waits on (a lost mark costs a deduplicated replay; a lost remember, a re-apply
+// that newer-wins absorbs; a clean stop drains them). The WAL checkpoints run on the flusher's own
 // connection, never inside a caller's commit. journal_bench shows the price.
 #include <echo/engine/journal.h>
 
@@ -154,11 +155,15 @@ struct Journal::Impl {
 
   std::mutex mu;
   std::deque<Sync*> waiting;   // under mu
-  std::vector<Async> pending;  // under mu
+  // Under mu. Ride only a transaction nobody waits on for a record: the flusher's, a drain's or
+  // one that answers a call (flush() must find them in the file). A record's commit carries its
+  // rows alone (under NORMAL): in the remembered lane its caller runs cold, and there a mark's
+  // index lookup and an upsert's two B-trees cost it more than the record itself.
+  std::vector<Async> pending;
   bool leading = false;        // under mu: some thread holds the connection
   bool stopping = false;       // under mu
   bool flusher_idle = false;   // under mu: the flusher sleeps until notified
-  std::size_t last_callers = 0;   // under mu: callers the last batch carried
+  std::size_t last_callers = 0;   // under mu: writers the last batch carried
   std::size_t gather_target = 0;  // under mu: non-zero while a leader gathers
   std::condition_variable gather_cv;
   std::condition_variable flusher_cv;
@@ -193,6 +198,11 @@ struct Journal::Impl {
   // the uncontended path wakes no thread — else until the leader answers or hands over.
   void wait_turn(Sync& s) {
     std::unique_lock lock(mu);
+    wait_turn(lock, s);
+    if (s.error) std::rethrow_exception(s.error);
+  }
+  // The same with mu held (`lock`); the error is left in `s`.
+  void wait_turn(std::unique_lock<std::mutex>& lock, Sync& s) {
     waiting.push_back(&s);
     if (!leading) {
       leading = true;
@@ -208,7 +218,6 @@ struct Journal::Impl {
         s.cv.wait(lock);
       }
     }
-    if (s.error) std::rethrow_exception(s.error);
   }
 
   // Holds the connection (leading, `lock` held on entry and on return): commits batches until
@@ -216,16 +225,24 @@ struct Journal::Impl {
   // the connection to the oldest waiting caller, or releases it.
   void lead(std::unique_lock<std::mutex>& lock, Sync* mine, bool drain) {
     do {
-      if (mine != nullptr && last_callers > 1 && waiting.size() < last_callers) {
+      if (mine != nullptr && mine->rows != nullptr && last_callers > 1 &&
+          waiting.size() < last_callers) {
         gather_target = std::min(last_callers, options.max_group);
         gather_cv.wait_for(lock, kGather, [this] { return waiting.size() >= gather_target; });
         gather_target = 0;
       }
       const std::size_t n = std::min(waiting.size(), options.max_group);
-      last_callers = n;
       batch_syncs.assign(waiting.begin(), waiting.begin() + static_cast<std::ptrdiff_t>(n));
+      // Writers only: a lone writer whose record rode with the flusher's call must not then wait
+      // kGather for a second writer that does not exist.
+      last_callers = 0;
+      for (const Sync* s : batch_syncs) last_callers += s->rows != nullptr;
       waiting.erase(waiting.begin(), waiting.begin() + static_cast<std::ptrdiff_t>(n));
-      batch_asyncs.swap(pending);
+      // The flusher's or a drain's batch, or one a call rides; and any under synchronous=FULL,
+      // where a transaction of their own would cost an fsync, more than their rows in a record's.
+      bool asyncs = mine == nullptr || options.synchronous_full;
+      for (const Sync* s : batch_syncs) asyncs = asyncs || s->rows == nullptr;
+      if (asyncs) batch_asyncs.swap(pending);
       lock.unlock();
       const std::exception_ptr error = commit_batch();
       for (Sync* s : batch_syncs) {
@@ -266,7 +283,7 @@ struct Journal::Impl {
     wal_pages.store(0, std::memory_order_relaxed);
   }
 
-  // One BEGIN IMMEDIATE ... COMMIT over the batch: queued marks and upserts first, then the
+  // One BEGIN IMMEDIATE ... COMMIT over the batch: the marks and upserts it took, then the
   // records. A batch of calls alone writes nothing and opens no transaction. Leader only.
   std::exception_ptr commit_batch() {
     bool writes = !batch_asyncs.empty();
@@ -340,12 +357,19 @@ struct Journal::Impl {
         continue;
       }
       quiet = 0;
-      // Let more join, and let a leader fold them into its transaction instead.
+      // Let more join (under FULL, let a writer's batch take them instead).
       flusher_cv.wait_for(lock, kLinger,
                           [this] { return stopping || pending.size() >= options.max_group; });
-      if (pending.empty() || leading) continue;
-      leading = true;
-      lead(lock, nullptr, false);
+      if (pending.empty()) continue;
+      if (!leading) {
+        leading = true;
+        lead(lock, nullptr, false);
+      } else if (!options.synchronous_full) {
+        // Queue behind the writers as a call with no work of its own: its batch takes the marks
+        // and upserts, which records never carry, so a stream of writers cannot postpone them.
+        Sync s;
+        wait_turn(lock, s);
+      }  // under FULL the holder's batches take them
     }
   }
 
@@ -414,8 +438,7 @@ Journal::Journal(JournalOptions options) {
   exec(raw, "PRAGMA busy_timeout=5000");
   exec(raw, kSchema);
   d.insert = prepare(raw,
-                     "INSERT INTO intents(job_id, name_id, version, recorded_at) VALUES(?, ?, ?, ?) "
-                     "RETURNING seq");
+                     "INSERT INTO intents(job_id, name_id, version, recorded_at) VALUES(?, ?, ?, ?)");
   d.mark = prepare(raw, "UPDATE intents SET enqueued = 1 WHERE job_id = ?");
   d.upsert = prepare(raw,
                      "INSERT INTO applied(name_id, version, seq) VALUES(?, ?, 0) ON CONFLICT(name_id) "
@@ -485,7 +508,7 @@ BrandedId Journal::record(const BrandedId& name, const BrandedId& version) {
   return record_many({{name, version}}).front();
 }
 
-// Asynchronous: the mark rides the next transaction (a leader's or the flusher's). That is safe
+// Asynchronous: the mark rides the flusher's next transaction (or a call's). That is safe
 // because the flag only feeds `pending_enqueue`: replay ignores it and re-enqueues every uncovered
 // intent under its recorded job id, so a mark lost to a crash costs one deduplicated enqueue
 // (seam B), never a lost or doubled apply. And the mark never precedes its row: it is queued

@@ -503,7 +503,7 @@ void h6_price(GateRun& run, const DrillTarget& target) {
   const double pair_lo = 0.25 * plain_us, pair_hi = 10 * plain_us + 200;
   run.derive("a plain WAL commit costs " + fmt("%.1f", plain_us) + " us here; a pair is one "
              "commit the caller runs on its own thread (the connection free: no hand-off) plus a "
-             "mark that rides the next one, on a schema that writes an index page more (the plain "
+             "mark the flusher commits within ms, on a schema that writes an index page more (the plain "
              "table checkpoints inline, the journal on its flusher's connection): expect " +
              fmt("%.0f", pair_lo) + " to " + fmt("%.0f", pair_hi) + " us single (goal <= 2x the "
              "plain commit: " + fmt("%.1f", 2 * plain_us) + " us)");
@@ -534,7 +534,7 @@ void h6_price(GateRun& run, const DrillTarget& target) {
   const double bm = bare.median(), mm = mem.median();
   const double lo = 0.8 * bm, hi = 4 * bm + 3 * pair_hi;
   run.derive("the bare lane's median " + fmt("%.0f", bm) + " us; the remembered lane adds the "
-             "writer's pair before the enqueue and an in-memory check and a queued upsert at the "
+             "writer's record commit before the enqueue and an in-memory check and a queued upsert at the "
              "apply: expect " + fmt("%.0f", lo) + " to " + fmt("%.0f", hi) + " us (goal <= 1.3x "
              "the bare lane: " + fmt("%.0f", 1.3 * bm) + " us; the original paid 3.5x)");
   run.expect(mm >= lo && mm <= hi, "remembered lane median " + fmt("%.0f", mm) + " us inside the derived band");

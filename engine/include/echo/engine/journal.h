@@ -6,9 +6,10 @@
 //
 // Threads: one thread at a time holds the SQLite connection (statements prepared once). A caller
 // that finds it free commits on its own thread and group-commits whatever queued meanwhile (flat
-// combining: the uncontended path wakes no thread); marks and upserts ride the next transaction,
-// or a flusher thread's every few ms. The applied memory is mirrored in RAM, so the applier's
-// check never reads SQLite and its upsert never waits on it.
+// combining: the uncontended path wakes no thread); marks and upserts ride a flusher thread's
+// transaction every few ms, not a record's commit (under FULL they ride it: an fsync costs more).
+// The applied memory is mirrored in RAM, so the applier's check never reads SQLite and its
+// upsert never waits on it.
 #pragma once
 
 #include <chrono>
@@ -73,7 +74,8 @@ class Journal {
   std::vector<table::BrandedId> record_many(
       const std::vector<std::pair<table::BrandedId, table::BrandedId>>& name_versions);
   table::BrandedId record(const table::BrandedId& name, const table::BrandedId& version);
-  // Marks an intent enqueued; never blocks: rides the next transaction (replay ignores the flag).
+  // Marks an intent enqueued; never blocks: rides the flusher's next transaction, within a few ms
+  // (replay ignores the flag).
   void mark_enqueued(const table::BrandedId& job);
   // record → enqueue (under the recorded job id) → mark. Seam A is between record and enqueue,
   // seam B between enqueue and mark; replay closes both. Returns the job id.
@@ -83,8 +85,8 @@ class Journal {
   // ---- the applier's edge (any thread; no SQLite on the check) ----
   // True iff the memory holds r for `name` and `version` is not newer than r.
   bool remembered_stale(const table::BrandedId& name, const table::BrandedId& version) const;
-  // Upserts newer-only (memory now; the file with the next transaction, within a few ms). Never
-  // waits on SQLite; wakes no thread while the journal is busy.
+  // Upserts newer-only (memory now; the file with the flusher's next transaction, within a few
+  // ms). Never waits on SQLite; wakes no thread while the journal is busy.
   void remember(const table::BrandedId& name, const table::BrandedId& version);
   // Waits until every remember() so far is in the file.
   void flush();
