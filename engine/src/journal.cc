@@ -433,6 +433,11 @@ Journal::Journal(JournalOptions options) {
                                  SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
   d.db.reset(raw);
   if (rc != SQLITE_OK) fail(raw, "open " + d.path.string());
+  // A new file gets 1 KiB pages (an existing one keeps its own): an intent row is ~110 bytes, and
+  // a record's commit writes three pages (its row, the job_id index, sqlite_sequence) to the WAL,
+  // so a smaller page is a 4x smaller write for the caller waiting on it (journal_bench A/B: the
+  // remembered lane 1.32-1.41x the bare lane vs 1.48-1.60x with 4 KiB pages, alternating runs).
+  exec(raw, "PRAGMA page_size=1024");
   exec(raw, "PRAGMA journal_mode=WAL");
   exec(raw, options.synchronous_full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL");
   exec(raw, "PRAGMA busy_timeout=5000");
