@@ -460,12 +460,19 @@ std::error_code Engine::start(std::chrono::milliseconds timeout) {
     if (d.cluster) {
       // Every key of the queue shares its hash tag: the router sends each call to that shard,
       // and the consumer parks on a connection to the same master.
-      const auto owner =
-          d.cluster->address_of(io::hash_slot(JobLaneKeys::for_table(s->spec.name).qbase));
+      const std::uint16_t slot = io::hash_slot(JobLaneKeys::for_table(s->spec.name).qbase);
+      const auto owner = d.cluster->address_of(slot);
       const auto at = owner.host.empty() ? d.seeds().front() : owner;
       park.host = at.host;
       park.port = at.port;
       park.fence = false;  // the router fenced {emq}:version on its own slot's master
+      // Each reconnect dials the slot's master in the router's current map (a failover's
+      // promoted replica). Loop thread; io_closing: the router is going away.
+      park.target = [&d, slot]() -> io::DialTarget {
+        if (d.io_closing || !d.cluster) return {};
+        auto a = d.cluster->address_of(slot);
+        return {std::move(a.host), a.port};
+      };
       port.call_fn = [&d](std::span<const std::string_view> args, io::ReplyFn done) {
         d.cluster->call(args, std::move(done));
         return std::error_code{};

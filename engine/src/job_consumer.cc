@@ -102,6 +102,7 @@ JobConsumer::JobConsumer(io::UringLoop& loop, CommandPort cmd,
         arm();
         if (event == io::ConnEvent::kReady || event == io::ConnEvent::kReconnected) {
           lanes_idle_ = false;
+          park_refused_ = false;
           pump();
         }
       });
@@ -175,6 +176,7 @@ void JobConsumer::beat() {
     timer_armed_ = true;
     loop_.after(std::chrono::milliseconds(spec_.job_beat_ms), timer_op_);
   }
+  follow_park();
   // The beat also declares our lease, which fanout_enqueue gives the jobs it hands us.
   const std::string ttl = std::to_string(member_ttl_ms_), meta = mbase_ + "meta",
                     lease = std::to_string(spec_.job_lease_ms);
@@ -279,7 +281,7 @@ void JobConsumer::pump() {
 }
 
 void JobConsumer::block() {
-  if (stopping_ || blocked_ || hold_block_) return;
+  if (stopping_ || blocked_ || hold_block_ || park_refused_) return;
   const std::string deliver = mbase_ + "deliver", wake = mbase_ + "wake";
   const std::string timeout = seconds_text(spec_.job_beat_ms),
                     count = std::to_string(free_credits());
@@ -292,6 +294,16 @@ void JobConsumer::block() {
   bump(parks_);
 }
 
+void JobConsumer::follow_park() {
+  // The queue's owner moved while the parking socket stayed up: dial the new one. A refused
+  // BLMPOP may be tried again once per beat (the router refreshes its map on the MOVED it meets).
+  park_refused_ = false;
+  const auto& o = park_->options();
+  if (!o.target || park_->status() != io::ConnStatus::kReady) return;
+  const io::DialTarget t = o.target();
+  if (!t.host.empty() && (t.host != o.host || t.port != o.port)) park_->redial();
+}
+
 void JobConsumer::arm() {
   // The flag: our free credits less what the delivery list holds (member_park.lua), or 0 while we
   // cannot block (unregistered, or the parking connection is down). One call in flight at most.
@@ -300,7 +312,8 @@ void JobConsumer::arm() {
     rearm_ = true;  // counted from state that has changed since: send again on its reply
     return;
   }
-  const bool can_block = registered_ && park_->status() == io::ConnStatus::kReady;
+  const bool can_block =
+      registered_ && !park_refused_ && park_->status() == io::ConnStatus::kReady;
   const std::string parked = mbase_ + "parked", deliver = mbase_ + "deliver";
   const std::string free = std::to_string(can_block ? free_credits() : 0);
   const std::string px = std::to_string(spec_.job_beat_ms * 2 + 1000);
@@ -323,6 +336,9 @@ void JobConsumer::arm() {
 void JobConsumer::on_park_reply(std::error_code ec, const io::Resp3Value& reply) {
   blocked_ = false;
   if (stopping_) return;
+  // A server refusal (MOVED: this node no longer owns the queue) would come back at once: no
+  // BLMPOP until the next beat has followed the owner; claims go on through the router.
+  if (ec == make_error_code(io::IoErrc::kServerError)) park_refused_ = true;
   if (ec || reply.is_null() || reply.size() < 2 || reply[1].type() != io::Resp3Type::array) {
     lanes_idle_ = false;  // timeout or a lost connection: claim again (the beat keeps maintenance)
     pump();

@@ -48,6 +48,26 @@ Resp3Limits limits_for(const ConnectionOptions& o) {
   return l;
 }
 
+// ConnectionOptions::target's answer, applied when it names a new numeric address (loop thread:
+// AI_NUMERICHOST never waits on DNS). Anything else keeps the last target.
+void retarget(ConnectionOptions& o, sockaddr_storage& addr, socklen_t& len, const DialTarget& t) {
+  if (t.host.empty() || t.port < 1 || t.port > 65535 || (t.host == o.host && t.port == o.port)) {
+    return;
+  }
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV;
+  addrinfo* res = nullptr;
+  const std::string port = std::to_string(t.port);
+  if (::getaddrinfo(t.host.c_str(), port.c_str(), &hints, &res) != 0 || res == nullptr) return;
+  std::memcpy(&addr, res->ai_addr, res->ai_addrlen);
+  len = res->ai_addrlen;
+  ::freeaddrinfo(res);
+  o.host = t.host;
+  o.port = t.port;
+}
+
 }  // namespace
 
 std::string_view to_string(ConnStatus s) noexcept {
@@ -448,7 +468,14 @@ void Connection::on_backoff(IoOp& op, int res) noexcept {
     self->loop_.after(milliseconds(1), self->backoff_op_);
     return;
   }
+  auto& o = self->options_;
+  if (o.target && o.unix_path.empty()) retarget(o, self->addr_, self->addr_len_, o.target());
   self->begin_connect();
+}
+
+void Connection::redial() {
+  if (closing_ || status_.load(std::memory_order_relaxed) != ConnStatus::kReady) return;
+  lose(make_error_code(IoErrc::kDisconnected));
 }
 
 void Connection::stop_fatal(std::error_code cause) {

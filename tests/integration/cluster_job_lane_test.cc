@@ -12,11 +12,15 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "integration/engine_nodes.h"
@@ -87,6 +91,18 @@ class ClusterJobLane : public ::testing::Test {
     }
   }
 
+  // The consumer's hand-off flag on the queue's current master (0: absent, or the shard is
+  // electing).
+  long long parked_flag(const std::string& t, unsigned node) {
+    try {
+      const auto keys = engine::JobLaneKeys::for_table(t);
+      return std::atoll(
+          on_queue_shard(t, {"GET", keys.member_base(std::to_string(node)) + "parked"}).c_str());
+    } catch (const std::exception&) {
+      return 0;
+    }
+  }
+
   std::unique_ptr<engine::LocalCluster> cluster_;
 };
 
@@ -137,6 +153,68 @@ TEST_F(ClusterJobLane, F5TheQueueLivesOnItsShardAJobAppliesOnceAndItsReplayIsSta
   EXPECT_EQ(writer_of(*c, t).stats().applied, 1u) << "exactly one effective drop";
   EXPECT_EQ(c->get(t, name.view())->source, engine::Source::kL1);
   EXPECT_EQ(loader.runs(), 0);
+}
+
+// ---- The parking connection follows a failover of the queue's master ----
+// The consumer parks (BLMPOP) on the master owning its queue's slot and raises its hand-off
+// flag there only while that connection is up. After the master is killed and a replica
+// promoted, the park must dial the promoted replica (it asks the router's map at each
+// reconnect): the flag comes back on the new master and writers hand jobs straight to the
+// consumer again, rather than the consumer claiming once per beat through the router.
+TEST_F(ClusterJobLane, TheParkingConnectionFollowsAFailoverAndHandOffsResume) {
+  const std::string t = "pfo";
+  constexpr unsigned kConsumer = 7;
+  constexpr int kJobs = 8;
+  LoaderProbe loader;
+  auto w = node(70, {writer_spec(t, loader)});
+  auto c = node(kConsumer, {lane_spec(t, loader)});
+  ASSERT_TRUE(w && c);
+  ASSERT_TRUE(eventually([&] { return is_member(t, kConsumer); }, 10s));
+  ASSERT_TRUE(eventually([&] { return parked_flag(t, kConsumer) > 0; }, 10s));
+  const BrandedId group = fresh_id("PRT");
+  auto consumer = [&] { return c->stats().tables.front().consumer.value(); };
+  // One job at a time, each waited for: every one finds the flag up unless the park is down.
+  auto run_jobs = [&](const char* phase) {
+    for (int i = 0; i < kJobs; ++i) {
+      const BrandedId name = fresh_id("AST"), v = w->mint("AST").value();
+      const std::uint64_t before = consumer().completed;
+      auto admitted = w->enqueue(t, group, name.view(), v);
+      ASSERT_TRUE(admitted) << phase << ": " << admitted.error().message();
+      ASSERT_TRUE(eventually([&] { return consumer().completed == before + 1; }, 10s))
+          << phase << ": job " << i << " never completed";
+    }
+  };
+  const auto s0 = consumer();
+  run_jobs("before the failover");
+  const auto s1 = consumer();
+  EXPECT_GE(s1.handed_off - s0.handed_off, 1u) << "no hand-off even before the failover";
+
+  const std::uint16_t slot = io::hash_slot(engine::JobLaneKeys::for_table(t).qbase);
+  const int old_master = cluster_->kill_master_of(slot);
+  const auto killed = std::chrono::steady_clock::now();
+  const int promoted = cluster_->wait_failover(slot, old_master, std::chrono::seconds(30));
+  ASSERT_NE(promoted, old_master);
+  ASSERT_TRUE(eventually([&] { return is_member(t, kConsumer); }, 20s))
+      << "the consumer never registered on the promoted master";
+  ASSERT_TRUE(eventually([&] { return parked_flag(t, kConsumer) > 0; }, 20s))
+      << "the hand-off flag never came back: the park did not follow the failover";
+  const double reparked_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
+
+  const auto s2 = consumer();
+  run_jobs("after the failover");
+  const auto s3 = consumer();
+  const std::uint64_t handed = s3.handed_off - s2.handed_off, claimed = s3.claimed - s2.claimed;
+  EXPECT_EQ(handed + claimed, static_cast<std::uint64_t>(kJobs));
+  EXPECT_GE(handed, static_cast<std::uint64_t>(kJobs / 2))
+      << "hand-offs did not resume on the promoted master (claimed " << claimed << ")";
+  EXPECT_GT(s3.parks, s2.parks) << "no BLMPOP on the promoted master";
+  EXPECT_EQ(loader.runs(), 0);
+  std::printf(
+      "[ park follows ] before: %llu of %d handed off; master killed, flag up on the promoted "
+      "replica %.1f s after the kill; after: %llu handed off, %llu claimed of %d\n",
+      static_cast<unsigned long long>(s1.handed_off - s0.handed_off), kJobs, reparked_s,
+      static_cast<unsigned long long>(handed), static_cast<unsigned long long>(claimed), kJobs);
 }
 
 // ---- H4 on a cluster: the queue's master killed, the bus lost, the journal replays ----
@@ -224,6 +302,107 @@ TEST_F(ClusterJobLane, H4TheQueuesMasterKilledAndTheBusLostTheJournalReplaysEver
         "replay {%llu, %llu} in seq order; %d of 50 names at their final versions\n",
         static_cast<unsigned long long>(r->replayed),
         static_cast<unsigned long long>(r->deduplicated), final_versions);
+  }
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+}
+
+// ---- The failover drill's job lane: the queue's master killed under a journalled writer ----
+// A writer keeps recording and enqueueing (Journal::intend_and_enqueue) new versions of a set of
+// names while the master owning the queue's slot is SIGKILLed and a replica promoted. Enqueues
+// during the outage are held or refused, and asynchronous replication may lose part of the bus;
+// the journal recorded every intent first. After recovery and one replay, every name is at the
+// last version the journal recorded for it, and a second replay finds nothing uncovered.
+TEST_F(ClusterJobLane, FailoverUnderAJournalledWriterLosesNothingTheJournalRecorded) {
+  const std::string t = "foj";
+  constexpr unsigned kConsumer = 242;
+  constexpr int kNames = 12;
+  LoaderProbe loader;
+  char tmpl[] = "/tmp/echo-cluster-fo-journal-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const fs::path dir = tmpl;
+  const BrandedId group = fresh_id("PRT");
+  {
+    engine::JournalOptions jo;
+    jo.dir = dir;
+    jo.group = group.str();
+    jo.node_id = 241;
+    Journal j(jo);
+    auto w = node(240, {writer_spec(t, loader)});
+    auto c = node(kConsumer, {lane_spec(t, loader)}, &j);
+    ASSERT_TRUE(w && c);
+    ASSERT_TRUE(eventually([&] { return is_member(t, kConsumer); }, 10s));
+    const engine::EnqueueFn enqueue = [&](const BrandedId& job, const BrandedId& n,
+                                          const BrandedId& v) {
+      return w->enqueue_job(t, group, job, n.view(), v);
+    };
+    std::vector<BrandedId> names;
+    std::vector<std::optional<BrandedId>> finals(kNames);  // the last version recorded per name
+    for (int i = 0; i < kNames; ++i) names.push_back(fresh_id("AST"));
+    std::atomic<bool> stop{false};
+    std::atomic<int> recorded{0}, refused{0};
+    std::thread write_loop([&] {
+      while (!stop.load()) {
+        for (int i = 0; i < kNames && !stop.load(); ++i) {
+          const BrandedId v = w->mint("AST").value();
+          // The intent is durable before the enqueue is tried: recorded either way.
+          auto job = j.intend_and_enqueue(names[i], v, enqueue);
+          finals[i] = v;
+          recorded.fetch_add(1);
+          if (!job) refused.fetch_add(1);
+          std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        }
+      }
+    });
+    if (!eventually([&] { return recorded.load() >= 2 * kNames; }, 10s)) {
+      stop = true;
+      write_loop.join();
+      FAIL() << "the writer recorded " << recorded.load() << " intents before the kill";
+    }
+    const std::uint16_t slot = io::hash_slot(engine::JobLaneKeys::for_table(t).qbase);
+    const int old_master = cluster_->kill_master_of(slot);
+    int promoted = -1;
+    try {
+      promoted = cluster_->wait_failover(slot, old_master, std::chrono::seconds(30));
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << e.what();
+    }
+    const bool rejoined = eventually([&] { return is_member(t, kConsumer); }, 20s);
+    const int at_follow = recorded.load();
+    const bool resumed =
+        eventually([&] { return recorded.load() >= at_follow + 2 * kNames; }, 20s);
+    stop = true;
+    write_loop.join();
+    ASSERT_NE(promoted, -1);
+    ASSERT_TRUE(rejoined) << "the consumer never registered on the promoted master";
+    ASSERT_TRUE(resumed) << "the writer's enqueues never resumed after the failover";
+
+    auto r = j.replay(enqueue);
+    ASSERT_TRUE(r) << r.error().message();
+    int at_final = 0;
+    ASSERT_TRUE(eventually(
+        [&] {
+          at_final = 0;
+          for (int i = 0; i < kNames; ++i) at_final += j.last_applied(names[i]) == finals[i];
+          return at_final == kNames;
+        },
+        30s))
+        << at_final << " of " << kNames << " names at their final versions";
+    EXPECT_EQ(at_final, kNames);
+    // Every recorded intent is covered now: a second replay has nothing to send.
+    auto again = j.replay(enqueue);
+    ASSERT_TRUE(again) << again.error().message();
+    EXPECT_EQ(again->replayed, 0u);
+    const auto cs = c->stats().tables.front().consumer.value();
+    std::printf(
+        "[ FO job lane ] %d intents recorded (%d enqueues refused in the outage); queue master "
+        "killed, replica promoted; replay {%llu, %llu}; %d of %d names at their final versions; "
+        "second replay %llu; consumer handed_off %llu claimed %llu\n",
+        recorded.load(), refused.load(), static_cast<unsigned long long>(r->replayed),
+        static_cast<unsigned long long>(r->deduplicated), at_final, kNames,
+        static_cast<unsigned long long>(again->replayed),
+        static_cast<unsigned long long>(cs.handed_off),
+        static_cast<unsigned long long>(cs.claimed));
   }
   std::error_code ec;
   fs::remove_all(dir, ec);

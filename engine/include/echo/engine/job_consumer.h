@@ -39,6 +39,10 @@
 // hand-offs by the credits up to what one BLPOP takes (member_park.lua). A consumer whose parking
 // connection is down sets the flag to 0 (deleted): writers then use the lane and the wake list.
 // The lease of a hand-off is this member's job_lease_ms, declared on every beat (member_beat).
+// On a cluster the parking connection follows its queue's master: every reconnect asks the
+// park options' `target` (the router's current owner of the queue's slot), and every beat
+// redials when the owner moved while the socket stayed up (a manual failover, a reshard); a
+// BLMPOP the server refuses (MOVED) is not re-issued before that beat.
 #pragma once
 
 #include <echo/engine/table_spec.h>
@@ -139,6 +143,7 @@ class JobConsumer {
   void maintain();
   void pump();
   void block();
+  void follow_park();
   void arm();
   void on_park_reply(std::error_code ec, const io::Resp3Value& reply);
   void take_hand_off(std::string_view text);
@@ -171,6 +176,7 @@ class JobConsumer {
   bool arming_ = false;             // a member_park is in flight
   bool rearm_ = false;              // and another was asked for meanwhile
   bool hold_block_ = false;         // hand-offs went into the ring: block again once an ack drains
+  bool park_refused_ = false;       // the park's server refused BLMPOP (MOVED): wait for a beat
   std::uint64_t wake_gen_ = 0;      // wake tokens seen: a claim sent before one must run again
   std::int64_t flag_estimate_ = 0;  // the parked flag's count as of our last member_park, less
                                     // the hand-offs taken since (an underestimate at worst)

@@ -36,6 +36,12 @@ namespace echo::io {
 
 enum class Protocol : std::uint8_t { kAuto, kResp2, kResp3 };
 
+// Where a connection should dial now (ConnectionOptions::target); an empty host keeps the last.
+struct DialTarget {
+  std::string host;  // numeric (an IP literal): it is resolved on the loop thread
+  int port = 0;
+};
+
 struct ConnectionOptions {
   std::string host = "127.0.0.1";  // TCP target (ignored when unix_path is set)
   int port = 0;                    // 1..65535 for TCP
@@ -58,6 +64,10 @@ struct ConnectionOptions {
   std::chrono::milliseconds backoff_max{2000};            // >= backoff_initial
   std::size_t max_reply_bytes = 64u << 20;                // receive buffer bound (hostile peers)
   std::uint64_t jitter_seed = 0;                          // 0 = seeded from std::random_device
+  // Asked on the loop thread before every connect after the first: lets a connection follow a
+  // target that moves (a cluster slot's master after a failover). A host that is not a numeric
+  // address, or a port outside 1..65535, keeps the last target. host/port in options() follow.
+  std::function<DialTarget()> target;
 };
 
 enum class ConnStatus : std::uint8_t { kIdle, kConnecting, kBooting, kReady, kBackoff, kStopped };
@@ -146,6 +156,9 @@ class Connection {
   std::error_code push_command(std::initializer_list<std::string_view> args) {
     return push_command(std::span<const std::string_view>(args.begin(), args.size()));
   }
+  // When ready: drops the socket as a loss (callers fail with disconnected, kDisconnected, the
+  // usual backoff) so the next connect asks `target` again. Otherwise nothing.
+  void redial();
 
   // --- Any thread but the loop's: post the call and wait (call_timeout bounds the wait). ---
   OwnedResult call_blocking(std::vector<std::string> args);
