@@ -124,6 +124,21 @@ constexpr Field<io::ConnectionStats> kConnectionFields[] = {
      "replies with no caller and bytes refused"},
 };
 
+constexpr Field<ClusterCounters> kClusterFields[] = {
+    {"moved", &ClusterCounters::moved, Kind::kCounter, "MOVED redirects followed"},
+    {"ask", &ClusterCounters::ask, Kind::kCounter, "ASK redirects followed"},
+    {"refreshes", &ClusterCounters::refreshes, Kind::kCounter, "slot maps applied"},
+    {"held", &ClusterCounters::held, Kind::kCounter,
+     "calls held while their master was unreachable"},
+    {"held_expired", &ClusterCounters::held_expired, Kind::kCounter,
+     "held calls failed with cluster_down"},
+    {"redirect_limit", &ClusterCounters::redirect_limit, Kind::kCounter,
+     "calls failed with too_many_redirects"},
+    {"masters", &ClusterCounters::masters, Kind::kGauge, "masters in the current slot map"},
+    {"resubscribes", &ClusterCounters::resubscribes, Kind::kCounter,
+     "sharded subscriptions made again after a move or a loss"},
+};
+
 constexpr Field<JournalStats> kJournalFields[] = {
     {"intents", &JournalStats::intents, Kind::kGauge, "intent rows"},
     {"pending_enqueue", &JournalStats::pending_enqueue, Kind::kGauge, "intents not yet enqueued"},
@@ -299,6 +314,10 @@ void render_snapshot(Exposition& e, const json& s) {
     e.sample("echostore_connection_protocol", "gauge", "RESP protocol once booted (0 before)", cl,
              need(c, "protocol").get<std::uint64_t>());
   }
+  // Cluster mode only; a snapshot without the key (single server, or an older node) has none.
+  if (auto it = s.find("cluster"); it != s.end() && !it->is_null()) {
+    render_fields(e, "cluster", *it, base, kClusterFields);
+  }
   if (auto it = s.find("journals"); it != s.end()) {
     for (const json& j : *it) {
       Labels jl = base;
@@ -368,6 +387,8 @@ std::string to_json(const StatsSnapshot& snapshot) {
     connections.push_back(std::move(jc));
   }
   out["connections"] = std::move(connections);
+  const auto& cluster = snapshot.engine.cluster;
+  out["cluster"] = cluster ? fields_json(*cluster, kClusterFields) : json(nullptr);
   json journals = json::array();
   for (const auto& j : snapshot.journals) {
     json jj = fields_json(j, kJournalFields);

@@ -227,6 +227,46 @@ TEST(StatsExport, JsonRoundTripsThroughTheParser) {
   EXPECT_EQ(prometheus_from_json({text}), to_prometheus(s));
 }
 
+TEST(StatsExport, ClusterCountersShowInBothFormatsOnlyInClusterMode) {
+  StatsSnapshot s = sample_snapshot("7");
+  // Single server: "cluster" is null and no cluster family is rendered.
+  const auto single = nlohmann::json::parse(to_json(s));
+  EXPECT_TRUE(single.at("cluster").is_null());
+  EXPECT_EQ(to_prometheus(s).find("echostore_cluster_"), std::string::npos);
+  ClusterCounters c;
+  c.moved = 3;
+  c.ask = 2;
+  c.refreshes = 11;
+  c.held = 5;
+  c.held_expired = 1;
+  c.redirect_limit = 4;
+  c.masters = 3;
+  c.resubscribes = 6;
+  s.engine.cluster = c;
+  const std::string text = to_json(s);
+  const auto j = nlohmann::json::parse(text).at("cluster");
+  const std::pair<const char*, std::uint64_t> expected[] = {
+      {"moved", 3},        {"ask", 2},           {"refreshes", 11}, {"held", 5},
+      {"held_expired", 1}, {"redirect_limit", 4}, {"masters", 3},    {"resubscribes", 6}};
+  const std::string prom = to_prometheus(s);
+  for (const auto& [key, value] : expected) {
+    EXPECT_EQ(j.at(key).get<std::uint64_t>(), value) << key;
+    const bool gauge = std::string(key) == "masters";
+    const std::string name = "echostore_cluster_" + std::string(key) + (gauge ? "" : "_total");
+    EXPECT_NE(prom.find("# TYPE " + name + (gauge ? " gauge\n" : " counter\n")),
+              std::string::npos)
+        << name;
+    EXPECT_NE(prom.find(name + "{node=\"7\"} " + std::to_string(value) + "\n"),
+              std::string::npos)
+        << name;
+  }
+  EXPECT_EQ(prometheus_from_json({text}), prom);
+  // A snapshot published before the key existed still renders, without cluster samples.
+  auto older = nlohmann::json::parse(text);
+  older.erase("cluster");
+  EXPECT_EQ(prometheus_from_json({older.dump()}).find("echostore_cluster_"), std::string::npos);
+}
+
 TEST(StatsExport, TwoNodesMergeIntoOneFamilyEach) {
   const std::string text =
       prometheus_from_json({to_json(sample_snapshot("1")), to_json(sample_snapshot("2"))});

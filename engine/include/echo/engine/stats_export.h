@@ -6,12 +6,13 @@
 // print the same families; several nodes' snapshots merge into one exposition (label node=).
 //
 // Names: echostore_<thing>_<counter>, <thing> in l1, writer, ring, consumer, table, connection,
-// journal, engine; monotonic counters end in _total (TYPE counter); occupancy, size, capacity,
-// max batch, in-flight and flags are gauges. Labels: node=, table=, ring= (the ring's index in
-// its table), connection=, journal=. Two histograms with cumulative `le` buckets and a _count:
-// echostore_writer_lag_seconds (decode on the io thread → apply on the writer; bucket bounds
-// are powers of two of nanoseconds) and echostore_ring_batch_size (items per drain pass). Neither
-// carries a _sum: the engine counts buckets only, and an invented sum would be a lie.
+// journal, cluster (cluster mode only), engine; monotonic counters end in _total (TYPE counter);
+// occupancy, size, capacity, max batch, in-flight, masters and flags are gauges. Labels: node=,
+// table=, ring= (the ring's index in its table), connection=, journal=. Two histograms with
+// cumulative `le` buckets and a _count: echostore_writer_lag_seconds (decode on the io thread →
+// apply on the writer; bucket bounds are powers of two of nanoseconds) and
+// echostore_ring_batch_size (items per drain pass). Neither carries a _sum: the engine counts
+// buckets only, and an invented sum would be a lie.
 #pragma once
 
 #include <echo/engine/engine.h>
@@ -49,7 +50,8 @@ StatsSnapshot only_table(StatsSnapshot snapshot, std::string_view table);
 // One JSON object: {"format":"echostore-stats/1","node","unix_ms","unrouted_pushes",
 // "tables":[{"name","pushes","garbage","l1":{...},"writer":{...,"lag_ns_histogram":[40]},
 // "rings":[{...,"batch_histogram":[32]}],"consumer":{...}|null}],"connections":[{...}],
-// "journals":[{...}]}. Any thread; allocates.
+// "cluster":{"moved","ask","refreshes","held","held_expired","redirect_limit","masters",
+// "resubscribes"}|null,"journals":[{...}]}. Any thread; allocates.
 std::string to_json(const StatsSnapshot& snapshot);
 
 // Prometheus text exposition (version 0.0.4) of one snapshot. Any thread; allocates.
