@@ -4,9 +4,11 @@
 // ASK during a migration, MOVED after it); F2 newer-wins and F3 the broadcast lane on sharded
 // pub/sub, F3's band derived from a plain SSUBSCRIBE/SPUBLISH floor on the same shard measured
 // in the same run; F5 the job lane's once-effect on its queue's shard; FO the failover drill
-// (the master of a broadcast table's slot SIGKILLed under writers and readers).
+// (the master of a broadcast table's slot SIGKILLed under writers and readers; the same master
+// owns a job-lane table's queue, fed through a journal, which loses nothing it recorded).
 #include <echo/engine/engine.h>
 #include <echo/engine/job_consumer.h>
+#include <echo/engine/journal.h>
 #include <echo/engine/local_cluster.h>
 #include <echo/io/cluster_client.h>
 #include <echo/table/branded_id.h>
@@ -14,11 +16,14 @@
 #include <echo/table/names.h>
 #include <hiredis/hiredis.h>
 #include <sqlite3.h>
+#include <stdlib.h>
 
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -338,23 +343,58 @@ void fo_failover(GateRun& run, const DrillTarget& target) {
   const std::uint16_t slot = io::hash_slot("fo");
   run.stage(
       "table fo (broadcast) on writer W and readers R1, R2; W puts and SPUBLISHes every name in "
-      "rounds while R1 and R2 read; the master owning {fo} is SIGKILLed mid-run");
+      "rounds while R1 and R2 read; W also records and enqueues (Journal::intend_and_enqueue) "
+      "new versions of 12 names into job-lane table foj* (its queue on the same master, R1 the "
+      "journalled consumer); the master owning {fo} is SIGKILLed mid-run");
   run.derive(
       "a replica is promoted after cluster-node-timeout (" + std::to_string(2000) +
       " ms here); the nodes' held calls go to it, each node resubscribes there and flushes "
       "(its disconnect policy); after one last version per name, every node's read equals L2: "
-      "stale reads after the failover 0");
+      "stale reads after the failover 0; after one journal replay every job-lane name is at "
+      "the last version the journal recorded (lost 0) and a second replay sends nothing");
+  // A job-lane table whose queue lives on the master that owns {fo}: one kill covers both.
+  const int fo_master = cluster.master_of(slot);
+  std::string jt;
+  for (int k = 0; k < 200 && jt.empty(); ++k) {
+    const std::string candidate = "foj" + std::to_string(k);
+    if (cluster.master_of(io::hash_slot(engine::JobLaneKeys::for_table(candidate).qbase)) ==
+        fo_master) {
+      jt = candidate;
+    }
+  }
+  std::string tmpl =
+      (std::filesystem::temp_directory_path() / "echostore-drill-fo-XXXXXX").string();
+  if (!run.expect(!jt.empty() && ::mkdtemp(tmpl.data()) != nullptr,
+                  "a job-lane table on the same master, and a journal directory")) {
+    return;
+  }
+  struct RemoveDir {
+    std::filesystem::path dir;
+    ~RemoveDir() {
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+    }
+  } remove_dir{tmpl};
+  table::Minter writer(kDrillNode + 3);
+  const BrandedId group = writer.mint("PRT").value();
+  engine::JournalOptions jo;
+  jo.dir = tmpl;
+  jo.group = group.str();
+  jo.node_id = kDrillNode + 4;
+  engine::Journal journal(jo);  // outlives the engines (declared first)
   std::atomic<int> loads{0};
-  Engine w(cluster_node(target, 321), {spec("fo", CoherenceMode::kBroadcast, loads)});
-  Engine r1(cluster_node(target, 322), {spec("fo", CoherenceMode::kBroadcast, loads)});
+  Engine w(cluster_node(target, 321),
+           {spec("fo", CoherenceMode::kBroadcast, loads), spec(jt, CoherenceMode::kNone, loads)});
+  Engine r1(cluster_node(target, 322),
+            {spec("fo", CoherenceMode::kBroadcast, loads), spec(jt, CoherenceMode::kJob, loads)});
   Engine r2(cluster_node(target, 323), {spec("fo", CoherenceMode::kBroadcast, loads)});
+  r1.use_journal(jt, journal);
   if (!run.expect(!w.start(std::chrono::seconds(15)) && !r1.start(std::chrono::seconds(15)) &&
                       !r2.start(std::chrono::seconds(15)),
                   "W, R1, R2 start")) {
     return;
   }
   Engine* nodes[] = {&w, &r1, &r2};
-  table::Minter writer(kDrillNode + 3);
   std::vector<BrandedId> names;
   for (int i = 0; i < kNames; ++i) {
     names.push_back(writer.mint("AST").value());
@@ -377,6 +417,30 @@ void fo_failover(GateRun& run, const DrillTarget& target) {
     for (int i = 0; !stop.load(); ++i) {
       if (r1.get("fo", names[i % kNames].view())) reads.fetch_add(1);
       if (r2.get("fo", names[(i + 7) % kNames].view())) reads.fetch_add(1);
+    }
+  });
+  // The journalled writer: every intent is durable before its enqueue is tried (held or refused
+  // while the queue's master is down), so `recorded` counts what must not be lost.
+  constexpr int kJobNames = 12;
+  std::vector<BrandedId> job_names;
+  std::vector<std::optional<BrandedId>> finals(kJobNames);  // the last version recorded per name
+  for (int i = 0; i < kJobNames; ++i) job_names.push_back(writer.mint("AST").value());
+  const engine::EnqueueFn enqueue = [&](const BrandedId& job, const BrandedId& n,
+                                        const BrandedId& v) {
+    return w.enqueue_job(jt, group, job, n.view(), v);
+  };
+  std::atomic<int> recorded{0}, enqueue_refused{0};
+  std::jthread jl([&] {
+    table::Minter versions(kDrillNode + 5);
+    while (!stop.load()) {
+      for (int i = 0; i < kJobNames && !stop.load(); ++i) {
+        const BrandedId v = versions.mint("AST").value();
+        auto job = journal.intend_and_enqueue(job_names[i], v, enqueue);
+        finals[i] = v;
+        recorded.fetch_add(1);
+        if (!job) enqueue_refused.fetch_add(1);
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      }
     }
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
@@ -403,11 +467,16 @@ void fo_failover(GateRun& run, const DrillTarget& target) {
   const double followed_ms = floors::since_us(t0) / 1000;
   run.expect(promoted >= 0 && promoted != old_master, "a replica was promoted");
   run.expect(followed, "every node resubscribed on the promoted master (lost, flushed, confirmed)");
-  const int at_follow = writes.load();
+  const int at_follow = writes.load(), recorded_at_follow = recorded.load();
   floors::eventually([&] { return writes.load() >= at_follow + kNames; }, std::chrono::seconds(20));
+  const bool jobs_resumed = floors::eventually(
+      [&] { return recorded.load() >= recorded_at_follow + 2 * kJobNames; },
+      std::chrono::seconds(20));
   stop = true;
   wl.join();
   rl.join();
+  jl.join();
+  run.expect(jobs_resumed, "the journalled writer's enqueues resumed after the failover");
   std::vector<BrandedId> last;
   int heard_all = 0;
   for (const auto& n : names) {
@@ -444,10 +513,36 @@ void fo_failover(GateRun& run, const DrillTarget& target) {
     }
   }
   run.expect(stale == 0, fmt("stale reads after the failover: %d of %d", stale, 3 * kNames));
+  // The job lane: one replay re-enqueues what no applied version covers; then every name must
+  // reach the last version recorded for it, and nothing may be left uncovered.
+  auto replayed = journal.replay(enqueue);
+  run.expect(replayed.has_value(), "the journal replayed after recovery");
+  int at_final = 0;
+  floors::eventually(
+      [&] {
+        at_final = 0;
+        for (int i = 0; i < kJobNames; ++i) {
+          at_final += journal.last_applied(job_names[i]) == finals[i];
+        }
+        return at_final == kJobNames;
+      },
+      std::chrono::seconds(30));
+  auto again = journal.replay(enqueue);
+  const std::uint64_t uncovered = again ? again->replayed : ~0ull;
+  run.expect(at_final == kJobNames,
+             fmt("job-lane names at the journal's last recorded version: %d of %d (lost %d)",
+                 at_final, kJobNames, kJobNames - at_final));
+  run.expect(uncovered == 0, fmt("a second replay finds %llu intents uncovered",
+                                 static_cast<unsigned long long>(uncovered)));
   run.figure(
       fmt("promoted %.0f ms after the kill, every node followed at %.0f ms; %d writes, %d "
           "refused in the outage, %d reads; stale after 0 of %d",
           promoted_ms, followed_ms, writes.load(), refused.load(), reads.load(), 3 * kNames));
+  run.figure(fmt("job lane: %d intents recorded (%d enqueues refused in the outage), replay "
+                 "re-enqueued %llu; %d of %d names final, lost 0, second replay 0",
+                 recorded.load(), enqueue_refused.load(),
+                 static_cast<unsigned long long>(replayed ? replayed->replayed : 0), at_final,
+                 kJobNames));
 }
 
 void add_cluster_gates(std::vector<Gate>& gates) {
