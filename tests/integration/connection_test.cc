@@ -16,6 +16,7 @@
 
 #include <gtest/gtest.h>
 
+#include <echo/engine/local_server.h>
 #include <echo/io/connection.h>
 #include <echo/io/uring_loop.h>
 
@@ -406,6 +407,47 @@ TEST_F(ConnectionTest, ReconnectsAfterAServerRestartAndRestoresSubscriptions) {
   }));
   ASSERT_TRUE(eventually([&] { return rec.message_count() >= 1; }));
   EXPECT_EQ(rec.messages.back(), "after-restart");
+}
+
+TEST_F(ConnectionTest, RedialFollowsTheTargetAndKeepsTheLastOneForANonNumericHost) {
+  engine::LocalServer other;  // where the target moves (a promoted replica, say)
+  std::mutex mu;
+  DialTarget next;  // empty host: keep dialling the current one
+  ConnectionOptions o = options();
+  o.target = [&] {
+    std::lock_guard lock(mu);
+    return next;
+  };
+  Recorder rec;
+  Connection conn(lt_.loop(), o, rec.push_fn(), rec.event_fn());
+  conn.start();
+  ASSERT_EQ(conn.wait_ready(5s), std::error_code{});
+  auto port_now = [&] { return on_loop(lt_.loop(), [&] { return conn.options().port; }); };
+  EXPECT_EQ(port_now(), server().port());
+  {
+    std::lock_guard lock(mu);
+    next = DialTarget{other.host(), other.port()};
+  }
+  on_loop(lt_.loop(), [&] { conn.redial(); });
+  ASSERT_TRUE(eventually([&] { return rec.saw(ConnEvent::kReconnected); }));
+  ASSERT_EQ(conn.wait_ready(5s), std::error_code{});
+  EXPECT_EQ(port_now(), other.port());
+  ASSERT_FALSE(conn.call_blocking({"SET", "redial:k", "on-other"}).ec);
+  auto c = test::connect_client(other);
+  auto v = command(c.get(), "GET redial:k");
+  ASSERT_TRUE(v && v->type == REDIS_REPLY_STRING) << "the command went to the new target";
+  EXPECT_EQ(std::string(v->str, v->len), "on-other");
+
+  // A host name is not resolved on the loop thread: the last numeric target is kept.
+  {
+    std::lock_guard lock(mu);
+    next = DialTarget{"localhost", server().port()};
+  }
+  const auto reconnects = conn.stats().reconnects;
+  on_loop(lt_.loop(), [&] { conn.redial(); });
+  ASSERT_TRUE(eventually([&] { return conn.stats().reconnects > reconnects; }));
+  ASSERT_EQ(conn.wait_ready(5s), std::error_code{});
+  EXPECT_EQ(port_now(), other.port());
 }
 
 // --- Servers of its own: a password, a Unix socket. ---
