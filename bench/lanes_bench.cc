@@ -13,7 +13,7 @@
 //             subscriber thread, the receiver's io thread and writer on CPU 1.
 // Each latency benchmark is one message per iteration with manual timing (the refill between
 // messages is not timed); p50/p99 are counters; the run ends with a table of medians and ratios.
-// BM_JobLane_ServerHop measures the script's share alone (fanout_enqueue's hand-off round trip
+// BM_JobLane_ServerHop measures the script's share alone (member_enqueue's hand-off round trip
 // against a PUBLISH's, plain client), so the table can print the job lane's floor with this
 // script: the broadcast lane plus that difference.
 // ECHO_BENCH_MESSAGES overrides the message count (default 10,000; the job lane takes a fifth).
@@ -353,12 +353,13 @@ void BM_JobLane_EnqueueToDrop(benchmark::State& state, const Placement& p) {
 }
 
 // Throughput: `consumers` receiver nodes, each applying every job; a hiredis pipeline admits
-// `n` jobs through the same fanout_enqueue script Engine::enqueue runs (in batches of 64, so the
-// producer is not the bottleneck); the clock stops when every node completed all n.
+// `n` jobs through the same member_enqueue script Engine::enqueue runs, one per member queue (in
+// batches of 64 jobs, so the producer is not the bottleneck); the clock stops when every node
+// completed all n.
 void BM_JobLane_Throughput(benchmark::State& state, const Placement& p, int consumers) {
   place(p);
   // A table of its own per run: a stopped node stays in the membership set for its member ttl
-  // (3 beats), and the fanout would still feed its queue.
+  // (3 beats), and the writer would still feed its queue.
   static int run_no = 0;
   const std::string table = "limits" + std::to_string(run_no++);
   const int n = std::max(1000, messages() / 2);
@@ -369,12 +370,13 @@ void BM_JobLane_Throughput(benchmark::State& state, const Placement& p, int cons
         std::vector<TableSpec>{lane_table(table, CoherenceMode::kJob, p.receiver_cpu)}));
     start_or_throw(*nodes.back());
   }
-  const echo::lua::Script* fanout = echo::lua::find_script("fanout_enqueue");
+  const echo::lua::Script* admit = echo::lua::find_script("member_enqueue");
   Context pub = connect();
-  Reply loaded = command(pub.get(), "SCRIPT LOAD %b", fanout->source.data(), fanout->source.size());
+  Reply loaded = command(pub.get(), "SCRIPT LOAD %b", admit->source.data(), admit->source.size());
   const auto lane_keys = echo::engine::JobLaneKeys::for_table(table);
-  const std::string members = lane_keys.members, qbase = lane_keys.qbase;
-  const std::string sha(fanout->sha1);
+  std::vector<std::string> mbases;
+  for (int i = 0; i < consumers; ++i) mbases.push_back(lane_keys.member_base(std::to_string(31 + i)));
+  const std::string sha(admit->sha1);
   echo::table::Minter minter(102);
   const BrandedId group = minter.mint("PRT").value();
   std::vector<std::string> jobs, frames;
@@ -397,16 +399,21 @@ void BM_JobLane_Throughput(benchmark::State& state, const Placement& p, int cons
     for (int i = 0; i < n; i += 64) {
       const int end = std::min(n, i + 64);
       for (int k = i; k < end; ++k) {
-        redisAppendCommand(pub.get(), "EVALSHA %s 1 %s %s %s %b %s 0 30000", sha.c_str(), members.c_str(),
-                           qbase.c_str(), jobs[k].c_str(), frames[k].data(), frames[k].size(),
-                           group.str().c_str());
+        for (const auto& mbase : mbases) {
+          redisAppendCommand(pub.get(), "EVALSHA %s 1 %slive %s %s %b %s 30000", sha.c_str(), mbase.c_str(),
+                             mbase.c_str(), jobs[k].c_str(), frames[k].data(), frames[k].size(),
+                             group.str().c_str());
+        }
       }
       for (int k = i; k < end; ++k) {
-        void* raw = nullptr;
-        if (redisGetReply(pub.get(), &raw) != REDIS_OK) throw std::runtime_error("fanout pipeline lost");
-        Reply rep(static_cast<redisReply*>(raw));
-        if (rep->type != REDIS_REPLY_ARRAY || rep->elements != static_cast<std::size_t>(2 * consumers)) {
-          throw std::runtime_error("fanout answered " + std::string(rep->type == REDIS_REPLY_ERROR ? rep->str : "?"));
+        for (std::size_t m = 0; m < mbases.size(); ++m) {
+          void* raw = nullptr;
+          if (redisGetReply(pub.get(), &raw) != REDIS_OK) throw std::runtime_error("admission pipeline lost");
+          Reply rep(static_cast<redisReply*>(raw));
+          if (rep->type != REDIS_REPLY_INTEGER || rep->integer < 1) {
+            throw std::runtime_error("member_enqueue answered " +
+                                     std::string(rep->type == REDIS_REPLY_ERROR ? rep->str : "not 1 or 2"));
+          }
         }
       }
     }
@@ -434,8 +441,8 @@ void BM_JobLane_Throughput(benchmark::State& state, const Placement& p, int cons
 
 // ---- the server hop ----
 
-// The job lane's one extra cost on the server, alone: the round trip of fanout_enqueue handing a
-// job to a parked member (its ~15 calls inside one script) against a PUBLISH's round trip with one
+// The job lane's one extra cost on the server, alone: the round trip of member_enqueue handing a
+// job to a parked member (its ~12 calls inside one script) against a PUBLISH's round trip with one
 // subscriber, on a plain hiredis client, alternating message by message in the same loop. The
 // difference is what the script adds to the job lane over the broadcast lane; the closing table
 // adds it to the broadcast lane's median as the job lane's floor with this script.
@@ -444,13 +451,11 @@ void BM_JobLane_ServerHop(benchmark::State& state, const Placement& p) {
   Context c = connect(), sub = connect();
   const std::string channel = "lanes_bench:hop";
   Reply subscribed = command(sub.get(), "SUBSCRIBE %s", channel.c_str());
-  const echo::lua::Script* fanout = echo::lua::find_script("fanout_enqueue");
-  const echo::lua::Script* beat = echo::lua::find_script("member_beat");
-  Reply l1 = command(c.get(), "SCRIPT LOAD %b", fanout->source.data(), fanout->source.size());
-  Reply l2 = command(c.get(), "SCRIPT LOAD %b", beat->source.data(), beat->source.size());
+  const echo::lua::Script* admit = echo::lua::find_script("member_enqueue");
+  Reply l1 = command(c.get(), "SCRIPT LOAD %b", admit->source.data(), admit->source.size());
   const auto keys = echo::engine::JobLaneKeys::for_table("hop");
-  const std::string mbase = keys.member_base("0"), sha(fanout->sha1), beat_sha(beat->sha1);
-  Reply joined = command(c.get(), "EVALSHA %s 1 %s 0 600000", beat_sha.c_str(), keys.members.c_str());
+  const std::string mbase = keys.member_base("0"), sha(admit->sha1);
+  Reply live = command(c.get(), "SET %slive 30000 PX 600000", mbase.c_str());
   echo::table::Minter minter(105);
   const std::string group = minter.mint("PRT").value().str();
   const auto frame = echo::table::make_frame(minter.mint("AST").value(), minter.mint("TXN").value());
@@ -467,19 +472,19 @@ void BM_JobLane_ServerHop(benchmark::State& state, const Placement& p) {
     if (redisGetReply(sub.get(), &raw) == REDIS_OK) freeReplyObject(raw);
     const std::string id = minter.mint("JOB").value().str();
     t0 = Clock::now();
-    Reply r = command(c.get(), "EVALSHA %s 1 %s %s %s %b %s 0 30000", sha.c_str(), keys.members.c_str(),
-                      keys.qbase.c_str(), id.c_str(), payload.data(), payload.size(), group.c_str());
+    Reply r = command(c.get(), "EVALSHA %s 1 %slive %s %s %b %s 30000", sha.c_str(), mbase.c_str(),
+                      mbase.c_str(), id.c_str(), payload.data(), payload.size(), group.c_str());
     const double us = since_us(t0);
     hop.us.push_back(us);
     state.SetIterationTime(us / 1e6);
-    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 2 || r->element[1]->integer != 2) {
-      state.SkipWithError("the fanout did not hand the job off");
+    if (!r || r->type != REDIS_REPLY_INTEGER || r->integer != 2) {
+      state.SkipWithError("member_enqueue did not hand the job off");
       break;
     }
     Reply gone = command(c.get(), "DEL %sjob:%s", mbase.c_str(), id.c_str());
   }
-  Reply left = command(c.get(), "DEL %s %sgroups %sparked %sdeliver %sactive %sgactive %smeta", keys.members.c_str(),
-                       mbase.c_str(), mbase.c_str(), mbase.c_str(), mbase.c_str(), mbase.c_str(), mbase.c_str());
+  Reply left = command(c.get(), "DEL %slive %sparked %sdeliver %sactive %sgactive", mbase.c_str(),
+                       mbase.c_str(), mbase.c_str(), mbase.c_str(), mbase.c_str());
   publish.sort();
   state.counters["publish_p50_us"] = publish.pct(0.5);
   g_results["publish_rtt"][p.name] = std::move(publish);
@@ -601,7 +606,7 @@ void print_table() {
                  be = median("broadcast_engine", p.name), j = median("job", p.name);
     if (fan == 0) continue;
     const double floor = be + (fan - pub);
-    std::printf("%-10s | server hop: fanout_enqueue hand-off round trip %.1f us vs PUBLISH %.1f us (+%.1f us); "
+    std::printf("%-10s | server hop: member_enqueue hand-off round trip %.1f us vs PUBLISH %.1f us (+%.1f us); "
                 "job-lane floor with this script = bc(E) + %.1f = %.1f us (%.2fx bc(E)); job lane %.2fx that floor\n",
                 p.name, fan, pub, fan - pub, fan - pub, floor, be > 0 ? floor / be : 0, floor > 0 ? j / floor : 0);
   }

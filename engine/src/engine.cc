@@ -10,7 +10,9 @@
 #include <future>
 #include <mutex>
 #include <thread>
+#include <optional>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "sharded_subscriber.h"
 
@@ -97,7 +99,17 @@ struct Engine::Impl {
   }
   io::Script put_l2 = embedded_script("put_l2");
   io::Script drop_l2 = embedded_script("drop_l2");
-  io::Script fanout = embedded_script("fanout_enqueue");
+  io::Script member_enqueue = embedded_script("member_enqueue");
+  io::Script genqueue = embedded_script("genqueue");
+
+  // fan_out's view of each job-lane table's membership: the epoch it read, then the members it
+  // read after it (member_enqueue.lua, "Membership"). Any thread; guarded by members_mu.
+  struct Membership {
+    std::string epoch;
+    std::vector<std::string> members;
+  };
+  std::mutex members_mu;
+  std::unordered_map<std::string, Membership> membership;
 
   std::unique_ptr<io::LoopThread> io;
   std::unique_ptr<io::Connection> cmd, sub;
@@ -219,6 +231,83 @@ struct Engine::Impl {
     if (!cluster) return cmd->evalsha(s, keys, argv, std::move(done));
     cluster->evalsha(s, keys, argv, std::move(done));
     return {};
+  }
+
+  // One call of a batch: a command (script == nullptr: `args` is the command) or an EVALSHA.
+  struct Call {
+    const io::Script* script = nullptr;
+    std::vector<std::string> keys, args;
+  };
+  // Issues every call back to back on the loop thread, so calls that route to one connection
+  // leave in one write (one pipeline per shard), and waits for every reply; each reply keeps its
+  // own error. Any thread but the loop's.
+  Result<std::vector<io::OwnedResult>> calls(std::vector<Call> batch) {
+    inflight.fetch_add(1, std::memory_order_acq_rel);
+    struct Leave {
+      std::atomic<int>& n;
+      ~Leave() { n.fetch_sub(1, std::memory_order_acq_rel); }
+    } leave{inflight};
+    if (!running.load(std::memory_order_acquire)) return table::Unexpected{make_error_code(Errc::kStopped)};
+    struct State {
+      std::vector<Call> batch;
+      std::vector<io::OwnedResult> out;
+      std::size_t left = 0;
+      std::promise<void> done;
+      void settle(std::size_t i, io::OwnedResult r) {
+        out[i] = std::move(r);
+        if (--left == 0) done.set_value();
+      }
+    };
+    auto st = std::make_shared<State>();
+    st->out.resize(batch.size());
+    st->left = batch.size();
+    st->batch = std::move(batch);
+    auto future = st->done.get_future();
+    if (st->batch.empty()) return std::vector<io::OwnedResult>{};
+    io->loop().post([this, st]() {
+      for (std::size_t i = 0; i < st->batch.size(); ++i) {
+        if (io_closing) {
+          st->settle(i, io::OwnedResult{make_error_code(Errc::kStopped), {}});
+          continue;
+        }
+        const Call& c = st->batch[i];
+        std::vector<std::string_view> k(c.keys.begin(), c.keys.end()), a(c.args.begin(), c.args.end());
+        auto fired = std::make_shared<bool>(false);
+        io::ReplyFn done = [st, i, fired](std::error_code e, const io::Resp3Value& reply) {
+          *fired = true;
+          st->settle(i, io::OwnedResult{e, io::Resp3Owned(reply)});
+        };
+        const std::error_code ec = c.script != nullptr ? issue_script(*c.script, k, a, std::move(done))
+                                                       : issue(a, std::move(done));
+        if (ec && !*fired) st->settle(i, io::OwnedResult{ec, {}});
+      }
+    });
+    if (future.wait_for(options.call_timeout + std::chrono::seconds(1)) != std::future_status::ready) {
+      return table::Unexpected{make_error_code(io::IoErrc::kTimeout)};
+    }
+    return std::move(st->out);
+  }
+
+  // Reads a job-lane table's membership: the epoch, then the members (one pipeline, one shard),
+  // and keeps it as fan_out's view.
+  Result<Membership> read_membership(std::string_view table, const JobLaneKeys& keys) {
+    auto replies = calls({Call{nullptr, {}, {"GET", keys.epoch}},
+                          Call{nullptr, {}, {"ZRANGE", keys.members, "0", "-1"}}});
+    if (!replies) return table::Unexpected{replies.error()};
+    for (const auto& r : *replies) {
+      if (r.ec) return table::Unexpected{r.ec};
+    }
+    const io::Resp3Value epoch = (*replies)[0].reply.view(), list = (*replies)[1].reply.view();
+    if ((!epoch.is_null() && epoch.type() != io::Resp3Type::bulk_string) ||
+        list.type() != io::Resp3Type::array) {
+      return table::Unexpected{unexpected()};
+    }
+    Membership m;
+    m.epoch = epoch.is_null() ? std::string() : std::string(epoch.str());
+    for (const auto& member : list) m.members.emplace_back(member.str());
+    std::lock_guard lock(members_mu);
+    membership[std::string(table)] = m;
+    return m;
   }
 
   Result<io::Resp3Owned> command(std::vector<std::string> args) {
@@ -458,9 +547,10 @@ std::error_code Engine::start(std::chrono::milliseconds timeout) {
     io::ConnectionOptions park = d.connection_options("park-" + s->spec.name);
     CommandPort port;
     if (d.cluster) {
-      // Every key of the queue shares its hash tag: the router sends each call to that shard,
-      // and the consumer parks on a connection to the same master.
-      const std::uint16_t slot = io::hash_slot(JobLaneKeys::for_table(s->spec.name).qbase);
+      // Every key of this node's member queue shares its hash tag: the router sends each call to
+      // that shard, and the consumer parks on a connection to the same master.
+      const std::uint16_t slot = io::hash_slot(
+          JobLaneKeys::for_table(s->spec.name).member_base(std::to_string(d.options.node_id)));
       const auto owner = d.cluster->address_of(slot);
       const auto at = owner.host.empty() ? d.seeds().front() : owner;
       park.host = at.host;
@@ -713,18 +803,71 @@ Result<std::vector<MemberAdmission>> Engine::fan_out(std::string_view table, con
   const TableSpec& spec = slot != nullptr ? slot->spec : defaults;
   const auto keys = JobLaneKeys::for_table(table);
   const auto frame = table::make_frame(*name, version);
-  auto reply = d.script(d.fanout, {keys.members},
-                        {keys.qbase, job.str(), std::string(table::view(frame)), group.str(),
-                         spec.job_shared_queue ? "1" : "0", std::to_string(spec.job_lease_ms)});
-  if (!reply) return table::Unexpected{reply.error()};
-  const io::Resp3Value r = reply->view();
-  if (r.type() != io::Resp3Type::array || r.size() % 2 != 0) return table::Unexpected{unexpected()};
+  const std::string job_id = job.str(), payload(table::view(frame)), g = group.str(),
+                    lease = std::to_string(spec.job_lease_ms);
+  std::optional<Impl::Membership> known;
+  {
+    std::lock_guard lock(d.members_mu);
+    if (auto it = d.membership.find(std::string(table)); it != d.membership.end()) known = it->second;
+  }
+  if (!known) {
+    auto read = d.read_membership(table, keys);
+    if (!read) return table::Unexpected{read.error()};
+    known = std::move(*read);
+  }
   std::vector<MemberAdmission> out;
-  for (std::size_t i = 0; i + 1 < r.size(); i += 2) {
-    const std::int64_t verdict = r[i + 1].integer();
-    out.push_back({std::string(r[i].str()), verdict == 1   ? Admission::kEnqueued
-                                            : verdict == 2 ? Admission::kHandedOff
-                                                           : Admission::kDuplicate});
+  std::unordered_set<std::string> sent;
+  bool shared = spec.job_shared_queue;
+  // Each round admits the job to the members not yet sent to, then reads the epoch. A round ends
+  // the loop when the epoch is the one its member list was read under: every member that entered
+  // before that read is in the list (member_enqueue.lua, "Membership"). Membership churn between
+  // two reads of ours is a node joining or lapsing: the bound is never met in practice.
+  for (int round = 0;; ++round) {
+    if (round == 8) return table::Unexpected{make_error_code(io::IoErrc::kTimeout)};
+    std::vector<Impl::Call> batch;
+    std::vector<std::string> targets;
+    for (const auto& m : known->members) {
+      if (!sent.insert(m).second) continue;
+      std::string mbase = keys.member_base(m);
+      batch.push_back({&d.member_enqueue, {mbase + "live"}, {mbase, job_id, payload, g, lease}});
+      targets.push_back(m);
+    }
+    batch.push_back({nullptr, {}, {"GET", keys.epoch}});
+    if (shared) {
+      const std::string& q = keys.qbase;
+      batch.push_back({&d.genqueue,
+                       {q + "job:" + job_id, q + "g:" + g + ":pending", q + "ring", q + "paused",
+                        q + "glimit", q + "gactive", q + "wake"},
+                       {job_id, payload, g}});
+    }
+    auto replies = d.calls(std::move(batch));
+    if (!replies) return table::Unexpected{replies.error()};
+    // The first error wins: the queues that took the job hold it under this job id, so a retry
+    // is a duplicate there and an admission where it failed.
+    for (const auto& r : *replies) {
+      if (r.ec) return table::Unexpected{r.ec};
+    }
+    for (std::size_t i = 0; i < targets.size(); ++i) {
+      const io::Resp3Value r = (*replies)[i].reply.view();
+      if (r.type() != io::Resp3Type::integer) return table::Unexpected{unexpected()};
+      const std::int64_t verdict = r.integer();
+      if (verdict < 0) continue;  // not live: it drops its L1 rows when it beats again
+      out.push_back({targets[i], verdict == 1   ? Admission::kEnqueued
+                                 : verdict == 2 ? Admission::kHandedOff
+                                                : Admission::kDuplicate});
+    }
+    if (shared) {
+      const io::Resp3Value r = replies->back().reply.view();
+      if (r.type() != io::Resp3Type::integer) return table::Unexpected{unexpected()};
+      out.push_back({"*", r.integer() == 1 ? Admission::kEnqueued : Admission::kDuplicate});
+      shared = false;
+    }
+    const io::Resp3Value epoch = (*replies)[targets.size()].reply.view();
+    if (!epoch.is_null() && epoch.type() != io::Resp3Type::bulk_string) return table::Unexpected{unexpected()};
+    if ((epoch.is_null() ? std::string_view() : epoch.str()) == known->epoch) break;
+    auto read = d.read_membership(table, keys);
+    if (!read) return table::Unexpected{read.error()};
+    known = std::move(*read);
   }
   // No queue at all: not a duplicate (nothing holds the job), and nothing will apply it.
   if (out.empty()) return table::Unexpected{make_error_code(Errc::kNoLiveMember)};

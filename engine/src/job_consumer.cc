@@ -45,7 +45,7 @@ std::string seconds_text(std::int64_t ms) {
 }  // namespace
 
 std::string JobLaneKeys::member_base(std::string_view member) const {
-  return qbase + "m:" + std::string(member) + ":";
+  return "emq:{" + queue + "|" + std::string(member) + "}:";
 }
 
 JobLaneKeys JobLaneKeys::for_table(std::string_view table) {
@@ -53,13 +53,15 @@ JobLaneKeys JobLaneKeys::for_table(std::string_view table) {
   k.queue = table::coherence_queue(table).value();
   k.qbase = "emq:{" + k.queue + "}:";
   k.members = k.qbase + "members";
+  k.epoch = k.qbase + "mepoch";
   return k;
 }
 
 JobLaneScripts JobLaneScripts::embedded() {
-  return {script("gclaim"),      script("complete"),       script("retry"),
-          script("promote"),     script("reap"),           script("member_beat"),
-          script("member_reap"), script("fanout_enqueue"), script("member_park")};
+  return {script("gclaim"),      script("complete"),    script("retry"),
+          script("promote"),     script("reap"),        script("member_beat"),
+          script("member_reap"), script("member_drop"), script("member_enqueue"),
+          script("member_park")};
 }
 
 CommandPort CommandPort::of(io::Connection& c) {
@@ -177,37 +179,56 @@ void JobConsumer::beat() {
     loop_.after(std::chrono::milliseconds(spec_.job_beat_ms), timer_op_);
   }
   follow_park();
-  // The beat also declares our lease, which fanout_enqueue gives the jobs it hands us.
-  const std::string ttl = std::to_string(member_ttl_ms_), meta = mbase_ + "meta",
-                    lease = std::to_string(spec_.job_lease_ms);
-  const std::string_view keys[] = {keys_.members, meta};
-  const std::string_view argv[] = {member_, ttl, lease};
-  cmd_.evalsha(
-      scripts_.member_beat, keys, argv, [this](std::error_code ec, const io::Resp3Value& r) {
+  // First our queue's live key, on its own slot: its value is our lease, which member_enqueue
+  // gives the jobs it hands us. Only on its reply the membership: a writer that sees the epoch
+  // move must find us live (member_enqueue.lua, "Membership").
+  const std::string live = mbase_ + "live", lease = std::to_string(spec_.job_lease_ms),
+                    ttl = std::to_string(member_ttl_ms_);
+  const auto ec = cmd_.call({"SET", live, lease, "PX", ttl, "GET"},
+                            [this](std::error_code e, const io::Resp3Value& r) {
+                              if (stopping_) return;
+                              if (e || (!r.is_null() && r.type() != io::Resp3Type::bulk_string)) {
+                                return lapse();
+                              }
+                              enter(!r.is_null());
+                            });
+  if (ec) lapse();
+}
+
+void JobConsumer::lapse() {
+  // Not registered for now: writers may skip us, so L1 cannot be trusted until a beat lands.
+  if (registered_) writer_.subscription_lost();
+  registered_ = false;
+  arm();  // unregistered: take the hand-off flag down (writers may skip us anyway)
+}
+
+void JobConsumer::enter(bool was_live) {
+  const std::string ttl = std::to_string(member_ttl_ms_);
+  const std::string_view keys[] = {keys_.members, keys_.epoch};
+  const std::string_view argv[] = {member_, ttl};
+  const auto ec = cmd_.evalsha(
+      scripts_.member_beat, keys, argv, [this, was_live](std::error_code e, const io::Resp3Value& r) {
         if (stopping_) return;
-        if (ec || r.type() != io::Resp3Type::integer) {
-          // Not registered for now: writers may skip us, so L1 cannot be trusted until a beat
-          // lands.
-          if (registered_) writer_.subscription_lost();
-          registered_ = false;
-          arm();  // unregistered: take the hand-off flag down (writers may skip us anyway)
-          return;
+        if (e || r.type() != io::Resp3Type::array || r.size() < 2 ||
+            r[1].type() != io::Resp3Type::integer) {
+          return lapse();
         }
         bump(beats_);
-        const std::int64_t now = r.integer();
-        if (!registered_ || now - last_beat_ms_ >= member_ttl_ms_) {
-          // First beat, or a gap long enough that writers may have skipped us (and our queue may
-          // have been reclaimed): whatever L1 holds may have missed a message.
+        // First beat, or a beat that shows writers may have skipped us: our live key had expired
+        // (admissions answered -1) or member_reap had taken us out of the set (writers stopped
+        // sending). Whatever L1 holds may have missed a message.
+        if (!registered_ || !was_live || r[1].integer() == 1) {
           if (last_beat_ms_ != 0) bump(rejoins_);
           writer_.subscription_confirmed();
         }
         registered_ = true;
-        last_beat_ms_ = now;
+        last_beat_ms_ = as_int(r[0]);
         maintain();
         arm();                // the flag's PX runs two beats: every beat renews it
         lanes_idle_ = false;  // a safety net for a lost wake token: one claim per beat at most
         pump();
       });
+  if (ec) lapse();
 }
 
 void JobConsumer::maintain() {
@@ -232,12 +253,20 @@ void JobConsumer::maintain() {
     });
   }
   {
-    const std::string_view keys[] = {keys_.members};
-    const std::string_view argv[] = {keys_.qbase, "16"};
+    // Out of the set on the table's slot, then each removed member's queue on its own slot.
+    const std::string_view keys[] = {keys_.members, keys_.epoch};
+    const std::string_view argv[] = {"16"};
     cmd_.evalsha(scripts_.member_reap, keys, argv,
                  [this](std::error_code ec, const io::Resp3Value& r) {
-                   if (!ec && r.type() == io::Resp3Type::integer)
-                     bump(members_reaped_, static_cast<std::uint64_t>(r.integer()));
+                   if (ec || stopping_ || r.type() != io::Resp3Type::array) return;
+                   bump(members_reaped_, r.size());
+                   for (const auto& m : r) {
+                     const std::string mbase = keys_.member_base(m.str()), live = mbase + "live";
+                     const std::string_view k[] = {live};
+                     const std::string_view a[] = {mbase};
+                     cmd_.evalsha(scripts_.member_drop, k, a,
+                                  [](std::error_code, const io::Resp3Value&) {});
+                   }
                  });
   }
 }
@@ -360,7 +389,7 @@ void JobConsumer::on_park_reply(std::error_code ec, const io::Resp3Value& reply)
 }
 
 void JobConsumer::take_hand_off(std::string_view text) {
-  // Claimed for us by fanout_enqueue; four lines: id, attempts, group, payload (the payload,
+  // Claimed for us by member_enqueue; four lines: id, attempts, group, payload (the payload,
   // last, may itself hold newlines).
   const auto a = text.find('\n');
   const auto b = a == std::string_view::npos ? a : text.find('\n', a + 1);

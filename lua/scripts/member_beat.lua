@@ -1,48 +1,42 @@
 -- SPDX-License-Identifier: MIT
--- member_beat: register or renew one node as a member of a job-lane table's queue (issue 6 item
--- 3, per-node delivery). The writer's fanout_enqueue feeds every member whose beat is still live,
--- so each node gets its own copy of every coherence job, in its own member queue
--- emq:{q}:m:<m>: (same hash tag as the shared queue emq:{q}:, so every script stays single-slot).
--- KEYS[1]  members          emq:{q}:members (zset: member m, score = expiry ms, server time)
+-- member_beat: register or renew one node as a member of a job-lane table (issue 6 item 3, issue
+-- 9 item 3). The writer admits every coherence job into every member's own queue
+-- (member_enqueue.lua), so each node gets its own copy of every message.
+-- KEYS[1]  members          emq:{ecc.coh.<t>}:members (zset: member m, score = expiry ms, server
+--                           time of this shard)
+-- KEYS[2]  epoch            emq:{ecc.coh.<t>}:mepoch (string: an integer, INCRed whenever a member
+--                           enters the set here or leaves it in member_reap)
 -- ARGV[1]  m, the member: a node id 0..1023 in decimal, or any non-empty token without '{', '}',
---          ':' or whitespace (it becomes a key segment)
--- ARGV[2]  ttl_ms > 0: the member is live until now_ms + ttl_ms (inclusive)
--- KEYS[2]  (optional, with ARGV[3]) the member queue's meta hash emq:{q}:m:<m>:meta
--- ARGV[3]  (optional) lease_ms > 0, the member's declared lease: stored as meta field lease_ms,
---          where fanout_enqueue reads the lease of a job it hands off to this member
--- returns  now_ms, the server time of this beat (an integer);
---          error EMQMEMBER when m is not such a token, error EMQARG when ttl_ms or lease_ms is
---          not a positive integer (nothing written).
--- Live means score >= now_ms on the server's clock, the clock fanout_enqueue and member_reap
--- compare against, so host clock skew cannot make a member look live or dead.
+--          ':', '|' or whitespace (it becomes part of the member queue's name ecc.coh.<t>|<m>)
+-- ARGV[2]  ttl_ms > 0: the member is listed until now_ms + ttl_ms (member_reap removes it after)
+-- returns  {now_ms, entered}: the server time of this beat, and 1 when m was not in the set (it
+--          joined, or member_reap had removed it: the epoch was INCRed), else 0;
+--          error EMQMEMBER when m is not such a token, error EMQARG when ttl_ms is not a positive
+--          integer (nothing written).
 --
--- Joining and lapsing (the node's side of the contract). A member is fed only from the moment its
--- first beat lands: jobs enqueued before it reached the set went to the other members, not to it.
--- So a node that joins must drop its L1 rows of the table before it serves from them, and it
--- must do the same after a lapse: its previous beat's score was prev_now + ttl_ms, so if this
--- beat's now_ms > prev_now + ttl_ms, fanouts in between may have skipped it (and member_reap may
--- have deleted its queue, with any job it held: its completions then answer gone, harmlessly).
--- Both are decided from the values this script returns, with no extra round trip. A lapsed member
--- whose queue was not yet reclaimed keeps its old jobs; they are older than what it will read from
--- L2 after the drop, so applying them answers stale (newer wins).
+-- The node's side of the contract (job_consumer.cc beat()). Each beat first sets its member
+-- queue's live key (SET <mbase>live <lease_ms> PX <ttl_ms> GET, on the member queue's own slot)
+-- and only after that reply runs this script. A member is fed only while its live key exists and
+-- only by writers that know it, which they learn through the epoch; so a node must drop its L1
+-- rows of the table before it serves from them when it joins, and again whenever a beat shows it
+-- may have been skipped: the SET found no live key (it expired: admissions answered -1), or this
+-- script answers entered = 1 (member_reap removed it: writers stopped sending). Because the live
+-- key is set before the epoch moves, a writer that sees the new epoch finds the member live.
+-- A lapsed member whose queue was not yet reclaimed keeps its old jobs; they are older than what
+-- it reads from L2 after the drop, so applying them answers stale (newer wins).
 local m = ARGV[1]
-if m == '' or string.find(m, '[{}:%s]') then
+if m == '' or string.find(m, '[{}:|%s]') then
   return redis.error_reply(
-    'EMQMEMBER member must be a non-empty token without braces, colons or spaces')
+    'EMQMEMBER member must be a non-empty token without braces, colons, bars or spaces')
 end
 local ttl = tonumber(ARGV[2])
 if not ttl or ttl <= 0 or ttl ~= math.floor(ttl) then
   return redis.error_reply('EMQARG ttl_ms must be a positive integer')
 end
-local lease = ARGV[3]
-if lease and (not tonumber(lease) or tonumber(lease) <= 0 or tonumber(lease) ~= math.floor(tonumber(lease))
-    or not KEYS[2]) then
-  return redis.error_reply('EMQARG lease_ms must be a positive integer (with the meta key)')
-end
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-redis.call('ZADD', KEYS[1], now_ms + ttl, m)
-if lease then
-  redis.call('HSET', KEYS[2], 'lease_ms', lease)
+local entered = redis.call('ZADD', KEYS[1], now_ms + ttl, m)
+if entered == 1 then
+  redis.call('INCR', KEYS[2])
 end
-return now_ms
+return {now_ms, entered}

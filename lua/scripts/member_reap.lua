@@ -1,49 +1,27 @@
 -- SPDX-License-Identifier: MIT
--- member_reap: reclaim the queues of members whose beat expired (issue 6 item 3). fanout_enqueue
--- already skips them; this deletes every key of their member queue and their membership, so a
--- node that died for good leaves nothing behind. Any node (or the writer) may run it.
--- KEYS[1]  members          emq:{q}:members (zset: member m, score = expiry ms, server time)
--- ARGV[1]  qbase            emq:{q}: ; member m's queue is mbase = qbase .. 'm:' .. m .. ':'
--- ARGV[2]  batch, the most members reclaimed per call
--- returns  the number of members reclaimed.
--- Expired means score < now_ms (a member whose score equals now_ms is still live, as in
--- fanout_enqueue). For each, it deletes: every job row (and its HEAD-era :logs and :lock keys)
--- whose id is in mbase pending, active, schedule, dead or a lane mbase g:<g>:pending for g in
--- mbase groups; those zsets and lanes; ring, paused, glimit, gactive, wake, deliver, parked,
--- meta, groups, metrics:completed and metrics:failed; then ZREM members m.
--- Failure modes: a member reclaimed while its node still runs (its beat came late) loses its jobs,
--- in flight included; its completions answer gone and its next beat re-registers it with an empty
--- queue, after which it must drop its L1 rows before consuming (see member_beat.lua), since jobs
--- fanned out during the lapse never reached it. Between this script and that beat it gets
--- nothing. The cost is O(jobs in the reclaimed queues): a member's backlog is bounded by what was
--- fanned out to it while its consumer was down and its beat still live (one ttl), plus its dead.
-local qbase = ARGV[1]
+-- member_reap: take members whose beat expired out of a job-lane table's membership (issue 6 item
+-- 3, issue 9 item 3). Writers stop admitting jobs to them once they see the epoch move; their
+-- queues live on other slots (on a cluster, other shards), so the caller then runs
+-- member_drop.lua on each returned member's queue. Any node (or the writer) may run it.
+-- KEYS[1]  members          emq:{ecc.coh.<t>}:members (zset: member m, score = expiry ms)
+-- KEYS[2]  epoch            emq:{ecc.coh.<t>}:mepoch (INCRed once when any member is removed)
+-- ARGV[1]  batch > 0, the most members removed per call
+-- returns  the members removed (an array of member tokens, possibly empty);
+--          error EMQARG when batch is not a positive integer (nothing written).
+-- Expired means score < now_ms (a member whose score equals now_ms is still listed).
+-- Failure modes: a member removed while its node still runs (its beat came late) is told so by
+-- its next beat (member_beat answers entered = 1) and drops its L1 rows before consuming again.
+-- A caller that dies between this script and member_drop leaves the queue behind; the queue's
+-- keys are harmless and a later rejoin reuses them (its old jobs answer stale when applied).
+local batch = tonumber(ARGV[1])
+if not batch or batch <= 0 or batch ~= math.floor(batch) then
+  return redis.error_reply('EMQARG batch must be a positive integer')
+end
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local expired = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. now_ms, 'LIMIT', 0,
-  tonumber(ARGV[2]))
-
--- Deletes the rows of every id in the zset, then the zset.
-local function drop_jobs(mbase, zset)
-  local ids = redis.call('ZRANGE', zset, 0, -1)
-  for _, id in ipairs(ids) do
-    local job = mbase .. 'job:' .. id
-    redis.call('DEL', job, job .. ':logs', job .. ':lock')
-  end
-  redis.call('DEL', zset)
+local expired = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. now_ms, 'LIMIT', 0, batch)
+if #expired > 0 then
+  redis.call('ZREM', KEYS[1], unpack(expired))
+  redis.call('INCR', KEYS[2])
 end
-
-for _, m in ipairs(expired) do
-  local mbase = qbase .. 'm:' .. m .. ':'
-  for _, s in ipairs({'pending', 'active', 'schedule', 'dead'}) do
-    drop_jobs(mbase, mbase .. s)
-  end
-  for _, g in ipairs(redis.call('SMEMBERS', mbase .. 'groups')) do
-    drop_jobs(mbase, mbase .. 'g:' .. g .. ':pending')
-  end
-  redis.call('DEL', mbase .. 'ring', mbase .. 'paused', mbase .. 'glimit', mbase .. 'gactive',
-    mbase .. 'wake', mbase .. 'deliver', mbase .. 'parked', mbase .. 'meta', mbase .. 'groups',
-    mbase .. 'metrics:completed', mbase .. 'metrics:failed')
-  redis.call('ZREM', KEYS[1], m)
-end
-return #expired
+return expired

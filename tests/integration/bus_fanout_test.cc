@@ -1,11 +1,14 @@
 // SPDX-License-Identifier: MIT
-// Per-node delivery on the job bus (issue 6 items 3 and 5), at the script level against a real
-// redis-server: member_beat registers and expires members on the server's clock; fanout_enqueue
-// admits one job into every live member's queue (dedup per queue), hands it already claimed to a
-// parked member through its deliver list, and skips expired members; a member queue is a full
-// WIRE §5 queue (gclaim, complete, reap, retry, promote run on it unchanged); complete_claim cuts
-// a hop; member_reap deletes every key of an expired member. Every script stays in one slot,
-// checked by hash_slot on every call and by a cluster-enabled server that refuses otherwise.
+// Per-node delivery on the job bus (issue 6 items 3 and 5, issue 9 item 3), at the script level
+// against a real redis-server: member_beat registers members on the server's clock and moves the
+// membership epoch when one enters; member_enqueue admits one job into one member's queue (dedup
+// per queue), hands it already claimed to a parked member through its deliver list, and skips a
+// member whose live key expired; the Members helper below runs it over the membership the way
+// the writer does (engine.cc fan_out). A member queue is a full WIRE §5 queue of its own hash tag
+// (gclaim, complete, reap, retry, promote run on it unchanged); complete_claim cuts a hop;
+// member_reap takes expired members out and member_drop deletes every key of their queues. Every
+// script stays in one slot, checked by hash_slot on every call and by a cluster-enabled server
+// that refuses otherwise.
 #include <echo/lua/scripts.h>
 #include <echo/table/branded_id.h>
 #include <echo/table/names.h>
@@ -129,25 +132,9 @@ CompleteClaimed as_complete_claim(const RedisReply& r) {
   return out;
 }
 
-// fanout_enqueue's flat {m1, r1, m2, r2, ...}, in reply order.
+// A fan-out's verdicts {member, r}, in membership order, then {"*", r} for the shared queue;
+// members that answered -1 (not live) are left out, as the writer leaves them out.
 using Fanned = std::vector<std::pair<std::string, long long>>;
-
-Fanned as_fanned(const RedisReply& r) {
-  Fanned out;
-  if (!r || r->type != REDIS_REPLY_ARRAY || r->elements % 2 != 0) {
-    ADD_FAILURE() << "fanout_enqueue answered " << text(r.get());
-    return out;
-  }
-  for (std::size_t i = 0; i < r->elements; i += 2) {
-    if (r->element[i]->type != REDIS_REPLY_STRING ||
-        r->element[i + 1]->type != REDIS_REPLY_INTEGER) {
-      ADD_FAILURE() << "fanout_enqueue pair " << i / 2 << " is malformed";
-      return {};
-    }
-    out.emplace_back(text(r->element[i]), r->element[i + 1]->integer);
-  }
-  return out;
-}
 
 // A deliver-list element: id "\n" att "\n" g "\n" payload, split at the first three "\n" (the
 // payload, last, may hold "\n" itself). This is the whole parser a consumer needs.
@@ -277,7 +264,7 @@ class Scripts {
   Load load_;
 };
 
-// One queue by its base: the shared queue emq:{q}: or a member queue emq:{q}:m:<m>:. The WIRE §5.3
+// One queue by its base: the shared queue emq:{q}: or a member queue emq:{q|<m>}:. The WIRE §5.3
 // verbs, with the keys of the contract built from the base, so the existing scripts run on member
 // keys unchanged.
 class Queue {
@@ -333,7 +320,7 @@ class Queue {
                                      {id, token, base_, std::to_string(lease_ms)}));
   }
 
-  // What the consumer does while it blocks (fanout_enqueue.lua's header): the flag holds how
+  // What the consumer does while it blocks (member_enqueue.lua's header): the flag holds how
   // many hand-offs it can take.
   void park(long long px_ms, long long credits = 8) {
     RedisReply r =
@@ -359,48 +346,97 @@ class Queue {
   std::string base_;
 };
 
-// The membership verbs of one shared queue, and its member queues.
+// The membership verbs of one shared queue, and its member queues, run as the engine runs them:
+// a beat sets the member queue's live key, then member_beat; a fan-out sends member_enqueue to
+// every listed member; a reap runs member_reap, then member_drop on each member it removed.
 class Members {
  public:
   Members(Scripts& s, std::string queue)
-      : s_(&s), qbase_(table::bus_key(queue, "").value()), members_(qbase_ + "members") {}
+      : s_(&s),
+        queue_(std::move(queue)),
+        qbase_(table::bus_key(queue_, "").value()),
+        members_(qbase_ + "members"),
+        epoch_(qbase_ + "mepoch") {}
 
   const std::string& qbase() const { return qbase_; }
   const std::string& key() const { return members_; }
+  const std::string& epoch_key() const { return epoch_; }
   Queue shared() const { return Queue(*s_, qbase_); }
-  Queue member(const std::string& m) const { return Queue(*s_, qbase_ + "m:" + m + ":"); }
+  Queue member(const std::string& m) const {
+    return Queue(*s_, table::bus_key(queue_ + "|" + m, "").value());
+  }
 
+  // member_beat alone (its contract: validation, the zset, the epoch).
   RedisReply beat(const std::string& m, const std::string& ttl_ms) {
-    return s_->run("member_beat", {members_}, {m, ttl_ms});
+    return s_->run("member_beat", {members_, epoch_}, {m, ttl_ms});
   }
-  // The consumer's beat, which also declares its lease in its queue's meta hash.
-  RedisReply beat_with_lease(const std::string& m, const std::string& ttl_ms,
-                             const std::string& lease_ms) {
-    return s_->run("member_beat", {members_, member(m).key("meta")}, {m, ttl_ms, lease_ms});
-  }
-  long long beat(const std::string& m, long long ttl_ms) {
+  // The consumer's beat: the live key (its value the declared lease; "-" declares none, so a
+  // hand-off gets the writer's lease), then member_beat. Returns member_beat's now_ms.
+  long long beat(const std::string& m, long long ttl_ms, const std::string& lease_ms = "-") {
+    RedisReply set = command(s_->context(), "SET %s %s PX %lld", member(m).key("live").c_str(),
+                             lease_ms.c_str(), ttl_ms);
+    EXPECT_TRUE(set && set->type == REDIS_REPLY_STATUS) << "SET live: " << text(set.get());
     RedisReply r = beat(m, std::to_string(ttl_ms));
-    EXPECT_TRUE(r && r->type == REDIS_REPLY_INTEGER) << "member_beat: " << text(r.get());
-    return r && r->type == REDIS_REPLY_INTEGER ? r->integer : LLONG_MIN;
+    const bool ok = r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+                    r->element[0]->type == REDIS_REPLY_INTEGER &&
+                    r->element[1]->type == REDIS_REPLY_INTEGER;
+    EXPECT_TRUE(ok) << "member_beat: " << text(r.get());
+    return ok ? r->element[0]->integer : LLONG_MIN;
   }
-  RedisReply fanout_reply(const std::string& id, const std::string& payload, const std::string& g,
-                          bool shared, const std::string& lease_ms = "30000") {
-    return s_->run("fanout_enqueue", {members_},
-                   {qbase_, id, payload, g, shared ? "1" : "0", lease_ms});
+  RedisReply enqueue_reply(const std::string& m, const std::string& id, const std::string& payload,
+                           const std::string& g, const std::string& lease_ms = "30000") {
+    Queue q = member(m);
+    return s_->run("member_enqueue", {q.key("live")}, {q.base(), id, payload, g, lease_ms});
   }
   Fanned fanout(const std::string& id, const std::string& payload, const std::string& g,
                 bool shared = false, long long lease_ms = 30000) {
-    return as_fanned(fanout_reply(id, payload, g, shared, std::to_string(lease_ms)));
+    Fanned out;
+    for (const std::string& m : listed()) {
+      RedisReply r = enqueue_reply(m, id, payload, g, std::to_string(lease_ms));
+      if (!r || r->type != REDIS_REPLY_INTEGER) {
+        ADD_FAILURE() << "member_enqueue " << m << " answered " << text(r.get());
+        return {};
+      }
+      if (r->integer >= 0) out.emplace_back(m, r->integer);
+    }
+    if (shared) {
+      RedisReply r = this->shared().genqueue(id, payload, g);
+      if (!r || r->type != REDIS_REPLY_INTEGER) {
+        ADD_FAILURE() << "genqueue answered " << text(r.get());
+        return {};
+      }
+      out.emplace_back("*", r->integer);
+    }
+    return out;
   }
-  RedisReply reap(long long batch) {
-    return s_->run("member_reap", {members_}, {qbase_, std::to_string(batch)});
+  // The members member_reap removed; each one's queue is then dropped.
+  long long reap(long long batch) {
+    RedisReply r = s_->run("member_reap", {members_, epoch_}, {std::to_string(batch)});
+    if (!r || r->type != REDIS_REPLY_ARRAY) {
+      ADD_FAILURE() << "member_reap answered " << text(r.get());
+      return LLONG_MIN;
+    }
+    for (std::size_t i = 0; i < r->elements; ++i) {
+      Queue q = member(text(r->element[i]));
+      RedisReply d = s_->run("member_drop", {q.key("live")}, {q.base()});
+      EXPECT_TRUE(is_integer(d, 1)) << "member_drop " << q.base();
+    }
+    return static_cast<long long>(r->elements);
   }
-  std::vector<std::string> live() { return s_->list("ZRANGE %s 0 -1", members_); }
+  // Every listed member, live or not, in expiry order (what the writer reads).
+  std::vector<std::string> listed() { return s_->list("ZRANGE %s 0 -1", members_); }
+  std::vector<std::string> live() { return listed(); }
+  long long epoch() {
+    const std::string e = s_->str("GET %s", epoch_);
+    return e == "(nil)" ? 0 : std::stoll(e);
+  }
 
  private:
   Scripts* s_;
+  std::string queue_;
   std::string qbase_;
   std::string members_;
+  std::string epoch_;
 };
 
 class BusFanout : public RedisTest {
@@ -462,10 +498,10 @@ TEST_F(BusFanout, BeatRegistersOnTheServerClockAndAShortTtlExpires) {
 }
 
 TEST_F(BusFanout, BeatRefusesAMemberThatWouldBreakAKeyAndABadTtlAndWritesNothing) {
-  for (const char* bad : {"", "a:b", "{x}", "a}", "a b", "a\tb", "a\nb"}) {
+  for (const char* bad : {"", "a:b", "{x}", "a}", "a|b", "a b", "a\tb", "a\nb"}) {
     EXPECT_TRUE(is_error(mem().beat(bad, "1000"),
-                         "EMQMEMBER member must be a non-empty token without braces, colons or "
-                         "spaces"))
+                         "EMQMEMBER member must be a non-empty token without braces, colons, bars "
+                         "or spaces"))
         << "member \"" << bad << "\"";
   }
   for (const char* bad : {"0", "-5", "1.5", "x", ""}) {
@@ -478,7 +514,35 @@ TEST_F(BusFanout, BeatRefusesAMemberThatWouldBreakAKeyAndABadTtlAndWritesNothing
   EXPECT_GT(mem().beat("1023", 1000), 0);
 }
 
-// ---- fanout_enqueue -------------------------------------------------------------------------
+TEST_F(BusFanout, TheEpochMovesWhenAMemberEntersOrIsReapedAndNotOnARenewal) {
+  EXPECT_EQ(mem().epoch(), 0);
+  RedisReply first = mem().beat("1", "60000");
+  ASSERT_TRUE(first && first->type == REDIS_REPLY_ARRAY && first->elements == 2) << text(first.get());
+  EXPECT_EQ(first->element[1]->integer, 1);  // entered
+  EXPECT_EQ(mem().epoch(), 1);
+  RedisReply renewed = mem().beat("1", "60000");
+  ASSERT_TRUE(renewed && renewed->type == REDIS_REPLY_ARRAY && renewed->elements == 2);
+  EXPECT_EQ(renewed->element[1]->integer, 0);  // already listed
+  EXPECT_EQ(mem().epoch(), 1);
+  mem().beat("2", 1);
+  EXPECT_EQ(mem().epoch(), 2);
+  std::this_thread::sleep_for(milliseconds(10));
+  EXPECT_EQ(mem().reap(10), 1);  // one INCR for the whole batch
+  EXPECT_EQ(mem().epoch(), 3);
+  EXPECT_EQ(mem().reap(10), 0);  // nothing removed: the epoch stays
+  EXPECT_EQ(mem().epoch(), 3);
+  // Back after member_reap removed it: it entered anew (its node must drop its L1 rows).
+  RedisReply back = mem().beat("2", "60000");
+  ASSERT_TRUE(back && back->type == REDIS_REPLY_ARRAY && back->elements == 2);
+  EXPECT_EQ(back->element[1]->integer, 1);
+  EXPECT_EQ(mem().epoch(), 4);
+  for (const char* bad : {"0", "-1", "x"}) {
+    RedisReply r = s().run("member_reap", {mem().key(), mem().epoch_key()}, {bad});
+    EXPECT_TRUE(is_error(r, "EMQARG batch must be a positive integer")) << bad;
+  }
+}
+
+// ---- member_enqueue -------------------------------------------------------------------------
 
 TEST_F(BusFanout, FanoutToThreeLiveMembersEnqueuesThreeAndASecondCallIsThreeDuplicates) {
   for (const char* m : {"1", "2", "3"}) mem().beat(m, 60000);
@@ -579,7 +643,8 @@ TEST_F(BusFanout, AParkedMemberIsHandedTheJobClaimedAndAnUnparkedOneGetsALaneEnt
   EXPECT_EQ(parked.zcard(parked.lane(g)), 0);
   EXPECT_EQ(parked.ring(), std::vector<std::string>{});
   EXPECT_EQ(parked.llen("wake"), 0);  // the deliver push is what unblocks the consumer
-  EXPECT_EQ(s().list("SMEMBERS %s", parked.key("groups")), std::vector<std::string>{g});
+  // No lane entry, so no groups entry: member_drop finds a hand-off through active.
+  EXPECT_FALSE(parked.exists(parked.key("groups")));
 
   // The unparked member: a lane entry, the group in the ring, one wake.
   EXPECT_EQ(unparked.jobf(id, "state"), "pending");
@@ -679,28 +744,38 @@ TEST_F(BusFanout, MemberParkSetsTheFreeCreditsLessTheListedHandOffsOrDeletesTheF
 }
 
 TEST_F(BusFanout, AHandOffIsLeasedForTheMembersDeclaredLeaseNotTheWritersArgument) {
-  RedisReply b = mem().beat_with_lease("1", "60000", "700");
-  ASSERT_TRUE(b && b->type == REDIS_REPLY_INTEGER) << text(b.get());
-  mem().beat("2", 60000);  // declares none: the writer's argument
-  Queue declared = mem().member("1"), plain = mem().member("2");
-  EXPECT_EQ(declared.hget("meta", "lease_ms"), "700");
-  declared.park(10000);
-  plain.park(10000);
+  mem().beat("1", 60000, "700");
+  mem().beat("2", 60000);      // declares none ("-"): the writer's argument
+  mem().beat("3", 60000, "x");  // not a positive integer: the writer's argument too
+  Queue declared = mem().member("1"), plain = mem().member("2"), odd = mem().member("3");
+  EXPECT_EQ(s().str("GET %s", declared.key("live")), "700");
+  for (Queue* q : {&declared, &plain, &odd}) q->park(10000);
   const std::string id = job_id();
   const long long t0 = s().now_ms();
-  EXPECT_EQ(mem().fanout(id, "p", group_id(), false, 30000), all({"1", "2"}, 2));
+  EXPECT_EQ(mem().fanout(id, "p", group_id(), false, 30000), all({"1", "2", "3"}, 2));
   const long long d1 = std::stoll(s().zscore(declared.key("active"), id)) - t0;
   const long long d2 = std::stoll(s().zscore(plain.key("active"), id)) - t0;
+  const long long d3 = std::stoll(s().zscore(odd.key("active"), id)) - t0;
   EXPECT_GE(d1, 700);
   EXPECT_LT(d1, 1700);
   EXPECT_GE(d2, 30000);
   EXPECT_LT(d2, 31000);
-  for (const char* bad : {"0", "-5", "x", "1.5"}) {
-    RedisReply r = mem().beat_with_lease("1", "60000", bad);
-    EXPECT_TRUE(is_error(r, "EMQARG lease_ms must be a positive integer (with the meta key)"))
-        << bad;
-  }
-  EXPECT_EQ(declared.hget("meta", "lease_ms"), "700");
+  EXPECT_GE(d3, 30000);
+  EXPECT_LT(d3, 31000);
+}
+
+TEST_F(BusFanout, AMemberWhoseLiveKeyExpiredAnswersMinus1AndNothingIsWrittenInItsQueue) {
+  mem().beat("1", 60000);
+  mem().beat("2", 30);
+  std::this_thread::sleep_for(milliseconds(60));
+  Queue gone = mem().member("2");
+  EXPECT_EQ(keys_of(gone), std::vector<std::string>{});
+  RedisReply r = mem().enqueue_reply("2", job_id(), "p", group_id());
+  EXPECT_TRUE(is_integer(r, -1));
+  EXPECT_EQ(keys_of(gone), std::vector<std::string>{});
+  // Still listed (member_reap has not run): the writer sends, the member answers -1.
+  EXPECT_EQ(mem().listed(), (std::vector<std::string>{"2", "1"}));
+  EXPECT_EQ(mem().fanout(job_id(), "p", group_id()), all({"1"}, 1));
 }
 
 // ---- a member queue is a full WIRE §5 queue -------------------------------------------------
@@ -881,7 +956,7 @@ TEST_F(BusFanout, MemberReapDeletesEveryKeyOfAnExpiredMemberAndLeavesLiveOnesInt
   const std::vector<std::string> before = keys_of(dead);
   for (const char* k :
        {"pending", "active", "schedule", "dead", "ring", "paused", "glimit", "gactive", "wake",
-        "deliver", "parked", "meta", "groups", "metrics:completed", "metrics:failed"}) {
+        "deliver", "parked", "meta", "groups", "metrics:completed", "metrics:failed", "live"}) {
     EXPECT_TRUE(dead.exists(dead.key(k))) << k << " was not staged, so its deletion is unproved";
   }
   ASSERT_GE(before.size(), 20u);
@@ -889,12 +964,12 @@ TEST_F(BusFanout, MemberReapDeletesEveryKeyOfAnExpiredMemberAndLeavesLiveOnesInt
   ASSERT_GE(live_before.size(), 8u);
 
   // Not expired yet: nothing reclaimed.
-  EXPECT_TRUE(is_integer(mem().reap(10), 0));
+  EXPECT_EQ(mem().reap(10), 0);
   EXPECT_EQ(keys_of(dead).size(), before.size());
 
   mem().beat("2", 1);  // its last beat, with a ttl that runs out at once
   std::this_thread::sleep_for(milliseconds(10));
-  EXPECT_TRUE(is_integer(mem().reap(10), 1));
+  EXPECT_EQ(mem().reap(10), 1);
   EXPECT_EQ(keys_of(dead), std::vector<std::string>{});
   EXPECT_EQ(mem().live(), std::vector<std::string>{"1"});
   auto live_after = keys_of(live);
@@ -904,10 +979,10 @@ TEST_F(BusFanout, MemberReapDeletesEveryKeyOfAnExpiredMemberAndLeavesLiveOnesInt
   EXPECT_EQ(live_after, live_expected);
   EXPECT_EQ(live.zcard(live.lane(g)), 4);
   EXPECT_EQ(live.zcard(live.lane(h)), 3);
-  EXPECT_TRUE(is_integer(mem().reap(10), 0));
-  // Every key left is the live member's, the members set, or nothing else.
+  EXPECT_EQ(mem().reap(10), 0);
+  // Every key left is the live member's, the members set, the epoch, or nothing else.
   for (const std::string& k : s().scan("*")) {
-    EXPECT_TRUE(k == mem().key() || k.starts_with(live.base())) << k;
+    EXPECT_TRUE(k == mem().key() || k == mem().epoch_key() || k.starts_with(live.base())) << k;
   }
   // A rejoin starts from an empty queue.
   mem().beat("2", 60000);
@@ -922,14 +997,14 @@ TEST_F(BusFanout, MemberReapTakesAtMostItsBatchAndOnlyExpiredMembers) {
   std::this_thread::sleep_for(milliseconds(10));
   const std::string g = group_id();
   ASSERT_EQ(mem().fanout(job_id(), "p", g), all({"4"}, 1));
-  EXPECT_TRUE(is_integer(mem().reap(2), 2));
-  EXPECT_TRUE(is_integer(mem().reap(2), 1));
-  EXPECT_TRUE(is_integer(mem().reap(2), 0));
+  EXPECT_EQ(mem().reap(2), 2);
+  EXPECT_EQ(mem().reap(2), 1);
+  EXPECT_EQ(mem().reap(2), 0);
   EXPECT_EQ(mem().live(), std::vector<std::string>{"4"});
   // Scores set directly: one live for a minute, one a millisecond in the past.
   command(s().context(), "ZADD %s %lld 5", mem().key().c_str(), s().now_ms() + 60000);
   command(s().context(), "ZADD %s %lld 6", mem().key().c_str(), s().now_ms() - 1);
-  EXPECT_TRUE(is_integer(mem().reap(10), 1));
+  EXPECT_EQ(mem().reap(10), 1);
   EXPECT_EQ(mem().live(), (std::vector<std::string>{"4", "5"}));
 }
 
@@ -941,19 +1016,22 @@ TEST_F(BusFanout, AnOrdIdIsRefusedWithEmqkindAndABadLeaseWithEmqargAndNothingIsW
   const long long keys = dbsize();
   const std::string ord = minter_.mint("ORD").value().str();
   ASSERT_TRUE(table::is_valid_id(ord));
-  EXPECT_TRUE(is_error(mem().fanout_reply(ord, "p", group_id(), true),
-                       "EMQKIND job id must be JOB-namespaced"));
-  for (const char* bad : {"0", "-1", "x", "2.5"}) {
-    EXPECT_TRUE(is_error(mem().fanout_reply(job_id(), "p", group_id(), true, bad),
-                         "EMQARG lease_ms must be a positive integer"))
-        << bad;
+  for (const char* m : {"1", "2"}) {
+    EXPECT_TRUE(is_error(mem().enqueue_reply(m, ord, "p", group_id()),
+                         "EMQKIND job id must be JOB-namespaced"));
+    for (const char* bad : {"0", "-1", "x", "2.5"}) {
+      EXPECT_TRUE(is_error(mem().enqueue_reply(m, job_id(), "p", group_id(), bad),
+                           "EMQARG lease_ms must be a positive integer"))
+          << bad;
+    }
   }
   EXPECT_EQ(dbsize(), keys);
 }
 
-TEST_F(BusFanout, EveryKeyTheNewScriptsWriteSharesTheQueuesSlot) {
-  const std::uint16_t slot = table::hash_slot(mem().key());
-  ASSERT_EQ(slot, table::hash_slot("{" + kQueue + "}"));
+TEST_F(BusFanout, EachMemberQueueHasItsOwnSlotAndEveryScriptStaysInOne) {
+  const std::uint16_t table_slot = table::hash_slot(mem().key());
+  ASSERT_EQ(table_slot, table::hash_slot("{" + kQueue + "}"));
+  ASSERT_EQ(table::hash_slot(mem().epoch_key()), table_slot);
   for (const char* m : {"1", "2", "3"}) mem().beat(m, 60000);
   mem().member("3").park(10000);
   const std::string g = group_id(), a = job_id(), b = job_id();
@@ -964,15 +1042,32 @@ TEST_F(BusFanout, EveryKeyTheNewScriptsWriteSharesTheQueuesSlot) {
   EXPECT_EQ(q.complete_claim(a, "1", 30000).verdict, 1);
   mem().beat("2", 1);
   std::this_thread::sleep_for(milliseconds(10));
-  EXPECT_TRUE(is_integer(mem().reap(10), 1));
+  EXPECT_EQ(mem().reap(10), 1);
+  // Each member queue on the slot of its own tag {ecc.coh.users|<m>}; the membership, the epoch
+  // and the shared queue on the table's.
+  std::map<std::string, std::uint16_t> slot_of = {{"1", 0}, {"3", 0}};
+  for (auto& [m, slot] : slot_of) slot = table::hash_slot("{" + kQueue + "|" + m + "}");
+  EXPECT_NE(slot_of["1"], slot_of["3"]);
+  EXPECT_NE(slot_of["1"], table_slot);
   const auto keys = s().scan("*");
   EXPECT_GE(keys.size(), 10u);
-  for (const std::string& k : keys) EXPECT_EQ(table::hash_slot(k), slot) << k;
+  for (const std::string& k : keys) {
+    if (k.starts_with(mem().member("1").base())) {
+      EXPECT_EQ(table::hash_slot(k), slot_of["1"]) << k;
+    } else if (k.starts_with(mem().member("3").base())) {
+      EXPECT_EQ(table::hash_slot(k), slot_of["3"]) << k;
+    } else {
+      EXPECT_TRUE(k.starts_with(mem().qbase())) << k;
+      EXPECT_EQ(table::hash_slot(k), table_slot) << k;
+    }
+  }
+  EXPECT_EQ(s().scan(mem().member("2").base() + "*"), std::vector<std::string>{});
 }
 
 TEST_F(BusFanout, EveryNewScriptIsEmbeddedWithItsContractHeaderAndTheServersSha1) {
   for (const char* name :
-       {"member_beat", "fanout_enqueue", "complete_claim", "member_reap", "member_park"}) {
+       {"member_beat", "member_enqueue", "complete_claim", "member_reap", "member_drop",
+        "member_park"}) {
     const lua::Script* script = lua::find_script(name);
     ASSERT_NE(script, nullptr) << name;
     EXPECT_TRUE(script->source.starts_with("-- SPDX-License-Identifier: MIT\n")) << name;
@@ -986,8 +1081,8 @@ TEST_F(BusFanout, EveryNewScriptIsEmbeddedWithItsContractHeaderAndTheServersSha1
 }
 
 // A cluster-enabled server owning every slot, each script run under `#!lua`: the server refuses
-// any key access outside the slot of the script's first key, including the member-queue keys the
-// scripts build from qbase at run time, which the standalone server never checks.
+// any key access outside the slot of the script's first key, including the keys the scripts build
+// from their base at run time, which the standalone server never checks.
 class FanoutOnACluster : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -1040,6 +1135,8 @@ TEST_F(FanoutOnACluster, EveryNewScriptStaysInOneSlotOnEveryBranch) {
   const auto id = [&] { return minter_.mint("JOB").value().str(); };
   const std::string g = minter_.mint("PRT").value().str();
   for (const char* m : {"1", "2", "3"}) EXPECT_GT(mem.beat(m, 60000), 0);
+  const long long entered = mem.epoch();
+  EXPECT_EQ(entered, 3);
   mem.member("3").park(10000);
   const std::string a = id(), b = id();
   // Lane insert, hand-off and the shared queue; then duplicates in all four.
@@ -1057,8 +1154,7 @@ TEST_F(FanoutOnACluster, EveryNewScriptStaysInOneSlotOnEveryBranch) {
   EXPECT_EQ(q.complete_claim(b, "1", 30000).verdict, 1);  // paused: no claim
   mem.beat("2", 1);
   std::this_thread::sleep_for(milliseconds(10));
-  RedisReply reaped = mem.reap(10);
-  EXPECT_TRUE(is_integer(reaped, 1));
+  EXPECT_EQ(mem.reap(10), 1);
   EXPECT_EQ(s.scan(mem.member("2").base() + "*"), std::vector<std::string>{});
 }
 

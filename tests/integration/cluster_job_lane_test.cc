@@ -76,10 +76,19 @@ class ClusterJobLane : public ::testing::Test {
     return e;
   }
 
-  // A command on the master that owns the queue's slot now.
+  // A command on the master that owns the table's slot now (its membership, its shared queue).
   std::string on_queue_shard(const std::string& t, const std::vector<std::string>& args) {
     const auto keys = engine::JobLaneKeys::for_table(t);
     return cluster_->admin(cluster_->master_of(io::hash_slot(keys.qbase)), args);
+  }
+  // The slot of `node`'s member queue of `t` (its own hash tag {ecc.coh.<t>|<node>}).
+  static std::uint16_t member_slot(const std::string& t, unsigned node) {
+    return io::hash_slot(engine::JobLaneKeys::for_table(t).member_base(std::to_string(node)));
+  }
+  // A command on the master that owns `node`'s member queue now.
+  std::string on_member_shard(const std::string& t, unsigned node,
+                              const std::vector<std::string>& args) {
+    return cluster_->admin(cluster_->master_of(member_slot(t, node)), args);
   }
   bool is_member(const std::string& t, unsigned node) {
     try {
@@ -97,7 +106,8 @@ class ClusterJobLane : public ::testing::Test {
     try {
       const auto keys = engine::JobLaneKeys::for_table(t);
       return std::atoll(
-          on_queue_shard(t, {"GET", keys.member_base(std::to_string(node)) + "parked"}).c_str());
+          on_member_shard(t, node, {"GET", keys.member_base(std::to_string(node)) + "parked"})
+              .c_str());
     } catch (const std::exception&) {
       return 0;
     }
@@ -114,11 +124,14 @@ TEST_F(ClusterJobLane, F5TheQueueLivesOnItsShardAJobAppliesOnceAndItsReplayIsSta
   auto c = node(5, {lane_spec(t, loader)});
   ASSERT_TRUE(w && c);
   ASSERT_TRUE(eventually([&] { return is_member(t, 5); }));
-  // Only the queue's own shard holds its keys.
+  // The membership lives on the table's shard, the member queue on its own slot's shard, and no
+  // other master holds a key.
   const auto keys = engine::JobLaneKeys::for_table(t);
   const int owner = cluster_->master_of(io::hash_slot(keys.qbase));
+  const int queue_owner = cluster_->master_of(member_slot(t, 5));
+  EXPECT_NE(cluster_->admin(queue_owner, {"KEYS", keys.member_base("5") + "*"}), "");
   for (const auto& n : cluster_->nodes()) {
-    if (!n.master || n.index == owner) continue;
+    if (!n.master || n.index == owner || n.index == queue_owner) continue;
     EXPECT_EQ(cluster_->admin(n.index, {"DBSIZE"}), "0") << "a key outside its shard";
   }
 
@@ -189,7 +202,8 @@ TEST_F(ClusterJobLane, TheParkingConnectionFollowsAFailoverAndHandOffsResume) {
   const auto s1 = consumer();
   EXPECT_GE(s1.handed_off - s0.handed_off, 1u) << "no hand-off even before the failover";
 
-  const std::uint16_t slot = io::hash_slot(engine::JobLaneKeys::for_table(t).qbase);
+  // The park follows its member queue's master.
+  const std::uint16_t slot = member_slot(t, kConsumer);
   const int old_master = cluster_->kill_master_of(slot);
   const auto killed = std::chrono::steady_clock::now();
   const int promoted = cluster_->wait_failover(slot, old_master, std::chrono::seconds(30));
@@ -238,7 +252,7 @@ TEST_F(ClusterJobLane, H4TheQueuesMasterKilledAndTheBusLostTheJournalReplaysEver
     ASSERT_TRUE(eventually([&] { return is_member(t, kConsumer); }));
     const auto keys = engine::JobLaneKeys::for_table(t);
     const std::string base = keys.member_base(std::to_string(kConsumer));
-    on_queue_shard(t, {"SADD", base + "paused", group.str()});  // jobs wait, unclaimed
+    on_member_shard(t, kConsumer, {"SADD", base + "paused", group.str()});  // jobs wait, unclaimed
 
     constexpr int kNames = 50, kApplied = 20;
     std::vector<BrandedId> names, versions, jobs;
@@ -260,15 +274,15 @@ TEST_F(ClusterJobLane, H4TheQueuesMasterKilledAndTheBusLostTheJournalReplaysEver
     }
     j.flush();
 
-    // The loss: the queue's master dies, a replica takes over, and whatever it kept of the bus
-    // is erased too (asynchronous replication may keep any part of it).
-    const std::uint16_t slot = io::hash_slot(keys.qbase);
+    // The loss: the master of the consumer's member queue dies, a replica takes over, and
+    // whatever it kept of the queue is erased too (asynchronous replication may keep any part).
+    const std::uint16_t slot = member_slot(t, kConsumer);
     const int old_master = cluster_->kill_master_of(slot);
     const int promoted = cluster_->wait_failover(slot, old_master, std::chrono::seconds(30));
-    std::istringstream listed(cluster_->admin(promoted, {"KEYS", "emq:{" + keys.queue + "}:*"}));
+    std::istringstream listed(cluster_->admin(promoted, {"KEYS", base + "*"}));
     for (std::string k; std::getline(listed, k);) cluster_->admin(promoted, {"DEL", k});
-    // The consumer's beats may already register it again; no job row may be left.
-    EXPECT_EQ(cluster_->admin(promoted, {"KEYS", "emq:{" + keys.queue + "}:*job:*"}), "");
+    // The consumer's beats may already set its live key again; no job row may be left.
+    EXPECT_EQ(cluster_->admin(promoted, {"KEYS", base + "job:*"}), "");
 
     // The consumer's next beat registers it again on the promoted master.
     ASSERT_TRUE(eventually([&] { return is_member(t, kConsumer); }, 20s))
@@ -359,7 +373,7 @@ TEST_F(ClusterJobLane, FailoverUnderAJournalledWriterLosesNothingTheJournalRecor
       write_loop.join();
       FAIL() << "the writer recorded " << recorded.load() << " intents before the kill";
     }
-    const std::uint16_t slot = io::hash_slot(engine::JobLaneKeys::for_table(t).qbase);
+    const std::uint16_t slot = member_slot(t, kConsumer);
     const int old_master = cluster_->kill_master_of(slot);
     int promoted = -1;
     try {

@@ -91,7 +91,7 @@ TEST_F(EngineStop, AJobLaneEngineStopsCleanlyWhateverTheServerIsDoingAtTheTime) 
         break;
       case Moment::kKeysDeleted: {
         auto c = connect_client(server());
-        RedisReply keys = command(c.get(), "KEYS emq:{ecc.coh.estop}:*");
+        RedisReply keys = command(c.get(), "KEYS emq:{ecc.coh.estop[}|]*");
         if (keys && keys->type == REDIS_REPLY_ARRAY) {
           for (std::size_t i = 0; i < keys->elements; ++i) {
             RedisReply d = command(c.get(), "DEL %b", keys->element[i]->str, keys->element[i]->len);

@@ -195,9 +195,10 @@ long long lane_depth(redisContext* c, const std::string& table, unsigned node, c
   return r && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
 }
 
-// Deletes every key of the table's job lane (the bus losing its queues).
+// Deletes every key of the table's job lane (the bus losing its queues): the table's own tag
+// {ecc.coh.<t>} and every member queue's {ecc.coh.<t>|<m>}.
 std::size_t delete_lane_keys(redisContext* c, const std::string& table) {
-  const std::string pattern = "emq:{ecc.coh." + table + "}:*";
+  const std::string pattern = "emq:{ecc.coh." + table + "[}|]*";
   RedisReply keys = argv_command(c, {"KEYS", pattern});
   if (!keys || keys->type != REDIS_REPLY_ARRAY) return 0;
   std::size_t n = 0;
@@ -641,7 +642,7 @@ void loss_then_replay(const std::function<redisContext*()>& client_now,
 TEST_F(JournalGates, H4DeletedQueueKeysAreReplayedBackThirtyInSeqOrderToFiftyOfFiftyNames) {
   loss_then_replay([&] { return client(); }, server(), "keys deleted", [&] {
     EXPECT_GT(delete_lane_keys(client(), "t2"), 0u);
-    EXPECT_EQ(count_keys(client(), "emq:{ecc.coh.t2}:*g:*"), 0u);
+    EXPECT_EQ(count_keys(client(), "emq:{ecc.coh.t2[}|]*g:*"), 0u);
   });
 }
 

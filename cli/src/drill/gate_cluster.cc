@@ -284,8 +284,9 @@ void f5_job_lane(GateRun& run, const DrillTarget& target) {
       "job-lane table lanes on consumer node C, writer W; C caches v1, W enqueues v2 (one job "
       "into C's member queue), then enqueues v2 again under a new job id");
   run.derive(
-      "every key of the queue carries the tag {ecc.coh.lanes}: all of them live on one shard "
-      "and no other master holds a key of it; the job is applied once, its replay answers stale");
+      "the membership carries the table's tag {ecc.coh.lanes} and C's member queue its own tag "
+      "{ecc.coh.lanes|305}: each lives on the shard owning its slot and no other master holds a "
+      "key of either; the job is applied once, its replay answers stale");
   std::atomic<int> loads{0};
   Engine w(cluster_node(target, 340), {spec("lanes", CoherenceMode::kNone, loads)});
   Engine c(cluster_node(target, 305), {spec("lanes", CoherenceMode::kJob, loads)});
@@ -296,6 +297,8 @@ void f5_job_lane(GateRun& run, const DrillTarget& target) {
   const auto keys = engine::JobLaneKeys::for_table("lanes");
   engine::LocalCluster& cluster = *target.cluster;
   const int owner = cluster.master_of(io::hash_slot(keys.qbase));
+  const std::string mbase = keys.member_base("305");
+  const int queue_owner = cluster.master_of(io::hash_slot(mbase));
   run.expect(
       floors::eventually(
           [&] {
@@ -325,16 +328,22 @@ void f5_job_lane(GateRun& run, const DrillTarget& target) {
       "the replay was completed too");
   run.expect(consumer().stale_applies == 1 && c.writer("lanes")->stats().applied == 1,
              "the replay answered stale: one effective drop");
-  int foreign = 0;
+  int foreign = 0, held = 0;
   for (const auto& n : cluster.nodes()) {
-    if (n.master && n.running && n.index != owner) {
-      foreign += cluster.admin(static_cast<std::size_t>(n.index),
-                               {"KEYS", "emq:{" + keys.queue + "}:*"}) != "";
-    }
+    if (!n.master || !n.running) continue;
+    const bool table_keys = cluster.admin(static_cast<std::size_t>(n.index),
+                                          {"KEYS", keys.qbase + "*"}) != "";
+    const bool queue_keys = cluster.admin(static_cast<std::size_t>(n.index),
+                                          {"KEYS", mbase + "*"}) != "";
+    foreign += (table_keys && n.index != owner) + (queue_keys && n.index != queue_owner);
+    held += (table_keys && n.index == owner) + (queue_keys && n.index == queue_owner);
   }
-  run.expect(foreign == 0, "no other master holds a key of the queue");
-  run.figure(fmt("applied 1, replay stale 1, queue on the master at port %d",
-                 cluster.server(static_cast<std::size_t>(owner)).port()));
+  run.expect(foreign == 0 && held == 2,
+             "the membership only on its slot's master, C's member queue only on its own");
+  run.figure(fmt("applied 1, replay stale 1, membership on the master at port %d, C's member "
+                 "queue on port %d",
+                 cluster.server(static_cast<std::size_t>(owner)).port(),
+                 cluster.server(static_cast<std::size_t>(queue_owner)).port()));
 }
 
 void fo_failover(GateRun& run, const DrillTarget& target) {
@@ -344,21 +353,24 @@ void fo_failover(GateRun& run, const DrillTarget& target) {
   run.stage(
       "table fo (broadcast) on writer W and readers R1, R2; W puts and SPUBLISHes every name in "
       "rounds while R1 and R2 read; W also records and enqueues (Journal::intend_and_enqueue) "
-      "new versions of 12 names into job-lane table foj* (its queue on the same master, R1 the "
-      "journalled consumer); the master owning {fo} is SIGKILLed mid-run");
+      "new versions of 12 names into job-lane table foj* (its membership and R1's member queue "
+      "on the same master, R1 the journalled consumer); the master owning {fo} is SIGKILLed "
+      "mid-run");
   run.derive(
       "a replica is promoted after cluster-node-timeout (" + std::to_string(2000) +
       " ms here); the nodes' held calls go to it, each node resubscribes there and flushes "
       "(its disconnect policy); after one last version per name, every node's read equals L2: "
       "stale reads after the failover 0; after one journal replay every job-lane name is at "
       "the last version the journal recorded (lost 0) and a second replay sends nothing");
-  // A job-lane table whose queue lives on the master that owns {fo}: one kill covers both.
+  // A job-lane table whose membership and whose consumer R1's member queue both live on the
+  // master that owns {fo}: one kill covers all three.
   const int fo_master = cluster.master_of(slot);
   std::string jt;
-  for (int k = 0; k < 200 && jt.empty(); ++k) {
+  for (int k = 0; k < 400 && jt.empty(); ++k) {
     const std::string candidate = "foj" + std::to_string(k);
-    if (cluster.master_of(io::hash_slot(engine::JobLaneKeys::for_table(candidate).qbase)) ==
-        fo_master) {
+    const auto keys = engine::JobLaneKeys::for_table(candidate);
+    if (cluster.master_of(io::hash_slot(keys.qbase)) == fo_master &&
+        cluster.master_of(io::hash_slot(keys.member_base("322"))) == fo_master) {
       jt = candidate;
     }
   }

@@ -176,8 +176,9 @@ void f5_job_lane(GateRun& run, const DrillTarget& target) {
   const std::string member = "251", mbase = keys.member_base(member);
   Redis dead(target), redis(target);
   // A previous drill on a shared server may have left this member's queue behind.
-  Reply cleared = redis.command("DEL %s %sring %sactive %sdeliver %sparked %swake", keys.members.c_str(),
-                                mbase.c_str(), mbase.c_str(), mbase.c_str(), mbase.c_str(), mbase.c_str());
+  Reply cleared = redis.command("DEL %s %sring %sactive %sdeliver %sparked %swake %slive", keys.members.c_str(),
+                                mbase.c_str(), mbase.c_str(), mbase.c_str(), mbase.c_str(), mbase.c_str(),
+                                mbase.c_str());
   Engine w(node_options(target, 250), {lane_table(t, CoherenceMode::kNone, loads)});
   if (!run.expect(!w.start(), "writer W starts")) return;
   table::Minter writer(kGateNode);
@@ -187,9 +188,12 @@ void f5_job_lane(GateRun& run, const DrillTarget& target) {
   const BrandedId v2 = writer.mint("TXN").value();
   run.expect(w.put(t, name.view(), "px=100.00", v1).has_value(), "W puts px=100.00 at v1");
 
-  // The consumer that will die: registered as member 251, claims, never completes.
-  Reply beat = eval(dead, "member_beat", {keys.members}, {member, "10000"});
-  run.expect(beat && beat->type == REDIS_REPLY_INTEGER, "the raw client registers as member 251");
+  // The consumer that will die: registered as member 251 (its live key, then member_beat, as a
+  // consumer's beat does), claims, never completes.
+  Reply live = dead.command("SET %s %d PX 10000", (mbase + "live").c_str(), kDeadLeaseMs);
+  Reply beat = eval(dead, "member_beat", {keys.members, keys.epoch}, {member, "10000"});
+  run.expect(live && live->type == REDIS_REPLY_STATUS && beat && beat->type == REDIS_REPLY_ARRAY,
+             "the raw client registers as member 251");
   auto admitted = w.enqueue(t, group, name.view(), v2);
   run.expect(admitted && admitted->size() == 1 && admitted->front().member == member &&
                  admitted->front().admission == Admission::kEnqueued,
@@ -291,7 +295,7 @@ floors::Samples lane_latency(const Engine& node, const std::string& table, const
 }
 
 // The server hop alone, on a plain client (no engine, no io thread): the round trip of the
-// fanout_enqueue script handing a job to a parked member, against a PUBLISH's round trip with
+// member_enqueue script handing a job to a parked member, against a PUBLISH's round trip with
 // one subscriber, alternating, `n` each. The difference is what the script costs the server in
 // the job lane's path; everything else the two lanes do alike.
 struct ServerHop {
@@ -304,12 +308,14 @@ ServerHop server_hop(const DrillTarget& target, table::Minter& minter, int n) {
   Reply subscribed = sub.command("SUBSCRIBE %s", channel.c_str());
   const auto keys = engine::JobLaneKeys::for_table("f6hop");
   const std::string member = "0", mbase = keys.member_base(member);
-  Reply beat = eval(c, "member_beat", {keys.members}, {member, "60000"});
+  const std::string live = mbase + "live";
+  Reply registered = c.command("SET %s 30000 PX 60000", live.c_str());
+  Reply beat = eval(c, "member_beat", {keys.members, keys.epoch}, {member, "60000"});
   const std::string group = minter.mint("PRT").value().str();
   const auto frame = table::make_frame(minter.mint("AST").value(), minter.mint("TXN").value());
   const std::string payload(table::view(frame));
-  Reply warm = eval(c, "fanout_enqueue", {keys.members},
-                    {keys.qbase, minter.mint("JOB").value().str(), payload, group, "0", "30000"});
+  Reply warm = eval(c, "member_enqueue", {live},
+                    {mbase, minter.mint("JOB").value().str(), payload, group, "30000"});
   for (int i = 0; i < n; ++i) {
     // A fresh parked flag and empty lists, so every call takes the hand-off branch.
     Reply flag = c.command("SET %s 1 PX 60000", (mbase + "parked").c_str());
@@ -322,12 +328,13 @@ ServerHop server_hop(const DrillTarget& target, table::Minter& minter, int n) {
     if (redisGetReply(sub.raw(), &raw) == REDIS_OK) freeReplyObject(raw);
     const std::string id = minter.mint("JOB").value().str();
     t0 = Clock::now();
-    Reply f = eval_loaded(c, "fanout_enqueue", {keys.members}, {keys.qbase, id, payload, group, "0", "30000"});
+    Reply f = eval_loaded(c, "member_enqueue", {live}, {mbase, id, payload, group, "30000"});
     out.fanout.us.push_back(floors::since_us(t0));
     Reply gone = c.command("DEL %s", (mbase + "job:" + id).c_str());
   }
-  Reply cleared = c.command("DEL %s %sgroups %sparked %sdeliver %sactive %sgactive", keys.members.c_str(),
-                            mbase.c_str(), mbase.c_str(), mbase.c_str(), mbase.c_str(), mbase.c_str());
+  Reply cleared = c.command("DEL %s %sgroups %sparked %sdeliver %sactive %sgactive %slive %sring %swake",
+                            keys.members.c_str(), mbase.c_str(), mbase.c_str(), mbase.c_str(), mbase.c_str(),
+                            mbase.c_str(), mbase.c_str(), mbase.c_str(), mbase.c_str());
   out.publish.sort();
   out.fanout.sort();
   return out;
@@ -418,7 +425,7 @@ void f6_price(GateRun& run, const DrillTarget& target) {
   const double script_us = hop.fanout.median() - hop.publish.median();
   run.expect(hop.fanout.us.size() == 300 && hop.publish.us.size() == 300,
              "the server hop measured 300 times each");
-  run.figure("server hop on a plain client: fanout_enqueue's hand-off round trip " +
+  run.figure("server hop on a plain client: member_enqueue's hand-off round trip " +
              fmt("%.0f", hop.fanout.median()) + " us vs PUBLISH " + fmt("%.0f", hop.publish.median()) +
              " us, so the script adds " + fmt("%.0f", script_us) + " us; broadcast + script = " +
              fmt("%.0f", bm + script_us) + " us, " + fmt("%.2f", (bm + script_us) / bm) +

@@ -293,7 +293,8 @@ void h4_loss(GateRun& run, const DrillTarget& target) {
   constexpr int kNames = 50, kDirect = 20;
   run.stage("consumer C (member " + std::to_string(kC) + ", journal) on " + t + " with its lane "
             "paused; W intends 50 names (record, enqueue, mark); C applies 20 directly; every "
-            "emq:{ecc.coh.t2}:* key is deleted; C's next beat registers it again");
+            "emq:{ecc.coh.t2}:* and member queue emq:{ecc.coh.t2|<m>}:* key is deleted; C's "
+            "next beat registers it again");
   run.derive("the bus is volatile, so the 50 queued jobs are gone; coverage leaves exactly the 30 "
              "intents C never applied -- replay must enqueue 30 in seq order under their recorded "
              "ids and deduplicate none, and C must drain them to 50 of 50 names remembered at "
@@ -325,7 +326,7 @@ void h4_loss(GateRun& run, const DrillTarget& target) {
   std::size_t deleted = 0;
   std::string cursor = "0";
   do {
-    Reply s = r.command("SCAN %s MATCH emq:{ecc.coh.t2}:* COUNT 1000", cursor.c_str());
+    Reply s = r.command("SCAN %s MATCH emq:{ecc.coh.t2[}|]* COUNT 1000", cursor.c_str());
     if (!s || s->type != REDIS_REPLY_ARRAY || s->elements != 2) break;
     cursor.assign(s->element[0]->str, s->element[0]->len);
     for (std::size_t i = 0; i < s->element[1]->elements; ++i) {
@@ -333,7 +334,7 @@ void h4_loss(GateRun& run, const DrillTarget& target) {
       if (d && d->type == REDIS_REPLY_INTEGER) deleted += static_cast<std::size_t>(d->integer);
     }
   } while (cursor != "0");
-  run.expect(deleted > 0 && r.count_keys("emq:{ecc.coh.t2}:m:*:job:*") == 0,
+  run.expect(deleted > 0 && r.count_keys("emq:{ecc.coh.t2|*}:job:*") == 0,
              "the lane's queue keys deleted (" + std::to_string(deleted) + " keys)");
   run.expect(floors::eventually([&] { return member(r, t, kC); }, std::chrono::seconds(3)),
              "C re-registered on its next beat");

@@ -133,9 +133,13 @@ class Engine {
   Result<std::int64_t> broadcast(std::string_view table, std::string_view id,
                                  const table::BrandedId& version);
   // The job lane's writer verb: one job (a fresh JOB id, payload name:version, lane `group`, a
-  // valid branded id) admitted into the member queue of every live member of `table`'s job lane,
-  // atomically and in one round trip (and into the shared queue ecc.coh.<t> when the table says
-  // job_shared_queue). An undeclared table uses the default knobs. At-least-once per member.
+  // valid branded id) admitted into the member queue of every live member of `table`'s job lane
+  // (and into the shared queue ecc.coh.<t> when the table says job_shared_queue): one
+  // member_enqueue per member queue, each on its own slot, all sent at once (one pipeline per
+  // shard), plus a read of the membership epoch; a second round trip only when the membership
+  // changed since this engine last read it (member_enqueue.lua, "Membership"). An undeclared
+  // table uses the default knobs. At-least-once per member: on an error some queues may hold the
+  // job already, and a retry under the same job id is a duplicate there.
   // Errc::kNoLiveMember when no queue took it: no member was live and there is no shared queue.
   Result<std::vector<MemberAdmission>> enqueue(std::string_view table, const table::BrandedId& group,
                                                std::string_view id, const table::BrandedId& version);

@@ -6,22 +6,28 @@
 // delivery and wake lists) when idle, and completes a job only when the writer's ack says it was
 // applied. Never drops a job: what is not acked is reaped back with token + 1.
 //
-// Member queues (every node applies every message). The writer's fanout_enqueue admits one job
-// into the member queue `emq:{ecc.coh.<t>}:m:<node>:` of every live member (same hash tag as the
-// shared queue, so the script is single-slot, one round trip). Failure modes:
+// Member queues (every node applies every message). Each node owns a member queue per job-lane
+// table, the WIRE §5 queue ecc.coh.<t>|<node> (keys emq:{ecc.coh.<t>|<node>}:...): its own hash
+// tag, so on a cluster the member queues of a table spread over the shards. The writer keeps the
+// table's membership (emq:{ecc.coh.<t>}:members, read with its epoch) and admits each job with one
+// member_enqueue per member queue, all sent at once (pipelined per shard), then reads the epoch
+// again (member_enqueue.lua, "Membership"). Each beat sets this node's live key (SET ... GET on
+// the member queue's slot), then runs member_beat on the table's slot. Failure modes:
 //   - this node dies holding a claim: the job stays active; the next incarnation's reap (same
 //     node id) returns it with token + 1; a completion with the old token is refused (stale);
 //   - this node dies after a hand-off was pushed to its delivery list: the job is active with a
 //     lease, reaped like any claim;
-//   - this node's heartbeat lapses past the member ttl: writers skip it and any node may reclaim
-//     its queue; on the next beat it re-registers and drops every L1 row (it may have missed
-//     messages) before caching again — the same as a resubscribe;
-//   - a joiner caches nothing until its first beat has landed: from then on every enqueue includes
-//     it (membership is read inside the enqueue script, atomically).
+//   - this node's heartbeat lapses past the member ttl: its live key expires (admissions skip it)
+//     and any node's member_reap takes it out of the set, and member_drop deletes its queue once
+//     the live key is gone; the next beat sees either (the SET found no key, or member_beat says
+//     it entered anew), re-registers, and drops every L1 row (it may have missed messages) before
+//     caching again, the same as a resubscribe;
+//   - a joiner caches nothing until its first beat has landed: its live key is set before it
+//     enters the set, so every writer that sees the epoch move admits it.
 //
 // Parking and hand-offs (the latency path). Whenever the consumer has a free credit it keeps one
 // BLPOP on its delivery and wake lists outstanding on its own connection, and it keeps the
-// member's `parked` flag at its free credits (member_park.lua), so fanout_enqueue hands a job
+// member's `parked` flag at its free credits (member_park.lua), so member_enqueue hands a job
 // straight to it, claimed, while the flag is above 0, and DECRs the flag per hand-off. A hand-off
 // is published into the ring before anything else happens on the loop thread, and the BLPOP is
 // re-issued at once: no DEL/SET of the flag, no LPOP, no empty claim around a delivery (the
@@ -38,7 +44,7 @@
 // through the lane, and the listed copy later completes stale. The flag bounds the server's
 // hand-offs by the credits up to what one BLPOP takes (member_park.lua). A consumer whose parking
 // connection is down sets the flag to 0 (deleted): writers then use the lane and the wake list.
-// The lease of a hand-off is this member's job_lease_ms, declared on every beat (member_beat).
+// The lease of a hand-off is this member's job_lease_ms, the value of its live key.
 // On a cluster the parking connection follows its queue's master: every reconnect asks the
 // park options' `target` (the router's current owner of the queue's slot), and every beat
 // redials when the owner moved while the socket stayed up (a manual failover, a reshard); a
@@ -71,20 +77,23 @@ struct JobConsumerStats {
   std::uint64_t parks = 0, wakes = 0, empty_claims = 0, in_flight = 0;
 };
 
-// The queue names of one job-lane table.
+// The queue names of one job-lane table. The shared queue and the membership share the table's
+// hash tag; each member's queue is a WIRE §5 queue of its own, ecc.coh.<t>|<m>, with its own
+// hash tag, so on a cluster a table's member queues spread over the shards (issue 9 item 3).
 struct JobLaneKeys {
   std::string queue;    // ecc.coh.<t>
   std::string qbase;    // emq:{ecc.coh.<t>}:
   std::string members;  // emq:{ecc.coh.<t>}:members
-  // The member queue prefix of `member`: emq:{ecc.coh.<t>}:m:<member>:
+  std::string epoch;    // emq:{ecc.coh.<t>}:mepoch
+  // The member queue prefix of `member`: emq:{ecc.coh.<t>|<member>}:
   std::string member_base(std::string_view member) const;
   static JobLaneKeys for_table(std::string_view table);
 };
 
 // The embedded scripts the lane calls (the io connection's EVALSHA form).
 struct JobLaneScripts {
-  io::Script gclaim, complete, retry, promote, reap, member_beat, member_reap, fanout_enqueue,
-      member_park;
+  io::Script gclaim, complete, retry, promote, reap, member_beat, member_reap, member_drop,
+      member_enqueue, member_park;
   static JobLaneScripts embedded();
 };
 
@@ -140,6 +149,8 @@ class JobConsumer {
   };
 
   void beat();
+  void enter(bool was_live);
+  void lapse();
   void maintain();
   void pump();
   void block();

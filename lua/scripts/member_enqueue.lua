@@ -1,0 +1,137 @@
+-- SPDX-License-Identifier: MIT
+-- member_enqueue: admit one coherence job into ONE member's queue (issue 6 item 3, issue 9 item
+-- 3). Each node that holds L1 rows of a job-lane table owns a member queue: a full WIRE §5 queue
+-- named ecc.coh.<t>|<m> (base emq:{ecc.coh.<t>|<m>}:), so every member queue has its own hash
+-- tag and, on a cluster, its own slot: a table's member queues spread over the shards. The
+-- writer reads the table's membership (emq:{ecc.coh.<t>}:members, member_beat.lua) once, keeps
+-- it, and sends this script to every member it knows, pipelined per shard, with a read of the
+-- membership epoch after them (see "Membership" below). A parked member is handed the job
+-- already claimed, which cuts its wake and claim hops.
+-- KEYS[1]  live             <mbase>live (string: the member's declared lease_ms, with PX = its
+--                           beat ttl; absent means the member is not live)
+-- ARGV[1]  mbase            emq:{ecc.coh.<t>|<m>}: (every key below is mbase .. suffix, so the
+--                           script is single-slot)
+-- ARGV[2]  id, a 14-byte branded id in namespace JOB (the same id in every member's queue)
+-- ARGV[3]  payload (opaque bytes; for the job lane the 29-byte coherence message)
+-- ARGV[4]  g, the group: a valid branded id (the host checks it)
+-- ARGV[5]  lease_ms of a hand-off when the live key does not hold a positive integer (a member
+--          that is not one of ours); the writer passes its table's job_lease_ms
+-- returns  1 enqueued (genqueue into the lane: lane, ring insert with wake),
+--          2 handed off (claimed for the parked member and pushed to its deliver list),
+--          0 duplicate (the queue already holds a row for id: nothing written),
+--          -1 not live (no live key: nothing written; the member must rejoin, see member_beat);
+--          error EMQKIND when the id is not JOB-namespaced, error EMQARG when ARGV[5] is not a
+--          positive integer (both checked first: nothing written).
+--
+-- Hand-off. A consumer keeps mbase..'parked' (a string holding an integer, with PX) at the number
+-- of jobs it can still take (member_park.lua). It blocks with BLMPOP on mbase..'deliver' and
+-- mbase..'wake' whenever it has a credit. While 'parked' is above 0 the job is created and
+-- claimed here exactly as genqueue then gclaim would (attempts 1, state active, lease in active,
+-- gactive[g] + 1), the flag is DECRed (its PX kept) and one element is RPUSHed to deliver:
+--            id .. "\n" .. att .. "\n" .. g .. "\n" .. payload
+--   four fields separated by the first three "\n" bytes: the 14-byte id, the fencing token in
+--   decimal, the group, then the payload verbatim to the end (it may itself contain "\n").
+-- The lease of a hand-off is the member's own, the value of its live key. A hand-off is made only
+-- when a claim of this job would be legal and in order: the queue is not paused (meta paused), g
+-- is not paused, g is under its glimit, and g's lane is empty (a handed-off job must not overtake
+-- older jobs of its lane). An empty lane is not in the ring (gclaim, complete and reap take a
+-- group out when its lane empties), so a hand-off leaves the ring as it is. Otherwise the job goes
+-- into the lane with a ring insert and wake, which wakes the parked consumer anyway.
+--
+-- Membership (the writer's side; engine.cc fan_out). member_beat INCRs emq:{ecc.coh.<t>}:mepoch
+-- whenever a member enters the set and member_reap whenever one leaves it. The writer keeps the
+-- members it read together with the epoch it read before them; after its L2 write it sends this
+-- script to each of them and then reads the epoch again. Equal: no member entered between its
+-- read and that final read, so a member that is not in its list entered after the L2 write and
+-- reads the new value from L2 after its drop-on-join. Different: it re-reads the membership and
+-- admits the job to the members it did not have. A joiner sets its live key before it enters the
+-- set (member_beat), so a writer that sees its epoch finds it live.
+--
+-- Failure modes.
+-- * A hand-off lost because the consumer died after the RPUSH: the job is active with a lease, so
+--   reap on the member queue returns it to its lane when the lease runs out, and the next claim
+--   hands token att + 1; a late completion with the old token answers stale once it is
+--   re-claimed. If the node never comes back, its live key expires, admissions answer -1, and
+--   member_reap / member_drop delete its membership and its whole queue.
+-- * The flag bounds hand-offs by the consumer's credits, not exactly (member_park.lua); the
+--   consumer takes only within its credits and the rest waits on the list, leased.
+-- * A deliver element left unread past its lease is reaped and re-claimed through the lane with
+--   token att + 1; the consumer then sees the job twice. Applying a coherence message twice is
+--   harmless (newer wins) and the completion with the old token answers stale.
+-- * A member whose live key expired (its beat late) is skipped (-1) from then on; its next beat
+--   finds the key absent and drops its L1 rows before it consumes again (member_beat.lua).
+-- * Dedup is per queue: a replayed admission (writer retry, journal replay) is a duplicate in
+--   every queue that still holds the row, and a new job in a queue that already completed it.
+--   Re-applying an old version is harmless: newer wins, it answers stale.
+local mbase, id, payload, g = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+if string.sub(id, 1, 3) ~= 'JOB' then
+  return redis.error_reply('EMQKIND job id must be JOB-namespaced')
+end
+local function positive(v)
+  local n = tonumber(v)
+  if n and n > 0 and n == math.floor(n) then
+    return n
+  end
+  return nil
+end
+local default_lease = positive(ARGV[5])
+if not default_lease then
+  return redis.error_reply('EMQARG lease_ms must be a positive integer')
+end
+local live = redis.call('GET', KEYS[1])
+if not live then
+  return -1
+end
+local job = mbase .. 'job:' .. id
+if redis.call('EXISTS', job) == 1 then
+  return 0
+end
+local lane = mbase .. 'g:' .. g .. ':pending'
+
+-- The hand-off is legal only where gclaim could have served this job next (see the header).
+-- Cheapest test first: most members are either parked or not.
+local function can_hand_off()
+  local credits = redis.call('GET', mbase .. 'parked')
+  if not credits or (tonumber(credits) or 0) <= 0 then
+    return false
+  end
+  if redis.call('HEXISTS', mbase .. 'meta', 'paused') == 1 or redis.call('ZCARD', lane) > 0
+      or redis.call('SISMEMBER', mbase .. 'paused', g) == 1 then
+    return false
+  end
+  local limit = redis.call('HGET', mbase .. 'glimit', g)
+  return not limit or tonumber(redis.call('HGET', mbase .. 'gactive', g) or '0') < tonumber(limit)
+end
+
+if can_hand_off() then
+  local t = redis.call('TIME')
+  local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  redis.call('HSET', job, 'state', 'active', 'attempts', '1', 'payload', payload, 'group', g)
+  redis.call('ZADD', mbase .. 'active', now_ms + (positive(live) or default_lease), id)
+  redis.call('HINCRBY', mbase .. 'gactive', g, 1)
+  redis.call('DECR', mbase .. 'parked')
+  redis.call('RPUSH', mbase .. 'deliver', id .. '\n1\n' .. g .. '\n' .. payload)
+  return 2
+end
+
+-- genqueue (WIRE §5.3) with the row known to be absent: the row, the lane, and the ring insert
+-- with wake (see genqueue.lua for why a wake only on entry). member_drop finds the lanes through
+-- the groups set.
+redis.call('SADD', mbase .. 'groups', g)
+redis.call('HSET', job, 'state', 'pending', 'attempts', '0', 'payload', payload, 'group', g)
+redis.call('ZADD', lane, 0, id)
+if redis.call('SISMEMBER', mbase .. 'paused', g) == 1 then
+  return 1
+end
+local limit = redis.call('HGET', mbase .. 'glimit', g)
+if limit and tonumber(redis.call('HGET', mbase .. 'gactive', g) or '0') >= tonumber(limit) then
+  return 1
+end
+local ring = mbase .. 'ring'
+if not redis.call('LPOS', ring, g) then
+  redis.call('RPUSH', ring, g)
+  local wake = mbase .. 'wake'
+  redis.call('LPUSH', wake, '1')
+  redis.call('LTRIM', wake, 0, 63)
+end
+return 1
