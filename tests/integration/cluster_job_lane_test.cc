@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: MIT
-// The job lane on a real local cluster (3 masters, 3 replicas). Every key of a table's queue
-// shares the hash tag {ecc.coh.<t>}, so the router sends every script to that one shard and the
-// consumer parks there. F5's once-effect (a job applied once, a replay of its version stale) and
-// H4 (the journal replays what the bus lost) run against the cluster; in H4 the bus is lost by
-// killing the queue's master and then erasing what its promoted replica kept.
+// The job lane on a real local cluster (3 masters, 3 replicas). A table's membership and shared
+// queue share the hash tag {ecc.coh.<t>}; each node's member queue has its own, {ecc.coh.<t>|<n>},
+// so the member queues of one table spread over the shards, the writer's admissions go out as one
+// pipeline per shard, and each consumer parks on its own queue's master. F5's once-effect (a job
+// applied once, a replay of its version stale), the spread with a joiner, and H4 (the journal
+// replays what the bus lost) run against the cluster; in H4 the bus is lost by killing the
+// master of the consumer's queue and then erasing what its promoted replica kept.
 #include <echo/engine/engine.h>
 #include <echo/engine/job_consumer.h>
 #include <echo/engine/journal.h>
@@ -12,6 +14,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -166,6 +169,87 @@ TEST_F(ClusterJobLane, F5TheQueueLivesOnItsShardAJobAppliesOnceAndItsReplayIsSta
   EXPECT_EQ(writer_of(*c, t).stats().applied, 1u) << "exactly one effective drop";
   EXPECT_EQ(c->get(t, name.view())->source, engine::Source::kL1);
   EXPECT_EQ(loader.runs(), 0);
+}
+
+// ---- Member queues on every shard, and a joiner ----
+// Three consumers whose member queues land on three different masters: one enqueue reaches all
+// of them (one member_enqueue per queue, each routed to its own shard). A consumer that joins
+// after the writer read the membership is admitted by the writer's next enqueue: the epoch read
+// after the admissions shows the join, and the writer reads the membership again.
+TEST_F(ClusterJobLane, MemberQueuesSpreadOverTheShardsAndAJoinerIsAdmittedByTheNextEnqueue) {
+  const std::string t = "spread";
+  LoaderProbe loader;
+  // Node ids whose member queues' slots belong to three different masters.
+  std::vector<unsigned> ids;
+  std::vector<int> owners;
+  for (unsigned id = 100; id < 400 && ids.size() < 3; ++id) {
+    const int owner = cluster_->master_of(member_slot(t, id));
+    if (std::find(owners.begin(), owners.end(), owner) != owners.end()) continue;
+    ids.push_back(id);
+    owners.push_back(owner);
+  }
+  ASSERT_EQ(ids.size(), 3u) << "three masters own some member queue slot of the first 300 ids";
+  auto w = node(60, {writer_spec(t, loader)});
+  auto c1 = node(ids[0], {lane_spec(t, loader)});
+  auto c2 = node(ids[1], {lane_spec(t, loader)});
+  ASSERT_TRUE(w && c1 && c2);
+  ASSERT_TRUE(eventually([&] { return is_member(t, ids[0]) && is_member(t, ids[1]); }));
+  const BrandedId name = fresh_id("AST"), group = fresh_id("PRT");
+  auto completed = [&](Engine& e) { return e.stats().tables.front().consumer.value().completed; };
+
+  // Two members: the writer reads the membership on its first enqueue and admits to both.
+  const BrandedId v1 = w->mint("AST").value();
+  ASSERT_TRUE(w->put(t, name.view(), "px=100.00", v1));
+  for (Engine* c : {c1.get(), c2.get()}) ASSERT_TRUE(c->get(t, name.view()));
+  auto first = w->enqueue(t, group, name.view(), v1);
+  ASSERT_TRUE(first) << first.error().message();
+  ASSERT_EQ(first->size(), 2u);
+  ASSERT_TRUE(eventually([&] { return completed(*c1) == 1 && completed(*c2) == 1; }, 10s));
+
+  // A third node joins on a third shard after that read.
+  auto c3 = node(ids[2], {lane_spec(t, loader)});
+  ASSERT_TRUE(c3);
+  ASSERT_TRUE(eventually([&] { return is_member(t, ids[2]); }));
+  for (Engine* c : {c1.get(), c2.get(), c3.get()}) {
+    auto got = c->get(t, name.view());
+    ASSERT_TRUE(got);
+    EXPECT_EQ(got->version, v1);  // each node holds v1 in L1 until a job drops it
+  }
+  const BrandedId v2 = w->mint("AST").value();
+  ASSERT_TRUE(w->put(t, name.view(), "px=107.00", v2));
+  auto second = w->enqueue(t, group, name.view(), v2);
+  ASSERT_TRUE(second) << second.error().message();
+  std::vector<std::string> admitted;
+  for (const auto& a : *second) {
+    admitted.push_back(a.member);
+    EXPECT_NE(a.admission, Admission::kDuplicate) << a.member;
+  }
+  std::sort(admitted.begin(), admitted.end());
+  std::vector<std::string> expected;
+  for (unsigned id : ids) expected.push_back(std::to_string(id));
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(admitted, expected) << "the joiner was not admitted by the next enqueue";
+  ASSERT_TRUE(eventually(
+      [&] { return completed(*c1) == 2 && completed(*c2) == 2 && completed(*c3) == 1; }, 10s));
+  for (Engine* c : {c1.get(), c2.get(), c3.get()}) {
+    auto got = c->get(t, name.view());
+    ASSERT_TRUE(got);
+    EXPECT_EQ(got->version, v2);
+    EXPECT_EQ(got->value, "px=107.00");
+  }
+  // Each member queue's keys on its own master and nowhere else.
+  const auto keys = engine::JobLaneKeys::for_table(t);
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    const std::string pattern = keys.member_base(std::to_string(ids[i])) + "*";
+    for (const auto& n : cluster_->nodes()) {
+      if (!n.master) continue;
+      const bool holds = cluster_->admin(n.index, {"KEYS", pattern}) != "";
+      EXPECT_EQ(holds, n.index == owners[i]) << pattern << " on master " << n.index;
+    }
+  }
+  std::printf("[ spread ] member queues of %u, %u, %u on masters %d, %d, %d; the joiner %u "
+              "admitted by the first enqueue after its join\n",
+              ids[0], ids[1], ids[2], owners[0], owners[1], owners[2], ids[2]);
 }
 
 // ---- The parking connection follows a failover of the queue's master ----
