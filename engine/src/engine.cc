@@ -816,7 +816,7 @@ Result<std::vector<MemberAdmission>> Engine::fan_out(std::string_view table, con
     known = std::move(*read);
   }
   std::vector<MemberAdmission> out;
-  std::unordered_set<std::string> sent;
+  std::unordered_set<std::string> sent;  // from the second round on: who has the job already
   bool shared = spec.job_shared_queue;
   // Each round admits the job to the members not yet sent to, then reads the epoch. A round ends
   // the loop when the epoch is the one its member list was read under: every member that entered
@@ -826,10 +826,12 @@ Result<std::vector<MemberAdmission>> Engine::fan_out(std::string_view table, con
     if (round == 8) return table::Unexpected{make_error_code(io::IoErrc::kTimeout)};
     std::vector<Impl::Call> batch;
     std::vector<std::string> targets;
+    batch.reserve(known->members.size() + 2);
     for (const auto& m : known->members) {
-      if (!sent.insert(m).second) continue;
+      if (sent.count(m) != 0) continue;
       std::string mbase = keys.member_base(m);
-      batch.push_back({&d.member_enqueue, {mbase + "live"}, {mbase, job_id, payload, g, lease}});
+      std::string live = mbase + "live";
+      batch.push_back({&d.member_enqueue, {std::move(live)}, {std::move(mbase), job_id, payload, g, lease}});
       targets.push_back(m);
     }
     batch.push_back({nullptr, {}, {"GET", keys.epoch}});
@@ -865,6 +867,7 @@ Result<std::vector<MemberAdmission>> Engine::fan_out(std::string_view table, con
     const io::Resp3Value epoch = (*replies)[targets.size()].reply.view();
     if (!epoch.is_null() && epoch.type() != io::Resp3Type::bulk_string) return table::Unexpected{unexpected()};
     if ((epoch.is_null() ? std::string_view() : epoch.str()) == known->epoch) break;
+    sent.insert(targets.begin(), targets.end());
     auto read = d.read_membership(table, keys);
     if (!read) return table::Unexpected{read.error()};
     known = std::move(*read);

@@ -283,6 +283,27 @@ void JobConsumer::pump() {
   if (claiming_ || lanes_idle_) return;
   claiming_ = true;
   const std::uint64_t gen = wake_gen_;
+  // WIRE §5.3: the host asks HGET meta paused first; a paused queue is empty without the script.
+  // A resume (HDEL meta paused) sends no wake: the next beat claims again.
+  const std::string meta = mbase_ + "meta";
+  const auto ec = cmd_.call({"HGET", meta, "paused"},
+                            [this, gen](std::error_code e, const io::Resp3Value& r) {
+                              if (stopping_ || e) {
+                                claiming_ = false;
+                                return;  // the next beat pumps again
+                              }
+                              if (!r.is_null()) {
+                                claiming_ = false;
+                                bump(empty_claims_);
+                                lanes_idle_ = gen == wake_gen_;
+                                return;
+                              }
+                              claim(gen);
+                            });
+  if (ec) claiming_ = false;
+}
+
+void JobConsumer::claim(std::uint64_t gen) {
   const std::string ring = mbase_ + "ring", active = mbase_ + "active";
   const std::string lease = std::to_string(spec_.job_lease_ms);
   const std::string_view keys[] = {ring, active};

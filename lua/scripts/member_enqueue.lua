@@ -78,7 +78,10 @@ local default_lease = positive(ARGV[5])
 if not default_lease then
   return redis.error_reply('EMQARG lease_ms must be a positive integer')
 end
-local live = redis.call('GET', KEYS[1])
+-- The live key and the hand-off credit in one read (the hand-off path is the latency path: every
+-- call here delays the consumer's wake, which the server sends only after the script).
+local flags = redis.call('MGET', KEYS[1], mbase .. 'parked')
+local live, credits = flags[1], flags[2]
 if not live then
   return -1
 end
@@ -91,7 +94,6 @@ local lane = mbase .. 'g:' .. g .. ':pending'
 -- The hand-off is legal only where gclaim could have served this job next (see the header).
 -- Cheapest test first: most members are either parked or not.
 local function can_hand_off()
-  local credits = redis.call('GET', mbase .. 'parked')
   if not credits or (tonumber(credits) or 0) <= 0 then
     return false
   end

@@ -804,6 +804,44 @@ TEST_F(JobLane, FanOutEveryNodeEndsWithEveryNameAtItsFinalVersionThoughOneWasKil
       static_cast<unsigned long long>(reads.load()));
 }
 
+// ---- a paused member queue ----
+
+TEST_F(JobLane, APausedMemberQueueIsNotClaimedFromOrHandedOffToUntilItsResume) {
+  const std::string t = "qpause";
+  const LaneKnobs k{.lease_ms = 30000, .beat_ms = 100};
+  auto n = start_node(server(), 87, {lane_spec(t, k)});
+  ASSERT_TRUE(n);
+  const std::string base = member_base(t, 87);
+  const std::string g = fresh_id("PRT").str();
+  ASSERT_TRUE(within(5s, [&] { return integer_of(client(), {"EXISTS", base + "parked"}) == 1; }));
+  // Queue pause (WIRE §5.1 meta paused): the hand-off and the claim both hold off. A claim whose
+  // HGET ran before the HSET may still be in flight: wait for two more (claims never overlap), so
+  // every claim from then on asked after the pause.
+  ASSERT_TRUE(argv_command(client(), {"HSET", base + "meta", "paused", "1"}));
+  const std::uint64_t tried = consumer_of(*n, t)->empty_claims;
+  ASSERT_TRUE(within(5s, [&] { return consumer_of(*n, t)->empty_claims >= tried + 2; }));
+  const std::string via_lane = fresh_id("JOB").str(), via_writer = fresh_id("JOB").str();
+  RedisReply a = run_script(client(), "genqueue",
+                            {base + "job:" + via_lane, base + "g:" + g + ":pending", base + "ring",
+                             base + "paused", base + "glimit", base + "gactive", base + "wake"},
+                            {via_lane, frame_text(fresh_id("AST"), fresh_id("AST")), g});
+  ASSERT_EQ(text(a.get()), "1");
+  RedisReply b = run_script(client(), "member_enqueue", {base + "live"},
+                            {base, via_writer, frame_text(fresh_id("AST"), fresh_id("AST")), g, "30000"});
+  ASSERT_EQ(text(b.get()), "1");  // into the lane, not handed off
+  const auto before = consumer_of(*n, t).value();
+  std::this_thread::sleep_for(500ms);  // five beats, each of which would claim
+  const auto paused = consumer_of(*n, t).value();
+  EXPECT_EQ(paused.claimed + paused.handed_off, before.claimed + before.handed_off);
+  EXPECT_GT(paused.empty_claims, before.empty_claims) << "no claim was even tried";
+  EXPECT_EQ(hget(client(), base + "job:" + via_lane, "state"), "pending");
+  EXPECT_EQ(hget(client(), base + "job:" + via_writer, "state"), "pending");
+  // Resume: no wake is pushed, the next beat claims both.
+  ASSERT_TRUE(argv_command(client(), {"HDEL", base + "meta", "paused"}));
+  ASSERT_TRUE(within(5s, [&] { return consumer_of(*n, t)->completed == before.completed + 2; }));
+  EXPECT_EQ(consumer_of(*n, t)->claimed, before.claimed + 2);
+}
+
 // ---- malformed payloads ----
 
 TEST_F(JobLane, MalformedPayloadsAreRetriedWithTheirReasonAndGoDeadAfterMaxAttempts) {

@@ -36,7 +36,9 @@
 // every beat (its PX) and when acks have returned at least half the credits it had consumed, so
 // a steady stream costs one completion per job and nothing else.
 // Claims: gclaim runs only after a wake token, a BLPOP timeout or a beat, until a claim answers
-// empty (a wake that lands while a claim is in flight makes the consumer claim again).
+// empty (a wake that lands while a claim is in flight makes the consumer claim again). Each claim
+// first asks HGET meta paused (WIRE §5.3): a paused member queue answers empty without the
+// script (counted in empty_claims), and the beat after the resume claims again.
 // Credits: the consumer takes a job (claim or hand-off) only with a free credit, except that a
 // BLPOP and a claim may both be in flight with the last credit: in flight <= job_credits + 1,
 // which the ack ring (twice the ring) and the overflow deque absorb. Hand-offs the server made
@@ -153,6 +155,7 @@ class JobConsumer {
   void lapse();
   void maintain();
   void pump();
+  void claim(std::uint64_t gen);
   void block();
   void follow_park();
   void arm();
