@@ -130,6 +130,16 @@ struct Samples {
   }
 };
 
+// Send -> the writer's apply of the batch that dropped the row, on the writer's own clock
+// (WriterStats::last_applied_ns, steady_clock). The bench thread that sent is also the observer:
+// a blocking send (Engine::enqueue waits for its reply) returns after the row may already be gone,
+// so "spin until the row is gone" ends at max(apply, the send's return); this ends at the apply.
+double applied_us(const Engine& e, const char* table, std::chrono::steady_clock::time_point t0) {
+  const std::int64_t at = e.writer(table)->stats().last_applied_ns;
+  return static_cast<double>(at - std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                       t0.time_since_epoch()).count()) / 1e3;
+}
+
 double since_us(Clock::time_point t0) {
   return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
 }
@@ -271,13 +281,17 @@ void BM_BroadcastLane_PublishToDrop(benchmark::State& state, const Placement& p,
     Reply rep = command(pub.get(), "PUBLISH %b %b", channel.data(), channel.size(), bytes.data(), bytes.size());
     return rep && rep->type == REDIS_REPLY_INTEGER && rep->integer == 1;
   };
+  Samples applied;  // the same messages, ended at the writer's apply (no observer in the way)
   auto one = [&](Samples* out, benchmark::State* st) {
     if (!r.put("board", name.view(), "px=105.00", minter.mint("TXN").value())) return false;
     const BrandedId v = minter.mint("TXN").value();
     const auto t0 = Clock::now();
     if (!send(v) || !spin_until([&] { return !cached(r, "board", name); })) return false;
     const double us = since_us(t0);
-    if (out != nullptr) out->us.push_back(us);
+    if (out != nullptr) {
+      out->us.push_back(us);
+      applied.us.push_back(applied_us(r, "board", t0));
+    }
     if (st != nullptr) st->SetIterationTime(us / 1e6);
     return true;
   };
@@ -292,6 +306,8 @@ void BM_BroadcastLane_PublishToDrop(benchmark::State& state, const Placement& p,
   }
   const auto after = r.stats().tables.at(0);
   state.counters["ring_dropped"] = static_cast<double>(after.rings.at(0).dropped - before.rings.at(0).dropped);
+  applied.sort();
+  g_results[via_engine ? "broadcast_engine_applied" : "broadcast_applied"][p.name] = std::move(applied);
   report(state, via_engine ? "broadcast_engine" : "broadcast", p, std::move(samples));
 }
 
@@ -311,6 +327,7 @@ void BM_JobLane_EnqueueToDrop(benchmark::State& state, const Placement& p) {
   const BrandedId group = minter.mint("PRT").value();
   auto consumer = [&] { return *j.stats().tables.at(0).consumer; };
   std::uint64_t handed = 0, sent = 0, parks_at_send = 0;
+  Samples applied;  // the same messages, ended at the writer's apply (no observer in the way)
   auto one = [&](Samples* out, benchmark::State* st) {
     // Settled: the last job completed and the consumer parked again. The put after this rides
     // J's command connection behind the consumer's SET parked, so the flag is on the server.
@@ -329,7 +346,10 @@ void BM_JobLane_EnqueueToDrop(benchmark::State& state, const Placement& p) {
     if (admitted->front().admission == echo::engine::Admission::kHandedOff) ++handed;
     if (!spin_until([&] { return !cached(j, "risk", name); })) return false;
     const double us = since_us(t0);
-    if (out != nullptr) out->us.push_back(us);
+    if (out != nullptr) {
+      out->us.push_back(us);
+      applied.us.push_back(applied_us(j, "risk", t0));
+    }
     if (st != nullptr) st->SetIterationTime(us / 1e6);
     return true;
   };
@@ -349,6 +369,8 @@ void BM_JobLane_EnqueueToDrop(benchmark::State& state, const Placement& p) {
   state.counters["empty_claims_per_job"] = static_cast<double>(c1.empty_claims - c0.empty_claims) / jobs;
   state.counters["parks_per_job"] = static_cast<double>(c1.parks - c0.parks) / jobs;
   state.counters["handed_off_pct"] = samples.us.empty() ? 0 : 100.0 * static_cast<double>(handed) / static_cast<double>(samples.us.size());
+  applied.sort();
+  g_results["job_applied"][p.name] = std::move(applied);
   report(state, "job", p, std::move(samples));
 }
 
@@ -609,6 +631,12 @@ void print_table() {
     std::printf("%-10s | server hop: member_enqueue hand-off round trip %.1f us vs PUBLISH %.1f us (+%.1f us); "
                 "job-lane floor with this script = bc(E) + %.1f = %.1f us (%.2fx bc(E)); job lane %.2fx that floor\n",
                 p.name, fan, pub, fan - pub, fan - pub, floor, be > 0 ? floor / be : 0, floor > 0 ? j / floor : 0);
+  }
+  for (const Placement& p : kPlacements) {
+    const double be = median("broadcast_engine_applied", p.name), j = median("job_applied", p.name);
+    if (be == 0 || j == 0) continue;
+    std::printf("%-10s | send -> the writer's apply (its own clock, no observer): broadcast (Engine) %.1f us, "
+                "job lane %.1f us: %.2fx\n", p.name, be, j, j / be);
   }
   for (const Placement& p : kPlacements) {
     const double t1 = median("throughput_1", p.name), t2 = median("throughput_2", p.name);

@@ -112,6 +112,9 @@ struct WriterStats {
   std::uint64_t remembered_stale = 0;          // job-lane items the applied memory answered
   bool suspended = false;
   std::array<std::uint64_t, kLagBuckets> lag_histogram{};
+  // Steady-clock ns (std::chrono::steady_clock) at the end of the last batch of coherence items
+  // applied from the rings (0: none yet): the moment their rows were gone from L1.
+  std::int64_t last_applied_ns = 0;
 };
 
 class TableWriter {
@@ -229,6 +232,7 @@ class TableWriter {
       remembered_stale_{0};
   std::atomic<bool> suspended_flag_{false};
   std::array<std::atomic<std::uint64_t>, kLagBuckets> lag_{};
+  std::atomic<std::int64_t> last_applied_ns_{0};
 };
 
 }  // namespace echo::engine
