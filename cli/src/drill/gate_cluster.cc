@@ -280,33 +280,43 @@ void f3_broadcast(GateRun& run, const DrillTarget& target) {
 }
 
 void f5_job_lane(GateRun& run, const DrillTarget& target) {
+  engine::LocalCluster& cluster = *target.cluster;
+  const auto keys = engine::JobLaneKeys::for_table("lanes");
+  const int owner = cluster.master_of(io::hash_slot(keys.qbase));
+  // C's node id: the first from 305 whose member queue lands on another master than the
+  // membership, so the gate shows the two tags on two shards.
+  unsigned cid = 305;
+  while (cid < 1023 &&
+         cluster.master_of(io::hash_slot(keys.member_base(std::to_string(cid)))) == owner) {
+    ++cid;
+  }
+  const std::string member = std::to_string(cid);
+  const std::string mbase = keys.member_base(member);
+  const int queue_owner = cluster.master_of(io::hash_slot(mbase));
   run.stage(
-      "job-lane table lanes on consumer node C, writer W; C caches v1, W enqueues v2 (one job "
-      "into C's member queue), then enqueues v2 again under a new job id");
+      "job-lane table lanes on consumer node C (member " + member + "), writer W; C caches v1, W "
+      "enqueues v2 (one job into C's member queue), then enqueues v2 again under a new job id");
   run.derive(
       "the membership carries the table's tag {ecc.coh.lanes} and C's member queue its own tag "
-      "{ecc.coh.lanes|305}: each lives on the shard owning its slot and no other master holds a "
-      "key of either; the job is applied once, its replay answers stale");
+      "{ecc.coh.lanes|" + member + "}, on another shard: each lives on the shard owning its slot "
+      "and no other master holds a key of either; the job is applied once, its replay answers "
+      "stale");
   std::atomic<int> loads{0};
   Engine w(cluster_node(target, 340), {spec("lanes", CoherenceMode::kNone, loads)});
-  Engine c(cluster_node(target, 305), {spec("lanes", CoherenceMode::kJob, loads)});
+  Engine c(cluster_node(target, cid), {spec("lanes", CoherenceMode::kJob, loads)});
   if (!run.expect(!w.start(std::chrono::seconds(15)) && !c.start(std::chrono::seconds(15)),
                   "nodes W and C start")) {
     return;
   }
-  const auto keys = engine::JobLaneKeys::for_table("lanes");
-  engine::LocalCluster& cluster = *target.cluster;
-  const int owner = cluster.master_of(io::hash_slot(keys.qbase));
-  const std::string mbase = keys.member_base("305");
-  const int queue_owner = cluster.master_of(io::hash_slot(mbase));
+  run.expect(queue_owner != owner, "C's member queue and the membership on two masters");
   run.expect(
       floors::eventually(
           [&] {
-            return !cluster.admin(static_cast<std::size_t>(owner), {"ZSCORE", keys.members, "305"})
+            return !cluster.admin(static_cast<std::size_t>(owner), {"ZSCORE", keys.members, member})
                         .empty();
           },
           std::chrono::seconds(5)),
-      "C registered in the members zset on the queue's shard");
+      "C registered in the members zset on the table's shard");
   table::Minter writer(kDrillNode + 2);
   const BrandedId name = writer.mint("AST").value(), group = writer.mint("PRT").value();
   (void)w.put("lanes", name.view(), "px=100.00", writer.mint("AST").value());

@@ -211,9 +211,12 @@ void f5_job_lane(GateRun& run, const DrillTarget& target) {
   Reply loaded = redis.command("SCRIPT LOAD %b", lua::find_script("complete")->source.data(),
                                lua::find_script("complete")->source.size());
 
-  // The healer: the same member id, a short lease and beat.
+  // The healer: the same member id and a short beat (its reaper runs every beat). Its own lease
+  // is long: only the dead consumer's lease (set by its gclaim) times the healing, and a short
+  // one here would let H's reaper take back H's own claim when its writer is slow to ack on a
+  // loaded machine (token 3 instead of 2).
   TableSpec spec = lane_table(t, CoherenceMode::kJob, loads);
-  spec.job_lease_ms = 250;
+  spec.job_lease_ms = 10000;
   spec.job_beat_ms = 100;
   Engine h(node_options(target, 251), {spec});
   const auto t0 = Clock::now();
