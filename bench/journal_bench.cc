@@ -130,14 +130,15 @@ constexpr Placement kPlacements[] = {{"one-core", 0, 0}, {"spread", 0, 1}};
 // ---- SQLite: the baseline and the pair ----
 
 // The baseline: one autocommitted INSERT per call into a WAL file at the journal's synchronous
-// setting and page size (1 KiB), statement prepared once — the cheapest durable write SQLite
+// setting and page size (kJournalPageSize), statement prepared once — the cheapest durable write SQLite
 // offers the same way.
 void BM_Sqlite_PlainWalCommit(benchmark::State& state, bool full) {
   pin_thread(-1);
   TempDir dir;
   sqlite3* db = nullptr;
   if (sqlite3_open((dir.path() / "plain.db").c_str(), &db) != SQLITE_OK) throw std::runtime_error("open");
-  const std::string pragmas = std::string("PRAGMA page_size=1024; PRAGMA journal_mode=WAL; PRAGMA synchronous=") +
+  const std::string pragmas = "PRAGMA page_size=" + std::to_string(echo::engine::kJournalPageSize) +
+                              "; PRAGMA journal_mode=WAL; PRAGMA synchronous=" +
                               (full ? "FULL" : "NORMAL") +
                               "; CREATE TABLE t(k INTEGER PRIMARY KEY AUTOINCREMENT, v TEXT NOT NULL)";
   sqlite3_stmt* s = nullptr;
@@ -174,9 +175,11 @@ void BM_Sqlite_WireSchemaPairCommit(benchmark::State& state) {
   sqlite3_stmt *ins = nullptr, *mark = nullptr, *begin = nullptr, *commit = nullptr;
   const bool ok =
       sqlite3_exec(db,
-                   "PRAGMA page_size=1024; PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; CREATE TABLE intents(seq INTEGER "
-                   "PRIMARY KEY AUTOINCREMENT, job_id TEXT NOT NULL UNIQUE, name_id TEXT NOT NULL, version "
-                   "TEXT NOT NULL, enqueued INTEGER NOT NULL DEFAULT 0, recorded_at INTEGER NOT NULL)",
+                   ("PRAGMA page_size=" + std::to_string(echo::engine::kJournalPageSize) +
+                    "; PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; CREATE TABLE intents(seq INTEGER "
+                    "PRIMARY KEY AUTOINCREMENT, job_id TEXT NOT NULL UNIQUE, name_id TEXT NOT NULL, version "
+                    "TEXT NOT NULL, enqueued INTEGER NOT NULL DEFAULT 0, recorded_at INTEGER NOT NULL)")
+                       .c_str(),
                    nullptr, nullptr, nullptr) == SQLITE_OK &&
       sqlite3_prepare_v2(db,
                          "INSERT INTO intents(job_id, name_id, version, recorded_at) VALUES(?, ?, ?, ?) "

@@ -449,7 +449,8 @@ floors::Samples lane_latency(Engine& node, const std::string& table, const Brand
 
 void h6_price(GateRun& run, const DrillTarget& target) {
   constexpr int kPairs = 300, kWriters = 4, kMessages = 200, kWarmup = 20;
-  run.stage("a plain SQLite WAL table (synchronous=NORMAL, one autocommitted INSERT per call) and "
+  run.stage("a plain SQLite WAL table (synchronous=NORMAL, the journal's page size, one "
+            "autocommitted INSERT per call) and "
             "the journal in one temp dir: 300 record+mark pairs single, 300 under 4 writers; node "
             "R with two job-lane tables, jb (bare) and jm (the journal), sender S; 200 messages "
             "each, one at a time, from the send to the row gone from R's L1");
@@ -460,8 +461,10 @@ void h6_price(GateRun& run, const DrillTarget& target) {
     sqlite3* db = nullptr;
     bool ok = sqlite3_open((dir.path() / "plain.db").c_str(), &db) == SQLITE_OK &&
               sqlite3_exec(db,
-                           "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; CREATE TABLE "
-                           "t(k INTEGER PRIMARY KEY AUTOINCREMENT, v TEXT NOT NULL)",
+                           ("PRAGMA page_size=" + std::to_string(echo::engine::kJournalPageSize) +
+                            "; PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; CREATE TABLE "
+                            "t(k INTEGER PRIMARY KEY AUTOINCREMENT, v TEXT NOT NULL)")
+                               .c_str(),
                            nullptr, nullptr, nullptr) == SQLITE_OK;
     sqlite3_stmt* s = nullptr;
     ok = ok && sqlite3_prepare_v2(db, "INSERT INTO t(v) VALUES(?)", -1, &s, nullptr) == SQLITE_OK;

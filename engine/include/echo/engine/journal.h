@@ -6,7 +6,8 @@
 //
 // Threads: one thread at a time holds the SQLite connection (statements prepared once). A caller
 // that finds it free commits on its own thread and group-commits whatever queued meanwhile (flat
-// combining: the uncontended path wakes no thread); marks and upserts ride a flusher thread's
+// combining: the uncontended path wakes no thread; waiters poll, then sleep on one word the
+// leader wakes once per batch); marks and upserts ride a flusher thread's
 // transaction every few ms, not a record's commit (under FULL they ride it: an fsync costs more).
 // The applied memory is mirrored in RAM, so the applier's check never reads SQLite and its
 // upsert never waits on it.
@@ -29,6 +30,10 @@
 namespace echo::engine {
 
 class Engine;
+
+// The page size a new journal file gets (an existing file keeps its own). Baselines that compare
+// a plain SQLite commit against the journal's (journal_bench, the drill's H6) use it too.
+inline constexpr int kJournalPageSize = 1024;
 
 struct JournalOptions {
   std::filesystem::path dir;     // created if missing (mkdir -p)
