@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <set>
@@ -248,6 +249,80 @@ TEST_F(JournalTest, ConcurrentWritersEachGetTheirOwnCommittedIntent) {
   const auto s = j.stats();
   EXPECT_EQ(s.intents, static_cast<std::uint64_t>(kThreads * kEach));
   EXPECT_EQ(s.pending_enqueue, 0u);
+}
+
+TEST_F(JournalTest, WritersBatchWritersAndCallsOnMoreThreadsThanCoresAreAllAnswered) {
+  // More threads than cores: waiters outlast their poll and sleep on the generation word, and
+  // the connection passes among writers, record_many callers and calls (flush, stats). Every
+  // caller must be answered (a lost wake hangs here), with its own ids in order, every row in
+  // the file once.
+  Journal j(options());
+  constexpr int kWriters = 8, kEach = 150, kBatchers = 2, kBatches = 40, kRows = 3, kCallers = 2;
+  std::vector<std::vector<std::pair<BrandedId, BrandedId>>> got(kWriters + kBatchers);
+  std::atomic<int> calls{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kWriters; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kEach; ++i) {
+        const BrandedId name = id("AST", static_cast<std::uint64_t>(t * 1000 + i));
+        const BrandedId job = j.record(name, id("TXN", static_cast<std::uint64_t>(i + 1)));
+        j.mark_enqueued(job);
+        got[t].emplace_back(job, name);
+      }
+    });
+  }
+  for (int t = kWriters; t < kWriters + kBatchers; ++t) {
+    threads.emplace_back([&, t] {
+      for (int b = 0; b < kBatches; ++b) {
+        std::vector<std::pair<BrandedId, BrandedId>> rows;
+        for (int r = 0; r < kRows; ++r) {
+          rows.emplace_back(id("AST", static_cast<std::uint64_t>(t * 1000 + b * kRows + r)),
+                            id("TXN", static_cast<std::uint64_t>(b + 1)));
+        }
+        const auto jobs = j.record_many(rows);
+        ASSERT_EQ(jobs.size(), rows.size());
+        for (int r = 0; r < kRows; ++r) got[t].emplace_back(jobs[r], rows[r].first);
+      }
+    });
+  }
+  for (int t = 0; t < kCallers; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 60; ++i) {
+        if (t == 0) {
+          j.flush();
+        } else {
+          (void)j.stats();
+        }
+        calls.fetch_add(1);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  j.flush();
+  EXPECT_EQ(calls.load(), kCallers * 60);
+  std::set<std::string> expected;
+  for (const auto& per : got) {
+    for (const auto& [job, name] : per) expected.insert(job.str() + "|" + name.str());
+  }
+  constexpr int kTotal = kWriters * kEach + kBatchers * kBatches * kRows;
+  EXPECT_EQ(expected.size(), static_cast<std::size_t>(kTotal)) << "a job id was answered twice";
+  std::set<std::string> in_file;
+  const std::string rows = query(j.path(), "SELECT job_id, name_id FROM intents");
+  for (std::size_t at = 0, nl; (nl = rows.find('\n', at)) != std::string::npos; at = nl + 1) {
+    in_file.insert(rows.substr(at, nl - at));
+  }
+  EXPECT_EQ(in_file, expected) << "each caller got back the job ids recorded for its own names";
+  EXPECT_EQ(j.stats().intents, static_cast<std::uint64_t>(kTotal));
+  EXPECT_EQ(j.stats().pending_enqueue, static_cast<std::uint64_t>(kBatchers * kBatches * kRows))
+      << "the writers' marks all reached the file, the unmarked batches stay pending";
+}
+
+TEST_F(JournalTest, AnEmptyRecordManyRecordsNothing) {
+  Journal j(options());
+  EXPECT_TRUE(j.record_many({}).empty());
+  const auto s = j.stats();
+  EXPECT_EQ(s.intents, 0u);
+  EXPECT_EQ(s.transactions, 0u);
 }
 
 TEST_F(JournalTest, TheWalStaysBoundedUnderAWriterThatNeverPauses) {
