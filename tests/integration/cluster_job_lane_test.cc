@@ -103,6 +103,18 @@ class ClusterJobLane : public ::testing::Test {
     }
   }
 
+  // True once `node`'s live key is on its member queue's current master: writers admit jobs to it
+  // from then on (member_enqueue answers -1 before).
+  bool is_live(const std::string& t, unsigned node) {
+    try {
+      const auto keys = engine::JobLaneKeys::for_table(t);
+      return on_member_shard(t, node, {"EXISTS", keys.member_base(std::to_string(node)) + "live"}) ==
+             "1";
+    } catch (const std::exception&) {
+      return false;  // the shard is electing
+    }
+  }
+
   // The consumer's hand-off flag on the queue's current master (0: absent, or the shard is
   // electing).
   long long parked_flag(const std::string& t, unsigned node) {
@@ -292,7 +304,7 @@ TEST_F(ClusterJobLane, TheParkingConnectionFollowsAFailoverAndHandOffsResume) {
   const auto killed = std::chrono::steady_clock::now();
   const int promoted = cluster_->wait_failover(slot, old_master, std::chrono::seconds(30));
   ASSERT_NE(promoted, old_master);
-  ASSERT_TRUE(eventually([&] { return is_member(t, kConsumer); }, 20s))
+  ASSERT_TRUE(eventually([&] { return is_member(t, kConsumer) && is_live(t, kConsumer); }, 20s))
       << "the consumer never registered on the promoted master";
   ASSERT_TRUE(eventually([&] { return parked_flag(t, kConsumer) > 0; }, 20s))
       << "the hand-off flag never came back: the park did not follow the failover";
@@ -369,7 +381,7 @@ TEST_F(ClusterJobLane, H4TheQueuesMasterKilledAndTheBusLostTheJournalReplaysEver
     EXPECT_EQ(cluster_->admin(promoted, {"KEYS", base + "job:*"}), "");
 
     // The consumer's next beat registers it again on the promoted master.
-    ASSERT_TRUE(eventually([&] { return is_member(t, kConsumer); }, 20s))
+    ASSERT_TRUE(eventually([&] { return is_member(t, kConsumer) && is_live(t, kConsumer); }, 20s))
         << "the consumer never re-registered after the failover";
     ASSERT_TRUE(
         eventually([&] { return w->drop_l2(t, names[0].view(), versions[0]).has_value(); }, 20s));
@@ -465,7 +477,7 @@ TEST_F(ClusterJobLane, FailoverUnderAJournalledWriterLosesNothingTheJournalRecor
     } catch (const std::exception& e) {
       ADD_FAILURE() << e.what();
     }
-    const bool rejoined = eventually([&] { return is_member(t, kConsumer); }, 20s);
+    const bool rejoined = eventually([&] { return is_member(t, kConsumer) && is_live(t, kConsumer); }, 20s);
     const int at_follow = recorded.load();
     const bool resumed =
         eventually([&] { return recorded.load() >= at_follow + 2 * kNames; }, 20s);
