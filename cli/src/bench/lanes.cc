@@ -63,7 +63,7 @@ struct StmtFinalize {
 };
 
 // The baseline under the journal: one autocommitted INSERT per call into a WAL table with
-// synchronous=NORMAL (the journal's own settings), statement prepared once.
+// synchronous=NORMAL and the journal's page size (its own settings), statement prepared once.
 class PlainWal {
  public:
   explicit PlainWal(const fs::path& file) {
@@ -73,8 +73,10 @@ class PlainWal {
     sqlite3_stmt* s = nullptr;
     if (!opened ||
         sqlite3_exec(db,
-                     "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; CREATE TABLE "
-                     "t(k INTEGER PRIMARY KEY AUTOINCREMENT, v TEXT NOT NULL)",
+                     ("PRAGMA page_size=" + std::to_string(engine::kJournalPageSize) +
+                      "; PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; CREATE TABLE "
+                      "t(k INTEGER PRIMARY KEY AUTOINCREMENT, v TEXT NOT NULL)")
+                         .c_str(),
                      nullptr, nullptr, nullptr) != SQLITE_OK ||
         sqlite3_prepare_v2(db, "INSERT INTO t(v) VALUES(?)", -1, &s, nullptr) != SQLITE_OK) {
       throw std::runtime_error("the plain SQLite WAL baseline: " + std::string(sqlite3_errmsg(db)));
