@@ -188,14 +188,19 @@ struct Engine::Impl {
     return table::l2_key(slot.spec.name, id.view()).value();
   }
 
+  // A blocking call between its running check and its answer: stop() waits for none.
+  struct Inflight {
+    std::atomic<int>& n;
+    explicit Inflight(std::atomic<int>& count) : n(count) { n.fetch_add(1, std::memory_order_acq_rel); }
+    ~Inflight() { n.fetch_sub(1, std::memory_order_acq_rel); }
+    Inflight(const Inflight&) = delete;
+    Inflight& operator=(const Inflight&) = delete;
+  };
+
   // Posts `issue` to the io thread and waits for its reply (call_timeout). Any thread but the
   // loop's. `issue` runs on the loop thread and returns an immediate error or arms `done`.
   Result<io::Resp3Owned> blocking(std::function<std::error_code(io::ReplyFn)> issue) {
-    inflight.fetch_add(1, std::memory_order_acq_rel);
-    struct Leave {
-      std::atomic<int>& n;
-      ~Leave() { n.fetch_sub(1, std::memory_order_acq_rel); }
-    } leave{inflight};
+    const Inflight entered(inflight);
     if (!running.load(std::memory_order_acquire)) return table::Unexpected{make_error_code(Errc::kStopped)};
     auto promise = std::make_shared<std::promise<io::OwnedResult>>();
     auto future = promise->get_future();
@@ -242,11 +247,7 @@ struct Engine::Impl {
   // leave in one write (one pipeline per shard), and waits for every reply; each reply keeps its
   // own error. Any thread but the loop's.
   Result<std::vector<io::OwnedResult>> calls(std::vector<Call> batch) {
-    inflight.fetch_add(1, std::memory_order_acq_rel);
-    struct Leave {
-      std::atomic<int>& n;
-      ~Leave() { n.fetch_sub(1, std::memory_order_acq_rel); }
-    } leave{inflight};
+    const Inflight entered(inflight);
     if (!running.load(std::memory_order_acquire)) return table::Unexpected{make_error_code(Errc::kStopped)};
     struct State {
       std::vector<Call> batch;
