@@ -4,7 +4,6 @@
 // knows which drops the reader node has applied), a lost subscription under each disconnect
 // policy, a node in a second OS process, and bad input from the wire and from the loader.
 #include <hiredis/hiredis.h>
-#include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -24,6 +23,7 @@
 #include <vector>
 
 #include "engine_nodes.h"
+#include "support/child_process.h"
 
 namespace echo::test {
 namespace {
@@ -257,32 +257,6 @@ TEST_F(CoherenceFaults, AKilledSubscriptionFlushesAndTheResubscribedTableServesN
 
 // ---- a node in a second OS process ----
 
-// One line from `fd` (without the newline), or nullopt after `timeout` or at EOF.
-std::optional<std::string> read_line(int fd, std::chrono::milliseconds timeout) {
-  std::string line;
-  const auto deadline = Clock::now() + timeout;
-  while (true) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    if (left.count() <= 0) return std::nullopt;
-    pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
-    char ch;
-    const ssize_t n = ::read(fd, &ch, 1);
-    if (n <= 0) return std::nullopt;
-    if (ch == '\n') return line;
-    line.push_back(ch);
-  }
-}
-
-void write_line(int fd, const std::string& line) {
-  const std::string out = line + "\n";
-  std::size_t off = 0;
-  while (off < out.size()) {
-    const ssize_t n = ::write(fd, out.data() + off, out.size() - off);
-    if (n <= 0) return;
-    off += static_cast<std::size_t>(n);
-  }
-}
 
 std::string describe(const engine::Result<engine::Got>& g) {
   if (!g) return "error " + g.error().message();

@@ -8,13 +8,7 @@
 // threads inherited from the test.
 #include <echo/engine/job_consumer.h>
 #include <echo/lua/scripts.h>
-#include <fcntl.h>
 #include <hiredis/hiredis.h>
-#include <poll.h>
-#include <sys/prctl.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -35,6 +29,7 @@
 #include <vector>
 
 #include "engine_nodes.h"
+#include "support/child_process.h"
 
 namespace echo::test {
 namespace {
@@ -129,34 +124,6 @@ class WriterHold {
   std::shared_ptr<State> state_;
 };
 
-// ---- lines over pipes ----
-
-std::optional<std::string> read_line(int fd, std::chrono::milliseconds timeout) {
-  std::string line;
-  const auto deadline = Clock::now() + timeout;
-  while (true) {
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    if (left.count() <= 0) return std::nullopt;
-    pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
-    char ch;
-    const ssize_t n = ::read(fd, &ch, 1);
-    if (n <= 0) return std::nullopt;
-    if (ch == '\n') return line;
-    line.push_back(ch);
-  }
-}
-
-void write_line(int fd, const std::string& line) {
-  const std::string out = line + "\n";
-  std::size_t off = 0;
-  while (off < out.size()) {
-    const ssize_t n = ::write(fd, out.data() + off, out.size() - off);
-    if (n <= 0) return;
-    off += static_cast<std::size_t>(n);
-  }
-}
 
 std::string describe(const engine::Result<engine::Got>& g) {
   if (!g) return "error " + g.error().message();
@@ -253,88 +220,37 @@ int child_main(int argc, char** argv) {
   return 0;
 }
 
-// The parent's side: spawns the child, asks it lines, kills it. The destructor SIGKILLs and reaps
-// a child still alive, so none outlives its test.
+// The parent's side: spawns the child (a ChildProcess), asks it lines, kills it.
 class ChildNode {
  public:
   static std::unique_ptr<ChildNode> spawn(int port, unsigned node, const std::string& table,
                                           const LaneKnobs& k) {
-    const std::vector<std::string> args = {"/proc/self/exe",
-                                           "--child-node",
-                                           std::to_string(port),
-                                           std::to_string(node),
-                                           table,
-                                           std::to_string(k.lease_ms),
-                                           std::to_string(k.beat_ms),
-                                           std::to_string(k.retry_delay_ms),
-                                           std::to_string(k.max_attempts),
-                                           std::to_string(k.ring_capacity),
-                                           std::to_string(k.credits)};
-    std::vector<char*> argv;
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    int to[2], from[2];
-    if (::pipe2(to, O_CLOEXEC) != 0) return nullptr;
-    if (::pipe2(from, O_CLOEXEC) != 0) {
-      ::close(to[0]);
-      ::close(to[1]);
-      return nullptr;
-    }
-    std::fflush(nullptr);
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      // Only async-signal-safe calls until exec: this process has one thread of many.
-      ::dup2(to[0], 0);
-      ::dup2(from[1], 1);
-      ::syscall(SYS_close_range, 3u, ~0u, 0u);  // no socket or ring of the parent's engines
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      ::execv(argv[0], argv.data());
-      ::_exit(127);
-    }
-    ::close(to[0]);
-    ::close(from[1]);
-    if (pid < 0) {
-      ::close(to[1]);
-      ::close(from[0]);
-      return nullptr;
-    }
-    auto child = std::unique_ptr<ChildNode>(new ChildNode(pid, to[1], from[0]));
-    const auto ready = read_line(child->out_, std::chrono::seconds(20));
+    auto process = ChildProcess::spawn({"--child-node", std::to_string(port), std::to_string(node),
+                                        table, std::to_string(k.lease_ms), std::to_string(k.beat_ms),
+                                        std::to_string(k.retry_delay_ms), std::to_string(k.max_attempts),
+                                        std::to_string(k.ring_capacity), std::to_string(k.credits)});
+    if (!process) return nullptr;
+    const auto ready = process->receive(std::chrono::seconds(20));
     EXPECT_EQ(ready.value_or("(nothing)"), "ready") << "child node " << node;
     if (!ready || *ready != "ready") return nullptr;
-    return child;
-  }
-
-  ~ChildNode() {
-    kill_now();
-    ::close(in_);
-    ::close(out_);
+    return std::unique_ptr<ChildNode>(new ChildNode(std::move(process)));
   }
 
   std::string ask(const std::string& line,
                   std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
-    write_line(in_, line);
-    return read_line(out_, timeout).value_or("(no answer)");
+    process_->send(line);
+    return process_->receive(timeout).value_or("(no answer)");
   }
   Counters stats() { return parse_counters(ask("stats")); }
 
   // SIGKILL and reap; true iff the child died of it.
-  bool kill_now() {
-    if (pid_ <= 0) return false;
-    ::kill(pid_, SIGCONT);
-    ::kill(pid_, SIGKILL);
-    int status = 0;
-    const bool reaped = ::waitpid(pid_, &status, 0) == pid_;
-    pid_ = -1;
-    return reaped && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
-  }
-  void pause() { ::kill(pid_, SIGSTOP); }
-  void resume() { ::kill(pid_, SIGCONT); }
+  bool kill_now() { return process_->kill_now(); }
+  void pause() { process_->pause(); }
+  void resume() { process_->resume(); }
 
  private:
-  ChildNode(pid_t pid, int in, int out) : pid_(pid), in_(in), out_(out) {}
-  pid_t pid_;
-  int in_, out_;
+  explicit ChildNode(std::unique_ptr<ChildProcess> p) : process_(std::move(p)) {}
+  std::unique_ptr<ChildProcess> process_;
 };
 
 // ---- the server side ----

@@ -8,13 +8,8 @@
 #include <echo/engine/job_consumer.h>
 #include <echo/engine/journal.h>
 #include <echo/lua/scripts.h>
-#include <fcntl.h>
-#include <poll.h>
 #include <sqlite3.h>
 #include <stdlib.h>
-#include <sys/prctl.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -33,6 +28,7 @@
 #include <vector>
 
 #include "engine_nodes.h"
+#include "support/child_process.h"
 
 namespace echo::test {
 namespace {
@@ -229,33 +225,6 @@ table::L1Stats l1_of(const Engine& e, const std::string& table) {
   return {};
 }
 
-// ---- lines over pipes ----
-
-std::optional<std::string> read_line(int fd, std::chrono::milliseconds timeout) {
-  std::string line;
-  const auto deadline = Clock::now() + timeout;
-  while (true) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    if (left.count() <= 0) return std::nullopt;
-    pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
-    char ch;
-    const ssize_t n = ::read(fd, &ch, 1);
-    if (n <= 0) return std::nullopt;
-    if (ch == '\n') return line;
-    line.push_back(ch);
-  }
-}
-
-void write_line(int fd, const std::string& line) {
-  const std::string out = line + "\n";
-  std::size_t off = 0;
-  while (off < out.size()) {
-    const ssize_t n = ::write(fd, out.data() + off, out.size() - off);
-    if (n <= 0) return;
-    off += static_cast<std::size_t>(n);
-  }
-}
 
 // ---- a writer in its own process ----
 
@@ -325,73 +294,17 @@ int writer_main(int argc, char** argv) {
   return 0;
 }
 
-// The parent's side: spawns a writer, reads its lines, kills it. The destructor SIGKILLs and
-// reaps a child still alive.
-class WriterProcess {
- public:
-  static std::unique_ptr<WriterProcess> spawn(const std::vector<std::string>& tail) {
-    std::vector<std::string> args = {"/proc/self/exe", "--journal-writer"};
-    args.insert(args.end(), tail.begin(), tail.end());
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    int to[2], from[2];
-    if (::pipe2(to, O_CLOEXEC) != 0) return nullptr;
-    if (::pipe2(from, O_CLOEXEC) != 0) {
-      ::close(to[0]);
-      ::close(to[1]);
-      return nullptr;
-    }
-    std::fflush(nullptr);
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      // Only async-signal-safe calls until exec: this process has one thread of many.
-      ::dup2(to[0], 0);
-      ::dup2(from[1], 1);
-      ::syscall(SYS_close_range, 3u, ~0u, 0u);
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      ::execv(argv[0], argv.data());
-      ::_exit(127);
-    }
-    ::close(to[0]);
-    ::close(from[1]);
-    if (pid < 0) {
-      ::close(to[1]);
-      ::close(from[0]);
-      return nullptr;
-    }
-    return std::unique_ptr<WriterProcess>(new WriterProcess(pid, to[1], from[0]));
-  }
-  ~WriterProcess() {
-    kill_now();
-    ::close(in_);
-    ::close(out_);
-  }
-  std::string line(std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
-    return read_line(out_, timeout).value_or("(nothing)");
-  }
-  // SIGKILL and reap; true iff the child died of it.
-  bool kill_now() {
-    if (pid_ <= 0) return false;
-    ::kill(pid_, SIGKILL);
-    int status = 0;
-    const bool reaped = ::waitpid(pid_, &status, 0) == pid_;
-    pid_ = -1;
-    return reaped && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
-  }
-  // Waits for a normal exit; its status, or -1.
-  int wait_exit() {
-    int status = 0;
-    if (::waitpid(pid_, &status, 0) != pid_) return -1;
-    pid_ = -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  }
+// This binary re-executed with --journal-writer and `tail` (see main()).
+std::unique_ptr<ChildProcess> spawn_writer(const std::vector<std::string>& tail) {
+  std::vector<std::string> args = {"--journal-writer"};
+  args.insert(args.end(), tail.begin(), tail.end());
+  return ChildProcess::spawn(args);
+}
 
- private:
-  WriterProcess(pid_t pid, int in, int out) : pid_(pid), in_(in), out_(out) {}
-  pid_t pid_;
-  int in_, out_;
-};
+// The writer's next line, or "(nothing)" after `timeout`.
+std::string line_of(ChildProcess& w, std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
+  return w.receive(timeout).value_or("(nothing)");
+}
 
 std::uint64_t us_since(Clock::time_point t0) {
   return static_cast<std::uint64_t>(
@@ -795,15 +708,15 @@ TEST_F(JournalGates, CrashDrillAWriterKilledAtEachSeamIsReplayedByItsRestartNoth
     return out;
   };
 
-  auto w1 = WriterProcess::spawn(args({"seam-a", a.str(), a1.str()}));
+  auto w1 = spawn_writer(args({"seam-a", a.str(), a1.str()}));
   ASSERT_TRUE(w1);
-  const std::string recorded = w1->line();
+  const std::string recorded = line_of(*w1);
   ASSERT_TRUE(recorded.starts_with("recorded JOB")) << recorded;
   ASSERT_TRUE(w1->kill_now()) << "the writer did not die of SIGKILL at seam A";
 
-  auto w2 = WriterProcess::spawn(args({"seam-b", b.str(), b1.str()}));
+  auto w2 = spawn_writer(args({"seam-b", b.str(), b1.str()}));
   ASSERT_TRUE(w2);
-  const std::string enqueued = w2->line();
+  const std::string enqueued = line_of(*w2);
   ASSERT_TRUE(enqueued.starts_with("enqueued JOB") && enqueued.ends_with(" 1")) << enqueued;
   ASSERT_TRUE(w2->kill_now()) << "the writer did not die of SIGKILL at seam B";
   EXPECT_EQ(lane_depth(client(), t, kConsumer, group), 1) << "only the seam-B job reached the bus";
@@ -814,9 +727,9 @@ TEST_F(JournalGates, CrashDrillAWriterKilledAtEachSeamIsReplayedByItsRestartNoth
     EXPECT_EQ(s.pending_enqueue, 2u) << "neither intent was marked";
   }
 
-  auto w3 = WriterProcess::spawn(args({"replay"}));
+  auto w3 = spawn_writer(args({"replay"}));
   ASSERT_TRUE(w3);
-  const std::string replayed = w3->line();
+  const std::string replayed = line_of(*w3);
   EXPECT_EQ(replayed, "replayed 1 deduplicated 1 pending 1");
   EXPECT_EQ(w3->wait_exit(), 0);
   EXPECT_EQ(lane_depth(client(), t, kConsumer, group), 2) << "one job per intent";
@@ -839,7 +752,7 @@ TEST_F(JournalGates, CrashDrillAWriterKilledAtEachSeamIsReplayedByItsRestartNoth
 }  // namespace
 }  // namespace echo::test
 
-// A writer process when re-executed with --journal-writer (see WriterProcess); otherwise the tests.
+// A writer process when re-executed with --journal-writer (see spawn_writer); otherwise the tests.
 int main(int argc, char** argv) {
   if (argc >= 2 && std::strcmp(argv[1], "--journal-writer") == 0)
     return echo::test::writer_main(argc, argv);
