@@ -53,19 +53,14 @@ ShardedSubscriber::~ShardedSubscriber() {
       finish();
     }
   };
-  if (loop_.running()) {
-    auto closed = std::make_shared<std::promise<void>>();
-    auto done = closed->get_future();
-    loop_.post([this, closed, shut] {
-      closed_ = [closed] { closed->set_value(); };
-      shut();
-    });
-    done.wait();
-  } else {
-    bool finished = false;
-    closed_ = [&finished] { finished = true; };
-    shut();
-    loop_.run_until([&] { return finished; }, milliseconds(10000));
+  if (!loop_.close_on_loop(
+          [this, shut](std::function<void()> done) {
+            closed_ = std::move(done);
+            shut();
+          },
+          milliseconds(10000))) {
+    std::fprintf(stderr, "echo::engine::ShardedSubscriber: the tick was still armed 10 s after close\n");
+    std::abort();
   }
   subs_.clear();
 }

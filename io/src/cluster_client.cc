@@ -95,22 +95,13 @@ ClusterClient::~ClusterClient() {
       if (finish) finish();
     }
   };
-  if (loop_.running()) {
-    auto closed = std::make_shared<std::promise<void>>();
-    auto done = closed->get_future();
-    loop_.post([this, closed, shut] {
-      closed_ = [closed] { closed->set_value(); };
-      shut();
-    });
-    done.wait();
-  } else {
-    bool finished = false;
-    closed_ = [&finished] { finished = true; };
-    shut();
-    if (!loop_.run_until([&] { return finished; }, milliseconds(10000))) {
-      contract_violation("the tick was still armed 10 s after close");
-    }
-  }
+  const bool closed = loop_.close_on_loop(
+      [this, shut](std::function<void()> done) {
+        closed_ = std::move(done);
+        shut();
+      },
+      milliseconds(10000));
+  if (!closed) contract_violation("the tick was still armed 10 s after close");
   // Each connection's destructor fails its own in-flight calls; `closing_` keeps their
   // callbacks from routing anything anew.
   nodes_.clear();

@@ -149,35 +149,27 @@ Connection::~Connection() {
   if (loop_.in_loop_thread()) {
     contract_violation("destroyed on its own loop thread (destroy it from another thread)");
   }
+  const bool closed = loop_.close_on_loop(
+      [this](std::function<void()> done) {
+        closed_ = std::move(done);
+        begin_close();
+      },
+      milliseconds(10000));
+  if (closed) return;
+  // A close that never ends aborts and says so, rather than hang: with no other thread running
+  // the loop (this one ran it), name what is still armed.
   if (loop_.running()) {
-    // shared: the loop thread may still be inside set_value() when this thread wakes and leaves.
-    auto closed = std::make_shared<std::promise<void>>();
-    auto done = closed->get_future();
-    loop_.post([this, closed] {
-      closed_ = [closed] { closed->set_value(); };
-      begin_close();
-    });
-    // The same watchdog as below: a close that never ends aborts and says so, rather than hang.
-    if (done.wait_for(milliseconds(10000)) != std::future_status::ready) {
-      std::fprintf(stderr, "echo::io::Connection %s: still closing on the loop thread (%s)\n",
-                   options_.label.c_str(), std::string(to_string(status())).c_str());
-      contract_violation("operations still in flight 10 s after close");
-    }
+    std::fprintf(stderr, "echo::io::Connection %s: still closing on the loop thread (%s)\n",
+                 options_.label.c_str(), std::string(to_string(status())).c_str());
   } else {
-    bool finished = false;
-    closed_ = [&finished] { finished = true; };
-    begin_close();
-    if (!loop_.run_until([&] { return finished; }, milliseconds(10000))) {
-      // Name what is still armed, so a report says which completion never came.
-      std::fprintf(stderr,
-                   "echo::io::Connection %s: still armed after close: connect=%d recv=%d send=%d "
-                   "flush=%d tick=%d backoff=%d status=%s\n",
-                   options_.label.c_str(), connect_op_.armed, recv_op_.armed, send_op_.armed,
-                   flush_op_.armed, tick_op_.armed, backoff_op_.armed,
-                   std::string(to_string(status())).c_str());
-      contract_violation("operations still in flight 10 s after close");
-    }
+    std::fprintf(stderr,
+                 "echo::io::Connection %s: still armed after close: connect=%d recv=%d send=%d "
+                 "flush=%d tick=%d backoff=%d status=%s\n",
+                 options_.label.c_str(), connect_op_.armed, recv_op_.armed, send_op_.armed,
+                 flush_op_.armed, tick_op_.armed, backoff_op_.armed,
+                 std::string(to_string(status())).c_str());
   }
+  contract_violation("operations still in flight 10 s after close");
 }
 
 void Connection::start() {

@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <future>
+#include <memory>
 #include <stdexcept>
 #include <system_error>
 
@@ -186,6 +187,20 @@ void UringLoop::run() {
     }
   }
   loop_until(nullptr, std::chrono::steady_clock::time_point::max());
+}
+
+bool UringLoop::close_on_loop(std::function<void(std::function<void()> done)> begin,
+                              std::chrono::milliseconds timeout) {
+  if (running()) {
+    // shared: the loop thread may still be inside set_value() when this thread wakes and leaves.
+    auto closed = std::make_shared<std::promise<void>>();
+    auto done = closed->get_future();
+    post([begin = std::move(begin), closed] { begin([closed] { closed->set_value(); }); });
+    return done.wait_for(timeout) == std::future_status::ready;
+  }
+  bool finished = false;
+  begin([&finished] { finished = true; });
+  return run_until([&] { return finished; }, timeout);
 }
 
 bool UringLoop::run_until(const std::function<bool()>& done, std::chrono::milliseconds timeout) {

@@ -59,6 +59,12 @@ class UringLoop {
   // Runs the loop on the calling thread until `done()` is true or `timeout` passes; for callers
   // that own a loop no thread is running (tests, teardown). Returns done().
   bool run_until(const std::function<bool()>& done, std::chrono::milliseconds timeout);
+  // Teardown of a loop-thread object from another thread: runs `begin(done)` on the loop thread
+  // (posted when some thread runs the loop, else right here inside run_until()) and waits until
+  // the loop thread calls `done` once or `timeout` passes. True iff `done` was called. Never on
+  // the loop thread (it would wait on itself).
+  bool close_on_loop(std::function<void(std::function<void()> done)> begin,
+                     std::chrono::milliseconds timeout);
   // Asks run() to return. Any thread; never blocks.
   void stop() noexcept;
 
