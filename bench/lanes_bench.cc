@@ -468,6 +468,15 @@ void BM_JobLane_Throughput(benchmark::State& state, const Placement& p, int cons
 // subscriber, on a plain hiredis client, alternating message by message in the same loop. The
 // difference is what the script adds to the job lane over the broadcast lane; the closing table
 // adds it to the broadcast lane's median as the job lane's floor with this script.
+// usec_per_call of `command` in an INFO commandstats reply (0 when absent).
+double usec_per_call(const std::string& info, const std::string& command) {
+  const std::string head = "cmdstat_" + command + ":";
+  const auto line = info.find(head);
+  if (line == std::string::npos) return 0;
+  const auto field = info.find("usec_per_call=", line);
+  return field == std::string::npos ? 0 : std::atof(info.c_str() + field + 14);
+}
+
 void BM_JobLane_ServerHop(benchmark::State& state, const Placement& p) {
   place(p);
   Context c = connect(), sub = connect();
@@ -483,6 +492,9 @@ void BM_JobLane_ServerHop(benchmark::State& state, const Placement& p) {
   const auto frame = echo::table::make_frame(minter.mint("AST").value(), minter.mint("TXN").value());
   const auto payload = echo::table::view(frame);
   Samples publish, hop;
+  // The server's own time per command (INFO commandstats, from here to the loop's end): the
+  // script's share without the wakes and the scheduling that the round trips above include.
+  Reply reset = command(c.get(), "CONFIG RESETSTAT");
   for (auto _ : state) {
     // Untimed: a parked flag with credit and no earlier rows, so each call takes the hand-off.
     Reply flag = command(c.get(), "SET %sparked 1 PX 60000", mbase.c_str());
@@ -505,6 +517,10 @@ void BM_JobLane_ServerHop(benchmark::State& state, const Placement& p) {
     }
     Reply gone = command(c.get(), "DEL %sjob:%s", mbase.c_str(), id.c_str());
   }
+  Reply stats = command(c.get(), "INFO commandstats");
+  const std::string text = stats && stats->type == REDIS_REPLY_STRING ? std::string(stats->str, stats->len) : "";
+  g_results["server_evalsha"][p.name].us.assign(1, usec_per_call(text, "evalsha"));
+  g_results["server_publish"][p.name].us.assign(1, usec_per_call(text, "publish"));
   Reply left = command(c.get(), "DEL %slive %sparked %sdeliver %sactive %sgactive", mbase.c_str(),
                        mbase.c_str(), mbase.c_str(), mbase.c_str(), mbase.c_str());
   publish.sort();
@@ -631,6 +647,12 @@ void print_table() {
     std::printf("%-10s | server hop: member_enqueue hand-off round trip %.1f us vs PUBLISH %.1f us (+%.1f us); "
                 "job-lane floor with this script = bc(E) + %.1f = %.1f us (%.2fx bc(E)); job lane %.2fx that floor\n",
                 p.name, fan, pub, fan - pub, fan - pub, floor, be > 0 ? floor / be : 0, floor > 0 ? j / floor : 0);
+    const double se = median("server_evalsha", p.name), sp = median("server_publish", p.name);
+    if (se > 0 && sp > 0) {
+      std::printf("%-10s | server time (INFO commandstats, no wakes in it): member_enqueue %.1f us vs PUBLISH %.1f us "
+                  "(+%.1f us); bc(E) + that = %.1f us (%.2fx bc(E))\n",
+                  p.name, se, sp, se - sp, be + se - sp, be > 0 ? (be + se - sp) / be : 0);
+    }
   }
   for (const Placement& p : kPlacements) {
     const double be = median("broadcast_engine_applied", p.name), j = median("job_applied", p.name);
