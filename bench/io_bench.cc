@@ -10,18 +10,17 @@
 // On a shared machine run it as `chrt -f 20 io_bench` (the server inherits the policy); never
 // busy-poll on the server's core under SCHED_FIFO (the spinner would starve the server).
 #include <hiredis/hiredis.h>
-#include <sched.h>
 
 #include <benchmark/benchmark.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <memory>
-#include <stdexcept>
 #include <string>
 
 #include <echo/engine/local_server.h>
+#include <echo/harness/hiredis.h>
+#include <echo/harness/placement.h>
 #include <echo/io/connection.h>
 #include <echo/io/uring_loop.h>
 
@@ -38,11 +37,9 @@ using echo::io::WaitMode;
 
 echo::engine::LocalServer* g_server = nullptr;
 
+// One task (0: this thread); the server's main thread only, as its bio threads stay off the path.
 void pin(pid_t pid, int cpu) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  if (sched_setaffinity(pid, sizeof set, &set) != 0) {
+  if (!echo::harness::pin_task(pid, cpu)) {
     std::fprintf(stderr, "io_bench: cannot pin pid %d to CPU %d\n", static_cast<int>(pid), cpu);
   }
 }
@@ -55,15 +52,17 @@ ConnectionOptions bench_options() {
   return o;
 }
 
-struct HiredisDeleter {
-  void operator()(redisContext* c) const noexcept { redisFree(c); }
-};
+echo::harness::Context hiredis_client() {
+  return echo::harness::connect(g_server->host(), g_server->port());
+}
 
-std::unique_ptr<redisContext, HiredisDeleter> hiredis_client() {
-  std::unique_ptr<redisContext, HiredisDeleter> c(
-      redisConnect(g_server->host().c_str(), g_server->port()));
-  if (!c || c->err) throw std::runtime_error("io_bench: hiredis cannot connect");
-  return c;
+// Starts `conn`, running `loop` on this thread until it is ready; false (the benchmark skipped)
+// when it does not boot within 5 s.
+bool booted(UringLoop& loop, Connection& conn, benchmark::State& state) {
+  conn.start();
+  if (loop.run_until([&] { return conn.status() == ConnStatus::kReady; }, 5000ms)) return true;
+  state.SkipWithError("connection did not boot");
+  return false;
 }
 
 // Baseline: one blocking PING through hiredis (write + read on this thread).
@@ -84,11 +83,7 @@ void ping_round_trip(benchmark::State& state, LoopOptions options) {
   std::uint64_t errors = 0;
   {
     Connection conn(loop, bench_options());
-    conn.start();
-    if (!loop.run_until([&] { return conn.status() == ConnStatus::kReady; }, 5000ms)) {
-      state.SkipWithError("connection did not boot");
-      return;
-    }
+    if (!booted(loop, conn, state)) return;
     bool done = false;
     auto on_reply = [&](std::error_code ec, const Resp3Value&) {
       errors += ec ? 1 : 0;
@@ -111,11 +106,7 @@ void ping_round_trip_run(benchmark::State& state, LoopOptions options) {
   std::uint64_t errors = 0;
   {
     Connection conn(loop, bench_options());
-    conn.start();
-    if (!loop.run_until([&] { return conn.status() == ConnStatus::kReady; }, 5000ms)) {
-      state.SkipWithError("connection did not boot");
-      return;
-    }
+    if (!booted(loop, conn, state)) return;
     auto on_reply = [&](std::error_code ec, const Resp3Value&) {
       errors += ec ? 1 : 0;
       loop.stop();
@@ -194,11 +185,7 @@ void BM_Connection_PipelinedPing(benchmark::State& state) {
   std::uint64_t errors = 0;
   {
     Connection conn(loop, bench_options());
-    conn.start();
-    if (!loop.run_until([&] { return conn.status() == ConnStatus::kReady; }, 5000ms)) {
-      state.SkipWithError("connection did not boot");
-      return;
-    }
+    if (!booted(loop, conn, state)) return;
     int left = 0;
     auto on_reply = [&](std::error_code ec, const Resp3Value&) {
       errors += ec ? 1 : 0;

@@ -6,12 +6,10 @@
 #include "bench_cmd.h"
 
 #include <echo/engine/local_server.h>
-#include <pthread.h>
-#include <sched.h>
+#include <echo/harness/placement.h>
 
 #include <charconv>
 #include <chrono>
-#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -122,28 +120,6 @@ std::string command_line(const BenchArgs& a) {
   return out;
 }
 
-// Pins the calling thread; every thread it starts afterwards inherits the CPU.
-bool pin_this_thread(int cpu) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  return pthread_setaffinity_np(pthread_self(), sizeof set, &set) == 0;
-}
-
-// Every thread of the server process (redis-server runs bio threads beside its main one).
-bool pin_server(pid_t pid, int cpu) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  std::error_code ec;
-  bool ok = true;
-  for (const auto& task :
-       std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
-    ok = sched_setaffinity(std::stoi(task.path().filename().string()), sizeof set, &set) == 0 && ok;
-  }
-  return ok && !ec;
-}
-
 int run(const BenchArgs& a) {
   bench::BenchConfig c;
   if (!configure(a, c)) return 2;
@@ -172,11 +148,11 @@ int run(const BenchArgs& a) {
     std::cerr << "echostore bench: " << e.what() << '\n';
     return 1;
   }
-  if (c.process_cpu >= 0 && !pin_this_thread(c.process_cpu)) {
+  if (c.process_cpu >= 0 && !harness::pin_thread(c.process_cpu)) {
     std::cerr << "echostore bench: cannot pin the bench to CPU " << c.process_cpu << '\n';
     return 1;
   }
-  if (own && c.server_cpu >= 0 && !pin_server(own->pid(), c.server_cpu)) {
+  if (own && c.server_cpu >= 0 && !harness::pin_process(own->pid(), c.server_cpu)) {
     std::cerr << "echostore bench: cannot pin redis-server to CPU " << c.server_cpu << '\n';
     return 1;
   }

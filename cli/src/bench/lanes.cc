@@ -7,10 +7,11 @@
 // SQLite WAL commit, as the drill's H6 does.
 #include <echo/engine/engine.h>
 #include <echo/engine/journal.h>
+#include <echo/harness/stage.h>
+#include <echo/harness/temp_dir.h>
 #include <echo/table/coherence_frame.h>
 #include <echo/table/names.h>
 #include <sqlite3.h>
-#include <stdlib.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -35,25 +36,6 @@ namespace fs = std::filesystem;
 
 constexpr unsigned kReceiver = 901, kSender = 902, kMinter = 903, kJournalNode = 904;
 constexpr int kWarmup = 20;  // messages per lane before the first round, unmeasured
-
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "echostore-bench-XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("cannot create a temp dir");
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
 
 struct SqliteClose {
   void operator()(sqlite3* db) const noexcept { sqlite3_close(db); }
@@ -106,9 +88,7 @@ double one_message(Engine& r, const std::string& t, const BrandedId& name, table
   const BrandedId v = minter.mint("TXN").value();
   const auto t0 = Clock::now();
   if (!send(v)) throw std::runtime_error("the send to " + t + " failed");
-  char buf[32];
-  const bool gone = floors::spin_until(
-      [&] { return r.writer(t)->map().read(name.view(), buf).status == table::ReadStatus::kMiss; });
+  const bool gone = floors::spin_until([&] { return !harness::cached(r, t, name); });
   if (!gone) throw std::runtime_error("a message to " + t + " did not drop R's row within 2 s");
   return floors::since_us(t0);
 }
@@ -172,15 +152,11 @@ void run_lanes(const BenchConfig& c, const DrillTarget& target, Progress& progre
                     mem = "bench_mem_" + run_id;
   const BrandedId group = minter.mint("PRT").value();
 
-  TempDir dir;
-  engine::JournalOptions lane_journal{.dir = dir.path() / "lane", .group = group.str()};
-  lane_journal.node_id = kJournalNode;
-  engine::Journal lj(lane_journal);
+  const harness::TempDir dir("echostore-bench-");
+  engine::Journal lj(harness::journal_options(dir.path() / "lane", group.str(), kJournalNode));
 
   auto node = [&](unsigned id) {
-    engine::EngineOptions o = floors::node_options(target, id);
-    o.io.cpu = c.process_cpu;
-    return o;
+    return harness::node_options(target.host, target.port, id, c.process_cpu);
   };
   Engine r(node(kReceiver),
            {lane_spec(bc, CoherenceMode::kBroadcast, c), lane_spec(job, CoherenceMode::kJob, c),
@@ -266,10 +242,8 @@ void run_lanes(const BenchConfig& c, const DrillTarget& target, Progress& progre
       false);
 
   const std::string floor_channel = "echostore:bench:floor:" + run_id;
-  engine::JournalOptions pair_journal{.dir = dir.path() / "pair",
-                                      .group = minter.mint("PRT").value().str()};
-  pair_journal.node_id = kJournalNode + 1;
-  engine::Journal jj(pair_journal);
+  engine::Journal jj(harness::journal_options(dir.path() / "pair",
+                                              minter.mint("PRT").value().str(), kJournalNode + 1));
   PlainWal wal(dir.path() / "plain.db");
   const int n = c.messages;
   for (int round = 0; round < c.rounds; ++round) {

@@ -3,18 +3,23 @@
 // (DESIGN "Performance": every figure is a ratio to a baseline taken on the same machine, in
 // the same minute): a plain blocking hiredis GET (the floor under a miss) and a plain hiredis
 // PUBLISH -> message round trip to a blocking subscriber on its own thread (the floor under the
-// broadcast lane). Plus the small things the cache and broadcast gates share.
+// broadcast lane). Plus the small things the gates share: node options, loaders, a plain map
+// read, the L2 key, a read's description.
 #pragma once
 
 #include <echo/engine/engine.h>
+#include <echo/harness/hiredis.h>
+#include <echo/harness/samples.h>
+#include <echo/harness/stage.h>
+#include <echo/table/branded_id.h>
+#include <echo/table/names.h>
 #include <hiredis/hiredis.h>
 
-#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdarg>
 #include <cstdio>
-#include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -25,26 +30,18 @@
 
 namespace echo::cli::floors {
 
-using Clock = std::chrono::steady_clock;
-
-struct ReplyFree {
-  void operator()(redisReply* r) const noexcept { freeReplyObject(r); }
-};
-using Reply = std::unique_ptr<redisReply, ReplyFree>;
+// The measurement harness (echo::harness) under the names the gates use.
+using harness::Clock;
+using harness::eventually;
+using harness::Reply;
+using harness::Samples;
+using harness::since_us;
+using harness::spin_until;
 
 // A plain blocking hiredis connection (RESP2): the baseline client, and the drill's eyes on L2.
 class Redis {
  public:
-  explicit Redis(const DrillTarget& target)
-      : c_(redisConnect(target.host.c_str(), target.port), redisFree) {
-    if (!c_ || c_->err) {
-      throw std::runtime_error("plain hiredis connection to " + target.host + ':' +
-                               std::to_string(target.port) + " failed" +
-                               (c_ ? std::string(": ") + c_->errstr : std::string()));
-    }
-    const timeval five{5, 0};  // a lost reply fails the gate instead of hanging the drill
-    redisSetTimeout(c_.get(), five);
-  }
+  explicit Redis(const DrillTarget& target) : c_(harness::connect(target.host, target.port)) {}
   // One command, printf-style as redisCommand (%s, %b with a length). Null on a transport error.
   Reply command(const char* format, ...) {
     va_list ap;
@@ -81,48 +78,8 @@ class Redis {
   redisContext* raw() const noexcept { return c_.get(); }
 
  private:
-  std::unique_ptr<redisContext, void (*)(redisContext*)> c_;
+  harness::Context c_;
 };
-
-// Microsecond samples, sorted once.
-struct Samples {
-  std::vector<double> us;
-  void sort() { std::sort(us.begin(), us.end()); }
-  double pct(double p) const {
-    if (us.empty()) return 0;
-    const auto i = static_cast<std::size_t>(p * static_cast<double>(us.size() - 1) + 0.5);
-    return us[std::min(i, us.size() - 1)];
-  }
-  double median() const { return pct(0.5); }
-};
-
-inline double since_us(Clock::time_point t0) {
-  return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
-}
-
-// Waits for `done` on the caller's thread: a short spin, then yields, so on a two-core machine
-// the threads being waited for still get the CPU. False after `limit`. The same waiter serves
-// the floor and the engine, so both figures carry the same observation cost.
-template <class Pred>
-bool spin_until(Pred done, std::chrono::microseconds limit = std::chrono::seconds(2)) {
-  const auto end = Clock::now() + limit;
-  for (unsigned spins = 0; !done(); ++spins) {
-    if (spins > 64) std::this_thread::yield();
-    if ((spins & 255) == 0 && Clock::now() > end) return done();
-  }
-  return true;
-}
-
-// Polls (1 ms sleeps) for slower conditions: sweeps, applies after a storm.
-template <class Pred>
-bool eventually(Pred done, std::chrono::milliseconds limit = std::chrono::seconds(2)) {
-  const auto end = Clock::now() + limit;
-  while (!done()) {
-    if (Clock::now() > end) return done();
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return true;
-}
 
 // The floor under a miss: `n` sequential plain GETs of `key` (after 50 unmeasured).
 inline Samples get_floor(const DrillTarget& target, const std::string& key, int n) {
@@ -195,11 +152,37 @@ inline std::string fmt(const char* format, ...) {
 
 // A node of the drill: the engine options for `target` with minting node `node`.
 inline engine::EngineOptions node_options(const DrillTarget& target, unsigned node) {
+  return harness::node_options(target.host, target.port, node);
+}
+
+// A node of the drill's cluster (drill --cluster): the same, through the seed list.
+inline engine::EngineOptions cluster_node_options(const DrillTarget& target, unsigned node) {
   engine::EngineOptions o;
-  o.host = target.host;
-  o.port = target.port;
+  o.mode = engine::ServerMode::kCluster;
+  o.cluster_seeds = target.cluster_seeds;
   o.node_id = node;
   return o;
+}
+
+using harness::cached;
+
+// The L2 key of `id`'s row in `table` (ecc:{table}:id).
+inline std::string l2_key(const std::string& table, const table::BrandedId& id) {
+  return table::l2_key(table, id.view()).value();
+}
+
+// A loader that answers `value` and counts its runs in `runs`.
+inline engine::Loader counting_loader(std::atomic<int>& runs, std::string value = "px=100.00") {
+  return [&runs, value](const table::BrandedId&) -> engine::LoadResult {
+    runs.fetch_add(1, std::memory_order_relaxed);
+    return engine::Loaded{value, std::nullopt};
+  };
+}
+
+// A read's answer for a gate's figure: "l1 px=100.00", or "error <message>".
+inline std::string describe(const engine::Result<engine::Got>& g) {
+  if (!g) return "error " + g.error().message();
+  return std::string(engine::to_string(g->source)) + " " + g->value;
 }
 
 }  // namespace echo::cli::floors

@@ -31,26 +31,16 @@ using engine::LoadResult;
 using engine::Source;
 using engine::TableSpec;
 using floors::Clock;
+using floors::counting_loader;
 using floors::fmt;
 using floors::grouped;
+using floors::l2_key;
 using floors::node_options;
 using floors::Redis;
 using table::BrandedId;
 
 // Minting nodes of the E gates' engines and of the drill's own ids (distinct: WIRE §1.3).
 constexpr unsigned kDrillNode = 100;
-
-std::string l2_key(const std::string& table, const BrandedId& id) {
-  return table::l2_key(table, id.view()).value();
-}
-
-// A loader that answers "px=100.00" and counts its runs.
-engine::Loader counting_loader(std::atomic<int>& runs, std::string value = "px=100.00") {
-  return [&runs, value](const BrandedId&) -> LoadResult {
-    runs.fetch_add(1, std::memory_order_relaxed);
-    return Loaded{value, std::nullopt};
-  };
-}
 
 void e1_declared(GateRun& run, const DrillTarget& target) {
   run.stage(

@@ -10,6 +10,8 @@
 #include <echo/engine/job_consumer.h>
 #include <echo/engine/journal.h>
 #include <echo/engine/local_cluster.h>
+#include <echo/harness/stage.h>
+#include <echo/harness/temp_dir.h>
 #include <echo/io/cluster_client.h>
 #include <echo/table/branded_id.h>
 #include <echo/table/coherence_frame.h>
@@ -20,7 +22,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -41,19 +42,13 @@ using engine::Loaded;
 using engine::LoadResult;
 using engine::Source;
 using engine::TableSpec;
+using floors::cached;
 using floors::Clock;
+using floors::cluster_node_options;
 using floors::fmt;
 using table::BrandedId;
 
 constexpr unsigned kDrillNode = 300;
-
-engine::EngineOptions cluster_node(const DrillTarget& target, unsigned node) {
-  engine::EngineOptions o;
-  o.mode = engine::ServerMode::kCluster;
-  o.cluster_seeds = target.cluster_seeds;
-  o.node_id = node;
-  return o;
-}
 
 TableSpec spec(const std::string& name, CoherenceMode mode, std::atomic<int>& loads) {
   TableSpec s{.name = name,
@@ -68,11 +63,6 @@ TableSpec spec(const std::string& name, CoherenceMode mode, std::atomic<int>& lo
   s.job_beat_ms = 100;
   s.job_retry_delay_ms = 20;
   return s;
-}
-
-bool cached(const Engine& node, const std::string& table, const BrandedId& name) {
-  char buf[64];
-  return node.writer(table)->map().read(name.view(), buf).status != table::ReadStatus::kMiss;
 }
 
 // The master serving `key`'s slot now, as a drill target.
@@ -149,8 +139,8 @@ void f2_newer_wins(GateRun& run, const DrillTarget& target) {
       "newer-wins does not depend on where the keys live: expect v_old stale on A's L1 (row "
       "kept), drop_l2 0 on the shard owning {quotes}, drop_l2(v_fresh) 1");
   std::atomic<int> loads{0};
-  Engine a(cluster_node(target, 301), {spec("quotes", CoherenceMode::kBroadcast, loads)});
-  Engine b(cluster_node(target, 302), {spec("quotes", CoherenceMode::kBroadcast, loads)});
+  Engine a(cluster_node_options(target, 301), {spec("quotes", CoherenceMode::kBroadcast, loads)});
+  Engine b(cluster_node_options(target, 302), {spec("quotes", CoherenceMode::kBroadcast, loads)});
   if (!run.expect(!a.start(std::chrono::seconds(15)) && !b.start(std::chrono::seconds(15)),
                   "nodes A and B start on the cluster")) {
     return;
@@ -224,7 +214,7 @@ void f3_broadcast(GateRun& run, const DrillTarget& target) {
              "wake -- expect the median push between 0.5x and 4x the floor: " +
              fmt("%.0f", lo) + " to " + fmt("%.0f", hi) + " us");
   std::atomic<int> loads{0};
-  Engine b(cluster_node(target, 312), {spec("board", CoherenceMode::kBroadcast, loads)});
+  Engine b(cluster_node_options(target, 312), {spec("board", CoherenceMode::kBroadcast, loads)});
   if (!run.expect(!b.start(std::chrono::seconds(15)), "node B starts and SSUBSCRIBEs")) return;
   table::Minter writer(kDrillNode + 1);
   const int total = kMessages + kWarmup;
@@ -255,8 +245,8 @@ void f3_broadcast(GateRun& run, const DrillTarget& target) {
   run.expect(median >= lo && median <= hi,
              "median push " + fmt("%.0f", median) + " us inside the derived band");
 
-  Engine a(cluster_node(target, 311), {spec("board", CoherenceMode::kNone, loads)});
-  Engine c(cluster_node(target, 313), {spec("board", CoherenceMode::kBroadcast, loads)});
+  Engine a(cluster_node_options(target, 311), {spec("board", CoherenceMode::kNone, loads)});
+  Engine c(cluster_node_options(target, 313), {spec("board", CoherenceMode::kBroadcast, loads)});
   if (!run.expect(!a.start(std::chrono::seconds(15)) && !c.start(std::chrono::seconds(15)),
                   "nodes A and C start")) {
     return;
@@ -302,8 +292,8 @@ void f5_job_lane(GateRun& run, const DrillTarget& target) {
       "and no other master holds a key of either; the job is applied once, its replay answers "
       "stale");
   std::atomic<int> loads{0};
-  Engine w(cluster_node(target, 340), {spec("lanes", CoherenceMode::kNone, loads)});
-  Engine c(cluster_node(target, cid), {spec("lanes", CoherenceMode::kJob, loads)});
+  Engine w(cluster_node_options(target, 340), {spec("lanes", CoherenceMode::kNone, loads)});
+  Engine c(cluster_node_options(target, cid), {spec("lanes", CoherenceMode::kJob, loads)});
   if (!run.expect(!w.start(std::chrono::seconds(15)) && !c.start(std::chrono::seconds(15)),
                   "nodes W and C start")) {
     return;
@@ -384,32 +374,20 @@ void fo_failover(GateRun& run, const DrillTarget& target) {
       jt = candidate;
     }
   }
-  std::string tmpl =
-      (std::filesystem::temp_directory_path() / "echostore-drill-fo-XXXXXX").string();
-  if (!run.expect(!jt.empty() && ::mkdtemp(tmpl.data()) != nullptr,
+  const harness::TempDir dir("echostore-drill-fo-", std::nothrow);
+  if (!run.expect(!jt.empty() && dir.ok(),
                   "a job-lane table on the same master, and a journal directory")) {
     return;
   }
-  struct RemoveDir {
-    std::filesystem::path dir;
-    ~RemoveDir() {
-      std::error_code ec;
-      std::filesystem::remove_all(dir, ec);
-    }
-  } remove_dir{tmpl};
   table::Minter writer(kDrillNode + 3);
   const BrandedId group = writer.mint("PRT").value();
-  engine::JournalOptions jo;
-  jo.dir = tmpl;
-  jo.group = group.str();
-  jo.node_id = kDrillNode + 4;
-  engine::Journal journal(jo);  // outlives the engines (declared first)
+  engine::Journal journal(harness::journal_options(dir.path(), group.str(), kDrillNode + 4));  // outlives the engines (declared first)
   std::atomic<int> loads{0};
-  Engine w(cluster_node(target, 321),
+  Engine w(cluster_node_options(target, 321),
            {spec("fo", CoherenceMode::kBroadcast, loads), spec(jt, CoherenceMode::kNone, loads)});
-  Engine r1(cluster_node(target, 322),
+  Engine r1(cluster_node_options(target, 322),
             {spec("fo", CoherenceMode::kBroadcast, loads), spec(jt, CoherenceMode::kJob, loads)});
-  Engine r2(cluster_node(target, 323), {spec("fo", CoherenceMode::kBroadcast, loads)});
+  Engine r2(cluster_node_options(target, 323), {spec("fo", CoherenceMode::kBroadcast, loads)});
   r1.use_journal(jt, journal);
   if (!run.expect(!w.start(std::chrono::seconds(15)) && !r1.start(std::chrono::seconds(15)) &&
                       !r2.start(std::chrono::seconds(15)),

@@ -36,7 +36,9 @@ using engine::LoadResult;
 using engine::Loaded;
 using engine::Source;
 using engine::TableSpec;
+using floors::cached;
 using floors::Clock;
+using floors::describe;
 using floors::fmt;
 using floors::node_options;
 using floors::Redis;
@@ -56,40 +58,7 @@ TableSpec lane_table(const std::string& name, CoherenceMode mode, std::atomic<in
                    .ttl_ms = 60000, .coherence = mode};
 }
 
-bool cached(const Engine& node, const std::string& table, const BrandedId& name) {
-  char buf[64];
-  return node.writer(table)->map().read(name.view(), buf).status != table::ReadStatus::kMiss;
-}
-
-std::string describe(const engine::Result<engine::Got>& g) {
-  if (!g) return "error " + g.error().message();
-  return std::string(engine::to_string(g->source)) + " " + g->value;
-}
-
 JobConsumerStats consumer_of(const Engine& node) { return *node.stats().tables.at(0).consumer; }
-
-// EVALSHA of an embedded script on a plain client, loading it first (a fresh server has none).
-Reply eval(Redis& r, std::string_view script, const std::vector<std::string>& keys,
-           const std::vector<std::string>& argv) {
-  const lua::Script* s = lua::find_script(script);
-  if (s == nullptr) return nullptr;
-  Reply loaded = r.command("SCRIPT LOAD %b", s->source.data(), s->source.size());
-  std::vector<const char*> args{"EVALSHA"};
-  std::vector<std::size_t> lens{7};
-  const std::string sha(s->sha1), nkeys = std::to_string(keys.size());
-  args.push_back(sha.c_str());
-  lens.push_back(sha.size());
-  args.push_back(nkeys.c_str());
-  lens.push_back(nkeys.size());
-  for (const auto* list : {&keys, &argv}) {
-    for (const auto& a : *list) {
-      args.push_back(a.data());
-      lens.push_back(a.size());
-    }
-  }
-  return Reply(static_cast<redisReply*>(
-      redisCommandArgv(r.raw(), static_cast<int>(args.size()), args.data(), lens.data())));
-}
 
 // EVALSHA of an embedded script the server already holds (eval loaded it): one round trip.
 Reply eval_loaded(Redis& r, std::string_view script, const std::vector<std::string>& keys,
@@ -110,6 +79,15 @@ Reply eval_loaded(Redis& r, std::string_view script, const std::vector<std::stri
   }
   return Reply(static_cast<redisReply*>(
       redisCommandArgv(r.raw(), static_cast<int>(args.size()), args.data(), lens.data())));
+}
+
+// EVALSHA of an embedded script on a plain client, loading it first (a fresh server has none).
+Reply eval(Redis& r, std::string_view script, const std::vector<std::string>& keys,
+           const std::vector<std::string>& argv) {
+  const lua::Script* s = lua::find_script(script);
+  if (s == nullptr) return nullptr;
+  Reply loaded = r.command("SCRIPT LOAD %b", s->source.data(), s->source.size());
+  return eval_loaded(r, script, keys, argv);
 }
 
 // Watches the server's MONITOR stream for the complete script's EVALSHA of `job` and keeps the

@@ -22,6 +22,7 @@
 #include <echo/engine/job_consumer.h>
 #include <echo/engine/journal.h>
 #include <echo/engine/l2_frame.h>
+#include <echo/harness/temp_dir.h>
 #include <echo/lua/scripts.h>
 #include <echo/table/branded_id.h>
 #include <echo/table/names.h>
@@ -57,24 +58,10 @@ table::Minter& minter() {
 }
 BrandedId mint(std::string_view ns) { return minter().mint(ns).value(); }
 
-// The gates' journal files: a fresh temp dir per gate, removed with everything in it.
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "echostore-drill-journal-XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) != nullptr) path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    if (!path_.empty()) fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const fs::path& path() const { return path_; }
-  bool ok() const { return !path_.empty(); }
-
- private:
-  fs::path path_;
+// The gates' journal files: a fresh temp dir per gate, removed with everything in it; ok() is
+// false when it could not be made (the gate fails that check).
+struct JournalDir : harness::TempDir {
+  JournalDir() noexcept : TempDir("echostore-drill-journal-", std::nothrow) {}
 };
 
 JournalOptions options(const fs::path& dir, const BrandedId& group) {
@@ -151,7 +138,7 @@ void h1_files(GateRun& run, const DrillTarget&) {
   run.derive("one file per group named by the group's branded id, so two groups make two files; "
              "the group is validated before any file exists; the schema carries the outbox "
              "(intents) and the last word (applied)");
-  TempDir dir;
+  JournalDir dir;
   if (!run.expect(dir.ok(), "a temp dir for the journal files")) return;
   const BrandedId g1 = mint("PRT"), g2 = mint("PRT");
   std::uint64_t intents = 99;
@@ -202,7 +189,7 @@ void h2_windows(GateRun& run, const DrillTarget& target) {
   run.derive("replay re-enqueues every uncovered intent under its recorded id: the never-enqueued "
              "one is admitted (replayed 1), the other is already on the bus and answers duplicate "
              "(deduplicated 1); once C has applied both, coverage is total and replay is {0, 0}");
-  TempDir dir;
+  JournalDir dir;
   if (!run.expect(dir.ok(), "a temp dir for the journal file")) return;
   const BrandedId group = mint("PRT");
   Journal j(options(dir.path(), group));
@@ -242,7 +229,7 @@ void h3_memory(GateRun& run, const DrillTarget& target) {
   run.derive("the applied table lives in the file, so it survives the table, the node and the "
              "bus: v_old must answer remembered_stale from the memory alone -- no counter moves, "
              "no row appears -- while v6 passes through and becomes the last word");
-  TempDir dir;
+  JournalDir dir;
   if (!run.expect(dir.ok(), "a temp dir for the journal file")) return;
   const BrandedId group = mint("PRT"), name = mint("AST");
   const BrandedId v_old = mint("AST"), v5 = mint("AST"), v6 = mint("AST");
@@ -299,7 +286,7 @@ void h4_loss(GateRun& run, const DrillTarget& target) {
              "intents C never applied -- replay must enqueue 30 in seq order under their recorded "
              "ids and deduplicate none, and C must drain them to 50 of 50 names remembered at "
              "their final versions");
-  TempDir dir;
+  JournalDir dir;
   if (!run.expect(dir.ok(), "a temp dir for the journal file")) return;
   const BrandedId group = mint("PRT");
   Journal j(options(dir.path(), group));
@@ -372,7 +359,7 @@ void h5_compaction(GateRun& run, const DrillTarget& target) {
   run.derive("an intent is retired when its name carries an applied version at least as new -- "
              "coverage, not acknowledgment -- so all 50 go, the applied memory keeps 50 names, "
              "replay finds nothing, and a reopen still answers the last word");
-  TempDir dir;
+  JournalDir dir;
   if (!run.expect(dir.ok(), "a temp dir for the journal file")) return;
   const BrandedId group = mint("PRT");
   std::vector<BrandedId> names, versions;
@@ -454,7 +441,7 @@ void h6_price(GateRun& run, const DrillTarget& target) {
             "the journal in one temp dir: 300 record+mark pairs single, 300 under 4 writers; node "
             "R with two job-lane tables, jb (bare) and jm (the journal), sender S; 200 messages "
             "each, one at a time, from the send to the row gone from R's L1");
-  TempDir dir;
+  JournalDir dir;
   if (!run.expect(dir.ok(), "a temp dir for the journal files")) return;
   double plain_us = 0;
   {
@@ -515,7 +502,7 @@ void h6_price(GateRun& run, const DrillTarget& target) {
              "single pair " + fmt("%.1f", single_us) + " us inside the derived band");
 
   // The lanes: bare and remembered on one node, the journal the remembered lane's both edges.
-  TempDir lane_dir;
+  JournalDir lane_dir;
   if (!run.expect(lane_dir.ok(), "a temp dir for the lane's journal")) return;
   Journal lj(options(lane_dir.path(), group));
   Engine rn(node_options(target, 448), {lane_table("jb", CoherenceMode::kJob), lane_table("jm", CoherenceMode::kJob)});

@@ -1,0 +1,34 @@
+// SPDX-License-Identifier: MIT
+// A plain blocking hiredis client (RESP2): the baseline every server-side figure is a ratio to,
+// and the measurements' own eyes on the server. Owners for its context and replies, a connect
+// that throws, and a command that keeps the reply.
+#pragma once
+
+#include <hiredis/hiredis.h>
+
+#include <memory>
+#include <string>
+
+namespace echo::harness {
+
+struct ReplyFree {
+  void operator()(redisReply* r) const noexcept { freeReplyObject(r); }
+};
+using Reply = std::unique_ptr<redisReply, ReplyFree>;
+
+struct ContextFree {
+  void operator()(redisContext* c) const noexcept { redisFree(c); }
+};
+using Context = std::unique_ptr<redisContext, ContextFree>;
+
+// A connection to host:port with a 5 s reply timeout (a lost reply fails the measurement instead
+// of hanging it); throws std::runtime_error naming the address when it cannot connect.
+Context connect(const std::string& host, int port);
+
+// One command, printf-style as redisCommand (%s, %b with a length). Null on a transport error.
+template <class... Args>
+Reply command(redisContext* c, const char* format, Args... args) {
+  return Reply(static_cast<redisReply*>(redisCommand(c, format, args...)));
+}
+
+}  // namespace echo::harness

@@ -1,0 +1,57 @@
+// SPDX-License-Identifier: MIT
+// The staging helpers of stage.h.
+#include <echo/harness/stage.h>
+
+#include <chrono>
+#include <optional>
+#include <utility>
+
+namespace echo::harness {
+
+engine::EngineOptions node_options(const std::string& host, int port, unsigned node_id,
+                                   int io_cpu) {
+  engine::EngineOptions o;
+  o.host = host;
+  o.port = port;
+  o.node_id = node_id;
+  o.io.cpu = io_cpu;
+  return o;
+}
+
+engine::EngineOptions quiet_node_options(const std::string& host, int port, unsigned node_id,
+                                         int io_cpu) {
+  engine::EngineOptions o = node_options(host, port, node_id, io_cpu);
+  o.heartbeat = std::chrono::milliseconds(0);
+  return o;
+}
+
+engine::TableSpec lane_table(const std::string& name, engine::CoherenceMode mode, int writer_cpu) {
+  engine::TableSpec t;
+  t.name = name;
+  t.kind = "AST";
+  t.loader = [](const table::BrandedId&) -> engine::LoadResult {
+    return engine::Loaded{"px=100.00", std::nullopt};
+  };
+  t.ttl_ms = 600000;
+  t.jitter = 0;
+  t.coherence = mode;
+  t.writer_cpu = writer_cpu;
+  return t;
+}
+
+engine::JournalOptions journal_options(const std::filesystem::path& dir, std::string group,
+                                       unsigned node_id, bool full) {
+  engine::JournalOptions o;
+  o.dir = dir;
+  o.group = std::move(group);
+  o.synchronous_full = full;
+  o.node_id = node_id;
+  return o;
+}
+
+bool cached(const engine::Engine& node, std::string_view table, const table::BrandedId& name) {
+  char buf[64];
+  return node.writer(table)->map().read(name.view(), buf).status != table::ReadStatus::kMiss;
+}
+
+}  // namespace echo::harness
