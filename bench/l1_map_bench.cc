@@ -97,6 +97,33 @@ void read_loop(benchmark::State& state, F&& get_one) {
       benchmark::Counter(static_cast<double>(hits) / static_cast<double>(state.iterations()), avg);
 }
 
+// The fixtures' writer loop after the fill, until `mode` is 2 (quit): idle (calling `idle`, then
+// sleeping 200 us) while it is 0; while it is 1 (churn), `churn_one(row, version)` kChurnPerMs
+// times per millisecond over the churn half (never a key a reader reads), versions ever newer.
+template <class Idle, class ChurnOne>
+void churn_loop(const std::atomic<int>& mode, Idle idle, ChurnOne churn_one) {
+  std::uint64_t v = 1;
+  std::size_t next = kRows / 2;
+  auto slot = std::chrono::steady_clock::now();
+  for (;;) {
+    const int m = mode.load(std::memory_order_acquire);  // pairs with ChurnScope's stores
+    if (m == 2) break;
+    if (m == 0) {
+      idle();
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+      slot = std::chrono::steady_clock::now();
+      continue;
+    }
+    for (std::int64_t j = 0; j < kChurnPerMs; ++j) {
+      churn_one(next, v);
+      ++v;
+      if (++next == kRows) next = kRows / 2;
+    }
+    slot += std::chrono::milliseconds(1);
+    std::this_thread::sleep_until(slot);
+  }
+}
+
 // ---- The L1 map, with a writer thread that owns it for its whole life (debug builds check).
 
 struct L1Fixture {
@@ -124,31 +151,13 @@ struct L1Fixture {
     for (std::size_t i = 0; i < kRows; ++i) ids.push_back(name_id(i));
     for (std::size_t i = 0; i < kRows; ++i) map.put(ids[i], value_bytes(), ver(0));
     ready.store(true, std::memory_order_release);  // pairs with wait_ready()'s acquire load
-    std::uint64_t v = 1;
-    std::size_t next = kRows / 2;
-    auto slot = std::chrono::steady_clock::now();
-    for (;;) {
-      const int m = mode.load(std::memory_order_acquire);  // pairs with the stores in start/stop
-      if (m == 2) break;
-      if (m == 0) {
-        map.reclaim();
-        std::this_thread::sleep_for(std::chrono::microseconds(200));
-        slot = std::chrono::steady_clock::now();
-        continue;
+    // Drop + re-insert, paced per millisecond.
+    churn_loop(mode, [this] { map.reclaim(); }, [&](std::size_t row, std::uint64_t v) {
+      if (map.apply_coherence(ids[row], ver(v)) == Verdict::kApplied) {
+        drops.store(drops.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
       }
-      // Drop + re-insert on the churn half (never a key a reader reads), paced per millisecond.
-      for (std::int64_t j = 0; j < kChurnPerMs; ++j) {
-        const BrandedId& id = ids[next];
-        if (map.apply_coherence(id, ver(v)) == Verdict::kApplied) {
-          drops.store(drops.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-        }
-        map.put(id, value_bytes(), ver(v));
-        ++v;
-        if (++next == kRows) next = kRows / 2;
-      }
-      slot += std::chrono::milliseconds(1);
-      std::this_thread::sleep_until(slot);
-    }
+      map.put(ids[row], value_bytes(), ver(v));
+    });
   }
   void wait_ready() {
     while (!ready.load(std::memory_order_acquire)) std::this_thread::yield();
@@ -192,8 +201,8 @@ struct ChurnScope {
   }
 };
 
-void BM_L1Map_GetHit(benchmark::State& state) {
-  L1Fixture& f = l1_fixture();
+// A hit through L1Map::get into a std::string, on `f`'s map.
+void get_hit(benchmark::State& state, L1Fixture& f) {
   ChurnScope churn(state, f.mode, f.drops, state.range(0) != 0);
   std::string value;
   value.reserve(kValueSize);
@@ -202,16 +211,10 @@ void BM_L1Map_GetHit(benchmark::State& state) {
   churn.finish();
 }
 
+void BM_L1Map_GetHit(benchmark::State& state) { get_hit(state, l1_fixture()); }
+
 // The same hit on a map whose clock is CLOCK_MONOTONIC_COARSE (L1Config.clock).
-void BM_L1Map_GetHitCoarse(benchmark::State& state) {
-  L1Fixture& f = l1_coarse_fixture();
-  ChurnScope churn(state, f.mode, f.drops, state.range(0) != 0);
-  std::string value;
-  value.reserve(kValueSize);
-  const auto& n = names();
-  read_loop(state, [&](std::uint32_t i) { return f.map.get(n[i], value); });
-  churn.finish();
-}
+void BM_L1Map_GetHitCoarse(benchmark::State& state) { get_hit(state, l1_coarse_fixture()); }
 
 // The same hit with the caller's clock reading (one per batch, as a writer loop would) and a
 // caller buffer: the map's own cost without CLOCK_MONOTONIC.
@@ -260,37 +263,21 @@ struct SharedFixture {
       for (const auto& s : n) map.emplace(s, Row{ver(0).str(), value_bytes()});
     }
     ready.store(true, std::memory_order_release);  // pairs with wait_ready()'s acquire load
-    std::uint64_t v = 1;
-    std::size_t next = kRows / 2;
-    auto slot = std::chrono::steady_clock::now();
-    for (;;) {
-      const int m = mode.load(std::memory_order_acquire);  // pairs with ChurnScope's stores
-      if (m == 2) break;
-      if (m == 0) {
-        std::this_thread::sleep_for(std::chrono::microseconds(200));
-        slot = std::chrono::steady_clock::now();
-        continue;
-      }
-      for (std::int64_t j = 0; j < kChurnPerMs; ++j) {
-        const std::string vs = ver(v).str();
-        {
-          std::unique_lock lock(mu);
-          auto it = map.find(n[next]);
-          if (it != map.end() && echo::table::newer(vs, it->second.version)) {
-            map.erase(it);
-            drops.store(drops.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-          }
+    churn_loop(mode, [] {}, [&](std::size_t row, std::uint64_t v) {
+      const std::string vs = ver(v).str();
+      {
+        std::unique_lock lock(mu);
+        auto it = map.find(n[row]);
+        if (it != map.end() && echo::table::newer(vs, it->second.version)) {
+          map.erase(it);
+          drops.store(drops.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
         }
-        {
-          std::unique_lock lock(mu);
-          map.insert_or_assign(n[next], Row{vs, value_bytes()});
-        }
-        ++v;
-        if (++next == kRows) next = kRows / 2;
       }
-      slot += std::chrono::milliseconds(1);
-      std::this_thread::sleep_until(slot);
-    }
+      {
+        std::unique_lock lock(mu);
+        map.insert_or_assign(n[row], Row{vs, value_bytes()});
+      }
+    });
   }
   void wait_ready() {
     while (!ready.load(std::memory_order_acquire)) std::this_thread::yield();
@@ -341,6 +328,41 @@ void BM_FlatHashMap_GetHit(benchmark::State& state) {
 
 // ---- Writer apply throughput: batches of 1024 drops that all apply, rows refilled untimed.
 
+constexpr std::size_t kDropBatch = 1024;
+
+// 0..rows-1 in a fixed shuffled order: the messages' order over the rows.
+std::vector<std::uint32_t> shuffled_rows(std::size_t rows) {
+  std::vector<std::uint32_t> order(rows);
+  for (std::uint32_t i = 0; i < rows; ++i) order[i] = i;
+  std::shuffle(order.begin(), order.end(), std::mt19937(2));
+  return order;
+}
+
+// The timed loop: `apply(at)` applies messages [at, at + kDropBatch) and returns how many
+// dropped a row; when fewer than a batch are left, `refill()` (untimed) puts every row back
+// and makes `message_count()` fresh messages. Returns the rows dropped.
+template <class Count, class Refill, class Apply>
+std::uint64_t apply_batches(benchmark::State& state, Count message_count, Refill refill,
+                            Apply apply) {
+  refill();
+  std::size_t at = 0;
+  std::uint64_t applied = 0;
+  for (auto _ : state) {
+    if (at + kDropBatch > message_count()) {
+      state.PauseTiming();
+      refill();
+      at = 0;
+      state.ResumeTiming();
+    }
+    applied += apply(at);
+    at += kDropBatch;
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * kDropBatch));
+  state.counters["drops_per_s"] =
+      benchmark::Counter(static_cast<double>(applied), benchmark::Counter::kIsRate);
+  return applied;
+}
+
 void BM_L1Map_ApplyDrops(benchmark::State& state) {
   const auto rows = static_cast<std::size_t>(state.range(0));
   L1Config c;
@@ -349,9 +371,7 @@ void BM_L1Map_ApplyDrops(benchmark::State& state) {
   L1Map map(c);
   std::vector<BrandedId> ids;
   for (std::size_t i = 0; i < rows; ++i) ids.push_back(name_id(i));
-  std::vector<std::uint32_t> order(rows);
-  for (std::uint32_t i = 0; i < rows; ++i) order[i] = i;
-  std::shuffle(order.begin(), order.end(), std::mt19937(2));
+  const std::vector<std::uint32_t> order = shuffled_rows(rows);
   std::uint64_t round = 0;
   std::vector<CoherenceMessage> msgs;
   auto refill = [&] {
@@ -362,25 +382,13 @@ void BM_L1Map_ApplyDrops(benchmark::State& state) {
     for (std::size_t i = 0; i < rows; ++i) map.put(ids[i], value_bytes(), row_version);
     for (std::uint32_t i : order) msgs.push_back({ids[i], drop_version});
   };
-  refill();
-  constexpr std::size_t kBatch = 1024;
-  std::size_t at = 0;
-  std::uint64_t applied = 0;
-  for (auto _ : state) {
-    if (at + kBatch > msgs.size()) {
-      state.PauseTiming();
-      refill();
-      at = 0;
-      state.ResumeTiming();
-    }
-    applied += map.apply_batch(std::span<const CoherenceMessage>(msgs.data() + at, kBatch));
-    at += kBatch;
-  }
-  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * kBatch));
+  const std::uint64_t applied = apply_batches(
+      state, [&] { return msgs.size(); }, refill,
+      [&](std::size_t at) {
+        return map.apply_batch(std::span<const CoherenceMessage>(msgs.data() + at, kDropBatch));
+      });
   state.counters["applied_ratio"] =
-      static_cast<double>(applied) / static_cast<double>(state.iterations() * kBatch);
-  state.counters["drops_per_s"] =
-      benchmark::Counter(static_cast<double>(applied), benchmark::Counter::kIsRate);
+      static_cast<double>(applied) / static_cast<double>(state.iterations() * kDropBatch);
 }
 
 #ifdef ECHO_HAVE_ABSL
@@ -393,9 +401,7 @@ void BM_FlatHashMap_ApplyDrops(benchmark::State& state) {
   std::vector<std::string> keys;
   for (std::size_t i = 0; i < rows; ++i)
     keys.push_back(i < pool.size() ? pool[i] : name_id(i).str());
-  std::vector<std::uint32_t> order(rows);
-  for (std::uint32_t i = 0; i < rows; ++i) order[i] = i;
-  std::shuffle(order.begin(), order.end(), std::mt19937(2));
+  const std::vector<std::uint32_t> order = shuffled_rows(rows);
   std::uint64_t round = 0;
   std::vector<std::pair<const std::string*, std::string>> msgs;
   auto refill = [&] {
@@ -405,29 +411,19 @@ void BM_FlatHashMap_ApplyDrops(benchmark::State& state) {
       map.insert_or_assign(keys[i], Row{ver(2 * round).str(), value_bytes()});
     for (std::uint32_t i : order) msgs.emplace_back(&keys[i], ver(2 * round + 1).str());
   };
-  refill();
-  constexpr std::size_t kBatch = 1024;
-  std::size_t at = 0;
-  std::uint64_t applied = 0;
-  for (auto _ : state) {
-    if (at + kBatch > msgs.size()) {
-      state.PauseTiming();
-      refill();
-      at = 0;
-      state.ResumeTiming();
-    }
-    for (std::size_t j = at; j < at + kBatch; ++j) {
-      auto it = map.find(*msgs[j].first);
-      if (it != map.end() && echo::table::newer(msgs[j].second, it->second.version)) {
-        map.erase(it);
-        ++applied;
-      }
-    }
-    at += kBatch;
-  }
-  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * kBatch));
-  state.counters["drops_per_s"] =
-      benchmark::Counter(static_cast<double>(applied), benchmark::Counter::kIsRate);
+  apply_batches(
+      state, [&] { return msgs.size(); }, refill,
+      [&](std::size_t at) {
+        std::uint64_t applied = 0;
+        for (std::size_t j = at; j < at + kDropBatch; ++j) {
+          auto it = map.find(*msgs[j].first);
+          if (it != map.end() && echo::table::newer(msgs[j].second, it->second.version)) {
+            map.erase(it);
+            ++applied;
+          }
+        }
+        return applied;
+      });
 }
 #endif
 
@@ -459,12 +455,13 @@ void BM_L1Map_MemoryPerRow(benchmark::State& state) {
   }
 }
 
-#ifdef ECHO_HAVE_ABSL
-void BM_FlatHashMap_MemoryPerRow(benchmark::State& state) {
+// A baseline's heap per row: 1M string-keyed rows in a `Map` (reserved up front).
+template <class Map>
+void string_map_memory_per_row(benchmark::State& state) {
   constexpr std::size_t kN = 1'000'000;
   for (auto _ : state) {
     const std::size_t before = heap_in_use();
-    auto map = std::make_unique<absl::flat_hash_map<std::string, Row>>();
+    auto map = std::make_unique<Map>();
     map->reserve(kN);
     for (std::size_t i = 0; i < kN; ++i)
       map->emplace(name_id(i).str(), Row{ver(1).str(), value_bytes()});
@@ -475,22 +472,15 @@ void BM_FlatHashMap_MemoryPerRow(benchmark::State& state) {
     state.SetItemsProcessed(static_cast<std::int64_t>(kN));
   }
 }
+
+#ifdef ECHO_HAVE_ABSL
+void BM_FlatHashMap_MemoryPerRow(benchmark::State& state) {
+  string_map_memory_per_row<absl::flat_hash_map<std::string, Row>>(state);
+}
 #endif
 
 void BM_SharedMutexMap_MemoryPerRow(benchmark::State& state) {
-  constexpr std::size_t kN = 1'000'000;
-  for (auto _ : state) {
-    const std::size_t before = heap_in_use();
-    auto map = std::make_unique<std::unordered_map<std::string, Row>>();
-    map->reserve(kN);
-    for (std::size_t i = 0; i < kN; ++i)
-      map->emplace(name_id(i).str(), Row{ver(1).str(), value_bytes()});
-    const std::size_t after = heap_in_use();
-    const double n = static_cast<double>(kN);
-    state.counters["heap_bytes_per_row"] =
-        (static_cast<double>(after - before) - n * kValueSize) / n;
-    state.SetItemsProcessed(static_cast<std::int64_t>(kN));
-  }
+  string_map_memory_per_row<std::unordered_map<std::string, Row>>(state);
 }
 
 // Arg 0: writer idle; 1: writer churning (drop + re-insert) at ~1.5M drops/s.

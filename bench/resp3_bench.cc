@@ -82,23 +82,36 @@ const std::string& stream(Stream kind) {
   return s;
 }
 
-// Ours: copy each receive in (as hiredis must), drain complete values, touch each one.
-void decode_ours(benchmark::State& state, Stream kind) {
-  const std::string& bytes = stream(kind);
+// Ours, each iteration: copy each receive of `bytes` in (as hiredis must), drain the complete
+// values, hand each one to `touch`. Returns the values decoded over the run.
+template <class Touch>
+std::size_t decode_stream(benchmark::State& state, const std::string& bytes, Touch touch) {
   Resp3Decoder dec;
   std::size_t frames = 0;
   for (auto _ : state) {
     for (std::size_t at = 0; at < bytes.size(); at += kReceive) {
       dec.feed(std::string_view(bytes).substr(at, kReceive));
       for (Resp3Next r = dec.next(); r.status == Resp3Status::value; r = dec.next()) {
-        benchmark::DoNotOptimize(r.value.type());
+        touch(r.value);
         ++frames;
       }
     }
   }
-  if (frames != kFrames * state.iterations()) state.SkipWithError("frame count mismatch");
+  return frames;
+}
+
+void set_processed(benchmark::State& state, std::size_t frames, const std::string& bytes) {
   state.SetItemsProcessed(static_cast<std::int64_t>(frames));
   state.SetBytesProcessed(static_cast<std::int64_t>(bytes.size() * state.iterations()));
+}
+
+// Ours: touch each value's type.
+void decode_ours(benchmark::State& state, Stream kind) {
+  const std::string& bytes = stream(kind);
+  const std::size_t frames =
+      decode_stream(state, bytes, [](auto& value) { benchmark::DoNotOptimize(value.type()); });
+  if (frames != kFrames * state.iterations()) state.SkipWithError("frame count mismatch");
+  set_processed(state, frames, bytes);
 }
 
 struct ReaderDeleter {
@@ -123,8 +136,7 @@ void decode_hiredis(benchmark::State& state, Stream kind) {
     }
   }
   if (frames != kFrames * state.iterations()) state.SkipWithError("frame count mismatch");
-  state.SetItemsProcessed(static_cast<std::int64_t>(frames));
-  state.SetBytesProcessed(static_cast<std::int64_t>(bytes.size() * state.iterations()));
+  set_processed(state, frames, bytes);
 }
 
 void BM_Resp3Decoder_DecodePushArrays(benchmark::State& s) { decode_ours(s, Stream::pushes); }
@@ -141,23 +153,14 @@ void BM_Resp3Decoder_DecodePushes(benchmark::State& s) { decode_ours(s, Stream::
 // The io thread's whole push path: decode and pull out the channel and the 29-byte payload.
 void BM_Resp3Decoder_DecodePushPayload(benchmark::State& state) {
   const std::string& bytes = stream(Stream::resp3_pushes);
-  Resp3Decoder dec;
-  std::size_t frames = 0;
-  for (auto _ : state) {
-    for (std::size_t at = 0; at < bytes.size(); at += kReceive) {
-      dec.feed(std::string_view(bytes).substr(at, kReceive));
-      for (Resp3Next r = dec.next(); r.status == Resp3Status::value; r = dec.next()) {
-        auto it = r.value.begin();
-        const std::string_view verb = (*it).str();
-        const std::string_view channel = (*++it).str();
-        const std::string_view payload = (*++it).str();
-        benchmark::DoNotOptimize(verb.size() + channel.size() + payload.data()[28]);
-        ++frames;
-      }
-    }
-  }
-  state.SetItemsProcessed(static_cast<std::int64_t>(frames));
-  state.SetBytesProcessed(static_cast<std::int64_t>(bytes.size() * state.iterations()));
+  const std::size_t frames = decode_stream(state, bytes, [](auto& value) {
+    auto it = value.begin();
+    const std::string_view verb = (*it).str();
+    const std::string_view channel = (*++it).str();
+    const std::string_view payload = (*++it).str();
+    benchmark::DoNotOptimize(verb.size() + channel.size() + payload.data()[28]);
+  });
+  set_processed(state, frames, bytes);
 }
 
 BENCHMARK(BM_Resp3Decoder_DecodePushArrays);
