@@ -134,6 +134,25 @@ struct Engine::Impl {
     return it == by_name.end() ? nullptr : it->second;
   }
 
+  // One coherence message applied by the table's writer while the caller waits (up to
+  // get_timeout) for its answer: the kind gate, a running writer, then submit(writer, message,
+  // answer), where answer(T) fulfils the wait.
+  template <typename T, typename Submit>
+  Result<T> ask_writer(std::string_view table, std::string_view id, const BrandedId& version, Submit submit) {
+    Slot* slot = find(table);
+    if (slot == nullptr) return table::Unexpected{make_error_code(Errc::kNoSuchCache)};
+    auto name = gate(*slot, id);
+    if (!name) return table::Unexpected{name.error()};
+    if (!slot->writer->running()) return table::Unexpected{make_error_code(Errc::kStopped)};
+    auto promise = std::make_shared<std::promise<T>>();
+    auto future = promise->get_future();
+    submit(*slot->writer, table::CoherenceMessage{*name, version}, [promise](T v) { promise->set_value(v); });
+    if (future.wait_for(options.get_timeout) != std::future_status::ready) {
+      return table::Unexpected{make_error_code(Errc::kTimeout)};
+    }
+    return future.get();
+  }
+
   // The kind gate (WIRE §4.3): 14 bytes, a valid id, namespace = the table's kind.
   static Result<BrandedId> gate(const Slot& slot, std::string_view id) {
     auto parsed = BrandedId::parse(id);
@@ -775,20 +794,9 @@ void Engine::use_journal(std::string_view table, Journal& journal) {
 
 Result<Applied> Engine::apply_and_remember(std::string_view table, std::string_view id,
                                            const BrandedId& version) {
-  auto& d = *impl_;
-  Impl::Slot* slot = d.find(table);
-  if (slot == nullptr) return table::Unexpected{make_error_code(Errc::kNoSuchCache)};
-  auto name = Impl::gate(*slot, id);
-  if (!name) return table::Unexpected{name.error()};
-  if (!slot->writer->running()) return table::Unexpected{make_error_code(Errc::kStopped)};
-  auto promise = std::make_shared<std::promise<Applied>>();
-  auto future = promise->get_future();
-  slot->writer->apply_and_remember(table::CoherenceMessage{*name, version},
-                                   [promise](Applied a) { promise->set_value(a); });
-  if (future.wait_for(d.options.get_timeout) != std::future_status::ready) {
-    return table::Unexpected{make_error_code(Errc::kTimeout)};
-  }
-  return future.get();
+  return impl_->ask_writer<Applied>(table, id, version, [](TableWriter& w, auto message, auto answer) {
+    w.apply_and_remember(message, std::move(answer));
+  });
 }
 
 Result<std::vector<MemberAdmission>> Engine::fan_out(std::string_view table, const BrandedId& group,
@@ -909,20 +917,9 @@ std::error_code Engine::invalidate(std::string_view table, std::string_view id) 
 
 Result<table::Verdict> Engine::apply_coherence(std::string_view table, std::string_view id,
                                                const BrandedId& version) {
-  auto& d = *impl_;
-  Impl::Slot* slot = d.find(table);
-  if (slot == nullptr) return table::Unexpected{make_error_code(Errc::kNoSuchCache)};
-  auto name = Impl::gate(*slot, id);
-  if (!name) return table::Unexpected{name.error()};
-  if (!slot->writer->running()) return table::Unexpected{make_error_code(Errc::kStopped)};
-  auto promise = std::make_shared<std::promise<table::Verdict>>();
-  auto future = promise->get_future();
-  slot->writer->apply(table::CoherenceMessage{*name, version},
-                      [promise](table::Verdict v) { promise->set_value(v); });
-  if (future.wait_for(d.options.get_timeout) != std::future_status::ready) {
-    return table::Unexpected{make_error_code(Errc::kTimeout)};
-  }
-  return future.get();
+  return impl_->ask_writer<table::Verdict>(table, id, version, [](TableWriter& w, auto message, auto answer) {
+    w.apply(message, std::move(answer));
+  });
 }
 
 Result<BrandedId> Engine::mint(std::string_view ns) {
