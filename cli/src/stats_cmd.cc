@@ -6,10 +6,10 @@
 #include "stats_cmd.h"
 
 #include <echo/engine/stats_export.h>
+#include <echo/harness/hiredis.h>
 #include <hiredis/hiredis.h>
 
 #include <iostream>
-#include <memory>
 #include <string>
 #include <vector>
 
@@ -21,13 +21,8 @@ struct StatsArgs {
   bool json = false;
 };
 
-struct ReplyFree {
-  void operator()(redisReply* r) const noexcept { freeReplyObject(r); }
-};
-using Reply = std::unique_ptr<redisReply, ReplyFree>;
-struct ContextFree {
-  void operator()(redisContext* c) const noexcept { redisFree(c); }
-};
+using harness::Context;
+using harness::Reply;
 
 // SCAN's MATCH is a glob: a table name may hold glob bytes (names refuse only braces, spaces and
 // control bytes), so they are escaped.
@@ -55,7 +50,7 @@ int run(const StatsArgs& a) {
     return 2;
   }
   const timeval tv{5, 0};
-  std::unique_ptr<redisContext, ContextFree> c(redisConnectWithTimeout(host.c_str(), port, tv));
+  Context c(redisConnectWithTimeout(host.c_str(), port, tv));
   if (!c || c->err) {
     std::cerr << "echostore stats: cannot reach " << a.server << ": "
               << (c ? c->errstr : "out of memory") << "\n";

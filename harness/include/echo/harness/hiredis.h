@@ -11,15 +11,16 @@
 
 namespace echo::harness {
 
-struct ReplyFree {
-  void operator()(redisReply* r) const noexcept { freeReplyObject(r); }
+// Releases a hiredis handle with hiredis's own `Free` (freeReplyObject, redisFree).
+template <auto Free>
+struct FreeWith {
+  template <class T>
+  void operator()(T* p) const noexcept {
+    Free(p);
+  }
 };
-using Reply = std::unique_ptr<redisReply, ReplyFree>;
-
-struct ContextFree {
-  void operator()(redisContext* c) const noexcept { redisFree(c); }
-};
-using Context = std::unique_ptr<redisContext, ContextFree>;
+using Reply = std::unique_ptr<redisReply, FreeWith<freeReplyObject>>;
+using Context = std::unique_ptr<redisContext, FreeWith<redisFree>>;
 
 // A connection to host:port with a 5 s reply timeout (a lost reply fails the measurement instead
 // of hanging it); throws std::runtime_error naming the address when it cannot connect.
