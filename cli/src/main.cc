@@ -13,6 +13,7 @@
 #include <thread>
 
 #include <echo/engine/local_server.h>
+#include <echo/harness/machine.h>
 #include <echo/table/branded_id.h>
 
 #include "bench_cmd.h"
@@ -63,16 +64,6 @@ int id_decode(const std::string& text) {
   return 0;
 }
 
-std::string compiler() {
-#if defined(__clang__)
-  return "clang " __clang_version__;
-#elif defined(__GNUC__)
-  return "g++ " __VERSION__;
-#else
-  return "unknown";
-#endif
-}
-
 int drill(const std::string& server) {
   std::unique_ptr<engine::LocalServer> own;
   cli::DrillTarget target;
@@ -95,7 +86,7 @@ int drill(const std::string& server) {
             << (own ? " (started by the drill)" : " (given)") << " | echostore " << ECHO_VERSION
             << " (" << ECHO_GIT_COMMIT << ") | liburing " << ECHO_LIBURING_VERSION
             << " | hiredis " << HIREDIS_MAJOR << '.' << HIREDIS_MINOR << '.' << HIREDIS_PATCH
-            << " | SQLite " << sqlite3_libversion() << " | " << compiler() << " | cores "
+            << " | SQLite " << sqlite3_libversion() << " | " << harness::compiler() << " | cores "
             << std::thread::hardware_concurrency() << "\n\n";
   const std::vector<cli::Gate> gates = cli::registered_gates();
   return cli::run_drill(gates, target, std::cout) == 0 ? 0 : 1;

@@ -4,6 +4,8 @@
 // every round's value, the machine, the compiler, the commit and the thread placement.
 #include <sys/utsname.h>
 
+#include <echo/harness/machine.h>
+
 #include <algorithm>
 #include <cmath>
 #include <fstream>
@@ -28,28 +30,6 @@ std::string value(double v, const std::string& unit) {
   if (!std::isfinite(v)) return "n/a";
   if (unit == "us") return floors::fmt(v < 10 ? "%.3f us" : "%.1f us", v);
   return floors::grouped(v) + ' ' + unit;
-}
-
-std::string compiler() {
-#if defined(__clang__)
-  return "clang " __clang_version__;
-#elif defined(__GNUC__)
-  return "g++ " __VERSION__;
-#else
-  return "unknown";
-#endif
-}
-
-std::string cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) == 0) {
-      const auto colon = line.find(':');
-      if (colon != std::string::npos) return line.substr(line.find_first_not_of(' ', colon + 1));
-    }
-  }
-  return "unknown";
 }
 
 }  // namespace
@@ -79,8 +59,8 @@ RunInfo machine_info() {
   RunInfo info;
   info.commit = ECHO_GIT_COMMIT;
   info.version = ECHO_VERSION;
-  info.compiler = compiler();
-  info.model = cpu_model();
+  info.compiler = harness::compiler();
+  info.model = harness::cpu_model();
   info.cores = std::thread::hardware_concurrency();
   utsname u{};
   info.kernel = uname(&u) == 0 ? std::string(u.sysname) + ' ' + u.release : "unknown";
