@@ -18,6 +18,7 @@
 #include <random>
 #include <shared_mutex>
 #include <string>
+#include <stop_token>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -97,18 +98,32 @@ void read_loop(benchmark::State& state, F&& get_one) {
       benchmark::Counter(static_cast<double>(hits) / static_cast<double>(state.iterations()), avg);
 }
 
-// The fixtures' writer loop after the fill, until `mode` is 2 (quit): idle (calling `idle`, then
-// sleeping 200 us) while it is 0; while it is 1 (churn), `churn_one(row, version)` kChurnPerMs
-// times per millisecond over the churn half (never a key a reader reads), versions ever newer.
+// Between a fixture's writer thread and the benchmarks: ChurnScope sets `mode` (0 idle, 1 churn);
+// the writer says when its fill is done and counts the rows its churn dropped.
+struct WriterSwitch {
+  std::atomic<int> mode{0};
+  std::atomic<bool> ready{false};
+  std::atomic<std::uint64_t> drops{0};
+
+  void filled() noexcept { ready.store(true, std::memory_order_release); }
+  void wait_ready() const noexcept {
+    while (!ready.load(std::memory_order_acquire)) std::this_thread::yield();  // pairs: filled()
+  }
+  void count_drop() noexcept {  // the writer is the only one adding
+    drops.store(drops.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
+};
+
+// A fixture's writer loop after the fill, until `stop`: idle (calling `idle`, then sleeping
+// 200 us) while the mode is 0; while it is 1, `churn_one(row, version)` kChurnPerMs times per
+// millisecond over the churn half (never a key a reader reads), versions ever newer.
 template <class Idle, class ChurnOne>
-void churn_loop(const std::atomic<int>& mode, Idle idle, ChurnOne churn_one) {
+void churn_loop(const WriterSwitch& sw, std::stop_token stop, Idle idle, ChurnOne churn_one) {
   std::uint64_t v = 1;
   std::size_t next = kRows / 2;
   auto slot = std::chrono::steady_clock::now();
-  for (;;) {
-    const int m = mode.load(std::memory_order_acquire);  // pairs with ChurnScope's stores
-    if (m == 2) break;
-    if (m == 0) {
+  while (!stop.stop_requested()) {
+    if (sw.mode.load(std::memory_order_acquire) == 0) {  // pairs with ChurnScope's stores
       idle();
       std::this_thread::sleep_for(std::chrono::microseconds(200));
       slot = std::chrono::steady_clock::now();
@@ -136,42 +151,30 @@ struct L1Fixture {
           return c;
         }()) {}
   L1Map map;
-  std::atomic<int> mode{0};  // 0 idle, 1 churn, 2 quit
-  std::atomic<bool> ready{false};
-  std::atomic<std::uint64_t> drops{0};
-  std::thread writer{[this] { run(); }};
+  WriterSwitch sw;
+  std::jthread writer{[this](std::stop_token stop) { run(stop); }};  // last: stops and joins first
 
-  ~L1Fixture() {
-    mode.store(2, std::memory_order_release);  // pairs with run()'s acquire load
-    writer.join();
-  }
-
-  void run() {
+  void run(std::stop_token stop) {
     std::vector<BrandedId> ids;
     for (std::size_t i = 0; i < kRows; ++i) ids.push_back(name_id(i));
     for (std::size_t i = 0; i < kRows; ++i) map.put(ids[i], value_bytes(), ver(0));
-    ready.store(true, std::memory_order_release);  // pairs with wait_ready()'s acquire load
+    sw.filled();
     // Drop + re-insert, paced per millisecond.
-    churn_loop(mode, [this] { map.reclaim(); }, [&](std::size_t row, std::uint64_t v) {
-      if (map.apply_coherence(ids[row], ver(v)) == Verdict::kApplied) {
-        drops.store(drops.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-      }
+    churn_loop(sw, stop, [this] { map.reclaim(); }, [&](std::size_t row, std::uint64_t v) {
+      if (map.apply_coherence(ids[row], ver(v)) == Verdict::kApplied) sw.count_drop();
       map.put(ids[row], value_bytes(), ver(v));
     });
-  }
-  void wait_ready() {
-    while (!ready.load(std::memory_order_acquire)) std::this_thread::yield();
   }
 };
 
 L1Fixture& l1_fixture() {
   static L1Fixture f(&echo::table::steady_clock_ms);
-  f.wait_ready();
+  f.sw.wait_ready();
   return f;
 }
 L1Fixture& l1_coarse_fixture() {
   static L1Fixture f(&echo::table::coarse_monotonic_ms);
-  f.wait_ready();
+  f.sw.wait_ready();
   return f;
 }
 
@@ -183,8 +186,8 @@ struct ChurnScope {
   std::atomic<std::uint64_t>& drops;
   std::uint64_t drops0 = 0;
   std::chrono::steady_clock::time_point t0;
-  ChurnScope(benchmark::State& s, std::atomic<int>& m, std::atomic<std::uint64_t>& d, bool churn)
-      : state(s), mode(m), drops(d) {
+  ChurnScope(benchmark::State& s, WriterSwitch& sw, bool churn)
+      : state(s), mode(sw.mode), drops(sw.drops) {
     if (state.thread_index() != 0) return;
     mode.store(churn ? 1 : 0, std::memory_order_release);  // pairs with the writer's acquire
     drops0 = drops.load(std::memory_order_relaxed);
@@ -203,7 +206,7 @@ struct ChurnScope {
 
 // A hit through L1Map::get into a std::string, on `f`'s map.
 void get_hit(benchmark::State& state, L1Fixture& f) {
-  ChurnScope churn(state, f.mode, f.drops, state.range(0) != 0);
+  ChurnScope churn(state, f.sw, state.range(0) != 0);
   std::string value;
   value.reserve(kValueSize);
   const auto& n = names();
@@ -220,7 +223,7 @@ void BM_L1Map_GetHitCoarse(benchmark::State& state) { get_hit(state, l1_coarse_f
 // caller buffer: the map's own cost without CLOCK_MONOTONIC.
 void BM_L1Map_GetHitAt(benchmark::State& state) {
   L1Fixture& f = l1_fixture();
-  ChurnScope churn(state, f.mode, f.drops, state.range(0) != 0);
+  ChurnScope churn(state, f.sw, state.range(0) != 0);
   char buf[kValueSize];
   const std::int64_t now = f.map.now();
   const auto& n = names();
@@ -246,31 +249,25 @@ struct Row {
 struct SharedFixture {
   std::unordered_map<std::string, Row, TransparentHash, std::equal_to<>> map;
   mutable std::shared_mutex mu;
-  std::atomic<int> mode{0};
-  std::atomic<bool> ready{false};
-  std::atomic<std::uint64_t> drops{0};
-  std::thread writer{[this] { run(); }};
+  WriterSwitch sw;
+  std::jthread writer{[this](std::stop_token stop) { run(stop); }};  // last: stops and joins first
 
-  ~SharedFixture() {
-    mode.store(2, std::memory_order_release);  // pairs with run()'s acquire load
-    writer.join();
-  }
-  void run() {
+  void run(std::stop_token stop) {
     const auto& n = names();
     {
       std::unique_lock lock(mu);
       map.reserve(kRows);
       for (const auto& s : n) map.emplace(s, Row{ver(0).str(), value_bytes()});
     }
-    ready.store(true, std::memory_order_release);  // pairs with wait_ready()'s acquire load
-    churn_loop(mode, [] {}, [&](std::size_t row, std::uint64_t v) {
+    sw.filled();
+    churn_loop(sw, stop, [] {}, [&](std::size_t row, std::uint64_t v) {
       const std::string vs = ver(v).str();
       {
         std::unique_lock lock(mu);
         auto it = map.find(n[row]);
         if (it != map.end() && echo::table::newer(vs, it->second.version)) {
           map.erase(it);
-          drops.store(drops.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+          sw.count_drop();
         }
       }
       {
@@ -279,20 +276,17 @@ struct SharedFixture {
       }
     });
   }
-  void wait_ready() {
-    while (!ready.load(std::memory_order_acquire)) std::this_thread::yield();
-  }
 };
 
 SharedFixture& shared_fixture() {
   static SharedFixture f;
-  f.wait_ready();
+  f.sw.wait_ready();
   return f;
 }
 
 void BM_SharedMutexMap_GetHit(benchmark::State& state) {
   SharedFixture& f = shared_fixture();
-  ChurnScope churn(state, f.mode, f.drops, state.range(0) != 0);
+  ChurnScope churn(state, f.sw, state.range(0) != 0);
   std::string value;
   value.reserve(kValueSize);
   const auto& n = names();
