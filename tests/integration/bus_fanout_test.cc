@@ -25,49 +25,15 @@
 #include <thread>
 #include <vector>
 
-#include "support/redis_fixture.h"
+#include "support/script_client.h"
 
 namespace echo::test {
 namespace {
 
-using Args = std::vector<std::string>;
 using std::chrono::milliseconds;
 
 // The job lane's shared queue of table "users" (WIRE §2): bus keys emq:{ecc.coh.users}:…
 const std::string kQueue = "ecc.coh.users";
-
-std::string text(const redisReply* r) {
-  if (r == nullptr) return "(no reply)";
-  switch (r->type) {
-    case REDIS_REPLY_STRING:
-    case REDIS_REPLY_STATUS:
-    case REDIS_REPLY_ERROR:
-      return std::string(r->str, r->len);
-    case REDIS_REPLY_INTEGER:
-      return std::to_string(r->integer);
-    case REDIS_REPLY_NIL:
-      return "(nil)";
-    default:
-      return "(array of " + std::to_string(r->elements) + ")";
-  }
-}
-
-::testing::AssertionResult is_integer(const RedisReply& r, long long expected) {
-  if (r && r->type == REDIS_REPLY_INTEGER && r->integer == expected) {
-    return ::testing::AssertionSuccess();
-  }
-  return ::testing::AssertionFailure()
-         << "expected integer " << expected << ", got "
-         << (r && r->type == REDIS_REPLY_ERROR ? "error " : "") << text(r.get());
-}
-
-::testing::AssertionResult is_error(const RedisReply& r, std::string_view expected) {
-  if (r && r->type == REDIS_REPLY_ERROR && text(r.get()) == expected) {
-    return ::testing::AssertionSuccess();
-  }
-  return ::testing::AssertionFailure()
-         << "expected error \"" << expected << "\", got " << text(r.get());
-}
 
 // A claim: {id, payload, attempts, g}; attempts is the fencing token.
 struct Claimed {
@@ -153,64 +119,16 @@ std::optional<Claimed> parse_delivered(std::string_view s) {
                  std::string(parts[2])};
 }
 
-// Runs embedded scripts, and reads keys, on one connection. kStrictSlot sends the body by EVAL
-// under `#!lua`, which makes a cluster-enabled server refuse any key outside the first key's slot,
-// declared or built at run time; kEvalsha is what the host does.
-class Scripts {
+// ScriptClient with the reads the fan-out tests add: a string, a list, and SCAN.
+class Scripts : public ScriptClient {
  public:
-  enum class Load { kEvalsha, kStrictSlot };
-
-  explicit Scripts(redisContext* c, Load load = Load::kEvalsha) : c_(c), load_(load) {}
-
-  RedisReply run(std::string_view name, const Args& keys, const Args& argv) {
-    const lua::Script* script = lua::find_script(name);
-    if (script == nullptr) {
-      ADD_FAILURE() << "no embedded script " << name;
-      return nullptr;
-    }
-    if (!keys.empty()) {
-      const std::uint16_t slot = table::hash_slot(keys.front());
-      for (const std::string& k : keys) {
-        EXPECT_EQ(table::hash_slot(k), slot) << name << ": KEY " << k << " leaves the slot";
-      }
-      for (const std::string& a : argv) {
-        if (a.starts_with("emq:") || a.starts_with("ecc:")) {
-          EXPECT_EQ(table::hash_slot(a), slot) << name << ": ARGV " << a << " leaves the slot";
-        }
-      }
-    }
-    if (load_ == Load::kStrictSlot) {
-      return send("EVAL", "#!lua\n" + std::string(script->source), keys, argv);
-    }
-    RedisReply r = send("EVALSHA", std::string(script->sha1), keys, argv);
-    if (r && r->type == REDIS_REPLY_ERROR && text(r.get()).starts_with("NOSCRIPT")) {
-      RedisReply loaded =
-          command(c_, "SCRIPT LOAD %b", script->source.data(), script->source.size());
-      EXPECT_EQ(text(loaded.get()), script->sha1) << name << ": the server hashes it otherwise";
-      r = send("EVALSHA", std::string(script->sha1), keys, argv);
-    }
-    return r;
-  }
-
-  redisContext* context() const { return c_; }
+  using ScriptClient::ScriptClient;
 
   std::string str(const char* format, const std::string& key) {
-    return text(command(c_, format, key.c_str()).get());
-  }
-  std::string hget(const std::string& key, const std::string& field) {
-    return text(command(c_, "HGET %s %s", key.c_str(), field.c_str()).get());
-  }
-  std::string zscore(const std::string& key, const std::string& member) {
-    return text(command(c_, "ZSCORE %s %s", key.c_str(), member.c_str()).get());
-  }
-  long long integer(const char* format, const std::string& key) {
-    RedisReply r = command(c_, format, key.c_str());
-    EXPECT_TRUE(r && r->type == REDIS_REPLY_INTEGER)
-        << format << " " << key << ": " << text(r.get());
-    return r && r->type == REDIS_REPLY_INTEGER ? r->integer : LLONG_MIN;
+    return text(command(context(), format, key.c_str()).get());
   }
   std::vector<std::string> list(const char* format, const std::string& key) {
-    RedisReply r = command(c_, format, key.c_str());
+    RedisReply r = command(context(), format, key.c_str());
     std::vector<std::string> out;
     EXPECT_TRUE(r && r->type == REDIS_REPLY_ARRAY) << format << " " << key << ": " << text(r.get());
     if (r && r->type == REDIS_REPLY_ARRAY) {
@@ -223,7 +141,8 @@ class Scripts {
     std::vector<std::string> out;
     std::string cursor = "0";
     do {
-      RedisReply r = command(c_, "SCAN %s MATCH %s COUNT 1000", cursor.c_str(), match.c_str());
+      RedisReply r =
+          command(context(), "SCAN %s MATCH %s COUNT 1000", cursor.c_str(), match.c_str());
       if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 2) {
         ADD_FAILURE() << "SCAN answered " << text(r.get());
         return out;
@@ -235,33 +154,6 @@ class Scripts {
     } while (cursor != "0");
     return out;
   }
-  long long dbsize() {
-    RedisReply r = command(c_, "DBSIZE");
-    return r && r->type == REDIS_REPLY_INTEGER ? r->integer : LLONG_MIN;
-  }
-  long long now_ms() {
-    RedisReply r = command(c_, "TIME");
-    EXPECT_TRUE(r && r->type == REDIS_REPLY_ARRAY && r->elements == 2);
-    return std::stoll(text(r->element[0])) * 1000 + std::stoll(text(r->element[1])) / 1000;
-  }
-
- private:
-  RedisReply send(const char* verb, const std::string& script, const Args& keys, const Args& argv) {
-    const std::string numkeys = std::to_string(keys.size());
-    std::vector<const char*> parts{verb, script.data(), numkeys.data()};
-    std::vector<std::size_t> lens{std::string_view(verb).size(), script.size(), numkeys.size()};
-    for (const Args* l : {&keys, &argv}) {
-      for (const std::string& s : *l) {
-        parts.push_back(s.data());
-        lens.push_back(s.size());
-      }
-    }
-    return RedisReply(static_cast<redisReply*>(
-        redisCommandArgv(c_, static_cast<int>(parts.size()), parts.data(), lens.data())));
-  }
-
-  redisContext* c_;
-  Load load_;
 };
 
 // One queue by its base: the shared queue emq:{q}: or a member queue emq:{q|<m>}:. The WIRE §5.3
@@ -1083,45 +975,13 @@ TEST_F(BusFanout, EveryNewScriptIsEmbeddedWithItsContractHeaderAndTheServersSha1
 // A cluster-enabled server owning every slot, each script run under `#!lua`: the server refuses
 // any key access outside the slot of the script's first key, including the keys the scripts build
 // from their base at run time, which the standalone server never checks.
-class FanoutOnACluster : public ::testing::Test {
+class FanoutOnACluster : public OneNodeClusterTest {
  protected:
-  static void SetUpTestSuite() {
-    try {
-      server_ = std::make_unique<engine::LocalServer>(engine::LocalServerOptions{
-          .extra_args = {"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"}});
-    } catch (const std::exception& e) {
-      start_error_ = e.what();
-    }
-  }
-  static void TearDownTestSuite() { server_.reset(); }
-  void SetUp() override {
-    ASSERT_TRUE(server_ && server_->running()) << "redis-server did not start: " << start_error_;
-    client_ = connect_client(*server_);
-    ASSERT_TRUE(client_ && !client_->err);
-    RedisReply added = command(client_.get(), "CLUSTER ADDSLOTSRANGE 0 16383");
-    ASSERT_TRUE(added) << "no reply";  // "already busy" after the first test is fine
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
-    bool ok = false;
-    while (!ok && std::chrono::steady_clock::now() < deadline) {
-      RedisReply info = command(client_.get(), "CLUSTER INFO");
-      ok = info && text(info.get()).find("cluster_state:ok") != std::string::npos;
-      if (!ok) std::this_thread::sleep_for(milliseconds(50));
-    }
-    ASSERT_TRUE(ok) << "the one-node cluster never reached cluster_state:ok";
-    RedisReply flushed = command(client_.get(), "FLUSHALL");
-    ASSERT_TRUE(flushed && flushed->type == REDIS_REPLY_STATUS) << text(flushed.get());
-  }
-
-  static std::unique_ptr<engine::LocalServer> server_;
-  static std::string start_error_;
-  RedisClient client_;
   table::Minter minter_{10};
 };
-std::unique_ptr<engine::LocalServer> FanoutOnACluster::server_;
-std::string FanoutOnACluster::start_error_;
 
 TEST_F(FanoutOnACluster, ACrossSlotAccessIsRefusedSoTheCheckIsLive) {
-  RedisReply r = command(client_.get(), "EVAL %s 1 %s",
+  RedisReply r = command(client(), "EVAL %s 1 %s",
                          "#!lua\nredis.call('SET', KEYS[1], 1)\n"
                          "return redis.call('SET', 'emq:{fills}:m:1:x', 1)",
                          "emq:{ecc.coh.users}:members");
@@ -1130,7 +990,7 @@ TEST_F(FanoutOnACluster, ACrossSlotAccessIsRefusedSoTheCheckIsLive) {
 }
 
 TEST_F(FanoutOnACluster, EveryNewScriptStaysInOneSlotOnEveryBranch) {
-  Scripts s(client_.get(), Scripts::Load::kStrictSlot);
+  Scripts s(client(), Scripts::Load::kStrictSlot);
   Members mem(s, kQueue);
   const auto id = [&] { return minter_.mint("JOB").value().str(); };
   const std::string g = minter_.mint("PRT").value().str();
@@ -1150,7 +1010,7 @@ TEST_F(FanoutOnACluster, EveryNewScriptStaysInOneSlotOnEveryBranch) {
   EXPECT_TRUE(ok.next);
   EXPECT_EQ(q.complete_claim(b, "7", 30000).verdict, -1);  // stale, lane empty
   EXPECT_EQ(q.complete_claim(a, "1", 30000).verdict, 0);   // gone
-  command(client_.get(), "HSET %s paused 1", q.key("meta").c_str());
+  command(client(), "HSET %s paused 1", q.key("meta").c_str());
   EXPECT_EQ(q.complete_claim(b, "1", 30000).verdict, 1);  // paused: no claim
   mem.beat("2", 1);
   std::this_thread::sleep_for(milliseconds(10));

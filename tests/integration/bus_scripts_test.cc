@@ -20,38 +20,12 @@
 #include <thread>
 #include <vector>
 
-#include "support/redis_fixture.h"
+#include "support/script_client.h"
 
 namespace echo::test {
 namespace {
 
-using Args = std::vector<std::string>;
 using std::chrono::milliseconds;
-
-std::string text(const redisReply* r) {
-  if (r == nullptr) return "(no reply)";
-  switch (r->type) {
-    case REDIS_REPLY_STRING:
-    case REDIS_REPLY_STATUS:
-    case REDIS_REPLY_ERROR:
-      return std::string(r->str, r->len);
-    case REDIS_REPLY_INTEGER:
-      return std::to_string(r->integer);
-    case REDIS_REPLY_NIL:
-      return "(nil)";
-    default:
-      return "(array of " + std::to_string(r->elements) + ")";
-  }
-}
-
-::testing::AssertionResult is_integer(const RedisReply& r, long long expected) {
-  if (r && r->type == REDIS_REPLY_INTEGER && r->integer == expected) {
-    return ::testing::AssertionSuccess();
-  }
-  return ::testing::AssertionFailure()
-         << "expected integer " << expected << ", got "
-         << (r && r->type == REDIS_REPLY_ERROR ? "error " : "") << text(r.get());
-}
 
 ::testing::AssertionResult is_bulk(const RedisReply& r, std::string_view expected) {
   if (r && r->type == REDIS_REPLY_STRING && text(r.get()) == expected) {
@@ -59,15 +33,6 @@ std::string text(const redisReply* r) {
   }
   return ::testing::AssertionFailure()
          << "expected bulk \"" << expected << "\", got " << text(r.get());
-}
-
-// An error reply with exactly this text; its first word is the class (never a generic ERR).
-::testing::AssertionResult is_error(const RedisReply& r, std::string_view expected) {
-  if (r && r->type == REDIS_REPLY_ERROR && text(r.get()) == expected) {
-    return ::testing::AssertionSuccess();
-  }
-  return ::testing::AssertionFailure()
-         << "expected error \"" << expected << "\", got " << text(r.get());
 }
 
 // A claim's answer: {id, payload, attempts[, group]}, attempts an integer (the fencing token).
@@ -101,16 +66,12 @@ Claimed claimed(const std::optional<Claimed>& c) {
 }
 
 // One queue's verbs, each sending the KEYS and ARGV of WIRE §5.3 in the contract's order, plus
-// plain reads of the queue's keys for the assertions.
-class Bus {
+// plain reads of the queue's keys for the assertions. Load::kStrictSlot is for a cluster-enabled
+// server (ScriptClient).
+class Bus : public ScriptClient {
  public:
-  // kEvalsha: what the host does (EVALSHA with the embedded SHA1, SCRIPT LOAD on NOSCRIPT).
-  // kStrictSlot: EVAL of the same body under a `#!lua` shebang, which makes a cluster-enabled
-  // server refuse any key outside the slot of the first key touched, declared or built.
-  enum class Load { kEvalsha, kStrictSlot };
-
   Bus(redisContext* c, std::string queue, Load load = Load::kEvalsha)
-      : c_(c), queue_(std::move(queue)), base_(table::bus_key(queue_, "").value()), load_(load) {}
+      : ScriptClient(c, load), queue_(std::move(queue)), base_(table::bus_key(queue_, "").value()) {}
 
   const std::string& base() const { return base_; }
   std::string key(std::string_view suffix) const { return table::bus_key(queue_, suffix).value(); }
@@ -163,64 +124,16 @@ class Bus {
                {base_, g, std::to_string(n)});
   }
 
-  // Runs an embedded script. Every KEY, and every ARGV that names a key prefix, must sit in the
-  // slot of KEYS[1]: that is what lets the host send it to one cluster node.
-  RedisReply run(std::string_view name, const Args& keys, const Args& argv) {
-    const lua::Script* script = lua::find_script(name);
-    if (script == nullptr) {
-      ADD_FAILURE() << "no embedded script " << name;
-      return nullptr;
-    }
-    if (!keys.empty()) {
-      const std::uint16_t slot = table::hash_slot(keys.front());
-      for (const std::string& k : keys) {
-        EXPECT_EQ(table::hash_slot(k), slot) << name << ": KEY " << k << " leaves the slot";
-      }
-      for (const std::string& a : argv) {
-        if (a.starts_with("emq:") || a.starts_with("ecc:")) {
-          EXPECT_EQ(table::hash_slot(a), slot) << name << ": ARGV " << a << " leaves the slot";
-        }
-      }
-    }
-    if (load_ == Load::kStrictSlot) {
-      return send("EVAL", "#!lua\n" + std::string(script->source), keys, argv);
-    }
-    RedisReply r = send("EVALSHA", std::string(script->sha1), keys, argv);
-    if (r && r->type == REDIS_REPLY_ERROR && text(r.get()).starts_with("NOSCRIPT")) {
-      RedisReply loaded =
-          command(c_, "SCRIPT LOAD %b", script->source.data(), script->source.size());
-      EXPECT_EQ(text(loaded.get()), script->sha1) << name << ": the server hashes it otherwise";
-      r = send("EVALSHA", std::string(script->sha1), keys, argv);
-    }
-    return r;
-  }
-
-  std::string hget(const std::string& key, const char* field) {
-    return text(command(c_, "HGET %s %s", key.c_str(), field).get());
-  }
-  long long integer(const char* format, const std::string& key) {
-    RedisReply r = command(c_, format, key.c_str());
-    EXPECT_TRUE(r && r->type == REDIS_REPLY_INTEGER)
-        << format << " " << key << ": " << text(r.get());
-    return r && r->type == REDIS_REPLY_INTEGER ? r->integer : LLONG_MIN;
-  }
   long long zcard(const std::string& key) { return integer("ZCARD %s", key); }
   long long llen(const std::string& key) { return integer("LLEN %s", key); }
   bool exists(const std::string& key) { return integer("EXISTS %s", key) == 1; }
   bool hexists(const std::string& key, const std::string& field) {
-    RedisReply r = command(c_, "HEXISTS %s %s", key.c_str(), field.c_str());
+    RedisReply r = command(context(), "HEXISTS %s %s", key.c_str(), field.c_str());
     EXPECT_TRUE(r && r->type == REDIS_REPLY_INTEGER) << text(r.get());
     return r && r->type == REDIS_REPLY_INTEGER && r->integer == 1;
   }
-  long long dbsize() {
-    RedisReply r = command(c_, "DBSIZE");
-    return r && r->type == REDIS_REPLY_INTEGER ? r->integer : LLONG_MIN;
-  }
-  std::string zscore(const std::string& key, const std::string& member) {
-    return text(command(c_, "ZSCORE %s %s", key.c_str(), member.c_str()).get());
-  }
   std::vector<std::string> ring() {
-    RedisReply r = command(c_, "LRANGE %s 0 -1", key("ring").c_str());
+    RedisReply r = command(context(), "LRANGE %s 0 -1", key("ring").c_str());
     std::vector<std::string> out;
     if (r && r->type == REDIS_REPLY_ARRAY) {
       for (std::size_t i = 0; i < r->elements; ++i) out.push_back(text(r->element[i]));
@@ -231,32 +144,10 @@ class Bus {
     const auto r = ring();
     return std::find(r.begin(), r.end(), g) != r.end();
   }
-  // The server's clock, the one leases and schedules are measured on.
-  long long now_ms() {
-    RedisReply r = command(c_, "TIME");
-    EXPECT_TRUE(r && r->type == REDIS_REPLY_ARRAY && r->elements == 2);
-    return std::stoll(text(r->element[0])) * 1000 + std::stoll(text(r->element[1])) / 1000;
-  }
 
  private:
-  RedisReply send(const char* verb, const std::string& script, const Args& keys, const Args& argv) {
-    const std::string numkeys = std::to_string(keys.size());
-    std::vector<const char*> parts{verb, script.data(), numkeys.data()};
-    std::vector<std::size_t> lens{std::string_view(verb).size(), script.size(), numkeys.size()};
-    for (const Args* list : {&keys, &argv}) {
-      for (const std::string& s : *list) {
-        parts.push_back(s.data());
-        lens.push_back(s.size());
-      }
-    }
-    return RedisReply(static_cast<redisReply*>(
-        redisCommandArgv(c_, static_cast<int>(parts.size()), parts.data(), lens.data())));
-  }
-
-  redisContext* c_;
   std::string queue_;
   std::string base_;
-  Load load_;
 };
 
 class BusScripts : public RedisTest {
@@ -932,45 +823,13 @@ TEST_F(BusScripts, EveryKeyTheScriptsWriteSharesTheQueuesSlot105) {
 // A cluster-enabled server owning every slot, with each script run under `#!lua`: the server
 // then refuses any key access outside the slot of the script's first key, declared or built
 // from the base at run time, which the standalone server never checks.
-class BusOnACluster : public ::testing::Test {
+class BusOnACluster : public OneNodeClusterTest {
  protected:
-  static void SetUpTestSuite() {
-    try {
-      server_ = std::make_unique<engine::LocalServer>(engine::LocalServerOptions{
-          .extra_args = {"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"}});
-    } catch (const std::exception& e) {
-      start_error_ = e.what();
-    }
-  }
-  static void TearDownTestSuite() { server_.reset(); }
-  void SetUp() override {
-    ASSERT_TRUE(server_ && server_->running()) << "redis-server did not start: " << start_error_;
-    client_ = connect_client(*server_);
-    ASSERT_TRUE(client_ && !client_->err);
-    RedisReply added = command(client_.get(), "CLUSTER ADDSLOTSRANGE 0 16383");
-    ASSERT_TRUE(added) << "no reply";  // "already busy" after the first test is fine
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
-    bool ok = false;
-    while (!ok && std::chrono::steady_clock::now() < deadline) {
-      RedisReply info = command(client_.get(), "CLUSTER INFO");
-      ok = info && text(info.get()).find("cluster_state:ok") != std::string::npos;
-      if (!ok) std::this_thread::sleep_for(milliseconds(50));
-    }
-    ASSERT_TRUE(ok) << "the one-node cluster never reached cluster_state:ok";
-    RedisReply flushed = command(client_.get(), "FLUSHALL");
-    ASSERT_TRUE(flushed && flushed->type == REDIS_REPLY_STATUS) << text(flushed.get());
-  }
-
-  static std::unique_ptr<engine::LocalServer> server_;
-  static std::string start_error_;
-  RedisClient client_;
   table::Minter minter_{8};
 };
-std::unique_ptr<engine::LocalServer> BusOnACluster::server_;
-std::string BusOnACluster::start_error_;
 
 TEST_F(BusOnACluster, ACrossSlotAccessIsRefusedSoTheCheckIsLive) {
-  RedisReply r = command(client_.get(), "EVAL %s 1 %s",
+  RedisReply r = command(client(), "EVAL %s 1 %s",
                          "#!lua\nredis.call('SET', KEYS[1], 1)\n"
                          "return redis.call('SET', 'emq:{fills}:x', 1)",
                          "emq:{orders}:x");
@@ -980,8 +839,8 @@ TEST_F(BusOnACluster, ACrossSlotAccessIsRefusedSoTheCheckIsLive) {
 
 TEST_F(BusOnACluster, EveryScriptStaysInOneSlotOnEveryBranch) {
   for (const char* queue : {"orders", "ecc.coh.users"}) {
-    Bus bus(client_.get(), queue, Bus::Load::kStrictSlot);
-    exercise_every_script(bus, minter_, client_.get());
+    Bus bus(client(), queue, Bus::Load::kStrictSlot);
+    exercise_every_script(bus, minter_, client());
   }
 }
 

@@ -30,6 +30,7 @@
 
 #include "engine_nodes.h"
 #include "support/child_process.h"
+#include "support/script_client.h"
 
 namespace echo::test {
 namespace {
@@ -255,64 +256,18 @@ class ChildNode {
 
 // ---- the server side ----
 
-std::string text(const redisReply* r) {
-  if (r == nullptr) return "(no reply)";
-  switch (r->type) {
-    case REDIS_REPLY_STRING:
-    case REDIS_REPLY_STATUS:
-    case REDIS_REPLY_ERROR:
-      return std::string(r->str, r->len);
-    case REDIS_REPLY_INTEGER:
-      return std::to_string(r->integer);
-    case REDIS_REPLY_NIL:
-      return "(nil)";
-    default:
-      return "(array of " + std::to_string(r->elements) + ")";
-  }
-}
-
-RedisReply argv_command(redisContext* c, const std::vector<std::string>& args) {
-  std::vector<const char*> p;
-  std::vector<std::size_t> n;
-  for (const auto& a : args) {
-    p.push_back(a.data());
-    n.push_back(a.size());
-  }
-  return RedisReply(static_cast<redisReply*>(
-      redisCommandArgv(c, static_cast<int>(args.size()), p.data(), n.data())));
-}
-
-// An embedded script by EVALSHA (SCRIPT LOAD on NOSCRIPT), as the engine sends it.
-RedisReply run_script(redisContext* c, std::string_view name, const std::vector<std::string>& keys,
-                      const std::vector<std::string>& argv) {
-  const lua::Script* s = lua::find_script(name);
-  if (s == nullptr) {
-    ADD_FAILURE() << "no embedded script " << name;
-    return nullptr;
-  }
-  std::vector<std::string> args = {"EVALSHA", std::string(s->sha1), std::to_string(keys.size())};
-  args.insert(args.end(), keys.begin(), keys.end());
-  args.insert(args.end(), argv.begin(), argv.end());
-  RedisReply r = argv_command(c, args);
-  if (r && r->type == REDIS_REPLY_ERROR && text(r.get()).starts_with("NOSCRIPT")) {
-    argv_command(c, {"SCRIPT", "LOAD", std::string(s->source)});
-    r = argv_command(c, args);
-  }
-  return r;
-}
-
 std::string hget(redisContext* c, const std::string& key, const std::string& field) {
-  return text(argv_command(c, {"HGET", key, field}).get());
+  return text(command_argv(c, {"HGET", key, field}).get());
 }
 
 long long integer_of(redisContext* c, const std::vector<std::string>& args) {
-  RedisReply r = argv_command(c, args);
+  RedisReply r = command_argv(c, args);
   return r && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
 }
 
 std::vector<std::string> strings_of(redisContext* c, const std::vector<std::string>& args) {
   std::vector<std::string> out;
-  RedisReply r = argv_command(c, args);
+  RedisReply r = command_argv(c, args);
   if (!r || r->type != REDIS_REPLY_ARRAY) return out;
   for (std::size_t i = 0; i < r->elements; ++i) out.push_back(text(r->element[i]));
   return out;
@@ -356,7 +311,7 @@ TEST_F(JobLane, F5AConsumerKilledHoldingItsJobIsReapedAndTheRestartedNodeApplies
   const BrandedId name = fresh_id("AST"), group = fresh_id("PRT");
   const BrandedId v1 = fresh_id("AST");
   const std::string key = l2_key(t, name), f1 = engine::frame_l2_value(v1, "px=100.00");
-  ASSERT_TRUE(argv_command(client(), {"SET", key, f1, "PX", "60000"}));
+  ASSERT_TRUE(command_argv(client(), {"SET", key, f1, "PX", "60000"}));
 
   auto w = start_node(server(), 40, {writer_spec(t, k.lease_ms)});
   ASSERT_TRUE(w);
@@ -733,7 +688,7 @@ TEST_F(JobLane, APausedMemberQueueIsNotClaimedFromOrHandedOffToUntilItsResume) {
   // Queue pause (WIRE §5.1 meta paused): the hand-off and the claim both hold off. A claim whose
   // HGET ran before the HSET may still be in flight: wait for two more (claims never overlap), so
   // every claim from then on asked after the pause.
-  ASSERT_TRUE(argv_command(client(), {"HSET", base + "meta", "paused", "1"}));
+  ASSERT_TRUE(command_argv(client(), {"HSET", base + "meta", "paused", "1"}));
   const std::uint64_t tried = consumer_of(*n, t)->empty_claims;
   ASSERT_TRUE(within(5s, [&] { return consumer_of(*n, t)->empty_claims >= tried + 2; }));
   const std::string via_lane = fresh_id("JOB").str(), via_writer = fresh_id("JOB").str();
@@ -753,7 +708,7 @@ TEST_F(JobLane, APausedMemberQueueIsNotClaimedFromOrHandedOffToUntilItsResume) {
   EXPECT_EQ(hget(client(), base + "job:" + via_lane, "state"), "pending");
   EXPECT_EQ(hget(client(), base + "job:" + via_writer, "state"), "pending");
   // Resume: no wake is pushed, the next beat claims both.
-  ASSERT_TRUE(argv_command(client(), {"HDEL", base + "meta", "paused"}));
+  ASSERT_TRUE(command_argv(client(), {"HDEL", base + "meta", "paused"}));
   ASSERT_TRUE(within(5s, [&] { return consumer_of(*n, t)->completed == before.completed + 2; }));
   EXPECT_EQ(consumer_of(*n, t)->claimed, before.claimed + 2);
 }
@@ -789,7 +744,7 @@ TEST_F(JobLane, MalformedPayloadsAreRetriedWithTheirReasonAndGoDeadAfterMaxAttem
     ASSERT_TRUE(within(10s, [&] { return hget(client(), base + "job:" + job, "state") == "dead"; }))
         << job << " state " << hget(client(), base + "job:" + job, "state");
     EXPECT_EQ(hget(client(), base + "job:" + job, "attempts"), "3");
-    EXPECT_EQ(text(argv_command(client(), {"ZSCORE", base + "dead", job}).get()), "0");
+    EXPECT_EQ(text(command_argv(client(), {"ZSCORE", base + "dead", job}).get()), "0");
   }
   EXPECT_TRUE(hget(client(), base + "job:" + job_a, "last_error")
                   .starts_with("malformed coherence payload"))
@@ -871,7 +826,7 @@ TEST_F(JobLane, CreditsBoundWhatAHeldWriterIsOwedAndEverythingDrainsWithoutADrop
     ASSERT_TRUE(within(5s, [&] { return integer_of(client(), {"EXISTS", base + "parked"}) == 1; }));
     const lua::Script* fan = lua::find_script("member_enqueue");
     ASSERT_NE(fan, nullptr);
-    RedisReply loaded = argv_command(client(), {"SCRIPT", "LOAD", std::string(fan->source)});
+    RedisReply loaded = command_argv(client(), {"SCRIPT", "LOAD", std::string(fan->source)});
     ASSERT_EQ(text(loaded.get()), fan->sha1);
     std::vector<std::vector<std::string>> batch;
     for (int i = 0; i < kJobs; ++i) {
@@ -929,7 +884,7 @@ TEST_F(JobLane, TheParkedFlagHoldsFreeCreditsFallsPerHandOffAndIsRaisedAgainBelo
   auto w = start_node(server(), 98, {writer_spec(t, k.lease_ms)});
   ASSERT_TRUE(p && w);
   const std::string parked = member_base(t, 97) + "parked";
-  auto flag = [&] { return text(argv_command(client(), {"GET", parked}).get()); };
+  auto flag = [&] { return text(command_argv(client(), {"GET", parked}).get()); };
   ASSERT_TRUE(within(5s, [&] { return flag() == "8"; })) << flag();
   const long long pttl = integer_of(client(), {"PTTL", parked});
   EXPECT_GT(pttl, 0);
@@ -979,7 +934,7 @@ TEST_F(JobLane, AnEnqueueWithNoLiveMemberIsTheTypedErrorNoLiveMemberNotADuplicat
   // is admitted (true), and a replay is a duplicate (false). The writer read the membership empty
   // above; the join moves the epoch, so its next enqueue reads the membership again.
   const auto keys = engine::JobLaneKeys::for_table(t);
-  RedisReply live = argv_command(client(), {"SET", member_base(t, 97) + "live", "30000", "PX", "60000"});
+  RedisReply live = command_argv(client(), {"SET", member_base(t, 97) + "live", "30000", "PX", "60000"});
   ASSERT_EQ(text(live.get()), "OK");
   RedisReply beat = run_script(client(), "member_beat", {keys.members, keys.epoch}, {"97", "60000"});
   ASSERT_TRUE(beat && beat->type == REDIS_REPLY_ARRAY && beat->elements == 2) << text(beat.get());

@@ -7,7 +7,6 @@
 // binary re-executed through /proc/self/exe with --journal-writer (main, at the bottom).
 #include <echo/engine/job_consumer.h>
 #include <echo/engine/journal.h>
-#include <echo/lua/scripts.h>
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -29,6 +28,7 @@
 
 #include "engine_nodes.h"
 #include "support/child_process.h"
+#include "support/script_client.h"
 
 namespace echo::test {
 namespace {
@@ -117,51 +117,6 @@ engine::EnqueueFn lane_enqueue(Engine& w, const std::string& table, const Brande
 
 // ---- the server side ----
 
-std::string text(const redisReply* r) {
-  if (r == nullptr) return "(no reply)";
-  switch (r->type) {
-    case REDIS_REPLY_STRING:
-    case REDIS_REPLY_STATUS:
-    case REDIS_REPLY_ERROR:
-      return std::string(r->str, r->len);
-    case REDIS_REPLY_INTEGER:
-      return std::to_string(r->integer);
-    case REDIS_REPLY_NIL:
-      return "(nil)";
-    default:
-      return "(array of " + std::to_string(r->elements) + ")";
-  }
-}
-
-RedisReply argv_command(redisContext* c, const std::vector<std::string>& args) {
-  std::vector<const char*> p;
-  std::vector<std::size_t> n;
-  for (const auto& a : args) {
-    p.push_back(a.data());
-    n.push_back(a.size());
-  }
-  return RedisReply(static_cast<redisReply*>(
-      redisCommandArgv(c, static_cast<int>(args.size()), p.data(), n.data())));
-}
-
-RedisReply run_script(redisContext* c, std::string_view name, const std::vector<std::string>& keys,
-                      const std::vector<std::string>& argv) {
-  const lua::Script* s = lua::find_script(name);
-  if (s == nullptr) {
-    ADD_FAILURE() << "no embedded script " << name;
-    return nullptr;
-  }
-  std::vector<std::string> args = {"EVALSHA", std::string(s->sha1), std::to_string(keys.size())};
-  args.insert(args.end(), keys.begin(), keys.end());
-  args.insert(args.end(), argv.begin(), argv.end());
-  RedisReply r = argv_command(c, args);
-  if (r && r->type == REDIS_REPLY_ERROR && text(r.get()).starts_with("NOSCRIPT")) {
-    argv_command(c, {"SCRIPT", "LOAD", std::string(s->source)});
-    r = argv_command(c, args);
-  }
-  return r;
-}
-
 std::string member_base(const std::string& table, unsigned node) {
   return engine::JobLaneKeys::for_table(table).member_base(std::to_string(node));
 }
@@ -169,13 +124,13 @@ std::string member_base(const std::string& table, unsigned node) {
 // True once `node`'s beat has landed in `table`'s membership set (fanouts include it from then).
 bool is_member(redisContext* c, const std::string& table, unsigned node) {
   RedisReply r =
-      argv_command(c, {"ZSCORE", engine::JobLaneKeys::for_table(table).members, std::to_string(node)});
+      command_argv(c, {"ZSCORE", engine::JobLaneKeys::for_table(table).members, std::to_string(node)});
   return r && r->type == REDIS_REPLY_STRING;
 }
 
 // Pauses / resumes `group` in `node`'s member queue: jobs wait in its lane, unclaimed.
 void pause_group(redisContext* c, const std::string& table, unsigned node, const BrandedId& group) {
-  RedisReply r = argv_command(c, {"SADD", member_base(table, node) + "paused", group.str()});
+  RedisReply r = command_argv(c, {"SADD", member_base(table, node) + "paused", group.str()});
   EXPECT_TRUE(r && r->type == REDIS_REPLY_INTEGER) << text(r.get());
 }
 void resume_group(redisContext* c, const std::string& table, unsigned node, const BrandedId& group) {
@@ -187,7 +142,7 @@ void resume_group(redisContext* c, const std::string& table, unsigned node, cons
 
 long long lane_depth(redisContext* c, const std::string& table, unsigned node, const BrandedId& group) {
   RedisReply r =
-      argv_command(c, {"ZCARD", member_base(table, node) + "g:" + group.str() + ":pending"});
+      command_argv(c, {"ZCARD", member_base(table, node) + "g:" + group.str() + ":pending"});
   return r && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
 }
 
@@ -195,11 +150,11 @@ long long lane_depth(redisContext* c, const std::string& table, unsigned node, c
 // {ecc.coh.<t>} and every member queue's {ecc.coh.<t>|<m>}.
 std::size_t delete_lane_keys(redisContext* c, const std::string& table) {
   const std::string pattern = "emq:{ecc.coh." + table + "[}|]*";
-  RedisReply keys = argv_command(c, {"KEYS", pattern});
+  RedisReply keys = command_argv(c, {"KEYS", pattern});
   if (!keys || keys->type != REDIS_REPLY_ARRAY) return 0;
   std::size_t n = 0;
   for (std::size_t i = 0; i < keys->elements; ++i) {
-    RedisReply d = argv_command(c, {"DEL", text(keys->element[i])});
+    RedisReply d = command_argv(c, {"DEL", text(keys->element[i])});
     if (d && d->type == REDIS_REPLY_INTEGER) n += static_cast<std::size_t>(d->integer);
   }
   return n;
@@ -423,7 +378,7 @@ TEST_F(JournalGates, H3TheMemorySurvivesAFullRestartAndAnOldVersionAnswersRememb
   const std::string key = l2_key(t, name);
   auto set_l2 = [&](const BrandedId& v) {
     const std::string f = engine::frame_l2_value(v, "px=" + v.str());
-    ASSERT_TRUE(argv_command(client(), {"SET", key, f, "PX", "60000"}));
+    ASSERT_TRUE(command_argv(client(), {"SET", key, f, "PX", "60000"}));
   };
   {
     Journal j(journal_options(dir.path(), group));
@@ -687,7 +642,7 @@ TEST_F(JournalGates, CrashDrillAWriterKilledAtEachSeamIsReplayedByItsRestartNoth
   const BrandedId a0 = fresh_id("AST"), b0 = fresh_id("AST");
   // The consumer node caches both names at their first versions.
   for (const auto& [n, v] : {std::pair{a, a0}, std::pair{b, b0}}) {
-    ASSERT_TRUE(argv_command(client(), {"SET", l2_key(t, n), engine::frame_l2_value(v, "v=" + v.str()),
+    ASSERT_TRUE(command_argv(client(), {"SET", l2_key(t, n), engine::frame_l2_value(v, "v=" + v.str()),
                                         "PX", "60000"}));
   }
   Journal memory(journal_options(consumer_dir.path(), group));

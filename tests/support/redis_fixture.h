@@ -1,14 +1,18 @@
 // SPDX-License-Identifier: MIT
 // The integration tests' real server: a redis-server started on a free loopback port (never
 // 6379) with persistence off, stopped by its own pid. A test that needs it and cannot start it
-// fails; it never skips. Also a plain blocking hiredis client for assertions.
+// fails; it never skips. Also a plain blocking hiredis client for assertions, and a one-node
+// cluster-enabled server for the tests that prove a script stays in one hash slot.
 #pragma once
 
 #include <gtest/gtest.h>
 #include <hiredis/hiredis.h>
 
 #include <memory>
+#include <exception>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <echo/engine/local_server.h>
 
@@ -29,21 +33,57 @@ RedisClient connect_client(const engine::LocalServer& server);
 // One command through a blocking client (hiredis printf-style format).
 RedisReply command(redisContext* c, const char* format, ...);
 
+// One command of binary-safe arguments (the first is the verb).
+RedisReply command_argv(redisContext* c, const std::vector<std::string>& args);
+
+// A reply for assertions and messages: a string, status or error as it is, an integer in decimal,
+// "(nil)", "(array of N)", or "(no reply)" for nullptr.
+std::string text(const redisReply* r);
+
+// A suite's shared server or cluster: T built from `args`, or nullptr with the exception's message
+// in `error` (SetUp then fails every test with it).
+template <class T, class... A>
+std::unique_ptr<T> start_for_suite(std::string& error, A&&... args) {
+  try {
+    return std::make_unique<T>(std::forward<A>(args)...);
+  } catch (const std::exception& e) {
+    error = e.what();
+    return nullptr;
+  }
+}
+
 // A test fixture whose suite shares one server, started in SetUpTestSuite and stopped in
-// TearDownTestSuite. Start failures are fatal test failures.
+// TearDownTestSuite. Start failures are fatal test failures. Each test gets its own client on an
+// empty server.
 class RedisTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite();
+  static void SetUpTestSuite() { start_server({}); }
   static void TearDownTestSuite();
   void SetUp() override;
 
   static engine::LocalServer& server() { return *server_; }
   redisContext* client() { return client_.get(); }
 
+  // For a derived suite's SetUpTestSuite: the suite's server started with `options`.
+  static void start_server(engine::LocalServerOptions options);
+  // SetUp's parts: asserts the server runs and connects the test's client; FLUSHALL.
+  void connect();
+  void flush_all();
+
  private:
   static std::unique_ptr<engine::LocalServer> server_;
   static std::string start_error_;
   RedisClient client_;
+};
+
+// Like RedisTest, but the suite's server is cluster-enabled and owns all 16384 slots, so that a
+// script run under `#!lua` is refused any key outside the slot of its first key (declared or
+// built at run time), which a standalone server never checks. SetUp waits up to 15 s for
+// cluster_state:ok, then flushes.
+class OneNodeClusterTest : public RedisTest {
+ protected:
+  static void SetUpTestSuite();
+  void SetUp() override;
 };
 
 }  // namespace echo::test
