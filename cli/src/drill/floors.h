@@ -11,6 +11,7 @@
 #include <echo/harness/hiredis.h>
 #include <echo/harness/samples.h>
 #include <echo/harness/stage.h>
+#include <echo/lua/scripts.h>
 #include <echo/table/branded_id.h>
 #include <echo/table/names.h>
 #include <hiredis/hiredis.h>
@@ -75,6 +76,36 @@ class Redis {
     } while (cursor != "0");
     return n;
   }
+  // EVALSHA of an embedded script (lua/scripts) the server already holds: one round trip.
+  // Null when the script is unknown or on a transport error.
+  Reply evalsha(std::string_view script, const std::vector<std::string>& keys,
+                const std::vector<std::string>& argv) {
+    const lua::Script* s = lua::find_script(script);
+    if (s == nullptr) return nullptr;
+    std::vector<const char*> parts{"EVALSHA"};
+    std::vector<std::size_t> lens{7};
+    const std::string sha(s->sha1), nkeys = std::to_string(keys.size());
+    parts.push_back(sha.c_str());
+    lens.push_back(sha.size());
+    parts.push_back(nkeys.c_str());
+    lens.push_back(nkeys.size());
+    for (const auto* list : {&keys, &argv}) {
+      for (const std::string& a : *list) {
+        parts.push_back(a.data());
+        lens.push_back(a.size());
+      }
+    }
+    return Reply(static_cast<redisReply*>(
+        redisCommandArgv(c_.get(), static_cast<int>(parts.size()), parts.data(), lens.data())));
+  }
+  // The same, loading the script first (a fresh server holds none).
+  Reply eval(std::string_view script, const std::vector<std::string>& keys,
+             const std::vector<std::string>& argv) {
+    const lua::Script* s = lua::find_script(script);
+    if (s == nullptr) return nullptr;
+    Reply loaded = command("SCRIPT LOAD %b", s->source.data(), s->source.size());
+    return evalsha(script, keys, argv);
+  }
   redisContext* raw() const noexcept { return c_.get(); }
 
  private:
@@ -97,14 +128,26 @@ inline Samples get_floor(const DrillTarget& target, const std::string& key, int 
   return s;
 }
 
+// Which pub/sub a PUBLISH floor rides: the classic one, or the sharded one of a cluster
+// (SSUBSCRIBE / SPUBLISH on the channel's master).
+struct PubSubVerbs {
+  const char* subscribe;
+  const char* publish;
+};
+inline constexpr PubSubVerbs kClassicPubSub{"SUBSCRIBE", "PUBLISH"};
+inline constexpr PubSubVerbs kShardedPubSub{"SSUBSCRIBE", "SPUBLISH"};
+
 // The floor under the broadcast lane: a blocking hiredis subscriber on its own thread counts
 // messages; the caller PUBLISHes `payload_size`-byte payloads one at a time and waits with
 // spin_until for the count to move. Each sample is PUBLISH sent -> message counted.
 inline Samples publish_floor(const DrillTarget& target, const std::string& channel, int n,
-                             std::size_t payload_size = 29) {
+                             std::size_t payload_size = 29,
+                             const PubSubVerbs& verbs = kClassicPubSub) {
   Redis sub(target), pub(target);
-  Reply ok = sub.command("SUBSCRIBE %b", channel.data(), channel.size());
-  if (!ok) throw std::runtime_error("the PUBLISH floor could not subscribe");
+  const std::string floor = std::string("the ") + verbs.publish + " floor";
+  Reply ok = sub.command((std::string(verbs.subscribe) + " %b").c_str(), channel.data(),
+                         channel.size());
+  if (!ok) throw std::runtime_error(floor + " could not subscribe");
   const int total = n + 50;
   std::atomic<int> heard{0};
   std::jthread listener([&] {
@@ -118,14 +161,15 @@ inline Samples publish_floor(const DrillTarget& target, const std::string& chann
     }
   });
   const std::string payload(payload_size, 'x');
+  const std::string publish = std::string(verbs.publish) + " %b %b";
   Samples s;
   s.us.reserve(static_cast<std::size_t>(n));
   for (int i = 0; i < total; ++i) {
     const auto t0 = Clock::now();
-    Reply r = pub.command("PUBLISH %b %b", channel.data(), channel.size(), payload.data(),
+    Reply r = pub.command(publish.c_str(), channel.data(), channel.size(), payload.data(),
                           payload.size());
     if (!r || !spin_until([&] { return heard.load(std::memory_order_acquire) > i; })) {
-      throw std::runtime_error("the PUBLISH floor lost message " + std::to_string(i));
+      throw std::runtime_error(floor + " lost message " + std::to_string(i));
     }
     if (i >= 50) s.us.push_back(since_us(t0));
   }

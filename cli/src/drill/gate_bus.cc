@@ -71,24 +71,7 @@ class Bus {
   const std::string& base() const { return base_; }
 
   Reply run(std::string_view name, const Args& keys, const Args& argv) {
-    const lua::Script* s = lua::find_script(name);
-    if (s == nullptr) return nullptr;
-    Reply loaded = r_.command("SCRIPT LOAD %b", s->source.data(), s->source.size());
-    std::vector<const char*> parts{"EVALSHA"};
-    std::vector<std::size_t> lens{7};
-    const std::string sha(s->sha1), nkeys = std::to_string(keys.size());
-    parts.push_back(sha.c_str());
-    lens.push_back(sha.size());
-    parts.push_back(nkeys.c_str());
-    lens.push_back(nkeys.size());
-    for (const Args* list : {&keys, &argv}) {
-      for (const std::string& a : *list) {
-        parts.push_back(a.data());
-        lens.push_back(a.size());
-      }
-    }
-    return Reply(static_cast<redisReply*>(
-        redisCommandArgv(r_.raw(), static_cast<int>(parts.size()), parts.data(), lens.data())));
+    return r_.eval(name, keys, argv);
   }
   Reply enqueue(const std::string& id, const std::string& p) {
     return run("enqueue", {job(id), key("pending")}, {id, p});

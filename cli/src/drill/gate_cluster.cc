@@ -164,39 +164,6 @@ void f2_newer_wins(GateRun& run, const DrillTarget& target) {
   run.figure("v_old stale on L1 and L2; v_fresh applied");
 }
 
-// The floor under the sharded broadcast lane: SSUBSCRIBE on the channel's master from a blocking
-// hiredis subscriber on its own thread; SPUBLISH one at a time, PUBLISH sent -> message counted.
-floors::Samples spublish_floor(const DrillTarget& shard, const std::string& channel, int n) {
-  floors::Redis sub(shard), pub(shard);
-  floors::Reply ok = sub.command("SSUBSCRIBE %b", channel.data(), channel.size());
-  if (!ok) throw std::runtime_error("the SPUBLISH floor could not subscribe");
-  const int total = n + 50;
-  std::atomic<int> heard{0};
-  std::jthread listener([&] {
-    while (heard.load(std::memory_order_relaxed) < total) {
-      void* raw = nullptr;
-      if (redisGetReply(sub.raw(), &raw) != REDIS_OK) return;
-      floors::Reply m(static_cast<redisReply*>(raw));
-      if (m->type == REDIS_REPLY_ARRAY && m->elements == 3) {
-        heard.fetch_add(1, std::memory_order_release);  // pairs with the caller's acquire
-      }
-    }
-  });
-  const std::string payload(29, 'x');
-  floors::Samples s;
-  for (int i = 0; i < total; ++i) {
-    const auto t0 = Clock::now();
-    floors::Reply r = pub.command("SPUBLISH %b %b", channel.data(), channel.size(), payload.data(),
-                                  payload.size());
-    if (!r || !floors::spin_until([&] { return heard.load(std::memory_order_acquire) > i; })) {
-      throw std::runtime_error("the SPUBLISH floor lost message " + std::to_string(i));
-    }
-    if (i >= 50) s.us.push_back(floors::since_us(t0));
-  }
-  s.sort();
-  return s;
-}
-
 void f3_broadcast(GateRun& run, const DrillTarget& target) {
   constexpr int kMessages = 500, kWarmup = 50;
   const std::string channel = table::coherence_channel("board").value();
@@ -207,7 +174,8 @@ void f3_broadcast(GateRun& run, const DrillTarget& target) {
       std::to_string(shard.port) +
       "); then node B holds 550 rows and 550 newer invalidations are SPUBLISHed one at a time "
       "(50 unmeasured); then writer A and subscribers B, C share one name");
-  const floors::Samples floor = spublish_floor(shard, "ecc:{board}:floor", kMessages);
+  const floors::Samples floor = floors::publish_floor(shard, "ecc:{board}:floor", kMessages, 29,
+                                                      floors::kShardedPubSub);
   const double lo = 0.5 * floor.median(), hi = 4.0 * floor.median();
   run.derive("floor: SPUBLISH sent -> message counted, median " + fmt("%.0f", floor.median()) +
              " us; the lane is the same hop plus a RESP3 decode, a ring publish and a writer "

@@ -60,36 +60,6 @@ TableSpec lane_table(const std::string& name, CoherenceMode mode, std::atomic<in
 
 JobConsumerStats consumer_of(const Engine& node) { return *node.stats().tables.at(0).consumer; }
 
-// EVALSHA of an embedded script the server already holds (eval loaded it): one round trip.
-Reply eval_loaded(Redis& r, std::string_view script, const std::vector<std::string>& keys,
-                  const std::vector<std::string>& argv) {
-  const lua::Script* s = lua::find_script(script);
-  std::vector<const char*> args{"EVALSHA"};
-  std::vector<std::size_t> lens{7};
-  const std::string sha(s->sha1), nkeys = std::to_string(keys.size());
-  args.push_back(sha.c_str());
-  lens.push_back(sha.size());
-  args.push_back(nkeys.c_str());
-  lens.push_back(nkeys.size());
-  for (const auto* list : {&keys, &argv}) {
-    for (const auto& a : *list) {
-      args.push_back(a.data());
-      lens.push_back(a.size());
-    }
-  }
-  return Reply(static_cast<redisReply*>(
-      redisCommandArgv(r.raw(), static_cast<int>(args.size()), args.data(), lens.data())));
-}
-
-// EVALSHA of an embedded script on a plain client, loading it first (a fresh server has none).
-Reply eval(Redis& r, std::string_view script, const std::vector<std::string>& keys,
-           const std::vector<std::string>& argv) {
-  const lua::Script* s = lua::find_script(script);
-  if (s == nullptr) return nullptr;
-  Reply loaded = r.command("SCRIPT LOAD %b", s->source.data(), s->source.size());
-  return eval_loaded(r, script, keys, argv);
-}
-
 // Watches the server's MONITOR stream for the complete script's EVALSHA of `job` and keeps the
 // token it carried (the argument after the job id): the healer's token, read off the wire.
 class CompletionWatch {
@@ -169,14 +139,14 @@ void f5_job_lane(GateRun& run, const DrillTarget& target) {
   // The consumer that will die: registered as member 251 (its live key, then member_beat, as a
   // consumer's beat does), claims, never completes.
   Reply live = dead.command("SET %s %d PX 10000", (mbase + "live").c_str(), kDeadLeaseMs);
-  Reply beat = eval(dead, "member_beat", {keys.members, keys.epoch}, {member, "10000"});
+  Reply beat = dead.eval("member_beat", {keys.members, keys.epoch}, {member, "10000"});
   run.expect(live && live->type == REDIS_REPLY_STATUS && beat && beat->type == REDIS_REPLY_ARRAY,
              "the raw client registers as member 251");
   auto admitted = w.enqueue(t, group, name.view(), v2);
   run.expect(admitted && admitted->size() == 1 && admitted->front().member == member &&
                  admitted->front().admission == Admission::kEnqueued,
              "W's enqueue of v2 admits one job into member 251's queue (enqueued, not handed off)");
-  Reply claim = eval(dead, "gclaim", {mbase + "ring", mbase + "active"}, {mbase, std::to_string(kDeadLeaseMs)});
+  Reply claim = dead.eval("gclaim", {mbase + "ring", mbase + "active"}, {mbase, std::to_string(kDeadLeaseMs)});
   const bool claimed = claim && claim->type == REDIS_REPLY_ARRAY && claim->elements == 4;
   if (!run.expect(claimed, "the raw client claims the job with gclaim")) return;
   const std::string job(claim->element[0]->str, claim->element[0]->len);
@@ -227,7 +197,7 @@ void f5_job_lane(GateRun& run, const DrillTarget& target) {
   Reply active = redis.command("ZCARD %s", (mbase + "active").c_str());
   run.expect(row && row->integer == 0 && active && active->integer == 0,
              "the completed job left no row to browse and nothing active");
-  Reply late = eval(dead, "complete", {mbase + "active", mbase + "job:" + job}, {job, "1", mbase});
+  Reply late = dead.eval("complete", {mbase + "active", mbase + "job:" + job}, {job, "1", mbase});
   run.expect(late && late->type == REDIS_REPLY_INTEGER && late->integer == 0,
              "the dead consumer's late completion with token 1 finds the row gone (0)");
   auto fresh = h.get(t, name.view());
@@ -300,11 +270,11 @@ ServerHop server_hop(const DrillTarget& target, table::Minter& minter, int n) {
   const std::string member = "0", mbase = keys.member_base(member);
   const std::string live = mbase + "live";
   Reply registered = c.command("SET %s 30000 PX 60000", live.c_str());
-  Reply beat = eval(c, "member_beat", {keys.members, keys.epoch}, {member, "60000"});
+  Reply beat = c.eval("member_beat", {keys.members, keys.epoch}, {member, "60000"});
   const std::string group = minter.mint("PRT").value().str();
   const auto frame = table::make_frame(minter.mint("AST").value(), minter.mint("TXN").value());
   const std::string payload(table::view(frame));
-  Reply warm = eval(c, "member_enqueue", {live},
+  Reply warm = c.eval("member_enqueue", {live},
                     {mbase, minter.mint("JOB").value().str(), payload, group, "30000"});
   for (int i = 0; i < n; ++i) {
     // A fresh parked flag and empty lists, so every call takes the hand-off branch.
@@ -318,7 +288,7 @@ ServerHop server_hop(const DrillTarget& target, table::Minter& minter, int n) {
     if (redisGetReply(sub.raw(), &raw) == REDIS_OK) freeReplyObject(raw);
     const std::string id = minter.mint("JOB").value().str();
     t0 = Clock::now();
-    Reply f = eval_loaded(c, "member_enqueue", {live}, {mbase, id, payload, group, "30000"});
+    Reply f = c.evalsha("member_enqueue", {live}, {mbase, id, payload, group, "30000"});
     out.fanout.us.push_back(floors::since_us(t0));
     Reply gone = c.command("DEL %s", (mbase + "job:" + id).c_str());
   }
