@@ -7,14 +7,13 @@
 // SQLite WAL commit, as the drill's H6 does.
 #include <echo/engine/engine.h>
 #include <echo/engine/journal.h>
+#include <echo/harness/plain_wal.h>
 #include <echo/harness/stage.h>
 #include <echo/harness/temp_dir.h>
 #include <echo/table/coherence_frame.h>
 #include <echo/table/names.h>
-#include <sqlite3.h>
 
 #include <algorithm>
-#include <filesystem>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -32,50 +31,9 @@ using engine::Engine;
 using engine::TableSpec;
 using floors::Clock;
 using table::BrandedId;
-namespace fs = std::filesystem;
 
 constexpr unsigned kReceiver = 901, kSender = 902, kMinter = 903, kJournalNode = 904;
 constexpr int kWarmup = 20;  // messages per lane before the first round, unmeasured
-
-struct SqliteClose {
-  void operator()(sqlite3* db) const noexcept { sqlite3_close(db); }
-};
-struct StmtFinalize {
-  void operator()(sqlite3_stmt* s) const noexcept { sqlite3_finalize(s); }
-};
-
-// The baseline under the journal: one autocommitted INSERT per call into a WAL table with
-// synchronous=NORMAL and the journal's page size (its own settings), statement prepared once.
-class PlainWal {
- public:
-  explicit PlainWal(const fs::path& file) {
-    sqlite3* db = nullptr;
-    const bool opened = sqlite3_open(file.c_str(), &db) == SQLITE_OK;
-    db_.reset(db);
-    sqlite3_stmt* s = nullptr;
-    if (!opened ||
-        sqlite3_exec(db,
-                     ("PRAGMA page_size=" + std::to_string(engine::kJournalPageSize) +
-                      "; PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; CREATE TABLE "
-                      "t(k INTEGER PRIMARY KEY AUTOINCREMENT, v TEXT NOT NULL)")
-                         .c_str(),
-                     nullptr, nullptr, nullptr) != SQLITE_OK ||
-        sqlite3_prepare_v2(db, "INSERT INTO t(v) VALUES(?)", -1, &s, nullptr) != SQLITE_OK) {
-      throw std::runtime_error("the plain SQLite WAL baseline: " + std::string(sqlite3_errmsg(db)));
-    }
-    insert_.reset(s);
-  }
-  void commit(const std::string& v) {
-    sqlite3_bind_text(insert_.get(), 1, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
-    const int rc = sqlite3_step(insert_.get());
-    sqlite3_reset(insert_.get());
-    if (rc != SQLITE_DONE) throw std::runtime_error("the plain SQLite WAL commit failed");
-  }
-
- private:
-  std::unique_ptr<sqlite3, SqliteClose> db_;
-  std::unique_ptr<sqlite3_stmt, StmtFinalize> insert_;
-};
 
 // One message through a lane: R re-puts the row at an older version (untimed), then `send`
 // carries a newer one; the time runs from the send to the row gone from R's L1.
@@ -244,7 +202,7 @@ void run_lanes(const BenchConfig& c, const DrillTarget& target, Progress& progre
   const std::string floor_channel = "echostore:bench:floor:" + run_id;
   engine::Journal jj(harness::journal_options(dir.path() / "pair",
                                               minter.mint("PRT").value().str(), kJournalNode + 1));
-  PlainWal wal(dir.path() / "plain.db");
+  harness::PlainWal wal(dir.path() / "plain.db");
   const int n = c.messages;
   for (int round = 0; round < c.rounds; ++round) {
     progress.step("broadcast lane vs PUBLISH floor", round, c.rounds);
@@ -267,7 +225,11 @@ void run_lanes(const BenchConfig& c, const DrillTarget& target, Progress& progre
 
     progress.step("journal record+mark pair vs plain SQLite WAL commit", round, c.rounds);
     auto t0 = Clock::now();
-    for (int i = 0; i < n; ++i) wal.commit(minter.mint("AST").value().str());
+    for (int i = 0; i < n; ++i) {
+      if (!wal.commit(minter.mint("AST").value().str())) {
+        throw std::runtime_error("the plain SQLite WAL commit failed");
+      }
+    }
     pair_row.base_rounds.push_back(floors::since_us(t0) / n);
     t0 = Clock::now();
     for (int i = 0; i < n; ++i) jj.mark_enqueued(jj.record(name, minter.mint("TXN").value()));

@@ -22,6 +22,8 @@
 #include <echo/engine/job_consumer.h>
 #include <echo/engine/journal.h>
 #include <echo/engine/l2_frame.h>
+#include <echo/harness/plain_wal.h>
+#include <echo/harness/stage.h>
 #include <echo/harness/temp_dir.h>
 #include <echo/lua/scripts.h>
 #include <echo/table/branded_id.h>
@@ -65,11 +67,7 @@ struct JournalDir : harness::TempDir {
 };
 
 JournalOptions options(const fs::path& dir, const BrandedId& group) {
-  JournalOptions o;
-  o.dir = dir;
-  o.group = group.str();
-  o.node_id = kGateNode + 1;
-  return o;
+  return harness::journal_options(dir, group.str(), kGateNode + 1);
 }
 
 TableSpec lane_table(const std::string& name, CoherenceMode mode) {
@@ -445,26 +443,15 @@ void h6_price(GateRun& run, const DrillTarget& target) {
   if (!run.expect(dir.ok(), "a temp dir for the journal files")) return;
   double plain_us = 0;
   {
-    sqlite3* db = nullptr;
-    bool ok = sqlite3_open((dir.path() / "plain.db").c_str(), &db) == SQLITE_OK &&
-              sqlite3_exec(db,
-                           ("PRAGMA page_size=" + std::to_string(echo::engine::kJournalPageSize) +
-                            "; PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; CREATE TABLE "
-                            "t(k INTEGER PRIMARY KEY AUTOINCREMENT, v TEXT NOT NULL)")
-                               .c_str(),
-                           nullptr, nullptr, nullptr) == SQLITE_OK;
-    sqlite3_stmt* s = nullptr;
-    ok = ok && sqlite3_prepare_v2(db, "INSERT INTO t(v) VALUES(?)", -1, &s, nullptr) == SQLITE_OK;
-    const auto t0 = Clock::now();
-    for (int i = 0; ok && i < kPairs; ++i) {
-      const std::string v = mint("AST").str();
-      sqlite3_bind_text(s, 1, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
-      ok = sqlite3_step(s) == SQLITE_DONE;
-      sqlite3_reset(s);
+    bool ok = true;
+    try {
+      harness::PlainWal wal(dir.path() / "plain.db");
+      const auto t0 = Clock::now();
+      for (int i = 0; ok && i < kPairs; ++i) ok = wal.commit(mint("AST").str());
+      plain_us = floors::since_us(t0) / kPairs;
+    } catch (const std::runtime_error&) {
+      ok = false;
     }
-    plain_us = floors::since_us(t0) / kPairs;
-    sqlite3_finalize(s);
-    sqlite3_close(db);
     if (!run.expect(ok, "the plain WAL baseline ran")) return;
   }
   const BrandedId group = mint("PRT");
