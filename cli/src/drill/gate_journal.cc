@@ -421,11 +421,7 @@ floors::Samples lane_latency(Engine& node, const std::string& table, const Brand
     const auto t0 = Clock::now();
     if (!send(v)) break;
     ++sent;
-    char buf[32];
-    if (!floors::spin_until([&] {
-          return node.writer(table)->map().read(name.view(), buf).status == table::ReadStatus::kMiss;
-        }))
-      break;
+    if (!floors::spin_until([&] { return !floors::cached(node, table, name); })) break;
     if (i >= warmup) s.us.push_back(floors::since_us(t0));
   }
   s.sort();
