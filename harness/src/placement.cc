@@ -2,8 +2,10 @@
 // pin_task, pin_thread and pin_process over sched_setaffinity.
 #include <echo/harness/placement.h>
 
+#include <errno.h>  // program_invocation_short_name
 #include <sched.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <string>
 #include <system_error>
@@ -32,6 +34,19 @@ bool pin_process(pid_t pid, int cpu) {
     ok = pin_task(static_cast<pid_t>(std::stoi(task.path().filename().string())), cpu) && ok;
   }
   return ok && !ec;
+}
+
+void pin_thread_or_warn(int cpu) {
+  if (!pin_thread(cpu)) {
+    std::fprintf(stderr, "%s: cannot pin a thread to CPU %d\n", program_invocation_short_name, cpu);
+  }
+}
+
+void pin_process_or_warn(pid_t pid, int cpu) {
+  if (!pin_process(pid, cpu)) {
+    std::fprintf(stderr, "%s: cannot pin every thread of pid %d to CPU %d\n",
+                 program_invocation_short_name, static_cast<int>(pid), cpu);
+  }
 }
 
 }  // namespace echo::harness
