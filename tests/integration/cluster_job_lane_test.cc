@@ -12,13 +12,11 @@
 #include <echo/engine/local_cluster.h>
 #include <echo/io/cluster_map.h>
 #include <gtest/gtest.h>
-#include <stdlib.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -27,33 +25,16 @@
 #include <vector>
 
 #include "integration/engine_nodes.h"
+#include "integration/journal_lane.h"
 
 namespace echo::test {
 namespace {
 
-namespace fs = std::filesystem;
 using engine::Admission;
-using engine::Applied;
 using engine::CoherenceMode;
 using engine::Engine;
 using engine::Journal;
 using table::BrandedId;
-
-constexpr std::int64_t kLeaseMs = 2000;
-
-engine::TableSpec lane_spec(const std::string& t, LoaderProbe& loader) {
-  auto s = table_spec(t, "AST", CoherenceMode::kJob, loader.answer("loaded"));
-  s.job_lease_ms = kLeaseMs;
-  s.job_beat_ms = 100;
-  s.job_retry_delay_ms = 20;
-  return s;
-}
-
-engine::TableSpec writer_spec(const std::string& t, LoaderProbe& loader) {
-  auto s = table_spec(t, "AST", CoherenceMode::kNone, loader.answer("loaded"));
-  s.job_lease_ms = kLeaseMs;
-  return s;
-}
 
 class ClusterJobLane : public ::testing::Test {
  protected:
@@ -77,6 +58,18 @@ class ClusterJobLane : public ::testing::Test {
     EXPECT_FALSE(ec) << "node " << id << ": " << ec.message();
     if (ec) return nullptr;
     return e;
+  }
+
+  // Starts the writer node `writer` and the consumer node `consumer` of job-lane table `t`, the
+  // consumer's lane consulting and filling `j`, and waits up to `timeout` for the consumer's
+  // membership. Fatal on failure (call under ASSERT_NO_FATAL_FAILURE).
+  void start_journalled(const std::string& t, unsigned writer, unsigned consumer, Journal& j,
+                        LoaderProbe& loader, std::chrono::milliseconds timeout,
+                        std::unique_ptr<Engine>& w, std::unique_ptr<Engine>& c) {
+    w = node(writer, {writer_spec(t, loader.answer("loaded"))});
+    c = node(consumer, {lane_spec(t, loader.answer("loaded"))}, &j);
+    ASSERT_TRUE(w && c);
+    ASSERT_TRUE(eventually([&] { return is_member(t, consumer); }, timeout));
   }
 
   // A command on the master that owns the table's slot now (its membership, its shared queue).
@@ -135,8 +128,8 @@ class ClusterJobLane : public ::testing::Test {
 TEST_F(ClusterJobLane, F5TheQueueLivesOnItsShardAJobAppliesOnceAndItsReplayIsStale) {
   const std::string t = "f5c";
   LoaderProbe loader;
-  auto w = node(40, {writer_spec(t, loader)});
-  auto c = node(5, {lane_spec(t, loader)});
+  auto w = node(40, {writer_spec(t, loader.answer("loaded"))});
+  auto c = node(5, {lane_spec(t, loader.answer("loaded"))});
   ASSERT_TRUE(w && c);
   ASSERT_TRUE(eventually([&] { return is_member(t, 5); }));
   // The membership lives on the table's shard, the member queue on its own slot's shard, and no
@@ -201,9 +194,9 @@ TEST_F(ClusterJobLane, MemberQueuesSpreadOverTheShardsAndAJoinerIsAdmittedByTheN
     owners.push_back(owner);
   }
   ASSERT_EQ(ids.size(), 3u) << "three masters own some member queue slot of the first 300 ids";
-  auto w = node(60, {writer_spec(t, loader)});
-  auto c1 = node(ids[0], {lane_spec(t, loader)});
-  auto c2 = node(ids[1], {lane_spec(t, loader)});
+  auto w = node(60, {writer_spec(t, loader.answer("loaded"))});
+  auto c1 = node(ids[0], {lane_spec(t, loader.answer("loaded"))});
+  auto c2 = node(ids[1], {lane_spec(t, loader.answer("loaded"))});
   ASSERT_TRUE(w && c1 && c2);
   ASSERT_TRUE(eventually([&] { return is_member(t, ids[0]) && is_member(t, ids[1]); }));
   const BrandedId name = fresh_id("AST"), group = fresh_id("PRT");
@@ -219,7 +212,7 @@ TEST_F(ClusterJobLane, MemberQueuesSpreadOverTheShardsAndAJoinerIsAdmittedByTheN
   ASSERT_TRUE(eventually([&] { return completed(*c1) == 1 && completed(*c2) == 1; }, 10s));
 
   // A third node joins on a third shard after that read.
-  auto c3 = node(ids[2], {lane_spec(t, loader)});
+  auto c3 = node(ids[2], {lane_spec(t, loader.answer("loaded"))});
   ASSERT_TRUE(c3);
   ASSERT_TRUE(eventually([&] { return is_member(t, ids[2]); }));
   for (Engine* c : {c1.get(), c2.get(), c3.get()}) {
@@ -275,8 +268,8 @@ TEST_F(ClusterJobLane, TheParkingConnectionFollowsAFailoverAndHandOffsResume) {
   constexpr unsigned kConsumer = 7;
   constexpr int kJobs = 8;
   LoaderProbe loader;
-  auto w = node(70, {writer_spec(t, loader)});
-  auto c = node(kConsumer, {lane_spec(t, loader)});
+  auto w = node(70, {writer_spec(t, loader.answer("loaded"))});
+  auto c = node(kConsumer, {lane_spec(t, loader.answer("loaded"))});
   ASSERT_TRUE(w && c);
   ASSERT_TRUE(eventually([&] { return is_member(t, kConsumer); }, 10s));
   ASSERT_TRUE(eventually([&] { return parked_flag(t, kConsumer) > 0; }, 10s));
@@ -332,42 +325,21 @@ TEST_F(ClusterJobLane, H4TheQueuesMasterKilledAndTheBusLostTheJournalReplaysEver
   const std::string t = "h4c";
   constexpr unsigned kConsumer = 222;
   LoaderProbe loader;
-  char tmpl[] = "/tmp/echo-cluster-journal-XXXXXX";
-  ASSERT_NE(::mkdtemp(tmpl), nullptr);
-  const fs::path dir = tmpl;
+  TempDir dir;
   const BrandedId group = fresh_id("PRT");
   {
-    engine::JournalOptions jo;
-    jo.dir = dir;
-    jo.group = group.str();
-    jo.node_id = 221;
-    Journal j(jo);
-    auto w = node(220, {writer_spec(t, loader)});
-    auto c = node(kConsumer, {lane_spec(t, loader)}, &j);
-    ASSERT_TRUE(w && c);
-    ASSERT_TRUE(eventually([&] { return is_member(t, kConsumer); }));
+    Journal j(journal_options(dir.path(), group, 221));
+    std::unique_ptr<Engine> w, c;
+    ASSERT_NO_FATAL_FAILURE(start_journalled(t, 220, kConsumer, j, loader, 5s, w, c));
     const auto keys = engine::JobLaneKeys::for_table(t);
     const std::string base = keys.member_base(std::to_string(kConsumer));
     on_member_shard(t, kConsumer, {"SADD", base + "paused", group.str()});  // jobs wait, unclaimed
 
     constexpr int kNames = 50, kApplied = 20;
-    std::vector<BrandedId> names, versions, jobs;
-    const engine::EnqueueFn enqueue = [&](const BrandedId& job, const BrandedId& n,
-                                          const BrandedId& v) {
-      return w->enqueue_job(t, group, job, n.view(), v);
-    };
-    for (int i = 0; i < kNames; ++i) {
-      names.push_back(fresh_id("AST"));
-      versions.push_back(w->mint("AST").value());
-      auto job = j.intend_and_enqueue(names[i], versions[i], enqueue);
-      ASSERT_TRUE(job) << job.error().message();
-      jobs.push_back(*job);
-    }
-    for (int i = 0; i < kApplied; ++i) {
-      auto a = c->apply_and_remember(t, names[i].view(), versions[i]);
-      ASSERT_TRUE(a);
-      EXPECT_NE(*a, Applied::kRememberedStale);
-    }
+    Intents in;
+    const engine::EnqueueFn enqueue = lane_enqueue(*w, t, group);
+    ASSERT_NO_FATAL_FAILURE(record_intents(j, *w, kNames, enqueue, in));
+    ASSERT_NO_FATAL_FAILURE(apply_directly(*c, t, in, kApplied));
     j.flush();
 
     // The loss: the master of the consumer's member queue dies, a replica takes over, and
@@ -383,38 +355,18 @@ TEST_F(ClusterJobLane, H4TheQueuesMasterKilledAndTheBusLostTheJournalReplaysEver
     // The consumer's next beat registers it again on the promoted master.
     ASSERT_TRUE(eventually([&] { return is_member(t, kConsumer) && is_live(t, kConsumer); }, 20s))
         << "the consumer never re-registered after the failover";
-    ASSERT_TRUE(
-        eventually([&] { return w->drop_l2(t, names[0].view(), versions[0]).has_value(); }, 20s));
-    std::vector<BrandedId> order;
-    auto r = j.replay([&](const BrandedId& job, const BrandedId& n, const BrandedId& v) {
-      order.push_back(job);
-      return enqueue(job, n, v);
-    });
-    ASSERT_TRUE(r) << r.error().message();
-    EXPECT_EQ(r->replayed, static_cast<std::uint64_t>(kNames - kApplied));
-    EXPECT_EQ(r->deduplicated, 0u);
-    EXPECT_EQ(order, std::vector<BrandedId>(jobs.begin() + kApplied, jobs.end()))
-        << "the uncovered intents in seq order under their recorded ids";
     ASSERT_TRUE(eventually(
-        [&] {
-          for (int i = 0; i < kNames; ++i) {
-            if (j.last_applied(names[i]) != versions[i]) return false;
-          }
-          return true;
-        },
-        20s))
-        << "the consumer never drained the replay";
-    int final_versions = 0;
-    for (int i = 0; i < kNames; ++i) final_versions += j.last_applied(names[i]) == versions[i];
+        [&] { return w->drop_l2(t, in.names[0].view(), in.versions[0]).has_value(); }, 20s));
+    engine::ReplayResult r;
+    ASSERT_NO_FATAL_FAILURE(replay_and_drain(j, enqueue, in, kApplied, r));
+    const int final_versions = at_final_versions(j, in);
     EXPECT_EQ(final_versions, kNames);
     std::printf(
         "[ H4 cluster ] 50 enqueued, 20 applied directly, queue master killed and bus lost -> "
         "replay {%llu, %llu} in seq order; %d of 50 names at their final versions\n",
-        static_cast<unsigned long long>(r->replayed),
-        static_cast<unsigned long long>(r->deduplicated), final_versions);
+        static_cast<unsigned long long>(r.replayed),
+        static_cast<unsigned long long>(r.deduplicated), final_versions);
   }
-  std::error_code ec;
-  fs::remove_all(dir, ec);
 }
 
 // ---- The failover drill's job lane: the queue's master killed under a journalled writer ----
@@ -428,24 +380,13 @@ TEST_F(ClusterJobLane, FailoverUnderAJournalledWriterLosesNothingTheJournalRecor
   constexpr unsigned kConsumer = 242;
   constexpr int kNames = 12;
   LoaderProbe loader;
-  char tmpl[] = "/tmp/echo-cluster-fo-journal-XXXXXX";
-  ASSERT_NE(::mkdtemp(tmpl), nullptr);
-  const fs::path dir = tmpl;
+  TempDir dir;
   const BrandedId group = fresh_id("PRT");
   {
-    engine::JournalOptions jo;
-    jo.dir = dir;
-    jo.group = group.str();
-    jo.node_id = 241;
-    Journal j(jo);
-    auto w = node(240, {writer_spec(t, loader)});
-    auto c = node(kConsumer, {lane_spec(t, loader)}, &j);
-    ASSERT_TRUE(w && c);
-    ASSERT_TRUE(eventually([&] { return is_member(t, kConsumer); }, 10s));
-    const engine::EnqueueFn enqueue = [&](const BrandedId& job, const BrandedId& n,
-                                          const BrandedId& v) {
-      return w->enqueue_job(t, group, job, n.view(), v);
-    };
+    Journal j(journal_options(dir.path(), group, 241));
+    std::unique_ptr<Engine> w, c;
+    ASSERT_NO_FATAL_FAILURE(start_journalled(t, 240, kConsumer, j, loader, 10s, w, c));
+    const engine::EnqueueFn enqueue = lane_enqueue(*w, t, group);
     std::vector<BrandedId> names;
     std::vector<std::optional<BrandedId>> finals(kNames);  // the last version recorded per name
     for (int i = 0; i < kNames; ++i) names.push_back(fresh_id("AST"));
@@ -514,8 +455,6 @@ TEST_F(ClusterJobLane, FailoverUnderAJournalledWriterLosesNothingTheJournalRecor
         static_cast<unsigned long long>(cs.handed_off),
         static_cast<unsigned long long>(cs.claimed));
   }
-  std::error_code ec;
-  fs::remove_all(dir, ec);
 }
 
 }  // namespace

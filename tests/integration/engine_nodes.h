@@ -49,6 +49,13 @@ inline std::unique_ptr<engine::Engine> start_node(const engine::LocalServer& ser
   return e;
 }
 
+// A loader that answers one value (its version minted by the engine).
+inline engine::Loader answering(std::string value) {
+  return [value = std::move(value)](const table::BrandedId&) -> engine::LoadResult {
+    return engine::Loaded{value, std::nullopt};
+  };
+}
+
 // A loader that counts its runs and answers one value (its version minted by the engine).
 class LoaderProbe {
  public:

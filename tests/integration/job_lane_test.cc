@@ -53,12 +53,6 @@ struct LaneKnobs {
   std::size_t credits = 1024;
 };
 
-engine::Loader answering(std::string value) {
-  return [value = std::move(value)](const BrandedId&) -> engine::LoadResult {
-    return engine::Loaded{value, std::nullopt};
-  };
-}
-
 // A job-lane table of kind AST: this node consumes its member queue.
 engine::TableSpec lane_spec(const std::string& table, const LaneKnobs& k) {
   auto s = table_spec(table, "AST", CoherenceMode::kJob, answering("loaded"));

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "engine_nodes.h"
+#include "journal_lane.h"
 #include "support/child_process.h"
 #include "support/script_client.h"
 
@@ -43,51 +44,6 @@ namespace fs = std::filesystem;
 
 // ---- staging ----
 
-// A temporary directory for journal files, removed with everything in it.
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "echo-journal-XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) == nullptr) ADD_FAILURE() << "mkdtemp failed";
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
-
-engine::Loader answering(std::string value) {
-  return [value = std::move(value)](const BrandedId&) -> engine::LoadResult {
-    return engine::Loaded{value, std::nullopt};
-  };
-}
-
-constexpr std::int64_t kLeaseMs = 2000;
-
-// A job-lane table of kind AST consumed by its node (beat 100 ms, so a deleted membership comes
-// back within a tenth of a second).
-engine::TableSpec lane_spec(const std::string& table) {
-  auto s = table_spec(table, "AST", CoherenceMode::kJob, answering("loaded"));
-  s.job_lease_ms = kLeaseMs;
-  s.job_beat_ms = 100;
-  s.job_retry_delay_ms = 20;
-  return s;
-}
-
-// The writer's declaration: not a member; its lease is the hand-off lease.
-engine::TableSpec writer_spec(const std::string& table) {
-  auto s = table_spec(table, "AST", CoherenceMode::kNone, answering("loaded"));
-  s.job_lease_ms = kLeaseMs;
-  return s;
-}
-
 // A consumer node whose job lane consults and fills `journal` (use_journal before start).
 std::unique_ptr<Engine> remembering_node(const engine::LocalServer& server, unsigned node,
                                          const std::string& table, Journal& journal) {
@@ -98,21 +54,6 @@ std::unique_ptr<Engine> remembering_node(const engine::LocalServer& server, unsi
   EXPECT_FALSE(ec) << "node " << node << " did not start: " << ec.message();
   if (ec) return nullptr;
   return e;
-}
-
-JournalOptions journal_options(const fs::path& dir, const BrandedId& group, unsigned node = 0) {
-  JournalOptions o;
-  o.dir = dir;
-  o.group = group.str();
-  o.node_id = node;
-  return o;
-}
-
-// The writer's edge onto the job lane of `table` through engine `w`, in the journal's group.
-engine::EnqueueFn lane_enqueue(Engine& w, const std::string& table, const BrandedId& group) {
-  return [&w, table, group](const BrandedId& job, const BrandedId& name, const BrandedId& version) {
-    return w.enqueue_job(table, group, job, name.view(), version);
-  };
 }
 
 // ---- the server side ----
@@ -452,58 +393,31 @@ void loss_then_replay(const std::function<redisContext*()>& client_now,
   ASSERT_TRUE(eventually([&] { return is_member(client_now(), t, kConsumer); }));
   pause_group(client_now(), t, kConsumer, group);
   constexpr int kNames = 50, kApplied = 20;
-  std::vector<BrandedId> names, versions, jobs;
+  Intents in;
   const auto enqueue = lane_enqueue(*w, t, group);
-  for (int i = 0; i < kNames; ++i) {
-    names.push_back(fresh_id("AST"));
-    versions.push_back(w->mint("AST").value());
-    auto job = j.intend_and_enqueue(names[i], versions[i], enqueue);
-    ASSERT_TRUE(job) << job.error().message();
-    jobs.push_back(*job);
-  }
+  ASSERT_NO_FATAL_FAILURE(record_intents(j, *w, kNames, enqueue, in));
   EXPECT_EQ(lane_depth(client_now(), t, kConsumer, group), kNames);
-  for (int i = 0; i < kApplied; ++i) {
-    auto a = c->apply_and_remember(t, names[i].view(), versions[i]);
-    ASSERT_TRUE(a);
-    EXPECT_NE(*a, Applied::kRememberedStale);
-  }
+  ASSERT_NO_FATAL_FAILURE(apply_directly(*c, t, in, kApplied));
   j.flush();
   lose();
   // The consumer's next beat registers it again: replay admits into live members' queues.
   ASSERT_TRUE(eventually([&] { return is_member(client_now(), t, kConsumer); }, 10s))
       << "the consumer never re-registered after the loss";
   // The writer's connection answers again (a restart drops it until its reconnect).
-  ASSERT_TRUE(eventually([&] { return w->drop_l2(t, names[0].view(), versions[0]).has_value(); }, 10s));
-  std::vector<BrandedId> order;
-  auto r = j.replay([&](const BrandedId& job, const BrandedId& n, const BrandedId& v) {
-    order.push_back(job);
-    return enqueue(job, n, v);
-  });
-  ASSERT_TRUE(r) << r.error().message();
-  EXPECT_EQ(r->replayed, static_cast<std::uint64_t>(kNames - kApplied));
-  EXPECT_EQ(r->deduplicated, 0u);
-  EXPECT_EQ(order, std::vector<BrandedId>(jobs.begin() + kApplied, jobs.end()))
-      << "the uncovered intents in seq order under their recorded ids";
   ASSERT_TRUE(eventually(
-      [&] {
-        for (int i = 0; i < kNames; ++i) {
-          if (j.last_applied(names[i]) != versions[i]) return false;
-        }
-        return true;
-      },
-      20s))
-      << "the consumer never drained the replay";
+      [&] { return w->drop_l2(t, in.names[0].view(), in.versions[0]).has_value(); }, 10s));
+  engine::ReplayResult r;
+  ASSERT_NO_FATAL_FAILURE(replay_and_drain(j, enqueue, in, kApplied, r));
   j.flush();
   const auto s = j.stats();
   EXPECT_EQ(s.remembered, static_cast<std::uint64_t>(kNames));
-  int final_versions = 0;
-  for (int i = 0; i < kNames; ++i) final_versions += j.last_applied(names[i]) == versions[i];
+  const int final_versions = at_final_versions(j, in);
   EXPECT_EQ(final_versions, kNames);
   std::printf(
       "[ H4 %s ] 50 enqueued, 20 applied directly, bus lost -> replay {%llu, %llu} in seq order; "
       "%d of 50 names at their final versions, remembered %llu\n",
-      label, static_cast<unsigned long long>(r->replayed),
-      static_cast<unsigned long long>(r->deduplicated), final_versions,
+      label, static_cast<unsigned long long>(r.replayed),
+      static_cast<unsigned long long>(r.deduplicated), final_versions,
       static_cast<unsigned long long>(s.remembered));
 }
 
@@ -530,7 +444,7 @@ TEST_F(JournalGates, H5CompactionRetiresAllFiftyCoveredIntentsAndTheMemoryStaysA
   const std::string t = "h5";
   const BrandedId group = fresh_id("PRT");
   constexpr int kNames = 50;
-  std::vector<BrandedId> names, versions;
+  Intents in;
   {
     Journal j(journal_options(dir.path(), group, 231));
     auto w = start_node(server(), 230, {writer_spec(t)});
@@ -538,11 +452,7 @@ TEST_F(JournalGates, H5CompactionRetiresAllFiftyCoveredIntentsAndTheMemoryStaysA
     ASSERT_TRUE(w && c);
     ASSERT_TRUE(eventually([&] { return is_member(client(), t, 232); }));
     const auto enqueue = lane_enqueue(*w, t, group);
-    for (int i = 0; i < kNames; ++i) {
-      names.push_back(fresh_id("AST"));
-      versions.push_back(w->mint("AST").value());
-      ASSERT_TRUE(j.intend_and_enqueue(names[i], versions[i], enqueue));
-    }
+    ASSERT_NO_FATAL_FAILURE(record_intents(j, *w, kNames, enqueue, in));
     ASSERT_TRUE(eventually([&] { return consumer_of(*c, t).completed == kNames; }, 20s));
     c.reset();
     j.flush();
@@ -560,8 +470,7 @@ TEST_F(JournalGates, H5CompactionRetiresAllFiftyCoveredIntentsAndTheMemoryStaysA
     EXPECT_EQ(j.compact(), 0u) << "compaction is idempotent";
   }
   Journal reopened(journal_options(dir.path(), group));
-  int answered = 0;
-  for (int i = 0; i < kNames; ++i) answered += reopened.last_applied(names[i]) == versions[i];
+  const int answered = at_final_versions(reopened, in);
   EXPECT_EQ(answered, kNames);
   EXPECT_EQ(reopened.stats().intents, 0u);
   std::printf(
