@@ -450,42 +450,15 @@ TEST_F(BroadcastLane, APublishDropsTheRowWithinAGenerousBandOverAThousandMessage
 // ---- 4.2 F3 broadcast: the cross-node round trip ----
 TEST_F(BroadcastLane, ThreeSubscribersHearAndTheOtherNodesRefillFreshFromL2) {
   LoaderProbe loader;
-  auto spec = table_spec("quotes", "AST", CoherenceMode::kBroadcast, loader.answer("px=100.00"));
-  auto a = node(1, {spec});
-  auto b = node(2, {spec});
-  auto c = node(3, {spec});
-  ASSERT_TRUE(a && b && c);
-  const BrandedId name = fresh_id("AST");
-  const BrandedId v1 = a->mint("AST").value();
-  ASSERT_TRUE(a->put("quotes", name.view(), "px=100.00", v1));
-  for (Engine* e : {b.get(), c.get()}) {
-    auto r = e->get("quotes", name.view());
-    ASSERT_TRUE(r);
-    EXPECT_EQ(r->source, Source::kL2);
-    r = e->get("quotes", name.view());
-    ASSERT_TRUE(r);
-    EXPECT_EQ(r->source, Source::kL1);
-    EXPECT_EQ(r->version, v1);
-  }
-
-  const BrandedId v2 = a->mint("AST").value();
-  ASSERT_TRUE(a->put("quotes", name.view(), "px=106.00", v2));
-  auto heard = a->broadcast("quotes", name.view(), v2);
-  ASSERT_TRUE(heard);
-  EXPECT_GE(*heard, 3);
-  for (Engine* e : {b.get(), c.get()}) {
-    ASSERT_TRUE(eventually([&] { return writer_of(*e, "quotes").stats().applied >= 1; }));
-    auto r = e->get("quotes", name.view());
-    ASSERT_TRUE(r);
-    EXPECT_EQ(r->source, Source::kL2);
-    EXPECT_EQ(r->value, "px=106.00");
-    EXPECT_EQ(r->version, v2);
-  }
+  F3Nodes n;
+  ASSERT_NO_FATAL_FAILURE(f3_round_trip(
+      [&](unsigned id, std::vector<engine::TableSpec> t) { return node(id, std::move(t)); },
+      loader, n));
   // The writer's own row was already v2: its own message is stale there.
-  EXPECT_TRUE(eventually([&] { return writer_of(*a, "quotes").stats().stale >= 1; }));
+  EXPECT_TRUE(eventually([&] { return writer_of(*n.a, "quotes").stats().stale >= 1; }));
   EXPECT_EQ(loader.runs(), 0);
   std::printf("[ F3 ] PUBLISH reached %lld; the other nodes' next reads were l2 px=106.00\n",
-              static_cast<long long>(*heard));
+              n.heard);
 }
 
 // ---- 4.2 F4 loss ----

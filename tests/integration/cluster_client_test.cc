@@ -14,25 +14,15 @@
 #include <thread>
 #include <vector>
 
+#include "support/cluster_fixture.h"
+
 namespace echo::io {
 namespace {
 
 using std::chrono::milliseconds;
 
-class ClusterClientTest : public ::testing::Test {
+class ClusterClientTest : public test::LocalClusterTest {
  protected:
-  static void SetUpTestSuite() {
-    try {
-      cluster_ = std::make_unique<engine::LocalCluster>();
-    } catch (const std::exception& e) {
-      start_error_ = e.what();
-    }
-  }
-  static void TearDownTestSuite() { cluster_.reset(); }
-  void SetUp() override { ASSERT_TRUE(cluster_) << "LocalCluster: " << start_error_; }
-
-  static engine::LocalCluster& cluster() { return *cluster_; }
-
   std::unique_ptr<ClusterClient> client(int max_redirects = 5) {
     ClusterOptions o;
     o.seeds = parse_seeds(cluster().seeds());
@@ -67,12 +57,8 @@ class ClusterClientTest : public ::testing::Test {
     return false;
   }
 
-  static std::unique_ptr<engine::LocalCluster> cluster_;
-  static std::string start_error_;
   LoopThread lt_;
 };
-std::unique_ptr<engine::LocalCluster> ClusterClientTest::cluster_;
-std::string ClusterClientTest::start_error_;
 
 TEST_F(ClusterClientTest, HarnessIsThreeMastersThreeReplicasHealthy) {
   EXPECT_EQ(cluster().size(), 6u);

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "integration/engine_nodes.h"
+#include "support/cluster_fixture.h"
 
 namespace echo::test {
 namespace {
@@ -25,20 +26,8 @@ using engine::Engine;
 using engine::Source;
 using table::BrandedId;
 
-class ClusterEngine : public ::testing::Test {
+class ClusterEngine : public LocalClusterTest {
  protected:
-  static void SetUpTestSuite() {
-    try {
-      cluster_ = std::make_unique<engine::LocalCluster>();
-    } catch (const std::exception& e) {
-      start_error_ = e.what();
-    }
-  }
-  static void TearDownTestSuite() { cluster_.reset(); }
-  void SetUp() override { ASSERT_TRUE(cluster_) << "LocalCluster: " << start_error_; }
-
-  static engine::LocalCluster& cluster() { return *cluster_; }
-
   static engine::EngineOptions options(unsigned node) {
     engine::EngineOptions o;
     o.mode = engine::ServerMode::kCluster;
@@ -60,12 +49,7 @@ class ClusterEngine : public ::testing::Test {
     const int owner = cluster().master_of(io::hash_slot(key));
     return cluster().admin(owner, {"GET", key});
   }
-
-  static std::unique_ptr<engine::LocalCluster> cluster_;
-  static std::string start_error_;
 };
-std::unique_ptr<engine::LocalCluster> ClusterEngine::cluster_;
-std::string ClusterEngine::start_error_;
 
 TEST_F(ClusterEngine, TheModeIsCheckedAtStart) {
   LoaderProbe loader;
@@ -130,36 +114,13 @@ TEST_F(ClusterEngine, F2LateStaleDropBouncesOffBothLayers) {
 // ---- F3 broadcast, on a cluster: SPUBLISH on the table's shard ----
 TEST_F(ClusterEngine, F3ThreeNodesHearTheShardedBroadcastAndRefillFromL2) {
   LoaderProbe loader;
-  auto spec = table_spec("quotes", "AST", CoherenceMode::kBroadcast, loader.answer("px=100.00"));
-  auto a = node(1, {spec});
-  auto b = node(2, {spec});
-  auto c = node(3, {spec});
-  ASSERT_TRUE(a && b && c);
-  const BrandedId name = fresh_id("AST");
-  const BrandedId v1 = a->mint("AST").value();
-  ASSERT_TRUE(a->put("quotes", name.view(), "px=100.00", v1));
-  for (Engine* e : {b.get(), c.get()}) {
-    auto r = e->get("quotes", name.view());
-    ASSERT_TRUE(r);
-    EXPECT_EQ(r->source, Source::kL2);
-    EXPECT_EQ(e->get("quotes", name.view())->source, Source::kL1);
-  }
-  const BrandedId v2 = a->mint("AST").value();
-  ASSERT_TRUE(a->put("quotes", name.view(), "px=106.00", v2));
-  auto heard = a->broadcast("quotes", name.view(), v2);
-  ASSERT_TRUE(heard) << heard.error().message();
-  EXPECT_GE(*heard, 3);  // every node's SSUBSCRIBE is on the shard that owns {quotes}
-  for (Engine* e : {b.get(), c.get()}) {
-    ASSERT_TRUE(eventually([&] { return writer_of(*e, "quotes").stats().applied >= 1; }));
-    auto r = e->get("quotes", name.view());
-    ASSERT_TRUE(r);
-    EXPECT_EQ(r->source, Source::kL2);
-    EXPECT_EQ(r->value, "px=106.00");
-    EXPECT_EQ(r->version, v2);
-  }
+  F3Nodes n;  // every node's SSUBSCRIBE is on the shard that owns {quotes}
+  ASSERT_NO_FATAL_FAILURE(f3_round_trip(
+      [&](unsigned id, std::vector<engine::TableSpec> t) { return node(id, std::move(t)); },
+      loader, n));
   EXPECT_EQ(loader.runs(), 0);
   std::printf("[ F3 cluster ] SPUBLISH reached %lld; the other nodes' next reads were l2\n",
-              static_cast<long long>(*heard));
+              n.heard);
 }
 
 TEST_F(ClusterEngine, TablesOnEveryShardEachHearTheirOwnBroadcast) {

@@ -152,6 +152,54 @@ inline std::string frame_text(const table::BrandedId& name, const table::Branded
   return std::string(table::view(f));
 }
 
+// F3 (WIRE §9) as both deployments stage it: nodes 1, 2 and 3 of broadcast table "quotes" started
+// by `node(id, tables)`; a puts v1 of a fresh name and b and c read it, from L2 then from L1; a
+// puts v2 and broadcasts it (to at least the three subscribers); b and c apply the message and
+// their next read is v2 from L2. The nodes and what the broadcast answered are left in `out` for
+// the caller's own checks. Fatal on a failed step (call under ASSERT_NO_FATAL_FAILURE).
+struct F3Nodes {
+  std::unique_ptr<engine::Engine> a, b, c;
+  long long heard = 0;
+};
+
+template <class NodeFn>
+void f3_round_trip(NodeFn&& node, const LoaderProbe& loader, F3Nodes& out) {
+  auto spec = table_spec("quotes", "AST", engine::CoherenceMode::kBroadcast,
+                         loader.answer("px=100.00"));
+  out.a = node(1, {spec});
+  out.b = node(2, {spec});
+  out.c = node(3, {spec});
+  ASSERT_TRUE(out.a && out.b && out.c);
+  engine::Engine& a = *out.a;
+  const table::BrandedId name = fresh_id("AST");
+  const table::BrandedId v1 = a.mint("AST").value();
+  ASSERT_TRUE(a.put("quotes", name.view(), "px=100.00", v1));
+  for (engine::Engine* e : {out.b.get(), out.c.get()}) {
+    auto r = e->get("quotes", name.view());
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->source, engine::Source::kL2);
+    r = e->get("quotes", name.view());
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->source, engine::Source::kL1);
+    EXPECT_EQ(r->version, v1);
+  }
+
+  const table::BrandedId v2 = a.mint("AST").value();
+  ASSERT_TRUE(a.put("quotes", name.view(), "px=106.00", v2));
+  auto heard = a.broadcast("quotes", name.view(), v2);
+  ASSERT_TRUE(heard) << heard.error().message();
+  out.heard = *heard;
+  EXPECT_GE(*heard, 3);
+  for (engine::Engine* e : {out.b.get(), out.c.get()}) {
+    ASSERT_TRUE(eventually([&] { return writer_of(*e, "quotes").stats().applied >= 1; }));
+    auto r = e->get("quotes", name.view());
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->source, engine::Source::kL2);
+    EXPECT_EQ(r->value, "px=106.00");
+    EXPECT_EQ(r->version, v2);
+  }
+}
+
 // Percentile of a sample (sorts a copy); q in [0, 1].
 inline double percentile(std::vector<double> v, double q) {
   if (v.empty()) return 0;
