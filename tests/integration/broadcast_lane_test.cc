@@ -28,12 +28,7 @@ using engine::Errc;
 using engine::Source;
 using table::BrandedId;
 
-class BroadcastLane : public RedisTest {
- protected:
-  std::unique_ptr<Engine> node(unsigned id, std::vector<engine::TableSpec> tables) {
-    return start_node(server(), id, std::move(tables));
-  }
-};
+class BroadcastLane : public EngineNodesTest {};
 
 // ---- 4.1 E1 declared ----
 TEST_F(BroadcastLane, DirectoryListsTablesAndAWrongKindIdTouchesNothing) {

@@ -35,12 +35,7 @@ using engine::Errc;
 using engine::Source;
 using table::BrandedId;
 
-class CoherenceFaults : public RedisTest {
- protected:
-  std::unique_ptr<Engine> node(unsigned id, std::vector<engine::TableSpec> tables) {
-    return start_node(server(), id, std::move(tables));
-  }
-};
+class CoherenceFaults : public EngineNodesTest {};
 
 const io::ConnectionStats* connection(const engine::EngineStats& s, std::string_view label) {
   for (const auto& c : s.connections) {

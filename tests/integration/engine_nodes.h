@@ -49,6 +49,14 @@ inline std::unique_ptr<engine::Engine> start_node(const engine::LocalServer& ser
   return e;
 }
 
+// A suite of nodes on the fixture's server.
+class EngineNodesTest : public RedisTest {
+ protected:
+  std::unique_ptr<engine::Engine> node(unsigned id, std::vector<engine::TableSpec> tables) {
+    return start_node(server(), id, std::move(tables));
+  }
+};
+
 // A loader that answers one value (its version minted by the engine).
 inline engine::Loader answering(std::string value) {
   return [value = std::move(value)](const table::BrandedId&) -> engine::LoadResult {

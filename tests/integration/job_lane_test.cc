@@ -980,8 +980,5 @@ TEST_F(JobLane, AParkedConsumerSendsNoCommandFor400msAndAnEnqueueWakesItWellUnde
 // A consumer node in its own process when re-executed with --child-node (see ChildNode);
 // otherwise the tests.
 int main(int argc, char** argv) {
-  if (argc >= 2 && std::strcmp(argv[1], "--child-node") == 0)
-    return echo::test::child_main(argc, argv);
-  ::testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
+  return echo::test::child_or_tests_main(argc, argv, "--child-node", echo::test::child_main);
 }

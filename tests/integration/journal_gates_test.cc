@@ -618,8 +618,5 @@ TEST_F(JournalGates, CrashDrillAWriterKilledAtEachSeamIsReplayedByItsRestartNoth
 
 // A writer process when re-executed with --journal-writer (see spawn_writer); otherwise the tests.
 int main(int argc, char** argv) {
-  if (argc >= 2 && std::strcmp(argv[1], "--journal-writer") == 0)
-    return echo::test::writer_main(argc, argv);
-  ::testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
+  return echo::test::child_or_tests_main(argc, argv, "--journal-writer", echo::test::writer_main);
 }

@@ -2,6 +2,7 @@
 #include "support/child_process.h"
 
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -10,8 +11,15 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 
 namespace echo::test {
+
+int child_or_tests_main(int argc, char** argv, const char* flag, int (*child)(int, char**)) {
+  if (argc >= 2 && std::strcmp(argv[1], flag) == 0) return child(argc, argv);
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
 
 std::optional<std::string> read_line(int fd, std::chrono::milliseconds timeout) {
   using Clock = std::chrono::steady_clock;

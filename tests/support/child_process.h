@@ -20,6 +20,10 @@ std::optional<std::string> read_line(int fd, std::chrono::milliseconds timeout);
 // `line` and a newline, all of it unless the pipe closed.
 void write_line(int fd, const std::string& line);
 
+// main() of a test binary that is also its own child process: `child(argc, argv)` when argv[1] is
+// `flag`, otherwise the tests.
+int child_or_tests_main(int argc, char** argv, const char* flag, int (*child)(int, char**));
+
 class ChildProcess {
  public:
   // Runs /proc/self/exe with `args` as argv[1..]: only async-signal-safe calls between fork and

@@ -26,6 +26,20 @@ namespace echo::test {
          << "expected error \"" << expected << "\", got " << text(r.get());
 }
 
+::testing::AssertionResult refuses_across_slots(redisContext* c, const std::string& declared,
+                                                const std::string& undeclared) {
+  const std::string script =
+      "#!lua\nredis.call('SET', KEYS[1], 1)\nreturn redis.call('SET', '" + undeclared + "', 1)";
+  RedisReply r = command(c, "EVAL %s 1 %s", script.c_str(), declared.c_str());
+  if (!r || r->type != REDIS_REPLY_ERROR) {
+    return ::testing::AssertionFailure() << "expected a cross-slot error, got " << text(r.get());
+  }
+  if (text(r.get()).find("same slot") == std::string::npos) {
+    return ::testing::AssertionFailure() << "expected a cross-slot error, got " << text(r.get());
+  }
+  return ::testing::AssertionSuccess();
+}
+
 // Every KEY, and every ARGV that names a key prefix, must sit in the slot of KEYS[1]: that is
 // what lets the host send the script to one cluster node.
 RedisReply ScriptClient::run(std::string_view name, const Args& keys, const Args& argv) {
@@ -50,8 +64,7 @@ RedisReply ScriptClient::run(std::string_view name, const Args& keys, const Args
   }
   RedisReply r = send("EVALSHA", std::string(script->sha1), keys, argv);
   if (r && r->type == REDIS_REPLY_ERROR && text(r.get()).starts_with("NOSCRIPT")) {
-    RedisReply loaded =
-        command(c_, "SCRIPT LOAD %b", script->source.data(), script->source.size());
+    RedisReply loaded = command(c_, "SCRIPT LOAD %b", script->source.data(), script->source.size());
     EXPECT_EQ(text(loaded.get()), script->sha1) << name << ": the server hashes it otherwise";
     r = send("EVALSHA", std::string(script->sha1), keys, argv);
   }

@@ -24,6 +24,12 @@ using Args = std::vector<std::string>;
 // An error reply with exactly this text (its first word is the class, never a generic ERR).
 ::testing::AssertionResult is_error(const RedisReply& r, std::string_view expected);
 
+// On a cluster-enabled server: a `#!lua` script that writes its declared key `declared`, then
+// `undeclared` of another slot, is refused with the server's cross-slot error (so the strict-slot
+// runs prove something).
+::testing::AssertionResult refuses_across_slots(redisContext* c, const std::string& declared,
+                                                const std::string& undeclared);
+
 // Runs embedded scripts, and reads keys, on one connection (not owned).
 class ScriptClient {
  public:
@@ -46,8 +52,7 @@ class ScriptClient {
   long long now_ms();
 
  private:
-  RedisReply send(const char* verb, const std::string& script, const Args& keys,
-                  const Args& argv);
+  RedisReply send(const char* verb, const std::string& script, const Args& keys, const Args& argv);
 
   redisContext* c_;
   Load load_;
