@@ -16,6 +16,7 @@
 --          error EMQSTALE job gone (no row) or EMQSTALE retry token mismatch (host: error stale).
 -- Unlike complete, a missing row is an error here: a retry for a job that no longer exists is
 -- always a superseded holder's, never a success.
+-- #include release
 local id, base = ARGV[1], ARGV[6]
 local job = KEYS[4]
 local attempts = redis.call('HGET', job, 'attempts')
@@ -25,36 +26,9 @@ end
 if attempts ~= ARGV[2] then
   return redis.error_reply('EMQSTALE retry token mismatch')
 end
--- The same group and active bookkeeping as complete (see complete.lua for why each branch).
+-- The same group and active bookkeeping as complete (lib/release.lua).
 local g = redis.call('HGET', job, 'group')
-local was = redis.call('ZREM', KEYS[1], id)
-if g then
-  local lane = base .. 'g:' .. g .. ':pending'
-  local ring = base .. 'ring'
-  if was == 1 then
-    local act = redis.call('HINCRBY', base .. 'gactive', g, -1)
-    if act <= 0 then
-      redis.call('HDEL', base .. 'gactive', g)
-    end
-    local paused = base .. 'paused'
-    if redis.call('SISMEMBER', paused, g) == 0 and redis.call('ZCARD', lane) > 0 then
-      local limit = redis.call('HGET', base .. 'glimit', g)
-      if (not limit or act < tonumber(limit)) and not redis.call('LPOS', ring, g) then
-        redis.call('RPUSH', ring, g)
-        local wake = base .. 'wake'
-        redis.call('LPUSH', wake, '1')
-        redis.call('LTRIM', wake, 0, 63)
-      end
-    end
-  else
-    redis.call('ZREM', lane, id)
-    if redis.call('ZCARD', lane) == 0 then
-      redis.call('LREM', ring, 0, g)
-    end
-  end
-elseif was == 0 then
-  redis.call('ZREM', base .. 'pending', id)
-end
+release(base, id, g, redis.call('ZREM', KEYS[1], id))
 redis.call('HSET', job, 'last_error', ARGV[5])
 if tonumber(attempts) >= tonumber(ARGV[4]) then
   redis.call('HSET', job, 'state', 'dead')

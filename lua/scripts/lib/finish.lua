@@ -1,0 +1,21 @@
+-- SPDX-License-Identifier: MIT
+-- finish(base, id, job, active, token): complete (WIRE §5.3) for complete and complete_claim.
+-- Retires job `id` (row key `job`, active zset `active`) if `token` is the row's attempts, as a
+-- string ("1" is not "01"; only a claim moves attempts, so a match proves no one claimed the job
+-- after this holder): release, then the row is deleted and metrics:completed counted.
+-- Returns 1 done, 0 the row is gone, -1 the token is stale (nothing written).
+-- #include release
+local function finish(base, id, job, active, token)
+  local attempts = redis.call('HGET', job, 'attempts')
+  if not attempts then
+    return 0
+  end
+  if attempts ~= token then
+    return -1
+  end
+  local g = redis.call('HGET', job, 'group')
+  release(base, id, g, redis.call('ZREM', active, id))
+  redis.call('DEL', job)
+  redis.call('HINCRBY', base .. 'metrics:completed', 'count', 1)
+  return 1
+end
