@@ -24,6 +24,8 @@
 #include <echo/io/unique_fd.h>
 #include <echo/io/uring_loop.h>
 
+#include "support/poll.h"
+
 namespace echo::io {
 namespace {
 
@@ -172,12 +174,7 @@ struct Events {
 
 template <class Pred>
 bool eventually(Pred pred, std::chrono::milliseconds timeout = 10s) {
-  const auto end = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < end) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(2ms);
-  }
-  return pred();
+  return test::poll_until(pred, timeout, 2ms);
 }
 
 ConnectionOptions fake_options(int port) {

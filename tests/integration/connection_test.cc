@@ -20,6 +20,7 @@
 #include <echo/io/connection.h>
 #include <echo/io/uring_loop.h>
 
+#include "support/poll.h"
 #include "support/redis_fixture.h"
 
 namespace echo::io {
@@ -66,12 +67,7 @@ struct Recorder {
 
 template <class Pred>
 bool eventually(Pred pred, std::chrono::milliseconds timeout = 10s) {
-  const auto end = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < end) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(2ms);
-  }
-  return pred();
+  return test::poll_until(pred, timeout, 2ms);
 }
 
 // Runs `fn` on the loop thread and waits for it.

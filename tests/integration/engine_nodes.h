@@ -24,6 +24,7 @@
 #include <echo/table/coherence_frame.h>
 #include <echo/table/names.h>
 
+#include "support/poll.h"
 #include "support/redis_fixture.h"
 
 namespace echo::test {
@@ -108,12 +109,7 @@ inline table::BrandedId newer_than(std::string_view ns, const table::BrandedId& 
 // Polls `pred` every 100 µs until it holds or `timeout` passes; true iff it held.
 template <class Pred>
 bool eventually(Pred pred, std::chrono::milliseconds timeout = 5s) {
-  const auto deadline = Clock::now() + timeout;
-  while (!pred()) {
-    if (Clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(100us);
-  }
-  return true;
+  return poll_until(pred, timeout, 100us);
 }
 
 inline const engine::TableWriter& writer_of(const engine::Engine& e, std::string_view table) {

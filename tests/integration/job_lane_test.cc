@@ -270,12 +270,7 @@ std::vector<std::string> strings_of(redisContext* c, const std::vector<std::stri
 // Polls every millisecond until `pred` holds or `timeout` passes.
 template <class Pred>
 bool within(std::chrono::milliseconds timeout, Pred pred) {
-  const auto deadline = Clock::now() + timeout;
-  while (!pred()) {
-    if (Clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(1ms);
-  }
-  return true;
+  return poll_until(pred, timeout, 1ms);
 }
 
 // Sum of `calls` over INFO commandstats, leaving out INFO itself (the probe's own command).

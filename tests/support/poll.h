@@ -1,0 +1,26 @@
+// SPDX-License-Identifier: MIT
+// Waiting with a deadline, for tests that wait on another thread, process or server. The condition
+// is checked once more after the deadline has passed, so a wait never fails on a slow machine
+// where a last look would have passed it.
+#pragma once
+
+#include <chrono>
+#include <thread>
+
+namespace echo::test {
+
+// Checks `pred` every `interval` until it holds (true) or a check begun after `timeout` fails
+// (false).
+template <class Pred>
+bool poll_until(Pred&& pred, std::chrono::steady_clock::duration timeout,
+                std::chrono::steady_clock::duration interval) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    const bool last = std::chrono::steady_clock::now() >= deadline;
+    if (pred()) return true;
+    if (last) return false;
+    std::this_thread::sleep_for(interval);
+  }
+}
+
+}  // namespace echo::test
