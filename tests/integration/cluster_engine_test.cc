@@ -78,24 +78,12 @@ TEST_F(ClusterEngine, TheModeIsCheckedAtStart) {
 // ---- F2 newer-wins, on a cluster ----
 TEST_F(ClusterEngine, F2LateStaleDropBouncesOffBothLayers) {
   LoaderProbe loader;
-  auto spec = table_spec("quotes", "AST", CoherenceMode::kBroadcast, loader.answer("px=100.00"));
-  auto a = node(1, {spec});
-  auto b = node(2, {spec});
-  ASSERT_TRUE(a && b);
-  const BrandedId name = fresh_id("AST");
-  const std::string key = l2_key("quotes", name);
-  const BrandedId v_old = a->mint("TXN").value();
-  const BrandedId v_new = a->mint("AST").value();
-  ASSERT_TRUE(a->put("quotes", name.view(), "px=105.00", v_new));
+  F2Nodes n;
+  ASSERT_NO_FATAL_FAILURE(f2_late_broadcast(
+      [&](unsigned id, std::vector<engine::TableSpec> t) { return node(id, std::move(t)); },
+      loader, n));
+  auto& [a, b, name, key, v_old, v_new] = n;
   EXPECT_EQ(l2(key), engine::frame_l2_value(v_new, "px=105.00"));
-
-  const auto stale_before = writer_of(*a, "quotes").stats().stale;
-  ASSERT_TRUE(b->broadcast("quotes", name.view(), v_old));
-  ASSERT_TRUE(eventually([&] { return writer_of(*a, "quotes").stats().stale > stale_before; }));
-  auto still = a->get("quotes", name.view());
-  ASSERT_TRUE(still);
-  EXPECT_EQ(still->source, Source::kL1);
-  EXPECT_EQ(still->version, v_new);
 
   auto dropped = a->drop_l2("quotes", name.view(), v_old);  // a script, routed by its key
   ASSERT_TRUE(dropped);

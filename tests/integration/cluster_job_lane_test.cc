@@ -64,10 +64,10 @@ class ClusterJobLane : public ::testing::Test {
   // consumer's lane consulting and filling `j`, and waits up to `timeout` for the consumer's
   // membership. Fatal on failure (call under ASSERT_NO_FATAL_FAILURE).
   void start_journalled(const std::string& t, unsigned writer, unsigned consumer, Journal& j,
-                        LoaderProbe& loader, std::chrono::milliseconds timeout,
-                        std::unique_ptr<Engine>& w, std::unique_ptr<Engine>& c) {
-    w = node(writer, {writer_spec(t, loader.answer("loaded"))});
-    c = node(consumer, {lane_spec(t, loader.answer("loaded"))}, &j);
+                        std::chrono::milliseconds timeout, std::unique_ptr<Engine>& w,
+                        std::unique_ptr<Engine>& c) {
+    w = node(writer, {writer_spec(t)});
+    c = node(consumer, {lane_spec(t)}, &j);
     ASSERT_TRUE(w && c);
     ASSERT_TRUE(eventually([&] { return is_member(t, consumer); }, timeout));
   }
@@ -324,13 +324,12 @@ TEST_F(ClusterJobLane, TheParkingConnectionFollowsAFailoverAndHandOffsResume) {
 TEST_F(ClusterJobLane, H4TheQueuesMasterKilledAndTheBusLostTheJournalReplaysEveryName) {
   const std::string t = "h4c";
   constexpr unsigned kConsumer = 222;
-  LoaderProbe loader;
   TempDir dir;
   const BrandedId group = fresh_id("PRT");
   {
     Journal j(journal_options(dir.path(), group, 221));
     std::unique_ptr<Engine> w, c;
-    ASSERT_NO_FATAL_FAILURE(start_journalled(t, 220, kConsumer, j, loader, 5s, w, c));
+    ASSERT_NO_FATAL_FAILURE(start_journalled(t, 220, kConsumer, j, 5s, w, c));
     const auto keys = engine::JobLaneKeys::for_table(t);
     const std::string base = keys.member_base(std::to_string(kConsumer));
     on_member_shard(t, kConsumer, {"SADD", base + "paused", group.str()});  // jobs wait, unclaimed
@@ -379,13 +378,12 @@ TEST_F(ClusterJobLane, FailoverUnderAJournalledWriterLosesNothingTheJournalRecor
   const std::string t = "foj";
   constexpr unsigned kConsumer = 242;
   constexpr int kNames = 12;
-  LoaderProbe loader;
   TempDir dir;
   const BrandedId group = fresh_id("PRT");
   {
     Journal j(journal_options(dir.path(), group, 241));
     std::unique_ptr<Engine> w, c;
-    ASSERT_NO_FATAL_FAILURE(start_journalled(t, 240, kConsumer, j, loader, 10s, w, c));
+    ASSERT_NO_FATAL_FAILURE(start_journalled(t, 240, kConsumer, j, 10s, w, c));
     const engine::EnqueueFn enqueue = lane_enqueue(*w, t, group);
     std::vector<BrandedId> names;
     std::vector<std::optional<BrandedId>> finals(kNames);  // the last version recorded per name

@@ -156,6 +156,44 @@ inline std::string frame_text(const table::BrandedId& name, const table::Branded
   return std::string(table::view(f));
 }
 
+// F2's and F3's broadcast table "quotes" (kind AST), its loader answering "px=100.00".
+inline engine::TableSpec quotes_spec(const LoaderProbe& loader) {
+  return table_spec("quotes", "AST", engine::CoherenceMode::kBroadcast, loader.answer("px=100.00"));
+}
+
+// F2 (WIRE §9) as both deployments stage it: nodes 1 and 2 of broadcast table "quotes" started by
+// `node(id, tables)`; a puts "px=105.00" for a fresh name at v_new, minted after v_old; then b
+// broadcasts v_old, late: a's writer counts it stale and a still serves v_new from L1. The nodes,
+// the name, its L2 key and both versions are left in `out` for the caller's own checks. Fatal on a
+// failed step (call under ASSERT_NO_FATAL_FAILURE).
+struct F2Nodes {
+  std::unique_ptr<engine::Engine> a, b;
+  table::BrandedId name = fresh_id("AST");
+  std::string key = l2_key("quotes", name);
+  table::BrandedId v_old = name, v_new = name;  // minted by node a in f2_late_broadcast
+};
+
+template <class NodeFn>
+void f2_late_broadcast(NodeFn&& node, const LoaderProbe& loader, F2Nodes& out) {
+  const auto spec = quotes_spec(loader);
+  out.a = node(1, {spec});
+  out.b = node(2, {spec});
+  ASSERT_TRUE(out.a && out.b);
+  engine::Engine& a = *out.a;
+  out.v_old = a.mint("TXN").value();
+  out.v_new = a.mint("AST").value();
+  ASSERT_TRUE(a.put("quotes", out.name.view(), "px=105.00", out.v_new));
+
+  const auto stale_before = writer_of(a, "quotes").stats().stale;
+  ASSERT_TRUE(out.b->broadcast("quotes", out.name.view(), out.v_old));
+  ASSERT_TRUE(eventually([&] { return writer_of(a, "quotes").stats().stale > stale_before; }));
+  auto still = a.get("quotes", out.name.view());
+  ASSERT_TRUE(still);
+  EXPECT_EQ(still->source, engine::Source::kL1);
+  EXPECT_EQ(still->value, "px=105.00");
+  EXPECT_EQ(still->version, out.v_new);
+}
+
 // F3 (WIRE §9) as both deployments stage it: nodes 1, 2 and 3 of broadcast table "quotes" started
 // by `node(id, tables)`; a puts v1 of a fresh name and b and c read it, from L2 then from L1; a
 // puts v2 and broadcasts it (to at least the three subscribers); b and c apply the message and
@@ -168,8 +206,7 @@ struct F3Nodes {
 
 template <class NodeFn>
 void f3_round_trip(NodeFn&& node, const LoaderProbe& loader, F3Nodes& out) {
-  auto spec = table_spec("quotes", "AST", engine::CoherenceMode::kBroadcast,
-                         loader.answer("px=100.00"));
+  const auto spec = quotes_spec(loader);
   out.a = node(1, {spec});
   out.b = node(2, {spec});
   out.c = node(3, {spec});
