@@ -975,10 +975,7 @@ TEST_F(BusFanout, EveryNewScriptIsEmbeddedWithItsContractHeaderAndTheServersSha1
 // A cluster-enabled server owning every slot, each script run under `#!lua`: the server refuses
 // any key access outside the slot of the script's first key, including the keys the scripts build
 // from their base at run time, which the standalone server never checks.
-class FanoutOnACluster : public OneNodeClusterTest {
- protected:
-  table::Minter minter_{10};
-};
+using FanoutOnACluster = OneNodeClusterTest;
 
 TEST_F(FanoutOnACluster, ACrossSlotAccessIsRefusedSoTheCheckIsLive) {
   EXPECT_TRUE(refuses_across_slots(client(), "emq:{ecc.coh.users}:members", "emq:{fills}:m:1:x"));
@@ -987,8 +984,9 @@ TEST_F(FanoutOnACluster, ACrossSlotAccessIsRefusedSoTheCheckIsLive) {
 TEST_F(FanoutOnACluster, EveryNewScriptStaysInOneSlotOnEveryBranch) {
   Scripts s(client(), Scripts::Load::kStrictSlot);
   Members mem(s, kQueue);
-  const auto id = [&] { return minter_.mint("JOB").value().str(); };
-  const std::string g = minter_.mint("PRT").value().str();
+  table::Minter minter(10);
+  const auto id = [&] { return minter.mint("JOB").value().str(); };
+  const std::string g = minter.mint("PRT").value().str();
   for (const char* m : {"1", "2", "3"}) EXPECT_GT(mem.beat(m, 60000), 0);
   const long long entered = mem.epoch();
   EXPECT_EQ(entered, 3);

@@ -823,19 +823,17 @@ TEST_F(BusScripts, EveryKeyTheScriptsWriteSharesTheQueuesSlot105) {
 // A cluster-enabled server owning every slot, with each script run under `#!lua`: the server
 // then refuses any key access outside the slot of the script's first key, declared or built
 // from the base at run time, which the standalone server never checks.
-class BusOnACluster : public OneNodeClusterTest {
- protected:
-  table::Minter minter_{8};
-};
+using BusOnACluster = OneNodeClusterTest;
 
 TEST_F(BusOnACluster, ACrossSlotAccessIsRefusedSoTheCheckIsLive) {
   EXPECT_TRUE(refuses_across_slots(client(), "emq:{orders}:x", "emq:{fills}:x"));
 }
 
 TEST_F(BusOnACluster, EveryScriptStaysInOneSlotOnEveryBranch) {
+  table::Minter minter(8);
   for (const char* queue : {"orders", "ecc.coh.users"}) {
     Bus bus(client(), queue, Bus::Load::kStrictSlot);
-    exercise_every_script(bus, minter_, client());
+    exercise_every_script(bus, minter, client());
   }
 }
 

@@ -35,7 +35,6 @@ namespace echo::test {
 namespace {
 
 using engine::Applied;
-using engine::CoherenceMode;
 using engine::Engine;
 using engine::Journal;
 using engine::JournalOptions;
