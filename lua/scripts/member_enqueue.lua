@@ -63,6 +63,7 @@
 -- * Dedup is per queue: a replayed admission (writer retry, journal replay) is a duplicate in
 --   every queue that still holds the row, and a new job in a queue that already completed it.
 --   Re-applying an old version is harmless: newer wins, it answers stale.
+-- #include ring_enter
 local mbase, id, payload, g = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 if string.sub(id, 1, 3) ~= 'JOB' then
   return redis.error_reply('EMQKIND job id must be JOB-namespaced')
@@ -122,18 +123,5 @@ end
 redis.call('SADD', mbase .. 'groups', g)
 redis.call('HSET', job, 'state', 'pending', 'attempts', '0', 'payload', payload, 'group', g)
 redis.call('ZADD', lane, 0, id)
-if redis.call('SISMEMBER', mbase .. 'paused', g) == 1 then
-  return 1
-end
-local limit = redis.call('HGET', mbase .. 'glimit', g)
-if limit and tonumber(redis.call('HGET', mbase .. 'gactive', g) or '0') >= tonumber(limit) then
-  return 1
-end
-local ring = mbase .. 'ring'
-if not redis.call('LPOS', ring, g) then
-  redis.call('RPUSH', ring, g)
-  local wake = mbase .. 'wake'
-  redis.call('LPUSH', wake, '1')
-  redis.call('LTRIM', wake, 0, 63)
-end
+ring_enter(mbase, g, nil)
 return 1

@@ -8,26 +8,18 @@
 -- ARGV[2]  batch, the most jobs moved per call
 -- returns  the number of jobs moved.
 -- Due means run-at <= the server's now. attempts is untouched: the next claim hands token + 1.
+-- #include ring_enter
 local base = ARGV[1]
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now_ms, 'LIMIT', 0, tonumber(ARGV[2]))
-local ring, paused, wake = base .. 'ring', base .. 'paused', base .. 'wake'
 for _, id in ipairs(due) do
   redis.call('ZREM', KEYS[1], id)
   local job = base .. 'job:' .. id
   local g = redis.call('HGET', job, 'group')
   if g then
     redis.call('ZADD', base .. 'g:' .. g .. ':pending', 0, id)
-    -- Ring insert with wake against the group's current in-flight count (see genqueue.lua).
-    local limit = redis.call('HGET', base .. 'glimit', g)
-    if redis.call('SISMEMBER', paused, g) == 0
-        and (not limit or tonumber(redis.call('HGET', base .. 'gactive', g) or '0') < tonumber(limit))
-        and not redis.call('LPOS', ring, g) then
-      redis.call('RPUSH', ring, g)
-      redis.call('LPUSH', wake, '1')
-      redis.call('LTRIM', wake, 0, 63)
-    end
+    ring_enter(base, g, nil)  -- against the group's current in-flight count
   else
     redis.call('ZADD', KEYS[2], 0, id)
   end

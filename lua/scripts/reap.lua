@@ -9,11 +9,11 @@
 -- Expired means lease deadline <= the server's now. attempts is untouched, so the next claim
 -- hands token + 1 and the lost holder's token goes stale, except that complete still accepts it
 -- until that re-claim (the work was done; see complete.lua).
+-- #include ring_enter
 local base = ARGV[1]
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local expired = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now_ms, 'LIMIT', 0, 100)
-local ring, paused, wake = base .. 'ring', base .. 'paused', base .. 'wake'
 local gactive = base .. 'gactive'
 for _, id in ipairs(expired) do
   redis.call('ZREM', KEYS[1], id)
@@ -27,13 +27,7 @@ for _, id in ipairs(expired) do
       redis.call('HDEL', gactive, g)
     end
     redis.call('ZADD', base .. 'g:' .. g .. ':pending', 0, id)
-    local limit = redis.call('HGET', base .. 'glimit', g)
-    if redis.call('SISMEMBER', paused, g) == 0 and (not limit or act < tonumber(limit))
-        and not redis.call('LPOS', ring, g) then
-      redis.call('RPUSH', ring, g)
-      redis.call('LPUSH', wake, '1')
-      redis.call('LTRIM', wake, 0, 63)
-    end
+    ring_enter(base, g, act)
   else
     redis.call('ZADD', KEYS[2], 0, id)
   end

@@ -3,6 +3,7 @@
 -- retry, complete_claim), after its ZREM from active answered `was`; `g` is the row's group or
 -- nil (a flat-queue job). Every key is built from base, the queue's prefix, so the including
 -- script stays single-slot.
+-- #include ring_enter
 local function release(base, id, g, was)
   if not g then
     -- The flat queue: a job reaped back into pending and not re-claimed is retired from there.
@@ -12,7 +13,6 @@ local function release(base, id, g, was)
     return
   end
   local lane = base .. 'g:' .. g .. ':pending'
-  local ring = base .. 'ring'
   if was == 1 then
     -- The holder's slot frees up. The group may have left the ring at its ceiling, so put it
     -- back (with a wake) if it has work; the ring insert re-checks pause and limit against the
@@ -21,14 +21,8 @@ local function release(base, id, g, was)
     if act <= 0 then
       redis.call('HDEL', base .. 'gactive', g)
     end
-    if redis.call('SISMEMBER', base .. 'paused', g) == 0 and redis.call('ZCARD', lane) > 0 then
-      local limit = redis.call('HGET', base .. 'glimit', g)
-      if (not limit or act < tonumber(limit)) and not redis.call('LPOS', ring, g) then
-        redis.call('RPUSH', ring, g)
-        local wake = base .. 'wake'
-        redis.call('LPUSH', wake, '1')
-        redis.call('LTRIM', wake, 0, 63)
-      end
+    if redis.call('ZCARD', lane) > 0 then
+      ring_enter(base, g, act)
     end
   else
     -- Not active, yet the token matched: the lease ran out and reap put the job back in its lane
@@ -37,7 +31,7 @@ local function release(base, id, g, was)
     -- consumer rotates onto it for an empty claim.
     redis.call('ZREM', lane, id)
     if redis.call('ZCARD', lane) == 0 then
-      redis.call('LREM', ring, 0, g)
+      redis.call('LREM', base .. 'ring', 0, g)
     end
   end
 end

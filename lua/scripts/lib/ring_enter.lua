@@ -1,0 +1,21 @@
+-- SPDX-License-Identifier: MIT
+-- ring_enter(base, g, act): the ring insert with wake (WIRE §5.3; see genqueue.lua for why a token
+-- only on entry). Group g enters the ring, and one wake token is pushed (the list trimmed to 64),
+-- unless g is paused, at its glimit, or already in the ring. act is g's in-flight count when the
+-- caller knows it (it just moved gactive), else nil and gactive is read.
+local function ring_enter(base, g, act)
+  if redis.call('SISMEMBER', base .. 'paused', g) == 1 then
+    return
+  end
+  local limit = redis.call('HGET', base .. 'glimit', g)
+  if limit and (act or tonumber(redis.call('HGET', base .. 'gactive', g) or '0')) >= tonumber(limit) then
+    return
+  end
+  local ring = base .. 'ring'
+  if not redis.call('LPOS', ring, g) then
+    redis.call('RPUSH', ring, g)
+    local wake = base .. 'wake'
+    redis.call('LPUSH', wake, '1')
+    redis.call('LTRIM', wake, 0, 63)
+  end
+end
