@@ -9,8 +9,8 @@
 
 namespace echo::test {
 
-// Checks `pred` every `interval` until it holds (true) or a check begun after `timeout` fails
-// (false).
+// Checks `pred` every `interval`: true as soon as it holds, false when a check begun at or after
+// `timeout` fails too.
 template <class Pred>
 bool poll_until(Pred&& pred, std::chrono::steady_clock::duration timeout,
                 std::chrono::steady_clock::duration interval) {

@@ -8,8 +8,8 @@
 #include <gtest/gtest.h>
 #include <hiredis/hiredis.h>
 
-#include <memory>
 #include <exception>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
