@@ -12,11 +12,7 @@
 // lanes alternate message by message inside one benchmark, so the machine's load drifts hit the
 // remembered lane and its baseline alike. The run ends with a table of the goals' ratios.
 // ECHO_BENCH_MESSAGES overrides the lane messages per lane (default 2,000).
-#include <hiredis/hiredis.h>
-#include <pthread.h>
-#include <sched.h>
 #include <sqlite3.h>
-#include <stdlib.h>
 
 #include <benchmark/benchmark.h>
 
@@ -36,17 +32,30 @@
 #include <echo/engine/engine.h>
 #include <echo/engine/journal.h>
 #include <echo/engine/local_server.h>
+#include <echo/harness/placement.h>
+#include <echo/harness/plain_wal.h>
+#include <echo/harness/samples.h>
+#include <echo/harness/stage.h>
+#include <echo/harness/temp_dir.h>
 #include <echo/table/branded_id.h>
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using echo::engine::CoherenceMode;
 using echo::engine::Engine;
 using echo::engine::EngineOptions;
 using echo::engine::Journal;
 using echo::engine::JournalOptions;
 using echo::engine::TableSpec;
+using echo::harness::Clock;
+using echo::harness::lane_table;
+using echo::harness::pin_process_or_warn;
+using echo::harness::pin_thread_or_warn;
+using echo::harness::PlainWal;
+using echo::harness::Samples;
+using echo::harness::since_us;
+using echo::harness::spin_until;
+using echo::harness::TempDir;
 using echo::table::BrandedId;
 namespace fs = std::filesystem;
 
@@ -55,37 +64,10 @@ echo::table::Minter g_minter(105);  // one atomic cell: safe from every writer t
 
 BrandedId mint(std::string_view ns) { return g_minter.mint(ns).value(); }
 
-double since_us(Clock::time_point t0) {
-  return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
-}
-
-// A fresh temp dir, removed with everything in it.
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "echostore-journal-bench-XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("journal_bench: mkdtemp failed");
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+constexpr const char* kDirPrefix = "echostore-journal-bench-";
 
 JournalOptions journal_options(const fs::path& dir, bool full) {
-  JournalOptions o;
-  o.dir = dir;
-  o.group = mint("PRT").str();
-  o.synchronous_full = full;
-  o.node_id = 105;
-  return o;
+  return echo::harness::journal_options(dir, mint("PRT").str(), 105, full);
 }
 
 // Figures for the closing table, by name; the last call of a benchmark wins (Google Benchmark's
@@ -93,33 +75,6 @@ JournalOptions journal_options(const fs::path& dir, bool full) {
 std::map<std::string, double> g_figures;
 
 // ---- placement ----
-
-void pin_thread(int cpu) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (cpu < 0) {
-    for (unsigned c = 0; c < std::thread::hardware_concurrency(); ++c) CPU_SET(c, &set);
-  } else {
-    CPU_SET(cpu, &set);
-  }
-  if (pthread_setaffinity_np(pthread_self(), sizeof set, &set) != 0) {
-    std::fprintf(stderr, "journal_bench: cannot pin a thread to CPU %d\n", cpu);
-  }
-}
-
-// Every thread of the server process (redis-server runs a few bio threads beside its main one).
-void pin_server(int cpu) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  const auto dir = "/proc/" + std::to_string(g_server->pid()) + "/task";
-  for (const auto& task : fs::directory_iterator(dir)) {
-    const pid_t tid = std::stoi(task.path().filename().string());
-    if (sched_setaffinity(tid, sizeof set, &set) != 0) {
-      std::fprintf(stderr, "journal_bench: cannot pin server thread %d to CPU %d\n", tid, cpu);
-    }
-  }
-}
 
 struct Placement {
   const char* name;
@@ -130,51 +85,15 @@ constexpr Placement kPlacements[] = {{"one-core", 0, 0}, {"spread", 0, 1}};
 // ---- SQLite: the baseline and the pair ----
 
 // The baseline: one autocommitted INSERT per call into a WAL file at the journal's synchronous
-// setting and page size (kJournalPageSize), statement prepared once — the cheapest durable write SQLite
-// offers the same way.
-// The baseline's file: one table, one prepared autocommitted INSERT.
-class PlainWal {
- public:
-  PlainWal(const fs::path& file, bool full) {
-    const std::string pragmas = "PRAGMA page_size=" + std::to_string(echo::engine::kJournalPageSize) +
-                                "; PRAGMA journal_mode=WAL; PRAGMA synchronous=" + (full ? "FULL" : "NORMAL") +
-                                "; CREATE TABLE t(k INTEGER PRIMARY KEY AUTOINCREMENT, v TEXT NOT NULL)";
-    if (sqlite3_open(file.c_str(), &db_) != SQLITE_OK ||
-        sqlite3_exec(db_, pragmas.c_str(), nullptr, nullptr, nullptr) != SQLITE_OK ||
-        sqlite3_prepare_v2(db_, "INSERT INTO t(v) VALUES(?)", -1, &insert_, nullptr) != SQLITE_OK) {
-      const std::string why = db_ != nullptr ? sqlite3_errmsg(db_) : "out of memory";
-      sqlite3_finalize(insert_);
-      sqlite3_close(db_);
-      throw std::runtime_error("journal_bench: plain table: " + why);
-    }
-  }
-  ~PlainWal() {
-    sqlite3_finalize(insert_);
-    sqlite3_close(db_);
-  }
-  PlainWal(const PlainWal&) = delete;
-  PlainWal& operator=(const PlainWal&) = delete;
-  // One committed INSERT (autocommit: BEGIN, the row, COMMIT's WAL write).
-  bool commit() {
-    const BrandedId v = mint("AST");
-    sqlite3_bind_text(insert_, 1, v.view().data(), static_cast<int>(v.view().size()), SQLITE_TRANSIENT);
-    const bool ok = sqlite3_step(insert_) == SQLITE_DONE;
-    sqlite3_reset(insert_);
-    return ok;
-  }
-
- private:
-  sqlite3* db_ = nullptr;
-  sqlite3_stmt* insert_ = nullptr;
-};
+// setting and page size (harness::PlainWal, the drill's H6 and echostore bench's too).
 
 void BM_Sqlite_PlainWalCommit(benchmark::State& state, bool full) {
-  pin_thread(-1);
-  TempDir dir;
+  pin_thread_or_warn(-1);
+  TempDir dir(kDirPrefix);
   PlainWal plain(dir.path() / "plain.db", full);
   const auto t0 = Clock::now();
   for (auto _ : state) {
-    if (!plain.commit()) {
+    if (!plain.commit(mint("AST").view())) {
       state.SkipWithError("the plain INSERT failed");
       break;
     }
@@ -189,8 +108,8 @@ void BM_Sqlite_PlainWalCommit(benchmark::State& state, bool full) {
 // the previous intent's mark, one INSERT ... RETURNING seq, COMMIT — what a single-writer pair
 // commits. Pair minus this is the journal's own cost (locking, minting, the hand-off).
 void BM_Sqlite_WireSchemaPairCommit(benchmark::State& state) {
-  pin_thread(-1);
-  TempDir dir;
+  pin_thread_or_warn(-1);
+  TempDir dir(kDirPrefix);
   sqlite3* db = nullptr;
   if (sqlite3_open((dir.path() / "wire.db").c_str(), &db) != SQLITE_OK) throw std::runtime_error("open");
   sqlite3_stmt *ins = nullptr, *mark = nullptr, *begin = nullptr, *commit = nullptr;
@@ -250,8 +169,8 @@ void BM_Sqlite_WireSchemaPairCommit(benchmark::State& state) {
 // One writer: record (a commit the caller waits for) then mark (queued for the next commit), as
 // intend_and_enqueue does around its enqueue. The clock includes the final flush of the last mark.
 void BM_Journal_RecordMarkPair(benchmark::State& state, bool full) {
-  pin_thread(-1);
-  TempDir dir;
+  pin_thread_or_warn(-1);
+  TempDir dir(kDirPrefix);
   Journal j(journal_options(dir.path(), full));
   const BrandedId name = mint("AST");
   const auto t0 = Clock::now();
@@ -280,8 +199,8 @@ Shared g_shared;
 
 void BM_Journal_RecordMarkPairConcurrent(benchmark::State& state) {
   if (state.thread_index() == 0) {
-    pin_thread(-1);
-    g_shared.dir = std::make_unique<TempDir>();
+    pin_thread_or_warn(-1);
+    g_shared.dir = std::make_unique<TempDir>(kDirPrefix);
     g_shared.journal = std::make_unique<Journal>(journal_options(g_shared.dir->path(), false));
     g_shared.t0 = Clock::now();
   }
@@ -308,51 +227,10 @@ void BM_Journal_RecordMarkPairConcurrent(benchmark::State& state) {
 
 // ---- the lanes ----
 
+// The lanes' nodes: nothing on the wire but the measured traffic (no heartbeat).
 EngineOptions node(unsigned id, int cpu) {
-  EngineOptions o;
-  o.host = g_server->host();
-  o.port = g_server->port();
-  o.node_id = id;
-  o.io.cpu = cpu;
-  o.heartbeat = std::chrono::milliseconds(0);  // nothing but the measured traffic
-  return o;
+  return echo::harness::quiet_node_options(g_server->host(), g_server->port(), id, cpu);
 }
-
-TableSpec lane_table(const std::string& name, CoherenceMode mode, int cpu) {
-  TableSpec t;
-  t.name = name;
-  t.kind = "AST";
-  t.loader = [](const BrandedId&) -> echo::engine::LoadResult {
-    return echo::engine::Loaded{"px=100.00", std::nullopt};
-  };
-  t.ttl_ms = 600000;
-  t.jitter = 0;
-  t.coherence = mode;
-  t.writer_cpu = cpu;
-  return t;
-}
-
-// The one waiter of every latency here: a short spin, then sched_yield, so on a shared core the
-// awaited threads still run (the same observation cost for both lanes).
-template <class Pred>
-bool spin_until(Pred done, std::chrono::microseconds limit = std::chrono::seconds(2)) {
-  const auto end = Clock::now() + limit;
-  for (unsigned spins = 0; !done(); ++spins) {
-    if (spins > 64) std::this_thread::yield();
-    if ((spins & 255) == 0 && Clock::now() > end) return done();
-  }
-  return true;
-}
-
-struct Samples {
-  std::vector<double> us;
-  double pct(double p) {
-    if (us.empty()) return 0;
-    std::sort(us.begin(), us.end());
-    const auto i = static_cast<std::size_t>(p * static_cast<double>(us.size() - 1) + 0.5);
-    return us[std::min(i, us.size() - 1)];
-  }
-};
 
 int messages() {
   const char* env = std::getenv("ECHO_BENCH_MESSAGES");
@@ -367,9 +245,9 @@ int messages() {
 // has completed the last job and parked again and R re-puts the row, so every send finds it
 // parked. The manual time is the remembered lane's; the bare lane's samples are its baseline.
 void BM_JobLane_RememberedVsBare(benchmark::State& state, const Placement& p) {
-  pin_thread(p.bench_cpu);
-  pin_server(p.server_cpu);
-  TempDir dir;
+  pin_thread_or_warn(p.bench_cpu);
+  pin_process_or_warn(g_server->pid(), p.server_cpu);  // redis-server's bio threads too
+  TempDir dir(kDirPrefix);
   Journal j(journal_options(dir.path(), false));
   const BrandedId group = j.group();
   Engine r(node(51, p.bench_cpu), {lane_table("jb", CoherenceMode::kJob, p.bench_cpu),
@@ -460,7 +338,7 @@ void BM_JobLane_RememberedVsBare(benchmark::State& state, const Placement& p) {
     if (a >= 0 && b >= 0 && spin_until([&] { return settled(lanes[0]) && settled(lanes[1]); }) &&
         r.put("jm", name.view(), "px=105.00", mint("TXN"))) {
       const auto t0 = Clock::now();
-      plain_ok = plain.commit();
+      plain_ok = plain.commit(mint("AST").view());
       plain_us.us.push_back(since_us(t0));
     }
     if (a < 0 || b < 0 || !plain_ok) {
@@ -472,6 +350,10 @@ void BM_JobLane_RememberedVsBare(benchmark::State& state, const Placement& p) {
   j.flush();
   const auto last = j.last_applied(name);
   if (!last) state.SkipWithError("the applied memory holds nothing for the lane's name");
+  for (Samples* x : {&lanes[0].samples, &lanes[1].samples, &lanes[0].applied, &lanes[1].applied,
+                     &record_us, &plain_us}) {
+    x->sort();
+  }
   const double bare = lanes[0].samples.pct(0.5), mem = lanes[1].samples.pct(0.5);
   state.counters["bare_p50_us"] = bare;
   state.counters["remembered_p50_us"] = mem;

@@ -18,8 +18,6 @@
 // script: the broadcast lane plus that difference.
 // ECHO_BENCH_MESSAGES overrides the message count (default 10,000; the job lane takes a fifth).
 #include <hiredis/hiredis.h>
-#include <pthread.h>
-#include <sched.h>
 
 #include <benchmark/benchmark.h>
 
@@ -28,7 +26,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <map>
 #include <memory>
 #include <stdexcept>
@@ -38,6 +35,10 @@
 
 #include <echo/engine/engine.h>
 #include <echo/engine/local_server.h>
+#include <echo/harness/hiredis.h>
+#include <echo/harness/placement.h>
+#include <echo/harness/samples.h>
+#include <echo/harness/stage.h>
 #include <echo/lua/scripts.h>
 #include <echo/table/branded_id.h>
 #include <echo/table/coherence_frame.h>
@@ -45,11 +46,21 @@
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using echo::engine::CoherenceMode;
 using echo::engine::Engine;
 using echo::engine::EngineOptions;
 using echo::engine::TableSpec;
+using echo::harness::cached;
+using echo::harness::Clock;
+using echo::harness::command;
+using echo::harness::Context;
+using echo::harness::lane_table;
+using echo::harness::pin_process_or_warn;
+using echo::harness::pin_thread_or_warn;
+using echo::harness::Reply;
+using echo::harness::Samples;
+using echo::harness::since_us;
+using echo::harness::spin_until;
 using echo::table::BrandedId;
 
 echo::engine::LocalServer* g_server = nullptr;
@@ -66,69 +77,16 @@ constexpr Placement kPlacements[] = {
     {"split", 0, 1, 1, 0},
 };
 
-void pin_thread(int cpu) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  if (pthread_setaffinity_np(pthread_self(), sizeof set, &set) != 0) {
-    std::fprintf(stderr, "lanes_bench: cannot pin a thread to CPU %d\n", cpu);
-  }
-}
-
-// Every thread of the server process (redis-server runs a few bio threads beside its main one).
-void pin_server(int cpu) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  const auto dir = "/proc/" + std::to_string(g_server->pid()) + "/task";
-  for (const auto& task : std::filesystem::directory_iterator(dir)) {
-    const pid_t tid = std::stoi(task.path().filename().string());
-    if (sched_setaffinity(tid, sizeof set, &set) != 0) {
-      std::fprintf(stderr, "lanes_bench: cannot pin server thread %d to CPU %d\n", tid, cpu);
-    }
-  }
-}
-
 void place(const Placement& p) {
-  pin_thread(p.bench_cpu);
-  pin_server(p.server_cpu);
+  pin_thread_or_warn(p.bench_cpu);
+  pin_process_or_warn(g_server->pid(), p.server_cpu);  // redis-server's bio threads too
 }
 
 // ---- plain hiredis ----
 
-struct ReplyFree {
-  void operator()(redisReply* r) const noexcept { freeReplyObject(r); }
-};
-using Reply = std::unique_ptr<redisReply, ReplyFree>;
-struct ContextFree {
-  void operator()(redisContext* c) const noexcept { redisFree(c); }
-};
-using Context = std::unique_ptr<redisContext, ContextFree>;
+Context connect() { return echo::harness::connect(g_server->host(), g_server->port()); }
 
-Context connect() {
-  Context c(redisConnect(g_server->host().c_str(), g_server->port()));
-  if (!c || c->err) throw std::runtime_error("lanes_bench: hiredis connect failed");
-  const timeval five{5, 0};
-  redisSetTimeout(c.get(), five);
-  return c;
-}
-
-template <class... A>
-Reply command(redisContext* c, const char* format, A... args) {
-  return Reply(static_cast<redisReply*>(redisCommand(c, format, args...)));
-}
-
-// ---- samples and the waiter ----
-
-struct Samples {
-  std::vector<double> us;
-  void sort() { std::sort(us.begin(), us.end()); }
-  double pct(double p) const {
-    if (us.empty()) return 0;
-    const auto i = static_cast<std::size_t>(p * static_cast<double>(us.size() - 1) + 0.5);
-    return us[std::min(i, us.size() - 1)];
-  }
-};
+// ---- measuring ----
 
 // Send -> the writer's apply of the batch that dropped the row, on the writer's own clock
 // (WriterStats::last_applied_ns, steady_clock). The bench thread that sent is also the observer:
@@ -138,22 +96,6 @@ double applied_us(const Engine& e, const char* table, std::chrono::steady_clock:
   const std::int64_t at = e.writer(table)->stats().last_applied_ns;
   return static_cast<double>(at - std::chrono::duration_cast<std::chrono::nanoseconds>(
                                        t0.time_since_epoch()).count()) / 1e3;
-}
-
-double since_us(Clock::time_point t0) {
-  return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
-}
-
-// The one waiter of every latency here (floor and lanes alike, so both carry the same observation
-// cost): a short spin, then sched_yield, so on a shared core the awaited threads still run.
-template <class Pred>
-bool spin_until(Pred done, std::chrono::microseconds limit = std::chrono::seconds(2)) {
-  const auto end = Clock::now() + limit;
-  for (unsigned spins = 0; !done(); ++spins) {
-    if (spins > 64) std::this_thread::yield();
-    if ((spins & 255) == 0 && Clock::now() > end) return done();
-  }
-  return true;
 }
 
 int messages() {
@@ -175,33 +117,9 @@ void report(benchmark::State& state, const std::string& bench, const Placement& 
 
 // ---- engines ----
 
+// The run's nodes: nothing on the wire but the measured traffic (no heartbeat).
 EngineOptions node(unsigned id, int cpu) {
-  EngineOptions o;
-  o.host = g_server->host();
-  o.port = g_server->port();
-  o.node_id = id;
-  o.io.cpu = cpu;
-  o.heartbeat = std::chrono::milliseconds(0);  // nothing but the measured traffic
-  return o;
-}
-
-TableSpec lane_table(const std::string& name, CoherenceMode mode, int writer_cpu) {
-  TableSpec t;
-  t.name = name;
-  t.kind = "AST";
-  t.loader = [](const BrandedId&) -> echo::engine::LoadResult {
-    return echo::engine::Loaded{"px=100.00", std::nullopt};
-  };
-  t.ttl_ms = 600000;
-  t.jitter = 0;
-  t.coherence = mode;
-  t.writer_cpu = writer_cpu;
-  return t;
-}
-
-bool cached(const Engine& e, std::string_view table, const BrandedId& name) {
-  char buf[64];
-  return e.writer(table)->map().read(name.view(), buf).status != echo::table::ReadStatus::kMiss;
+  return echo::harness::quiet_node_options(g_server->host(), g_server->port(), id, cpu);
 }
 
 void start_or_throw(Engine& e) {
@@ -220,7 +138,7 @@ void BM_Hiredis_PublishToMessage(benchmark::State& state, const Placement& p) {
   std::atomic<long> heard{0};
   std::atomic<bool> quit{false};
   std::thread listener([&] {
-    pin_thread(p.receiver_cpu);
+    pin_thread_or_warn(p.receiver_cpu);
     while (!quit.load(std::memory_order_relaxed)) {
       void* raw = nullptr;
       if (redisGetReply(sub.get(), &raw) != REDIS_OK) return;
@@ -615,18 +533,15 @@ void BM_Engine_GetL2(benchmark::State& state, const Placement& p) {
 // ---- the closing table ----
 
 void print_table() {
-  auto median = [](const std::string& bench, const char* place) {
+  // Percentile `p` of a benchmark's samples at a placement; 0 when it did not run there.
+  auto pct = [](const std::string& bench, const char* place, double p) {
     const auto b = g_results.find(bench);
     if (b == g_results.end()) return 0.0;
     const auto s = b->second.find(place);
-    return s == b->second.end() ? 0.0 : s->second.pct(0.5);
+    return s == b->second.end() ? 0.0 : s->second.pct(p);
   };
-  auto p99 = [](const std::string& bench, const char* place) {
-    const auto b = g_results.find(bench);
-    if (b == g_results.end()) return 0.0;
-    const auto s = b->second.find(place);
-    return s == b->second.end() ? 0.0 : s->second.pct(0.99);
-  };
+  auto median = [&](const std::string& bench, const char* place) { return pct(bench, place, 0.5); };
+  auto p99 = [&](const std::string& bench, const char* place) { return pct(bench, place, 0.99); };
   std::printf("\n%-10s | %-22s | %-22s | %-22s | %-22s | %-9s | %-9s | %-9s\n", "placement",
               "floor p50/p99 us", "broadcast (PUBLISH)", "broadcast (Engine)", "job lane",
               "bc/floor", "job/bc(E)", "job/bc(P)");
