@@ -41,21 +41,12 @@
 
 namespace {
 
+using namespace echo::harness;  // the measurement harness this bench is built on
 using echo::engine::CoherenceMode;
 using echo::engine::Engine;
 using echo::engine::EngineOptions;
 using echo::engine::Journal;
 using echo::engine::JournalOptions;
-using echo::engine::TableSpec;
-using echo::harness::Clock;
-using echo::harness::lane_table;
-using echo::harness::pin_process_or_warn;
-using echo::harness::pin_thread_or_warn;
-using echo::harness::PlainWal;
-using echo::harness::Samples;
-using echo::harness::since_us;
-using echo::harness::spin_until;
-using echo::harness::TempDir;
 using echo::table::BrandedId;
 namespace fs = std::filesystem;
 

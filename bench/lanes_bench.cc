@@ -46,21 +46,11 @@
 
 namespace {
 
+using namespace echo::harness;  // the measurement harness this bench is built on
 using echo::engine::CoherenceMode;
 using echo::engine::Engine;
 using echo::engine::EngineOptions;
 using echo::engine::TableSpec;
-using echo::harness::cached;
-using echo::harness::Clock;
-using echo::harness::command;
-using echo::harness::Context;
-using echo::harness::lane_table;
-using echo::harness::pin_process_or_warn;
-using echo::harness::pin_thread_or_warn;
-using echo::harness::Reply;
-using echo::harness::Samples;
-using echo::harness::since_us;
-using echo::harness::spin_until;
 using echo::table::BrandedId;
 
 echo::engine::LocalServer* g_server = nullptr;
@@ -96,6 +86,19 @@ double applied_us(const Engine& e, const char* table, std::chrono::steady_clock:
   const std::int64_t at = e.writer(table)->stats().last_applied_ns;
   return static_cast<double>(at - std::chrono::duration_cast<std::chrono::nanoseconds>(
                                        t0.time_since_epoch()).count()) / 1e3;
+}
+
+// A timed message's end, its row just seen gone: send -> gone into `out` and send -> the writer's
+// apply into `applied` (neither while warming up: out null), and send -> gone as the iteration's
+// manual time.
+void keep(const Engine& e, const char* table, Clock::time_point t0, Samples* out, Samples& applied,
+          benchmark::State* st) {
+  const double us = since_us(t0);
+  if (out != nullptr) {
+    out->us.push_back(us);
+    applied.us.push_back(applied_us(e, table, t0));
+  }
+  if (st != nullptr) st->SetIterationTime(us / 1e6);
 }
 
 int messages() {
@@ -205,12 +208,7 @@ void BM_BroadcastLane_PublishToDrop(benchmark::State& state, const Placement& p,
     const BrandedId v = minter.mint("TXN").value();
     const auto t0 = Clock::now();
     if (!send(v) || !spin_until([&] { return !cached(r, "board", name); })) return false;
-    const double us = since_us(t0);
-    if (out != nullptr) {
-      out->us.push_back(us);
-      applied.us.push_back(applied_us(r, "board", t0));
-    }
-    if (st != nullptr) st->SetIterationTime(us / 1e6);
+    keep(r, "board", t0, out, applied, st);
     return true;
   };
   for (int i = 0; i < 200; ++i) one(nullptr, nullptr);
@@ -263,12 +261,7 @@ void BM_JobLane_EnqueueToDrop(benchmark::State& state, const Placement& p) {
     ++sent;
     if (admitted->front().admission == echo::engine::Admission::kHandedOff) ++handed;
     if (!spin_until([&] { return !cached(j, "risk", name); })) return false;
-    const double us = since_us(t0);
-    if (out != nullptr) {
-      out->us.push_back(us);
-      applied.us.push_back(applied_us(j, "risk", t0));
-    }
-    if (st != nullptr) st->SetIterationTime(us / 1e6);
+    keep(j, "risk", t0, out, applied, st);
     return true;
   };
   for (int i = 0; i < 100; ++i) one(nullptr, nullptr);
