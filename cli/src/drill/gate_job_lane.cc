@@ -329,8 +329,8 @@ void f6_price(GateRun& run, const DrillTarget& target) {
   const double bm = bc.median();
   const double lo = 0.8 * bm, hi = 6.0 * bm;
   run.derive("broadcast median " + fmt("%.0f", bm) + " us (p99 " + fmt("%.0f", bc.pct(0.99)) +
-             " us), one wire hop; the job lane sends one script instead of a PUBLISH (about 15 "
-             "server calls, against a PUBLISH's one) and a parked consumer is handed the job "
+             " us), one wire hop; the job lane sends one script instead of a PUBLISH (12 server "
+             "calls on the hand-off path, against a PUBLISH's one) and a parked consumer is handed the job "
              "already claimed, so its BLMPOP answers like a push and nothing else runs before "
              "the ring (the flag stays up, the re-block waits for the ack); the completion comes "
              "after the drop. Expect the script's server time on top of the push path: between "
