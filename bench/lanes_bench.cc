@@ -179,49 +179,71 @@ void BM_Hiredis_PublishToMessage(benchmark::State& state, const Placement& p) {
 
 // ---- the broadcast lane ----
 
-// Receiver R holds one row of "board"; each iteration sends a newer invalidation and waits until
-// R's L1 no longer holds the row; then R re-puts it (untimed). `via_engine`: the sender is
+// Receiver R holds one row of `table`; each message is a newer invalidation, ended when R's L1 no
+// longer holds the row; then R re-puts it (untimed). `via_engine`: the sender is
 // Engine::broadcast on node S (one hop through S's io thread) instead of a plain hiredis PUBLISH.
-void BM_BroadcastLane_PublishToDrop(benchmark::State& state, const Placement& p, bool via_engine) {
-  place(p);
-  Engine r(node(11, p.receiver_cpu), {lane_table("board", CoherenceMode::kBroadcast, p.receiver_cpu)});
-  Engine s(node(12, p.sender_cpu), {lane_table("board", CoherenceMode::kNone, p.sender_cpu)});
-  start_or_throw(r);
-  start_or_throw(s);
-  Context pub = connect();
-  const std::string channel = echo::table::coherence_channel("board").value();
-  echo::table::Minter minter(100);
-  const BrandedId name = minter.mint("AST").value();
-  auto send = [&](const BrandedId& v) {
-    if (via_engine) {
-      auto heard = s.broadcast("board", name.view(), v);
+class BroadcastProbe {
+ public:
+  BroadcastProbe(const Placement& p, const char* table, unsigned id, bool via_engine)
+      : table_(table),
+        via_engine_(via_engine),
+        r_(node(id, p.receiver_cpu), {lane_table(table, CoherenceMode::kBroadcast, p.receiver_cpu)}),
+        s_(node(id + 1, p.sender_cpu), {lane_table(table, CoherenceMode::kNone, p.sender_cpu)}),
+        pub_(connect()),
+        channel_(echo::table::coherence_channel(table).value()),
+        minter_(100 + id),
+        name_(minter_.mint("AST").value()) {
+    start_or_throw(r_);
+    start_or_throw(s_);
+  }
+
+  // One message: send -> gone into `out` and send -> the writer's apply into `applied` (both
+  // skipped when out is null: warm-up). False when it was not applied.
+  bool one(Samples* out, Samples& applied, benchmark::State* st) {
+    if (!r_.put(table_, name_.view(), "px=105.00", minter_.mint("TXN").value())) return false;
+    const BrandedId v = minter_.mint("TXN").value();
+    const auto t0 = Clock::now();
+    if (!send(v) || !spin_until([&] { return !cached(r_, table_, name_); })) return false;
+    keep(r_, table_, t0, out, applied, st);
+    return true;
+  }
+  std::uint64_t dropped() const { return r_.stats().tables.at(0).rings.at(0).dropped; }
+
+ private:
+  bool send(const BrandedId& v) {
+    if (via_engine_) {
+      auto heard = s_.broadcast(table_, name_.view(), v);
       return heard.has_value() && *heard == 1;
     }
-    const auto frame = echo::table::make_frame(name, v);
+    const auto frame = echo::table::make_frame(name_, v);
     const auto bytes = echo::table::view(frame);
-    Reply rep = command(pub.get(), "PUBLISH %b %b", channel.data(), channel.size(), bytes.data(), bytes.size());
+    Reply rep = command(pub_.get(), "PUBLISH %b %b", channel_.data(), channel_.size(), bytes.data(), bytes.size());
     return rep && rep->type == REDIS_REPLY_INTEGER && rep->integer == 1;
-  };
+  }
+
+  const char* table_;
+  bool via_engine_;
+  Engine r_, s_;
+  Context pub_;
+  std::string channel_;
+  echo::table::Minter minter_;
+  BrandedId name_;
+};
+
+void BM_BroadcastLane_PublishToDrop(benchmark::State& state, const Placement& p, bool via_engine) {
+  place(p);
+  BroadcastProbe probe(p, "board", 11, via_engine);
   Samples applied;  // the same messages, ended at the writer's apply (no observer in the way)
-  auto one = [&](Samples* out, benchmark::State* st) {
-    if (!r.put("board", name.view(), "px=105.00", minter.mint("TXN").value())) return false;
-    const BrandedId v = minter.mint("TXN").value();
-    const auto t0 = Clock::now();
-    if (!send(v) || !spin_until([&] { return !cached(r, "board", name); })) return false;
-    keep(r, "board", t0, out, applied, st);
-    return true;
-  };
-  for (int i = 0; i < 200; ++i) one(nullptr, nullptr);
-  const auto before = r.stats().tables.at(0);
+  for (int i = 0; i < 200; ++i) probe.one(nullptr, applied, nullptr);
+  const std::uint64_t dropped = probe.dropped();
   Samples samples;
   for (auto _ : state) {
-    if (!one(&samples, &state)) {
+    if (!probe.one(&samples, applied, &state)) {
       state.SkipWithError("a broadcast was not applied");
       break;
     }
   }
-  const auto after = r.stats().tables.at(0);
-  state.counters["ring_dropped"] = static_cast<double>(after.rings.at(0).dropped - before.rings.at(0).dropped);
+  state.counters["ring_dropped"] = static_cast<double>(probe.dropped() - dropped);
   applied.sort();
   g_results[via_engine ? "broadcast_engine_applied" : "broadcast_applied"][p.name] = std::move(applied);
   report(state, via_engine ? "broadcast_engine" : "broadcast", p, std::move(samples));
@@ -229,60 +251,109 @@ void BM_BroadcastLane_PublishToDrop(benchmark::State& state, const Placement& p,
 
 // ---- the job lane ----
 
-// Receiver J consumes "risk" from its member queue; sender S enqueues. Between messages (untimed)
-// J's consumer has completed the previous job and parked again, and J re-puts the row; so every
-// enqueue finds J parked and hands the job off (counted: handed_off must equal the messages).
-void BM_JobLane_EnqueueToDrop(benchmark::State& state, const Placement& p) {
-  place(p);
-  Engine j(node(21, p.receiver_cpu), {lane_table("risk", CoherenceMode::kJob, p.receiver_cpu)});
-  Engine s(node(22, p.sender_cpu), {lane_table("risk", CoherenceMode::kNone, p.sender_cpu)});
-  start_or_throw(j);
-  start_or_throw(s);
-  echo::table::Minter minter(101);
-  const BrandedId name = minter.mint("AST").value();
-  const BrandedId group = minter.mint("PRT").value();
-  auto consumer = [&] { return *j.stats().tables.at(0).consumer; };
-  std::uint64_t handed = 0, sent = 0, parks_at_send = 0;
-  Samples applied;  // the same messages, ended at the writer's apply (no observer in the way)
-  auto one = [&](Samples* out, benchmark::State* st) {
-    // Settled: the last job completed and the consumer parked again. The put after this rides
-    // J's command connection behind the consumer's SET parked, so the flag is on the server.
+// Receiver J consumes `table` from its member queue; sender S enqueues. Between messages
+// (untimed) J's consumer has completed the previous job and parked again, and J re-puts the row;
+// so every enqueue finds J parked and hands the job off (counted: handed_off must equal the
+// messages).
+class JobProbe {
+ public:
+  JobProbe(const Placement& p, const char* table, unsigned id)
+      : table_(table),
+        j_(node(id, p.receiver_cpu), {lane_table(table, CoherenceMode::kJob, p.receiver_cpu)}),
+        s_(node(id + 1, p.sender_cpu), {lane_table(table, CoherenceMode::kNone, p.sender_cpu)}),
+        minter_(100 + id),
+        name_(minter_.mint("AST").value()),
+        group_(minter_.mint("PRT").value()) {
+    start_or_throw(j_);
+    start_or_throw(s_);
+  }
+
+  echo::engine::JobConsumerStats consumer() const { return *j_.stats().tables.at(0).consumer; }
+
+  // As BroadcastProbe::one; `handed` counts the messages the writer's admission handed off.
+  bool one(Samples* out, Samples& applied, benchmark::State* st) {
+    // Settled: the last job completed and the consumer parked again (its hand-off credits stay
+    // listed: it lists them again whenever half are taken).
     const auto settled = [&] {
       const auto c = consumer();
-      return c.completed + c.complete_gone + c.complete_stale >= sent && c.parks > parks_at_send;
+      return c.completed + c.complete_gone + c.complete_stale >= sent_ && c.parks > parks_at_send_;
     };
     if (!spin_until(settled)) return false;
-    if (!j.put("risk", name.view(), "px=105.00", minter.mint("TXN").value())) return false;
-    const BrandedId v = minter.mint("TXN").value();
-    parks_at_send = consumer().parks;
+    if (!j_.put(table_, name_.view(), "px=105.00", minter_.mint("TXN").value())) return false;
+    const BrandedId v = minter_.mint("TXN").value();
+    parks_at_send_ = consumer().parks;
     const auto t0 = Clock::now();
-    auto admitted = s.enqueue("risk", group, name.view(), v);
+    auto admitted = s_.enqueue(table_, group_, name_.view(), v);
     if (!admitted || admitted->size() != 1) return false;
-    ++sent;
+    ++sent_;
     if (admitted->front().admission == echo::engine::Admission::kHandedOff) ++handed;
-    if (!spin_until([&] { return !cached(j, "risk", name); })) return false;
-    keep(j, "risk", t0, out, applied, st);
+    if (!spin_until([&] { return !cached(j_, table_, name_); })) return false;
+    keep(j_, table_, t0, out, applied, st);
     return true;
-  };
-  for (int i = 0; i < 100; ++i) one(nullptr, nullptr);
-  handed = 0;
-  const auto c0 = consumer();
+  }
+  std::uint64_t handed = 0;
+
+ private:
+  const char* table_;
+  Engine j_, s_;
+  echo::table::Minter minter_;
+  BrandedId name_, group_;
+  std::uint64_t sent_ = 0, parks_at_send_ = 0;
+};
+
+void BM_JobLane_EnqueueToDrop(benchmark::State& state, const Placement& p) {
+  place(p);
+  JobProbe probe(p, "risk", 21);
+  Samples applied;  // the same messages, ended at the writer's apply (no observer in the way)
+  for (int i = 0; i < 100; ++i) probe.one(nullptr, applied, nullptr);
+  probe.handed = 0;
+  const auto c0 = probe.consumer();
   Samples samples;
   for (auto _ : state) {
-    if (!one(&samples, &state)) {
+    if (!probe.one(&samples, applied, &state)) {
       state.SkipWithError("a job was not applied");
       break;
     }
   }
   // The consumer's own round trips per job (each one a command on the receiving io thread).
-  const auto c1 = consumer();
+  const auto c1 = probe.consumer();
   const double jobs = std::max<double>(1, static_cast<double>(samples.us.size()));
   state.counters["empty_claims_per_job"] = static_cast<double>(c1.empty_claims - c0.empty_claims) / jobs;
   state.counters["parks_per_job"] = static_cast<double>(c1.parks - c0.parks) / jobs;
-  state.counters["handed_off_pct"] = samples.us.empty() ? 0 : 100.0 * static_cast<double>(handed) / static_cast<double>(samples.us.size());
+  state.counters["handed_off_pct"] = samples.us.empty() ? 0 : 100.0 * static_cast<double>(probe.handed) / static_cast<double>(samples.us.size());
   applied.sort();
   g_results["job_applied"][p.name] = std::move(applied);
   report(state, "job", p, std::move(samples));
+}
+
+// ---- both lanes, alternating ----
+
+// The two lanes message by message in one loop (broadcast through Engine::broadcast, then a job
+// through Engine::enqueue, each on its own pair of nodes), so both see the same moment of a noisy
+// machine: the ratio of their medians here is the like-for-like one. Manual time: the job lane's.
+void BM_Lanes_Alternating(benchmark::State& state, const Placement& p) {
+  place(p);
+  BroadcastProbe bc(p, "board3", 51, true);
+  JobProbe job(p, "risk3", 53);
+  Samples bc_applied, job_applied, bc_seen, job_seen;
+  for (int i = 0; i < 100; ++i) {
+    bc.one(nullptr, bc_applied, nullptr);
+    job.one(nullptr, job_applied, nullptr);
+  }
+  job.handed = 0;
+  for (auto _ : state) {
+    if (!bc.one(&bc_seen, bc_applied, nullptr) || !job.one(&job_seen, job_applied, &state)) {
+      state.SkipWithError("a message was not applied");
+      break;
+    }
+  }
+  state.counters["handed_off_pct"] = job_seen.us.empty() ? 0 : 100.0 * static_cast<double>(job.handed) / static_cast<double>(job_seen.us.size());
+  for (Samples* s : {&bc_applied, &job_applied, &bc_seen}) s->sort();
+  state.counters["bc_p50_us"] = bc_seen.pct(0.5);
+  g_results["alt_bc_applied"][p.name] = std::move(bc_applied);
+  g_results["alt_job_applied"][p.name] = std::move(job_applied);
+  g_results["alt_bc"][p.name] = std::move(bc_seen);
+  report(state, "alt_job", p, std::move(job_seen));
 }
 
 // Throughput: `consumers` receiver nodes, each applying every job; a hiredis pipeline admits
@@ -375,7 +446,7 @@ void BM_JobLane_Throughput(benchmark::State& state, const Placement& p, int cons
 // ---- the server hop ----
 
 // The job lane's one extra cost on the server, alone: the round trip of member_enqueue handing a
-// job to a parked member (its ~12 calls inside one script) against a PUBLISH's round trip with one
+// job to a parked member (its 7 calls inside one script) against a PUBLISH's round trip with one
 // subscriber, on a plain hiredis client, alternating message by message in the same loop. The
 // difference is what the script adds to the job lane over the broadcast lane; the closing table
 // adds it to the broadcast lane's median as the job lane's floor with this script.
@@ -407,9 +478,11 @@ void BM_JobLane_ServerHop(benchmark::State& state, const Placement& p) {
   // script's share without the wakes and the scheduling that the round trips above include.
   Reply reset = command(c.get(), "CONFIG RESETSTAT");
   for (auto _ : state) {
-    // Untimed: a parked flag with credit and no earlier rows, so each call takes the hand-off.
-    Reply flag = command(c.get(), "SET %sparked 1 PX 60000", mbase.c_str());
-    Reply clear = command(c.get(), "DEL %sdeliver %sactive %sgactive", mbase.c_str(), mbase.c_str(), mbase.c_str());
+    // Untimed: one hand-off credit listed (as member_park lists it: the member's lease) and no
+    // earlier rows, so each call takes the hand-off.
+    Reply clear = command(c.get(), "DEL %sparked %sdeliver %sactive %sgactive", mbase.c_str(), mbase.c_str(),
+                          mbase.c_str(), mbase.c_str());
+    Reply credit = command(c.get(), "RPUSH %sparked 30000", mbase.c_str());
     auto t0 = Clock::now();
     Reply pub = command(c.get(), "PUBLISH %s %b", channel.c_str(), payload.data(), payload.size());
     publish.us.push_back(since_us(t0));
@@ -569,6 +642,13 @@ void print_table() {
                 "job lane %.1f us: %.2fx\n", p.name, be, j, j / be);
   }
   for (const Placement& p : kPlacements) {
+    const double b = median("alt_bc", p.name), j = median("alt_job", p.name);
+    const double ba = median("alt_bc_applied", p.name), ja = median("alt_job_applied", p.name);
+    if (b == 0 || j == 0) continue;
+    std::printf("%-10s | alternating, message by message: broadcast (Engine) %.1f us, job lane %.1f us: %.2fx; "
+                "at the writer's apply %.1f vs %.1f us: %.2fx\n", p.name, b, j, j / b, ba, ja, ba > 0 ? ja / ba : 0);
+  }
+  for (const Placement& p : kPlacements) {
     const double t1 = median("throughput_1", p.name), t2 = median("throughput_2", p.name);
     if (t1 == 0 && t2 == 0) continue;
     std::printf("%-10s | job lane throughput: 1 consumer %.0f jobs/s; 2 consumers %.0f jobs/s each (%.0f applies/s)\n",
@@ -606,6 +686,8 @@ int main(int argc, char** argv) {
         ->Iterations(std::max(2000, n / 5))->UseManualTime()->Unit(benchmark::kMicrosecond);
     benchmark::RegisterBenchmark(("BM_JobLane_ServerHop" + tag).c_str(), BM_JobLane_ServerHop, p)
         ->Iterations(std::max(1000, n / 10))->UseManualTime()->Unit(benchmark::kMicrosecond);
+    benchmark::RegisterBenchmark(("BM_Lanes_Alternating" + tag).c_str(), BM_Lanes_Alternating, p)
+        ->Iterations(std::max(2000, n / 5))->UseManualTime()->Unit(benchmark::kMicrosecond);
   }
   for (const Placement& p : kPlacements) {
     const std::string tag = std::string("/") + p.name;

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// The job lane's consumer: beat, keep a BLPOP and the hand-off flag up while credits remain, claim
+// The job lane's consumer: beat, keep a BLPOP and the hand-off credits up while credits remain, claim
 // after a wake, complete after the writer's ack.
 // Every method but the constructor, start(), on_acks() and stats() runs on the loop thread.
 #include <echo/engine/errc.h>
@@ -96,7 +96,7 @@ JobConsumer::JobConsumer(io::UringLoop& loop, CommandPort cmd,
   park_options.heartbeat = std::chrono::milliseconds(0);
   // A park that could not be issued (the connection was still booting, or lost) is retried as
   // soon as the connection is ready, not a whole beat later.
-  // A lost parking connection takes the flag down (writers then use the lane and the wake list
+  // A lost parking connection takes the credits down (writers then use the lane and the wake list
   // rather than a delivery list nobody blocks on); a ready one raises it again.
   park_ = std::make_unique<io::Connection>(
       loop_, std::move(park_options), io::PushFn{}, [this](io::ConnEvent event, std::error_code) {
@@ -160,7 +160,7 @@ void JobConsumer::start() {
 void JobConsumer::stop_on_loop() {
   stopping_ = true;
   if (timer_armed_) loop_.cancel(timer_op_);
-  // No more hand-offs to a consumer that is going away (best effort: the flag's PX ends it too).
+  // No more hand-offs to a consumer that is going away (best effort: the credits' PX ends them too).
   const std::string parked = mbase_ + "parked";
   cmd_.call({"DEL", parked}, [](std::error_code, const io::Resp3Value&) {});
 }
@@ -199,7 +199,7 @@ void JobConsumer::lapse() {
   // Not registered for now: writers may skip us, so L1 cannot be trusted until a beat lands.
   if (registered_) writer_.subscription_lost();
   registered_ = false;
-  arm();  // unregistered: take the hand-off flag down (writers may skip us anyway)
+  arm();  // unregistered: take the hand-off credits down (writers may skip us anyway)
 }
 
 void JobConsumer::enter(bool was_live) {
@@ -224,7 +224,7 @@ void JobConsumer::enter(bool was_live) {
         registered_ = true;
         last_beat_ms_ = as_int(r[0]);
         maintain();
-        arm();                // the flag's PX runs two beats: every beat renews it
+        arm();                // the credits' PX runs two beats: every beat renews them
         lanes_idle_ = false;  // a safety net for a lost wake token: one claim per beat at most
         pump();
       });
@@ -319,7 +319,8 @@ void JobConsumer::claim(std::uint64_t gen) {
                                    // A wake taken while this claim was in flight may announce work
                                    // the claim did not see.
                                    lanes_idle_ = gen == wake_gen_;
-                                   if (!lanes_idle_) pump();
+                                   if (!lanes_idle_) return pump();
+                                   if (handoffs_barred_) arm();  // the lanes ran dry
                                    return;
                                  }
                                  bump(claimed_);
@@ -355,8 +356,10 @@ void JobConsumer::follow_park() {
 }
 
 void JobConsumer::arm() {
-  // The flag: our free credits less what the delivery list holds (member_park.lua), or 0 while we
-  // cannot block (unregistered, or the parking connection is down). One call in flight at most.
+  // The hand-off credits: our free credits less what the delivery list holds, or none while we
+  // cannot block (unregistered, or the parking connection is down) or while the queue's state
+  // bars a hand-off (member_park.lua answers -1: then we ask again once a claim finds the lanes
+  // dry, or on the next beat). One call in flight at most.
   if (stopping_) return;
   if (arming_) {
     rearm_ = true;  // counted from state that has changed since: send again on its reply
@@ -368,13 +371,14 @@ void JobConsumer::arm() {
   const std::string free = std::to_string(can_block ? free_credits() : 0);
   const std::string px = std::to_string(spec_.job_beat_ms * 2 + 1000);
   const std::string_view keys[] = {parked, deliver};
-  const std::string_view argv[] = {free, px};
+  const std::string_view argv[] = {free, px, mbase_};
   const auto ec = cmd_.evalsha(
       scripts_.member_park, keys, argv, [this](std::error_code e, const io::Resp3Value& r) {
         arming_ = false;
         if (stopping_) return;
-        flag_estimate_ =
-            !e && r.type() == io::Resp3Type::integer ? std::max<std::int64_t>(0, r.integer()) : 0;
+        const std::int64_t n = !e && r.type() == io::Resp3Type::integer ? r.integer() : 0;
+        credits_listed_ = std::max<std::int64_t>(0, n);
+        handoffs_barred_ = n < 0;
         if (rearm_) {
           rearm_ = false;
           arm();
@@ -419,7 +423,7 @@ void JobConsumer::take_hand_off(std::string_view text) {
     bump(malformed_);  // unparseable: the job stays active and is reaped back with token + 1
     return;
   }
-  if (flag_estimate_ > 0) --flag_estimate_;
+  if (credits_listed_ > 0) --credits_listed_;
   Job job;
   job.id = std::string(text.substr(0, a));
   std::from_chars(text.data() + a + 1, text.data() + b, job.token);
@@ -482,9 +486,10 @@ void JobConsumer::drain_acks() {
     in_flight_.erase(it);
   });
   publish_overflow();
-  // Credits came back: raise the flag again once it has fallen below half of what we could take
-  // (one member_park per half-credit's worth of jobs, not one per job).
-  if (2 * static_cast<std::size_t>(flag_estimate_) < free_credits()) arm();
+  // Credits came back: list them again once the server's have fallen below half of what we could
+  // take (one member_park per half-credit's worth of jobs, not one per job); not while hand-offs
+  // are barred (lanes with work: the claim that finds them dry asks).
+  if (!handoffs_barred_ && 2 * static_cast<std::size_t>(credits_listed_) < free_credits()) arm();
   pump();
 }
 

@@ -40,6 +40,9 @@ if limit and tonumber(redis.call('HGET', KEYS[6], g) or '0') >= tonumber(limit) 
 end
 if not redis.call('LPOS', KEYS[3], g) then
   redis.call('RPUSH', KEYS[3], g)
+  -- On a member queue a lane with work entering the ring takes the hand-off credits down
+  -- (member_park.lua); the key is the base, KEYS[3] less its "ring", .. "parked".
+  redis.call('DEL', string.sub(KEYS[3], 1, -5) .. 'parked')
   redis.call('LPUSH', KEYS[7], '1')
   redis.call('LTRIM', KEYS[7], 0, 63)
 end

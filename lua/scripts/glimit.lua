@@ -15,6 +15,8 @@
 -- completions bring gactive below n.
 local g, n = ARGV[2], tonumber(ARGV[3])
 redis.call('HSET', KEYS[1], g, ARGV[3])
+-- On a member queue the hand-off credits go (member_park.lua: a credit vouches for no ceiling).
+redis.call('DEL', ARGV[1] .. 'parked')
 if tonumber(redis.call('HGET', KEYS[2], g) or '0') >= n then
   redis.call('LREM', KEYS[3], 0, g)
 elseif redis.call('SISMEMBER', KEYS[4], g) == 0

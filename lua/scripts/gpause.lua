@@ -5,6 +5,10 @@
 -- KEYS[2]  ring             emq:{q}:ring
 -- ARGV[1]  g, the group
 -- returns  1.
+-- On a member queue (member_enqueue.lua) the member's hand-off credits go too: a claim of g would
+-- now be illegal, and a credit vouches that none is (member_park.lua). The credits key is the
+-- queue's base, KEYS[1] less its "paused", .. "parked" (same hash tag); elsewhere it is absent.
 redis.call('SADD', KEYS[1], ARGV[1])
 redis.call('LREM', KEYS[2], 0, ARGV[1])
+redis.call('DEL', string.sub(KEYS[1], 1, -7) .. 'parked')
 return 1

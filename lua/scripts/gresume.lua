@@ -18,6 +18,7 @@ if redis.call('ZCARD', ARGV[1] .. 'g:' .. g .. ':pending') > 0 then
   if (not limit or tonumber(redis.call('HGET', KEYS[4], g) or '0') < tonumber(limit))
       and not redis.call('LPOS', KEYS[2], g) then
     redis.call('RPUSH', KEYS[2], g)
+    redis.call('DEL', ARGV[1] .. 'parked')  -- a lane with work entered the ring (member_park.lua)
     redis.call('LPUSH', KEYS[5], '1')
     redis.call('LTRIM', KEYS[5], 0, 63)
   end

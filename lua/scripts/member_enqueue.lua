@@ -14,29 +14,31 @@
 -- ARGV[2]  id, a 14-byte branded id in namespace JOB (the same id in every member's queue)
 -- ARGV[3]  payload (opaque bytes; for the job lane the 29-byte coherence message)
 -- ARGV[4]  g, the group: a valid branded id (the host checks it)
--- ARGV[5]  lease_ms of a hand-off when the live key does not hold a positive integer (a member
---          that is not one of ours); the writer passes its table's job_lease_ms
--- returns  1 enqueued (genqueue into the lane: lane, ring insert with wake),
+-- ARGV[5]  lease_ms of a hand-off when the member declared none (a member that is not one of
+--          ours); the writer passes its table's job_lease_ms
+-- returns  0 duplicate (the queue already holds a row for id: nothing written),
 --          2 handed off (claimed for the parked member and pushed to its deliver list),
---          0 duplicate (the queue already holds a row for id: nothing written),
+--          1 enqueued (genqueue into the lane: lane, ring insert with wake),
 --          -1 not live (no live key: nothing written; the member must rejoin, see member_beat);
 --          error EMQKIND when the id is not JOB-namespaced, error EMQARG when ARGV[5] is not a
 --          positive integer (both checked first: nothing written).
 --
--- Hand-off. A consumer keeps mbase..'parked' (a string holding an integer, with PX) at the number
--- of jobs it can still take (member_park.lua). It blocks with BLMPOP on mbase..'deliver' and
--- mbase..'wake' whenever it has a credit. While 'parked' is above 0 the job is created and
--- claimed here exactly as genqueue then gclaim would (attempts 1, state active, lease in active,
--- gactive[g] + 1), the flag is DECRed (its PX kept) and one element is RPUSHed to deliver:
+-- Hand-off. A consumer that blocks with BLMPOP on mbase..'deliver' and mbase..'wake' keeps
+-- mbase..'parked', a list of credits with PX, at the number of jobs it can still take
+-- (member_park.lua). A credit also vouches for everything a claim of this job would need to be
+-- legal and in order: the member live, the queue and every group unpaused, no ceiling set, every
+-- lane empty (member_park.lua says how each is kept). So the hand-off reads nothing but the row's
+-- absence and one credit (LPOP), then creates and claims the job exactly as genqueue then gclaim
+-- would (attempts 1, state active, lease in active, gactive[g] + 1) and RPUSHes one element to
+-- deliver:
 --            id .. "\n" .. att .. "\n" .. g .. "\n" .. payload
 --   four fields separated by the first three "\n" bytes: the 14-byte id, the fencing token in
 --   decimal, the group, then the payload verbatim to the end (it may itself contain "\n").
--- The lease of a hand-off is the member's own, the value of its live key. A hand-off is made only
--- when a claim of this job would be legal and in order: the queue is not paused (meta paused), g
--- is not paused, g is under its glimit, and g's lane is empty (a handed-off job must not overtake
--- older jobs of its lane). An empty lane is not in the ring (gclaim, complete and reap take a
--- group out when its lane empties), so a hand-off leaves the ring as it is. Otherwise the job goes
--- into the lane with a ring insert and wake, which wakes the parked consumer anyway.
+-- The lease of a hand-off is the member's own: the credit holds the value of its live key, or ""
+-- when that is not a positive integer (then ARGV[5]). Seven server calls; every one of them delays
+-- the consumer's wake, which the server sends only after the script (lanes_bench's
+-- BM_JobLane_ServerHop measures the script's server time beside PUBLISH's). Without a credit the
+-- job goes into the lane with a ring insert and wake, which wakes a parked consumer anyway.
 --
 -- Membership (the writer's side; engine.cc fan_out). member_beat INCRs emq:{ecc.coh.<t>}:mepoch
 -- whenever a member enters the set and member_reap whenever one leaves it. The writer keeps the
@@ -53,8 +55,12 @@
 --   hands token att + 1; a late completion with the old token answers stale once it is
 --   re-claimed. If the node never comes back, its live key expires, admissions answer -1, and
 --   member_reap / member_drop delete its membership and its whole queue.
--- * The flag bounds hand-offs by the consumer's credits, not exactly (member_park.lua); the
+-- * The credits bound hand-offs by the consumer's own, not exactly (member_park.lua); the
 --   consumer takes only within its credits and the rest waits on the list, leased.
+-- * A duplicate is answered before liveness is read: a member that lapsed but still holds the
+--   row answers 0, not -1 (both wrote nothing).
+-- * A queue paused by a plain HSET (no script) still hands off on the credits listed before it,
+--   until the consumer's next member_park, within one beat (member_park.lua).
 -- * A deliver element left unread past its lease is reaped and re-claimed through the lane with
 --   token att + 1; the consumer then sees the job twice. Applying a coherence message twice is
 --   harmless (newer wins) and the completion with the old token answers stale.
@@ -79,49 +85,30 @@ local default_lease = positive(ARGV[5])
 if not default_lease then
   return redis.error_reply('EMQARG lease_ms must be a positive integer')
 end
--- The live key and the hand-off credit in one read (the hand-off path is the latency path: every
--- call here delays the consumer's wake, which the server sends only after the script).
-local flags = redis.call('MGET', KEYS[1], mbase .. 'parked')
-local live, credits = flags[1], flags[2]
-if not live then
-  return -1
-end
 local job = mbase .. 'job:' .. id
 if redis.call('EXISTS', job) == 1 then
   return 0
 end
-local lane = mbase .. 'g:' .. g .. ':pending'
 
--- The hand-off is legal only where gclaim could have served this job next (see the header).
--- Cheapest test first: most members are either parked or not.
-local function can_hand_off()
-  if not credits or (tonumber(credits) or 0) <= 0 then
-    return false
-  end
-  if redis.call('HEXISTS', mbase .. 'meta', 'paused') == 1 or redis.call('ZCARD', lane) > 0
-      or redis.call('SISMEMBER', mbase .. 'paused', g) == 1 then
-    return false
-  end
-  local limit = redis.call('HGET', mbase .. 'glimit', g)
-  return not limit or tonumber(redis.call('HGET', mbase .. 'gactive', g) or '0') < tonumber(limit)
-end
-
-if can_hand_off() then
+local credit = redis.call('LPOP', mbase .. 'parked')
+if credit then
   local t = redis.call('TIME')
   local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   redis.call('HSET', job, 'state', 'active', 'attempts', '1', 'payload', payload, 'group', g)
-  redis.call('ZADD', mbase .. 'active', now_ms + (positive(live) or default_lease), id)
+  redis.call('ZADD', mbase .. 'active', now_ms + (positive(credit) or default_lease), id)
   redis.call('HINCRBY', mbase .. 'gactive', g, 1)
-  redis.call('DECR', mbase .. 'parked')
   redis.call('RPUSH', mbase .. 'deliver', id .. '\n1\n' .. g .. '\n' .. payload)
   return 2
 end
 
+if not redis.call('GET', KEYS[1]) then
+  return -1
+end
 -- genqueue (WIRE §5.3) with the row known to be absent: the row, the lane, and the ring insert
 -- with wake (see genqueue.lua for why a wake only on entry). member_drop finds the lanes through
 -- the groups set.
 redis.call('SADD', mbase .. 'groups', g)
 redis.call('HSET', job, 'state', 'pending', 'attempts', '0', 'payload', payload, 'group', g)
-redis.call('ZADD', lane, 0, id)
+redis.call('ZADD', mbase .. 'g:' .. g .. ':pending', 0, id)
 ring_enter(mbase, g, nil)
 return 1

@@ -1,31 +1,73 @@
 -- SPDX-License-Identifier: MIT
--- member_park: set a member's hand-off credit (issue 6 items 1 and 5). fanout_enqueue hands a job
--- straight to a member, claimed, only while the member's 'parked' flag holds a count above 0, and
--- DECRs it per hand-off; this script sets the count from the consumer's own free credits, so the
--- server never lists much more for a member than it can take. One call per credit refresh (the
--- consumer's beat, and acks that returned half its credits), never one per job.
--- KEYS[1]  parked           <mbase>parked (string: the count, with PX)
+-- member_park: issue a member's hand-off credits (issue 6 items 1 and 5). member_enqueue hands a
+-- job straight to a member, claimed, only by taking one credit (LPOP) from the member's `parked`
+-- list; this script refills that list from the consumer's own free credits, so the server never
+-- lists much more for a member than it can take. One call per credit refresh (the consumer's
+-- beat, and acks that returned half its credits), never one per job.
+-- KEYS[1]  parked           <mbase>parked (list: one element per credit, each the member's lease
+--                           in ms or "" when its live key holds none; with PX)
 -- KEYS[2]  deliver          <mbase>deliver (list of hand-offs not yet taken by the consumer)
 -- ARGV[1]  free >= 0: the consumer's credits not held by a job it took (claimed or handed off
 --          and not yet acked), as counted when it sent this call
--- ARGV[2]  px_ms > 0: how long the flag outlives the consumer's silence (its beat refreshes it)
--- returns  the count set, free - LLEN deliver; when that is <= 0 the flag is deleted instead
---          (jobs then go to the lane with a wake) and the value is returned all the same;
---          error EMQARG when free or px_ms is not a non-negative / positive integer (nothing
---          written).
--- Failure modes: a consumer that dies leaves the flag until px_ms runs out; hand-offs made to it
--- meanwhile are leased claims, reaped back to the lane like any other (fanout_enqueue.lua). A
--- hand-off the consumer's BLPOP took after it counted `free` and before this ran is counted on
--- neither side, so the count may exceed what it can take by what one BLPOP takes; the consumer
--- takes only within its credits and the rest waits on the list.
-local free, px = tonumber(ARGV[1]), tonumber(ARGV[2])
+-- ARGV[2]  px_ms > 0: how long the credits outlive the consumer's silence (its beat refreshes
+--          them)
+-- ARGV[3]  mbase            emq:{ecc.coh.<t>|<m>}: (live, meta, paused, glimit and ring are mbase
+--                           .. suffix: the script stays single-slot)
+-- returns  n > 0, the credits now listed (free - LLEN deliver); 0 when that is not positive;
+--          -1 when the member's state bars a hand-off now (not live, the queue or a group paused, a
+--          ceiling set, a lane holds work: the consumer asks again when its claims find the lanes
+--          dry, or on its beat). In both latter cases the list is deleted: jobs go to the lane with
+--          a wake. Error EMQARG when free or px_ms is not a non-negative / positive integer
+--          (nothing written).
+--
+-- What a credit promises. member_enqueue pays for a hand-off with one LPOP instead of reading
+-- what makes it legal (every call in that script delays the consumer's wake, which the server
+-- sends only after the script). So a credit exists only while all of these hold, and whatever
+-- breaks one takes the whole list down:
+--   the member is live          credits never outlive the live key (PX = min(px_ms, its PTTL));
+--   the queue is not paused     checked here (meta paused);
+--   no group is paused          checked here (SCARD paused); gpause deletes the list;
+--   no group has a ceiling      checked here (HLEN glimit); glimit deletes the list;
+--   every lane is empty         checked here (LLEN ring: with no pause and no ceiling, a lane that
+--                               holds work is in the ring); every ring entry deletes the list
+--                               (ring_enter, gresume, glimit), so a handed-off job never
+--                               overtakes an older job of its lane.
+-- Failure modes: a consumer that dies leaves its credits until their PX runs out; hand-offs made
+-- to it meanwhile are leased claims, reaped back to the lane like any other (member_enqueue.lua).
+-- A hand-off the consumer's BLMPOP took after it counted `free` and before this ran is counted on
+-- neither side, so the list may exceed what it can take by what one BLMPOP takes; the consumer
+-- takes only within its credits and the rest waits on the list, leased. A queue pause made by a
+-- plain `HSET meta paused 1` (WIRE §5.4 has no script for it) stops hand-offs at the consumer's
+-- next call here, within one beat; the pause scripts (gpause, glimit) stop them at once.
+local free, px, mbase = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
 if not free or free < 0 or free ~= math.floor(free) or not px or px <= 0 or px ~= math.floor(px) then
   return redis.error_reply('EMQARG free must be an integer >= 0 and px_ms a positive integer')
 end
+redis.call('DEL', KEYS[1])
 local n = free - redis.call('LLEN', KEYS[2])
-if n > 0 then
-  redis.call('SET', KEYS[1], n, 'PX', px)
-else
-  redis.call('DEL', KEYS[1])
+if n <= 0 then
+  return 0
 end
+local live = mbase .. 'live'
+local ttl = redis.call('PTTL', live)
+if ttl == -2 or redis.call('HEXISTS', mbase .. 'meta', 'paused') == 1
+    or redis.call('SCARD', mbase .. 'paused') > 0 or redis.call('HLEN', mbase .. 'glimit') > 0
+    or redis.call('LLEN', mbase .. 'ring') > 0 then
+  return -1
+end
+if ttl > 0 and ttl < px then
+  px = ttl
+end
+local lease = redis.call('GET', live)
+if not (tonumber(lease) and tonumber(lease) > 0) then
+  lease = ''
+end
+local chunk = {}  -- RPUSH in chunks: unpack's arguments live on Lua's C stack
+for i = 1, math.min(n, 512) do
+  chunk[i] = lease
+end
+for left = n, 1, -512 do
+  redis.call('RPUSH', KEYS[1], unpack(chunk, 1, math.min(left, 512)))
+end
+redis.call('PEXPIRE', KEYS[1], px)
 return n

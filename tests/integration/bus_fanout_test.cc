@@ -212,17 +212,24 @@ class Queue {
                                      {id, token, base_, std::to_string(lease_ms)}));
   }
 
-  // What the consumer does while it blocks (member_enqueue.lua's header): the flag holds how
-  // many hand-offs it can take.
+  // What the consumer does while it blocks (member_enqueue.lua's header): member_park lists as
+  // many credits as it can take, each good for one hand-off; the queue must be in a state that
+  // allows hand-offs.
   void park(long long px_ms, long long credits = 8) {
-    RedisReply r =
-        command(s_->context(), "SET %s %lld PX %lld", key("parked").c_str(), credits, px_ms);
-    ASSERT_TRUE(r && r->type == REDIS_REPLY_STATUS) << text(r.get());
+    RedisReply r = member_park(std::to_string(credits), std::to_string(px_ms));
+    ASSERT_TRUE(is_integer(r, credits)) << text(r.get());
   }
-  // member_park.lua: the flag set from the consumer's free credits (returns the count).
+  // member_park.lua: the credits listed from the consumer's free credits (returns the count).
   RedisReply member_park(const std::string& free, const std::string& px_ms) {
-    return s_->run("member_park", {key("parked"), key("deliver")}, {free, px_ms});
+    return s_->run("member_park", {key("parked"), key("deliver")}, {free, px_ms, base_});
   }
+  // Staging only: credits listed regardless of the queue's state (as if member_park had run
+  // before the state changed by a way that does not take them down).
+  void list_credits(long long n, long long px_ms) {
+    for (long long i = 0; i < n; ++i) command(s_->context(), "RPUSH %s %s", key("parked").c_str(), "");
+    command(s_->context(), "PEXPIRE %s %lld", key("parked").c_str(), px_ms);
+  }
+  long long credits() { return s_->integer("LLEN %s", key("parked")); }
   void unpark() { command(s_->context(), "DEL %s", key("parked").c_str()); }
 
   std::string hget(std::string_view k, const char* field) { return s_->hget(key(k), field); }
@@ -550,7 +557,8 @@ TEST_F(BusFanout, AParkedMemberIsHandedTheJobClaimedAndAnUnparkedOneGetsALaneEnt
   EXPECT_EQ(mem().fanout(id, payload, g), all({"1", "2"}, 0));
   EXPECT_TRUE(is_integer(parked.complete(id, "1"), 1));
   EXPECT_EQ(parked.hget("gactive", g.c_str()), "(nil)");
-  // Once it wakes the consumer DELs parked: the next job goes to the lane.
+  // Once its credits are gone (here DELeted, as a consumer that stops does) the next job goes to
+  // the lane.
   parked.unpark();
   const std::string next = job_id();
   EXPECT_EQ(mem().fanout(next, "p", g), all({"1", "2"}, 1));
@@ -558,62 +566,121 @@ TEST_F(BusFanout, AParkedMemberIsHandedTheJobClaimedAndAnUnparkedOneGetsALaneEnt
   EXPECT_EQ(s().zscore(parked.lane(g), next), "0");
 }
 
-TEST_F(BusFanout, AHandOffIsMadeOnlyWhereAClaimWouldBeLegalAndInOrder) {
+TEST_F(BusFanout, MemberParkListsNoCreditWhereAClaimWouldBeIllegalOrOutOfOrder) {
   mem().beat("1", 60000);
   Queue q = mem().member("1");
-  q.park(10000);
-  const std::string g = group_id(), other = group_id();
-  // Lane g already holds an older job: the new one must not overtake it.
+  const std::string g = group_id(), other = group_id(), limited = group_id();
+  // Lane g already holds an older job: a handed-off newer one would overtake it.
   const std::string older = job_id(), newer = job_id();
   ASSERT_TRUE(is_integer(q.genqueue(older, "p", g), 1));
+  EXPECT_TRUE(is_integer(q.member_park("8", "10000"), -1));
+  EXPECT_FALSE(q.exists(q.key("parked")));
   EXPECT_EQ(mem().fanout(newer, "p", g), all({"1"}, 1));
   EXPECT_EQ(q.llen("deliver"), 0);
   EXPECT_EQ(q.zcard(q.lane(g)), 2);
-  // Group paused.
+  ASSERT_EQ(drain(q), 2u);
+  q.park(10000);  // the lanes ran dry: credits again
+  q.unpark();
+  // A group paused (its lane empty or not).
   ASSERT_TRUE(is_integer(q.gpause(other), 1));
-  EXPECT_EQ(mem().fanout(job_id(), "p", other), all({"1"}, 1));
-  EXPECT_EQ(q.llen("deliver"), 0);
+  EXPECT_TRUE(is_integer(q.member_park("8", "10000"), -1));
+  EXPECT_EQ(mem().fanout(job_id(), "p", g), all({"1"}, 1));  // any group: the lane
   ASSERT_TRUE(is_integer(q.gresume(other), 1));
-  ASSERT_EQ(drain(q), 3u);  // older, newer, and other's job, all by gclaim
-  // Group at its ceiling (its one slot is held by a claimed job).
-  const std::string limited = group_id();
-  ASSERT_TRUE(is_integer(q.glimit(limited, 1), 1));
-  EXPECT_EQ(mem().fanout(job_id(), "p", limited), all({"1"}, 2));  // 0 in flight: handed off
-  EXPECT_EQ(mem().fanout(job_id(), "p", limited), all({"1"}, 1));  // 1 in flight: the lane
-  EXPECT_EQ(q.llen("deliver"), 1);
-  EXPECT_EQ(q.ring(), std::vector<std::string>{});  // at its ceiling, out of the ring
-  // Queue paused (meta paused): the host would not claim, so neither does the hand-off.
+  ASSERT_EQ(drain(q), 1u);
+  // A ceiling set on any group.
+  ASSERT_TRUE(is_integer(q.glimit(limited, 5), 1));
+  EXPECT_TRUE(is_integer(q.member_park("8", "10000"), -1));
+  command(s().context(), "HDEL %s %s", q.key("glimit").c_str(), limited.c_str());
+  q.park(10000);
+  q.unpark();
+  // The queue paused (meta paused): the host would not claim, so no hand-off either.
   command(s().context(), "HSET %s paused 1", q.key("meta").c_str());
-  const std::string fresh = group_id();
-  EXPECT_EQ(mem().fanout(job_id(), "p", fresh), all({"1"}, 1));
-  EXPECT_EQ(q.llen("deliver"), 1);
+  EXPECT_TRUE(is_integer(q.member_park("8", "10000"), -1));
+  command(s().context(), "HDEL %s paused", q.key("meta").c_str());
+  q.park(10000);
+  q.unpark();
+  // Not live.
+  command(s().context(), "DEL %s", q.key("live").c_str());
+  EXPECT_TRUE(is_integer(q.member_park("8", "10000"), -1));
+  EXPECT_FALSE(q.exists(q.key("parked")));
+  EXPECT_EQ(q.llen("deliver"), 0);  // nothing was ever handed off
 }
 
-TEST_F(BusFanout, HandOffsAreBoundedByTheParkedCountWhichEachOneDecrements) {
+TEST_F(BusFanout, WhateverMakesAHandOffIllegalOrOutOfOrderTakesTheCreditsDown) {
+  mem().beat("1", 60000);
+  Queue q = mem().member("1");
+  const std::string g = group_id();
+  // A lane gains work (any ring entry: genqueue here; reap, promote and a completion that frees a
+  // slot enter through the same ring insert): the next job must queue behind it.
+  q.park(10000);
+  const std::string older = job_id(), newer = job_id();
+  ASSERT_TRUE(is_integer(q.genqueue(older, "p", g), 1));
+  EXPECT_FALSE(q.exists(q.key("parked")));
+  EXPECT_EQ(mem().fanout(newer, "p", g), all({"1"}, 1));
+  EXPECT_EQ(q.gclaim(30000)->id, older);
+  EXPECT_EQ(q.gclaim(30000)->id, newer);
+  // gpause, glimit.
+  q.park(10000);
+  ASSERT_TRUE(is_integer(q.gpause(group_id()), 1));
+  EXPECT_FALSE(q.exists(q.key("parked")));
+  command(s().context(), "DEL %s", q.key("paused").c_str());
+  q.park(10000);
+  ASSERT_TRUE(is_integer(q.glimit(group_id(), 3), 1));
+  EXPECT_FALSE(q.exists(q.key("parked")));
+  command(s().context(), "DEL %s", q.key("glimit").c_str());
+  // gresume's own ring insert (credits listed while a group was paused can only come from
+  // outside our scripts: staged here).
+  const std::string paused = group_id(), waiting = job_id();
+  ASSERT_TRUE(is_integer(q.gpause(paused), 1));
+  ASSERT_TRUE(is_integer(q.genqueue(waiting, "p", paused), 1));
+  q.list_credits(4, 10000);
+  ASSERT_TRUE(is_integer(q.gresume(paused), 1));
+  EXPECT_FALSE(q.exists(q.key("parked")));
+  ASSERT_EQ(drain(q), 1u);
+  // A plain HSET meta paused has no script to take the credits down: the credits listed before
+  // it still hand off (member_park.lua: until the consumer's next member_park, within a beat).
+  q.park(10000, 1);
+  command(s().context(), "HSET %s paused 1", q.key("meta").c_str());
+  EXPECT_EQ(mem().fanout(job_id(), "p", g), all({"1"}, 2));
+  EXPECT_TRUE(is_integer(q.member_park("8", "10000"), -1));
+  EXPECT_EQ(mem().fanout(job_id(), "p", g), all({"1"}, 1));
+}
+
+TEST_F(BusFanout, HandOffsAreBoundedByTheListedCreditsWhichEachOneTakes) {
   mem().beat("1", 60000);
   Queue q = mem().member("1");
   q.park(10000, 2);
   const std::string g1 = group_id(), g2 = group_id(), g3 = group_id();
   EXPECT_EQ(mem().fanout(job_id(), "p", g1), all({"1"}, 2));
-  EXPECT_EQ(s().str("GET %s", q.key("parked")), "1");
+  EXPECT_EQ(q.credits(), 1);
   const long long pttl = s().integer("PTTL %s", q.key("parked"));
-  EXPECT_GT(pttl, 0);  // DECR keeps the flag's PX
+  EXPECT_GT(pttl, 0);  // LPOP keeps the list's PX
   EXPECT_LE(pttl, 10000);
+  const std::string dup = job_id();
+  EXPECT_EQ(mem().fanout(dup, "p", g2), all({"1"}, 2));
+  EXPECT_FALSE(q.exists(q.key("parked")));  // the last LPOP took the list
+  // Four free less the two handed off and still listed on deliver.
+  EXPECT_TRUE(is_integer(q.member_park("4", "10000"), 2));
+  // A duplicate takes no credit.
+  EXPECT_EQ(mem().fanout(dup, "p", g2), all({"1"}, 0));
+  EXPECT_EQ(q.credits(), 2);
+  EXPECT_EQ(mem().fanout(job_id(), "p", g1), all({"1"}, 2));
   EXPECT_EQ(mem().fanout(job_id(), "p", g2), all({"1"}, 2));
-  EXPECT_EQ(s().str("GET %s", q.key("parked")), "0");
+  EXPECT_FALSE(q.exists(q.key("parked")));
   // Out of credits: the lane and a wake, as for a consumer that is not parked.
   const std::string third = job_id();
   EXPECT_EQ(mem().fanout(third, "p", g3), all({"1"}, 1));
-  EXPECT_EQ(q.llen("deliver"), 2);
+  EXPECT_EQ(q.llen("deliver"), 4);
   EXPECT_EQ(s().zscore(q.lane(g3), third), "0");
   EXPECT_EQ(q.llen("wake"), 1);
 }
 
-TEST_F(BusFanout, MemberParkSetsTheFreeCreditsLessTheListedHandOffsOrDeletesTheFlag) {
-  mem().beat("1", 60000);
+TEST_F(BusFanout, MemberParkListsTheFreeCreditsLessTheListedHandOffsOrDeletesTheList) {
+  mem().beat("1", 60000, "900");
   Queue q = mem().member("1");
   EXPECT_TRUE(is_integer(q.member_park("3", "5000"), 3));
-  EXPECT_EQ(s().str("GET %s", q.key("parked")), "3");
+  EXPECT_EQ(s().list("LRANGE %s 0 -1", q.key("parked")),
+            (std::vector<std::string>{"900", "900", "900"}));  // each credit: the member's lease
   const long long pttl = s().integer("PTTL %s", q.key("parked"));
   EXPECT_GT(pttl, 4000);
   EXPECT_LE(pttl, 5000);
@@ -621,18 +688,26 @@ TEST_F(BusFanout, MemberParkSetsTheFreeCreditsLessTheListedHandOffsOrDeletesTheF
   EXPECT_EQ(mem().fanout(job_id(), "p", group_id()), all({"1"}, 2));
   EXPECT_EQ(mem().fanout(job_id(), "p", group_id()), all({"1"}, 2));
   EXPECT_TRUE(is_integer(q.member_park("3", "5000"), 1));
-  EXPECT_EQ(s().str("GET %s", q.key("parked")), "1");
+  EXPECT_EQ(q.credits(), 1);
   EXPECT_TRUE(is_integer(q.member_park("2", "5000"), 0));
   EXPECT_FALSE(q.exists(q.key("parked")));
-  EXPECT_TRUE(is_integer(q.member_park("0", "5000"), -2));
+  EXPECT_TRUE(is_integer(q.member_park("0", "5000"), 0));
   EXPECT_FALSE(q.exists(q.key("parked")));
+  // More credits than one RPUSH carries (512 per call).
+  command(s().context(), "DEL %s", q.key("deliver").c_str());
+  EXPECT_TRUE(is_integer(q.member_park("1300", "5000"), 1300));
+  EXPECT_EQ(q.credits(), 1300);
+  // The credits never outlive the live key: their PX is at most its PTTL.
+  mem().beat("1", 2000, "900");
+  EXPECT_TRUE(is_integer(q.member_park("3", "5000"), 3));
+  EXPECT_LE(s().integer("PTTL %s", q.key("parked")), 2000);
   for (const auto& [free, px] : std::vector<std::pair<std::string, std::string>>{
            {"-1", "5000"}, {"x", "5000"}, {"1.5", "5000"}, {"1", "0"}, {"1", "x"}}) {
     EXPECT_TRUE(is_error(q.member_park(free, px),
                          "EMQARG free must be an integer >= 0 and px_ms a positive integer"))
         << free << " " << px;
   }
-  EXPECT_FALSE(q.exists(q.key("parked")));
+  EXPECT_EQ(q.credits(), 3);  // an argument error writes nothing
 }
 
 TEST_F(BusFanout, AHandOffIsLeasedForTheMembersDeclaredLeaseNotTheWritersArgument) {
@@ -844,7 +919,7 @@ TEST_F(BusFanout, MemberReapDeletesEveryKeyOfAnExpiredMemberAndLeavesLiveOnesInt
   ASSERT_TRUE(is_integer(dead.gpause(h), 1));
   ASSERT_TRUE(is_integer(dead.glimit(g, 9), 1));
   command(s().context(), "HSET %s paused 1", dead.key("meta").c_str());
-  dead.park(60000);  // as if its consumer died while blocked
+  dead.list_credits(8, 60000);  // as if its consumer died while blocked
   const std::vector<std::string> before = keys_of(dead);
   for (const char* k :
        {"pending", "active", "schedule", "dead", "ring", "paused", "glimit", "gactive", "wake",
@@ -1003,6 +1078,16 @@ TEST_F(FanoutOnACluster, EveryNewScriptStaysInOneSlotOnEveryBranch) {
   EXPECT_TRUE(ok.next);
   EXPECT_EQ(q.complete_claim(b, "7", 30000).verdict, -1);  // stale, lane empty
   EXPECT_EQ(q.complete_claim(a, "1", 30000).verdict, 0);   // gone
+  // The scripts that take a member's credits down, each on the member's own slot, and
+  // member_park's barred branch.
+  Queue h = mem.member("3");
+  EXPECT_TRUE(is_integer(h.member_park("6", "10000"), 4));  // two handed off above, listed
+  EXPECT_TRUE(is_integer(h.gpause(g), 1));
+  EXPECT_TRUE(is_integer(h.member_park("4", "10000"), -1));
+  EXPECT_TRUE(is_integer(h.genqueue(id(), "p", g), 1));
+  EXPECT_TRUE(is_integer(h.gresume(g), 1));
+  EXPECT_TRUE(is_integer(h.glimit(g, 5), 1));
+  EXPECT_EQ(h.credits(), 0);
   command(client(), "HSET %s paused 1", q.key("meta").c_str());
   EXPECT_EQ(q.complete_claim(b, "1", 30000).verdict, 1);  // paused: no claim
   mem.beat("2", 1);

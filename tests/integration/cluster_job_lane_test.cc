@@ -11,6 +11,7 @@
 #include <echo/engine/journal.h>
 #include <echo/engine/local_cluster.h>
 #include <echo/io/cluster_map.h>
+#include <echo/lua/scripts.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -108,13 +109,13 @@ class ClusterJobLane : public ::testing::Test {
     }
   }
 
-  // The consumer's hand-off flag on the queue's current master (0: absent, or the shard is
-  // electing).
+  // The consumer's hand-off credits listed on the queue's current master (0: none, or the shard
+  // is electing).
   long long parked_flag(const std::string& t, unsigned node) {
     try {
       const auto keys = engine::JobLaneKeys::for_table(t);
       return std::atoll(
-          on_member_shard(t, node, {"GET", keys.member_base(std::to_string(node)) + "parked"})
+          on_member_shard(t, node, {"LLEN", keys.member_base(std::to_string(node)) + "parked"})
               .c_str());
     } catch (const std::exception&) {
       return 0;
@@ -332,7 +333,11 @@ TEST_F(ClusterJobLane, H4TheQueuesMasterKilledAndTheBusLostTheJournalReplaysEver
     ASSERT_NO_FATAL_FAILURE(start_journalled(t, 220, kConsumer, j, 5s, w, c));
     const auto keys = engine::JobLaneKeys::for_table(t);
     const std::string base = keys.member_base(std::to_string(kConsumer));
-    on_member_shard(t, kConsumer, {"SADD", base + "paused", group.str()});  // jobs wait, unclaimed
+    // Jobs wait, unclaimed: gpause (it also takes the hand-off credits down, member_park.lua).
+    const lua::Script* gpause = lua::find_script("gpause");
+    ASSERT_NE(gpause, nullptr);
+    on_member_shard(t, kConsumer, {"EVAL", std::string(gpause->source), "2", base + "paused",
+                                   base + "ring", group.str()});
 
     constexpr int kNames = 50, kApplied = 20;
     Intents in;

@@ -330,7 +330,8 @@ TEST_F(JobLane, F5AConsumerKilledHoldingItsJobIsReapedAndTheRestartedNodeApplies
   })) << "the consumer never took the job";
   EXPECT_EQ(a->stats()["completed"], 0u);
   // Keep the reaped job out of the ring until the restarted node holds the row it must drop.
-  EXPECT_EQ(integer_of(client(), {"SADD", base + "paused", group.str()}), 1);
+  // (gpause: it also takes the hand-off credits down, see member_park.lua.)
+  EXPECT_EQ(text(run_script(client(), "gpause", {base + "paused", base + "ring"}, {group.str()}).get()), "1");
 
   ASSERT_TRUE(a->kill_now()) << "the consumer process did not die of SIGKILL";
   const auto killed_at = Clock::now();
@@ -676,7 +677,9 @@ TEST_F(JobLane, APausedMemberQueueIsNotClaimedFromOrHandedOffToUntilItsResume) {
   ASSERT_TRUE(within(5s, [&] { return integer_of(client(), {"EXISTS", base + "parked"}) == 1; }));
   // Queue pause (WIRE §5.1 meta paused): the hand-off and the claim both hold off. A claim whose
   // HGET ran before the HSET may still be in flight: wait for two more (claims never overlap), so
-  // every claim from then on asked after the pause.
+  // every claim from then on asked after the pause. The plain HSET takes no credit down itself:
+  // the consumer's member_park, sent before the claim on every beat, finds the pause and lists
+  // none (member_park.lua), so after those two beats the hand-off holds off too.
   ASSERT_TRUE(command_argv(client(), {"HSET", base + "meta", "paused", "1"}));
   const std::uint64_t tried = consumer_of(*n, t)->empty_claims;
   ASSERT_TRUE(within(5s, [&] { return consumer_of(*n, t)->empty_claims >= tried + 2; }));
@@ -865,7 +868,7 @@ TEST_F(JobLane, CreditsBoundWhatAHeldWriterIsOwedAndEverythingDrainsWithoutADrop
 
 // ---- the hand-off flag ----
 
-TEST_F(JobLane, TheParkedFlagHoldsFreeCreditsFallsPerHandOffAndIsRaisedAgainBelowHalf) {
+TEST_F(JobLane, TheListedCreditsAreTheFreeOnesFallPerHandOffAndAreListedAgainBelowHalf) {
   const std::string t = "flag";
   LaneKnobs k{.lease_ms = 30000, .beat_ms = 5000};
   k.credits = 8;
@@ -873,7 +876,7 @@ TEST_F(JobLane, TheParkedFlagHoldsFreeCreditsFallsPerHandOffAndIsRaisedAgainBelo
   auto w = start_node(server(), 98, {writer_spec(t, k.lease_ms)});
   ASSERT_TRUE(p && w);
   const std::string parked = member_base(t, 97) + "parked";
-  auto flag = [&] { return text(command_argv(client(), {"GET", parked}).get()); };
+  auto flag = [&] { return text(command_argv(client(), {"LLEN", parked}).get()); };
   ASSERT_TRUE(within(5s, [&] { return flag() == "8"; })) << flag();
   const long long pttl = integer_of(client(), {"PTTL", parked});
   EXPECT_GT(pttl, 0);
@@ -891,11 +894,11 @@ TEST_F(JobLane, TheParkedFlagHoldsFreeCreditsFallsPerHandOffAndIsRaisedAgainBelo
       return c.completed == static_cast<std::uint64_t>(i) && c.parks > before.parks;
     }));
     if (i <= 4) {
-      // Each hand-off DECRs the flag; with half the credits still up, no refresh is sent.
+      // Each hand-off takes one credit; with half of them still listed, no refresh is sent.
       EXPECT_EQ(flag(), std::to_string(8 - i)) << "after job " << i;
     }
   }
-  // The fifth took the flag below half of the free credits: the ack's drain raised it again.
+  // The fifth took the list below half of the free credits: the ack's drain listed them again.
   EXPECT_TRUE(within(5s, [&] { return flag() == "8"; })) << flag();
   const auto c = consumer_of(*p, t).value();
   EXPECT_EQ(c.handed_off, 5u);

@@ -69,8 +69,11 @@ bool is_member(redisContext* c, const std::string& table, unsigned node) {
 }
 
 // Pauses / resumes `group` in `node`'s member queue: jobs wait in its lane, unclaimed.
+// By the gpause script (WIRE lane admin), which also takes the member's hand-off credits down
+// (member_park.lua); a plain SADD would leave them to hand jobs off until the consumer's next beat.
 void pause_group(redisContext* c, const std::string& table, unsigned node, const BrandedId& group) {
-  RedisReply r = command_argv(c, {"SADD", member_base(table, node) + "paused", group.str()});
+  const std::string b = member_base(table, node);
+  RedisReply r = run_script(c, "gpause", {b + "paused", b + "ring"}, {group.str()});
   EXPECT_TRUE(r && r->type == REDIS_REPLY_INTEGER) << text(r.get());
 }
 void resume_group(redisContext* c, const std::string& table, unsigned node, const BrandedId& group) {

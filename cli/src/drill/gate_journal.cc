@@ -105,8 +105,14 @@ std::string base_of(const std::string& table, unsigned node) {
   return engine::JobLaneKeys::for_table(table).member_base(std::to_string(node));
 }
 
+// By the gpause script (WIRE lane admin), which also takes the member's hand-off credits down
+// (member_park.lua); a plain SADD would leave them to hand jobs off until the consumer's next beat.
 bool pause(Redis& r, const std::string& table, unsigned node, const BrandedId& g) {
-  Reply p = r.command("SADD %spaused %s", base_of(table, node).c_str(), g.str().c_str());
+  const lua::Script* s = lua::find_script("gpause");
+  if (s == nullptr) return false;
+  const std::string b = base_of(table, node);
+  Reply p = r.command("EVAL %b 2 %spaused %sring %s", s->source.data(), s->source.size(),
+                      b.c_str(), b.c_str(), g.str().c_str());
   return p && p->type == REDIS_REPLY_INTEGER;
 }
 

@@ -27,12 +27,15 @@
 //
 // Parking and hand-offs (the latency path). Whenever the consumer has a free credit it keeps one
 // BLPOP on its delivery and wake lists outstanding on its own connection, and it keeps the
-// member's `parked` flag at its free credits (member_park.lua), so member_enqueue hands a job
-// straight to it, claimed, while the flag is above 0, and DECRs the flag per hand-off. A hand-off
+// member's `parked` list at its free credits (member_park.lua), so member_enqueue hands a job
+// straight to it, claimed, by taking one credit (LPOP). member_park lists credits only while a
+// hand-off would be legal and in order (queue and groups unpaused, no ceiling, lanes empty), so
+// the hand-off itself reads nothing else; while it is barred (-1) the consumer asks again when a
+// claim finds its lanes dry, or on its beat. A hand-off
 // is published into the ring before anything else happens on the loop thread, and the BLPOP is
-// re-issued at once: no DEL/SET of the flag, no LPOP, no empty claim around a delivery (the
+// re-issued at once: no refresh of the credits, no empty claim around a delivery (the
 // round trips the first version paid per job, and which on a shared core ran before the writer
-// got the CPU; lanes_bench's BM_JobLane_EnqueueToDrop shows the cut). The flag is refreshed on
+// got the CPU; lanes_bench's BM_JobLane_EnqueueToDrop shows the cut). The credits are refreshed on
 // every beat (its PX) and when acks have returned at least half the credits it had consumed, so
 // a steady stream costs one completion per job and nothing else.
 // Claims: gclaim runs only after a wake token, a BLPOP timeout or a beat, until a claim answers
@@ -43,10 +46,11 @@
 // BLPOP and a claim may both be in flight with the last credit: in flight <= job_credits + 1,
 // which the ack ring (twice the ring) and the overflow deque absorb. Hand-offs the server made
 // beyond that stay listed, leased; if a lease runs out first the job is reaped and re-claimed
-// through the lane, and the listed copy later completes stale. The flag bounds the server's
+// through the lane, and the listed copy later completes stale. The credits bound the server's
 // hand-offs by the credits up to what one BLPOP takes (member_park.lua). A consumer whose parking
-// connection is down sets the flag to 0 (deleted): writers then use the lane and the wake list.
-// The lease of a hand-off is this member's job_lease_ms, the value of its live key.
+// connection is down lists none: writers then use the lane and the wake list.
+// The lease of a hand-off is this member's job_lease_ms, the value of its live key (each credit
+// carries it).
 // On a cluster the parking connection follows its queue's master: every reconnect asks the
 // park options' `target` (the router's current owner of the queue's slot), and every beat
 // redials when the owner moved while the socket stayed up (a manual failover, a reshard); a
@@ -192,7 +196,8 @@ class JobConsumer {
   bool hold_block_ = false;         // hand-offs went into the ring: block again once an ack drains
   bool park_refused_ = false;       // the park's server refused BLMPOP (MOVED): wait for a beat
   std::uint64_t wake_gen_ = 0;      // wake tokens seen: a claim sent before one must run again
-  std::int64_t flag_estimate_ = 0;  // the parked flag's count as of our last member_park, less
+  bool handoffs_barred_ = false;    // member_park answered -1: ask again when the lanes run dry
+  std::int64_t credits_listed_ = 0;  // the credits listed as of our last member_park, less
                                     // the hand-offs taken since (an underestimate at worst)
   std::int64_t last_beat_ms_ = 0;   // server time of the last beat that landed
   std::uint64_t next_ticket_ = 1;
