@@ -6,15 +6,15 @@
 -- Returns 1 done, 0 the row is gone, -1 the token is stale (nothing written).
 -- #include release
 local function finish(base, id, job, active, token)
-  local attempts = redis.call('HGET', job, 'attempts')
+  local row = redis.call('HMGET', job, 'attempts', 'group')  -- absent fields read false
+  local attempts, g = row[1], row[2]
   if not attempts then
     return 0
   end
   if attempts ~= token then
     return -1
   end
-  local g = redis.call('HGET', job, 'group')
-  release(base, id, g, redis.call('ZREM', active, id))
+  release(base, id, g or nil, redis.call('ZREM', active, id))
   redis.call('DEL', job)
   redis.call('HINCRBY', base .. 'metrics:completed', 'count', 1)
   return 1
