@@ -214,6 +214,7 @@ std::size_t TableWriter::drain_rings() {
       bump(stale_, items.size() - applied - via_memory);
       // When the batch's rows were gone: what a lane's latency ends on (lanes_bench, drill F6).
       last_applied_ns_.store(steady_ns(), std::memory_order_relaxed);
+      if (!items.empty()) last_decoded_ns_.store(items.back().decoded_ns, std::memory_order_relaxed);
     });
     if (!acks_.empty()) {
       if (ack_sink_) ack_sink_(acks_);
@@ -443,6 +444,7 @@ WriterStats TableWriter::stats() const {
   s.suspended = suspended_flag_.load(std::memory_order_relaxed);
   for (std::size_t i = 0; i < kLagBuckets; ++i) s.lag_histogram[i] = ld(lag_[i]);
   s.last_applied_ns = last_applied_ns_.load(std::memory_order_relaxed);
+  s.last_decoded_ns = last_decoded_ns_.load(std::memory_order_relaxed);
   return s;
 }
 

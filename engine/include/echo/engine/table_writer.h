@@ -115,6 +115,9 @@ struct WriterStats {
   // Steady-clock ns (std::chrono::steady_clock) at the end of the last batch of coherence items
   // applied from the rings (0: none yet): the moment their rows were gone from L1.
   std::int64_t last_applied_ns = 0;
+  // The decoded_ns of that batch's last item: when the io thread had it (so a lane's latency
+  // splits into send -> decoded, the wire and the server, and decoded -> applied, the ring).
+  std::int64_t last_decoded_ns = 0;
 };
 
 class TableWriter {
@@ -232,7 +235,7 @@ class TableWriter {
       remembered_stale_{0};
   std::atomic<bool> suspended_flag_{false};
   std::array<std::atomic<std::uint64_t>, kLagBuckets> lag_{};
-  std::atomic<std::int64_t> last_applied_ns_{0};
+  std::atomic<std::int64_t> last_applied_ns_{0}, last_decoded_ns_{0};
 };
 
 }  // namespace echo::engine
