@@ -15,7 +15,10 @@
 // messages is not timed); p50/p99 are counters; the run ends with a table of medians and ratios.
 // BM_JobLane_ServerHop measures the script's share alone (member_enqueue's hand-off round trip
 // against a PUBLISH's, plain client), so the table can print the job lane's floor with this
-// script: the broadcast lane plus that difference.
+// script: the broadcast lane plus that difference. BM_Hiredis_HandOffToDeliver is the job lane's
+// own plain-client floor, as BM_Hiredis_PublishToMessage is the broadcast lane's: member_enqueue
+// -> a parked BLMPOP's reply, no engine in it. BM_Lanes_Alternating runs both lanes message by
+// message in one loop, ended at the sender, the writer's apply and the receiving io thread.
 // ECHO_BENCH_MESSAGES overrides the message count (default 10,000; the job lane takes a fifth).
 #include <hiredis/hiredis.h>
 
@@ -88,15 +91,36 @@ double applied_us(const Engine& e, const char* table, std::chrono::steady_clock:
                                        t0.time_since_epoch()).count()) / 1e3;
 }
 
+// Send -> the receiving io thread's decode of the message that dropped the row
+// (WriterStats::last_decoded_ns): the wire and the server; the rest up to the apply is the ring.
+double decoded_us(const Engine& e, const char* table, std::chrono::steady_clock::time_point t0) {
+  const std::int64_t at = e.writer(table)->stats().last_decoded_ns;
+  return static_cast<double>(at - std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                       t0.time_since_epoch()).count()) / 1e3;
+}
+
+// Samples of one lane's messages, ended three ways.
+struct Ends {
+  Samples seen;     // send -> the row seen gone by the sending thread (after its send returned)
+  Samples applied;  // send -> the writer's apply (its own clock, no observer in the way)
+  Samples decoded;  // send -> the receiving io thread's decode
+  void sort() {
+    seen.sort();
+    applied.sort();
+    decoded.sort();
+  }
+};
+
 // A timed message's end, its row just seen gone: send -> gone into `out` and send -> the writer's
 // apply into `applied` (neither while warming up: out null), and send -> gone as the iteration's
 // manual time.
 void keep(const Engine& e, const char* table, Clock::time_point t0, Samples* out, Samples& applied,
-          benchmark::State* st) {
+          benchmark::State* st, Samples* decoded = nullptr) {
   const double us = since_us(t0);
   if (out != nullptr) {
     out->us.push_back(us);
     applied.us.push_back(applied_us(e, table, t0));
+    if (decoded != nullptr) decoded->us.push_back(decoded_us(e, table, t0));
   }
   if (st != nullptr) st->SetIterationTime(us / 1e6);
 }
@@ -177,6 +201,71 @@ void BM_Hiredis_PublishToMessage(benchmark::State& state, const Placement& p) {
   report(state, "floor", p, std::move(s));
 }
 
+// The job lane's floor the same way: a blocking hiredis client (pinned where the receiving
+// engine's io thread goes) parked in BLMPOP on a member queue's deliver list, one hand-off credit
+// listed; the bench thread sends member_enqueue (the script Engine::enqueue sends) and waits for
+// the parked client to have the job. So the floor includes what the script costs the server and
+// the unblocking of the parked client, and nothing of the engine.
+void BM_Hiredis_HandOffToDeliver(benchmark::State& state, const Placement& p) {
+  place(p);
+  Context c = connect(), parked = connect();
+  const echo::lua::Script* admit = echo::lua::find_script("member_enqueue");
+  Reply loaded = command(c.get(), "SCRIPT LOAD %b", admit->source.data(), admit->source.size());
+  const std::string mbase = echo::engine::JobLaneKeys::for_table("handoff").member_base("0"), sha(admit->sha1);
+  const std::string live = mbase + "live", credits = mbase + "parked", deliver = mbase + "deliver";
+  Reply registered = command(c.get(), "SET %s 30000 PX 600000", live.c_str());
+  echo::table::Minter minter(106);
+  const std::string group = minter.mint("PRT").value().str();
+  const auto frame = echo::table::make_frame(minter.mint("AST").value(), minter.mint("TXN").value());
+  const auto payload = echo::table::view(frame);
+  std::atomic<long> heard{0};
+  std::atomic<bool> quit{false};
+  std::thread listener([&] {
+    pin_thread_or_warn(p.receiver_cpu);
+    while (!quit.load(std::memory_order_relaxed)) {
+      Reply r = command(parked.get(), "BLMPOP 1 1 %s LEFT COUNT 1", deliver.c_str());
+      if (!r) return;
+      if (r->type == REDIS_REPLY_ARRAY && r->elements == 2) heard.fetch_add(1, std::memory_order_release);
+    }
+  });
+  auto one = [&](Samples* out) {
+    // Untimed: one credit listed, the last job's row and lease gone, the client parked again.
+    const std::string id = minter.mint("JOB").value().str();
+    Reply clear = command(c.get(), "DEL %s %sactive %sgactive", credits.c_str(), mbase.c_str(), mbase.c_str());
+    Reply credit = command(c.get(), "RPUSH %s 30000", credits.c_str());
+    if (!spin_until([&] {
+          Reply n = command(c.get(), "INFO clients");
+          return n && n->type == REDIS_REPLY_STRING && std::string_view(n->str, n->len).find("blocked_clients:1\r") != std::string_view::npos;
+        })) {
+      return false;
+    }
+    const long before = heard.load(std::memory_order_acquire);
+    const auto t0 = Clock::now();
+    Reply r = command(c.get(), "EVALSHA %s 1 %s %s %s %b %s 30000", sha.c_str(), live.c_str(), mbase.c_str(),
+                      id.c_str(), payload.data(), payload.size(), group.c_str());
+    if (!r || r->type != REDIS_REPLY_INTEGER || r->integer != 2) return false;
+    if (!spin_until([&] { return heard.load(std::memory_order_acquire) > before; })) return false;
+    const double us = since_us(t0);
+    if (out != nullptr) out->us.push_back(us);
+    if (out != nullptr) state.SetIterationTime(us / 1e6);
+    Reply gone = command(c.get(), "DEL %sjob:%s", mbase.c_str(), id.c_str());
+    return true;
+  };
+  for (int i = 0; i < 100; ++i) one(nullptr);
+  Samples s;
+  for (auto _ : state) {
+    if (!one(&s)) {
+      state.SkipWithError("the parked client did not get the hand-off");
+      break;
+    }
+  }
+  quit.store(true, std::memory_order_relaxed);
+  listener.join();  // its BLMPOP times out within a second
+  Reply left = command(c.get(), "DEL %s %s %s %sactive %sgactive", live.c_str(), credits.c_str(), deliver.c_str(),
+                       mbase.c_str(), mbase.c_str());
+  report(state, "job_floor", p, std::move(s));
+}
+
 // ---- the broadcast lane ----
 
 // Receiver R holds one row of `table`; each message is a newer invalidation, ended when R's L1 no
@@ -199,12 +288,12 @@ class BroadcastProbe {
 
   // One message: send -> gone into `out` and send -> the writer's apply into `applied` (both
   // skipped when out is null: warm-up). False when it was not applied.
-  bool one(Samples* out, Samples& applied, benchmark::State* st) {
+  bool one(Samples* out, Samples& applied, benchmark::State* st, Samples* decoded = nullptr) {
     if (!r_.put(table_, name_.view(), "px=105.00", minter_.mint("TXN").value())) return false;
     const BrandedId v = minter_.mint("TXN").value();
     const auto t0 = Clock::now();
     if (!send(v) || !spin_until([&] { return !cached(r_, table_, name_); })) return false;
-    keep(r_, table_, t0, out, applied, st);
+    keep(r_, table_, t0, out, applied, st, decoded);
     return true;
   }
   std::uint64_t dropped() const { return r_.stats().tables.at(0).rings.at(0).dropped; }
@@ -271,7 +360,7 @@ class JobProbe {
   echo::engine::JobConsumerStats consumer() const { return *j_.stats().tables.at(0).consumer; }
 
   // As BroadcastProbe::one; `handed` counts the messages the writer's admission handed off.
-  bool one(Samples* out, Samples& applied, benchmark::State* st) {
+  bool one(Samples* out, Samples& applied, benchmark::State* st, Samples* decoded = nullptr) {
     // Settled: the last job completed and the consumer parked again (its hand-off credits stay
     // listed: it lists them again whenever half are taken).
     const auto settled = [&] {
@@ -288,7 +377,7 @@ class JobProbe {
     ++sent_;
     if (admitted->front().admission == echo::engine::Admission::kHandedOff) ++handed;
     if (!spin_until([&] { return !cached(j_, table_, name_); })) return false;
-    keep(j_, table_, t0, out, applied, st);
+    keep(j_, table_, t0, out, applied, st, decoded);
     return true;
   }
   std::uint64_t handed = 0;
@@ -335,25 +424,29 @@ void BM_Lanes_Alternating(benchmark::State& state, const Placement& p) {
   place(p);
   BroadcastProbe bc(p, "board3", 51, true);
   JobProbe job(p, "risk3", 53);
-  Samples bc_applied, job_applied, bc_seen, job_seen;
+  Ends b, j;
   for (int i = 0; i < 100; ++i) {
-    bc.one(nullptr, bc_applied, nullptr);
-    job.one(nullptr, job_applied, nullptr);
+    bc.one(nullptr, b.applied, nullptr);
+    job.one(nullptr, j.applied, nullptr);
   }
   job.handed = 0;
   for (auto _ : state) {
-    if (!bc.one(&bc_seen, bc_applied, nullptr) || !job.one(&job_seen, job_applied, &state)) {
+    if (!bc.one(&b.seen, b.applied, nullptr, &b.decoded) ||
+        !job.one(&j.seen, j.applied, &state, &j.decoded)) {
       state.SkipWithError("a message was not applied");
       break;
     }
   }
-  state.counters["handed_off_pct"] = job_seen.us.empty() ? 0 : 100.0 * static_cast<double>(job.handed) / static_cast<double>(job_seen.us.size());
-  for (Samples* s : {&bc_applied, &job_applied, &bc_seen}) s->sort();
-  state.counters["bc_p50_us"] = bc_seen.pct(0.5);
-  g_results["alt_bc_applied"][p.name] = std::move(bc_applied);
-  g_results["alt_job_applied"][p.name] = std::move(job_applied);
-  g_results["alt_bc"][p.name] = std::move(bc_seen);
-  report(state, "alt_job", p, std::move(job_seen));
+  state.counters["handed_off_pct"] = j.seen.us.empty() ? 0 : 100.0 * static_cast<double>(job.handed) / static_cast<double>(j.seen.us.size());
+  b.sort();
+  j.sort();
+  state.counters["bc_p50_us"] = b.seen.pct(0.5);
+  g_results["alt_bc_applied"][p.name] = std::move(b.applied);
+  g_results["alt_job_applied"][p.name] = std::move(j.applied);
+  g_results["alt_bc_decoded"][p.name] = std::move(b.decoded);
+  g_results["alt_job_decoded"][p.name] = std::move(j.decoded);
+  g_results["alt_bc"][p.name] = std::move(b.seen);
+  report(state, "alt_job", p, std::move(j.seen));
 }
 
 // Throughput: `consumers` receiver nodes, each applying every job; a hiredis pipeline admits
@@ -642,11 +735,20 @@ void print_table() {
                 "job lane %.1f us: %.2fx\n", p.name, be, j, j / be);
   }
   for (const Placement& p : kPlacements) {
+    const double f = median("floor", p.name), jf = median("job_floor", p.name);
+    if (f == 0 || jf == 0) continue;
+    std::printf("%-10s | plain-client floors: PUBLISH -> message %.1f us; member_enqueue -> the parked BLMPOP's "
+                "hand-off %.1f us: %.2fx (what the script and the unblock cost the server, no engine in it)\n",
+                p.name, f, jf, jf / f);
+  }
+  for (const Placement& p : kPlacements) {
     const double b = median("alt_bc", p.name), j = median("alt_job", p.name);
     const double ba = median("alt_bc_applied", p.name), ja = median("alt_job_applied", p.name);
     if (b == 0 || j == 0) continue;
+    const double bd = median("alt_bc_decoded", p.name), jd = median("alt_job_decoded", p.name);
     std::printf("%-10s | alternating, message by message: broadcast (Engine) %.1f us, job lane %.1f us: %.2fx; "
-                "at the writer's apply %.1f vs %.1f us: %.2fx\n", p.name, b, j, j / b, ba, ja, ba > 0 ? ja / ba : 0);
+                "at the writer's apply %.1f vs %.1f us: %.2fx; at the receiving io thread's decode %.1f vs "
+                "%.1f us: %.2fx\n", p.name, b, j, j / b, ba, ja, ba > 0 ? ja / ba : 0, bd, jd, bd > 0 ? jd / bd : 0);
   }
   for (const Placement& p : kPlacements) {
     const double t1 = median("throughput_1", p.name), t2 = median("throughput_2", p.name);
@@ -678,6 +780,8 @@ int main(int argc, char** argv) {
     const std::string tag = std::string("/") + p.name;
     benchmark::RegisterBenchmark(("BM_Hiredis_PublishToMessage" + tag).c_str(), BM_Hiredis_PublishToMessage, p)
         ->Iterations(n)->UseManualTime()->Unit(benchmark::kMicrosecond);
+    benchmark::RegisterBenchmark(("BM_Hiredis_HandOffToDeliver" + tag).c_str(), BM_Hiredis_HandOffToDeliver, p)
+        ->Iterations(std::max(1000, n / 5))->UseManualTime()->Unit(benchmark::kMicrosecond);
     benchmark::RegisterBenchmark(("BM_BroadcastLane_PublishToDrop" + tag).c_str(), BM_BroadcastLane_PublishToDrop, p, false)
         ->Iterations(n)->UseManualTime()->Unit(benchmark::kMicrosecond);
     benchmark::RegisterBenchmark(("BM_BroadcastLane_BroadcastToDrop" + tag).c_str(), BM_BroadcastLane_PublishToDrop, p, true)
