@@ -13,10 +13,10 @@
 --          them)
 -- ARGV[3]  mbase            emq:{ecc.coh.<t>|<m>}: (live, meta, paused, glimit and ring are mbase
 --                           .. suffix: the script stays single-slot)
--- returns  n > 0, the credits now listed (free - LLEN deliver); 0 when that is not positive;
---          -1 when the member's state bars a hand-off now (not live, the queue or a group paused, a
---          ceiling set, a lane holds work: the consumer asks again when its claims find the lanes
---          dry, or on its beat). In both latter cases the list is deleted: jobs go to the lane with
+-- returns  n > 0, the credits now listed (free - LLEN deliver, at most the room under the lowest
+--          ceiling); 0 when free - LLEN deliver is not positive; -1 when the member's state bars a
+--          hand-off now (not live, the queue or a group paused, a group at its ceiling, a lane
+--          holds work: the consumer asks again when its claims find the lanes dry, or on its beat). In both latter cases the list is deleted: jobs go to the lane with
 --          a wake. Error EMQARG when free or px_ms is not a non-negative / positive integer
 --          (nothing written).
 --
@@ -27,18 +27,24 @@
 --   the member is live          credits never outlive the live key (PX = min(px_ms, its PTTL));
 --   the queue is not paused     checked here (meta paused);
 --   no group is paused          checked here (SCARD paused); gpause deletes the list;
---   no group has a ceiling      checked here (HLEN glimit); glimit deletes the list;
---   every lane is empty         checked here (LLEN ring: with no pause and no ceiling, a lane that
---                               holds work is in the ring); every ring entry deletes the list
---                               (ring_enter, gresume, glimit), so a handed-off job never
---                               overtakes an older job of its lane.
+--   no ceiling can be passed    the list is never longer than the room left under the lowest
+--                               ceiling (glimit[g] - gactive[g] over the groups that have one):
+--                               each hand-off takes one slot of some group, so none passes its
+--                               ceiling; a group at its ceiling lists none (-1); glimit deletes
+--                               the list;
+--   every lane is empty         checked here (LLEN ring: with no group paused and none at its
+--                               ceiling, a lane that holds work is in the ring); every ring entry
+--                               deletes the list (ring_enter, genqueue, gresume, glimit), so a
+--                               handed-off job never overtakes an older job of its lane.
 -- Failure modes: a consumer that dies leaves its credits until their PX runs out; hand-offs made
 -- to it meanwhile are leased claims, reaped back to the lane like any other (member_enqueue.lua).
 -- A hand-off the consumer's BLMPOP took after it counted `free` and before this ran is counted on
 -- neither side, so the list may exceed what it can take by what one BLMPOP takes; the consumer
 -- takes only within its credits and the rest waits on the list, leased. A queue pause made by a
 -- plain `HSET meta paused 1` (WIRE §5.4 has no script for it) stops hand-offs at the consumer's
--- next call here, within one beat; the pause scripts (gpause, glimit) stop them at once.
+-- next call here, within one beat; the pause scripts (gpause, glimit) stop them at once. Keys
+-- changed by plain commands outside WIRE's verbs (an HDEL on glimit, an SADD on paused) can break
+-- the ring's own invariant (a servable group left out of the ring), and then this check too.
 local free, px, mbase = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
 if not free or free < 0 or free ~= math.floor(free) or not px or px <= 0 or px ~= math.floor(px) then
   return redis.error_reply('EMQARG free must be an integer >= 0 and px_ms a positive integer')
@@ -51,9 +57,24 @@ end
 local live = mbase .. 'live'
 local ttl = redis.call('PTTL', live)
 if ttl == -2 or redis.call('HEXISTS', mbase .. 'meta', 'paused') == 1
-    or redis.call('SCARD', mbase .. 'paused') > 0 or redis.call('HLEN', mbase .. 'glimit') > 0
-    or redis.call('LLEN', mbase .. 'ring') > 0 then
+    or redis.call('SCARD', mbase .. 'paused') > 0 or redis.call('LLEN', mbase .. 'ring') > 0 then
   return -1
+end
+local limits = redis.call('HGETALL', mbase .. 'glimit')
+if #limits > 0 then
+  local active, flat = {}, redis.call('HGETALL', mbase .. 'gactive')
+  for i = 1, #flat, 2 do
+    active[flat[i]] = tonumber(flat[i + 1])
+  end
+  for i = 1, #limits, 2 do
+    local room = (tonumber(limits[i + 1]) or 0) - (active[limits[i]] or 0)
+    if room < n then
+      n = room
+    end
+  end
+  if n <= 0 then
+    return -1
+  end
 end
 if ttl > 0 and ttl < px then
   px = ttl

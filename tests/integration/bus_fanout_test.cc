@@ -20,6 +20,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <random>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -587,10 +588,22 @@ TEST_F(BusFanout, MemberParkListsNoCreditWhereAClaimWouldBeIllegalOrOutOfOrder) 
   EXPECT_EQ(mem().fanout(job_id(), "p", g), all({"1"}, 1));  // any group: the lane
   ASSERT_TRUE(is_integer(q.gresume(other), 1));
   ASSERT_EQ(drain(q), 1u);
-  // A ceiling set on any group.
-  ASSERT_TRUE(is_integer(q.glimit(limited, 5), 1));
+  // A ceiling: never more credits than the room under the lowest one, none at a ceiling.
+  ASSERT_TRUE(is_integer(q.glimit(limited, 2), 1));
+  EXPECT_TRUE(is_integer(q.member_park("8", "10000"), 2));
+  EXPECT_EQ(mem().fanout(job_id(), "p", limited), all({"1"}, 2));
+  EXPECT_EQ(mem().fanout(job_id(), "p", limited), all({"1"}, 2));
+  EXPECT_EQ(q.hget("gactive", limited.c_str()), "2");  // at its ceiling, never past it
+  EXPECT_EQ(mem().fanout(job_id(), "p", limited), all({"1"}, 1));
   EXPECT_TRUE(is_integer(q.member_park("8", "10000"), -1));
-  command(s().context(), "HDEL %s %s", q.key("glimit").c_str(), limited.c_str());
+  for (const auto& handed : q.deliver()) {
+    const auto c = parse_delivered(handed);
+    ASSERT_TRUE(c);
+    EXPECT_TRUE(is_integer(q.complete(c->id, std::to_string(c->token)), 1));
+  }
+  command(s().context(), "DEL %s", q.key("deliver").c_str());
+  ASSERT_EQ(drain(q), 1u);
+  ASSERT_TRUE(is_integer(q.glimit(limited, 1000), 1));  // WIRE lifts a ceiling by raising it
   q.park(10000);
   q.unpark();
   // The queue paused (meta paused): the host would not claim, so no hand-off either.
@@ -644,6 +657,118 @@ TEST_F(BusFanout, WhateverMakesAHandOffIllegalOrOutOfOrderTakesTheCreditsDown) {
   EXPECT_EQ(mem().fanout(job_id(), "p", g), all({"1"}, 2));
   EXPECT_TRUE(is_integer(q.member_park("8", "10000"), -1));
   EXPECT_EQ(mem().fanout(job_id(), "p", g), all({"1"}, 1));
+}
+
+// The credits' promise under random interleavings of every script that touches a member queue
+// (fixed seed): whenever credits are listed, that many claims of new jobs would be legal and in
+// order (live, nothing paused, every lane empty, no group pushed past its ceiling); an admission
+// hands off exactly when a credit is listed, and never otherwise.
+TEST_F(BusFanout, UnderRandomScriptInterleavingsAListedCreditAlwaysMeansAHandOffIsLegal) {
+  mem().beat("1", 600000);
+  Queue q = mem().member("1");
+  std::mt19937 rng(20261130);
+  const std::vector<std::string> groups = {group_id(), group_id(), group_id()};
+  std::vector<Claimed> held;  // claimed from a lane or taken from deliver, not yet let go
+  auto pick = [&](std::size_t n) { return static_cast<std::size_t>(rng() % n); };
+  // Legal for `credits` hand-offs: live, nothing paused, every lane empty, and that many more in
+  // flight in any one group keeps it within its ceiling.
+  auto legal = [&](long long credits) {
+    long long lanes = 0, room = LLONG_MAX;
+    for (const auto& g : groups) {
+      lanes += q.zcard(q.lane(g));
+      const std::string limit = q.hget("glimit", g.c_str()), act = q.hget("gactive", g.c_str());
+      if (limit != "(nil)") room = std::min(room, std::stoll(limit) - (act == "(nil)" ? 0 : std::stoll(act)));
+    }
+    return q.exists(q.key("live")) && !q.exists(q.key("meta")) && s().integer("SCARD %s", q.key("paused")) == 0 &&
+           lanes == 0 && credits <= room;
+  };
+  int handed = 0, laned = 0, parks_listed = 0;
+  for (int step = 0; step < 3000; ++step) {
+    if (step % 60 == 0) {
+      // Back to a clean queue now and then (as an operator and the consumer would bring it), so
+      // the walk keeps reaching the states where credits are listed.
+      for (const auto& gg : groups) {
+        ASSERT_TRUE(is_integer(q.gresume(gg), 1));
+        if (q.hget("glimit", gg.c_str()) != "(nil)") {
+          ASSERT_TRUE(is_integer(q.glimit(gg, 1000), 1));
+        }
+      }
+      for (const Claimed& c : held) q.complete(c.id, std::to_string(c.token));
+      held.clear();
+      drain(q);
+    }
+    const std::string& g = groups[pick(groups.size())];
+    // Weighted so the walk keeps coming back to a clean queue: pauses and ceilings are rarer
+    // than what lifts them, and claims and completions drain the lanes.
+    static constexpr int kWeights[] = {12, 2, 2, 10, 2, 10, 25, 8, 15, 2, 12};
+    int roll = static_cast<int>(pick(100)), op = 0;
+    while (roll >= kWeights[op]) roll -= kWeights[op++];
+    switch (op) {
+      case 0: {
+        RedisReply r = q.member_park(std::to_string(1 + pick(4)), "600000");
+        ASSERT_TRUE(r && r->type == REDIS_REPLY_INTEGER) << text(r.get());
+        parks_listed += r->integer > 0;
+        break;
+      }
+      case 1:
+        ASSERT_TRUE(is_integer(q.genqueue(job_id(), "p", g), 1));
+        break;
+      case 2:
+        ASSERT_TRUE(is_integer(q.gpause(g), 1));
+        break;
+      case 3:
+        ASSERT_TRUE(is_integer(q.gresume(g), 1));
+        break;
+      case 4:
+        ASSERT_TRUE(is_integer(q.glimit(g, 1 + static_cast<long long>(pick(2))), 1));
+        break;
+      case 5:  // WIRE has no verb that removes a ceiling: a high one lifts it (and re-enters the ring)
+        ASSERT_TRUE(is_integer(q.glimit(g, 1000), 1));
+        break;
+      case 6:
+        if (auto c = q.gclaim(pick(4) == 0 ? 1 : 600000)) held.push_back(*c);
+        break;
+      case 7: {  // the consumer takes one hand-off from its deliver list
+        RedisReply r = command(s().context(), "LPOP %s", q.key("deliver").c_str());
+        if (r && r->type == REDIS_REPLY_STRING) {
+          auto c = parse_delivered(std::string_view(r->str, r->len));
+          ASSERT_TRUE(c);
+          held.push_back(*c);
+        }
+        break;
+      }
+      case 8:  // let one go: complete, or retry at once (then promote puts it back in its lane)
+        if (!held.empty()) {
+          const std::size_t i = pick(held.size());
+          if (pick(3) == 0) {
+            q.retry(held[i].id, std::to_string(held[i].token), 0, 5);
+            q.promote();
+          } else {
+            q.complete(held[i].id, std::to_string(held[i].token));
+          }
+          held.erase(held.begin() + static_cast<std::ptrdiff_t>(i));
+        }
+        break;
+      case 9:  // leases of 1 ms run out: reap puts those jobs back in their lanes
+        std::this_thread::sleep_for(milliseconds(2));
+        q.reap();
+        break;
+      default: {
+        const long long credits = q.credits();
+        const bool was_legal = legal(credits);
+        const std::string id = job_id();
+        EXPECT_EQ(mem().fanout(id, "p", g), all({"1"}, credits > 0 ? 2 : 1)) << "step " << step;
+        (credits > 0 ? handed : laned) += 1;
+        EXPECT_TRUE(credits == 0 || was_legal) << "step " << step << ": a credit was listed while a claim was illegal";
+        break;
+      }
+    }
+    ASSERT_TRUE(legal(q.credits()) || q.credits() == 0) << "step " << step << ": a credit outlived what it vouches for";
+  }
+  // The walk exercised both outcomes, and credits were listed again after being taken down.
+  EXPECT_GT(handed, 20);
+  EXPECT_GT(laned, 20);
+  EXPECT_GT(parks_listed, 20);
 }
 
 TEST_F(BusFanout, HandOffsAreBoundedByTheListedCreditsWhichEachOneTakes) {
