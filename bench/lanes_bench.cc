@@ -201,6 +201,15 @@ void BM_Hiredis_PublishToMessage(benchmark::State& state, const Placement& p) {
   report(state, "floor", p, std::move(s));
 }
 
+// usec_per_call of `command` in an INFO commandstats reply (0 when absent).
+double usec_per_call(const std::string& info, const std::string& command) {
+  const std::string head = "cmdstat_" + command + ":";
+  const auto line = info.find(head);
+  if (line == std::string::npos) return 0;
+  const auto field = info.find("usec_per_call=", line);
+  return field == std::string::npos ? 0 : std::atof(info.c_str() + field + 14);
+}
+
 // The job lane's floor the same way: a blocking hiredis client (pinned where the receiving
 // engine's io thread goes) parked in BLMPOP on a member queue's deliver list, one hand-off credit
 // listed; the bench thread sends member_enqueue (the script Engine::enqueue sends) and waits for
@@ -252,6 +261,7 @@ void BM_Hiredis_HandOffToDeliver(benchmark::State& state, const Placement& p) {
     return true;
   };
   for (int i = 0; i < 100; ++i) one(nullptr);
+  Reply reset = command(c.get(), "CONFIG RESETSTAT");
   Samples s;
   for (auto _ : state) {
     if (!one(&s)) {
@@ -259,6 +269,12 @@ void BM_Hiredis_HandOffToDeliver(benchmark::State& state, const Placement& p) {
       break;
     }
   }
+  // The server's own time: the script, and the parked BLMPOP's service when the script's RPUSH
+  // unblocked it (Redis counts that under blmpop).
+  Reply stats = command(c.get(), "INFO commandstats");
+  const std::string text = stats && stats->type == REDIS_REPLY_STRING ? std::string(stats->str, stats->len) : "";
+  g_results["handoff_server_evalsha"][p.name].us.assign(1, usec_per_call(text, "evalsha"));
+  g_results["handoff_server_blmpop"][p.name].us.assign(1, usec_per_call(text, "blmpop"));
   quit.store(true, std::memory_order_relaxed);
   listener.join();  // its BLMPOP times out within a second
   Reply left = command(c.get(), "DEL %s %s %s %sactive %sgactive", live.c_str(), credits.c_str(), deliver.c_str(),
@@ -543,14 +559,6 @@ void BM_JobLane_Throughput(benchmark::State& state, const Placement& p, int cons
 // subscriber, on a plain hiredis client, alternating message by message in the same loop. The
 // difference is what the script adds to the job lane over the broadcast lane; the closing table
 // adds it to the broadcast lane's median as the job lane's floor with this script.
-// usec_per_call of `command` in an INFO commandstats reply (0 when absent).
-double usec_per_call(const std::string& info, const std::string& command) {
-  const std::string head = "cmdstat_" + command + ":";
-  const auto line = info.find(head);
-  if (line == std::string::npos) return 0;
-  const auto field = info.find("usec_per_call=", line);
-  return field == std::string::npos ? 0 : std::atof(info.c_str() + field + 14);
-}
 
 void BM_JobLane_ServerHop(benchmark::State& state, const Placement& p) {
   place(p);
@@ -738,8 +746,9 @@ void print_table() {
     const double f = median("floor", p.name), jf = median("job_floor", p.name);
     if (f == 0 || jf == 0) continue;
     std::printf("%-10s | plain-client floors: PUBLISH -> message %.1f us; member_enqueue -> the parked BLMPOP's "
-                "hand-off %.1f us: %.2fx (what the script and the unblock cost the server, no engine in it)\n",
-                p.name, f, jf, jf / f);
+                "hand-off %.1f us: %.2fx (what the script and the unblock cost the server, no engine in it; "
+                "server time: the script %.1f us, the BLMPOP's service %.1f us)\n",
+                p.name, f, jf, jf / f, median("handoff_server_evalsha", p.name), median("handoff_server_blmpop", p.name));
   }
   for (const Placement& p : kPlacements) {
     const double b = median("alt_bc", p.name), j = median("alt_job", p.name);
