@@ -262,7 +262,7 @@ TEST_F(ClusterJobLane, MemberQueuesSpreadOverTheShardsAndAJoinerIsAdmittedByTheN
 // The consumer parks (BLMPOP) on the master owning its queue's slot and raises its hand-off
 // flag there only while that connection is up. After the master is killed and a replica
 // promoted, the park must dial the promoted replica (it asks the router's map at each
-// reconnect): the flag comes back on the new master and writers hand jobs straight to the
+// reconnect): the credits come back on the new master and writers hand jobs straight to the
 // consumer again, rather than the consumer claiming once per beat through the router.
 TEST_F(ClusterJobLane, TheParkingConnectionFollowsAFailoverAndHandOffsResume) {
   const std::string t = "pfo";
@@ -276,7 +276,7 @@ TEST_F(ClusterJobLane, TheParkingConnectionFollowsAFailoverAndHandOffsResume) {
   ASSERT_TRUE(eventually([&] { return parked_flag(t, kConsumer) > 0; }, 10s));
   const BrandedId group = fresh_id("PRT");
   auto consumer = [&] { return c->stats().tables.front().consumer.value(); };
-  // One job at a time, each waited for: every one finds the flag up unless the park is down.
+  // One job at a time, each waited for: every one finds credits listed unless the park is down.
   auto run_jobs = [&](const char* phase) {
     for (int i = 0; i < kJobs; ++i) {
       const BrandedId name = fresh_id("AST"), v = w->mint("AST").value();
@@ -301,7 +301,7 @@ TEST_F(ClusterJobLane, TheParkingConnectionFollowsAFailoverAndHandOffsResume) {
   ASSERT_TRUE(eventually([&] { return is_member(t, kConsumer) && is_live(t, kConsumer); }, 20s))
       << "the consumer never registered on the promoted master";
   ASSERT_TRUE(eventually([&] { return parked_flag(t, kConsumer) > 0; }, 20s))
-      << "the hand-off flag never came back: the park did not follow the failover";
+      << "the hand-off credits never came back: the park did not follow the failover";
   const double reparked_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
 

@@ -866,7 +866,7 @@ TEST_F(JobLane, CreditsBoundWhatAHeldWriterIsOwedAndEverythingDrainsWithoutADrop
       static_cast<unsigned long long>(c["ring_dropped"]));
 }
 
-// ---- the hand-off flag ----
+// ---- the hand-off credits ----
 
 TEST_F(JobLane, TheListedCreditsAreTheFreeOnesFallPerHandOffAndAreListedAgainBelowHalf) {
   const std::string t = "flag";

@@ -517,7 +517,7 @@ void g5_g6(GateRun& run, const DrillTarget& target, bool wake) {
   const std::string t = wake ? "busg6" : "busg5";
   run.stage("node P consumes " + t + " (job lane, beat 5000 ms) and parks; " +
             (wake
-                 ? std::string("its hand-off flag is taken down, so writer W's enqueue goes to the "
+                 ? std::string("its hand-off credits are taken down, so writer W's enqueue goes to the "
                                "lane and pushes a wake; P is timed from the enqueue to the apply")
                  : std::string("the server's command count is read over 400 ms against a plain "
                                "client polling every 10 ms in the same run")));
@@ -541,9 +541,9 @@ void g5_g6(GateRun& run, const DrillTarget& target, bool wake) {
                    return consumer().parks >= 1 && is_int(e, 1);
                  },
                  std::chrono::seconds(5)),
-             "P parked with its hand-off flag up");
+             "P parked with its hand-off credits listed");
   std::this_thread::sleep_for(
-      std::chrono::milliseconds(20));  // the flag's and the block's commands land
+      std::chrono::milliseconds(20));  // the credits' and the block's commands land
   if (!wake) {
     const long long before = commands_served(r);
     std::this_thread::sleep_for(std::chrono::milliseconds(kQuietMs));
