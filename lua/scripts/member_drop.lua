@@ -6,9 +6,12 @@
 -- returns  1 when the queue was deleted, 0 when the live key exists (the member came back
 --          between member_reap and this script: its queue is in use, nothing deleted).
 -- Deletes every job row (and its HEAD-era :logs and :lock keys) whose id is in mbase pending,
--- active, schedule, dead or a lane mbase g:<g>:pending for g in mbase groups; those zsets and
--- lanes; ring, paused, glimit, gactive, wake, deliver, parked, meta, groups, metrics:completed
--- and metrics:failed.
+-- active, schedule, dead or a lane mbase g:<g>:pending; those zsets and lanes; ring, paused,
+-- glimit, gactive, wake, deliver, parked, meta, groups, metrics:completed and metrics:failed.
+-- The lanes are found by their groups: every group member_enqueue put in a lane (the groups set),
+-- and every group whose lane may hold work without that: a lane with work is in the ring unless
+-- its group is paused or at its ceiling (WIRE §5.3), which covers a handed-off job (never in
+-- groups) that reap put back in its lane.
 -- Failure modes: a member whose node still runs but whose live key had expired loses its jobs,
 -- in flight included; its completions answer gone, and its next beat finds the live key absent
 -- and drops its L1 rows (member_beat.lua). The cost is O(jobs in the queue): a member's backlog
@@ -31,7 +34,12 @@ end
 for _, s in ipairs({'pending', 'active', 'schedule', 'dead'}) do
   drop_jobs(mbase .. s)
 end
-for _, g in ipairs(redis.call('SMEMBERS', mbase .. 'groups')) do
+local lanes = {}
+for _, g in ipairs(redis.call('SMEMBERS', mbase .. 'groups')) do lanes[g] = true end
+for _, g in ipairs(redis.call('LRANGE', mbase .. 'ring', 0, -1)) do lanes[g] = true end
+for _, g in ipairs(redis.call('SMEMBERS', mbase .. 'paused')) do lanes[g] = true end
+for _, g in ipairs(redis.call('HKEYS', mbase .. 'glimit')) do lanes[g] = true end
+for g in pairs(lanes) do
   drop_jobs(mbase .. 'g:' .. g .. ':pending')
 end
 redis.call('DEL', mbase .. 'ring', mbase .. 'paused', mbase .. 'glimit', mbase .. 'gactive',

@@ -1083,6 +1083,32 @@ TEST_F(BusFanout, MemberReapDeletesEveryKeyOfAnExpiredMemberAndLeavesLiveOnesInt
   EXPECT_EQ(dead.zcard(dead.lane(g)), 1);
 }
 
+TEST_F(BusFanout, MemberDropFindsALaneThatOnlyAReapedHandOffCreated) {
+  // A handed-off job never enters the groups set; when its lease runs out, reap puts it in its
+  // lane (and the group in the ring). If the member then lapses before it claims the job again,
+  // member_drop must still find that lane (through the ring, or paused, or glimit).
+  mem().beat("1", 60000);
+  Queue q = mem().member("1");
+  const std::string in_ring = group_id(), paused = group_id(), limited = group_id();
+  q.park(10000, 3);
+  for (const std::string& g : {in_ring, paused, limited}) {
+    ASSERT_EQ(mem().fanout(job_id(), "p", g, false, 1), all({"1"}, 2));
+  }
+  std::this_thread::sleep_for(milliseconds(5));
+  ASSERT_TRUE(is_integer(q.gpause(paused), 1));
+  ASSERT_TRUE(is_integer(q.glimit(limited, 1), 1));
+  // Its handed-off job and one more in flight: still at its ceiling once reap gives one back.
+  command(s().context(), "HSET %s %s 2", q.key("gactive").c_str(), limited.c_str());
+  ASSERT_TRUE(is_integer(q.reap(), 3));
+  EXPECT_FALSE(q.exists(q.key("groups")));
+  EXPECT_EQ(q.ring(), std::vector<std::string>{in_ring});  // the other two are held out
+  for (const std::string& g : {in_ring, paused, limited}) ASSERT_EQ(q.zcard(q.lane(g)), 1) << g;
+  mem().beat("1", 1);
+  std::this_thread::sleep_for(milliseconds(10));
+  EXPECT_EQ(mem().reap(10), 1);
+  EXPECT_EQ(keys_of(q), std::vector<std::string>{});
+}
+
 TEST_F(BusFanout, MemberReapTakesAtMostItsBatchAndOnlyExpiredMembers) {
   for (const char* m : {"1", "2", "3"}) mem().beat(m, 1);
   mem().beat("4", 60000);
