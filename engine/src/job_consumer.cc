@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
-// The job lane's consumer: beat, keep a BLPOP and the hand-off credits up while credits remain, claim
-// after a wake, complete after the writer's ack.
-// Every method but the constructor, start(), on_acks() and stats() runs on the loop thread.
+// The job lane's consumer: beat, keep a BLPOP and the hand-off credits up while credits remain,
+// claim after a wake, complete after the writer's ack. Every method but the constructor, start(),
+// on_acks() and stats() runs on the loop thread.
 #include <echo/engine/errc.h>
 #include <echo/engine/job_consumer.h>
 #include <echo/lua/scripts.h>
@@ -160,7 +160,8 @@ void JobConsumer::start() {
 void JobConsumer::stop_on_loop() {
   stopping_ = true;
   if (timer_armed_) loop_.cancel(timer_op_);
-  // No more hand-offs to a consumer that is going away (best effort: the credits' PX ends them too).
+  // No more hand-offs to a consumer that is going away (best effort: the credits' PX ends them
+  // too).
   const std::string parked = mbase_ + "parked";
   cmd_.call({"DEL", parked}, [](std::error_code, const io::Resp3Value&) {});
 }

@@ -214,7 +214,8 @@ std::size_t TableWriter::drain_rings() {
       bump(stale_, items.size() - applied - via_memory);
       // When the batch's rows were gone: what a lane's latency ends on (lanes_bench, drill F6).
       last_applied_ns_.store(steady_ns(), std::memory_order_relaxed);
-      if (!items.empty()) last_decoded_ns_.store(items.back().decoded_ns, std::memory_order_relaxed);
+      if (!items.empty())
+        last_decoded_ns_.store(items.back().decoded_ns, std::memory_order_relaxed);
     });
     if (!acks_.empty()) {
       if (ack_sink_) ack_sink_(acks_);

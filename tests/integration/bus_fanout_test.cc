@@ -227,7 +227,8 @@ class Queue {
   // Staging only: credits listed regardless of the queue's state (as if member_park had run
   // before the state changed by a way that does not take them down).
   void list_credits(long long n, long long px_ms) {
-    for (long long i = 0; i < n; ++i) command(s_->context(), "RPUSH %s %s", key("parked").c_str(), "");
+    for (long long i = 0; i < n; ++i)
+      command(s_->context(), "RPUSH %s %s", key("parked").c_str(), "");
     command(s_->context(), "PEXPIRE %s %lld", key("parked").c_str(), px_ms);
   }
   long long credits() { return s_->integer("LLEN %s", key("parked")); }
@@ -677,10 +678,11 @@ TEST_F(BusFanout, UnderRandomScriptInterleavingsAListedCreditAlwaysMeansAHandOff
     for (const auto& g : groups) {
       lanes += q.zcard(q.lane(g));
       const std::string limit = q.hget("glimit", g.c_str()), act = q.hget("gactive", g.c_str());
-      if (limit != "(nil)") room = std::min(room, std::stoll(limit) - (act == "(nil)" ? 0 : std::stoll(act)));
+      if (limit != "(nil)")
+        room = std::min(room, std::stoll(limit) - (act == "(nil)" ? 0 : std::stoll(act)));
     }
-    return q.exists(q.key("live")) && !q.exists(q.key("meta")) && s().integer("SCARD %s", q.key("paused")) == 0 &&
-           lanes == 0 && credits <= room;
+    return q.exists(q.key("live")) && !q.exists(q.key("meta")) &&
+           s().integer("SCARD %s", q.key("paused")) == 0 && lanes == 0 && credits <= room;
   };
   int handed = 0, laned = 0, parks_listed = 0;
   for (int step = 0; step < 3000; ++step) {
@@ -722,7 +724,8 @@ TEST_F(BusFanout, UnderRandomScriptInterleavingsAListedCreditAlwaysMeansAHandOff
       case 4:
         ASSERT_TRUE(is_integer(q.glimit(g, 1 + static_cast<long long>(pick(2))), 1));
         break;
-      case 5:  // WIRE has no verb that removes a ceiling: a high one lifts it (and re-enters the ring)
+      case 5:  // WIRE has no verb that removes a ceiling: a high one lifts it (and re-enters the
+               // ring)
         ASSERT_TRUE(is_integer(q.glimit(g, 1000), 1));
         break;
       case 6:
@@ -759,11 +762,13 @@ TEST_F(BusFanout, UnderRandomScriptInterleavingsAListedCreditAlwaysMeansAHandOff
         const std::string id = job_id();
         EXPECT_EQ(mem().fanout(id, "p", g), all({"1"}, credits > 0 ? 2 : 1)) << "step " << step;
         (credits > 0 ? handed : laned) += 1;
-        EXPECT_TRUE(credits == 0 || was_legal) << "step " << step << ": a credit was listed while a claim was illegal";
+        EXPECT_TRUE(credits == 0 || was_legal)
+            << "step " << step << ": a credit was listed while a claim was illegal";
         break;
       }
     }
-    ASSERT_TRUE(legal(q.credits()) || q.credits() == 0) << "step " << step << ": a credit outlived what it vouches for";
+    ASSERT_TRUE(legal(q.credits()) || q.credits() == 0)
+        << "step " << step << ": a credit outlived what it vouches for";
   }
   // The walk exercised both outcomes, and credits were listed again after being taken down.
   EXPECT_GT(handed, 20);

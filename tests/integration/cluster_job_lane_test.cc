@@ -336,8 +336,9 @@ TEST_F(ClusterJobLane, H4TheQueuesMasterKilledAndTheBusLostTheJournalReplaysEver
     // Jobs wait, unclaimed: gpause (it also takes the hand-off credits down, member_park.lua).
     const lua::Script* gpause = lua::find_script("gpause");
     ASSERT_NE(gpause, nullptr);
-    on_member_shard(t, kConsumer, {"EVAL", std::string(gpause->source), "2", base + "paused",
-                                   base + "ring", group.str()});
+    on_member_shard(
+        t, kConsumer,
+        {"EVAL", std::string(gpause->source), "2", base + "paused", base + "ring", group.str()});
 
     constexpr int kNames = 50, kApplied = 20;
     Intents in;

@@ -331,7 +331,9 @@ TEST_F(JobLane, F5AConsumerKilledHoldingItsJobIsReapedAndTheRestartedNodeApplies
   EXPECT_EQ(a->stats()["completed"], 0u);
   // Keep the reaped job out of the ring until the restarted node holds the row it must drop.
   // (gpause: it also takes the hand-off credits down, see member_park.lua.)
-  EXPECT_EQ(text(run_script(client(), "gpause", {base + "paused", base + "ring"}, {group.str()}).get()), "1");
+  EXPECT_EQ(
+      text(run_script(client(), "gpause", {base + "paused", base + "ring"}, {group.str()}).get()),
+      "1");
 
   ASSERT_TRUE(a->kill_now()) << "the consumer process did not die of SIGKILL";
   const auto killed_at = Clock::now();

@@ -515,12 +515,12 @@ void g5_g6(GateRun& run, const DrillTarget& target, bool wake) {
   constexpr std::int64_t kBeatMs = 5000;
   constexpr int kQuietMs = 400, kPollMs = 10;
   const std::string t = wake ? "busg6" : "busg5";
-  run.stage("node P consumes " + t + " (job lane, beat 5000 ms) and parks; " +
-            (wake
-                 ? std::string("its hand-off credits are taken down, so writer W's enqueue goes to the "
-                               "lane and pushes a wake; P is timed from the enqueue to the apply")
-                 : std::string("the server's command count is read over 400 ms against a plain "
-                               "client polling every 10 ms in the same run")));
+  run.stage(
+      "node P consumes " + t + " (job lane, beat 5000 ms) and parks; " +
+      (wake ? std::string("its hand-off credits are taken down, so writer W's enqueue goes to the "
+                          "lane and pushes a wake; P is timed from the enqueue to the apply")
+            : std::string("the server's command count is read over 400 ms against a plain "
+                          "client polling every 10 ms in the same run")));
   run.derive(
       wake ? "a parked consumer blocks on its wake list: a wake answers it at once, not at its "
              "5000 ms beat -- expect the apply well under a tenth of the beat (500 ms)"

@@ -232,9 +232,9 @@ void f5_job_lane(GateRun& run, const DrillTarget& target) {
 // the writer's own clock (WriterStats::last_applied_ns; a blocking send may return after the row
 // is already gone) into `applied`; neither while warming up (`keep` false).
 template <class Settle, class Send>
-bool lane_message(const Engine& node, const std::string& table, const BrandedId& name, Engine& refill,
-                  table::Minter& minter, Settle settle, Send send, bool keep, floors::Samples& seen,
-                  floors::Samples& applied) {
+bool lane_message(const Engine& node, const std::string& table, const BrandedId& name,
+                  Engine& refill, table::Minter& minter, Settle settle, Send send, bool keep,
+                  floors::Samples& seen, floors::Samples& applied) {
   if (!settle()) return false;
   if (!refill.put(table, name.view(), "px=105.00", minter.mint("TXN").value())) return false;
   const BrandedId v = minter.mint("TXN").value();
@@ -243,7 +243,8 @@ bool lane_message(const Engine& node, const std::string& table, const BrandedId&
   if (!keep) return true;
   seen.us.push_back(floors::since_us(t0));
   const std::int64_t at = node.writer(table)->stats().last_applied_ns;
-  const std::int64_t from = std::chrono::duration_cast<std::chrono::nanoseconds>(t0.time_since_epoch()).count();
+  const std::int64_t from =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(t0.time_since_epoch()).count();
   applied.us.push_back(static_cast<double>(at - from) / 1e3);
   return true;
 }
@@ -274,8 +275,9 @@ ServerHop server_hop(const DrillTarget& target, table::Minter& minter, int n) {
   for (int i = 0; i < n; ++i) {
     // One hand-off credit listed (as member_park lists it: the member's lease) and empty lists,
     // so every call takes the hand-off branch.
-    Reply clear = c.command("DEL %s %s %s %s", (mbase + "parked").c_str(), (mbase + "deliver").c_str(),
-                            (mbase + "active").c_str(), (mbase + "gactive").c_str());
+    Reply clear =
+        c.command("DEL %s %s %s %s", (mbase + "parked").c_str(), (mbase + "deliver").c_str(),
+                  (mbase + "active").c_str(), (mbase + "gactive").c_str());
     Reply credit = c.command("RPUSH %s 30000", (mbase + "parked").c_str());
     auto t0 = Clock::now();
     Reply p = c.command("PUBLISH %s %b", channel.c_str(), payload.data(), payload.size());
@@ -299,12 +301,13 @@ ServerHop server_hop(const DrillTarget& target, table::Minter& minter, int n) {
 
 void f6_price(GateRun& run, const DrillTarget& target) {
   constexpr int kMessages = 1000, kWarmup = 50;
-  run.stage("node R declares prices (broadcast) and limits (job lane), both caching one row "
-            "name; sender S sends 1,050 newer versions to each lane one at a time, alternating "
-            "lane by lane (50 "
-            "unmeasured), each through its blocking verb (broadcast, enqueue: one round trip "
-            "through S's io thread); R re-puts the row between messages, untimed, and the job "
-            "lane's consumer is back in its park before each enqueue");
+  run.stage(
+      "node R declares prices (broadcast) and limits (job lane), both caching one row "
+      "name; sender S sends 1,050 newer versions to each lane one at a time, alternating "
+      "lane by lane (50 "
+      "unmeasured), each through its blocking verb (broadcast, enqueue: one round trip "
+      "through S's io thread); R re-puts the row between messages, untimed, and the job "
+      "lane's consumer is back in its park before each enqueue");
   std::atomic<int> loads{0};
   Engine r(node_options(target, 261), {lane_table("prices", CoherenceMode::kBroadcast, loads),
                                        lane_table("limits", CoherenceMode::kJob, loads)});
@@ -342,7 +345,8 @@ void f6_price(GateRun& run, const DrillTarget& target) {
   floors::Samples bc, job, bc_applied, job_applied;
   for (int i = 0; i < kMessages + kWarmup; ++i) {
     const bool keep = i >= kWarmup;
-    if (!lane_message(r, "prices", name, r, minter, [] { return true; }, broadcast, keep, bc, bc_applied) ||
+    if (!lane_message(
+            r, "prices", name, r, minter, [] { return true; }, broadcast, keep, bc, bc_applied) ||
         !lane_message(r, "limits", name, r, minter, job_settled, enqueue, keep, job, job_applied)) {
       break;
     }
@@ -351,15 +355,17 @@ void f6_price(GateRun& run, const DrillTarget& target) {
   run.expect(bc.us.size() == kMessages, "1,000 broadcasts each dropped the row");
   const double bm = bc.median();
   const double lo = 0.8 * bm, hi = 6.0 * bm;
-  run.derive("broadcast median " + fmt("%.0f", bm) + " us (p99 " + fmt("%.0f", bc.pct(0.99)) +
-             " us), one wire hop; the job lane sends one script instead of a PUBLISH (7 server "
-             "calls on the hand-off path, against a PUBLISH's one) and a parked consumer is handed the job "
-             "already claimed, so its BLMPOP answers like a push and nothing else runs before "
-             "the ring (the credits stay listed, the re-block waits for the ack); the completion comes "
-             "after the drop. Expect the script's server time on top of the push path: between "
-             "0.8x and 6x the broadcast's: " + fmt("%.0f", lo) + " to " + fmt("%.0f", hi) +
-             " us (issue 6's goal 1.3x: " +
-             fmt("%.0f", 1.3 * bm) + " us; the original paid 2.1x)");
+  run.derive(
+      "broadcast median " + fmt("%.0f", bm) + " us (p99 " + fmt("%.0f", bc.pct(0.99)) +
+      " us), one wire hop; the job lane sends one script instead of a PUBLISH (7 server "
+      "calls on the hand-off path, against a PUBLISH's one) and a parked consumer is handed the "
+      "job "
+      "already claimed, so its BLMPOP answers like a push and nothing else runs before "
+      "the ring (the credits stay listed, the re-block waits for the ack); the completion comes "
+      "after the drop. Expect the script's server time on top of the push path: between "
+      "0.8x and 6x the broadcast's: " +
+      fmt("%.0f", lo) + " to " + fmt("%.0f", hi) +
+      " us (issue 6's goal 1.3x: " + fmt("%.0f", 1.3 * bm) + " us; the original paid 2.1x)");
 
   // The row goes when the writer applies; the consumer counts the apply when the writer's ack
   // reaches its io thread, a wake-up later. Counted too early (as this gate once was) the last

@@ -111,8 +111,8 @@ bool pause(Redis& r, const std::string& table, unsigned node, const BrandedId& g
   const lua::Script* s = lua::find_script("gpause");
   if (s == nullptr) return false;
   const std::string b = base_of(table, node);
-  Reply p = r.command("EVAL %b 2 %spaused %sring %s", s->source.data(), s->source.size(),
-                      b.c_str(), b.c_str(), g.str().c_str());
+  Reply p = r.command("EVAL %b 2 %spaused %sring %s", s->source.data(), s->source.size(), b.c_str(),
+                      b.c_str(), g.str().c_str());
   return p && p->type == REDIS_REPLY_INTEGER;
 }
 
@@ -441,7 +441,9 @@ class LaneProbe {
     if (!floors::spin_until([&] { return !floors::cached(node_, table_, name_); })) return false;
     if (!keep) return true;
     samples.us.push_back(floors::since_us(t0));
-    if (floors::spin_until([&] { return consumer().handed_off > before.handed_off || consumer().claimed > before.claimed; }) &&
+    if (floors::spin_until([&] {
+          return consumer().handed_off > before.handed_off || consumer().claimed > before.claimed;
+        }) &&
         consumer().handed_off > before.handed_off) {
       ++handed;
     }
@@ -460,11 +462,13 @@ class LaneProbe {
 
 void h6_price(GateRun& run, const DrillTarget& target) {
   constexpr int kPairs = 300, kWriters = 4, kMessages = 200, kWarmup = 20;
-  run.stage("a plain SQLite WAL table (synchronous=NORMAL, the journal's page size, one "
-            "autocommitted INSERT per call) and "
-            "the journal in one temp dir: 300 record+mark pairs single, 300 under 4 writers; node "
-            "R with two job-lane tables, jb (bare) and jm (the journal), sender S; 200 messages "
-            "each, one at a time and alternating lane by lane, from the send to the row gone from R's L1");
+  run.stage(
+      "a plain SQLite WAL table (synchronous=NORMAL, the journal's page size, one "
+      "autocommitted INSERT per call) and "
+      "the journal in one temp dir: 300 record+mark pairs single, 300 under 4 writers; node "
+      "R with two job-lane tables, jb (bare) and jm (the journal), sender S; 200 messages "
+      "each, one at a time and alternating lane by lane, from the send to the row gone from R's "
+      "L1");
   JournalDir dir;
   if (!run.expect(dir.ok(), "a temp dir for the journal files")) return;
   double plain_us = 0;
@@ -533,7 +537,9 @@ void h6_price(GateRun& run, const DrillTarget& target) {
     return a && a->size() == 1;
   };
   const auto enqueue = lane_enqueue(sn, "jm", group);
-  const auto send_mem = [&](const BrandedId& v) { return lj.intend_and_enqueue(name, v, enqueue).has_value(); };
+  const auto send_mem = [&](const BrandedId& v) {
+    return lj.intend_and_enqueue(name, v, enqueue).has_value();
+  };
   for (int i = 0; i < kMessages + kWarmup; ++i) {
     if (!bare.one(send_bare, i >= kWarmup) || !mem.one(send_mem, i >= kWarmup)) break;
   }
@@ -542,8 +548,9 @@ void h6_price(GateRun& run, const DrillTarget& target) {
   run.expect(bare.samples.us.size() == kMessages && mem.samples.us.size() == kMessages,
              "200 messages through each lane");
   run.expect(2 * bare.handed >= kMessages && 2 * mem.handed >= kMessages,
-             "most messages were handed to the parked consumer (bare " + std::to_string(bare.handed) +
-                 ", remembered " + std::to_string(mem.handed) + " of 200)");
+             "most messages were handed to the parked consumer (bare " +
+                 std::to_string(bare.handed) + ", remembered " + std::to_string(mem.handed) +
+                 " of 200)");
   const double bm = bare.samples.median(), mm = mem.samples.median();
   const double lo = 0.8 * bm, hi = 4 * bm + 3 * pair_hi;
   run.derive("the bare lane's median " + fmt("%.0f", bm) + " us; the remembered lane adds the "

@@ -29,9 +29,9 @@
 // BLPOP on its delivery and wake lists outstanding on its own connection, and it keeps the
 // member's `parked` list at its free credits (member_park.lua), so member_enqueue hands a job
 // straight to it, claimed, by taking one credit (LPOP). member_park lists credits only while a
-// hand-off would be legal and in order (queue and groups unpaused, no ceiling, lanes empty), so
-// the hand-off itself reads nothing else; while it is barred (-1) the consumer asks again when a
-// claim finds its lanes dry, or on its beat. A hand-off
+// hand-off would be legal and in order (queue and groups unpaused, lanes empty, no ceiling
+// passed), so the hand-off itself reads nothing else; while it is barred (-1) the consumer asks
+// again when a claim finds its lanes dry, or on its beat. A hand-off
 // is published into the ring before anything else happens on the loop thread, and the BLPOP is
 // re-issued at once: no refresh of the credits, no empty claim around a delivery (the
 // round trips the first version paid per job, and which on a shared core ran before the writer
@@ -198,7 +198,7 @@ class JobConsumer {
   std::uint64_t wake_gen_ = 0;      // wake tokens seen: a claim sent before one must run again
   bool handoffs_barred_ = false;    // member_park answered -1: ask again when the lanes run dry
   std::int64_t credits_listed_ = 0;  // the credits listed as of our last member_park, less
-                                    // the hand-offs taken since (an underestimate at worst)
+                                     // the hand-offs taken since (an underestimate at worst)
   std::int64_t last_beat_ms_ = 0;   // server time of the last beat that landed
   std::uint64_t next_ticket_ = 1;
   std::unordered_map<std::uint64_t, Job> in_flight_;  // published, not yet acked
