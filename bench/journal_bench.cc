@@ -12,9 +12,18 @@
 // lanes alternate message by message inside one benchmark, so the machine's load drifts hit the
 // remembered lane and its baseline alike. The run ends with a table of the goals' ratios.
 // ECHO_BENCH_MESSAGES overrides the lane messages per lane (default 2,000).
-#include <sqlite3.h>
-
 #include <benchmark/benchmark.h>
+#include <echo/engine/engine.h>
+#include <echo/engine/journal.h>
+#include <echo/engine/local_server.h>
+#include <echo/harness/lane.h>
+#include <echo/harness/placement.h>
+#include <echo/harness/plain_wal.h>
+#include <echo/harness/samples.h>
+#include <echo/harness/stage.h>
+#include <echo/harness/temp_dir.h>
+#include <echo/table/branded_id.h>
+#include <sqlite3.h>
 
 #include <algorithm>
 #include <atomic>
@@ -28,16 +37,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <echo/engine/engine.h>
-#include <echo/engine/journal.h>
-#include <echo/engine/local_server.h>
-#include <echo/harness/placement.h>
-#include <echo/harness/plain_wal.h>
-#include <echo/harness/samples.h>
-#include <echo/harness/stage.h>
-#include <echo/harness/temp_dir.h>
-#include <echo/table/branded_id.h>
 
 namespace {
 
@@ -261,43 +260,33 @@ void BM_JobLane_RememberedVsBare(benchmark::State& state, const Placement& p) {
   PlainWal plain(dir.path() / "plain.db", false);
   Samples plain_us;
   const BrandedId name = mint("AST");
-  auto consumer = [&](std::string_view table) {
-    for (const auto& t : r.stats().tables) {
-      if (t.name == table) return *t.consumer;
-    }
-    return echo::engine::JobConsumerStats{};
-  };
   struct Lane {
     const char* table;
     bool remembered;
-    std::uint64_t sent = 0, parks_at_send = 0;
+    JobLaneTurns turns;  // the consumer settled and parked again before each send
     Samples samples;
     // Send -> R's writer applied the batch that dropped the row (WriterStats::last_applied_ns, its
     // own steady clock): the sender also observes, and its call returns after the enqueue's reply,
     // so "until the row is gone" ends at max(apply, return); this ends at the apply.
     Samples applied;
   };
-  Lane lanes[2] = {{"jb", false}, {"jm", true}};
-  const auto settled = [&](const Lane& lane) {
-    const auto c = consumer(lane.table);
-    return c.completed + c.complete_gone + c.complete_stale >= lane.sent && c.parks > lane.parks_at_send;
-  };
+  Lane lanes[2] = {{"jb", false, JobLaneTurns(r, "jb")}, {"jm", true, JobLaneTurns(r, "jm")}};
   auto one = [&](Lane& lane, bool keep) -> double {
-    if (!spin_until([&] { return settled(lane); })) return -1;
+    if (!lane.turns.settled()) return -1;
     if (!r.put(lane.table, name.view(), "px=105.00", mint("TXN"))) return -1;
     const BrandedId v = mint("TXN");
-    lane.parks_at_send = consumer(lane.table).parks;
     const auto t0 = Clock::now();
     bool sent = false;
     if (lane.remembered) {
       sent = j.intend_and_enqueue(name, v, enqueue).has_value();
-      if (keep) record_us.us.push_back(std::chrono::duration<double, std::micro>(enqueue_at - t0).count());
+      if (keep)
+        record_us.us.push_back(std::chrono::duration<double, std::micro>(enqueue_at - t0).count());
     } else {
       auto admitted = s.enqueue("jb", group, name.view(), v);
       sent = admitted && admitted->size() == 1;
     }
     if (!sent) return -1;
-    ++lane.sent;
+    lane.turns.sent();
     char buf[64];
     const bool gone = spin_until([&] {
       return r.writer(lane.table)->map().read(name.view(), buf).status == echo::table::ReadStatus::kMiss;
@@ -326,7 +315,7 @@ void BM_JobLane_RememberedVsBare(benchmark::State& state, const Placement& p) {
     const double b = one(lanes[bare_first ? 1 : 0], true);
     // The cold plain commit, staged as a remembered send is: both lanes settled, the row put back.
     bool plain_ok = false;
-    if (a >= 0 && b >= 0 && spin_until([&] { return settled(lanes[0]) && settled(lanes[1]); }) &&
+    if (a >= 0 && b >= 0 && lanes[0].turns.settled() && lanes[1].turns.settled() &&
         r.put("jm", name.view(), "px=105.00", mint("TXN"))) {
       const auto t0 = Clock::now();
       plain_ok = plain.commit(mint("AST").view());

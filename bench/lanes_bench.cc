@@ -20,9 +20,19 @@
 // -> a parked BLMPOP's reply, no engine in it. BM_Lanes_Alternating runs both lanes message by
 // message in one loop, ended at the sender, the writer's apply and the receiving io thread.
 // ECHO_BENCH_MESSAGES overrides the message count (default 10,000; the job lane takes a fifth).
-#include <hiredis/hiredis.h>
-
 #include <benchmark/benchmark.h>
+#include <echo/engine/engine.h>
+#include <echo/engine/local_server.h>
+#include <echo/harness/hiredis.h>
+#include <echo/harness/lane.h>
+#include <echo/harness/placement.h>
+#include <echo/harness/samples.h>
+#include <echo/harness/stage.h>
+#include <echo/lua/scripts.h>
+#include <echo/table/branded_id.h>
+#include <echo/table/coherence_frame.h>
+#include <echo/table/names.h>
+#include <hiredis/hiredis.h>
 
 #include <algorithm>
 #include <atomic>
@@ -35,17 +45,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <echo/engine/engine.h>
-#include <echo/engine/local_server.h>
-#include <echo/harness/hiredis.h>
-#include <echo/harness/placement.h>
-#include <echo/harness/samples.h>
-#include <echo/harness/stage.h>
-#include <echo/lua/scripts.h>
-#include <echo/table/branded_id.h>
-#include <echo/table/coherence_frame.h>
-#include <echo/table/names.h>
 
 namespace {
 
@@ -373,24 +372,19 @@ class JobProbe {
     start_or_throw(s_);
   }
 
-  echo::engine::JobConsumerStats consumer() const { return *j_.stats().tables.at(0).consumer; }
+  echo::engine::JobConsumerStats consumer() const { return consumer_of(j_, table_); }
 
   // As BroadcastProbe::one; `handed` counts the messages the writer's admission handed off.
   bool one(Samples* out, Samples& applied, benchmark::State* st, Samples* decoded = nullptr) {
     // Settled: the last job completed and the consumer parked again (its hand-off credits stay
     // listed: it lists them again whenever half are taken).
-    const auto settled = [&] {
-      const auto c = consumer();
-      return c.completed + c.complete_gone + c.complete_stale >= sent_ && c.parks > parks_at_send_;
-    };
-    if (!spin_until(settled)) return false;
+    if (!turns_.settled()) return false;
     if (!j_.put(table_, name_.view(), "px=105.00", minter_.mint("TXN").value())) return false;
     const BrandedId v = minter_.mint("TXN").value();
-    parks_at_send_ = consumer().parks;
     const auto t0 = Clock::now();
     auto admitted = s_.enqueue(table_, group_, name_.view(), v);
     if (!admitted || admitted->size() != 1) return false;
-    ++sent_;
+    turns_.sent();
     if (admitted->front().admission == echo::engine::Admission::kHandedOff) ++handed;
     if (!spin_until([&] { return !cached(j_, table_, name_); })) return false;
     keep(j_, table_, t0, out, applied, st, decoded);
@@ -403,7 +397,7 @@ class JobProbe {
   Engine j_, s_;
   echo::table::Minter minter_;
   BrandedId name_, group_;
-  std::uint64_t sent_ = 0, parks_at_send_ = 0;
+  JobLaneTurns turns_{j_, table_};
 };
 
 void BM_JobLane_EnqueueToDrop(benchmark::State& state, const Placement& p) {

@@ -55,27 +55,17 @@ double one_message(Engine& r, const std::string& t, const BrandedId& name, table
 // and parked again (F6's settle), so every message meets the same parked consumer.
 class JobLane {
  public:
-  JobLane(Engine& r, std::string table) : r_(r), table_(std::move(table)) {}
-  engine::JobConsumerStats consumer() const {
-    for (const auto& t : r_.stats().tables) {
-      if (t.name == table_ && t.consumer) return *t.consumer;
-    }
-    return {};
-  }
+  JobLane(Engine& r, std::string table) : table_(std::move(table)), turns_(r, table_) {}
   void settle() {
-    const bool ok = floors::spin_until([&] {
-      const auto c = consumer();
-      return c.completed + c.complete_gone + c.complete_stale >= sent_ && c.parks > parks_at_send_;
-    });
-    if (!ok) throw std::runtime_error("the consumer of " + table_ + " did not settle within 2 s");
-    parks_at_send_ = consumer().parks;
+    if (!turns_.settled()) {
+      throw std::runtime_error("the consumer of " + table_ + " did not settle within 2 s");
+    }
   }
-  void sent() { ++sent_; }
+  void sent() { turns_.sent(); }
 
  private:
-  Engine& r_;
   std::string table_;
-  std::uint64_t sent_ = 0, parks_at_send_ = 0;
+  floors::JobLaneTurns turns_;
 };
 
 double median_of(std::vector<double> v) {

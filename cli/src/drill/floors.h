@@ -9,6 +9,7 @@
 
 #include <echo/engine/engine.h>
 #include <echo/harness/hiredis.h>
+#include <echo/harness/lane.h>
 #include <echo/harness/samples.h>
 #include <echo/harness/stage.h>
 #include <echo/lua/scripts.h>
@@ -33,7 +34,10 @@ namespace echo::cli::floors {
 
 // The measurement harness (echo::harness) under the names the gates use.
 using harness::Clock;
+using harness::consumer_of;
 using harness::eventually;
+using harness::JobLaneTurns;
+using harness::lane_message;
 using harness::Reply;
 using harness::Samples;
 using harness::since_us;

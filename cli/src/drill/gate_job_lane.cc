@@ -226,29 +226,6 @@ void f5_job_lane(GateRun& run, const DrillTarget& target) {
              "(applied 1, stale applies 1)");
 }
 
-// One message through one lane: `settle` runs first (untimed; false: the lane did not settle),
-// the row is re-put, then `send` -> the row gone from `node`'s L1 as the sending thread sees it
-// (it spins once its send returned) into `seen`, and send -> the writer's apply of that drop on
-// the writer's own clock (WriterStats::last_applied_ns; a blocking send may return after the row
-// is already gone) into `applied`; neither while warming up (`keep` false).
-template <class Settle, class Send>
-bool lane_message(const Engine& node, const std::string& table, const BrandedId& name,
-                  Engine& refill, table::Minter& minter, Settle settle, Send send, bool keep,
-                  floors::Samples& seen, floors::Samples& applied) {
-  if (!settle()) return false;
-  if (!refill.put(table, name.view(), "px=105.00", minter.mint("TXN").value())) return false;
-  const BrandedId v = minter.mint("TXN").value();
-  const auto t0 = Clock::now();
-  if (!send(v) || !floors::spin_until([&] { return !cached(node, table, name); })) return false;
-  if (!keep) return true;
-  seen.us.push_back(floors::since_us(t0));
-  const std::int64_t at = node.writer(table)->stats().last_applied_ns;
-  const std::int64_t from =
-      std::chrono::duration_cast<std::chrono::nanoseconds>(t0.time_since_epoch()).count();
-  applied.us.push_back(static_cast<double>(at - from) / 1e3);
-  return true;
-}
-
 // The server hop alone, on a plain client (no engine, no io thread): the round trip of the
 // member_enqueue script handing a job to a parked member, against a PUBLISH's round trip with
 // one subscriber, alternating, `n` each. The difference is what the script costs the server in
@@ -322,22 +299,17 @@ void f6_price(GateRun& run, const DrillTarget& target) {
     const auto& tables = r.stats().tables;
     return *tables.at(1).consumer;
   };
-  std::uint64_t sent = 0, parks_at_send = 0, handed = 0;
-  const auto job_settled = [&] {
-    return floors::spin_until([&] {
-      const auto c = limits();
-      return c.completed + c.complete_gone + c.complete_stale >= sent && c.parks > parks_at_send;
-    });
-  };
+  floors::JobLaneTurns turns(r, "limits");
+  std::uint64_t handed = 0;
+  const auto job_settled = [&] { return turns.settled(); };
   const auto broadcast = [&](const BrandedId& v) {
     auto heard = s.broadcast("prices", name.view(), v);
     return heard && *heard == 1;
   };
   const auto enqueue = [&](const BrandedId& v) {
-    parks_at_send = limits().parks;
     auto admitted = s.enqueue("limits", group, name.view(), v);
     if (!admitted || admitted->size() != 1) return false;
-    ++sent;
+    turns.sent();
     handed += admitted->front().admission == Admission::kHandedOff ? 1 : 0;
     return true;
   };
@@ -345,9 +317,10 @@ void f6_price(GateRun& run, const DrillTarget& target) {
   floors::Samples bc, job, bc_applied, job_applied;
   for (int i = 0; i < kMessages + kWarmup; ++i) {
     const bool keep = i >= kWarmup;
-    if (!lane_message(
+    if (!floors::lane_message(
             r, "prices", name, r, minter, [] { return true; }, broadcast, keep, bc, bc_applied) ||
-        !lane_message(r, "limits", name, r, minter, job_settled, enqueue, keep, job, job_applied)) {
+        !floors::lane_message(r, "limits", name, r, minter, job_settled, enqueue, keep, job,
+                              job_applied)) {
       break;
     }
   }
@@ -372,25 +345,27 @@ void f6_price(GateRun& run, const DrillTarget& target) {
   // job could read as missing under load: wait for every ack, then assert the counts.
   floors::eventually([&] {
     const auto a = limits();
-    return a.applied + a.stale_applies >= sent;
+    return a.applied + a.stale_applies >= turns.count();
   });
   const auto c = limits();
   const double jm = job.median();
   run.expect(job.us.size() == kMessages, "1,000 jobs each dropped the row");
-  run.expect(c.applied == sent && c.stale_applies == 0,
+  run.expect(c.applied == turns.count() && c.stale_applies == 0,
              "every job applied once, none stale (applied " + std::to_string(c.applied) +
-                 ", stale " + std::to_string(c.stale_applies) + " of " + std::to_string(sent) + ")");
-  run.expect(floors::eventually([&] { return limits().completed == sent; }),
+                 ", stale " + std::to_string(c.stale_applies) + " of " +
+                 std::to_string(turns.count()) + ")");
+  run.expect(floors::eventually([&] { return limits().completed == turns.count(); }),
              "every job completed (complete-after-apply)");
-  run.expect(2 * handed >= sent, "most jobs were handed to the parked consumer (" +
-                                     std::to_string(handed) + " of " + std::to_string(sent) + ")");
+  run.expect(2 * handed >= turns.count(), "most jobs were handed to the parked consumer (" +
+                                              std::to_string(handed) + " of " +
+                                              std::to_string(turns.count()) + ")");
   run.expect(jm >= lo && jm <= hi, "job-lane median " + fmt("%.0f", jm) + " us inside the derived band");
   run.figure("the two lanes on one row: broadcast median " + fmt("%.0f", bm) + " us (p99 " +
              fmt("%.0f", bc.pct(0.99)) + ") fire-and-forget, job lane median " + fmt("%.0f", jm) +
              " us (p99 " + fmt("%.0f", job.pct(0.99)) + ") at-least-once -- the guarantee costs " +
              fmt("%.2f", jm / bm) + " times the latency (goal 1.3x " +
              (jm <= 1.3 * bm ? "met" : "not met") + "); " + std::to_string(handed) + " of " +
-             std::to_string(sent) + " handed off");
+             std::to_string(turns.count()) + " handed off");
   const double ba = bc_applied.median(), ja = job_applied.median();
   run.expect(ba > 0 && ja > 0 && ja >= 0.8 * ba, "the writer's own clock dated every drop");
   run.figure("send -> the writer's apply (its own clock; the sender's blocking enqueue returns "

@@ -407,59 +407,6 @@ void h5_compaction(GateRun& run, const DrillTarget& target) {
              std::to_string(answered) + " of 50 -- the outbox empties, the memory does not");
 }
 
-// One job lane on `node`, one message at a time: the time from the send to the row gone from
-// `node`'s L1, the lane's consumer back in its park before each send (`handed`: sends the
-// consumer took as a hand-off).
-class LaneProbe {
- public:
-  LaneProbe(Engine& node, std::string table, const BrandedId& name)
-      : node_(node), table_(std::move(table)), name_(name) {}
-
-  engine::JobConsumerStats consumer() const {
-    for (const auto& t : node_.stats().tables) {
-      if (t.name == table_) return *t.consumer;
-    }
-    return engine::JobConsumerStats{};
-  }
-
-  // One message; kept in `samples` when `keep`. False when it did not go through.
-  template <class Send>
-  bool one(Send send, bool keep) {
-    if (!floors::spin_until([&] {
-          const auto c = consumer();
-          return c.completed >= sent_ && c.parks > parks_at_send_;
-        })) {
-      return false;
-    }
-    if (!node_.put(table_, name_.view(), "px=1", mint("AST"))) return false;
-    const BrandedId v = mint("AST");
-    const auto before = consumer();
-    parks_at_send_ = before.parks;
-    const auto t0 = Clock::now();
-    if (!send(v)) return false;
-    ++sent_;
-    if (!floors::spin_until([&] { return !floors::cached(node_, table_, name_); })) return false;
-    if (!keep) return true;
-    samples.us.push_back(floors::since_us(t0));
-    if (floors::spin_until([&] {
-          return consumer().handed_off > before.handed_off || consumer().claimed > before.claimed;
-        }) &&
-        consumer().handed_off > before.handed_off) {
-      ++handed;
-    }
-    return true;
-  }
-
-  floors::Samples samples;
-  int handed = 0;
-
- private:
-  Engine& node_;
-  std::string table_;
-  BrandedId name_;
-  std::uint64_t sent_ = 0, parks_at_send_ = 0;
-};
-
 void h6_price(GateRun& run, const DrillTarget& target) {
   constexpr int kPairs = 300, kWriters = 4, kMessages = 200, kWarmup = 20;
   run.stage(
@@ -530,28 +477,57 @@ void h6_price(GateRun& run, const DrillTarget& target) {
   run.expect(floors::eventually([&] { return member(r, "jb", 448) && member(r, "jm", 448); }),
              "R registered on both lanes");
   const BrandedId name = mint("AST");
-  // Message by message, alternating, so both lanes see the same moment of a noisy machine.
-  LaneProbe bare(rn, "jb", name), mem(rn, "jm", name);
+  // Message by message, alternating, so both lanes see the same moment of a noisy machine. Each
+  // kept message also asks the consumer whether it came as a hand-off or by a claim.
+  struct Lane {
+    std::string table;
+    floors::JobLaneTurns turns;
+    floors::Samples seen, applied;
+    int handed = 0;
+  };
+  Lane bare{"jb", floors::JobLaneTurns(rn, "jb")}, mem{"jm", floors::JobLaneTurns(rn, "jm")};
+  const auto enqueue = lane_enqueue(sn, "jm", group);
+  auto one = [&](Lane& lane, bool keep, auto send) {
+    const auto at_send = floors::consumer_of(rn, lane.table);
+    const auto timed = [&](const BrandedId& v) {
+      if (!send(v)) return false;
+      lane.turns.sent();
+      return true;
+    };
+    if (!floors::lane_message(
+            rn, lane.table, name, rn, minter(), [&] { return lane.turns.settled(); }, timed, keep,
+            lane.seen, lane.applied)) {
+      return false;
+    }
+    const auto took = [&] {
+      const auto c = floors::consumer_of(rn, lane.table);
+      return c.handed_off > at_send.handed_off || c.claimed > at_send.claimed;
+    };
+    if (keep && floors::spin_until(took) &&
+        floors::consumer_of(rn, lane.table).handed_off > at_send.handed_off) {
+      ++lane.handed;
+    }
+    return true;
+  };
   const auto send_bare = [&](const BrandedId& v) {
     auto a = sn.enqueue("jb", group, name.view(), v);
     return a && a->size() == 1;
   };
-  const auto enqueue = lane_enqueue(sn, "jm", group);
   const auto send_mem = [&](const BrandedId& v) {
     return lj.intend_and_enqueue(name, v, enqueue).has_value();
   };
   for (int i = 0; i < kMessages + kWarmup; ++i) {
-    if (!bare.one(send_bare, i >= kWarmup) || !mem.one(send_mem, i >= kWarmup)) break;
+    if (!one(bare, i >= kWarmup, send_bare) || !one(mem, i >= kWarmup, send_mem)) break;
   }
-  bare.samples.sort();
-  mem.samples.sort();
-  run.expect(bare.samples.us.size() == kMessages && mem.samples.us.size() == kMessages,
+  bare.seen.sort();
+  mem.seen.sort();
+  run.expect(bare.seen.us.size() == kMessages && mem.seen.us.size() == kMessages,
              "200 messages through each lane");
   run.expect(2 * bare.handed >= kMessages && 2 * mem.handed >= kMessages,
              "most messages were handed to the parked consumer (bare " +
                  std::to_string(bare.handed) + ", remembered " + std::to_string(mem.handed) +
                  " of 200)");
-  const double bm = bare.samples.median(), mm = mem.samples.median();
+  const double bm = bare.seen.median(), mm = mem.seen.median();
   const double lo = 0.8 * bm, hi = 4 * bm + 3 * pair_hi;
   run.derive("the bare lane's median " + fmt("%.0f", bm) + " us; the remembered lane adds the "
              "writer's record commit before the enqueue and an in-memory check and a queued upsert at the "
