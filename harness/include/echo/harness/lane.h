@@ -28,18 +28,26 @@ inline engine::JobConsumerStats consumer_of(const engine::Engine& node, std::str
 // A job lane taken one message at a time: before each send the consumer of `table` on `node` has
 // let go of every job sent so far and parked again since the previous send, so the send finds it
 // parked (and the hand-off path is what is measured). settled() waits for that (false after 2 s)
-// and notes the parks so far, outside any timed window; call sent() once a send went out.
+// and notes the parks so far, outside any timed window; call sent() once a send went out. A
+// second settled() with no send between waits for nothing new: the consumer, parked, parks
+// again only on its beat.
 class JobLaneTurns {
  public:
   JobLaneTurns(const engine::Engine& node, std::string table)
       : node_(node), table_(std::move(table)) {}
   bool settled() {
+    const bool due = !noted_ || sent_ != sent_at_note_;  // a send since the parks were noted
     engine::JobConsumerStats c;
     const bool ok = spin_until([&] {
       c = consumer_of(node_, table_);
-      return c.completed + c.complete_gone + c.complete_stale >= sent_ && c.parks > parks_at_send_;
+      return c.completed + c.complete_gone + c.complete_stale >= sent_ &&
+             (!due || c.parks > parks_at_note_);
     });
-    parks_at_send_ = c.parks;
+    if (ok && due) {
+      parks_at_note_ = c.parks;
+      sent_at_note_ = sent_;
+      noted_ = true;
+    }
     return ok;
   }
   void sent() { ++sent_; }
@@ -48,7 +56,8 @@ class JobLaneTurns {
  private:
   const engine::Engine& node_;
   std::string table_;
-  std::uint64_t sent_ = 0, parks_at_send_ = 0;
+  std::uint64_t sent_ = 0, sent_at_note_ = 0, parks_at_note_ = 0;
+  bool noted_ = false;
 };
 
 // One message through one lane: `settle` runs first (untimed; false: the lane did not settle),
