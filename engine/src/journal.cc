@@ -575,7 +575,8 @@ Journal::Journal(JournalOptions options) {
   if (sqlite3_threadsafe() == 0) throw std::runtime_error("journal: SQLite was built single-threaded");
   sqlite3* raw = nullptr;
   const int rc = sqlite3_open_v2(d.path.c_str(), &raw,
-                                 SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
+                                 SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                                 journal_vfs());
   d.db.reset(raw);
   if (rc != SQLITE_OK) fail(raw, "open " + d.path.string());
   // A new file gets 1 KiB pages (an existing one keeps its own): an intent row is ~110 bytes, and

@@ -10,12 +10,13 @@
 
 namespace echo::harness {
 
-PlainWal::PlainWal(const std::filesystem::path& file, bool full) {
+PlainWal::PlainWal(const std::filesystem::path& file, bool full, const char* vfs) {
   const std::string pragmas =
       "PRAGMA page_size=" + std::to_string(engine::kJournalPageSize) +
       "; PRAGMA journal_mode=WAL; PRAGMA synchronous=" + (full ? "FULL" : "NORMAL") +
       "; CREATE TABLE t(k INTEGER PRIMARY KEY AUTOINCREMENT, v TEXT NOT NULL)";
-  if (sqlite3_open(file.c_str(), &db_) != SQLITE_OK ||
+  if (sqlite3_open_v2(file.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs) !=
+          SQLITE_OK ||
       sqlite3_exec(db_, pragmas.c_str(), nullptr, nullptr, nullptr) != SQLITE_OK ||
       sqlite3_prepare_v2(db_, "INSERT INTO t(v) VALUES(?)", -1, &insert_, nullptr) != SQLITE_OK) {
     const std::string why = db_ != nullptr ? sqlite3_errmsg(db_) : "out of memory";

@@ -35,6 +35,12 @@ class Engine;
 // a plain SQLite commit against the journal's (journal_bench, the drill's H6) use it too.
 inline constexpr int kJournalPageSize = 1024;
 
+// The SQLite VFS the journal's connection writes through: the default VFS, except that a WAL
+// transaction's frames reach the file in one write() rather than two per frame (engine/src/
+// wal_vfs.cc; same files, format and locks). Registered on the first call; any thread. The
+// baselines that compare against the journal (harness::PlainWal) can open through it too.
+const char* journal_vfs();
+
 struct JournalOptions {
   std::filesystem::path dir;     // created if missing (mkdir -p)
   std::string group;             // a valid branded id, else ConfigError; names the file and lane

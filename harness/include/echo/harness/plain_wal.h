@@ -16,8 +16,10 @@ namespace echo::harness {
 class PlainWal {
  public:
   // Creates `file` with one table; synchronous=FULL with `full`, else NORMAL (the journal's
-  // default). Throws std::runtime_error with SQLite's message when it cannot be set up.
-  explicit PlainWal(const std::filesystem::path& file, bool full = false);
+  // default); through the VFS named `vfs` (nullptr: SQLite's default; engine::journal_vfs():
+  // the journal's). Throws std::runtime_error with SQLite's message when it cannot be set up.
+  explicit PlainWal(const std::filesystem::path& file, bool full = false,
+                    const char* vfs = nullptr);
   ~PlainWal();
   PlainWal(const PlainWal&) = delete;
   PlainWal& operator=(const PlainWal&) = delete;
