@@ -121,26 +121,19 @@ int x_write(sqlite3_file* pf, const void* p, int n, sqlite3_int64 at) {
   return SQLITE_OK;
 }
 
-int x_truncate(sqlite3_file* pf, sqlite3_int64 size) {
-  File* f = F(pf);
-  if (const int rc = settle(f); rc != SQLITE_OK) return rc;
-  return f->m()->xTruncate(f->real, size);
-}
-int x_sync(sqlite3_file* pf, int flags) {
-  File* f = F(pf);
-  if (const int rc = settle(f); rc != SQLITE_OK) return rc;
-  return f->m()->xSync(f->real, flags);
-}
-int x_file_size(sqlite3_file* pf, sqlite3_int64* size) {
-  File* f = F(pf);
-  if (const int rc = settle(f); rc != SQLITE_OK) return rc;
-  return f->m()->xFileSize(f->real, size);
-}
-int x_lock(sqlite3_file* pf, int level) {
-  File* f = F(pf);
-  if (const int rc = settle(f); rc != SQLITE_OK) return rc;
-  return f->m()->xLock(f->real, level);
-}
+// The default VFS's method `M` on `f`'s own file: as_is, or settled (the held run written first).
+template <auto M>
+struct Forward;
+template <class R, class... A, R (*sqlite3_io_methods::*M)(sqlite3_file*, A...)>
+struct Forward<M> {
+  static R as_is(sqlite3_file* pf, A... a) { return (F(pf)->m()->*M)(F(pf)->real, a...); }
+  static int settled(sqlite3_file* pf, A... a) {
+    File* f = F(pf);
+    if (const int rc = settle(f); rc != SQLITE_OK) return rc;
+    return (f->m()->*M)(f->real, a...);
+  }
+};
+
 // The database's unlock ends a transaction: its WAL holds nothing past it.
 int x_unlock(sqlite3_file* pf, int level) {
   File* f = F(pf);
@@ -149,44 +142,23 @@ int x_unlock(sqlite3_file* pf, int level) {
   const int unlocked = f->m()->xUnlock(f->real, level);
   return rc != SQLITE_OK ? rc : unlocked;
 }
-int x_check_reserved(sqlite3_file* pf, int* out) {
-  return F(pf)->m()->xCheckReservedLock(F(pf)->real, out);
-}
-int x_file_control(sqlite3_file* pf, int op, void* arg) {
-  File* f = F(pf);
-  if (const int rc = settle(f); rc != SQLITE_OK) return rc;
-  return f->m()->xFileControl(f->real, op, arg);
-}
-int x_sector_size(sqlite3_file* pf) { return F(pf)->m()->xSectorSize(F(pf)->real); }
-int x_device(sqlite3_file* pf) { return F(pf)->m()->xDeviceCharacteristics(F(pf)->real); }
-int x_shm_map(sqlite3_file* pf, int region, int size, int extend, void volatile** out) {
-  return F(pf)->m()->xShmMap(F(pf)->real, region, size, extend, out);
+// A database's WAL run, written before its shared-memory locks move and at the barrier: a
+// failed write there is not the lock's failure (and the barrier cannot fail), so it poisons the
+// WAL handle instead: every later call on it answers the error.
+void write_wal_of(File* db) {
+  if (db->wal != nullptr && db->wal->error == SQLITE_OK) {
+    if (const int rc = write_run(db->wal); rc != SQLITE_OK) db->wal->error = rc;
+  }
 }
 int x_shm_lock(sqlite3_file* pf, int offset, int n, int flags) {
-  File* f = F(pf);
-  if (f->wal != nullptr && f->wal->error == SQLITE_OK) {
-    if (const int rc = write_run(f->wal); rc != SQLITE_OK) f->wal->error = rc;
-  }
-  return f->m()->xShmLock(f->real, offset, n, flags);
+  write_wal_of(F(pf));
+  return F(pf)->m()->xShmLock(F(pf)->real, offset, n, flags);
 }
 // SQLite calls this on the database's handle between its two writes of the wal-index header, so
 // a commit is published only after it: the last net for a run the rules above did not write.
-// It cannot fail, so a failed write poisons the WAL handle (every later call answers the error).
 void x_shm_barrier(sqlite3_file* pf) {
-  File* f = F(pf);
-  if (f->wal != nullptr && f->wal->error == SQLITE_OK) {
-    if (const int rc = write_run(f->wal); rc != SQLITE_OK) f->wal->error = rc;
-  }
-  f->m()->xShmBarrier(f->real);
-}
-int x_shm_unmap(sqlite3_file* pf, int del) { return F(pf)->m()->xShmUnmap(F(pf)->real, del); }
-int x_fetch(sqlite3_file* pf, sqlite3_int64 at, int n, void** out) {
-  File* f = F(pf);
-  if (const int rc = settle(f); rc != SQLITE_OK) return rc;
-  return f->m()->xFetch(f->real, at, n, out);
-}
-int x_unfetch(sqlite3_file* pf, sqlite3_int64 at, void* p) {
-  return F(pf)->m()->xUnfetch(F(pf)->real, at, p);
+  write_wal_of(F(pf));
+  F(pf)->m()->xShmBarrier(F(pf)->real);
 }
 
 int x_open(sqlite3_vfs*, sqlite3_filename name, sqlite3_file* pf, int flags, int* out_flags) {
@@ -221,11 +193,26 @@ void register_vfs() {
   g_vfs.zName = "echostore-wal";
   g_vfs.szOsFile = static_cast<int>(kFileSize) + g_base->szOsFile;
   g_vfs.xOpen = x_open;
-  g_methods = sqlite3_io_methods{3,           x_close,          x_read,         x_write,
-                                 x_truncate,  x_sync,           x_file_size,    x_lock,
-                                 x_unlock,    x_check_reserved, x_file_control, x_sector_size,
-                                 x_device,    x_shm_map,        x_shm_lock,     x_shm_barrier,
-                                 x_shm_unmap, x_fetch,          x_unfetch};
+  using M = sqlite3_io_methods;
+  g_methods = M{3,
+                x_close,
+                x_read,
+                x_write,
+                Forward<&M::xTruncate>::settled,
+                Forward<&M::xSync>::settled,
+                Forward<&M::xFileSize>::settled,
+                Forward<&M::xLock>::settled,
+                x_unlock,
+                Forward<&M::xCheckReservedLock>::as_is,
+                Forward<&M::xFileControl>::settled,
+                Forward<&M::xSectorSize>::as_is,
+                Forward<&M::xDeviceCharacteristics>::as_is,
+                Forward<&M::xShmMap>::as_is,
+                x_shm_lock,
+                x_shm_barrier,
+                Forward<&M::xShmUnmap>::as_is,
+                Forward<&M::xFetch>::settled,
+                Forward<&M::xUnfetch>::as_is};
   if (sqlite3_vfs_register(&g_vfs, 0) != SQLITE_OK)
     throw std::runtime_error("journal: cannot register the WAL VFS");
 }
