@@ -36,7 +36,11 @@ namespace echo::engine {
 namespace {
 
 constexpr int kFrameHeader = 24;           // a WAL frame's header (SQLite's WAL file format)
-constexpr std::size_t kMaxRun = 1u << 20;  // a larger run (a big transaction) is written early
+// A run is written before an append would take it past this: the default VFS writes at most
+// 128 KiB - 1 bytes per call (os_unix.c masks a larger size and reports the rest as a full
+// disk), and a page is at most 64 KiB, so a run (one page at least) always fits.
+constexpr std::size_t kMaxRun = 64u << 10;
+static_assert(kMaxRun < 0x1ffff, "the default VFS's largest single write");
 
 sqlite3_vfs* g_base = nullptr;
 sqlite3_vfs g_vfs;
@@ -103,11 +107,14 @@ int x_write(sqlite3_file* pf, const void* p, int n, sqlite3_int64 at) {
   f->last_read = -1;
   const bool extends =
       !f->run.empty() && at == f->run_at + static_cast<sqlite3_int64>(f->run.size());
-  if (rewrite || (!f->run.empty() && !extends)) {
-    if (const int rc = write_run(f); rc != SQLITE_OK) return rc;
-    if (rewrite) return f->m()->xWrite(f->real, p, n, at);
-  }
   const bool page_of_commit = f->commit_header && extends;
+  // Written first: a run this write does not extend or would take past kMaxRun, and any run
+  // before a rewritten header (which then goes through alone).
+  if (!f->run.empty() &&
+      (rewrite || !extends || f->run.size() + static_cast<std::size_t>(n) > kMaxRun)) {
+    if (const int rc = write_run(f); rc != SQLITE_OK) return rc;
+  }
+  if (rewrite) return f->m()->xWrite(f->real, p, n, at);
   if (f->run.empty()) f->run_at = at;
   f->run.append(static_cast<const char*>(p), static_cast<std::size_t>(n));
   if (n == kFrameHeader) {
@@ -116,9 +123,8 @@ int x_write(sqlite3_file* pf, const void* p, int n, sqlite3_int64 at) {
     f->commit_header = (h[4] | h[5] | h[6] | h[7]) != 0;
     return SQLITE_OK;
   }
-  if (page_of_commit || f->run.size() >= kMaxRun) return write_run(f);
   f->commit_header = false;
-  return SQLITE_OK;
+  return page_of_commit ? write_run(f) : SQLITE_OK;
 }
 
 // The default VFS's method `M` on `f`'s own file: as_is, or settled (the held run written first).

@@ -132,6 +132,20 @@ TEST_F(WalVfsTest, ACommitsFramesTakeOneWriteInsteadOfTwoEach) {
   EXPECT_EQ(ours, 1) << "the journal's VFS: the whole commit in one write";
 }
 
+TEST_F(WalVfsTest, ATransactionOfHundredsOfFramesCommitsInWritesTheDefaultVfsTakes) {
+  // No spill (the default cache): every frame is appended at COMMIT, ~900 KiB of them. The
+  // default VFS takes at most 128 KiB - 1 bytes per write and calls a larger one a full disk.
+  open(journal_vfs());
+  exec("BEGIN");
+  for (int i = 1; i <= 800; ++i) {
+    exec("INSERT INTO t(v, b) VALUES('wide" + std::to_string(i) + "', randomblob(900))");
+  }
+  exec("COMMIT");
+  EXPECT_GT(wal_frames_, 800);
+  EXPECT_EQ(wal_size(), 32u + static_cast<std::uintmax_t>(wal_frames_) * (24 + kPage));
+  EXPECT_EQ(rows_in_a_copy_of_the_files(), "800;800;ok;");
+}
+
 TEST_F(WalVfsTest, ABigTransactionThatSpillsAndRewritesFramesCommitsWhole) {
   // A 10-page cache makes SQLite spill dirty pages to the WAL mid-transaction, then write some
   // of them again (in place, and rewriting the checksums of the frames after them at commit).
