@@ -209,7 +209,7 @@ struct Journal::Impl {
   };
   std::vector<RowRef> batch_rows;  // the batch's records, in order
   std::vector<const BrandedId*> batch_marks;
-  std::uint64_t transactions = 0, grouped = 0;
+  std::uint64_t transactions = 0, grouped = 0, failed = 0;
 
   mutable std::shared_mutex memory_mu;
   std::unordered_map<std::string, BrandedId, StringHash, std::equal_to<>> memory;
@@ -353,6 +353,15 @@ struct Journal::Impl {
           s->fn();  // after the commit, in autocommit: a flush sees everything before it durable
         }
       }
+      if (error) {
+        // Nobody waits for marks and upserts, so nobody would see them lost: they go back to
+        // the front of the queue for the next transaction (a record's caller gets the error).
+        ++failed;
+        lock.lock();
+        pending.insert(pending.begin(), std::make_move_iterator(batch_asyncs.begin()),
+                       std::make_move_iterator(batch_asyncs.end()));
+        lock.unlock();
+      }
       batch_asyncs.clear();
       // The answers: after its kDone a waiter may return and free its Sync, so nothing here
       // touches one after its store (the wake below reads only the journal's own words).
@@ -363,7 +372,10 @@ struct Journal::Impl {
       }
       batch_syncs.clear();
       lock.lock();
-      const bool more = mine != nullptr ? !mine_done : drain && (!waiting.empty() || !pending.empty());
+      // A drain (the destructor's) stops at a failed transaction: what it re-queued would fail
+      // again, for ever.
+      const bool more =
+          mine != nullptr ? !mine_done : drain && !error && (!waiting.empty() || !pending.empty());
       if (!more) break;
       wake();
     }
@@ -773,6 +785,7 @@ JournalStats Journal::stats() const {
     out.remembered = d.count(d.count_applied.get());
     out.transactions = d.transactions;
     out.grouped = d.grouped;
+    out.failed = d.failed;
     return out;
   });
   s.path = d.path;

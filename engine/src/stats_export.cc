@@ -145,6 +145,8 @@ constexpr Field<JournalStats> kJournalFields[] = {
     {"remembered", &JournalStats::remembered, Kind::kGauge, "rows in the applied memory"},
     {"transactions", &JournalStats::transactions, Kind::kCounter, "commits made"},
     {"grouped", &JournalStats::grouped, Kind::kCounter, "requests those commits carried"},
+    {"failed", &JournalStats::failed, Kind::kCounter,
+     "transactions SQLite refused (marks and upserts queued again)"},
 };
 
 template <class S, std::size_t N>

@@ -3,17 +3,18 @@
 // the writer's edge (record, mark, group commit); the applied memory (newer-only, survives a
 // reopen); replay's coverage predicate and seq order; compaction. The enqueue side here is a
 // function recording what it was asked (the bus itself is the integration tests' business).
+#include <echo/engine/journal.h>
+#include <echo/engine/table_spec.h>
 #include <gtest/gtest.h>
 #include <sqlite3.h>
+#include <sys/resource.h>
 
 #include <atomic>
 #include <chrono>
+#include <csignal>
 #include <filesystem>
 #include <set>
 #include <thread>
-
-#include <echo/engine/journal.h>
-#include <echo/engine/table_spec.h>
 
 namespace echo::engine {
 namespace {
@@ -315,6 +316,33 @@ TEST_F(JournalTest, WritersBatchWritersAndCallsOnMoreThreadsThanCoresAreAllAnswe
   EXPECT_EQ(j.stats().intents, static_cast<std::uint64_t>(kTotal));
   EXPECT_EQ(j.stats().pending_enqueue, static_cast<std::uint64_t>(kBatchers * kBatches * kRows))
       << "the writers' marks all reached the file, the unmarked batches stay pending";
+}
+
+TEST_F(JournalTest, MarksAndUpsertsOfARefusedTransactionAreQueuedAgainNotLost) {
+  // The file may not grow (RLIMIT_FSIZE: writes past the limit fail with EFBIG, SIGXFSZ
+  // ignored): SQLite refuses the transaction carrying the queued marks and upserts. Nobody
+  // waits for those, so the journal must keep them for the next transaction, not drop them.
+  Journal j(options());
+  const BrandedId job = j.record(id("AST", 1), id("TXN", 1));
+  j.flush();
+  const auto wal = std::filesystem::path(j.path().string() + "-wal");
+  ::signal(SIGXFSZ, SIG_IGN);
+  rlimit before{};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &before), 0);
+  rlimit tight = before;
+  tight.rlim_cur = std::filesystem::file_size(wal);
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &tight), 0);
+  j.mark_enqueued(job);
+  for (std::uint64_t n = 1; n <= 50; ++n) j.remember(id("AST", 100 + n), id("TXN", n));
+  EXPECT_ANY_THROW(j.flush()) << "the transaction was refused, and the flush says so";
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &before), 0);
+  ::signal(SIGXFSZ, SIG_DFL);
+  j.flush();  // the same marks and upserts, now in the file
+  const auto s = j.stats();
+  EXPECT_GE(s.failed, 1u);
+  EXPECT_EQ(s.pending_enqueue, 0u) << "the mark was lost";
+  EXPECT_EQ(s.remembered, 50u) << "upserts were lost";
+  EXPECT_EQ(query(j.path(), "SELECT count(*) FROM applied"), "50\n");
 }
 
 TEST_F(JournalTest, AnEmptyRecordManyRecordsNothing) {

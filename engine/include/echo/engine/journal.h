@@ -61,6 +61,8 @@ struct JournalStats {
   std::filesystem::path path;
   std::uint64_t transactions = 0;     // commits made (each one BEGIN IMMEDIATE ... COMMIT)
   std::uint64_t grouped = 0;          // records, marks and upserts those commits carried
+  std::uint64_t failed = 0;           // transactions SQLite refused (their marks and upserts
+                                      // are queued again; their records' callers got the error)
 };
 
 // Where the writer's edge sends a recorded intent: enqueue `job` (its recorded id) carrying
