@@ -1,46 +1,25 @@
 // SPDX-License-Identifier: MIT
 // Shared by the journal's tests on one server (journal_gates_test) and on a cluster
-// (cluster_job_lane_test): a temporary directory for journal files, the job-lane table a consumer
-// declares and the writer's declaration of it, the journal's options and the writer's enqueue
-// edge, and the two halves of H4 (WIRE §9) both stage: intents recorded and enqueued, some
-// applied directly; after the loss, the replay in seq order and its drain.
+// (cluster_job_lane_test): the job-lane table a consumer declares and the writer's declaration
+// of it, the journal's options and the writer's enqueue edge, and the two halves of H4 (WIRE §9)
+// both stage: intents recorded and enqueued, some applied directly; after the loss, the replay
+// in seq order and its drain.
 #pragma once
 
 #include <echo/engine/engine.h>
 #include <echo/engine/journal.h>
 #include <gtest/gtest.h>
-#include <stdlib.h>
 
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <string>
-#include <system_error>
 #include <vector>
 
 #include "engine_nodes.h"
+#include "support/temp_dir.h"  // TempDir, for the journal files
 
 namespace echo::test {
-
-// A temporary directory for journal files, removed with everything in it.
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "echo-journal-XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) == nullptr) ADD_FAILURE() << "mkdtemp failed";
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
 
 inline constexpr std::int64_t kLeaseMs = 2000;
 

@@ -6,7 +6,6 @@
 // through the journal's WAL VFS. Checked at the end and in a reopened file: every intent once,
 // under the id its caller got back, every one marked; each name's applied memory at the newest
 // version any applier remembered, never moving back while it ran. Bounded: 1.5 s of traffic.
-#include <echo/engine/journal.h>
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 
@@ -22,6 +21,10 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <echo/engine/journal.h>
+
+#include "support/temp_dir.h"
 
 namespace echo::engine {
 namespace {
@@ -48,9 +51,8 @@ std::string query(const std::filesystem::path& file, const char* sql) {
 }
 
 TEST(JournalStress, WritersAppliersAndOperatorsShareOneJournal) {
-  char tmpl[] = "/tmp/echostore-journal-stress-XXXXXX";
-  ASSERT_NE(::mkdtemp(tmpl), nullptr);
-  const std::filesystem::path dir = tmpl;
+  const test::TempDir temp("echostore-journal-stress-");
+  const std::filesystem::path& dir = temp.path();
   JournalOptions options;
   options.dir = dir;
   options.group = "PRT0KHTOWnGLuC";
@@ -171,7 +173,6 @@ TEST(JournalStress, WritersAppliersAndOperatorsShareOneJournal) {
     ASSERT_TRUE(last.has_value());
     EXPECT_EQ(last->view(), id("TXN", newest[k].load()).view()) << "name " << k + 1;
   }
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

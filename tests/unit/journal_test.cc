@@ -3,8 +3,6 @@
 // the writer's edge (record, mark, group commit); the applied memory (newer-only, survives a
 // reopen); replay's coverage predicate and seq order; compaction. The enqueue side here is a
 // function recording what it was asked (the bus itself is the integration tests' business).
-#include <echo/engine/journal.h>
-#include <echo/engine/table_spec.h>
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 #include <sys/resource.h>
@@ -16,6 +14,11 @@
 #include <set>
 #include <thread>
 
+#include <echo/engine/journal.h>
+#include <echo/engine/table_spec.h>
+
+#include "support/temp_dir.h"
+
 namespace echo::engine {
 namespace {
 
@@ -25,12 +28,6 @@ BrandedId id(std::string_view ns, std::uint64_t s) { return BrandedId::encode(ns
 
 class JournalTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/echostore-journal-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
   JournalOptions options(std::string group = "PRT0KHTOWnGLuC") {
     JournalOptions o;
     o.dir = dir_ / "nested" / "dir";
@@ -52,7 +49,8 @@ class JournalTest : public ::testing::Test {
     sqlite3_close(db);
     return out;
   }
-  std::filesystem::path dir_;
+  test::TempDir temp_{"echostore-journal-"};
+  const std::filesystem::path& dir_ = temp_.path();
 };
 
 TEST_F(JournalTest, OpensOneFilePerGroupWithTheWireSchema) {

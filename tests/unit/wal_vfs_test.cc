@@ -4,7 +4,6 @@
 // checked by what the operating system holds (the WAL's size, a copy of the files opened with
 // SQLite's default VFS, as a SIGKILLed process would leave them), through cache spills, frames
 // rewritten in place, checkpoints and WAL restarts.
-#include <echo/engine/journal.h>
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 
@@ -12,6 +11,10 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+
+#include <echo/engine/journal.h>
+
+#include "support/temp_dir.h"
 
 namespace echo::engine {
 namespace {
@@ -22,14 +25,8 @@ constexpr int kPage = 1024;
 
 class WalVfsTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/echostore-walvfs-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
   void TearDown() override {
     if (db_ != nullptr) sqlite3_close(db_);
-    fs::remove_all(dir_);
   }
   // Opens dir_/t.db through `vfs` in WAL mode (NORMAL, 1 KiB pages), the WAL hook noting the
   // frames SQLite says it appended.
@@ -79,7 +76,8 @@ class WalVfsTest : public ::testing::Test {
     return out;
   }
 
-  fs::path dir_;
+  test::TempDir temp_{"echostore-walvfs-"};
+  const fs::path& dir_ = temp_.path();
   sqlite3* db_ = nullptr;
   int wal_frames_ = 0;
 };
@@ -108,7 +106,8 @@ long write_calls() {
 }
 
 TEST_F(WalVfsTest, ACommitsFramesTakeOneWriteInsteadOfTwoEach) {
-  ASSERT_GE(write_calls(), 0) << "/proc/self/io has no syscw (a kernel without task I/O accounting)";
+  ASSERT_GE(write_calls(), 0)
+      << "/proc/self/io has no syscw (a kernel without task I/O accounting)";
   auto writes_per_commit = [this](const char* vfs) {
     open(vfs);
     exec("INSERT INTO t(v) VALUES('warm')");
