@@ -404,8 +404,7 @@ void print_table() {
   if (vfs_d > 0 && vfs_j > 0) {
     std::printf(
         "a plain commit through the journal's VFS (frames in one write): %.1f us vs SQLite's "
-        "default %.1f us "
-        "= %.2fx (alternating, medians)\n",
+        "default %.1f us = %.2fx (alternating, medians)\n",
         vfs_j, vfs_d, vfs_j / vfs_d);
   }
   const double wire = fig("wire");

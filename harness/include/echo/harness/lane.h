@@ -36,7 +36,7 @@ class JobLaneTurns {
   JobLaneTurns(const engine::Engine& node, std::string table)
       : node_(node), table_(std::move(table)) {}
   bool settled() {
-    const bool due = !noted_ || sent_ != sent_at_note_;  // a send since the parks were noted
+    const bool due = sent_ != sent_at_note_;  // a send since the parks were noted (or none noted)
     engine::JobConsumerStats c;
     const bool ok = spin_until([&] {
       c = consumer_of(node_, table_);
@@ -46,7 +46,6 @@ class JobLaneTurns {
     if (ok && due) {
       parks_at_note_ = c.parks;
       sent_at_note_ = sent_;
-      noted_ = true;
     }
     return ok;
   }
@@ -56,8 +55,8 @@ class JobLaneTurns {
  private:
   const engine::Engine& node_;
   std::string table_;
-  std::uint64_t sent_ = 0, sent_at_note_ = 0, parks_at_note_ = 0;
-  bool noted_ = false;
+  std::uint64_t sent_ = 0, parks_at_note_ = 0;
+  std::uint64_t sent_at_note_ = ~std::uint64_t{0};  // no parks noted yet: the first call waits
 };
 
 // One message through one lane: `settle` runs first (untimed; false: the lane did not settle),
