@@ -172,14 +172,26 @@ struct Journal::Impl {
   // The flusher's own connection, for checkpoints only: a PASSIVE checkpoint runs beside the
   // writers (WAL), so no caller's commit pays the checkpoint's fsyncs. Closed before `db`.
   Db checkpointer;
-  // WAL pages after the last commit (the WAL hook, on the leader); a checkpoint is due past
-  // kCheckpointPages, SQLite's own autocheckpoint threshold, which the hook replaces.
+  // The WAL's frames after the last commit (the WAL hook, on the leader; the flusher zeroes it
+  // after a checkpoint, so the next one is due only after a commit reports again) and how many of
+  // them the flusher's last checkpoint copied into the database file (zeroed when the hook sees
+  // the WAL shrink: the first commit after a complete checkpoint writes from the WAL's start). A
+  // checkpoint is due past kCheckpointPages frames not yet copied, SQLite's own autocheckpoint
+  // threshold, which the hook replaces.
   static constexpr int kCheckpointPages = 1000;
   // A writer that never pauses keeps appending while the flusher's checkpoint runs, so the WAL
-  // would never be fully copied back and never restart: past this, the leader checkpoints
-  // inline, as SQLite itself would, which bounds the file.
+  // may be fully copied back only between two commits, and restart only then: past this, the
+  // leader checkpoints inline, as SQLite itself would, which bounds the file. The flusher has
+  // copied all but the last few hundred frames by then, so it costs that leader little.
   static constexpr int kInlineCheckpointPages = 4 * kCheckpointPages;
   std::atomic<int> wal_pages{0};
+  std::atomic<int> backfilled{0};
+  int hook_pages = 0;  // the hook's last report (leader only)
+  bool checkpoint_due() const {
+    const int pages = wal_pages.load(std::memory_order_relaxed);
+    const int done = backfilled.load(std::memory_order_relaxed);
+    return (pages >= done ? pages - done : pages) >= kCheckpointPages;
+  }
 
   std::mutex mu;
   std::vector<Sync*> waiting;  // under mu
@@ -209,7 +221,8 @@ struct Journal::Impl {
   };
   std::vector<RowRef> batch_rows;  // the batch's records, in order
   std::vector<const BrandedId*> batch_marks;
-  std::uint64_t transactions = 0, grouped = 0, failed = 0;
+  std::uint64_t transactions = 0, grouped = 0, failed = 0, inline_checkpoints = 0;
+  std::atomic<std::uint64_t> checkpoints{0};  // the flusher's that ran on a WAL
 
   mutable std::shared_mutex memory_mu;
   std::unordered_map<std::string, BrandedId, StringHash, std::equal_to<>> memory;
@@ -392,7 +405,7 @@ struct Journal::Impl {
       leading = false;
     }
     wake();
-    const bool due = !pending.empty() || wal_pages.load(std::memory_order_relaxed) >= kCheckpointPages;
+    const bool due = !pending.empty() || checkpoint_due();
     if (due && flusher_idle) {
       flusher_idle = false;
       flusher_cv.notify_one();
@@ -402,7 +415,12 @@ struct Journal::Impl {
   // A PASSIVE checkpoint on the flusher's connection, outside mu, beside any writer. Flusher only.
   void checkpoint() {
     int log = 0, done = 0;
-    sqlite3_wal_checkpoint_v2(checkpointer.get(), nullptr, SQLITE_CHECKPOINT_PASSIVE, &log, &done);
+    const int rc = sqlite3_wal_checkpoint_v2(checkpointer.get(), nullptr, SQLITE_CHECKPOINT_PASSIVE,
+                                             &log, &done);
+    if (rc == SQLITE_OK && done > 0) {
+      backfilled.store(done, std::memory_order_relaxed);
+      checkpoints.fetch_add(1, std::memory_order_relaxed);
+    }
     // Due again only after the next commit reports the WAL's size (so an incomplete pass, a
     // writer having appended meanwhile, is retried once per commit at most, as SQLite does).
     wal_pages.store(0, std::memory_order_relaxed);
@@ -470,6 +488,7 @@ struct Journal::Impl {
       run(db.get(), commit.get(), "commit");
       if (wal_pages.load(std::memory_order_relaxed) >= kInlineCheckpointPages) {
         sqlite3_wal_checkpoint_v2(db.get(), nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
+        ++inline_checkpoints;
       }
       ++transactions;
       grouped += batch_asyncs.size();
@@ -495,7 +514,7 @@ struct Journal::Impl {
     std::unique_lock lock(mu);
     int quiet = 0;
     while (!stopping) {
-      if (wal_pages.load(std::memory_order_relaxed) >= kCheckpointPages) {
+      if (checkpoint_due()) {
         lock.unlock();
         checkpoint();
         lock.lock();
@@ -637,7 +656,10 @@ Journal::Journal(JournalOptions options) {
   sqlite3_wal_hook(
       raw,
       [](void* impl, sqlite3*, const char*, int pages) {
-        static_cast<Impl*>(impl)->wal_pages.store(pages, std::memory_order_relaxed);
+        auto& j = *static_cast<Impl*>(impl);
+        if (pages < j.hook_pages) j.backfilled.store(0, std::memory_order_relaxed);  // restarted
+        j.hook_pages = pages;
+        j.wal_pages.store(pages, std::memory_order_relaxed);
         return SQLITE_OK;
       },
       &d);
@@ -646,6 +668,10 @@ Journal::Journal(JournalOptions options) {
   d.checkpointer.reset(ck);
   if (ck_rc != SQLITE_OK) fail(ck, "open the checkpointer on " + d.path.string());
   exec(ck, "PRAGMA busy_timeout=5000");
+  // A connection learns that the file is in WAL mode from its first read; until then SQLite
+  // answers its checkpoints as a rollback-journal database's: done, nothing copied (log -1). So
+  // it reads the schema once here, or every checkpoint would fall to a leader's inline one.
+  exec(ck, "SELECT count(*) FROM sqlite_master");
   d.flusher = std::thread([&d] { d.flush_loop(); });
 }
 
@@ -786,6 +812,8 @@ JournalStats Journal::stats() const {
     out.transactions = d.transactions;
     out.grouped = d.grouped;
     out.failed = d.failed;
+    out.checkpoints = d.checkpoints.load(std::memory_order_relaxed);
+    out.inline_checkpoints = d.inline_checkpoints;
     return out;
   });
   s.path = d.path;

@@ -147,6 +147,10 @@ constexpr Field<JournalStats> kJournalFields[] = {
     {"grouped", &JournalStats::grouped, Kind::kCounter, "requests those commits carried"},
     {"failed", &JournalStats::failed, Kind::kCounter,
      "transactions SQLite refused (marks and upserts queued again)"},
+    {"checkpoints", &JournalStats::checkpoints, Kind::kCounter,
+     "WAL checkpoints the flusher ran beside the writers"},
+    {"inline_checkpoints", &JournalStats::inline_checkpoints, Kind::kCounter,
+     "WAL checkpoints a committing caller ran (the WAL past 4,000 frames)"},
 };
 
 template <class S, std::size_t N>

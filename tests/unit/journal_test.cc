@@ -10,7 +10,9 @@
 #include <atomic>
 #include <chrono>
 #include <csignal>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <set>
 #include <thread>
 
@@ -351,6 +353,46 @@ TEST_F(JournalTest, AnEmptyRecordManyRecordsNothing) {
   EXPECT_EQ(s.transactions, 0u);
 }
 
+// The WAL-index header in <db>-shm (sqlite.org/walformat.html, native byte order): mxFrame, the
+// frames in the WAL, at byte 16; WalCkptInfo.nBackfill, the frames a checkpoint copied into the
+// database file, at byte 96.
+struct WalIndex {
+  std::uint32_t frames = 0, backfilled = 0;
+};
+WalIndex read_wal_index(const std::filesystem::path& db) {
+  std::ifstream shm(db.string() + "-shm", std::ios::binary);
+  unsigned char h[100] = {};
+  shm.read(reinterpret_cast<char*>(h), sizeof h);
+  WalIndex out;
+  if (shm) {
+    std::memcpy(&out.frames, h + 16, 4);
+    std::memcpy(&out.backfilled, h + 96, 4);
+  }
+  return out;
+}
+
+TEST_F(JournalTest, TheFlusherCheckpointsTheWalBesideTheWriter) {
+  // Past 1,000 WAL frames the flusher copies them back on its own connection, with no commit
+  // paying for it. (Its connection had never read the file, so SQLite took it for a rollback
+  // journal's and answered every checkpoint with nothing copied: every checkpoint fell to a
+  // committing caller, inline, once the WAL reached 4,000 frames.)
+  Journal j(options());
+  std::uint64_t v = 0;
+  while (read_wal_index(j.path()).frames < 1100) {
+    for (int i = 0; i < 20; ++i) j.record(id("AST", 1), id("TXN", ++v));
+  }
+  ASSERT_LT(read_wal_index(j.path()).frames, 4000u) << "past the inline checkpoint's threshold";
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (read_wal_index(j.path()).backfilled < 1000 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_GE(read_wal_index(j.path()).backfilled, 1000u) << "the flusher copied no frame back";
+  const JournalStats s = j.stats();
+  EXPECT_GE(s.checkpoints, 1u);
+  EXPECT_EQ(s.inline_checkpoints, 0u) << "a committing caller checkpointed";
+  EXPECT_EQ(s.intents, v);
+}
+
 TEST_F(JournalTest, TheWalStaysBoundedUnderAWriterThatNeverPauses) {
   // Checkpoints run off the committing thread; a writer that never pauses must still see the
   // WAL copied back and restarted (the inline fallback), not growing with every commit.
@@ -361,7 +403,9 @@ TEST_F(JournalTest, TheWalStaysBoundedUnderAWriterThatNeverPauses) {
   const auto wal = std::filesystem::path(j.path().string() + "-wal");
   ASSERT_TRUE(std::filesystem::exists(wal));
   EXPECT_LT(std::filesystem::file_size(wal), 24u << 20) << "the WAL grew with every commit";
-  EXPECT_EQ(j.stats().intents, static_cast<std::uint64_t>(kRecords));
+  const JournalStats s = j.stats();
+  EXPECT_EQ(s.intents, static_cast<std::uint64_t>(kRecords));
+  EXPECT_GE(s.checkpoints + s.inline_checkpoints, 1u);
 }
 
 }  // namespace

@@ -63,6 +63,9 @@ struct JournalStats {
   std::uint64_t grouped = 0;          // records, marks and upserts those commits carried
   std::uint64_t failed = 0;           // transactions SQLite refused (their marks and upserts
                                       // are queued again; their records' callers got the error)
+  std::uint64_t checkpoints = 0;      // WAL checkpoints the flusher ran on its own connection
+  std::uint64_t inline_checkpoints = 0;  // those a committing leader ran itself (the WAL had
+                                         // grown past 4,000 frames: a writer that never pauses)
 };
 
 // Where the writer's edge sends a recorded intent: enqueue `job` (its recorded id) carrying
