@@ -200,6 +200,40 @@ TEST_F(WalVfsTest, CheckpointsAndWalRestartsKeepEveryCommitInTheFile) {
   EXPECT_EQ(count, std::to_string(rows));
 }
 
+TEST_F(WalVfsTest, ARestartOverAnOlderLongerWalKeepsEveryCommitInTheFile) {
+  // The journal's way: PASSIVE checkpoints on a second connection (SQLite's default VFS), no
+  // truncation, so after a restart our connection writes the WAL's header and new frames over
+  // the older, longer WAL's first frames; the file keeps its size and the old frames beyond the
+  // new ones (recovery tells them apart by the header's salts).
+  open(journal_vfs());
+  sqlite3* ck = nullptr;
+  ASSERT_EQ(sqlite3_open_v2((dir_ / "t.db").c_str(), &ck, SQLITE_OPEN_READWRITE, nullptr),
+            SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(ck, "SELECT count(*) FROM sqlite_master", nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  int rows = 0;
+  for (int round = 0; round < 4; ++round) {
+    for (int i = 0; i < 200; ++i, ++rows) {
+      exec("INSERT INTO t(v, b) VALUES('r" + std::to_string(rows) + "', randomblob(200))");
+    }
+    const int frames = wal_frames_;
+    int log = 0, done = 0;
+    ASSERT_EQ(sqlite3_wal_checkpoint_v2(ck, nullptr, SQLITE_CHECKPOINT_PASSIVE, &log, &done),
+              SQLITE_OK);
+    ASSERT_EQ(done, log) << "round " << round;
+    const std::uintmax_t longest = wal_size();
+    for (int i = 0; i < 5; ++i, ++rows) {
+      exec("INSERT INTO t(v) VALUES('restart" + std::to_string(round) + "." + std::to_string(i) +
+           "')");
+      EXPECT_EQ(rows_in_a_copy_of_the_files(),
+                std::to_string(rows + 1) + ";" + std::to_string(rows + 1) + ";ok;");
+    }
+    EXPECT_LT(wal_frames_, frames) << "the WAL did not restart in round " << round;
+    EXPECT_EQ(wal_size(), longest) << "restarted over the old frames, not truncated";
+  }
+  sqlite3_close(ck);
+}
+
 TEST_F(WalVfsTest, AFailedOpenThroughTheShimIsAnErrorNotACrash) {
   sqlite3* db = nullptr;
   EXPECT_NE(sqlite3_open_v2((dir_ / "missing" / "t.db").c_str(), &db, SQLITE_OPEN_READWRITE,
