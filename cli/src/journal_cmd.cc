@@ -83,8 +83,9 @@ int run(const JournalArgs& a) {
       std::cerr << "echostore journal replay: " << result.error().message() << "\n";
       return 1;
     }
-    std::cout << "replayed " << result->replayed << ", deduplicated " << result->deduplicated
-              << "\n";
+    std::cout << "replayed " << result->replayed << ", deduplicated " << result->deduplicated;
+    if (result->malformed != 0) std::cout << ", malformed " << result->malformed << " (not sent)";
+    std::cout << "\n";
     return 0;
   } catch (const std::exception& e) {
     std::cerr << "echostore journal: " << e.what() << "\n";

@@ -82,6 +82,24 @@ void run(sqlite3* db, sqlite3_stmt* s, const char* what) {
   if (rc != SQLITE_DONE) fail(db, what);
 }
 
+// Steps `s` to its end, `fn` on each row; throws when SQLite fails before the end, so a read
+// error never passes for "no more rows" (an applied memory loaded half, a replay that skips).
+template <class Fn>
+void each_row(sqlite3* db, sqlite3_stmt* s, const std::string& what, Fn fn) {
+  struct Reset {
+    sqlite3_stmt* s;
+    ~Reset() { sqlite3_reset(s); }
+  } reset{s};
+  int rc;
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW) fn(s);
+  if (rc != SQLITE_DONE) fail(db, what);
+}
+
+std::string_view column_text(sqlite3_stmt* s, int i) {
+  const auto* p = reinterpret_cast<const char*>(sqlite3_column_text(s, i));
+  return {p ? p : "", static_cast<std::size_t>(sqlite3_column_bytes(s, i))};
+}
+
 std::int64_t wall_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -487,8 +505,11 @@ struct Journal::Impl {
       }
       run(db.get(), commit.get(), "commit");
       if (wal_pages.load(std::memory_order_relaxed) >= kInlineCheckpointPages) {
-        sqlite3_wal_checkpoint_v2(db.get(), nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
-        ++inline_checkpoints;
+        // SQLITE_BUSY while the flusher's own checkpoint runs: the next commit tries again.
+        if (sqlite3_wal_checkpoint_v2(db.get(), nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr,
+                                      nullptr) == SQLITE_OK) {
+          ++inline_checkpoints;
+        }
       }
       ++transactions;
       grouped += batch_asyncs.size();
@@ -545,7 +566,12 @@ struct Journal::Impl {
         Sync s;
         wait_turn(lock, s);
         if (!lock.owns_lock()) lock.lock();
-      }  // under FULL the holder's batches take them
+      } else {
+        // Under FULL the holder's batches take them: wait for it, releasing mu (the wait above
+        // returns at once, mu held, when max_group are queued: looping on it would spin with mu
+        // held and the leader could never take mu back to answer its batch).
+        flusher_cv.wait_for(lock, kLinger, [this] { return stopping || !leading; });
+      }
     }
   }
 
@@ -579,8 +605,9 @@ struct Journal::Impl {
 
   std::uint64_t count(sqlite3_stmt* s) {
     std::uint64_t n = 0;
-    if (sqlite3_step(s) == SQLITE_ROW) n = static_cast<std::uint64_t>(sqlite3_column_int64(s, 0));
-    sqlite3_reset(s);
+    each_row(db.get(), s, "count", [&n](sqlite3_stmt* row) {
+      n = static_cast<std::uint64_t>(sqlite3_column_int64(row, 0));
+    });
     return n;
   }
 };
@@ -644,12 +671,12 @@ Journal::Journal(JournalOptions options) {
   {
     // The applied memory's mirror: read once here, kept current by remember().
     Stmt all = prepare(raw, "SELECT name_id, version FROM applied");
-    while (sqlite3_step(all.get()) == SQLITE_ROW) {
-      const auto* n = reinterpret_cast<const char*>(sqlite3_column_text(all.get(), 0));
-      const auto* v = reinterpret_cast<const char*>(sqlite3_column_text(all.get(), 1));
-      auto name = BrandedId::parse(n ? n : ""), version = BrandedId::parse(v ? v : "");
-      if (name && version) d.memory.insert_or_assign(name->str(), *version);
-    }
+    each_row(raw, all.get(), "load the applied memory from " + d.path.string(),
+             [&d](sqlite3_stmt* row) {
+               auto name = BrandedId::parse(column_text(row, 0)),
+                    version = BrandedId::parse(column_text(row, 1));
+               if (name && version) d.memory.insert_or_assign(name->str(), *version);
+             });
   }
   // Checkpoints leave the committing thread: the hook (which replaces SQLite's autocheckpoint)
   // only notes the WAL's size, and the flusher checkpoints on its own connection.
@@ -765,22 +792,22 @@ table::Expected<ReplayResult, std::error_code> Journal::replay(const EnqueueFn& 
   struct Row {
     BrandedId job, name, version;
   };
-  const std::vector<Row> rows = d.call([&d] {
+  ReplayResult result;
+  const std::vector<Row> rows = d.call([&d, &result] {
     std::vector<Row> out;
-    sqlite3_stmt* s = d.uncovered.get();
-    while (sqlite3_step(s) == SQLITE_ROW) {
-      auto text = [s](int i) {
-        const auto* p = reinterpret_cast<const char*>(sqlite3_column_text(s, i));
-        return std::string_view(p ? p : "", static_cast<std::size_t>(sqlite3_column_bytes(s, i)));
-      };
-      auto job = BrandedId::parse(text(0)), name = BrandedId::parse(text(1)),
-           version = BrandedId::parse(text(2));
-      if (job && name && version) out.push_back(Row{*job, *name, *version});
-    }
-    sqlite3_reset(s);
+    each_row(d.db.get(), d.uncovered.get(), "replay: read the uncovered intents",
+             [&](sqlite3_stmt* row) {
+               auto job = BrandedId::parse(column_text(row, 0)),
+                    name = BrandedId::parse(column_text(row, 1)),
+                    version = BrandedId::parse(column_text(row, 2));
+               if (job && name && version) {
+                 out.push_back(Row{*job, *name, *version});
+               } else {
+                 ++result.malformed;
+               }
+             });
     return out;
   });
-  ReplayResult result;
   for (const Row& row : rows) {
     auto admitted = enqueue(row.job, row.name, row.version);
     if (!admitted) return table::Unexpected{admitted.error()};

@@ -10,11 +10,14 @@
 #include <atomic>
 #include <chrono>
 #include <csignal>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
 #include <thread>
+#include <vector>
 
 #include <echo/engine/journal.h>
 #include <echo/engine/table_spec.h>
@@ -343,6 +346,117 @@ TEST_F(JournalTest, MarksAndUpsertsOfARefusedTransactionAreQueuedAgainNotLost) {
   EXPECT_EQ(s.pending_enqueue, 0u) << "the mark was lost";
   EXPECT_EQ(s.remembered, 50u) << "upserts were lost";
   EXPECT_EQ(query(j.path(), "SELECT count(*) FROM applied"), "50\n");
+}
+
+// A B-tree leaf page of `table` in the database file (SQLite's dbstat table), after the WAL was
+// copied back; and a page made unreadable: its type byte zeroed, which SQLite reports as
+// SQLITE_CORRUPT when a read reaches it (a disk's bad sector, as far as a journal can tell).
+int a_leaf_page_of(const std::filesystem::path& db, const char* table) {
+  sqlite3* c = nullptr;
+  EXPECT_EQ(sqlite3_open(db.c_str(), &c), SQLITE_OK);
+  int page = 0;
+  const std::string sql = std::string("SELECT pageno FROM dbstat WHERE name = '") + table +
+                          "' AND pagetype = 'leaf' ORDER BY pageno";
+  std::vector<int> pages;
+  sqlite3_exec(
+      c, sql.c_str(),
+      [](void* o, int, char** v, char**) {
+        static_cast<std::vector<int>*>(o)->push_back(std::atoi(v[0]));
+        return 0;
+      },
+      &pages, nullptr);
+  sqlite3_close(c);
+  if (pages.size() >= 3) page = pages[pages.size() / 2];
+  return page;
+}
+void clobber_page(const std::filesystem::path& db, int page) {
+  std::fstream f(db, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekp(static_cast<std::streamoff>(page - 1) * kJournalPageSize);
+  const char zero = 0;
+  f.write(&zero, 1);
+}
+
+TEST_F(JournalTest, AnUnreadableAppliedMemoryFailsTheOpenInsteadOfLoadingPartOfIt) {
+  std::filesystem::path file;
+  {
+    Journal j(options());
+    for (std::uint64_t n = 1; n <= 3000; ++n) j.remember(id("AST", n), id("TXN", n));
+    j.flush();
+    file = j.path();
+  }  // closed: the WAL copied back into the file
+  const int page = a_leaf_page_of(file, "applied");
+  ASSERT_GT(page, 1) << "no leaf page of applied found";
+  clobber_page(file, page);
+  try {
+    Journal j(options());
+    ADD_FAILURE() << "opened with " << (j.last_applied(id("AST", 3000)) ? "" : "not ")
+                  << "all of its applied memory: a name's row would be missing and an old "
+                     "version applied";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("applied memory"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(JournalTest, AReplayThatCannotReadEveryIntentThrowsInsteadOfReplayingPart) {
+  std::filesystem::path file;
+  {
+    Journal j(options());
+    std::vector<std::pair<BrandedId, BrandedId>> batch;
+    for (std::uint64_t n = 1; n <= 3000; ++n) batch.emplace_back(id("AST", n), id("TXN", n));
+    j.record_many(batch);
+    file = j.path();
+  }
+  const int page = a_leaf_page_of(file, "intents");
+  ASSERT_GT(page, 1) << "no leaf page of intents found";
+  clobber_page(file, page);
+  Journal j(options());
+  std::atomic<int> sent{0};
+  EXPECT_THROW((void)j.replay([&sent](const BrandedId&, const BrandedId&, const BrandedId&) {
+    ++sent;
+    return table::Expected<bool, std::error_code>(true);
+  }),
+               std::runtime_error)
+      << sent.load() << " of 3000 sent and the replay answered as if complete";
+  EXPECT_EQ(sent.load(), 0) << "nothing is sent before every row was read";
+}
+
+TEST_F(JournalTest, UnderFullUpsertsQueuedPastMaxGroupNeverStallTheWriter) {
+  // synchronous=FULL, where the writers' batches take the queued marks and upserts: with more
+  // than max_group queued while a writer commits, the flusher must wait for the writer, not spin
+  // holding the journal's mutex (which the writer needs to answer its batch).
+  JournalOptions o = options();
+  o.synchronous_full = true;
+  o.max_group = 4;
+  Journal j(o);
+  std::atomic<bool> stop{false};
+  std::atomic<int> recorded{0};
+  std::thread applier([&] {  // bursts of 16 remembers (4 times max_group), 1 ms apart
+    for (std::uint64_t v = 1; !stop.load(); ++v) {
+      j.remember(id("AST", 1 + v % 512), id("TXN", v));
+      if (v % 16 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  });
+  std::thread writer([&] {
+    for (std::uint64_t n = 1; n <= 100 && !stop.load(); ++n) {
+      j.mark_enqueued(j.record(id("AST", 9999), id("TXN", n)));
+      ++recorded;
+    }
+  });
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (recorded.load() < 100 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (recorded.load() < 100) {
+    // A deadlocked journal cannot be joined or destroyed: report and end the binary here.
+    std::fprintf(stderr, "FAILED: the writer stalled after %d of 100 records under FULL\n",
+                 recorded.load());
+    std::_Exit(1);
+  }
+  stop = true;
+  writer.join();
+  applier.join();
+  j.flush();
+  EXPECT_EQ(j.stats().intents, 100u);
 }
 
 TEST_F(JournalTest, AnEmptyRecordManyRecordsNothing) {

@@ -52,6 +52,7 @@ struct JournalOptions {
 struct ReplayResult {
   std::uint64_t replayed = 0;      // re-enqueued (enqueued or handed off for some member)
   std::uint64_t deduplicated = 0;  // the bus already held the job under its recorded id
+  std::uint64_t malformed = 0;     // uncovered rows whose ids are not branded ids: not sent
 };
 
 struct JournalStats {
@@ -108,7 +109,8 @@ class Journal {
   void flush();
   std::optional<table::BrandedId> last_applied(const table::BrandedId& name) const;
 
-  // ---- recovery (any thread; idempotent; safe on a schedule) ----
+  // ---- recovery (any thread; idempotent; safe on a schedule; a SQLite failure throws
+  // std::runtime_error naming it, as record and the constructor do: never a partial answer) ----
   // Re-enqueues, in seq order under their recorded ids, the intents no applied row covers
   // (applied.version >= intent.version for its name); marks each enqueued.
   table::Expected<ReplayResult, std::error_code> replay(const EnqueueFn& enqueue);
