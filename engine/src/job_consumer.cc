@@ -241,16 +241,22 @@ void JobConsumer::maintain() {
     const std::string_view keys[] = {active, pending};
     const std::string_view argv[] = {mbase_};
     cmd_.evalsha(scripts_.reap, keys, argv, [this](std::error_code ec, const io::Resp3Value& r) {
-      if (!ec && r.type() == io::Resp3Type::integer)
+      if (!ec && r.type() == io::Resp3Type::integer) {
         bump(reaped_, static_cast<std::uint64_t>(r.integer()));
+      } else if (!stopping_) {
+        bump(maintenance_errors_);
+      }
     });
   }
   {
     const std::string_view keys[] = {schedule, pending};
     const std::string_view argv[] = {mbase_, "100"};
     cmd_.evalsha(scripts_.promote, keys, argv, [this](std::error_code ec, const io::Resp3Value& r) {
-      if (!ec && r.type() == io::Resp3Type::integer)
+      if (!ec && r.type() == io::Resp3Type::integer) {
         bump(promoted_, static_cast<std::uint64_t>(r.integer()));
+      } else if (!stopping_) {
+        bump(maintenance_errors_);
+      }
     });
   }
   {
@@ -259,14 +265,20 @@ void JobConsumer::maintain() {
     const std::string_view argv[] = {"16"};
     cmd_.evalsha(scripts_.member_reap, keys, argv,
                  [this](std::error_code ec, const io::Resp3Value& r) {
-                   if (ec || stopping_ || r.type() != io::Resp3Type::array) return;
+                   if (stopping_) return;
+                   if (ec || r.type() != io::Resp3Type::array) {
+                     bump(maintenance_errors_);
+                     return;
+                   }
                    bump(members_reaped_, r.size());
                    for (const auto& m : r) {
                      const std::string mbase = keys_.member_base(m.str()), live = mbase + "live";
                      const std::string_view k[] = {live};
                      const std::string_view a[] = {mbase};
                      cmd_.evalsha(scripts_.member_drop, k, a,
-                                  [](std::error_code, const io::Resp3Value&) {});
+                                  [this](std::error_code e, const io::Resp3Value&) {
+                                    if (e && !stopping_) bump(maintenance_errors_);
+                                  });
                    }
                  });
   }
@@ -373,6 +385,8 @@ void JobConsumer::arm() {
   const std::string px = std::to_string(spec_.job_beat_ms * 2 + 1000);
   const std::string_view keys[] = {parked, deliver};
   const std::string_view argv[] = {free, px, mbase_};
+  // In flight before the send: a refused send answers inline (the reply below runs first).
+  arming_ = true;
   const auto ec = cmd_.evalsha(
       scripts_.member_park, keys, argv, [this](std::error_code e, const io::Resp3Value& r) {
         arming_ = false;
@@ -385,7 +399,7 @@ void JobConsumer::arm() {
           arm();
         }
       });
-  arming_ = !ec;
+  if (ec) arming_ = false;
 }
 
 void JobConsumer::on_park_reply(std::error_code ec, const io::Resp3Value& reply) {
@@ -393,7 +407,10 @@ void JobConsumer::on_park_reply(std::error_code ec, const io::Resp3Value& reply)
   if (stopping_) return;
   // A server refusal (MOVED: this node no longer owns the queue) would come back at once: no
   // BLMPOP until the next beat has followed the owner; claims go on through the router.
-  if (ec == make_error_code(io::IoErrc::kServerError)) park_refused_ = true;
+  if (ec == make_error_code(io::IoErrc::kServerError)) {
+    park_refused_ = true;
+    arm();  // no BLMPOP until the beat: take the listed credits down (nobody takes hand-offs)
+  }
   if (ec || reply.is_null() || reply.size() < 2 || reply[1].type() != io::Resp3Type::array) {
     lanes_idle_ = false;  // timeout or a lost connection: claim again (the beat keeps maintenance)
     pump();
@@ -421,7 +438,8 @@ void JobConsumer::take_hand_off(std::string_view text) {
   const auto b = a == std::string_view::npos ? a : text.find('\n', a + 1);
   const auto c = b == std::string_view::npos ? b : text.find('\n', b + 1);
   if (c == std::string_view::npos) {
-    bump(malformed_);  // unparseable: the job stays active and is reaped back with token + 1
+    bump(handed_off_);  // received, and refused: in_flight stays balanced
+    bump(malformed_);   // unparseable: the job stays active and is reaped back with token + 1
     return;
   }
   if (credits_listed_ > 0) --credits_listed_;
@@ -480,12 +498,17 @@ void JobConsumer::drain_acks() {
   ack_drain_posted_.store(false, std::memory_order_seq_cst);
   if (stopping_) return;
   hold_block_ = false;  // the writer has run since the last hand-off: block again
-  acks_.drain(4096, [this](JobAck& ack) noexcept {
+  // To the end, in passes of 4096: an ack published while this drain runs found the post flag
+  // set and posted nothing, so a capped single pass would leave it (and its credit) waiting for
+  // some later ack, or for its lease and a redelivery.
+  const auto one = [this](JobAck& ack) noexcept {
     auto it = in_flight_.find(ack.ticket);
     if (it == in_flight_.end()) return;
     complete(it->second, ack.verdict);
     in_flight_.erase(it);
-  });
+  };
+  while (acks_.drain(4096, one) != 0) {
+  }
   publish_overflow();
   // Credits came back: list them again once the server's have fallen below half of what we could
   // take (one member_park per half-credit's worth of jobs, not one per job); not while hand-offs
@@ -549,6 +572,7 @@ JobConsumerStats JobConsumer::stats() const {
   s.reaped = ld(reaped_);
   s.promoted = ld(promoted_);
   s.members_reaped = ld(members_reaped_);
+  s.maintenance_errors = ld(maintenance_errors_);
   s.parks = ld(parks_);
   s.wakes = ld(wakes_);
   s.empty_claims = ld(empty_claims_);

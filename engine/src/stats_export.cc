@@ -102,6 +102,8 @@ constexpr Field<JobConsumerStats> kConsumerFields[] = {
     {"reaped", &JobConsumerStats::reaped, Kind::kCounter, "expired leases reaped"},
     {"promoted", &JobConsumerStats::promoted, Kind::kCounter, "delayed jobs promoted"},
     {"members_reaped", &JobConsumerStats::members_reaped, Kind::kCounter, "dead members reaped"},
+    {"maintenance_errors", &JobConsumerStats::maintenance_errors, Kind::kCounter,
+     "reap, promote or member reclaim calls that failed"},
     {"parks", &JobConsumerStats::parks, Kind::kCounter, "parks on an empty queue"},
     {"wakes", &JobConsumerStats::wakes, Kind::kCounter, "parks woken by a job"},
     {"empty_claims", &JobConsumerStats::empty_claims, Kind::kCounter, "claims that found nothing"},

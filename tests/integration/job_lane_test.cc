@@ -868,6 +868,70 @@ TEST_F(JobLane, CreditsBoundWhatAHeldWriterIsOwedAndEverythingDrainsWithoutADrop
       static_cast<unsigned long long>(c["ring_dropped"]));
 }
 
+TEST_F(JobLane, AcksBeyondOneDrainPassAllCompleteWithoutWaitingForTheirLease) {
+  // 6,000 jobs claimed while the writer is held, then applied in one batch: 6,000 acks in one
+  // post, more than one 4,096-ack drain pass. Every job completes now, not after its lease
+  // (60 s here, so the reaper cannot be what finishes them).
+  const std::string t = "acks";
+  const LaneKnobs k{.lease_ms = 60000, .beat_ms = 100, .ring_capacity = 16384, .credits = 8192};
+  auto spec = lane_spec(t, k);
+  spec.max_batch = k.ring_capacity;  // the held-back jobs apply (and ack) in one batch
+  auto n = start_node(server(), 92, {spec});
+  ASSERT_TRUE(n);
+  const std::string base = member_base(t, 92);
+  const std::string g = fresh_id("PRT").str();
+  constexpr int kJobs = 6000;
+  const lua::Script* genqueue = lua::find_script("genqueue");
+  ASSERT_NE(genqueue, nullptr);
+  RedisReply loaded = command_argv(client(), {"SCRIPT", "LOAD", std::string(genqueue->source)});
+  ASSERT_EQ(text(loaded.get()), genqueue->sha1);
+  {
+    WriterHold hold(*n, t);
+    ASSERT_TRUE(hold.entered(5s));
+    for (int i = 0; i < kJobs; ++i) {
+      const std::string job = fresh_id("JOB").str();
+      const std::vector<std::string> all = {"EVALSHA",
+                                            std::string(genqueue->sha1),
+                                            "7",
+                                            base + "job:" + job,
+                                            base + "g:" + g + ":pending",
+                                            base + "ring",
+                                            base + "paused",
+                                            base + "glimit",
+                                            base + "gactive",
+                                            base + "wake",
+                                            job,
+                                            frame_text(fresh_id("AST"), fresh_id("AST")),
+                                            g};
+      std::vector<const char*> p;
+      std::vector<std::size_t> len;
+      for (const auto& a : all) {
+        p.push_back(a.data());
+        len.push_back(a.size());
+      }
+      ASSERT_EQ(
+          redisAppendCommandArgv(client(), static_cast<int>(all.size()), p.data(), len.data()),
+          REDIS_OK);
+    }
+    for (int i = 0; i < kJobs; ++i) {
+      void* raw = nullptr;
+      ASSERT_EQ(redisGetReply(client(), &raw), REDIS_OK);
+      RedisReply r(static_cast<redisReply*>(raw));
+      ASSERT_EQ(text(r.get()), "1");
+    }
+    ASSERT_TRUE(within(60s, [&] { return consumer_of(*n, t)->in_flight == kJobs; }))
+        << consumer_of(*n, t)->in_flight << " of " << kJobs << " claimed";
+  }
+  ASSERT_TRUE(within(20s, [&] { return consumer_of(*n, t)->completed == kJobs; }))
+      << counters_of(*n, t)["completed"] << " of " << kJobs << " completed; "
+      << integer_of(client(), {"ZCARD", base + "active"}) << " still active on the server";
+  auto c = counters_of(*n, t);
+  EXPECT_EQ(c["reaped"], 0u);
+  EXPECT_EQ(c["complete_stale"] + c["complete_gone"] + c["complete_errors"], 0u);
+  EXPECT_EQ(c["ring_dropped"], 0u);
+  EXPECT_EQ(integer_of(client(), {"ZCARD", base + "active"}), 0);
+}
+
 // ---- the hand-off credits ----
 
 TEST_F(JobLane, TheListedCreditsAreTheFreeOnesFallPerHandOffAndAreListedAgainBelowHalf) {

@@ -80,6 +80,7 @@ struct JobConsumerStats {
   std::uint64_t completed = 0, complete_gone = 0, complete_stale = 0, complete_errors = 0;
   std::uint64_t malformed = 0, retried = 0, dead = 0;
   std::uint64_t beats = 0, rejoins = 0, reaped = 0, promoted = 0, members_reaped = 0;
+  std::uint64_t maintenance_errors = 0;  // reap, promote, member_reap or member_drop failed
   std::uint64_t parks = 0, wakes = 0, empty_claims = 0, in_flight = 0;
 };
 
@@ -214,7 +215,7 @@ class JobConsumer {
   std::atomic<std::uint64_t> claimed_{0}, handed_off_{0}, applied_{0}, stale_applies_{0},
       completed_{0}, complete_gone_{0}, complete_stale_{0}, complete_errors_{0}, malformed_{0},
       retried_{0}, dead_{0}, beats_{0}, rejoins_{0}, reaped_{0}, promoted_{0}, members_reaped_{0},
-      parks_{0}, wakes_{0}, empty_claims_{0};
+      maintenance_errors_{0}, parks_{0}, wakes_{0}, empty_claims_{0};
 };
 
 }  // namespace echo::engine
