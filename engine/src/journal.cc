@@ -9,11 +9,13 @@
 // connection to a polling waiter when it can (a sleeping one costs a cross-core wake). Before a
 // batch the leader waits a little for the writers it expects (the last batch's, coming back),
 // so writers in a loop share commits instead of alternating. Only after the commit are records
-// answered, so a recorded intent is durable before its caller may enqueue it. mark and remember need no answer: they queue for the flusher thread's
-// transaction every few ms (or a call's, so flush() finds them in the file), never for a record's
-// commit a caller waits on (a lost mark costs a deduplicated replay; a lost remember, a re-apply
-// that newer-wins absorbs; a clean stop drains them). The WAL checkpoints run on the flusher's own
-// connection, never inside a caller's commit. journal_bench shows the price.
+// answered, so a recorded intent is durable before its caller may enqueue it. mark and remember
+// need no answer: they queue for the flusher thread's transaction every few ms, at most max_group a
+// transaction (or a call's, which answers once all queued before it are in: flush() finds them in
+// the file), never for a record's commit a caller waits on (a lost mark costs a deduplicated
+// replay; a lost remember, a re-apply that newer-wins absorbs; a clean stop drains them). The WAL
+// checkpoints run on the flusher's own connection, never inside a caller's commit. journal_bench
+// shows the price.
 #include <echo/engine/journal.h>
 
 #include <sqlite3.h>
@@ -21,6 +23,7 @@
 #include <array>
 #include <atomic>
 #include <condition_variable>
+#include <deque>
 #include <mutex>
 #include <optional>
 #include <shared_mutex>
@@ -150,6 +153,9 @@ struct Journal::Impl {
     // The batch its thread's previous record rode in this journal (0: none), and the one this
     // request rode (set by the leader before kDone).
     std::uint64_t prev_batch = 0, batch = 0;
+    // A call's: the marks and upserts queued before it (their last seq), which must be in the
+    // file before its fn runs.
+    std::uint64_t want = 0;
   };
   static constexpr std::uint32_t kWaiting = 0, kDone = 1, kLead = 2;
   // Work nobody waits for, folded into the next transaction: a mark (a = b = job) or an applied
@@ -157,6 +163,7 @@ struct Journal::Impl {
   struct Async {
     bool upsert;
     BrandedId a, b;
+    std::uint64_t seq = 0;  // 1, 2, ... in the order submitted
   };
 
   // How long queued marks and upserts wait for a leader before the flusher commits them itself,
@@ -222,7 +229,12 @@ struct Journal::Impl {
   // one that answers a call (flush() must find them in the file). A record's commit carries its
   // rows alone (under NORMAL): in the remembered lane its caller runs cold, and there a mark's
   // index lookup and an upsert's two B-trees cost it more than the record itself.
-  std::vector<Async> pending;
+  // Queued marks and upserts, oldest first (a refused transaction's go back to the front). One
+  // transaction takes at most max_group of them, so a flood of remembers never makes a record
+  // (or, under FULL, a record's own batch) wait behind one unbounded transaction; a call's fn
+  // runs only once everything queued before it is in the file, over as many as that takes.
+  std::deque<Async> pending;
+  std::uint64_t submitted = 0;  // under mu: the last seq given
   bool leading = false;        // under mu: some thread holds the connection
   bool stopping = false;       // under mu
   bool flusher_idle = false;   // under mu: the flusher sleeps until notified
@@ -232,7 +244,10 @@ struct Journal::Impl {
   std::thread flusher;
   // The leader's (whoever holds the connection; the hand-off under mu orders them).
   std::vector<Sync*> batch_syncs;
-  std::vector<Async> batch_asyncs;
+  std::vector<Sync*> deferred;  // calls of the batch whose marks and upserts are not all in yet
+  std::deque<Async> batch_asyncs;
+  std::uint64_t batch_through = 0;      // every async up to this seq is in the batch or before
+  std::uint64_t committed_through = 0;  // every async up to this seq is in the file
   struct RowRef {
     const BrandedId *job, *name, *version;
     std::int64_t at;
@@ -253,6 +268,7 @@ struct Journal::Impl {
     bool wake = false;
     {
       std::lock_guard lock(mu);
+      a.seq = ++submitted;
       pending.push_back(std::move(a));
       if (flusher_idle) {
         flusher_idle = false;
@@ -281,6 +297,7 @@ struct Journal::Impl {
   // The same with mu held (`lock`) on entry; on return `lock` may or may not hold mu (an answered
   // waiter does not take it again). The error is left in `s`.
   void wait_turn(std::unique_lock<std::mutex>& lock, Sync& s) {
+    if (s.fn) s.want = submitted;
     waiting.push_back(&s);
     queued.store(waiting.size(), std::memory_order_relaxed);
     if (!leading) {
@@ -374,13 +391,26 @@ struct Journal::Impl {
       // where a transaction of their own would cost an fsync, more than their rows in a record's.
       bool asyncs = mine == nullptr || options.synchronous_full;
       for (const Sync* s : batch_syncs) asyncs = asyncs || s->rows == nullptr;
-      if (asyncs) batch_asyncs.swap(pending);
+      if (asyncs) {
+        const std::size_t n = std::min(pending.size(), options.max_group);
+        const auto cut = pending.begin() + static_cast<std::ptrdiff_t>(n);
+        batch_asyncs.insert(batch_asyncs.end(), std::make_move_iterator(pending.begin()),
+                            std::make_move_iterator(cut));
+        pending.erase(pending.begin(), cut);
+        batch_through = pending.empty() ? submitted : batch_asyncs.back().seq;
+      }
       lock.unlock();
       const std::exception_ptr error = commit_batch();
-      for (Sync* s : batch_syncs) {
+      if (!error && asyncs) committed_through = batch_through;
+      for (Sync*& s : batch_syncs) {
         if (error) {
           s->error = error;
         } else if (s->fn) {
+          if (s->want > committed_through) {  // more queued before it than this batch took
+            deferred.push_back(s);
+            s = nullptr;
+            continue;
+          }
           s->fn();  // after the commit, in autocommit: a flush sees everything before it durable
         }
       }
@@ -397,12 +427,18 @@ struct Journal::Impl {
       // The answers: after its kDone a waiter may return and free its Sync, so nothing here
       // touches one after its store (the wake below reads only the journal's own words).
       for (Sync* s : batch_syncs) {
+        if (s == nullptr) continue;
         mine_done = mine_done || s == mine;
         s->batch = batch_no;
         s->state.store(kDone, std::memory_order_seq_cst);
       }
       batch_syncs.clear();
       lock.lock();
+      if (!deferred.empty()) {  // first in the next batch, which takes the next asyncs
+        waiting.insert(waiting.begin(), deferred.begin(), deferred.end());
+        queued.store(waiting.size(), std::memory_order_relaxed);
+        deferred.clear();
+      }
       // A drain (the destructor's) stops at a failed transaction: what it re-queued would fail
       // again, for ever.
       const bool more =

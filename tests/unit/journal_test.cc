@@ -459,6 +459,35 @@ TEST_F(JournalTest, UnderFullUpsertsQueuedPastMaxGroupNeverStallTheWriter) {
   EXPECT_EQ(j.stats().intents, 100u);
 }
 
+TEST_F(JournalTest, ABurstOfRemembersGoesInTransactionsOfAtMostMaxGroupAndAFlushWaitsForAll) {
+  // 20,000 upserts queued at once: no transaction takes more than max_group of them (a record
+  // never waits behind one unbounded transaction), and flush() still returns only once every one
+  // is in the file, over as many transactions as that takes.
+  JournalOptions o = options();
+  o.max_group = 256;
+  Journal j(o);
+  constexpr std::uint64_t kNames = 20000;
+  for (std::uint64_t n = 1; n <= kNames; ++n) j.remember(id("AST", n), id("TXN", n));
+  j.flush();
+  EXPECT_EQ(query(j.path(), "SELECT count(*) FROM applied"), std::to_string(kNames) + "\n")
+      << "flush returned before everything queued before it was in the file";
+  const JournalStats s = j.stats();
+  EXPECT_EQ(s.remembered, kNames);
+  EXPECT_GE(s.transactions, kNames / o.max_group) << s.grouped << " requests in " << s.transactions
+                                                  << " transactions";
+  // A record made while another 20,000 are queued is committed, and a flush then finds every one
+  // of the newer versions in the file.
+  for (std::uint64_t n = 1; n <= kNames; ++n) j.remember(id("AST", n), id("TXN", kNames + n));
+  const BrandedId job = j.record(id("AST", 1), id("TXN", 1));
+  EXPECT_EQ(query(j.path(), ("SELECT count(*) FROM intents WHERE job_id = '" + job.str() + "'").c_str()),
+            "1\n");
+  j.flush();
+  EXPECT_EQ(query(j.path(), ("SELECT count(*) FROM applied WHERE substr(version, 4) > '" +
+                             id("TXN", kNames).str().substr(3) + "'")
+                                .c_str()),
+            std::to_string(kNames) + "\n");
+}
+
 TEST_F(JournalTest, AnEmptyRecordManyRecordsNothing) {
   Journal j(options());
   EXPECT_TRUE(j.record_many({}).empty());

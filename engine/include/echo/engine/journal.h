@@ -46,6 +46,7 @@ struct JournalOptions {
   std::string group;             // a valid branded id, else ConfigError; names the file and lane
   bool synchronous_full = false; // synchronous=FULL instead of NORMAL
   std::size_t max_group = 256;   // 1 .. 65,536: requests folded into one transaction at most
+                                 // (waiting records and calls; and queued marks and upserts)
   unsigned node_id = 0;          // 0 .. 1023: mints the intents' JOB ids
 };
 
