@@ -274,6 +274,28 @@ bool within(std::chrono::milliseconds timeout, Pred pred) {
 }
 
 // Sum of `calls` over INFO commandstats, leaving out INFO itself (the probe's own command).
+// Sends `commands` pipelined on `c` (one write, then every reply in order); an empty pointer for
+// a command whose reply could not be read.
+std::vector<RedisReply> pipelined(redisContext* c,
+                                  const std::vector<std::vector<std::string>>& commands) {
+  for (const auto& args : commands) {
+    std::vector<const char*> p;
+    std::vector<std::size_t> len;
+    for (const auto& a : args) {
+      p.push_back(a.data());
+      len.push_back(a.size());
+    }
+    redisAppendCommandArgv(c, static_cast<int>(args.size()), p.data(), len.data());
+  }
+  std::vector<RedisReply> replies;
+  for (std::size_t i = 0; i < commands.size(); ++i) {
+    void* raw = nullptr;
+    if (redisGetReply(c, &raw) != REDIS_OK) raw = nullptr;
+    replies.emplace_back(static_cast<redisReply*>(raw));
+  }
+  return replies;
+}
+
 long long commands_served(redisContext* c) {
   const std::string info = text(command(c, "INFO commandstats").get());
   long long total = 0;
@@ -828,21 +850,7 @@ TEST_F(JobLane, CreditsBoundWhatAHeldWriterIsOwedAndEverythingDrainsWithoutADrop
                        fresh_id("JOB").str(), frame_text(fresh_id("AST"), fresh_id("AST")), g,
                        "30000"});
     }
-    for (const auto& args : batch) {
-      std::vector<const char*> p;
-      std::vector<std::size_t> len;
-      for (const auto& a : args) {
-        p.push_back(a.data());
-        len.push_back(a.size());
-      }
-      ASSERT_EQ(
-          redisAppendCommandArgv(client(), static_cast<int>(args.size()), p.data(), len.data()),
-          REDIS_OK);
-    }
-    for (int i = 0; i < kJobs; ++i) {
-      void* raw = nullptr;
-      ASSERT_EQ(redisGetReply(client(), &raw), REDIS_OK);
-      RedisReply r(static_cast<redisReply*>(raw));
+    for (const RedisReply& r : pipelined(client(), batch)) {
       ASSERT_TRUE(r && r->type == REDIS_REPLY_INTEGER && r->integer >= 1) << text(r.get());
       if (r->integer == 2) ++handed;
     }
@@ -888,37 +896,15 @@ TEST_F(JobLane, AcksBeyondOneDrainPassAllCompleteWithoutWaitingForTheirLease) {
   {
     WriterHold hold(*n, t);
     ASSERT_TRUE(hold.entered(5s));
+    std::vector<std::vector<std::string>> batch;
     for (int i = 0; i < kJobs; ++i) {
       const std::string job = fresh_id("JOB").str();
-      const std::vector<std::string> all = {"EVALSHA",
-                                            std::string(genqueue->sha1),
-                                            "7",
-                                            base + "job:" + job,
-                                            base + "g:" + g + ":pending",
-                                            base + "ring",
-                                            base + "paused",
-                                            base + "glimit",
-                                            base + "gactive",
-                                            base + "wake",
-                                            job,
-                                            frame_text(fresh_id("AST"), fresh_id("AST")),
-                                            g};
-      std::vector<const char*> p;
-      std::vector<std::size_t> len;
-      for (const auto& a : all) {
-        p.push_back(a.data());
-        len.push_back(a.size());
-      }
-      ASSERT_EQ(
-          redisAppendCommandArgv(client(), static_cast<int>(all.size()), p.data(), len.data()),
-          REDIS_OK);
+      batch.push_back({"EVALSHA", std::string(genqueue->sha1), "7", base + "job:" + job,
+                       base + "g:" + g + ":pending", base + "ring", base + "paused",
+                       base + "glimit", base + "gactive", base + "wake", job,
+                       frame_text(fresh_id("AST"), fresh_id("AST")), g});
     }
-    for (int i = 0; i < kJobs; ++i) {
-      void* raw = nullptr;
-      ASSERT_EQ(redisGetReply(client(), &raw), REDIS_OK);
-      RedisReply r(static_cast<redisReply*>(raw));
-      ASSERT_EQ(text(r.get()), "1");
-    }
+    for (const RedisReply& r : pipelined(client(), batch)) ASSERT_EQ(text(r.get()), "1");
     ASSERT_TRUE(within(60s, [&] { return consumer_of(*n, t)->in_flight == kJobs; }))
         << consumer_of(*n, t)->in_flight << " of " << kJobs << " claimed";
   }
