@@ -225,14 +225,14 @@ struct Journal::Impl {
   // connection on) and wakes its sleepers with one futex call when `sleepers` says there are any.
   std::atomic<std::uint32_t> generation{0};
   std::atomic<int> sleepers{0};
-  // Under mu. Ride only a transaction nobody waits on for a record: the flusher's, a drain's or
-  // one that answers a call (flush() must find them in the file). A record's commit carries its
-  // rows alone (under NORMAL): in the remembered lane its caller runs cold, and there a mark's
-  // index lookup and an upsert's two B-trees cost it more than the record itself.
-  // Queued marks and upserts, oldest first (a refused transaction's go back to the front). One
-  // transaction takes at most max_group of them, so a flood of remembers never makes a record
-  // (or, under FULL, a record's own batch) wait behind one unbounded transaction; a call's fn
-  // runs only once everything queued before it is in the file, over as many as that takes.
+  // Queued marks and upserts, under mu, oldest first (a refused transaction's go back to the
+  // front). They ride only a transaction nobody waits on for a record: the flusher's, a drain's
+  // or one that answers a call. A record's commit carries its rows alone (under NORMAL): in the
+  // remembered lane its caller runs cold, and there a mark's index lookup and an upsert's two
+  // B-trees cost it more than the record itself. One transaction takes at most max_group of them,
+  // so a flood of remembers never makes a record (or, under FULL, a record's own batch) wait
+  // behind one unbounded transaction; a call's fn runs only once everything queued before it is
+  // in the file (flush() finds them there), over as many transactions as that takes.
   std::deque<Async> pending;
   std::uint64_t submitted = 0;  // under mu: the last seq given
   bool leading = false;        // under mu: some thread holds the connection
