@@ -237,27 +237,25 @@ void JobConsumer::maintain() {
   // retries, and reclaim members whose heartbeat lapsed.
   const std::string active = mbase_ + "active", pending = mbase_ + "pending",
                     schedule = mbase_ + "schedule";
-  {
-    const std::string_view keys[] = {active, pending};
-    const std::string_view argv[] = {mbase_};
-    cmd_.evalsha(scripts_.reap, keys, argv, [this](std::error_code ec, const io::Resp3Value& r) {
+  // reap's and promote's reply: its count added to `counter`, or a maintenance error.
+  const auto adds_to = [this](std::atomic<std::uint64_t>& counter) {
+    return [this, &counter](std::error_code ec, const io::Resp3Value& r) {
       if (!ec && r.type() == io::Resp3Type::integer) {
-        bump(reaped_, static_cast<std::uint64_t>(r.integer()));
+        bump(counter, static_cast<std::uint64_t>(r.integer()));
       } else if (!stopping_) {
         bump(maintenance_errors_);
       }
-    });
+    };
+  };
+  {
+    const std::string_view keys[] = {active, pending};
+    const std::string_view argv[] = {mbase_};
+    cmd_.evalsha(scripts_.reap, keys, argv, adds_to(reaped_));
   }
   {
     const std::string_view keys[] = {schedule, pending};
     const std::string_view argv[] = {mbase_, "100"};
-    cmd_.evalsha(scripts_.promote, keys, argv, [this](std::error_code ec, const io::Resp3Value& r) {
-      if (!ec && r.type() == io::Resp3Type::integer) {
-        bump(promoted_, static_cast<std::uint64_t>(r.integer()));
-      } else if (!stopping_) {
-        bump(maintenance_errors_);
-      }
-    });
+    cmd_.evalsha(scripts_.promote, keys, argv, adds_to(promoted_));
   }
   {
     // Out of the set on the table's slot, then each removed member's queue on its own slot.
