@@ -11,7 +11,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -75,6 +77,22 @@ int free_loopback_port() {
   return ntohs(addr.sin_port);
 }
 
+namespace {
+
+bool loopback_port_free(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<std::uint16_t>(port));
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  ::close(fd);
+  return ok;
+}
+
+}  // namespace
+
 LocalServer::LocalServer(LocalServerOptions options) : options_(std::move(options)) {
   if (const char* bin = std::getenv("ECHO_REDIS_SERVER"); bin && *bin) options_.binary = bin;
   char tmpl[] = "/tmp/echostore-redis-XXXXXX";
@@ -82,10 +100,16 @@ LocalServer::LocalServer(LocalServerOptions options) : options_(std::move(option
     throw std::runtime_error(std::string("mkdtemp: ") + std::strerror(errno));
   }
   dir_ = tmpl;
-  // A port can be taken between probe and bind; try a few before giving up.
-  for (int attempt = 0; attempt < 5; ++attempt) {
+  // A port can be taken between probe and bind; try a few before giving up. A cluster node also
+  // binds its bus at port + 10000, which must exist (the kernel's ephemeral range reaches 60999)
+  // and be free: a probe that misses either is not an attempt.
+  const auto& extra = options_.extra_args;
+  const bool cluster = std::find(extra.begin(), extra.end(), "--cluster-enabled") != extra.end();
+  for (int attempt = 0, probes = 0; attempt < 5 && probes < 1000; ++probes) {
     port_ = free_loopback_port();
     if (port_ == 6379) continue;
+    if (cluster && (port_ + 10000 > 65535 || !loopback_port_free(port_ + 10000))) continue;
+    ++attempt;
     spawn();
     if (running()) return;
   }
