@@ -221,6 +221,7 @@ ConnectionStats Connection::stats() const {
   s.evalsha_calls = evalsha_calls_.load(std::memory_order_relaxed);
   s.bytes_out = bytes_out_.load(std::memory_order_relaxed);
   s.wire_errors = wire_errors_.load(std::memory_order_relaxed);
+  s.boot_retries = boot_retries_.load(std::memory_order_relaxed);
   return s;
 }
 

@@ -35,6 +35,21 @@ bool is_ok(const Resp3Value& v) noexcept {
 
 // --- Boot ----------------------------------------------------------------------------------
 
+// A boot step answered by a server that cannot serve yet: LOADING (a restart reading its data
+// back), BUSY (a script or function past its time limit), MASTERDOWN (a replica cut off from its
+// master). None says anything about us, and each passes: so not WIRE §6's fatal refusal, but a
+// socket loss (close, back off, dial again), counted in boot_retries. True when it was one.
+bool Connection::boot_transient(const Resp3Value& v) {
+  if (!v.is_error()) return false;
+  const std::string_view e = v.str();
+  if (!starts_with(e, "LOADING") && !starts_with(e, "BUSY") && !starts_with(e, "MASTERDOWN")) {
+    return false;
+  }
+  bump(boot_retries_);
+  lose(make_error_code(IoErrc::kServerError));
+  return true;
+}
+
 void Connection::boot() {
   set_status(ConnStatus::kBooting);
   decoder_.reset();
@@ -46,6 +61,7 @@ void Connection::boot() {
   }
   enqueue_internal(hello, [this](std::error_code ec, const Resp3Value& v) {
     if (ec && ec != IoErrc::kServerError) return;  // the socket went; lose() has the rest
+    if (boot_transient(v)) return;
     if (auth_refusal(v)) return stop_fatal(IoErrc::kAuthRefused);
     if (v.is_error()) {
       if (options_.protocol == Protocol::kAuto) return boot_resp2();
@@ -68,6 +84,7 @@ void Connection::boot_resp2() {
   auth.push_back(options_.password);
   enqueue_internal(auth, [this](std::error_code ec, const Resp3Value& v) {
     if (ec && ec != IoErrc::kServerError) return;
+    if (boot_transient(v)) return;
     if (auth_refusal(v)) return stop_fatal(IoErrc::kAuthRefused);
     if (!is_ok(v)) return stop_fatal(IoErrc::kBootRefused);
     boot_ping();
@@ -78,6 +95,7 @@ void Connection::boot_ping() {
   const std::string_view ping[] = {"PING"};
   enqueue_internal(ping, [this](std::error_code ec, const Resp3Value& v) {
     if (ec && ec != IoErrc::kServerError) return;
+    if (boot_transient(v)) return;
     if (auth_refusal(v)) return stop_fatal(IoErrc::kAuthRefused);
     if (v.type() != Resp3Type::simple_string || v.str() != "PONG") {
       return stop_fatal(IoErrc::kBootRefused);
@@ -92,6 +110,7 @@ void Connection::boot_select() {
   const std::string_view select[] = {"SELECT", db};
   enqueue_internal(select, [this](std::error_code ec, const Resp3Value& v) {
     if (ec && ec != IoErrc::kServerError) return;
+    if (boot_transient(v)) return;
     if (!is_ok(v)) return stop_fatal(IoErrc::kBootRefused);
     boot_setname();
   });
@@ -102,6 +121,7 @@ void Connection::boot_setname() {
   const std::string_view setname[] = {"CLIENT", "SETNAME", options_.client_name};
   enqueue_internal(setname, [this](std::error_code ec, const Resp3Value& v) {
     if (ec && ec != IoErrc::kServerError) return;
+    if (boot_transient(v)) return;
     if (!is_ok(v)) return stop_fatal(IoErrc::kBootRefused);
     boot_fence();
   });
@@ -116,6 +136,7 @@ void Connection::boot_fence_check(bool after_set) {
   const std::string_view get[] = {"GET", options_.version_key};
   enqueue_internal(get, [this, after_set](std::error_code ec, const Resp3Value& v) {
     if (ec && ec != IoErrc::kServerError) return;
+    if (boot_transient(v)) return;
     if (v.type() == Resp3Type::bulk_string && v.str() == options_.version_value) return booted();
     if (v.is_error() && starts_with(v.str(), "MOVED ")) return stop_fatal(IoErrc::kClusterNode);
     if (v.is_null() && !after_set) {

@@ -29,6 +29,8 @@ namespace {
 using namespace std::chrono_literals;
 using test::command;
 using test::RedisTest;
+using test::RedisReply;
+using test::text;
 
 // Pushes and owner events, recorded from the loop thread, read by the test thread.
 struct Recorder {
@@ -326,6 +328,47 @@ TEST_F(ConnectionTest, VersionFenceStopsOnAForeignVersion) {
   EXPECT_EQ(conn.status(), ConnStatus::kStopped);
   EXPECT_TRUE(eventually([&] { return rec.saw(ConnEvent::kStopped); }));
   EXPECT_EQ(conn.call_blocking({"PING"}).ec, IoErrc::kDisconnected);
+}
+
+TEST_F(ConnectionTest, ABootThatMeetsABusyServerBacksOffAndBootsOnceTheScriptIsKilled) {
+  // A script past busy-reply-threshold: the server answers BUSY to nearly every command
+  // (CLIENT SETNAME and the fence's GET among them) until SCRIPT KILL. Not a refusal of us: the
+  // boot is retried as a loss, never stopped.
+  command(client(), "CONFIG SET busy-reply-threshold 50");
+  const auto fresh = [&] { return redisConnect(server().host().c_str(), server().port()); };
+  std::thread busy([&] {
+    redisContext* c = fresh();
+    RedisReply r = command(c, "EVAL %s 0", "while true do end");
+    redisFree(c);
+  });
+  ASSERT_TRUE(eventually([&] {
+    redisContext* c = fresh();
+    RedisReply r = command(c, "GET x");
+    const bool is_busy = r && r->type == REDIS_REPLY_ERROR && std::string(r->str).starts_with("BUSY");
+    redisFree(c);
+    return is_busy;
+  })) << "the server never went busy";
+  Recorder rec;
+  ConnectionOptions o = options();
+  o.client_name = "echo-busy-test";
+  Connection conn(lt_.loop(), o, {}, rec.event_fn());
+  conn.start();
+  ASSERT_TRUE(eventually([&] { return conn.stats().boot_retries >= 2; }))
+      << conn.stats().boot_retries << " boot retries, status " << static_cast<int>(conn.status());
+  EXPECT_NE(conn.status(), ConnStatus::kStopped);
+  EXPECT_NE(conn.status(), ConnStatus::kReady);
+  {
+    redisContext* c = fresh();
+    RedisReply killed = command(c, "SCRIPT KILL");
+    EXPECT_EQ(text(killed.get()), "OK");
+    redisFree(c);
+  }
+  busy.join();
+  ASSERT_EQ(conn.wait_ready(5s), std::error_code{});
+  EXPECT_FALSE(rec.saw(ConnEvent::kStopped));
+  auto pong = conn.call_blocking({"PING"});
+  EXPECT_FALSE(pong.ec) << pong.ec.message();
+  command(client(), "CONFIG SET busy-reply-threshold 5000");
 }
 
 TEST_F(ConnectionTest, VersionFenceAcceptsAConfiguredValue) {

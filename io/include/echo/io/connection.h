@@ -99,6 +99,7 @@ struct ConnectionStats {
   std::uint64_t evalsha_calls = 0; // EVALSHAs written
   std::uint64_t bytes_out = 0;
   std::uint64_t wire_errors = 0;   // replies with no caller, and bytes the decoder refused
+  std::uint64_t boot_retries = 0;  // boots a server answered LOADING, BUSY or MASTERDOWN: retried
 };
 
 // A script called by SHA; `sha` is the lowercase hex SHA1 of `source` (the caller's promise,
@@ -198,6 +199,7 @@ class Connection {
   void boot_setname();
   void boot_fence();
   void boot_fence_check(bool after_set);
+  bool boot_transient(const Resp3Value& v);
   void booted();
   void drop_socket();
   void lose(std::error_code cause);
@@ -252,7 +254,7 @@ class Connection {
 
   std::atomic<std::uint64_t> pushes_{0}, overloads_{0}, commands_{0}, pipelines_{0}, replies_{0},
       reconnects_{0}, script_loads_{0}, evalsha_calls_{0}, bytes_out_{0}, wire_errors_{0},
-      pending_{0};
+      boot_retries_{0}, pending_{0};
 };
 
 }  // namespace echo::io

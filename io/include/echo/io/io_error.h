@@ -13,7 +13,8 @@ enum class IoErrc : int {
   kOverloaded,         // max_pending calls are already waiting for replies
   kRequiresResp3,      // a push verb on a connection that negotiated RESP2; nothing was sent
   kAuthRefused,        // NOAUTH / WRONGPASS at boot (fatal: the connector stops)
-  kBootRefused,        // SELECT, CLIENT SETNAME, AUTH or PING refused at boot (fatal)
+  kBootRefused,        // SELECT, CLIENT SETNAME, AUTH or PING refused at boot (fatal; LOADING,
+                       // BUSY and MASTERDOWN are retried as a loss: ConnectionStats::boot_retries)
   kUnexpectedHello,    // explicit protocol 3 and HELLO 3 failed (fatal)
   kVersionFence,       // {emq}:version holds another value (fatal)
   kShaMismatch,        // SCRIPT LOAD answered a different SHA than the one we call
