@@ -5,7 +5,8 @@
 -- KEYS[1]  members          emq:{ecc.coh.<t>}:members (zset: member m, score = expiry ms, server
 --                           time of this shard)
 -- KEYS[2]  epoch            emq:{ecc.coh.<t>}:mepoch (string: an integer, INCRed whenever a member
---                           enters the set here or leaves it in member_reap)
+--                           enters the set here or leaves it in member_reap; a new key starts
+--                           at the server's time in microseconds)
 -- ARGV[1]  m, the member: a node id 0..1023 in decimal, or any non-empty token without '{', '}',
 --          ':', '|' or whitespace (it becomes part of the member queue's name ecc.coh.<t>|<m>)
 -- ARGV[2]  ttl_ms > 0: the member is listed until now_ms + ttl_ms (member_reap removes it after)
@@ -36,7 +37,11 @@ end
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local entered = redis.call('ZADD', KEYS[1], now_ms + ttl, m)
-if entered == 1 then
-  redis.call('INCR', KEYS[2])
+if entered == 1 and redis.call('INCR', KEYS[2]) == 1 then
+  -- A new epoch key (the server lost its data, or never had it) starts at this server's time in
+  -- microseconds, not at 1: writers compare epochs for equality, and a counter that restarted
+  -- from 1 could climb back to a value a writer still holds from before the loss, beside another
+  -- membership, which that writer would then never read (member_enqueue.lua, "Membership").
+  redis.call('SET', KEYS[2], t[1] .. string.rep('0', 6 - #t[2]) .. t[2])
 end
 return {now_ms, entered}

@@ -4,7 +4,8 @@
 -- queues live on other slots (on a cluster, other shards), so the caller then runs
 -- member_drop.lua on each returned member's queue. Any node (or the writer) may run it.
 -- KEYS[1]  members          emq:{ecc.coh.<t>}:members (zset: member m, score = expiry ms)
--- KEYS[2]  epoch            emq:{ecc.coh.<t>}:mepoch (INCRed once when any member is removed)
+-- KEYS[2]  epoch            emq:{ecc.coh.<t>}:mepoch (INCRed once when any member is removed; a
+--                           new key starts at the server's time in microseconds)
 -- ARGV[1]  batch > 0, the most members removed per call
 -- returns  the members removed (an array of member tokens, possibly empty);
 --          error EMQARG when batch is not a positive integer (nothing written).
@@ -22,6 +23,8 @@ local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local expired = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. now_ms, 'LIMIT', 0, batch)
 if #expired > 0 then
   redis.call('ZREM', KEYS[1], unpack(expired))
-  redis.call('INCR', KEYS[2])
+  if redis.call('INCR', KEYS[2]) == 1 then  -- a new key: the server's time in us (member_beat.lua)
+    redis.call('SET', KEYS[2], t[1] .. string.rep('0', 6 - #t[2]) .. t[2])
+  end
 end
 return expired

@@ -331,6 +331,7 @@ class Members {
     const std::string e = s_->str("GET %s", epoch_);
     return e == "(nil)" ? 0 : std::stoll(e);
   }
+  void del_epoch() { s_->str("DEL %s", epoch_); }
 
  private:
   Scripts* s_;
@@ -415,28 +416,70 @@ TEST_F(BusFanout, BeatRefusesAMemberThatWouldBreakAKeyAndABadTtlAndWritesNothing
   EXPECT_GT(mem().beat("1023", 1000), 0);
 }
 
+TEST_F(BusFanout, AnEpochKeyLostWithTheServersDataNeverComesBackAtAValueItHadBefore) {
+  // Before the loss: two members entered, one reaped (e0, e0 + 1, e0 + 2). A writer may hold any
+  // of these beside the membership it read with it.
+  mem().beat("1", "60000");
+  const long long e0 = mem().epoch();
+  mem().beat("2", 1);
+  std::this_thread::sleep_for(milliseconds(10));
+  EXPECT_EQ(mem().reap(10), 1);
+  ASSERT_EQ(mem().epoch(), e0 + 2);
+  // The data is lost; members come back and new ones join, reaped ones leave: none of the epochs
+  // after the loss is one from before it (a counter restarted from 1 would come back to the
+  // values a writer may still hold).
+  RedisReply flushed = command(client(), "FLUSHALL");
+  ASSERT_EQ(text(flushed.get()), "OK");
+  std::vector<long long> after;
+  mem().beat("1", "60000");  // came back: a new key, seeded by member_beat
+  after.push_back(mem().epoch());
+  mem().beat("3", 1);  // a new member
+  after.push_back(mem().epoch());
+  std::this_thread::sleep_for(milliseconds(10));
+  EXPECT_EQ(mem().reap(10), 1);  // and it leaves
+  after.push_back(mem().epoch());
+  mem().del_epoch();  // the epoch key alone lost (evicted): the next entry seeds it again
+  mem().beat("4", 1);
+  after.push_back(mem().epoch());
+  std::this_thread::sleep_for(milliseconds(10));
+  mem().del_epoch();  // and again: the next reap seeds it
+  EXPECT_EQ(mem().reap(10), 1);
+  after.push_back(mem().epoch());
+  for (const long long e : after) {
+    EXPECT_GT(e, e0 + 2) << "an epoch after the loss is not past every epoch before it";
+  }
+  EXPECT_EQ(after[1], after[0] + 1);
+  EXPECT_EQ(after[2], after[0] + 2);
+  EXPECT_GT(after[3], after[2]);
+  EXPECT_GT(after[4], after[3]);
+}
+
 TEST_F(BusFanout, TheEpochMovesWhenAMemberEntersOrIsReapedAndNotOnARenewal) {
   EXPECT_EQ(mem().epoch(), 0);
+  const long long before_ms = s().now_ms();
   RedisReply first = mem().beat("1", "60000");
   ASSERT_TRUE(first && first->type == REDIS_REPLY_ARRAY && first->elements == 2) << text(first.get());
   EXPECT_EQ(first->element[1]->integer, 1);  // entered
-  EXPECT_EQ(mem().epoch(), 1);
+  // A new epoch key starts at the server's time in microseconds, not at 1.
+  const long long e0 = mem().epoch();
+  EXPECT_GE(e0, before_ms * 1000);
+  EXPECT_LE(e0, (s().now_ms() + 1) * 1000);
   RedisReply renewed = mem().beat("1", "60000");
   ASSERT_TRUE(renewed && renewed->type == REDIS_REPLY_ARRAY && renewed->elements == 2);
   EXPECT_EQ(renewed->element[1]->integer, 0);  // already listed
-  EXPECT_EQ(mem().epoch(), 1);
+  EXPECT_EQ(mem().epoch(), e0);
   mem().beat("2", 1);
-  EXPECT_EQ(mem().epoch(), 2);
+  EXPECT_EQ(mem().epoch(), e0 + 1);
   std::this_thread::sleep_for(milliseconds(10));
   EXPECT_EQ(mem().reap(10), 1);  // one INCR for the whole batch
-  EXPECT_EQ(mem().epoch(), 3);
+  EXPECT_EQ(mem().epoch(), e0 + 2);
   EXPECT_EQ(mem().reap(10), 0);  // nothing removed: the epoch stays
-  EXPECT_EQ(mem().epoch(), 3);
+  EXPECT_EQ(mem().epoch(), e0 + 2);
   // Back after member_reap removed it: it entered anew (its node must drop its L1 rows).
   RedisReply back = mem().beat("2", "60000");
   ASSERT_TRUE(back && back->type == REDIS_REPLY_ARRAY && back->elements == 2);
   EXPECT_EQ(back->element[1]->integer, 1);
-  EXPECT_EQ(mem().epoch(), 4);
+  EXPECT_EQ(mem().epoch(), e0 + 3);
   for (const char* bad : {"0", "-1", "x"}) {
     RedisReply r = s().run("member_reap", {mem().key(), mem().epoch_key()}, {bad});
     EXPECT_TRUE(is_error(r, "EMQARG batch must be a positive integer")) << bad;
@@ -1218,9 +1261,10 @@ TEST_F(FanoutOnACluster, EveryNewScriptStaysInOneSlotOnEveryBranch) {
   table::Minter minter(10);
   const auto id = [&] { return minter.mint("JOB").value().str(); };
   const std::string g = minter.mint("PRT").value().str();
-  for (const char* m : {"1", "2", "3"}) EXPECT_GT(mem.beat(m, 60000), 0);
-  const long long entered = mem.epoch();
-  EXPECT_EQ(entered, 3);
+  EXPECT_GT(mem.beat("1", 60000), 0);
+  const long long first = mem.epoch();  // a new key: the server's time in us
+  for (const char* m : {"2", "3"}) EXPECT_GT(mem.beat(m, 60000), 0);
+  EXPECT_EQ(mem.epoch(), first + 2);
   mem.member("3").park(10000);
   const std::string a = id(), b = id();
   // Lane insert, hand-off and the shared queue; then duplicates in all four.
