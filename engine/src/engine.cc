@@ -90,6 +90,7 @@ struct Engine::Impl {
   };
 
   EngineOptions options;
+  bool started = false;  // start() ran once (owner thread): an Engine runs once
   std::vector<std::unique_ptr<Slot>> slots;
   std::unordered_map<std::string_view, Slot*> by_name;
   std::unordered_map<std::string, Slot*> by_channel;
@@ -207,10 +208,16 @@ struct Engine::Impl {
     return table::l2_key(slot.spec.name, id.view()).value();
   }
 
-  // A blocking call between its running check and its answer: stop() waits for none.
+  // A blocking call between its running check and its answer: stop() waits for none. The
+  // count's increment and the caller's read of `running`, like stop()'s store to `running` and
+  // its read of the count, are seq_cst: each side stores, then loads what the other stores, and
+  // weaker orders let both loads see the old values (on x86 stop()'s release store may pass its
+  // load), so stop() would tear the loop down under a caller that goes on to post to it.
   struct Inflight {
     std::atomic<int>& n;
-    explicit Inflight(std::atomic<int>& count) : n(count) { n.fetch_add(1, std::memory_order_acq_rel); }
+    explicit Inflight(std::atomic<int>& count) : n(count) {
+      n.fetch_add(1, std::memory_order_seq_cst);
+    }
     ~Inflight() { n.fetch_sub(1, std::memory_order_acq_rel); }
     Inflight(const Inflight&) = delete;
     Inflight& operator=(const Inflight&) = delete;
@@ -220,7 +227,9 @@ struct Engine::Impl {
   // loop's. `issue` runs on the loop thread and returns an immediate error or arms `done`.
   Result<io::Resp3Owned> blocking(std::function<std::error_code(io::ReplyFn)> issue) {
     const Inflight entered(inflight);
-    if (!running.load(std::memory_order_acquire)) return table::Unexpected{make_error_code(Errc::kStopped)};
+    if (!running.load(std::memory_order_seq_cst)) {
+      return table::Unexpected{make_error_code(Errc::kStopped)};
+    }
     auto promise = std::make_shared<std::promise<io::OwnedResult>>();
     auto future = promise->get_future();
     io->loop().post([this, issue = std::move(issue), promise]() {
@@ -267,7 +276,9 @@ struct Engine::Impl {
   // own error. Any thread but the loop's.
   Result<std::vector<io::OwnedResult>> calls(std::vector<Call> batch) {
     const Inflight entered(inflight);
-    if (!running.load(std::memory_order_acquire)) return table::Unexpected{make_error_code(Errc::kStopped)};
+    if (!running.load(std::memory_order_seq_cst)) {
+      return table::Unexpected{make_error_code(Errc::kStopped)};
+    }
     struct State {
       std::vector<Call> batch;
       std::vector<io::OwnedResult> out;
@@ -525,6 +536,11 @@ Engine::~Engine() { stop(); }
 std::error_code Engine::start(std::chrono::milliseconds timeout) {
   auto& d = *impl_;
   if (d.running.load(std::memory_order_acquire)) return {};
+  // One run per Engine. A second would restart the writers on new threads over rings whose
+  // consumer side the old ones own, with job items the old consumers published still in them
+  // (their tickets would ack into the next consumer's, which start at 1 again).
+  if (d.started) return make_error_code(Errc::kStopped);
+  d.started = true;
   const auto deadline = Clock::now() + timeout;
   auto left = [&] {
     return std::max(std::chrono::milliseconds(1),
@@ -634,17 +650,20 @@ std::error_code Engine::start(std::chrono::milliseconds timeout) {
     }
   }
   // Caching starts only once each lane confirmed delivery: the server's subscription
-  // confirmation (broadcast) or this node's first membership beat (job).
+  // confirmation (broadcast) or this node's first membership beat (job). A job-lane table whose
+  // membership shows another process beating as this node never confirms: start refuses.
   for (auto& slot : d.slots) {
     if (slot->spec.coherence == CoherenceMode::kNone) continue;
-    {
-      while (slot->writer->stats().suspended) {
-        if (Clock::now() >= deadline) {
-          stop();
-          return make_error_code(io::IoErrc::kTimeout);
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    while (slot->writer->stats().suspended) {
+      if (slot->consumer && slot->consumer->stats().member_conflicts > 0) {
+        stop();
+        return make_error_code(Errc::kMemberConflict);
       }
+      if (Clock::now() >= deadline) {
+        stop();
+        return make_error_code(io::IoErrc::kTimeout);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
   }
   if (d.options.stats_publish.count() > 0) {
@@ -671,9 +690,9 @@ std::error_code Engine::start(std::chrono::milliseconds timeout) {
 void Engine::stop() {
   auto& d = *impl_;
   d.stats_publisher = std::jthread();  // requests stop and joins
-  d.running.store(false, std::memory_order_release);
+  d.running.store(false, std::memory_order_seq_cst);  // seq_cst: see Impl::Inflight
   // Blocking calls already posted finish on the still-running io thread.
-  while (d.inflight.load(std::memory_order_acquire) != 0) {
+  while (d.inflight.load(std::memory_order_seq_cst) != 0) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   for (auto& s : d.slots) s->writer->stop();
@@ -700,6 +719,9 @@ void Engine::stop() {
   // destructor would drive the ring from this thread while the kernel hands those operations'
   // completions to its fallback worker, and a link timeout can no longer cancel its connect.
   for (auto& s : d.slots) s->consumer.reset();
+  // The writers are stopped for good (start() refuses a second run), but their ack sinks named
+  // the consumers just destroyed.
+  for (auto& s : d.slots) s->writer->set_ack_sink(nullptr);
   if (d.io) d.io->join();
   d.io.reset();
   d.io_closing = false;

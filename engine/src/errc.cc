@@ -26,6 +26,7 @@ std::string_view to_string(Errc e) noexcept {
     case Errc::kUnexpectedReply: return "unexpected_reply";
     case Errc::kNoLiveMember: return "no_live_member";
     case Errc::kWrongMode: return "wrong_mode";
+    case Errc::kMemberConflict: return "member_conflict";
   }
   return "unknown";
 }

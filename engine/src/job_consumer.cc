@@ -15,7 +15,10 @@
 #include <cstdlib>
 #include <future>
 #include <memory>
+#include <random>
 #include <thread>
+
+#include <unistd.h>
 
 namespace echo::engine {
 namespace {
@@ -39,6 +42,20 @@ std::string seconds_text(std::int64_t ms) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%lld.%03lld", static_cast<long long>(ms / 1000),
                 static_cast<long long>(ms % 1000));
+  return buf;
+}
+
+// This process's owner token for its member queues: host:pid:random (job_consumer.h, "Two
+// processes, one node id"). The random part tells apart two consumers of one process (two engines
+// under the same node id) and a pid the system gave again.
+std::string owner_token() {
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
+  std::random_device rd;
+  const std::uint64_t r = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+  char buf[320];
+  std::snprintf(buf, sizeof buf, "%s:%ld:%016llx", host, static_cast<long>(::getpid()),
+                static_cast<unsigned long long>(r));
   return buf;
 }
 
@@ -89,6 +106,7 @@ JobConsumer::JobConsumer(io::UringLoop& loop, CommandPort cmd,
       mbase_(keys_.member_base(member_)),
       scripts_(JobLaneScripts::embedded()),
       member_ttl_ms_(3 * spec_.job_beat_ms),
+      token_(owner_token()),
       acks_(ring::RingConfig{.capacity = std::bit_ceil(spec_.ring_capacity * 2),
                              .full_policy = ring::FullPolicy::kDrop}) {
   // A parked BLPOP holds its reply for up to one beat: the call timeout must outlast it.
@@ -98,13 +116,18 @@ JobConsumer::JobConsumer(io::UringLoop& loop, CommandPort cmd,
   // soon as the connection is ready, not a whole beat later.
   // A lost parking connection takes the credits down (writers then use the lane and the wake list
   // rather than a delivery list nobody blocks on); a ready one raises it again.
+  // A lost one is also a lapse: the server may have restarted, taking our live key with it, and
+  // writers skip a member that is not live (member_enqueue answers -1), so L1 may already miss a
+  // message; it serves nothing until a beat lands, and the reconnect beats at once.
   park_ = std::make_unique<io::Connection>(
       loop_, std::move(park_options), io::PushFn{}, [this](io::ConnEvent event, std::error_code) {
         if (stopping_) return;
+        if (event == io::ConnEvent::kDisconnected) return lapse();  // lapse() arms
         arm();
         if (event == io::ConnEvent::kReady || event == io::ConnEvent::kReconnected) {
           lanes_idle_ = false;
           park_refused_ = false;
+          if (event == io::ConnEvent::kReconnected && !registered_) beat();
           pump();
         }
       });
@@ -184,7 +207,16 @@ void JobConsumer::beat() {
   // gives the jobs it hands us. Only on its reply the membership: a writer that sees the epoch
   // move must find us live (member_enqueue.lua, "Membership").
   const std::string live = mbase_ + "live", lease = std::to_string(spec_.job_lease_ms),
-                    ttl = std::to_string(member_ttl_ms_);
+                    ttl = std::to_string(member_ttl_ms_), owner = mbase_ + "owner";
+  // Just before it, our token into the owner key: its old value says whether another process
+  // beats as this member (job_consumer.h, "Two processes, one node id"). Same slot and
+  // connection, so this reply is in before the live key's. A failure here fails the live key's
+  // SET too (or the beat reads no owner: nothing counted).
+  owner_seen_.clear();
+  (void)cmd_.call({"SET", owner, token_, "PX", ttl, "GET"},
+                  [this](std::error_code e, const io::Resp3Value& r) {
+                    if (!e && r.type() == io::Resp3Type::bulk_string) owner_seen_ = r.str();
+                  });
   const auto ec = cmd_.call({"SET", live, lease, "PX", ttl, "GET"},
                             [this](std::error_code e, const io::Resp3Value& r) {
                               if (stopping_) return;
@@ -215,11 +247,41 @@ void JobConsumer::enter(bool was_live) {
           return lapse();
         }
         bump(beats_);
+        const std::int64_t now_ms = as_int(r[0]);
+        // Another process's token replaced ours since our last beat: it beats as this member
+        // (job_consumer.h, "Two processes, one node id"). A token found by our first beat is a
+        // predecessor's, or a twin's that our next beat shows: no caching before that beat.
+        const bool foreign = !owner_seen_.empty() && owner_seen_ != token_;
+        const bool twin = foreign && owner_written_;
+        owner_written_ = true;
+        if (twin) {
+          bump(member_conflicts_);
+          twin_seen_ms_ = now_ms;
+          if (!conflicted_) {
+            conflicted_ = true;
+            if (registered_) writer_.subscription_lost();
+            confirm_owed_ = true;
+            std::fprintf(stderr,
+                         "echo::engine::JobConsumer: table %s, member %s: another process (%s) "
+                         "beats as this member too (a node id used twice); this node caches "
+                         "nothing of the table until it is alone\n",
+                         spec_.name.c_str(), member_.c_str(), owner_seen_.c_str());
+          }
+        } else if (conflicted_ && now_ms - twin_seen_ms_ > member_ttl_ms_ + spec_.job_beat_ms) {
+          // A twin that still beats writes at least once per member ttl, and our next beat
+          // sees it: none for longer than that, and we are alone again.
+          conflicted_ = false;
+        }
         // First beat, or a beat that shows writers may have skipped us: our live key had expired
         // (admissions answered -1) or member_reap had taken us out of the set (writers stopped
-        // sending). Whatever L1 holds may have missed a message.
+        // sending). Whatever L1 holds may have missed a message: drop it all and cache again,
+        // once no twin (or possible twin) beats with us.
         if (!registered_ || !was_live || r[1].integer() == 1) {
           if (last_beat_ms_ != 0) bump(rejoins_);
+          confirm_owed_ = true;
+        }
+        if (confirm_owed_ && !conflicted_ && !(foreign && !twin)) {
+          confirm_owed_ = false;
           writer_.subscription_confirmed();
         }
         registered_ = true;
@@ -250,19 +312,21 @@ void JobConsumer::maintain() {
   {
     const std::string_view keys[] = {active, pending};
     const std::string_view argv[] = {mbase_};
-    cmd_.evalsha(scripts_.reap, keys, argv, adds_to(reaped_));
+    if (cmd_.evalsha(scripts_.reap, keys, argv, adds_to(reaped_))) bump(maintenance_errors_);
   }
   {
     const std::string_view keys[] = {schedule, pending};
     const std::string_view argv[] = {mbase_, "100"};
-    cmd_.evalsha(scripts_.promote, keys, argv, adds_to(promoted_));
+    if (cmd_.evalsha(scripts_.promote, keys, argv, adds_to(promoted_))) {
+      bump(maintenance_errors_);
+    }
   }
   {
     // Out of the set on the table's slot, then each removed member's queue on its own slot.
     const std::string_view keys[] = {keys_.members, keys_.epoch};
     const std::string_view argv[] = {"16"};
-    cmd_.evalsha(scripts_.member_reap, keys, argv,
-                 [this](std::error_code ec, const io::Resp3Value& r) {
+    const auto refused = cmd_.evalsha(
+        scripts_.member_reap, keys, argv, [this](std::error_code ec, const io::Resp3Value& r) {
                    if (stopping_) return;
                    if (ec || r.type() != io::Resp3Type::array) {
                      bump(maintenance_errors_);
@@ -273,12 +337,14 @@ void JobConsumer::maintain() {
                      const std::string mbase = keys_.member_base(m.str()), live = mbase + "live";
                      const std::string_view k[] = {live};
                      const std::string_view a[] = {mbase};
-                     cmd_.evalsha(scripts_.member_drop, k, a,
-                                  [this](std::error_code e, const io::Resp3Value&) {
-                                    if (e && !stopping_) bump(maintenance_errors_);
-                                  });
+                     const auto dropped = cmd_.evalsha(
+                         scripts_.member_drop, k, a, [this](std::error_code e, const io::Resp3Value&) {
+                           if (e && !stopping_) bump(maintenance_errors_);
+                         });
+                     if (dropped) bump(maintenance_errors_);
                    }
                  });
+    if (refused) bump(maintenance_errors_);
   }
 }
 
@@ -521,7 +587,10 @@ void JobConsumer::complete(const Job& job, table::Verdict verdict) {
   const std::string token = std::to_string(job.token);
   const std::string_view keys[] = {active, job_key};
   const std::string_view argv[] = {job.id, token, mbase_};
-  cmd_.evalsha(scripts_.complete, keys, argv, [this](std::error_code ec, const io::Resp3Value& r) {
+  // A call refused inline (disconnected, overloaded) answers nothing: counted here, like an
+  // error reply. Either way the job stays active and the reaper redelivers it with token + 1.
+  const auto refused = cmd_.evalsha(scripts_.complete, keys, argv, [this](std::error_code ec,
+                                                                         const io::Resp3Value& r) {
     if (ec == make_error_code(io::IoErrc::kServerError) && r.str().starts_with("EMQSTALE")) {
       bump(complete_stale_);  // a superseded token: the script refused it
     } else if (ec || r.type() != io::Resp3Type::integer) {
@@ -532,6 +601,7 @@ void JobConsumer::complete(const Job& job, table::Verdict verdict) {
       bump(complete_gone_);
     }
   });
+  if (refused) bump(complete_errors_);
 }
 
 void JobConsumer::retry(const Job& job, std::string reason) {
@@ -542,13 +612,15 @@ void JobConsumer::retry(const Job& job, std::string reason) {
                     max = std::to_string(spec_.job_max_attempts);
   const std::string_view keys[] = {active, schedule, dead, job_key};
   const std::string_view argv[] = {job.id, token, delay, max, reason, mbase_};
-  cmd_.evalsha(scripts_.retry, keys, argv, [this](std::error_code ec, const io::Resp3Value& r) {
+  const auto refused = cmd_.evalsha(scripts_.retry, keys, argv, [this](std::error_code ec,
+                                                                      const io::Resp3Value& r) {
     if (ec) {
       bump(complete_errors_);
       return;
     }
     bump(r.str() == "dead" ? dead_ : retried_);
   });
+  if (refused) bump(complete_errors_);  // refused inline: nothing answers (see complete())
 }
 
 JobConsumerStats JobConsumer::stats() const {
@@ -574,6 +646,7 @@ JobConsumerStats JobConsumer::stats() const {
   s.parks = ld(parks_);
   s.wakes = ld(wakes_);
   s.empty_claims = ld(empty_claims_);
+  s.member_conflicts = ld(member_conflicts_);
   s.in_flight = ld(claimed_) + ld(handed_off_) - ld(applied_) - ld(stale_applies_) - ld(malformed_);
   return s;
 }

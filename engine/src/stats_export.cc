@@ -108,6 +108,8 @@ constexpr Field<JobConsumerStats> kConsumerFields[] = {
     {"wakes", &JobConsumerStats::wakes, Kind::kCounter, "parks woken by a job"},
     {"empty_claims", &JobConsumerStats::empty_claims, Kind::kCounter, "claims that found nothing"},
     {"in_flight", &JobConsumerStats::in_flight, Kind::kGauge, "jobs claimed, not yet applied"},
+    {"member_conflicts", &JobConsumerStats::member_conflicts, Kind::kCounter,
+     "beats that found another process beating as this member"},
 };
 
 constexpr Field<io::ConnectionStats> kConnectionFields[] = {
@@ -124,6 +126,8 @@ constexpr Field<io::ConnectionStats> kConnectionFields[] = {
     {"bytes_out", &io::ConnectionStats::bytes_out, Kind::kCounter, "bytes written"},
     {"wire_errors", &io::ConnectionStats::wire_errors, Kind::kCounter,
      "replies with no caller and bytes refused"},
+    {"boot_retries", &io::ConnectionStats::boot_retries, Kind::kCounter,
+     "boots answered LOADING, BUSY or MASTERDOWN, retried"},
 };
 
 constexpr Field<ClusterCounters> kClusterFields[] = {

@@ -7,7 +7,8 @@
 --          between member_reap and this script: its queue is in use, nothing deleted).
 -- Deletes every job row (and its HEAD-era :logs and :lock keys) whose id is in mbase pending,
 -- active, schedule, dead or a lane mbase g:<g>:pending; those zsets and lanes; ring, paused,
--- glimit, gactive, wake, deliver, parked, meta, groups, metrics:completed and metrics:failed.
+-- glimit, gactive, wake, deliver, parked, owner, meta, groups, metrics:completed and
+-- metrics:failed.
 -- The lanes are found by their groups: every group member_enqueue put in a lane (the groups set),
 -- and every group whose lane may hold work without that: a lane with work is in the ring unless
 -- its group is paused or at its ceiling (WIRE §5.3), which covers a handed-off job (never in
@@ -43,6 +44,7 @@ for g in pairs(lanes) do
   drop_jobs(mbase .. 'g:' .. g .. ':pending')
 end
 redis.call('DEL', mbase .. 'ring', mbase .. 'paused', mbase .. 'glimit', mbase .. 'gactive',
-  mbase .. 'wake', mbase .. 'deliver', mbase .. 'parked', mbase .. 'meta', mbase .. 'groups',
+  mbase .. 'wake', mbase .. 'deliver', mbase .. 'parked', mbase .. 'owner', mbase .. 'meta',
+  mbase .. 'groups',
   mbase .. 'metrics:completed', mbase .. 'metrics:failed')
 return 1

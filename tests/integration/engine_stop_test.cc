@@ -67,6 +67,24 @@ const char* name(Moment m) {
   return names[static_cast<int>(m)];
 }
 
+// An Engine runs once: its writers' rings belong to the threads of that run, and the job items
+// its consumers published carry tickets the next run's consumers would reuse.
+TEST_F(EngineStop, AStartAfterAStopOrAfterAFailedStartAnswersStopped) {
+  Engine e(node_options(server(), 120), tables());
+  ASSERT_EQ(e.start(), std::error_code{});
+  EXPECT_EQ(e.start(), std::error_code{}) << "start() while running";
+  e.stop();
+  EXPECT_EQ(e.start(), make_error_code(engine::Errc::kStopped));
+  EXPECT_FALSE(e.running());
+  e.stop();  // idempotent
+
+  engine::EngineOptions nowhere = node_options(server(), 121);
+  nowhere.port = 1;  // nothing listens there
+  Engine f(nowhere, tables());
+  EXPECT_TRUE(f.start(std::chrono::milliseconds(200)));
+  EXPECT_EQ(f.start(std::chrono::milliseconds(200)), make_error_code(engine::Errc::kStopped));
+}
+
 TEST_F(EngineStop, AJobLaneEngineStopsCleanlyWhateverTheServerIsDoingAtTheTime) {
   int rounds = 70;
   if (const char* env = std::getenv("ECHO_ENGINE_STOP_ROUNDS")) {

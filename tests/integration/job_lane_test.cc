@@ -126,6 +126,14 @@ std::string describe(const engine::Result<engine::Got>& g) {
          " " + g->value;
 }
 
+// Reads `name` twice on `n`: true iff the second read came from L1 (the table caches).
+bool caches(Engine& n, const std::string& t, const BrandedId& name) {
+  auto first = n.get(t, name.view());
+  auto second = n.get(t, name.view());
+  EXPECT_TRUE(first && second) << "a read failed";
+  return first && second && second->source == Source::kL1;
+}
+
 std::optional<engine::JobConsumerStats> consumer_of(const Engine& e, const std::string& table) {
   for (const auto& t : e.stats().tables) {
     if (t.name == table) return t.consumer;
@@ -689,6 +697,120 @@ TEST_F(JobLane, FanOutEveryNodeEndsWithEveryNameAtItsFinalVersionThoughOneWasKil
       static_cast<unsigned long long>(reads.load()));
 }
 
+// ---- the server loses its data ----
+
+// The writer keeps the membership it read beside the epoch it read with it, and reads it again
+// only when the epoch moves. After the server lost its data the epoch key starts anew; were it a
+// counter from 1, the rejoins could bring it back to the value the writer holds while the
+// membership is another, and a member that joined after the loss would never be sent a job.
+TEST_F(JobLane, AfterTheServerLosesItsDataAWriterAdmitsEveryMemberThatJoinedSoNoneServesAStaleRow) {
+  const std::string t = "lost";
+  const LaneKnobs k{.lease_ms = 30000, .beat_ms = 100};
+  const auto keys = engine::JobLaneKeys::for_table(t);
+  auto w = start_node(server(), 112, {writer_spec(t, k.lease_ms)});
+  auto r1 = start_node(server(), 113, {lane_spec(t, k)});
+  auto r2 = start_node(server(), 114, {lane_spec(t, k)});
+  ASSERT_TRUE(w && r1 && r2);
+  const BrandedId group = fresh_id("PRT"), name = fresh_id("AST");
+  auto first = w->enqueue(t, group, name.view(), w->mint("AST").value());
+  ASSERT_TRUE(first) << first.error().message();
+  ASSERT_EQ(first->size(), 2u);  // the writer holds the epoch of two entries, and 113 and 114
+  r2.reset();
+  RedisReply flushed = command(client(), "FLUSHALL");  // a restart without persistence
+  ASSERT_EQ(text(flushed.get()), "OK");
+  auto r3 = start_node(server(), 115, {lane_spec(t, k)});
+  ASSERT_TRUE(r3);
+  // 113's next beat finds its live key gone and enters again: two entries since the loss.
+  ASSERT_TRUE(within(5s, [&] { return integer_of(client(), {"ZCARD", keys.members}) == 2; }));
+
+  const BrandedId v1 = w->mint("AST").value();
+  ASSERT_TRUE(w->put(t, name.view(), "v1", v1));
+  ASSERT_TRUE(caches(*r3, t, name));  // 115 serves v1 from L1
+  const BrandedId v2 = w->mint("AST").value();
+  ASSERT_TRUE(w->put(t, name.view(), "v2", v2));
+  auto admitted = w->enqueue(t, group, name.view(), v2);
+  ASSERT_TRUE(admitted) << admitted.error().message();
+  std::string who;
+  for (const auto& a : *admitted) who += a.member + " ";
+  EXPECT_NE(who.find("115"), std::string::npos) << "admitted to " << who << "only";
+  ASSERT_TRUE(within(5s, [&] {
+    auto got = r3->get(t, name.view());
+    return got && got->version == v2;
+  })) << "node 115 still serves " << describe(r3->get(t, name.view()));
+}
+
+// After a server restart a member's live key is gone, so writers skip it (member_enqueue answers
+// -1) until its next beat; its lost parking connection is that news already: from the moment it
+// drops, the node serves nothing from L1 until a beat lands (the reconnect beats at once).
+TEST_F(JobLane, AfterAServerRestartANodeServesNoRowItCachedBeforeUntilABeatLands) {
+  const std::string t = "restarted";
+  const LaneKnobs k{.lease_ms = 30000, .beat_ms = 3000};  // a beat far off: the window it left
+  auto w = start_node(server(), 116, {writer_spec(t, k.lease_ms)});
+  auto r = start_node(server(), 117, {lane_spec(t, k)});
+  ASSERT_TRUE(w && r);
+  const BrandedId name = fresh_id("AST"), group = fresh_id("PRT");
+  const BrandedId v1 = w->mint("AST").value();
+  ASSERT_TRUE(w->put(t, name.view(), "v1", v1));
+  ASSERT_TRUE(within(5s, [&] { return caches(*r, t, name); }));
+  const auto beats = consumer_of(*r, t)->beats;
+  ASSERT_TRUE(within(10s, [&] { return consumer_of(*r, t)->beats > beats; }));  // just beat
+  server().restart(true);
+  const BrandedId v2 = w->mint("AST").value();
+  ASSERT_TRUE(within(10s, [&] { return w->put(t, name.view(), "v2", v2).has_value(); }));
+  (void)w->enqueue(t, group, name.view(), v2);  // 117 may not be live again yet: -1, skipped
+  int stale = 0, reads = 0;
+  bool fresh = false;
+  const auto until = Clock::now() + std::chrono::milliseconds(k.beat_ms + 2000);
+  while (Clock::now() < until && !fresh) {
+    auto got = r->get(t, name.view());
+    ++reads;
+    if (got && got->version == v1) ++stale;
+    fresh = got && got->version == v2;
+    std::this_thread::sleep_for(1ms);
+  }
+  EXPECT_EQ(stale, 0) << "v1 served after v2 was in L2, " << stale << " of " << reads << " reads";
+  EXPECT_TRUE(fresh) << "v2 never served";
+  ASSERT_TRUE(within(5s, [&] { return caches(*r, t, name); })) << "the node never cached again";
+  EXPECT_GE(consumer_of(*r, t)->rejoins, 1u);
+}
+
+// A completion the command connection refuses inline (the server is down) answers nothing: it is
+// counted as a completion error there and then, and the job stays active for the reaper.
+TEST_F(JobLane, CompletionsRefusedWhileTheServerIsDownAreCountedAsErrors) {
+  const std::string t = "refused";
+  const LaneKnobs k{.lease_ms = 30000, .beat_ms = 200};
+  auto w = start_node(server(), 118, {writer_spec(t, k.lease_ms)});
+  auto n = start_node(server(), 119, {lane_spec(t, k)});
+  ASSERT_TRUE(w && n);
+  const BrandedId group = fresh_id("PRT");
+  constexpr std::uint64_t kJobs = 20;
+  std::uint64_t taken = 0;
+  {
+    WriterHold hold(*n, t);
+    ASSERT_TRUE(hold.entered(5s));
+    for (std::uint64_t i = 0; i < kJobs; ++i) {
+      ASSERT_TRUE(w->enqueue(t, group, fresh_id("AST").view(), w->mint("AST").value()));
+    }
+    // A hand-off into a held writer: the consumer blocks again only after that ack, so it holds
+    // one or a few; the rest wait listed, leased.
+    ASSERT_TRUE(within(10s, [&] { return consumer_of(*n, t)->in_flight >= 1; })) << stats_line(*n, t);
+    std::this_thread::sleep_for(300ms);
+    const auto c = consumer_of(*n, t).value();
+    taken = c.claimed + c.handed_off;
+    server().stop();
+    std::this_thread::sleep_for(300ms);  // both connections have seen the loss
+  }
+  ASSERT_TRUE(within(10s, [&] {
+    const auto c = consumer_of(*n, t).value();
+    return c.applied + c.stale_applies == taken;
+  }));
+  const auto c = consumer_of(*n, t).value();
+  EXPECT_EQ(c.completed + c.complete_gone + c.complete_stale + c.complete_errors, taken)
+      << "completions accounted for nowhere: " << stats_line(*n, t);
+  EXPECT_EQ(c.complete_errors, taken) << stats_line(*n, t);
+  server().restart(true);
+}
+
 // ---- a paused member queue ----
 
 TEST_F(JobLane, APausedMemberQueueIsNotClaimedFromOrHandedOffToUntilItsResume) {
@@ -989,6 +1111,84 @@ TEST_F(JobLane, AnEnqueueWithNoLiveMemberIsTheTypedErrorNoLiveMemberNotADuplicat
   auto dup = w->enqueue_job(t, group, job, name.view(), w->mint("AST").value());
   ASSERT_TRUE(dup) << dup.error().message();
   EXPECT_FALSE(*dup);
+}
+
+// ---- one node id twice ----
+
+TEST_F(JobLane, ASecondProcessUnderOneNodeIdIsRefusedAndATwinStopsTheFirstCachingWhileItBeats) {
+  const std::string t = "twin";
+  const LaneKnobs k{.lease_ms = 30000, .beat_ms = 100};
+  const std::string owner = member_base(t, 110) + "owner";
+  const BrandedId name = fresh_id("AST");
+  // A restart under the same node id within the member ttl finds its predecessor's token once:
+  // no conflict, and it caches from its second beat on.
+  {
+    auto before = start_node(server(), 110, {lane_spec(t, k)});
+    ASSERT_TRUE(before);
+    ASSERT_TRUE(within(5s, [&] { return consumer_of(*before, t)->beats >= 2; }));
+  }
+  ASSERT_EQ(integer_of(client(), {"EXISTS", owner}), 1)
+      << "the predecessor's token expired before the restart";
+  auto a = start_node(server(), 110, {lane_spec(t, k)});
+  ASSERT_TRUE(a);
+  EXPECT_TRUE(caches(*a, t, name)) << "the restarted node does not cache";
+  ASSERT_TRUE(within(5s, [&] { return consumer_of(*a, t)->beats >= 6; }));
+  EXPECT_EQ(consumer_of(*a, t)->member_conflicts, 0u) << "a predecessor's token taken for a twin";
+
+  // A second process under 110 while a runs: its start is refused with the typed error, and a,
+  // which saw its token, caches nothing until one member ttl and a beat have passed without it.
+  {
+    Engine b(node_options(server(), 110), {lane_spec(t, k)});
+    const auto t0 = Clock::now();
+    const std::error_code refused = b.start();
+    EXPECT_EQ(refused, make_error_code(engine::Errc::kMemberConflict));
+    EXPECT_EQ(refused.message(), "member_conflict");
+    std::printf("[ twin ] the second start refused after %.0f ms (beat 100 ms)\n",
+                std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+  }
+  ASSERT_TRUE(within(5s, [&] { return consumer_of(*a, t)->member_conflicts >= 1; }));
+  ASSERT_TRUE(within(5s, [&] { return caches(*a, t, name); })) << "a never cached again";
+
+  // A twin that keeps beating (the test's own client, as another process's consumer would): a
+  // finds it within a beat or two and caches nothing while it beats, yet takes and completes
+  // its jobs, so nothing backs up.
+  const auto conflicts_before = consumer_of(*a, t)->member_conflicts;
+  std::atomic<bool> twin_beats{true};
+  std::thread twin([&] {
+    redisContext* c = redisConnect(server().host().c_str(), server().port());
+    while (c && !c->err && twin_beats.load()) {
+      RedisReply r = command_argv(c, {"SET", owner, "elsewhere:1:0", "PX", "300"});
+      std::this_thread::sleep_for(50ms);
+    }
+    if (c) redisFree(c);
+  });
+  ASSERT_TRUE(within(5s, [&] { return consumer_of(*a, t)->member_conflicts > conflicts_before; }));
+  ASSERT_TRUE(within(5s, [&] { return !caches(*a, t, name); }));
+  auto w = start_node(server(), 111, {writer_spec(t, k.lease_ms)});
+  ASSERT_TRUE(w);
+  const BrandedId group = fresh_id("PRT");
+  const auto completed = consumer_of(*a, t)->completed;
+  std::uint64_t reads = 0;
+  const auto until = Clock::now() + 1s;  // ten beats: not one of them lets a cache
+  while (Clock::now() < until) {
+    ASSERT_TRUE(w->enqueue(t, group, fresh_id("AST").view(), w->mint("AST").value()));
+    ASSERT_FALSE(caches(*a, t, name)) << "a cached beside a twin after " << reads << " reads";
+    reads += 2;
+    std::this_thread::sleep_for(10ms);
+  }
+  const auto during = consumer_of(*a, t)->member_conflicts - conflicts_before;
+  EXPECT_GE(during, 5u) << "a twin beating every 50 ms for a second";
+  twin_beats.store(false);
+  twin.join();
+  ASSERT_TRUE(within(5s, [&] { return consumer_of(*a, t)->completed >= completed + reads / 2; }))
+      << "jobs backed up beside the twin";
+  ASSERT_TRUE(within(5s, [&] { return caches(*a, t, name); })) << "a never cached again";
+  const auto settled = consumer_of(*a, t)->member_conflicts;
+  std::this_thread::sleep_for(500ms);
+  EXPECT_EQ(consumer_of(*a, t)->member_conflicts, settled) << "conflicts counted after the twin went";
+  EXPECT_TRUE(caches(*a, t, name));
+  std::printf("[ twin ] %llu conflicts counted while the twin beat; %llu reads, none from L1\n",
+              static_cast<unsigned long long>(during), static_cast<unsigned long long>(reads));
 }
 
 // ---- parking (bus gate 3.4 G5) ----

@@ -110,8 +110,12 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  // Connects, boots, subscribes every broadcast table and waits for the confirmations, then
-  // starts the writers. Owner thread; blocks up to `timeout`. Returns the first failure.
+  // Connects, boots, subscribes every broadcast table and waits for the confirmations (and each
+  // job-lane table's first membership beat), then starts the writers. Owner thread; blocks up to
+  // `timeout`. Returns the first failure: member_conflict when another process beats as this
+  // node_id in a job-lane table's membership (job_consumer.h, "Two processes, one node id").
+  // An Engine runs once: start() after stop(), or after a start() that failed, answers stopped
+  // (construct a new Engine); start() while running answers success.
   std::error_code start(std::chrono::milliseconds timeout = std::chrono::seconds(5));
   // Stops the writers, the loader and the io thread; waiters get `stopped`. Idempotent.
   void stop();
@@ -136,10 +140,12 @@ class Engine {
   // valid branded id) admitted into the member queue of every live member of `table`'s job lane
   // (and into the shared queue ecc.coh.<t> when the table says job_shared_queue): one
   // member_enqueue per member queue, each on its own slot, all sent at once (one pipeline per
-  // shard), plus a read of the membership epoch; a second round trip only when the membership
-  // changed since this engine last read it (member_enqueue.lua, "Membership"). An undeclared
-  // table uses the default knobs. At-least-once per member: on an error some queues may hold the
-  // job already, and a retry under the same job id is a duplicate there.
+  // shard), plus a read of the membership epoch; when the membership changed since this engine
+  // last read it, a read of the membership and a send to the members it did not have
+  // (member_enqueue.lua, "Membership"). An undeclared table uses the default knobs. At-least-once
+  // per member: on an error some queues may hold the job already; a retry through enqueue() mints
+  // a new job id, so those members apply the message twice (harmless: newer wins), while
+  // enqueue_job() under the same id is a duplicate there.
   // Errc::kNoLiveMember when no queue took it: no member was live and there is no shared queue.
   Result<std::vector<MemberAdmission>> enqueue(std::string_view table, const table::BrandedId& group,
                                                std::string_view id, const table::BrandedId& version);

@@ -20,6 +20,8 @@ enum class Errc : int {
   kNoLiveMember,     // a job-lane enqueue found no live member (and no shared queue): no queue
                      // holds the job, so nothing will apply it (not a duplicate)
   kWrongMode,        // EngineOptions::mode is single but the server is a cluster node
+  kMemberConflict,   // start(): another process beats as this node in a job-lane table's
+                     // membership (a node id used twice; job_consumer.h)
 };
 
 const std::error_category& engine_category() noexcept;

@@ -25,6 +25,21 @@
 //   - a joiner caches nothing until its first beat has landed: its live key is set before it
 //     enters the set, so every writer that sees the epoch move admits it.
 //
+// Two processes, one node id. WIRE §1 asks every concurrent minter for a distinct node; two that
+// share one would also share a member queue, and each message would reach only one of them, so
+// both L1s would go stale without a sign. So each beat also sets the member queue's owner key
+// (<mbase>owner, SET ... PX member ttl GET, just before the live key) to this consumer's token
+// (host:pid:random). Another token replacing ours between two of our beats can only come from a
+// process beating as this member now (a twin): the beat counts a member conflict, writes one line
+// to stderr, and the table caches nothing (every L1 row dropped, as on a lost subscription) until
+// no twin's token has been seen for one member ttl plus one beat (a twin that beats at all writes
+// at least once per ttl, and our next beat sees it); then every row is dropped once more and
+// caching starts again. The consumer goes on taking and completing jobs meanwhile, so the queue
+// never backs up. Another token found by our first beat is a predecessor's (a restart under the
+// same node id within one ttl) or a twin's: caching waits one more beat, whose token tells which.
+// A twin is found within one beat of either side; a predecessor whose last beat was still on the
+// wire when it died can be counted once.
+//
 // Parking and hand-offs (the latency path). Whenever the consumer has a free credit it keeps one
 // BLPOP on its delivery and wake lists outstanding on its own connection, and it keeps the
 // member's `parked` list at its free credits (member_park.lua), so member_enqueue hands a job
@@ -33,9 +48,10 @@
 // passed), so the hand-off itself reads nothing else; while it is barred (-1) the consumer asks
 // again when a claim finds its lanes dry, or on its beat. A hand-off
 // is published into the ring before anything else happens on the loop thread, and the BLPOP is
-// re-issued at once: no refresh of the credits, no empty claim around a delivery (the
-// round trips the first version paid per job, and which on a shared core ran before the writer
-// got the CPU; lanes_bench's BM_JobLane_EnqueueToDrop shows the cut). The credits are refreshed on
+// issued again once the writer's next ack has drained (so on a shared core the writer runs
+// first; hand-offs made meanwhile wait listed and the next BLPOP takes them all): no refresh of
+// the credits, no empty claim around a delivery (the round trips the first version paid per
+// job; lanes_bench's BM_JobLane_EnqueueToDrop shows the cut). The credits are refreshed on
 // every beat (its PX) and when acks have returned at least half the credits it had consumed, so
 // a steady stream costs one completion per job and nothing else.
 // Claims: gclaim runs only after a wake token, a BLPOP timeout or a beat, until a claim answers
@@ -82,6 +98,9 @@ struct JobConsumerStats {
   std::uint64_t beats = 0, rejoins = 0, reaped = 0, promoted = 0, members_reaped = 0;
   std::uint64_t maintenance_errors = 0;  // reap, promote, member_reap or member_drop failed
   std::uint64_t parks = 0, wakes = 0, empty_claims = 0, in_flight = 0;
+  // Beats that found another process beating as this member (the same node id twice: see
+  // "Two processes, one node id" above); while they last, the table caches nothing.
+  std::uint64_t member_conflicts = 0;
 };
 
 // The queue names of one job-lane table. The shared queue and the membership share the table's
@@ -188,6 +207,7 @@ class JobConsumer {
   const std::string mbase_;
   const JobLaneScripts scripts_;
   const std::int64_t member_ttl_ms_;
+  const std::string token_;  // this consumer's owner token: host:pid:random
 
   // Loop-thread state.
   bool stopping_ = false, claiming_ = false, blocked_ = false, registered_ = false;
@@ -196,6 +216,11 @@ class JobConsumer {
   bool rearm_ = false;              // and another was asked for meanwhile
   bool hold_block_ = false;         // hand-offs went into the ring: block again once an ack drains
   bool park_refused_ = false;       // the park's server refused BLMPOP (MOVED): wait for a beat
+  bool owner_written_ = false;      // our token has been in the owner key since some beat
+  bool conflicted_ = false;         // another process beats as this member: L1 is off
+  bool confirm_owed_ = false;       // L1 is off until a beat confirms (no twin, no lapse)
+  std::int64_t twin_seen_ms_ = 0;   // server time of the last beat that found a twin's token
+  std::string owner_seen_;          // the owner key's value this beat's SET replaced
   std::uint64_t wake_gen_ = 0;      // wake tokens seen: a claim sent before one must run again
   bool handoffs_barred_ = false;    // member_park answered -1: ask again when the lanes run dry
   std::int64_t credits_listed_ = 0;  // the credits listed as of our last member_park, less
@@ -215,7 +240,7 @@ class JobConsumer {
   std::atomic<std::uint64_t> claimed_{0}, handed_off_{0}, applied_{0}, stale_applies_{0},
       completed_{0}, complete_gone_{0}, complete_stale_{0}, complete_errors_{0}, malformed_{0},
       retried_{0}, dead_{0}, beats_{0}, rejoins_{0}, reaped_{0}, promoted_{0}, members_reaped_{0},
-      maintenance_errors_{0}, parks_{0}, wakes_{0}, empty_claims_{0};
+      maintenance_errors_{0}, parks_{0}, wakes_{0}, empty_claims_{0}, member_conflicts_{0};
 };
 
 }  // namespace echo::engine
