@@ -119,6 +119,12 @@ struct Engine::Impl {
   std::unique_ptr<ShardedSubscriber> ssub;
   std::unique_ptr<LoaderThread> loader;
   std::atomic<std::uint64_t> unrouted{0};
+  // EngineStats::fan_out, bumped by fan_out on any caller's thread.
+  std::atomic<std::uint64_t> fan_enqueues{0}, fan_admitted{0}, fan_duplicates{0}, fan_not_live{0},
+      fan_membership_reads{0}, fan_errors{0};
+  static void add(std::atomic<std::uint64_t>& c, std::uint64_t n = 1) noexcept {
+    c.fetch_add(n, std::memory_order_relaxed);
+  }
   std::atomic<bool> running{false};
   // Blocking calls between their running check and their answer; stop() waits for zero.
   std::atomic<int> inflight{0};
@@ -328,6 +334,7 @@ struct Engine::Impl {
     for (const auto& r : *replies) {
       if (r.ec) return table::Unexpected{r.ec};
     }
+    add(fan_membership_reads);
     const io::Resp3Value epoch = (*replies)[0].reply.view(), list = (*replies)[1].reply.view();
     if ((!epoch.is_null() && epoch.type() != io::Resp3Type::bulk_string) ||
         list.type() != io::Resp3Type::array) {
@@ -790,13 +797,18 @@ Result<std::int64_t> Engine::broadcast(std::string_view table, std::string_view 
 
 Result<std::vector<MemberAdmission>> Engine::enqueue(std::string_view table, const BrandedId& group,
                                                      std::string_view id, const BrandedId& version) {
-  return fan_out(table, group, impl_->mint("JOB"), id, version);
+  auto admitted = fan_out(table, group, impl_->mint("JOB"), id, version);
+  if (!admitted) Impl::add(impl_->fan_errors);
+  return admitted;
 }
 
 Result<bool> Engine::enqueue_job(std::string_view table, const BrandedId& group, const BrandedId& job,
                                  std::string_view id, const BrandedId& version) {
   auto admissions = fan_out(table, group, job, id, version);
-  if (!admissions) return table::Unexpected{admissions.error()};
+  if (!admissions) {
+    Impl::add(impl_->fan_errors);
+    return table::Unexpected{admissions.error()};
+  }
   for (const auto& a : *admissions) {
     if (a.admission != Admission::kDuplicate) return true;
   }
@@ -825,6 +837,7 @@ Result<std::vector<MemberAdmission>> Engine::fan_out(std::string_view table, con
                                                      const BrandedId& job, std::string_view id,
                                                      const BrandedId& version) {
   auto& d = *impl_;
+  Impl::add(d.fan_enqueues);
   if (!table::check_table_name(table)) return table::Unexpected{make_error_code(Errc::kNoSuchCache)};
   auto name = BrandedId::parse(id);
   if (!name) return table::Unexpected{make_error_code(Errc::kKind)};
@@ -884,7 +897,11 @@ Result<std::vector<MemberAdmission>> Engine::fan_out(std::string_view table, con
       const io::Resp3Value r = (*replies)[i].reply.view();
       if (r.type() != io::Resp3Type::integer) return table::Unexpected{unexpected()};
       const std::int64_t verdict = r.integer();
-      if (verdict < 0) continue;  // not live: it drops its L1 rows when it beats again
+      if (verdict < 0) {  // not live: it drops its L1 rows when it beats again
+        Impl::add(d.fan_not_live);
+        continue;
+      }
+      Impl::add(verdict == 0 ? d.fan_duplicates : d.fan_admitted);
       out.push_back({targets[i], verdict == 1   ? Admission::kEnqueued
                                  : verdict == 2 ? Admission::kHandedOff
                                                 : Admission::kDuplicate});
@@ -893,6 +910,7 @@ Result<std::vector<MemberAdmission>> Engine::fan_out(std::string_view table, con
       const io::Resp3Value r = replies->back().reply.view();
       if (r.type() != io::Resp3Type::integer) return table::Unexpected{unexpected()};
       out.push_back({"*", r.integer() == 1 ? Admission::kEnqueued : Admission::kDuplicate});
+      Impl::add(r.integer() == 1 ? d.fan_admitted : d.fan_duplicates);
       shared = false;
     }
     const io::Resp3Value epoch = (*replies)[targets.size()].reply.view();
@@ -986,6 +1004,13 @@ EngineStats Engine::stats() const {
     if (out.cluster) out.cluster->resubscribes = impl_->ssub->resubscribes();
   }
   out.unrouted_pushes = impl_->unrouted.load(std::memory_order_relaxed);
+  const auto ld = [](const std::atomic<std::uint64_t>& c) {
+    return c.load(std::memory_order_relaxed);
+  };
+  const Impl& d = *impl_;
+  out.fan_out = FanOutCounters{ld(d.fan_enqueues),   ld(d.fan_admitted),
+                               ld(d.fan_duplicates), ld(d.fan_not_live),
+                               ld(d.fan_membership_reads), ld(d.fan_errors)};
   return out;
 }
 

@@ -145,6 +145,17 @@ constexpr Field<ClusterCounters> kClusterFields[] = {
      "sharded subscriptions made again after a move or a loss"},
 };
 
+constexpr Field<FanOutCounters> kFanOutFields[] = {
+    {"enqueues", &FanOutCounters::enqueues, Kind::kCounter, "job-lane enqueue calls"},
+    {"admitted", &FanOutCounters::admitted, Kind::kCounter, "member queues that took a new job"},
+    {"duplicates", &FanOutCounters::duplicates, Kind::kCounter,
+     "member queues that already held the job"},
+    {"not_live", &FanOutCounters::not_live, Kind::kCounter, "listed members skipped as not live"},
+    {"membership_reads", &FanOutCounters::membership_reads, Kind::kCounter,
+     "membership reads (the epoch moved)"},
+    {"errors", &FanOutCounters::errors, Kind::kCounter, "enqueue calls that failed"},
+};
+
 constexpr Field<JournalStats> kJournalFields[] = {
     {"intents", &JournalStats::intents, Kind::kGauge, "intent rows"},
     {"pending_enqueue", &JournalStats::pending_enqueue, Kind::kGauge, "intents not yet enqueued"},
@@ -330,6 +341,9 @@ void render_snapshot(Exposition& e, const json& s) {
   if (auto it = s.find("cluster"); it != s.end() && !it->is_null()) {
     render_fields(e, "cluster", *it, base, kClusterFields);
   }
+  if (auto it = s.find("fan_out"); it != s.end() && !it->is_null()) {  // older nodes: none
+    render_fields(e, "fan_out", *it, base, kFanOutFields);
+  }
   if (auto it = s.find("journals"); it != s.end()) {
     for (const json& j : *it) {
       Labels jl = base;
@@ -401,6 +415,7 @@ std::string to_json(const StatsSnapshot& snapshot) {
   out["connections"] = std::move(connections);
   const auto& cluster = snapshot.engine.cluster;
   out["cluster"] = cluster ? fields_json(*cluster, kClusterFields) : json(nullptr);
+  out["fan_out"] = fields_json(snapshot.engine.fan_out, kFanOutFields);
   json journals = json::array();
   for (const auto& j : snapshot.journals) {
     json jj = fields_json(j, kJournalFields);

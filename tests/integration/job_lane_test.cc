@@ -1111,6 +1111,21 @@ TEST_F(JobLane, AnEnqueueWithNoLiveMemberIsTheTypedErrorNoLiveMemberNotADuplicat
   auto dup = w->enqueue_job(t, group, job, name.view(), w->mint("AST").value());
   ASSERT_TRUE(dup) << dup.error().message();
   EXPECT_FALSE(*dup);
+  // The member's live key gone: it is skipped (not live) and, the only one, no queue took it.
+  RedisReply gone = command_argv(client(), {"DEL", member_base(t, 97) + "live"});
+  auto skipped = w->enqueue(t, group, name.view(), w->mint("AST").value());
+  ASSERT_FALSE(skipped);
+  EXPECT_EQ(skipped.error(), engine::Errc::kNoLiveMember);
+  // What the fan-out answered, in the writer's stats: five calls; the first two and the last
+  // failed; one admission, one duplicate, one member skipped; the membership read at first use
+  // and after the join.
+  const engine::FanOutCounters f = w->stats().fan_out;
+  EXPECT_EQ(f.enqueues, 5u);
+  EXPECT_EQ(f.errors, 3u);
+  EXPECT_EQ(f.admitted, 1u);
+  EXPECT_EQ(f.duplicates, 1u);
+  EXPECT_EQ(f.not_live, 1u);
+  EXPECT_EQ(f.membership_reads, 2u);
 }
 
 // ---- one node id twice ----

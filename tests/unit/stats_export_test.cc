@@ -267,6 +267,29 @@ TEST(StatsExport, ClusterCountersShowInBothFormatsOnlyInClusterMode) {
   EXPECT_EQ(prometheus_from_json({older.dump()}).find("echostore_cluster_"), std::string::npos);
 }
 
+TEST(StatsExport, TheJobLanesFanOutCountersShowInBothFormats) {
+  StatsSnapshot s = sample_snapshot("7");
+  s.engine.fan_out = FanOutCounters{9, 7, 2, 1, 3, 4};
+  const std::string text = to_json(s);
+  const auto j = nlohmann::json::parse(text).at("fan_out");
+  const std::pair<const char*, std::uint64_t> expected[] = {
+      {"enqueues", 9}, {"admitted", 7},         {"duplicates", 2},
+      {"not_live", 1}, {"membership_reads", 3}, {"errors", 4}};
+  const std::string prom = to_prometheus(s);
+  for (const auto& [key, value] : expected) {
+    EXPECT_EQ(j.at(key).get<std::uint64_t>(), value) << key;
+    const std::string name = "echostore_fan_out_" + std::string(key) + "_total";
+    EXPECT_NE(prom.find("# TYPE " + name + " counter\n"), std::string::npos) << name;
+    EXPECT_NE(prom.find(name + "{node=\"7\"} " + std::to_string(value) + "\n"), std::string::npos)
+        << name;
+  }
+  EXPECT_EQ(prometheus_from_json({text}), prom);
+  // A snapshot published before the key existed still renders, without fan-out samples.
+  auto older = nlohmann::json::parse(text);
+  older.erase("fan_out");
+  EXPECT_EQ(prometheus_from_json({older.dump()}).find("echostore_fan_out_"), std::string::npos);
+}
+
 TEST(StatsExport, TwoNodesMergeIntoOneFamilyEach) {
   const std::string text =
       prometheus_from_json({to_json(sample_snapshot("1")), to_json(sample_snapshot("2"))});

@@ -95,10 +95,22 @@ struct ClusterCounters {
                 redirect_limit = 0, masters = 0, resubscribes = 0;
 };
 
+// The job lane's writer side (enqueue, enqueue_job, the journal's replay through them): what the
+// fan-out to the member queues answered, summed over every table this engine enqueued to.
+struct FanOutCounters {
+  std::uint64_t enqueues = 0;          // enqueue / enqueue_job calls
+  std::uint64_t admitted = 0;          // queues that newly took a job (enqueued or handed off)
+  std::uint64_t duplicates = 0;        // queues that already held the job
+  std::uint64_t not_live = 0;          // listed members skipped: no live key (they drop L1 on return)
+  std::uint64_t membership_reads = 0;  // membership read because the epoch moved (or first use)
+  std::uint64_t errors = 0;            // calls that answered an error (no_live_member included)
+};
+
 struct EngineStats {
   std::vector<TableStats> tables;
   std::vector<io::ConnectionStats> connections;
   std::optional<ClusterCounters> cluster;
+  FanOutCounters fan_out;
   std::uint64_t unrouted_pushes = 0;  // pushes for no declared table, or not messages
 };
 
