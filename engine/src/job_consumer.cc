@@ -327,23 +327,23 @@ void JobConsumer::maintain() {
     const std::string_view argv[] = {"16"};
     const auto refused = cmd_.evalsha(
         scripts_.member_reap, keys, argv, [this](std::error_code ec, const io::Resp3Value& r) {
-                   if (stopping_) return;
-                   if (ec || r.type() != io::Resp3Type::array) {
-                     bump(maintenance_errors_);
-                     return;
-                   }
-                   bump(members_reaped_, r.size());
-                   for (const auto& m : r) {
-                     const std::string mbase = keys_.member_base(m.str()), live = mbase + "live";
-                     const std::string_view k[] = {live};
-                     const std::string_view a[] = {mbase};
-                     const auto dropped = cmd_.evalsha(
-                         scripts_.member_drop, k, a, [this](std::error_code e, const io::Resp3Value&) {
-                           if (e && !stopping_) bump(maintenance_errors_);
-                         });
-                     if (dropped) bump(maintenance_errors_);
-                   }
-                 });
+          if (stopping_) return;
+          if (ec || r.type() != io::Resp3Type::array) {
+            bump(maintenance_errors_);
+            return;
+          }
+          bump(members_reaped_, r.size());
+          for (const auto& m : r) {
+            const std::string mbase = keys_.member_base(m.str()), live = mbase + "live";
+            const std::string_view k[] = {live};
+            const std::string_view a[] = {mbase};
+            const auto dropped = cmd_.evalsha(scripts_.member_drop, k, a,
+                                              [this](std::error_code e, const io::Resp3Value&) {
+                                                if (e && !stopping_) bump(maintenance_errors_);
+                                              });
+            if (dropped) bump(maintenance_errors_);
+          }
+        });
     if (refused) bump(maintenance_errors_);
   }
 }
