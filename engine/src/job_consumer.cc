@@ -252,7 +252,7 @@ void JobConsumer::enter(bool was_live) {
         // (job_consumer.h, "Two processes, one node id"). A token found by our first beat is a
         // predecessor's, or a twin's that our next beat shows: no caching before that beat.
         const bool foreign = !owner_seen_.empty() && owner_seen_ != token_;
-        const bool twin = foreign && owner_written_;
+        const bool twin = foreign && owner_written_, maybe_twin = foreign && !owner_written_;
         owner_written_ = true;
         if (twin) {
           bump(member_conflicts_);
@@ -280,7 +280,7 @@ void JobConsumer::enter(bool was_live) {
           if (last_beat_ms_ != 0) bump(rejoins_);
           confirm_owed_ = true;
         }
-        if (confirm_owed_ && !conflicted_ && !(foreign && !twin)) {
+        if (confirm_owed_ && !conflicted_ && !maybe_twin) {
           confirm_owed_ = false;
           writer_.subscription_confirmed();
         }

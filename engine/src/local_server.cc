@@ -57,41 +57,45 @@ bool reap(pid_t pid, std::chrono::milliseconds within) noexcept {
   }
 }
 
-}  // namespace
-
-int free_loopback_port() {
+// A socket bound to 127.0.0.1:port (0: any free port), or -1 with errno set.
+int bind_loopback(int port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) throw std::runtime_error(std::string("socket: ") + std::strerror(errno));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof addr;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    const int err = errno;
-    ::close(fd);
-    throw std::runtime_error(std::string("bind 127.0.0.1:0: ") + std::strerror(err));
-  }
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
-
-namespace {
-
-bool loopback_port_free(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return false;
+  if (fd < 0) return -1;
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   addr.sin_port = htons(static_cast<std::uint16_t>(port));
-  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    const int err = errno;
+    ::close(fd);
+    errno = err;
+    return -1;
+  }
+  return fd;
+}
+
+bool loopback_port_free(int port) {
+  const int fd = bind_loopback(port);
+  if (fd < 0) return false;
   ::close(fd);
-  return ok;
+  return true;
 }
 
 }  // namespace
+
+int free_loopback_port() {
+  const int fd = bind_loopback(0);
+  if (fd < 0) throw std::runtime_error(std::string("bind 127.0.0.1:0: ") + std::strerror(errno));
+  sockaddr_in addr{};
+  socklen_t len = sizeof addr;
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    const int err = errno;
+    ::close(fd);
+    throw std::runtime_error(std::string("getsockname: ") + std::strerror(err));
+  }
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
 
 LocalServer::LocalServer(LocalServerOptions options) : options_(std::move(options)) {
   if (const char* bin = std::getenv("ECHO_REDIS_SERVER"); bin && *bin) options_.binary = bin;

@@ -25,6 +25,7 @@
 -- key is set before the epoch moves, a writer that sees the new epoch finds the member live.
 -- A lapsed member whose queue was not yet reclaimed keeps its old jobs; they are older than what
 -- it reads from L2 after the drop, so applying them answers stale (newer wins).
+-- #include epoch_move
 local m = ARGV[1]
 if m == '' or string.find(m, '[{}:|%s]') then
   return redis.error_reply(
@@ -37,11 +38,7 @@ end
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local entered = redis.call('ZADD', KEYS[1], now_ms + ttl, m)
-if entered == 1 and redis.call('INCR', KEYS[2]) == 1 then
-  -- A new epoch key (the server lost its data, or never had it) starts at this server's time in
-  -- microseconds, not at 1: writers compare epochs for equality, and a counter that restarted
-  -- from 1 could climb back to a value a writer still holds from before the loss, beside another
-  -- membership, which that writer would then never read (member_enqueue.lua, "Membership").
-  redis.call('SET', KEYS[2], t[1] .. string.rep('0', 6 - #t[2]) .. t[2])
+if entered == 1 then
+  epoch_move(KEYS[2], t)
 end
 return {now_ms, entered}

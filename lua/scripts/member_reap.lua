@@ -14,6 +14,7 @@
 -- its next beat (member_beat answers entered = 1) and drops its L1 rows before consuming again.
 -- A caller that dies between this script and member_drop leaves the queue behind; the queue's
 -- keys are harmless and a later rejoin reuses them (its old jobs answer stale when applied).
+-- #include epoch_move
 local batch = tonumber(ARGV[1])
 if not batch or batch <= 0 or batch ~= math.floor(batch) then
   return redis.error_reply('EMQARG batch must be a positive integer')
@@ -23,8 +24,6 @@ local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local expired = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. now_ms, 'LIMIT', 0, batch)
 if #expired > 0 then
   redis.call('ZREM', KEYS[1], unpack(expired))
-  if redis.call('INCR', KEYS[2]) == 1 then  -- a new key: the server's time in us (member_beat.lua)
-    redis.call('SET', KEYS[2], t[1] .. string.rep('0', 6 - #t[2]) .. t[2])
-  end
+  epoch_move(KEYS[2], t)
 end
 return expired
