@@ -222,8 +222,11 @@ std::size_t TableWriter::drain_rings() {
       acks_.clear();
     }
     if (r->take_flush_pending()) {
-      // A refused message cost a refill, never a stale read: drop every row.
+      // A refused message cost a refill, never a stale read: drop every row, and read again what
+      // is in flight (as on a resubscription): a read may have fetched the version the refused
+      // message replaces, and no tombstone of that message guards its fill.
       map_->clear();
+      for (auto& [key, flight] : flights_) flight.overtaken = true;
       bump(ring_flushes_);
     }
   }

@@ -255,6 +255,56 @@ TEST(TableWriter, FlushPolicyDropsEveryRowOnceTheRingRefused) {
   EXPECT_EQ(w.map().size(), 0u);
 }
 
+// A read in flight when the ring refused a drop may have read the version that drop replaces: the
+// flush marks it overtaken, as a resubscription does, so it reads L2 again instead of caching the
+// older row until its TTL (the refused message never reached the map, so no tombstone guards it).
+TEST(TableWriter, AFillInFlightAcrossARingFlushRereadsAndNeverCachesTheReplacedVersion) {
+  FakeL2 l2;
+  auto s = spec(CoherenceMode::kBroadcast);
+  s.ring_capacity = 2;
+  s.max_batch = 2;
+  s.ttl_ms = 60000;
+  TableWriter w(s, l2.ports(), 1);
+  auto& ring = w.add_ring(ring::FullPolicy::kFlush);
+  w.start();
+  w.subscription_confirmed();
+  sync(w);
+  const auto name = id("AST", 200), v1 = id("TXN", 10), v2 = id("TXN", 20);
+  l2.set(name, v1, "old");
+  l2.set_park(true);
+  std::promise<GetOutcome> first;
+  w.miss(name, [&first](GetOutcome&& o) { first.set_value(std::move(o)); });
+  sync(w);  // the flight's GET ran (it saw v1); its reply is still on the wire
+  // v2 reaches L2 and its drop is refused: the writer is held, the ring full.
+  l2.set(name, v2, "new");
+  std::promise<void> hold, entered;
+  auto held = hold.get_future().share();
+  w.sync([&entered, held] {
+    entered.set_value();
+    held.wait();
+  });
+  entered.get_future().wait();
+  EXPECT_TRUE(ring.try_publish(CoherenceItem{{id("AST", 901), id("TXN", 30)}, 0, 0}));
+  EXPECT_TRUE(ring.try_publish(CoherenceItem{{id("AST", 902), id("TXN", 30)}, 0, 0}));
+  EXPECT_FALSE(ring.try_publish(CoherenceItem{{name, v2}, 0, 0}));
+  hold.set_value();
+  for (int i = 0; i < 2000 && w.stats().ring_flushes == 0; ++i) std::this_thread::sleep_for(1ms);
+  ASSERT_EQ(w.stats().ring_flushes, 1u);
+  sync(w);
+  l2.release_all();  // the v1 reply lands after the flush
+  const GetOutcome got = first.get_future().get();
+  ASSERT_FALSE(got.ec);
+  ASSERT_TRUE(got.version.has_value());
+  EXPECT_EQ(got.version->str(), v2.str()) << "the overtaken flight read L2 again";
+  const GetOutcome after = get_via(w, name);
+  ASSERT_FALSE(after.ec);
+  ASSERT_TRUE(after.version.has_value());
+  EXPECT_EQ(after.version->str(), v2.str())
+      << "L1 serves " << after.version->str() << " (" << after.value << ") after " << v2.str()
+      << " was published";
+  w.stop();
+}
+
 TEST(TableWriter, BroadcastTableCachesOnlyWhileSubscribed) {
   FakeL2 l2;
   TableWriter w(spec(CoherenceMode::kBroadcast), l2.ports(), 1);
