@@ -131,6 +131,10 @@ struct Engine::Impl {
   // Loop thread only: set by stop()'s marker closure; every closure posted to the loop checks
   // it first, so none touches a connection that stop() is about to destroy.
   bool io_closing = false;
+  // Loop thread only: set by stop() before it stops the writers, the rings' only consumers; from
+  // then on a push is dropped, so none waits in a full ring under the block policy for a writer
+  // that is gone (stop() would then wait on the loop for ever).
+  bool pushes_closed = false;
   // Publishes the stats snapshot into L2 while running (options.stats_publish > 0).
   std::jthread stats_publisher;
 
@@ -429,6 +433,7 @@ struct Engine::Impl {
 
   // ---- the subscriber's push path (loop thread) ----
   void deliver(Slot& slot, std::string_view payload) {
+    if (pushes_closed) return;  // stopping: nothing drains the rings any more
     slot.pushes.store(slot.pushes.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     auto message = table::parse_frame(payload);
     if (!message) {
@@ -702,6 +707,16 @@ void Engine::stop() {
   while (d.inflight.load(std::memory_order_seq_cst) != 0) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
+  if (d.io) {
+    // No push into a ring after this closure ran: one waiting for space in a full ring returns
+    // first, as the writers still drain.
+    std::promise<void> closed;
+    d.io->loop().post([&d, &closed] {
+      d.pushes_closed = true;
+      closed.set_value();
+    });
+    closed.get_future().wait();
+  }
   for (auto& s : d.slots) s->writer->stop();
   d.loader.reset();  // joins: no loader job posts to the loop after this
   if (d.io) {
@@ -732,6 +747,7 @@ void Engine::stop() {
   if (d.io) d.io->join();
   d.io.reset();
   d.io_closing = false;
+  d.pushes_closed = false;
 }
 
 bool Engine::running() const noexcept { return impl_->running.load(std::memory_order_acquire); }

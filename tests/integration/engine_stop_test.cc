@@ -7,9 +7,11 @@
 // watchdog, so a stop that would leave the ring a reference, or hang, fails this test.
 // ECHO_ENGINE_STOP_ROUNDS overrides the round count (70: ten of each moment).
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <future>
 #include <random>
 #include <string>
 #include <thread>
@@ -83,6 +85,44 @@ TEST_F(EngineStop, AStartAfterAStopOrAfterAFailedStartAnswersStopped) {
   Engine f(nowhere, tables());
   EXPECT_TRUE(f.start(std::chrono::milliseconds(200)));
   EXPECT_EQ(f.start(std::chrono::milliseconds(200)), make_error_code(engine::Errc::kStopped));
+}
+
+// Under the block policy the io thread waits for room in a full ring; the writers are its only
+// consumers, so stop() must close the push path before it stops them, or the io thread waits for
+// ever and stop() with it (helper-28's repro: still blocked after 10 s).
+TEST_F(EngineStop, AStopUnderAFloodIntoABlockPolicyRingReturns) {
+  auto spec = table_spec("estopk", "AST", CoherenceMode::kBroadcast,
+                         [](const table::BrandedId&) -> engine::LoadResult {
+                           return engine::Loaded{"loaded", std::nullopt};
+                         });
+  spec.ring_capacity = 2;
+  spec.max_batch = 2;
+  spec.full_policy = ring::FullPolicy::kBlock;
+  for (int round = 0; round < 5; ++round) {
+    auto e = start_node(server(), 122, {spec});
+    ASSERT_TRUE(e);
+    std::atomic<bool> quit{false};
+    std::atomic<long> sent{0};
+    std::thread publisher([&] {
+      RedisClient pub = connect_client(server());
+      while (!quit.load()) {
+        const auto f = table::make_frame(fresh_id("AST"), fresh_id("TXN"));
+        command_argv(pub.get(), {"PUBLISH", "ecc:{estopk}:coh", std::string(table::view(f))});
+        sent.fetch_add(1);
+      }
+    });
+    while (sent.load() < 200) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    auto stopping = std::async(std::launch::async, [&] { e->stop(); });
+    const auto st = stopping.wait_for(std::chrono::seconds(10));
+    quit = true;
+    publisher.join();
+    if (st != std::future_status::ready) {
+      std::fprintf(stderr, "round %d: Engine::stop() still blocked after 10 s (%ld publishes)\n",
+                   round, sent.load());
+      std::_Exit(3);  // the io thread is stuck in the ring: no clean way out of this process
+    }
+    EXPECT_GT(e->stats().tables.front().pushes, 0u) << "round " << round;
+  }
 }
 
 TEST_F(EngineStop, AJobLaneEngineStopsCleanlyWhateverTheServerIsDoingAtTheTime) {
