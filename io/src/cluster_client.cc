@@ -146,6 +146,18 @@ ClusterClient::Node& ClusterClient::node_for(const NodeAddress& addr) {
   return *raw;
 }
 
+ClusterClient::Node* ClusterClient::reach(const NodeAddress& addr) {
+  try {
+    return &node_for(addr);
+  } catch (const std::invalid_argument&) {
+    // A map or a redirect named a host that does not resolve (a hostname endpoint gone from DNS,
+    // or a hostile reply): on the loop thread, whose completions are noexcept, that is a node we
+    // cannot reach, never a throw. Its slots stay unowned (their calls held, then cluster_down).
+    bump(unresolved_);
+    return nullptr;
+  }
+}
+
 void ClusterClient::start() {
   loop_.post([this] {
     if (started_ || closing_) return;
@@ -234,9 +246,10 @@ void ClusterClient::apply(const std::vector<SlotRange>& ranges) {
   std::array<Node*, kClusterSlots> next{};
   std::vector<Node*> masters;
   for (const SlotRange& r : ranges) {
-    Node& n = node_for(r.master);
-    if (std::find(masters.begin(), masters.end(), &n) == masters.end()) masters.push_back(&n);
-    for (unsigned s = r.first; s <= r.last; ++s) next[s] = &n;
+    Node* n = reach(r.master);
+    if (n == nullptr) continue;
+    if (std::find(masters.begin(), masters.end(), n) == masters.end()) masters.push_back(n);
+    for (unsigned s = r.first; s <= r.last; ++s) next[s] = n;
   }
   bool changed = false;
   {
@@ -387,7 +400,10 @@ void ClusterClient::answered(const RequestPtr& req, Node* node, std::error_code 
   auto redirect = again ? std::nullopt : parse_redirect(text);
   if (!again && !redirect) return finish(req, ec, v);
   if (redirect && redirect->to.host.empty()) redirect->to.host = node->addr.host;
-  Node* to = redirect ? &node_for(redirect->to) : nullptr;
+  Node* to = redirect ? reach(redirect->to) : nullptr;
+  if (redirect && to == nullptr) {
+    return finish(req, make_error_code(IoErrc::kClusterDown), Resp3Value{});
+  }
   if (redirect && redirect->kind == Redirect::Kind::kMoved) {
     // The map was wrong about this slot whatever becomes of the call: fix it, refresh the rest.
     owner_[redirect->slot] = to;
@@ -496,6 +512,7 @@ ClusterStats ClusterClient::stats() const {
   s.tryagain = tryagain_.load(std::memory_order_relaxed);
   s.refreshes = refreshes_.load(std::memory_order_relaxed);
   s.refresh_failures = refresh_failures_.load(std::memory_order_relaxed);
+  s.unresolved = unresolved_.load(std::memory_order_relaxed);
   s.redirect_limit = redirect_limit_.load(std::memory_order_relaxed);
   s.held = held_count_.load(std::memory_order_relaxed);
   s.held_expired = held_expired_.load(std::memory_order_relaxed);

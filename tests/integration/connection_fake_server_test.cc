@@ -20,6 +20,7 @@
 
 #include <gtest/gtest.h>
 
+#include <echo/io/cluster_client.h>
 #include <echo/io/connection.h>
 #include <echo/io/unique_fd.h>
 #include <echo/io/uring_loop.h>
@@ -417,6 +418,54 @@ TEST(FakeServer, ARefusedConnectBacksOffAndKeepsTrying) {
   conn.start();
   EXPECT_EQ(conn.wait_ready(150ms), IoErrc::kTimeout);
   EXPECT_EQ(conn.status(), ConnStatus::kBackoff);
+}
+
+// A cluster map or a MOVED naming a host that does not resolve (a hostname endpoint gone from DNS)
+// must fail that call, not the process: the node connection is made on the loop thread, whose
+// completions are noexcept, and a throw there was std::terminate (helper-29's repro).
+TEST(FakeServer, AMapOrAMovedNamingAHostThatDoesNotResolveFailsTheCallNotTheProcess) {
+  int port = 0;
+  FakeServer fake([&port](int, const std::vector<std::string>& cmd) {
+    if (!cmd.empty() && cmd[0] == "CLUSTER") {
+      // CLUSTER SHARDS (RESP3): slots 0-8191 on this fake, 8192-16383 on a name that never
+      // resolves (.invalid, RFC 2606).
+      const auto node = [](const std::string& key, const std::string& host, int p) {
+        return "%4\r\n$4\r\nrole\r\n$6\r\nmaster\r\n$6\r\nhealth\r\n$6\r\nonline\r\n"
+               "$4\r\nport\r\n:" +
+               std::to_string(p) + "\r\n$" + std::to_string(key.size()) + "\r\n" + key + "\r\n$" +
+               std::to_string(host.size()) + "\r\n" + host + "\r\n";
+      };
+      const auto shard = [&node](int first, int last, const std::string& key,
+                                 const std::string& host, int p) {
+        return "%2\r\n$5\r\nslots\r\n*2\r\n:" + std::to_string(first) +
+               "\r\n:" + std::to_string(last) + "\r\n$5\r\nnodes\r\n*1\r\n" + node(key, host, p);
+      };
+      return Action{"*2\r\n" + shard(0, 8191, "ip", "127.0.0.1", port) +
+                    shard(8192, 16383, "endpoint", "no-such-node.invalid", 7000)};
+    }
+    if (!cmd.empty() && cmd[0] == "GET") return Action{"-MOVED 5061 no-such-node.invalid:7000\r\n"};
+    return FakeServer::good(cmd);
+  });
+  port = fake.port();
+  LoopThread lt;
+  ClusterOptions o;
+  o.seeds = {NodeAddress{"127.0.0.1", port}};
+  o.connection = fake_options(port);
+  o.connection.fence = false;
+  o.route_timeout = 200ms;
+  ClusterClient cc(lt.loop(), o);
+  cc.start();
+  ASSERT_EQ(cc.wait_ready(5s), std::error_code{});
+  EXPECT_GE(cc.stats().unresolved, 1u) << "the map's second master";
+  EXPECT_EQ(cc.address_of(12182).host, "") << "foo's slot has no master it can reach";
+  auto moved = cc.call_blocking({"GET", "bar"});  // slot 5061: the fake answers MOVED
+  EXPECT_EQ(moved.ec, make_error_code(IoErrc::kClusterDown));
+  auto held = cc.call_blocking({"GET", "foo"});  // slot 12182: held, then cluster_down
+  EXPECT_EQ(held.ec, make_error_code(IoErrc::kClusterDown));
+  auto pong = cc.call_blocking({"PING"});
+  ASSERT_FALSE(pong.ec) << pong.ec.message();
+  EXPECT_EQ(pong.reply.view().str(), "PONG");
+  EXPECT_GE(cc.stats().unresolved, 2u);
 }
 
 }  // namespace

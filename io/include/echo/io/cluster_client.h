@@ -52,6 +52,7 @@ struct ClusterStats {
   std::uint64_t held_expired = 0;      // held calls failed with cluster_down
   std::uint64_t masters = 0;           // masters in the current map
   std::uint64_t nodes = 0;             // node connections (masters, past masters, seeds)
+  std::uint64_t unresolved = 0;        // map or redirect addresses that did not resolve
   std::vector<ConnectionStats> connections;
 };
 
@@ -114,7 +115,10 @@ class ClusterClient {
   using RequestPtr = std::shared_ptr<Request>;
 
   static void on_tick(IoOp& op, int res) noexcept;
+  // The node at `addr`, its connection made on first sight; std::invalid_argument when `addr`
+  // does not resolve (the constructor's seeds). reach() is the loop thread's: null then, counted.
   Node& node_for(const NodeAddress& addr);
+  Node* reach(const NodeAddress& addr);
   void send(const RequestPtr& req, Node* node, bool asking);
   void route(const RequestPtr& req);
   void hold(const RequestPtr& req);
@@ -161,7 +165,7 @@ class ClusterClient {
   std::function<void()> closed_;
 
   std::atomic<std::uint64_t> moved_{0}, ask_{0}, tryagain_{0}, refreshes_{0}, refresh_failures_{0},
-      redirect_limit_{0}, held_count_{0}, held_expired_{0}, masters_{0};
+      unresolved_{0}, redirect_limit_{0}, held_count_{0}, held_expired_{0}, masters_{0};
 };
 
 }  // namespace echo::io
