@@ -57,8 +57,12 @@ std::optional<long long> int_of(const Resp3Value& v) noexcept {
 std::optional<Resp3Value> field(const Resp3Value& v, std::string_view key) noexcept {
   if (v.type() == Resp3Type::map) return v.find(key);
   if (v.type() != Resp3Type::array) return std::nullopt;
-  for (std::size_t i = 0; i + 1 < v.size(); i += 2) {
-    if (v[i].has_text() && v[i].str() == key) return v[i + 1];
+  // One walk: indexing a child walks from the first (Resp3Value::operator[]).
+  for (auto it = v.begin(); it != v.end();) {
+    const Resp3Value k = *it;
+    if (++it == v.end()) break;
+    if (k.has_text() && k.str() == key) return *it;
+    ++it;
   }
   return std::nullopt;
 }
@@ -188,9 +192,11 @@ std::optional<std::vector<SlotRange>> parse_cluster_shards(const Resp3Value& rep
       break;
     }
     if (!master) continue;
-    for (std::size_t i = 0; i < slots->size(); i += 2) {
-      const auto first = int_of((*slots)[i]);
-      const auto last = int_of((*slots)[i + 1]);
+    // One walk over the pairs (a shard may list thousands of ranges: indexing each would walk
+    // from the first, quadratic on the loop thread).
+    for (auto it = slots->begin(); it != slots->end();) {
+      const auto first = int_of(*it++);
+      const auto last = int_of(*it++);
       if (!first || !last || !valid_slot(*first) || !valid_slot(*last) || *first > *last) {
         return std::nullopt;
       }

@@ -162,6 +162,32 @@ TEST(ClusterShards, ReadsTheResp2FlatForm) {
   });
 }
 
+// A fragmented slot space: one shard owning every other slot, each its own range (8,192 pairs),
+// and a RESP2 flat node whose field list ends in a key with no value. Every range comes back, in
+// order (the walk takes the pairs in one pass: indexing each would be quadratic on the loop).
+TEST(ClusterShards, ReadsThousandsOfRangesInOrderAndAFlatNodeWithADanglingKey) {
+  std::string slots = "*16384\r\n";
+  for (int s = 0; s < kClusterSlots; s += 2) {
+    slots += ":" + std::to_string(s) + "\r\n:" + std::to_string(s) + "\r\n";
+  }
+  const std::string node = "*9\r\n" + bulk("port") + ":7005\r\n" + bulk("endpoint") +
+                           bulk("10.0.0.5") + bulk("role") + bulk("master") + bulk("health") +
+                           bulk("online") + bulk("id");
+  const std::string reply =
+      "*1\r\n%2\r\n" + bulk("slots") + slots + bulk("nodes") + "*1\r\n" + node;
+  with_reply(reply, [](const Resp3Value& v) {
+    const auto ranges = parse_cluster_shards(v);
+    ASSERT_TRUE(ranges);
+    ASSERT_EQ(ranges->size(), 8192u);
+    for (std::size_t i = 0; i < ranges->size(); ++i) {
+      ASSERT_EQ((*ranges)[i].first, 2 * i) << i;
+      ASSERT_EQ((*ranges)[i].last, 2 * i) << i;
+    }
+    EXPECT_EQ(ranges->front().master, (NodeAddress{"10.0.0.5", 7005}));
+    EXPECT_EQ(ranges->front().master_id, "") << "the dangling key has no value";
+  });
+}
+
 TEST(ClusterShards, RefusesMalformedReplies) {
   for (const std::string& bad :
        {std::string("+OK\r\n"), std::string("*1\r\n:1\r\n"),
