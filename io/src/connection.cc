@@ -10,6 +10,7 @@
 #include <netinet/tcp.h>
 #include <sys/un.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -45,6 +46,11 @@ Resp3Limits limits_for(const ConnectionOptions& o) {
   l.max_frame_bytes = std::max<std::uint64_t>(o.max_reply_bytes, 16);
   l.max_bulk_len = static_cast<std::uint32_t>(
       std::min<std::uint64_t>(o.max_reply_bytes, l.max_bulk_len));
+  // The decoder's arena holds 24 bytes per element and an element may cost 3 wire bytes (a RESP3
+  // null): one element per 8 bytes of reply keeps the arena within 3x max_reply_bytes (a frame of
+  // nulls filling the default 64 MiB took ~626 MiB at the decoder's own 2^24 cap).
+  l.max_frame_elements = static_cast<std::uint32_t>(
+      std::clamp<std::uint64_t>(o.max_reply_bytes / 8, 1024, l.max_frame_elements));
   return l;
 }
 

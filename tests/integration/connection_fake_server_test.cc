@@ -223,6 +223,10 @@ std::vector<HostileCase> hostile_cases() {
       {"OversizedBulkHeader", "$99999999999\r\n", Action::kKeep, IoErrc::kProtocolError, true},
       {"BulkBeyondTheReplyBound", "$2000000\r\n" + std::string(2000000, 'x') + "\r\n",
        Action::kKeep, IoErrc::kProtocolError, true},
+      // 600 KB of nulls, under the 1 MiB reply bound but past its one element per 8 bytes
+      // (131,072): the decoder's arena would take 24 bytes for each 3 on the wire.
+      {"ElementsBeyondTheReplyBound", "*200000\r\n" + repeat("_\r\n", 200000), Action::kKeep,
+       IoErrc::kProtocolError, true},
       {"NegativeLength", "$-7\r\n", Action::kKeep, IoErrc::kProtocolError, true},
       {"HugeAggregateCount", "*2147483647\r\n", Action::kKeep, IoErrc::kProtocolError, true},
       {"DeepNesting", repeat("*1\r\n", 100) + ":1\r\n", Action::kKeep, IoErrc::kProtocolError, true},
@@ -288,6 +292,23 @@ TEST(FakeServer, AReplyWithNoCallerIsCountedAndDropped) {
   ASSERT_FALSE(pong.ec);
   EXPECT_EQ(pong.reply.view().str(), "PONG") << "the stray reply did not shift the FIFO";
   EXPECT_EQ(conn.stats().reconnects, 0u);
+}
+
+TEST(FakeServer, AReplyOfManyElementsWithinTheBoundIsAnswered) {
+  FakeServer fake([](int, const std::vector<std::string>& cmd) {
+    if (cmd.size() == 2 && cmd[1] == "many") {
+      return Action{"*100000\r\n" + repeat("_\r\n", 100000)};  // 131,072 allowed at 1 MiB
+    }
+    return FakeServer::good(cmd);
+  });
+  LoopThread lt;
+  Connection conn(lt.loop(), fake_options(fake.port()));
+  conn.start();
+  ASSERT_EQ(conn.wait_ready(5s), std::error_code{});
+  auto r = conn.call_blocking({"GET", "many"});
+  ASSERT_FALSE(r.ec) << r.ec.message();
+  EXPECT_EQ(r.reply.view().size(), 100000u);
+  EXPECT_EQ(conn.stats().wire_errors, 0u);
 }
 
 TEST(FakeServer, PushesBeforeAReplyGoToThePushHandler) {

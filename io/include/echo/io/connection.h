@@ -62,7 +62,9 @@ struct ConnectionOptions {
   std::chrono::milliseconds heartbeat{30000};             // idle PING period; 0 = off
   std::chrono::milliseconds backoff_initial{100};         // >= 1 ms
   std::chrono::milliseconds backoff_max{2000};            // >= backoff_initial
-  std::size_t max_reply_bytes = 64u << 20;                // receive buffer bound (hostile peers)
+  // The receive buffer's bound against hostile peers; a reply also holds at most one element per
+  // 8 of these bytes (the decoder's arena then stays within 3x this).
+  std::size_t max_reply_bytes = 64u << 20;
   std::uint64_t jitter_seed = 0;                          // 0 = seeded from std::random_device
   // Asked on the loop thread before every connect after the first: lets a connection follow a
   // target that moves (a cluster slot's master after a failover). A host that is not a numeric
