@@ -135,9 +135,12 @@ void ShardedSubscriber::check() {
       cluster_.refresh();  // the owner may be gone for good (a failover): ask for a newer map
       continue;            // its kReady calls check()
     }
+    // Sent to this node already and never confirmed: it may have refused it with a MOVED that
+    // reached nobody (an error reply to a push verb has no caller: the connection counts it in
+    // wire_errors), so the map that named it may be stale. Ask for a newer one as we resend.
+    if (c.on == &sub) cluster_.refresh();
     const std::string_view cmd[] = {"SSUBSCRIBE", c.name};
     if (sub.conn->push_command(cmd)) continue;
-    if (c.ever_confirmed) resubscribes_.fetch_add(1, std::memory_order_relaxed);
     c.on = &sub;
     c.last_attempt = now;
   }
@@ -162,6 +165,7 @@ void ShardedSubscriber::on_push(Sub& from, const io::Resp3Value& push) {
     if (handlers_.message) handlers_.message(name, push[2].str());
   } else if (kind == "ssubscribe") {
     if (c->on != &from || c->confirmed) return;  // a late answer from a former owner
+    if (c->ever_confirmed) resubscribes_.fetch_add(1, std::memory_order_relaxed);
     c->confirmed = c->ever_confirmed = true;
     if (handlers_.confirmed) handlers_.confirmed(name);
   } else if (kind == "sunsubscribe") {

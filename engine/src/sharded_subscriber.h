@@ -41,7 +41,7 @@ class ShardedSubscriber {
   void start();
   // Every subscriber connection's stats. Any thread.
   std::vector<io::ConnectionStats> stats() const;
-  // Resubscriptions sent after a loss (any thread; relaxed).
+  // Subscriptions confirmed again after a move or a loss, not the attempts (any thread; relaxed).
   std::uint64_t resubscribes() const noexcept {
     return resubscribes_.load(std::memory_order_relaxed);
   }
