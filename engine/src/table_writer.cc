@@ -82,6 +82,7 @@ CoherenceRing& TableWriter::add_ring(ring::FullPolicy policy) {
 }
 
 void TableWriter::start() {
+  closed_.store(false, std::memory_order_relaxed);
   thread_ = std::jthread([this](std::stop_token stop) { run(std::move(stop)); });
 }
 
@@ -89,7 +90,19 @@ void TableWriter::stop() {
   if (!thread_.joinable()) return;
   thread_.request_stop();
   thread_.join();
-  // The loop has ended: this thread is now the only one touching the writer state.
+  // The loop has ended: this thread is now the only one touching the writer state. A command
+  // posted from here on is answered by its poster: post() reads the flag after its enqueue, this
+  // drains after the store, and the two fences make one of them see the other's write.
+  closed_.store(true, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  drain_stopped();
+  for (auto& [key, flight] : flights_) {
+    for (auto& w : flight.waiters) w(GetOutcome{make_error_code(Errc::kStopped)});
+  }
+  flights_.clear();
+}
+
+void TableWriter::drain_stopped() {
   Command cmd;
   while (inbox_.try_dequeue(cmd)) {
     if (auto* m = std::get_if<MissCmd>(&cmd)) {
@@ -102,14 +115,14 @@ void TableWriter::stop() {
       s->done();
     }
   }
-  for (auto& [key, flight] : flights_) {
-    for (auto& w : flight.waiters) w(GetOutcome{make_error_code(Errc::kStopped)});
-  }
-  flights_.clear();
 }
 
 void TableWriter::post(Command&& cmd) {
   inbox_.enqueue(std::move(cmd));
+  // A post racing stop() (a read that passed the engine's running check just before it) must
+  // not wait for a loop that has ended: see stop().
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (closed_.load(std::memory_order_relaxed)) return drain_stopped();
   bell_.notify();  // after the enqueue's release: pairs with the writer's has_work re-check
 }
 

@@ -414,5 +414,29 @@ TEST(TableWriter, StopAnswersPendingFlightsWithStopped) {
   l2.release_all();  // a late answer finds no writer loop: it is queued and dropped
 }
 
+// A read that passed the engine's running check just before stop() posts after the writer's loop
+// ended: it is answered `stopped` at once, not left to the caller's 10 s timeout (helper-28).
+TEST(TableWriter, ACommandPostedAfterStopIsAnsweredAtOnce) {
+  FakeL2 l2;
+  TableWriter w(spec(), l2.ports(), 1);
+  w.start();
+  w.stop();
+  std::promise<GetOutcome> miss;
+  w.miss(id("AST", 108), [&miss](GetOutcome&& o) { miss.set_value(std::move(o)); });
+  auto got = miss.get_future();
+  ASSERT_EQ(got.wait_for(5s), std::future_status::ready);
+  EXPECT_EQ(got.get().ec, make_error_code(Errc::kStopped));
+  std::promise<void> put, erased, synced;
+  w.put(id("AST", 108), "v", id("TXN", 1), [&put] { put.set_value(); });
+  w.erase(id("AST", 108), [&erased] { erased.set_value(); });
+  w.sync([&synced] { synced.set_value(); });
+  EXPECT_EQ(put.get_future().wait_for(5s), std::future_status::ready);
+  EXPECT_EQ(erased.get_future().wait_for(5s), std::future_status::ready);
+  EXPECT_EQ(synced.get_future().wait_for(5s), std::future_status::ready);
+  w.start();  // a writer started again answers as before
+  EXPECT_EQ(get_via(w, id("AST", 108)).ec, std::error_code{});
+  w.stop();
+}
+
 }  // namespace
 }  // namespace echo::engine

@@ -192,6 +192,9 @@ class TableWriter {
   };
 
   void post(Command&& cmd);
+  // Answers every queued command as a stopped writer would (stop(), or a post() that meets
+  // closed_): reads `stopped`, puts, erases and syncs done. Any thread once the loop has ended.
+  void drain_stopped();
   void run(std::stop_token stop);
   std::size_t drain_rings();
   void handle(Command& cmd);
@@ -220,6 +223,9 @@ class TableWriter {
   AckSink ack_sink_;
   MemoryHooks memory_;
   std::jthread thread_;
+  // Set by stop() once its thread has ended: a command posted later is answered by its poster
+  // (the loop that would have answered it is gone). Cleared by start().
+  std::atomic<bool> closed_{false};
 
   // Writer-thread state.
   std::vector<JobAck> acks_;
