@@ -128,6 +128,8 @@ constexpr Field<io::ConnectionStats> kConnectionFields[] = {
      "replies with no caller and bytes refused"},
     {"boot_retries", &io::ConnectionStats::boot_retries, Kind::kCounter,
      "boots answered LOADING, BUSY or MASTERDOWN, retried"},
+    {"push_refusals", &io::ConnectionStats::push_refusals, Kind::kCounter,
+     "subscribe verbs the server refused"},
 };
 
 constexpr Field<ClusterCounters> kClusterFields[] = {

@@ -228,6 +228,7 @@ ConnectionStats Connection::stats() const {
   s.bytes_out = bytes_out_.load(std::memory_order_relaxed);
   s.wire_errors = wire_errors_.load(std::memory_order_relaxed);
   s.boot_retries = boot_retries_.load(std::memory_order_relaxed);
+  s.push_refusals = push_refusals_.load(std::memory_order_relaxed);
   return s;
 }
 
@@ -300,11 +301,26 @@ void Connection::dispatch() {
     }
     if (r.value.type() == Resp3Type::push) {
       bump(pushes_);
+      // A confirmation of the push verb at the front of the FIFO counts down its place (it still
+      // goes to the handler: subscribers wait for it).
+      if (!fifo_.empty() && fifo_.front().confirms > 0 && r.value.size() >= 1 &&
+          r.value[0].str() == fifo_.front().kind && --fifo_.front().confirms == 0) {
+        fifo_.pop_front();
+        pending_.store(fifo_.size(), std::memory_order_relaxed);
+      }
       if (on_push_) on_push_(r.value);
     } else {
       bump(replies_);
       if (fifo_.empty()) {
         bump(wire_errors_);  // a reply nobody asked for: dropped (WIRE §6)
+        continue;
+      }
+      if (fifo_.front().confirms > 0) {
+        // A push verb answered by a reply: the server refused it (NOPERM, MOVED on a cluster, an
+        // error in MULTI). Counted; the caller behind it gets its own reply.
+        fifo_.pop_front();
+        pending_.store(fifo_.size(), std::memory_order_relaxed);
+        bump(push_refusals_);
         continue;
       }
       Pending p = std::move(fifo_.front());

@@ -4,9 +4,13 @@
 // EVALSHA with one NOSCRIPT reload, and the blocking calls other threads use.
 #include <echo/io/connection.h>
 
+#include <algorithm>
+#include <cctype>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <future>
+#include <iterator>
 
 namespace echo::io {
 
@@ -159,6 +163,7 @@ void Connection::booted() {
     for (const std::string& ch : channels_) {
       const std::string_view sub[] = {"SUBSCRIBE", ch};
       out_.command_argv(sub);
+      hold_place_for(sub);
       ++out_commands_;
     }
     schedule_flush();
@@ -179,9 +184,24 @@ std::error_code Connection::push_command(std::span<const std::string_view> args)
   if (status_.load(std::memory_order_relaxed) != ConnStatus::kReady) return IoErrc::kDisconnected;
   if (proto_ != 3) return IoErrc::kRequiresResp3;
   out_.command_argv(args);
+  hold_place_for(args);
   ++out_commands_;
   schedule_flush();
   return {};
+}
+
+void Connection::hold_place_for(std::span<const std::string_view> args) {
+  // The verbs whose every named channel gets a confirmation push of the verb's own name. Others
+  // (and a bare UNSUBSCRIBE, answered per channel held) keep no place: their answers are pushes.
+  static constexpr std::string_view kVerbs[] = {"subscribe",   "ssubscribe",   "psubscribe",
+                                                "unsubscribe", "sunsubscribe", "punsubscribe"};
+  if (args.size() < 2) return;
+  std::string kind(args[0]);
+  for (char& c : kind) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (std::find(std::begin(kVerbs), std::end(kVerbs), kind) == std::end(kVerbs)) return;
+  fifo_.push_back(Pending{{}, std::chrono::steady_clock::now(),
+                         static_cast<std::uint32_t>(args.size() - 1), std::move(kind)});
+  pending_.store(fifo_.size(), std::memory_order_relaxed);
 }
 
 std::error_code Connection::subscribe(std::string_view channel) {

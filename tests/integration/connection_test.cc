@@ -180,6 +180,45 @@ TEST_F(ConnectionTest, PushesInterleavedWithRepliesBypassTheFifo) {
   EXPECT_EQ(conn.stats().pushes, 1u + kCount);
 }
 
+// A push verb the server refuses answers with an error reply, not a push: it must end at the
+// verb's own place in the FIFO (counted in push_refusals), never at the caller behind it
+// (helper-29's repro: GET b was answered NOPERM and its own reply dropped as a wire error).
+TEST_F(ConnectionTest, ASubscribeTheServerRefusesIsCountedAndNeverAnswersTheNextCaller) {
+  Connection conn(lt_.loop(), options());
+  conn.start();
+  ASSERT_EQ(conn.wait_ready(5s), std::error_code{});
+  ASSERT_FALSE(conn.call_blocking({"SET", "refused:a", "value-of-a"}).ec);
+  ASSERT_FALSE(conn.call_blocking({"SET", "refused:b", "value-of-b"}).ec);
+  ASSERT_FALSE(conn.call_blocking({"ACL", "SETUSER", "default", "resetchannels", "&allowed*"}).ec);
+  std::string a, b;
+  std::error_code a_ec, b_ec;
+  std::promise<void> done;
+  on_loop(lt_.loop(), [&] {
+    conn.call({"GET", "refused:a"}, [&](std::error_code e, const Resp3Value& v) {
+      a_ec = e;
+      a = std::string(v.str());
+    });
+    EXPECT_FALSE(conn.subscribe("forbidden-channel"));  // sent: the refusal comes later
+    EXPECT_FALSE(conn.subscribe("allowed-channel"));
+    conn.call({"GET", "refused:b"}, [&](std::error_code e, const Resp3Value& v) {
+      b_ec = e;
+      b = std::string(v.str());
+      done.set_value();
+    });
+    return 0;
+  });
+  ASSERT_EQ(done.get_future().wait_for(5s), std::future_status::ready);
+  ASSERT_FALSE(conn.call_blocking({"ACL", "SETUSER", "default", "allchannels"}).ec);
+  EXPECT_FALSE(a_ec);
+  EXPECT_EQ(a, "value-of-a");
+  EXPECT_FALSE(b_ec) << b;
+  EXPECT_EQ(b, "value-of-b");
+  const auto st = conn.stats();
+  EXPECT_EQ(st.push_refusals, 1u);
+  EXPECT_EQ(st.wire_errors, 0u);
+  EXPECT_EQ(st.pending, 0u) << "the allowed channel's confirmation took its place";
+}
+
 TEST_F(ConnectionTest, PushVerbsOnResp2AnswerRequiresResp3AndSendNothing) {
   ConnectionOptions o = options();
   o.protocol = Protocol::kResp2;

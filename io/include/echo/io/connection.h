@@ -102,6 +102,7 @@ struct ConnectionStats {
   std::uint64_t bytes_out = 0;
   std::uint64_t wire_errors = 0;   // replies with no caller, and bytes the decoder refused
   std::uint64_t boot_retries = 0;  // boots a server answered LOADING, BUSY or MASTERDOWN: retried
+  std::uint64_t push_refusals = 0;  // (un)subscribe verbs the server refused (NOPERM, MOVED, ...)
 };
 
 // A script called by SHA; `sha` is the lowercase hex SHA1 of `source` (the caller's promise,
@@ -178,7 +179,13 @@ class Connection {
   struct Pending {
     ReplyFn done;  // empty: an internal reply (heartbeat) consumed silently
     std::chrono::steady_clock::time_point sent;
+    // A push verb's place (a (un)subscribe naming its channels): the server answers it with one
+    // confirmation push per channel, or with one error reply. Both end here, so an error never
+    // reaches the next caller. `confirms` left; `kind` the confirmation's first element.
+    std::uint32_t confirms = 0;
+    std::string kind;
   };
+  void hold_place_for(std::span<const std::string_view> args);
 
   // Op completions (loop thread).
   static void on_connect(IoOp& op, int res) noexcept;
@@ -256,7 +263,7 @@ class Connection {
 
   std::atomic<std::uint64_t> pushes_{0}, overloads_{0}, commands_{0}, pipelines_{0}, replies_{0},
       reconnects_{0}, script_loads_{0}, evalsha_calls_{0}, bytes_out_{0}, wire_errors_{0},
-      boot_retries_{0}, pending_{0};
+      boot_retries_{0}, push_refusals_{0}, pending_{0};
 };
 
 }  // namespace echo::io
