@@ -135,9 +135,9 @@ void ShardedSubscriber::check() {
       cluster_.refresh();  // the owner may be gone for good (a failover): ask for a newer map
       continue;            // its kReady calls check()
     }
-    // Sent to this node already and never confirmed: it may have refused it with a MOVED that
-    // reached nobody (an error reply to a push verb has no caller: the connection counts it in
-    // wire_errors), so the map that named it may be stale. Ask for a newer one as we resend.
+    // Sent to this node already and never confirmed: it may have refused it with a MOVED (an
+    // error reply to a push verb reaches no handler: the connection counts it in push_refusals),
+    // so the map that named it may be stale. Ask for a newer one as we resend.
     if (c.on == &sub) cluster_.refresh();
     const std::string_view cmd[] = {"SSUBSCRIBE", c.name};
     if (sub.conn->push_command(cmd)) continue;

@@ -196,11 +196,15 @@ void Connection::hold_place_for(std::span<const std::string_view> args) {
   static constexpr std::string_view kVerbs[] = {"subscribe",   "ssubscribe",   "psubscribe",
                                                 "unsubscribe", "sunsubscribe", "punsubscribe"};
   if (args.size() < 2) return;
-  std::string kind(args[0]);
-  for (char& c : kind) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (std::find(std::begin(kVerbs), std::end(kVerbs), kind) == std::end(kVerbs)) return;
+  const auto same = [&args](std::string_view verb) {
+    return std::equal(verb.begin(), verb.end(), args[0].begin(), args[0].end(), [](char a, char b) {
+      return a == std::tolower(static_cast<unsigned char>(b));
+    });
+  };
+  const auto* verb = std::find_if(std::begin(kVerbs), std::end(kVerbs), same);
+  if (verb == std::end(kVerbs)) return;
   fifo_.push_back(Pending{{}, std::chrono::steady_clock::now(),
-                         static_cast<std::uint32_t>(args.size() - 1), std::move(kind)});
+                         static_cast<std::uint32_t>(args.size() - 1), *verb});
   pending_.store(fifo_.size(), std::memory_order_relaxed);
 }
 

@@ -183,7 +183,7 @@ class Connection {
     // confirmation push per channel, or with one error reply. Both end here, so an error never
     // reaches the next caller. `confirms` left; `kind` the confirmation's first element.
     std::uint32_t confirms = 0;
-    std::string kind;
+    std::string_view kind;  // one of hold_place_for's static verbs
   };
   void hold_place_for(std::span<const std::string_view> args);
 
