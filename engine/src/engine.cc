@@ -111,6 +111,7 @@ struct Engine::Impl {
   };
   std::mutex members_mu;
   std::unordered_map<std::string, Membership> membership;
+  static constexpr std::size_t kMembershipsKept = 1024;
 
   std::unique_ptr<io::LoopThread> io;
   std::unique_ptr<io::Connection> cmd, sub;
@@ -348,6 +349,11 @@ struct Engine::Impl {
     m.epoch = epoch.is_null() ? std::string() : std::string(epoch.str());
     for (const auto& member : list) m.members.emplace_back(member.str());
     std::lock_guard lock(members_mu);
+    // A cache, so it is bounded: enqueue takes any valid table name, and a writer that sends to
+    // many would otherwise keep every list for good. An evicted table's next enqueue reads again.
+    if (membership.size() >= kMembershipsKept && membership.count(std::string(table)) == 0) {
+      membership.erase(membership.begin());
+    }
     membership[std::string(table)] = m;
     return m;
   }
@@ -870,20 +876,22 @@ Result<std::vector<MemberAdmission>> Engine::fan_out(std::string_view table, con
     std::lock_guard lock(d.members_mu);
     if (auto it = d.membership.find(std::string(table)); it != d.membership.end()) known = it->second;
   }
+  // A list read during this call is read after the caller's L2 write: a member that is not in it
+  // entered after that write, so it reads the new value from L2 after its drop-on-join, and the
+  // list needs no check. A list kept from an earlier call may predate the write: its round reads
+  // the epoch after the admissions, and a moved epoch means one more round on a list read now.
+  // So at most two rounds and one membership read per call, however fast members come and go
+  // (a bound on rounds under churn answered a timeout after every member had the job).
+  bool fresh = !known;
   if (!known) {
     auto read = d.read_membership(table, keys);
     if (!read) return table::Unexpected{read.error()};
     known = std::move(*read);
   }
   std::vector<MemberAdmission> out;
-  std::unordered_set<std::string> sent;  // from the second round on: who has the job already
+  std::unordered_set<std::string> sent;  // in the second round: who has the job already
   bool shared = spec.job_shared_queue;
-  // Each round admits the job to the members not yet sent to, then reads the epoch. A round ends
-  // the loop when the epoch is the one its member list was read under: every member that entered
-  // before that read is in the list (member_enqueue.lua, "Membership"). Membership churn between
-  // two reads of ours is a node joining or lapsing: the bound is never met in practice.
-  for (int round = 0;; ++round) {
-    if (round == 8) return table::Unexpected{make_error_code(io::IoErrc::kTimeout)};
+  for (;;) {
     std::vector<Impl::Call> batch;
     std::vector<std::string> targets;
     batch.reserve(known->members.size() + 2);
@@ -894,7 +902,7 @@ Result<std::vector<MemberAdmission>> Engine::fan_out(std::string_view table, con
       batch.push_back({&d.member_enqueue, {std::move(live)}, {std::move(mbase), job_id, payload, g, lease}});
       targets.push_back(m);
     }
-    batch.push_back({nullptr, {}, {"GET", keys.epoch}});
+    if (!fresh) batch.push_back({nullptr, {}, {"GET", keys.epoch}});
     if (shared) {
       const std::string& q = keys.qbase;
       batch.push_back({&d.genqueue,
@@ -902,6 +910,7 @@ Result<std::vector<MemberAdmission>> Engine::fan_out(std::string_view table, con
                         q + "glimit", q + "gactive", q + "wake"},
                        {job_id, payload, g}});
     }
+    if (batch.empty()) break;  // a fresh list of no member, the shared queue done or not asked
     auto replies = d.calls(std::move(batch));
     if (!replies) return table::Unexpected{replies.error()};
     // The first error wins: the queues that took the job hold it under this job id, so a retry
@@ -929,6 +938,7 @@ Result<std::vector<MemberAdmission>> Engine::fan_out(std::string_view table, con
       Impl::add(r.integer() == 1 ? d.fan_admitted : d.fan_duplicates);
       shared = false;
     }
+    if (fresh) break;
     const io::Resp3Value epoch = (*replies)[targets.size()].reply.view();
     if (!epoch.is_null() && epoch.type() != io::Resp3Type::bulk_string) return table::Unexpected{unexpected()};
     if ((epoch.is_null() ? std::string_view() : epoch.str()) == known->epoch) break;
@@ -936,6 +946,7 @@ Result<std::vector<MemberAdmission>> Engine::fan_out(std::string_view table, con
     auto read = d.read_membership(table, keys);
     if (!read) return table::Unexpected{read.error()};
     known = std::move(*read);
+    fresh = true;
   }
   // No queue at all: not a duplicate (nothing holds the job), and nothing will apply it.
   if (out.empty()) return table::Unexpected{make_error_code(Errc::kNoLiveMember)};

@@ -46,12 +46,14 @@
 -- script to each of them and then reads the epoch again. Equal: no member entered between its
 -- read and that final read, so a member that is not in its list entered after the L2 write and
 -- reads the new value from L2 after its drop-on-join. Different: it re-reads the membership and
--- admits the job to the members it did not have. A joiner sets its live key before it enters the
--- set (member_beat), so a writer that sees its epoch finds it live. An epoch is never seen twice
--- beside different memberships, even across a loss of the server's data (a restart without
--- persistence, a failover to a replica that lagged): a new epoch key starts at the server's time
--- in microseconds (member_beat.lua), past any value the lost key could have reached (each INCR
--- took a script's microsecond), unless the new server's clock is behind the old one's.
+-- admits the job to the members it did not have, and stops there: a membership read after the L2
+-- write needs no check (a member missing from it entered after the write). A joiner sets its live
+-- key before it enters the set (member_beat), so a writer that sees its epoch finds it live. An
+-- epoch is never seen twice beside different memberships, even across a loss of the server's data
+-- (a restart without persistence, a failover to a replica that lagged): a new epoch key starts at
+-- the server's time in microseconds (member_beat.lua), past any value the lost key could have
+-- reached (each INCR took a script's microsecond), unless the new server's clock is behind the
+-- old one's.
 --
 -- Failure modes.
 -- * A hand-off lost because the consumer died after the RPUSH: the job is active with a lease, so

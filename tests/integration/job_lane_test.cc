@@ -1128,6 +1128,56 @@ TEST_F(JobLane, AnEnqueueWithNoLiveMemberIsTheTypedErrorNoLiveMemberNotADuplicat
   EXPECT_EQ(f.membership_reads, 2u);
 }
 
+// The writer keeps a table's membership and checks it against the epoch after each fan-out; a
+// moved epoch costs one more round on a list read then, and no more: that list was read after
+// the caller's L2 write. Under churn that moves the epoch between every two reads (here a raw
+// client INCRs it flat out, as members entering do), fan_out once went on round after round and
+// answered a timeout after eight, though every round had admitted the job.
+TEST_F(JobLane, AnEnqueueUnderEndlessMembershipChurnAdmitsEveryMemberInAtMostTwoRounds) {
+  const std::string t = "churn";
+  const LaneKnobs k{.lease_ms = 30000, .beat_ms = 100};
+  const auto keys = engine::JobLaneKeys::for_table(t);
+  auto w = start_node(server(), 121, {writer_spec(t, k.lease_ms)});
+  auto r = start_node(server(), 122, {lane_spec(t, k)});
+  ASSERT_TRUE(w && r);
+  const BrandedId group = fresh_id("PRT"), name = fresh_id("AST");
+  auto first = w->enqueue(t, group, name.view(), w->mint("AST").value());  // keeps the list
+  ASSERT_TRUE(first) << first.error().message();
+  ASSERT_EQ(first->size(), 1u);
+  const std::uint64_t reads0 = w->stats().fan_out.membership_reads;
+
+  std::atomic<long long> moves{0};
+  std::jthread churn([&](std::stop_token stop) {  // stopped and joined however the test ends
+    redisContext* c = redisConnect(server().host().c_str(), server().port());
+    while (c != nullptr && !stop.stop_requested()) {
+      RedisReply incr = command_argv(c, {"INCR", keys.epoch});
+      if (!incr) break;
+      moves.fetch_add(1);
+    }
+    if (c != nullptr) redisFree(c);
+  });
+  constexpr int kCalls = 40;
+  int admitted = 0;
+  for (int i = 0; i < kCalls; ++i) {
+    const long long before = moves.load();
+    auto a = w->enqueue(t, group, name.view(), w->mint("AST").value());
+    ASSERT_TRUE(a) << "call " << i << ": " << a.error().message();
+    ASSERT_EQ(a->size(), 1u);
+    EXPECT_EQ(a->front().member, "122");
+    admitted += a->front().admission != Admission::kDuplicate ? 1 : 0;
+    // Wait for the epoch to move at least twice, so no call meets a quiet stretch.
+    ASSERT_TRUE(within(5s, [&] { return moves.load() >= before + 2; }));
+  }
+  churn.request_stop();
+  churn.join();
+  EXPECT_EQ(admitted, kCalls);
+  // One read per call at most (each call met a moved epoch and read once more).
+  const std::uint64_t reads = w->stats().fan_out.membership_reads - reads0;
+  EXPECT_LE(reads, static_cast<std::uint64_t>(kCalls));
+  EXPECT_GE(reads, static_cast<std::uint64_t>(kCalls / 2)) << "the churn never moved the epoch";
+  EXPECT_EQ(w->stats().fan_out.errors, 0u);
+}
+
 // ---- one node id twice ----
 
 TEST_F(JobLane, ASecondProcessUnderOneNodeIdIsRefusedAndATwinStopsTheFirstCachingWhileItBeats) {
