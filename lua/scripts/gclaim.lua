@@ -8,6 +8,17 @@
 --                           share the queue's hash tag, so the script stays single-slot)
 -- ARGV[2]  lease_ms
 -- returns  {id, payload, attempts, g} (attempts an integer: the fencing token), or {} when the
---          ring is empty or the rotated group's lane was empty.
+--          ring is empty or the rotated group's lane was empty; error EMQARG when base is not
+--          the prefix of KEYS[1] or lease_ms is not a positive integer (checked first: nothing
+--          written).
+-- #include base_of
+-- #include whole
 -- #include claim_next
-return claim_next(ARGV[1], KEYS[1], KEYS[2], ARGV[2]) or {}
+local lease = whole(ARGV[2], 1)
+if not lease then
+  return redis.error_reply('EMQARG lease_ms must be a positive integer')
+end
+if not base_of(ARGV[1], KEYS[1]) then
+  return redis.error_reply('EMQARG base must prefix the ring key')
+end
+return claim_next(ARGV[1], KEYS[1], KEYS[2], lease) or {}

@@ -12,14 +12,18 @@
 -- ARGV[2]  payload (opaque bytes)
 -- ARGV[3]  g, the group: a valid branded id (the host checks it)
 -- returns  1 enqueued; 0 duplicate (row exists: nothing written, no wake);
---          error EMQKIND when the id is not JOB-namespaced (nothing written).
+--          error EMQKIND when the id is not JOB-namespaced, error EMQARG when the payload or the
+--          group is missing (both checked first: nothing written).
 if string.sub(ARGV[1], 1, 3) ~= 'JOB' then
   return redis.error_reply('EMQKIND job id must be JOB-namespaced')
+end
+local id, g = ARGV[1], ARGV[3]
+if type(ARGV[2]) ~= 'string' or type(g) ~= 'string' or #g == 0 then
+  return redis.error_reply('EMQARG the payload or the group is missing')
 end
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return 0
 end
-local id, g = ARGV[1], ARGV[3]
 redis.call('HSET', KEYS[1], 'state', 'pending', 'attempts', '0', 'payload', ARGV[2], 'group', g)
 redis.call('ZADD', KEYS[2], 0, id)
 -- Ring insert with wake. The ring holds each servable group once, so round robin is per group,

@@ -8,8 +8,16 @@
 -- KEYS[5]  wake             emq:{q}:wake
 -- ARGV[1]  base             emq:{q}: (the lane key is built from it; same hash tag)
 -- ARGV[2]  g, the group
--- returns  1.
+-- returns  1; error EMQARG when g is missing or base is not the prefix of KEYS[1] (nothing
+--          written).
+-- #include base_of
 local g = ARGV[2]
+if type(g) ~= 'string' or #g == 0 then
+  return redis.error_reply('EMQARG the group is missing')
+end
+if not base_of(ARGV[1], KEYS[1]) then
+  return redis.error_reply('EMQARG base must prefix the paused key')
+end
 redis.call('SREM', KEYS[1], g)
 if redis.call('ZCARD', ARGV[1] .. 'g:' .. g .. ':pending') > 0 then
   -- The ring insert still honours the ceiling: a group resumed while at its limit re-enters when

@@ -1,5 +1,6 @@
 -- SPDX-License-Identifier: MIT
--- claim_next(base, ring, active, lease_ms): gclaim (WIRE §5.3) for gclaim and complete_claim.
+-- claim_next(base, ring, active, lease_ms): gclaim (WIRE §5.3) for gclaim and complete_claim;
+-- lease_ms a number the caller checked (lib/whole.lua) before its first write.
 -- Rotates the ring (the group served now goes to the tail, so each group gets one job per turn
 -- whatever its backlog), pops the rotated group's oldest job and leases it for lease_ms of server
 -- time. Returns {id, payload, attempts, g} (attempts, an integer, is the fencing token), or nil
@@ -25,7 +26,7 @@ local function claim_next(base, ring, active, lease_ms)
   redis.call('HSET', job, 'state', 'active')
   local t = redis.call('TIME')
   local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  redis.call('ZADD', active, now_ms + tonumber(lease_ms), id)
+  redis.call('ZADD', active, now_ms + lease_ms, id)
   local act = redis.call('HINCRBY', base .. 'gactive', g, 1)
   local limit = redis.call('HGET', base .. 'glimit', g)
   -- Leave the ring at the ceiling (whoever frees a slot re-inserts the group with a wake) or when
