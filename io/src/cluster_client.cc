@@ -366,22 +366,22 @@ void ClusterClient::route(const RequestPtr& req) {
 }
 
 void ClusterClient::send(const RequestPtr& req, Node* node, bool asking) {
-  if (asking) {
-    const std::string_view ask[] = {"ASKING"};
-    // Its +OK (or error) needs no answer: the command right behind it carries the verdict.
-    if (node->conn->call(ask, {})) return hold(req);
-  }
   const std::vector<std::string_view> views(req->args.begin(), req->args.end());
   auto cb = [this, req, node](std::error_code ec, const Resp3Value& v) {
     answered(req, node, ec, v);
   };
+  // After ASK, ASKING and the command go as one unit (call_asking): ASKING written alone, its
+  // command refused, would grant the next caller's command on that node instead.
+  Connection& conn = *node->conn;
   std::error_code ec;
   if (req->script) {
     const std::span<const std::string_view> all(views);
-    ec = node->conn->evalsha(*req->script, all.first(req->nkeys), all.subspan(req->nkeys),
-                             std::move(cb));
+    const auto keys = all.first(req->nkeys);
+    const auto argv = all.subspan(req->nkeys);
+    ec = asking ? conn.evalsha_asking(*req->script, keys, argv, std::move(cb))
+                : conn.evalsha(*req->script, keys, argv, std::move(cb));
   } else {
-    ec = node->conn->call(views, std::move(cb));
+    ec = asking ? conn.call_asking(views, std::move(cb)) : conn.call(views, std::move(cb));
   }
   if (ec == IoErrc::kDisconnected) return hold(req);  // never written: safe to send later
   if (ec) finish(req, ec, Resp3Value{});

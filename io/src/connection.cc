@@ -385,7 +385,7 @@ void Connection::enqueue_internal(std::span<const std::string_view> args, ReplyF
   schedule_flush();
 }
 
-std::error_code Connection::call(std::span<const std::string_view> args, ReplyFn done) {
+std::error_code Connection::admit() {
   if (status_.load(std::memory_order_relaxed) != ConnStatus::kReady) {
     return IoErrc::kDisconnected;
   }
@@ -393,8 +393,28 @@ std::error_code Connection::call(std::span<const std::string_view> args, ReplyFn
     bump(overloads_);
     return IoErrc::kOverloaded;
   }
+  return {};
+}
+
+std::error_code Connection::call(std::span<const std::string_view> args, ReplyFn done) {
+  if (std::error_code ec = admit()) return ec;
   enqueue_internal(args, std::move(done));
   return {};
+}
+
+std::error_code Connection::call_asking(std::span<const std::string_view> args, ReplyFn done) {
+  // One verdict for both: an ASKING written while its command was refused would grant the next
+  // caller's command instead.
+  if (std::error_code ec = admit()) return ec;
+  enqueue_asking();
+  enqueue_internal(args, std::move(done));
+  return {};
+}
+
+void Connection::enqueue_asking() {
+  const std::string_view asking[] = {"ASKING"};
+  // Its +OK (or error) is dropped: the command right behind it carries the verdict.
+  enqueue_internal(asking, {});
 }
 
 // --- Tick: deadlines and heartbeat ---------------------------------------------------------

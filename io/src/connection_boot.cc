@@ -228,6 +228,19 @@ std::error_code Connection::unsubscribe(std::string_view channel) {
 
 std::error_code Connection::evalsha(const Script& script, std::span<const std::string_view> keys,
                                     std::span<const std::string_view> argv, ReplyFn done) {
+  return send_evalsha(script, keys, argv, std::move(done), /*asking=*/false);
+}
+
+std::error_code Connection::evalsha_asking(const Script& script,
+                                           std::span<const std::string_view> keys,
+                                           std::span<const std::string_view> argv, ReplyFn done) {
+  return send_evalsha(script, keys, argv, std::move(done), /*asking=*/true);
+}
+
+std::error_code Connection::send_evalsha(const Script& script,
+                                         std::span<const std::string_view> keys,
+                                         std::span<const std::string_view> argv, ReplyFn done,
+                                         bool asking) {
   // The request outlives this call (NOSCRIPT reloads and resends it), so it owns its bytes.
   struct Request {
     Script script;
@@ -262,7 +275,8 @@ std::error_code Connection::evalsha(const Script& script, std::span<const std::s
     });
   };
   const auto views = req->views();
-  std::error_code ec = call(views, std::move(resend));
+  std::error_code ec =
+      asking ? call_asking(views, std::move(resend)) : call(views, std::move(resend));
   if (!ec) bump(evalsha_calls_);
   return ec;
 }

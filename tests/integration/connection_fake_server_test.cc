@@ -2,20 +2,25 @@
 // The connector against a hostile peer: a scripted fake server (a thread with a listening socket
 // on 127.0.0.1) answers the boot correctly, then sends malformed, truncated, oversized or
 // otherwise hostile replies. Every case must end in a typed error and a clean reconnect - never a
-// crash, a hang or a leak (this suite runs under ASan+UBSan in CI).
+// crash, a hang or a leak (this suite runs under ASan+UBSan in CI). Scripted cluster nodes also
+// show the exact commands a node receives where their order matters (ASKING before its command).
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <future>
+#include <memory>
 #include <mutex>
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -487,6 +492,190 @@ TEST(FakeServer, AMapOrAMovedNamingAHostThatDoesNotResolveFailsTheCallNotTheProc
   ASSERT_FALSE(pong.ec) << pong.ec.message();
   EXPECT_EQ(pong.reply.view().str(), "PONG");
   EXPECT_GE(cc.stats().unresolved, 2u);
+}
+
+// Two scripted masters for the ASK cases. The source owns slots 0-8191 and answers every command
+// naming "bar" (slot 5061) with ASK to the target, as a source mid-migration does for a key it no
+// longer holds. The target owns 8192-16383 ("foo" is 12182) and imports slot 5061: a command
+// naming "bar" runs there only right after ASKING (one-shot, as on a real node), else it is
+// MOVED back. The target keeps every command it received but HELLO, in order.
+class AskingPair {
+ public:
+  static constexpr const char* kSha = "0123456789abcdef0123456789abcdef01234567";
+
+  AskingPair() {
+    source_port_.store(source_.port(), std::memory_order_release);  // pairs with port()'s loads
+    target_port_.store(target_.port(), std::memory_order_release);
+  }
+
+  ClusterOptions options() const {
+    ClusterOptions o;
+    o.seeds = {NodeAddress{"127.0.0.1", source_.port()}};
+    o.connection = fake_options(source_.port());
+    o.connection.fence = false;
+    o.refresh_min_interval = 10ms;
+    return o;
+  }
+  std::vector<std::string> received(std::size_t from = 0) {
+    std::lock_guard lock(mu_);
+    return {received_.begin() + static_cast<std::ptrdiff_t>(std::min(from, received_.size())),
+            received_.end()};
+  }
+
+ private:
+  static std::string port(const std::atomic<int>& p) {
+    return std::to_string(p.load(std::memory_order_acquire));
+  }
+  static bool names_bar(const std::vector<std::string>& cmd) {
+    return std::find(cmd.begin(), cmd.end(), "bar") != cmd.end();
+  }
+  std::string shards() const {
+    const auto shard = [](int first, int last, const std::string& port) {
+      return "%2\r\n$5\r\nslots\r\n*2\r\n:" + std::to_string(first) +
+             "\r\n:" + std::to_string(last) +
+             "\r\n$5\r\nnodes\r\n*1\r\n%4\r\n$4\r\nrole\r\n$6\r\nmaster\r\n"
+             "$6\r\nhealth\r\n$6\r\nonline\r\n$4\r\nport\r\n:" +
+             port + "\r\n$2\r\nip\r\n$9\r\n127.0.0.1\r\n";
+    };
+    return "*2\r\n" + shard(0, 8191, port(source_port_)) + shard(8192, 16383, port(target_port_));
+  }
+  Action source(const std::vector<std::string>& cmd) {
+    if (cmd[0] == "CLUSTER") return {shards()};
+    if (names_bar(cmd)) return {"-ASK 5061 127.0.0.1:" + port(target_port_) + "\r\n"};
+    return FakeServer::good(cmd);
+  }
+  Action target(const std::vector<std::string>& cmd) {
+    if (cmd[0] == "HELLO") return FakeServer::good(cmd);
+    {
+      std::lock_guard lock(mu_);
+      std::string line = cmd[0];
+      for (std::size_t i = 1; i < cmd.size(); ++i) line += " " + cmd[i];
+      received_.push_back(std::move(line));
+    }
+    const bool asked = std::exchange(asking_, cmd[0] == "ASKING");
+    if (cmd[0] == "CLUSTER") return {shards()};
+    if (cmd[0] == "ASKING") return {"+OK\r\n"};
+    if (cmd[0] == "SCRIPT") {
+      loaded_ = true;
+      return {"$40\r\n" + std::string(kSha) + "\r\n"};
+    }
+    if (names_bar(cmd) && !asked) return {"-MOVED 5061 127.0.0.1:" + port(source_port_) + "\r\n"};
+    if (cmd[0] == "EVALSHA") {
+      return {loaded_ ? "+ran\r\n" : "-NOSCRIPT No matching script. Please use EVAL.\r\n"};
+    }
+    if (cmd[0] == "GET") {
+      return {"$" + std::to_string(cmd[1].size() + 2) + "\r\nb:" + cmd[1] + "\r\n"};
+    }
+    return FakeServer::good(cmd);
+  }
+
+  std::mutex mu_;
+  std::vector<std::string> received_;  // guarded by mu_
+  bool asking_ = false;                // the target's thread only
+  bool loaded_ = false;                // the target's thread only
+  std::atomic<int> source_port_{0}, target_port_{0};
+  // Last: their threads call back into the members above, so they go first.
+  FakeServer source_{[this](int, const std::vector<std::string>& cmd) { return source(cmd); }};
+  FakeServer target_{[this](int, const std::vector<std::string>& cmd) { return target(cmd); }};
+};
+
+// Both node connections ready and quiet: a map refresh that the target's late boot asked for has
+// been answered, and nothing more is sent unasked (no heartbeat, every master ready).
+bool settled(const ClusterClient& cc) {
+  const auto ready = [&cc] {
+    const auto s = cc.stats();
+    return s.nodes == 2 && std::all_of(s.connections.begin(), s.connections.end(),
+                                       [](auto& c) { return c.status == ConnStatus::kReady; });
+  };
+  if (!eventually(ready)) return false;
+  std::this_thread::sleep_for(200ms);  // past a tick (50 ms) and refresh_min_interval (10 ms)
+  return eventually([&cc] {
+    const auto s = cc.stats();
+    return std::all_of(s.connections.begin(), s.connections.end(),
+                       [](auto& c) { return c.pending == 0; });
+  });
+}
+
+// ASKING is one-shot for the connection's next command. Written alone while the command behind it
+// was refused (here by the target's one pending place, which ASKING took), it granted the next
+// caller's command instead: a command on a migrating slot would run on the importing node
+// without its caller having asked.
+TEST(FakeServer, AnAskRedirectAtTheTargetsPendingBoundLeavesNoAskingForTheNextCaller) {
+  AskingPair pair;
+  LoopThread lt;
+  ClusterOptions o = pair.options();
+  o.connection.max_pending = 1;
+  ClusterClient cc(lt.loop(), o);
+  cc.start();
+  ASSERT_EQ(cc.wait_ready(5s), std::error_code{});
+  ASSERT_TRUE(settled(cc));
+  const std::size_t from = pair.received().size();
+  auto asked = cc.call_blocking({"GET", "bar"});
+  auto next = cc.call_blocking({"GET", "foo"});
+  EXPECT_FALSE(asked.ec) << asked.ec.message();
+  EXPECT_EQ(asked.reply.view().str(), "b:bar");
+  ASSERT_FALSE(next.ec) << next.ec.message();
+  EXPECT_EQ(next.reply.view().str(), "b:foo");
+  EXPECT_EQ(pair.received(from), (std::vector<std::string>{"ASKING", "GET bar", "GET foo"}));
+  EXPECT_EQ(cc.stats().ask, 1u);
+}
+
+// Runs `fn` on the loop thread and waits for it.
+template <class Fn>
+auto on_loop(UringLoop& loop, Fn fn) {
+  std::packaged_task<decltype(fn())()> task(std::move(fn));
+  auto f = task.get_future();
+  loop.post([&task] { task(); });
+  return f.get();
+}
+
+// call_asking gives ASKING and its command one verdict (the command's place under max_pending),
+// so a refused command leaves no ASKING on the wire.
+TEST(FakeServer, AskingAndItsCommandAreAdmittedTogetherOrRefusedTogether) {
+  std::mutex mu;
+  std::vector<std::string> got;
+  std::promise<void> first_answered, third_answered;  // before conn: it may answer as it closes
+  FakeServer fake([&](int, const std::vector<std::string>& cmd) {
+    if (cmd[0] != "HELLO") {
+      std::lock_guard lock(mu);
+      got.push_back(cmd[0] + (cmd.size() > 1 ? " " + cmd[1] : ""));
+    }
+    return FakeServer::good(cmd);
+  });
+  LoopThread lt;
+  ConnectionOptions o = fake_options(fake.port());
+  o.fence = false;
+  o.max_pending = 1;
+  Connection conn(lt.loop(), o);
+  conn.start();
+  ASSERT_EQ(conn.wait_ready(5s), std::error_code{});
+  const auto [first, second] = on_loop(lt.loop(), [&] {
+    const std::string_view get_first[] = {"GET", "first"};
+    const std::string_view get_second[] = {"GET", "second"};
+    auto ec1 = conn.call(get_first,
+                         [&](std::error_code, const Resp3Value&) { first_answered.set_value(); });
+    auto ec2 = conn.call_asking(get_second, [](std::error_code, const Resp3Value&) {
+      ADD_FAILURE() << "a refused call is never answered";
+    });
+    return std::pair{ec1, ec2};
+  });
+  EXPECT_EQ(first, std::error_code{});
+  EXPECT_EQ(second, IoErrc::kOverloaded) << "the one place is taken: neither is queued";
+  ASSERT_EQ(first_answered.get_future().wait_for(5s), std::future_status::ready);
+  // With the place free, the command takes it and ASKING goes along.
+  const auto third = on_loop(lt.loop(), [&] {
+    const std::string_view get_third[] = {"GET", "third"};
+    return conn.call_asking(get_third, [&](std::error_code ec, const Resp3Value& v) {
+      EXPECT_FALSE(ec) << ec.message();
+      EXPECT_EQ(v.str(), "OK") << "the command's own reply, not ASKING's";
+      third_answered.set_value();
+    });
+  });
+  EXPECT_EQ(third, std::error_code{});
+  ASSERT_EQ(third_answered.get_future().wait_for(5s), std::future_status::ready);
+  EXPECT_EQ(conn.stats().overloads, 1u);
+  std::lock_guard lock(mu);
+  EXPECT_EQ(got, (std::vector<std::string>{"GET first", "ASKING", "GET third"}));
 }
 
 }  // namespace

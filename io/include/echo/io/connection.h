@@ -153,6 +153,12 @@ class Connection {
   // EVALSHA sha nkeys keys... argv...; on NOSCRIPT: SCRIPT LOAD, check the SHA, resend once.
   std::error_code evalsha(const Script& script, std::span<const std::string_view> keys,
                           std::span<const std::string_view> argv, ReplyFn done);
+  // The same two after ASKING (a cluster's ASK redirect). ASKING's grant is one-shot, for the
+  // connection's next command, so it is queued with the command as one unit, admitted or refused
+  // together; ASKING needs no place of its own under max_pending (nor does a NOSCRIPT reload).
+  std::error_code call_asking(std::span<const std::string_view> args, ReplyFn done);
+  std::error_code evalsha_asking(const Script& script, std::span<const std::string_view> keys,
+                                 std::span<const std::string_view> argv, ReplyFn done);
   // Push verbs: no FIFO entry; disconnected, or requires_resp3 (nothing sent) on RESP2.
   std::error_code subscribe(std::string_view channel);
   std::error_code unsubscribe(std::string_view channel);
@@ -200,6 +206,10 @@ class Connection {
   void schedule_flush();
   void send_some();
   void enqueue_internal(std::span<const std::string_view> args, ReplyFn done);
+  std::error_code admit();  // a caller's command: ready, and a place under max_pending
+  void enqueue_asking();
+  std::error_code send_evalsha(const Script& script, std::span<const std::string_view> keys,
+                               std::span<const std::string_view> argv, ReplyFn done, bool asking);
   void dispatch();
   void boot();
   void boot_resp2();
