@@ -246,6 +246,7 @@ std::error_code Connection::send_evalsha(const Script& script,
     Script script;
     std::vector<std::string> args;
     ReplyFn done;
+    bool asking = false;
     std::vector<std::string_view> views() const { return {args.begin(), args.end()}; }
   };
   auto req = std::make_shared<Request>();
@@ -257,6 +258,7 @@ std::error_code Connection::send_evalsha(const Script& script,
   for (auto k : keys) req->args.emplace_back(k);
   for (auto a : argv) req->args.emplace_back(a);
   req->done = std::move(done);
+  req->asking = asking;
 
   auto resend = [this, req](std::error_code ec, const Resp3Value& v) {
     if (ec && ec != IoErrc::kServerError) return req->done(ec, v);
@@ -269,6 +271,9 @@ std::error_code Connection::send_evalsha(const Script& script,
         return req->done(make_error_code(IoErrc::kShaMismatch), sha);
       }
       bump(evalsha_calls_);
+      // The first ASKING was spent on the EVALSHA that met NOSCRIPT: without its own, the resend
+      // is sent back (MOVED) by the importing node.
+      if (req->asking) enqueue_asking();
       enqueue_internal(req->views(), [req](std::error_code ec3, const Resp3Value& again) {
         req->done(ec3, again);
       });

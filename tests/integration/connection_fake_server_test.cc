@@ -678,5 +678,38 @@ TEST(FakeServer, AskingAndItsCommandAreAdmittedTogetherOrRefusedTogether) {
   EXPECT_EQ(got, (std::vector<std::string>{"GET first", "ASKING", "GET third"}));
 }
 
+// On NOSCRIPT the connection loads the script and resends the EVALSHA. After an ASK the resend
+// needs ASKING again (the first was spent on the EVALSHA that met NOSCRIPT), else the importing
+// node sends it back with MOVED: two more redirects against max_redirects for one call.
+TEST(FakeServer, AnAskRedirectedEvalshaResentAfterNoscriptIsAskedForAgain) {
+  AskingPair pair;
+  LoopThread lt;
+  ClusterClient cc(lt.loop(), pair.options());
+  cc.start();
+  ASSERT_EQ(cc.wait_ready(5s), std::error_code{});
+  ASSERT_TRUE(settled(cc));
+  const std::size_t from = pair.received().size();
+  const Script script{AskingPair::kSha, "return 'ran'"};
+  auto result = std::make_shared<std::promise<OwnedResult>>();
+  auto future = result->get_future();
+  lt.loop().post([&cc, &script, result] {
+    const std::string_view keys[] = {"bar"};
+    cc.evalsha(script, keys, {}, [result](std::error_code ec, const Resp3Value& v) {
+      result->set_value(OwnedResult{ec, v.to_owned()});
+    });
+  });
+  ASSERT_EQ(future.wait_for(10s), std::future_status::ready);
+  const OwnedResult r = future.get();
+  ASSERT_FALSE(r.ec) << r.ec.message() << " " << r.reply.view().to_debug_string();
+  EXPECT_EQ(r.reply.view().str(), "ran");
+  const std::string evalsha = std::string("EVALSHA ") + AskingPair::kSha + " 1 bar";
+  EXPECT_EQ(
+      pair.received(from),
+      (std::vector<std::string>{"ASKING", evalsha, "SCRIPT LOAD return 'ran'", "ASKING", evalsha}));
+  const auto s = cc.stats();
+  EXPECT_EQ(s.ask, 1u);
+  EXPECT_EQ(s.moved, 0u);
+}
+
 }  // namespace
 }  // namespace echo::io

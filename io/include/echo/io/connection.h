@@ -156,6 +156,7 @@ class Connection {
   // The same two after ASKING (a cluster's ASK redirect). ASKING's grant is one-shot, for the
   // connection's next command, so it is queued with the command as one unit, admitted or refused
   // together; ASKING needs no place of its own under max_pending (nor does a NOSCRIPT reload).
+  // An EVALSHA resent after NOSCRIPT goes after ASKING again.
   std::error_code call_asking(std::span<const std::string_view> args, ReplyFn done);
   std::error_code evalsha_asking(const Script& script, std::span<const std::string_view> keys,
                                  std::span<const std::string_view> argv, ReplyFn done);
