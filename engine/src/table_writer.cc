@@ -190,7 +190,7 @@ void TableWriter::run(std::stop_token stop) {
     bell_.wait_until(
         [this]() noexcept {
           for (const auto& r : rings_) {
-            if (r->has_work()) return true;
+            if (r->has_work() || r->flush_pending()) return true;  // a refusal rings too
           }
           return inbox_.size_approx() != 0;
         },

@@ -261,6 +261,39 @@ TEST(SpscRing, FlushPolicyRaisesAStickyFlagTakenOnce) {
   EXPECT_FALSE(ring.take_flush_pending()) << "an accepted publish raises nothing";
 }
 
+// A flush-policy refusal is work for the consumer: it rings the doorbell. The consumer may have
+// drained the full ring the producer saw and parked before the flag was raised; then no item
+// ever signals it, and the flush (the drop of the rows the refused message made stale) waited for
+// the next message or the writer's sweep deadline. Staged deterministically here: the consumer
+// parks on the ring's doorbell waiting for the flag alone (the ring is full, so it cannot wait on
+// has_work), and a refusal must wake it, in each wait strategy's parked state.
+TEST(SpscRing, AFlushRefusalWakesAParkedConsumer) {
+  for (bool asymmetric : {true, false}) {
+    SpscRing<int> ring(
+        config(2, FullPolicy::kFlush, WaitConfig{WaitStrategy::kPark, 0, asymmetric}));
+    ASSERT_TRUE(ring.publish(1));
+    ASSERT_TRUE(ring.publish(2));
+    std::atomic<int> verdict{-1};
+    std::jthread consumer([&] {
+      // stats(): any thread, as the predicate's thread needs (flush_pending() is the same load).
+      const auto v = ring.doorbell().wait_until(
+          [&]() noexcept { return ring.stats().flush_pending; }, Clock::now() + 10s);
+      verdict = static_cast<int>(v);
+    });
+    ASSERT_TRUE(eventually([&] { return ring.doorbell().parks_count() >= 1; }));
+    const auto t0 = Clock::now();
+    EXPECT_FALSE(ring.publish(3));  // refused: raises the flag
+    ASSERT_TRUE(eventually([&] { return verdict.load() >= 0; }, 15s));
+    EXPECT_EQ(verdict.load(), static_cast<int>(WaitVerdict::kWork)) << "asymmetric " << asymmetric;
+    EXPECT_LT(Clock::now() - t0, 5s) << "the consumer slept to its deadline through the refusal";
+    EXPECT_TRUE(ring.stats().flush_pending);
+    consumer.join();
+    EXPECT_EQ(ring.drain(8, [](int&) noexcept {}), 2u);
+    EXPECT_TRUE(ring.take_flush_pending());
+    EXPECT_FALSE(ring.stats().flush_pending);
+  }
+}
+
 TEST(SpscRing, BlockPolicyTryPublishRefusesWithoutCounting) {
   SpscRing<int> ring(config(2, FullPolicy::kBlock));
   ASSERT_TRUE(ring.try_publish(1));

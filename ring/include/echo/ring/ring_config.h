@@ -24,8 +24,9 @@ enum class WaitStrategy : std::uint8_t { kSpin, kYield, kPark };
 
 // What a publish does when the ring is full (DESIGN.md "Beyond the original" 2).
 //   kDrop:  refuse, count the item in `dropped`; never blocks, never overwrites.
-//   kFlush: as kDrop, and raise the sticky flush-pending flag; the consumer takes it after it
-//           drains and drops every row of its table, so a lost message costs a refill.
+//   kFlush: as kDrop, and raise the sticky flush-pending flag (which rings the consumer's
+//           doorbell); the consumer takes it after it drains and drops every row of its table,
+//           so a lost message costs a refill.
 //   kBlock: `publish` spins then waits (per the producer's WaitConfig) until space; `stalls`
 //           counts the publishes that had to wait. `try_` verbs refuse uncounted.
 enum class FullPolicy : std::uint8_t { kDrop, kFlush, kBlock };

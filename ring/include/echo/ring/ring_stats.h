@@ -29,7 +29,8 @@ struct RingStats {
   std::uint64_t wakes = 0;      // empty→non-empty edges that signalled a parked consumer
   std::uint64_t batches = 0;    // non-empty drain passes
   std::uint64_t max_batch = 0;  // largest drain pass
-  std::uint64_t stalls = 0;     // block-policy publishes that found the ring full and waited
+  std::uint64_t stalls = 0;     // block-policy waits for room: one per publish, or per piece of a
+                                // publish_batch that the ring took in several pieces
   bool flush_pending = false;   // a flush-policy refusal the consumer has not yet taken
   std::array<std::uint64_t, kHistogramBuckets> batch_histogram{};
 };

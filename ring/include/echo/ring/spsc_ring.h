@@ -7,8 +7,11 @@
 //
 // Thread contract: one producer thread calls try_publish / publish / try_publish_batch /
 // publish_batch / free_slots; one consumer thread calls drain / has_work / take_flush_pending /
-// wait_for_work; any thread calls capacity / occupancy_approx / stats. Debug builds abort on a
-// second producer or consumer thread.
+// wait_for_work; any thread calls capacity / occupancy_approx / flush_pending / stats. Debug
+// builds abort on a second producer thread (every producer verb checks) or a second consumer
+// thread in drain or take_flush_pending (has_work and wait_for_work, doorbell predicates, do not
+// check). A flush-policy ring's consumer must take the flag: wait_for_work answers kWork while
+// it is raised.
 //
 // Sequences: tail_ = items ever published, head_ = items ever drained; tail_ - head_ is the
 // occupancy, slot of sequence s is s & mask_. A slot's item stays alive (and counted in the
@@ -218,11 +221,17 @@ class SpscRing {
     return flush_pending_.exchange(false, std::memory_order_acquire);
   }
 
-  // Waits for this ring alone until it has work, `deadline`, or `stop` (see Doorbell).
-  // Consumer thread; blocks (spin budget, then the doorbell's strategy).
+  // True while a flush-policy refusal's flag waits to be taken: work for the consumer's doorbell
+  // predicate beside has_work() (refuse() notifies the doorbell when it raises the flag). Any
+  // thread; acquire, so a consumer that sees it also sees the refusal's counters.
+  bool flush_pending() const noexcept { return flush_pending_.load(std::memory_order_acquire); }
+
+  // Waits for this ring alone until it has work or a flush to take, `deadline`, or `stop` (see
+  // Doorbell). Consumer thread; blocks (spin budget, then the doorbell's strategy).
   WaitVerdict wait_for_work(Clock::time_point deadline = Clock::time_point::max(),
                             std::stop_token stop = {}) {
-    return bell_->wait_until([this]() noexcept { return has_work(); }, deadline, std::move(stop));
+    return bell_->wait_until([this]() noexcept { return has_work() || flush_pending(); }, deadline,
+                             std::move(stop));
   }
 
   // The doorbell this ring rings (its own, or the one it was built with).
@@ -351,9 +360,14 @@ class SpscRing {
         break;
       case FullPolicy::kFlush:
         bump(dropped_, n);
-        // Unconditional: a check-then-store could lose a raise against the consumer's clear.
-        // release: pairs with take_flush_pending's acquire exchange.
-        flush_pending_.store(true, std::memory_order_release);
+        // An exchange, not a check-then-store, which could lose a raise against the consumer's
+        // take. release: pairs with take_flush_pending's acquire exchange. The raise rings the
+        // doorbell (notify's protocol: the flag is the work): the ring was full when this
+        // producer looked, but the consumer may have drained it, taken no flag and parked
+        // before the store, and an empty ring signals nobody, so the flush (and the stale rows
+        // it exists to drop) waited for the next message or the writer's sweep. A flag still
+        // raised was rung for by the raise that set it.
+        if (!flush_pending_.exchange(true, std::memory_order_release)) bell_->notify();
         break;
       case FullPolicy::kBlock:
         break;
