@@ -468,6 +468,42 @@ TEST(L1Map, HitsAndMissesFromManyThreadsAreSummed) {
   EXPECT_EQ(m.stats().misses, 4000u);
 }
 
+// A thread_local of the application's that reads L1 in its destructor (built before the thread's
+// first read, so destroyed after whatever that read built). The reader slot it reads under must
+// still be released at the thread's exit: the slot's release once ran as a thread_local built at
+// the first read, so such a read claimed a slot nobody released, and the 513th exiting thread
+// aborted the process ("more than kMaxReaderThreads (512) live reader threads").
+const L1Map* g_exit_map = nullptr;
+std::atomic<int> g_exit_hits{0};
+struct ReadsL1AtThreadExit {
+  ~ReadsL1AtThreadExit() {
+    std::string v;
+    if (g_exit_map->get(name_id(1).view(), v)) g_exit_hits.fetch_add(1);
+  }
+};
+thread_local ReadsL1AtThreadExit t_reads_at_exit;
+
+TEST(L1Map, ReadsFromThreadLocalDestructorsNeverLeakAReaderSlot) {
+  set_now(0);
+  L1Map m(config());
+  ASSERT_EQ(m.put(name_id(1), "v", ver(1)), InsertVerdict::kInserted);
+  g_exit_map = &m;
+  g_exit_hits = 0;
+  const std::uint32_t before = epoch::reader_high_water();
+  constexpr int kThreads = 2 * static_cast<int>(kMaxReaderThreads);  // one at a time
+  for (int i = 0; i < kThreads; ++i) {
+    std::thread([&] {
+      static_cast<void>(&t_reads_at_exit);  // built before the first read
+      std::string v;
+      EXPECT_TRUE(m.get(name_id(1).view(), v));
+    }).join();
+  }
+  EXPECT_EQ(g_exit_hits.load(), kThreads);
+  // One thread at a time: each reuses a released slot, so the bound hardly moves.
+  EXPECT_LE(epoch::reader_high_water(), before + 2);
+  g_exit_map = nullptr;
+}
+
 TEST(L1Map, AGuardPinsRetiredRowsUntilItIsReleased) {
   set_now(0);
   L1Map m(config());

@@ -45,9 +45,10 @@ extern constinit thread_local ReaderState t_reader;
 // The global epoch. Advanced only by fetch_add (writers' reclaim), read by every reader on entry.
 extern std::atomic<std::uint64_t> g_epoch;
 
-// Slow path of enter(): claims a free slot (lock-free CAS scan), registers its release at thread
-// exit. Aborts with a message if kMaxReaderThreads slots are live. Runs once per thread; the only
-// allocation is the C++ runtime's thread-exit record.
+// Slow path of enter(): claims a free slot (lock-free CAS scan) and registers its release at
+// thread exit (a pthread key's destructor, which runs after every C++ thread_local destructor:
+// epoch.cc). Aborts with a message if kMaxReaderThreads slots are live. Runs once per thread
+// (again if a key destructor reads after the release); allocates nothing.
 void register_reader() noexcept;
 
 // Opens a read-side critical section (nests). Reader thread; lock-free, no allocation, no
