@@ -30,6 +30,7 @@
 #include <echo/io/unique_fd.h>
 #include <echo/io/uring_loop.h>
 
+#include "support/on_loop.h"
 #include "support/poll.h"
 
 namespace echo::io {
@@ -620,14 +621,7 @@ TEST(FakeServer, AnAskRedirectAtTheTargetsPendingBoundLeavesNoAskingForTheNextCa
   EXPECT_EQ(cc.stats().ask, 1u);
 }
 
-// Runs `fn` on the loop thread and waits for it.
-template <class Fn>
-auto on_loop(UringLoop& loop, Fn fn) {
-  std::packaged_task<decltype(fn())()> task(std::move(fn));
-  auto f = task.get_future();
-  loop.post([&task] { task(); });
-  return f.get();
-}
+using test::on_loop;  // a Connection verb runs on its loop thread
 
 // call_asking gives ASKING and its command one verdict (the command's place under max_pending),
 // so a refused command leaves no ASKING on the wire.

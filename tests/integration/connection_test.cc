@@ -20,6 +20,7 @@
 #include <echo/io/connection.h>
 #include <echo/io/uring_loop.h>
 
+#include "support/on_loop.h"
 #include "support/poll.h"
 #include "support/redis_fixture.h"
 
@@ -72,14 +73,7 @@ bool eventually(Pred pred, std::chrono::milliseconds timeout = 10s) {
   return test::poll_until(pred, timeout, 2ms);
 }
 
-// Runs `fn` on the loop thread and waits for it.
-template <class Fn>
-auto on_loop(UringLoop& loop, Fn fn) {
-  std::packaged_task<decltype(fn())()> task(std::move(fn));
-  auto f = task.get_future();
-  loop.post([&task] { task(); });
-  return f.get();
-}
+using test::on_loop;  // a Connection verb runs on its loop thread
 
 class ConnectionTest : public RedisTest {
  protected:
