@@ -359,12 +359,21 @@ void BM_BroadcastLane_PublishToDrop(benchmark::State& state, const Placement& p,
 // (untimed) J's consumer has completed the previous job and parked again, and J re-puts the row;
 // so every enqueue finds J parked and hands the job off (counted: handed_off must equal the
 // messages).
+// `lead`: TableSpec::job_lead on both nodes (the default), so the row goes with the lead push,
+// the job a server turn behind it; off, the row goes with the job.
+TableSpec job_table(const char* table, CoherenceMode mode, int cpu, bool lead) {
+  TableSpec s = lane_table(table, mode, cpu);
+  s.job_lead = lead;
+  return s;
+}
+
 class JobProbe {
  public:
-  JobProbe(const Placement& p, const char* table, unsigned id)
+  JobProbe(const Placement& p, const char* table, unsigned id, bool lead = true)
       : table_(table),
-        j_(node(id, p.receiver_cpu), {lane_table(table, CoherenceMode::kJob, p.receiver_cpu)}),
-        s_(node(id + 1, p.sender_cpu), {lane_table(table, CoherenceMode::kNone, p.sender_cpu)}),
+        j_(node(id, p.receiver_cpu), {job_table(table, CoherenceMode::kJob, p.receiver_cpu, lead)}),
+        s_(node(id + 1, p.sender_cpu),
+           {job_table(table, CoherenceMode::kNone, p.sender_cpu, lead)}),
         minter_(100 + id),
         name_(minter_.mint("AST").value()),
         group_(minter_.mint("PRT").value()) {
@@ -427,30 +436,44 @@ void BM_JobLane_EnqueueToDrop(benchmark::State& state, const Placement& p) {
 
 // ---- both lanes, alternating ----
 
-// The two lanes message by message in one loop (broadcast through Engine::broadcast, then a job
-// through Engine::enqueue, each on its own pair of nodes), so both see the same moment of a noisy
-// machine: the ratio of their medians here is the like-for-like one. Manual time: the job lane's.
+// The lanes message by message in one loop (broadcast through Engine::broadcast, a job through
+// Engine::enqueue with its lead, and a job without it, each on its own pair of nodes), so all see
+// the same moment of a noisy machine: the ratio of their medians here is the like-for-like one.
+// Manual time: the job lane's (with its lead).
 void BM_Lanes_Alternating(benchmark::State& state, const Placement& p) {
   place(p);
   BroadcastProbe bc(p, "board3", 51, true);
   JobProbe job(p, "risk3", 53);
-  Ends b, j;
+  JobProbe bare(p, "risk4", 55, false);
+  Ends b, j, n;
   for (int i = 0; i < 100; ++i) {
     bc.one(nullptr, b.applied, nullptr);
     job.one(nullptr, j.applied, nullptr);
+    bare.one(nullptr, n.applied, nullptr);
   }
   job.handed = 0;
+  bare.handed = 0;
   for (auto _ : state) {
     if (!bc.one(&b.seen, b.applied, nullptr, &b.decoded) ||
+        !bare.one(&n.seen, n.applied, nullptr, &n.decoded) ||
         !job.one(&j.seen, j.applied, &state, &j.decoded)) {
       state.SkipWithError("a message was not applied");
       break;
     }
   }
   state.counters["handed_off_pct"] = j.seen.us.empty() ? 0 : 100.0 * static_cast<double>(job.handed) / static_cast<double>(j.seen.us.size());
+  state.counters["bare_handed_off_pct"] =
+      n.seen.us.empty()
+          ? 0
+          : 100.0 * static_cast<double>(bare.handed) / static_cast<double>(n.seen.us.size());
   b.sort();
   j.sort();
+  n.sort();
   state.counters["bc_p50_us"] = b.seen.pct(0.5);
+  state.counters["bare_p50_us"] = n.seen.pct(0.5);
+  g_results["alt_bare_applied"][p.name] = std::move(n.applied);
+  g_results["alt_bare_decoded"][p.name] = std::move(n.decoded);
+  g_results["alt_bare"][p.name] = std::move(n.seen);
   g_results["alt_bc_applied"][p.name] = std::move(b.applied);
   g_results["alt_job_applied"][p.name] = std::move(j.applied);
   g_results["alt_bc_decoded"][p.name] = std::move(b.decoded);
@@ -752,6 +775,17 @@ void print_table() {
     std::printf("%-10s | alternating, message by message: broadcast (Engine) %.1f us, job lane %.1f us: %.2fx; "
                 "at the writer's apply %.1f vs %.1f us: %.2fx; at the receiving io thread's decode %.1f vs "
                 "%.1f us: %.2fx\n", p.name, b, j, j / b, ba, ja, ba > 0 ? ja / ba : 0, bd, jd, bd > 0 ? jd / bd : 0);
+    const double n = median("alt_bare", p.name), na = median("alt_bare_applied", p.name),
+                 nd = median("alt_bare_decoded", p.name);
+    if (n > 0) {
+      std::printf(
+          "%-10s | the same loop, the job lane without its lead (job_lead off): %.1f us: %.2fx bc; "
+          "at the apply %.1f us: %.2fx bc; at the decode %.1f us: %.2fx bc; with the lead / "
+          "without: "
+          "sender %.2fx, apply %.2fx\n",
+          p.name, n, n / b, na, ba > 0 ? na / ba : 0, nd, bd > 0 ? nd / bd : 0, j / n,
+          na > 0 ? ja / na : 0);
+    }
   }
   for (const Placement& p : kPlacements) {
     const double t1 = median("throughput_1", p.name), t2 = median("throughput_2", p.name);

@@ -22,7 +22,8 @@ foreach(key cores model kernel)
   endif()
 endforeach()
 set(expected ring_vs_boost ring_vs_rwq l1_vs_flat_map l1_vs_shared_mutex resp3_vs_hiredis
-    resp3_mixed_vs_hiredis broadcast_vs_floor job_vs_broadcast remembered_vs_job
+    resp3_mixed_vs_hiredis broadcast_vs_floor job_vs_broadcast job_applied_vs_broadcast
+    bare_applied_vs_broadcast remembered_vs_job
     journal_vs_sqlite)
 string(JSON n ERROR_VARIABLE err LENGTH "${doc}" rows)
 if(err)

@@ -85,6 +85,7 @@ struct Engine::Impl {
     std::unique_ptr<TableWriter> writer;
     CoherenceRing* ring = nullptr;  // broadcast lane: the io thread's ring into this writer
     CoherenceRing* job_ring = nullptr;  // job lane: the consumer's ring (credit-limited)
+    CoherenceRing* lead_ring = nullptr;  // job lane with job_lead: the lead pushes' ring (drop)
     std::unique_ptr<JobConsumer> consumer;
     std::atomic<std::uint64_t> pushes{0}, garbage{0};
   };
@@ -93,7 +94,8 @@ struct Engine::Impl {
   bool started = false;  // start() ran once (owner thread): an Engine runs once
   std::vector<std::unique_ptr<Slot>> slots;
   std::unordered_map<std::string_view, Slot*> by_name;
-  std::unordered_map<std::string, Slot*> by_channel;
+  std::unordered_map<std::string, Slot*> by_channel;  // broadcast lanes' channels
+  std::unordered_map<std::string, Slot*> by_lead;     // job lanes' lead channels
   // Mints through the process's one cell (table::process_minter) under options.node_id.
   table::BrandedId mint(std::string_view ns) const {
     return table::process_minter().mint(ns, options.node_id).value();
@@ -122,7 +124,7 @@ struct Engine::Impl {
   std::atomic<std::uint64_t> unrouted{0};
   // EngineStats::fan_out, bumped by fan_out on any caller's thread.
   std::atomic<std::uint64_t> fan_enqueues{0}, fan_admitted{0}, fan_duplicates{0}, fan_not_live{0},
-      fan_membership_reads{0}, fan_errors{0};
+      fan_membership_reads{0}, fan_errors{0}, fan_leads{0}, fan_lead_receivers{0};
   static void add(std::atomic<std::uint64_t>& c, std::uint64_t n = 1) noexcept {
     c.fetch_add(n, std::memory_order_relaxed);
   }
@@ -278,52 +280,75 @@ struct Engine::Impl {
   }
 
   // One call of a batch: a command (script == nullptr: `args` is the command) or an EVALSHA.
+  // `lead`: the batch's leading calls (a prefix) go first, and the rest leave once each of them
+  // has answered, so the server runs the rest in a later turn of its event loop: it writes every
+  // reply and push of a turn only after the turn's last command, so a PUBLISH pipelined ahead of
+  // a script reaches its subscribers only once the script has run.
   struct Call {
     const io::Script* script = nullptr;
     std::vector<std::string> keys, args;
+    bool lead = false;
   };
-  // Issues every call back to back on the loop thread, so calls that route to one connection
-  // leave in one write (one pipeline per shard), and waits for every reply; each reply keeps its
-  // own error. Any thread but the loop's.
+  struct CallsState {
+    std::vector<Call> batch;
+    std::vector<io::OwnedResult> out;
+    std::size_t left = 0;
+    std::size_t leads = 0, leads_left = 0;  // the leading prefix; those not yet answered
+    std::promise<void> done;
+    void settle(std::size_t i, io::OwnedResult r) {
+      out[i] = std::move(r);
+      if (--left == 0) done.set_value();
+    }
+  };
+  // Loop thread: issues calls [from, to) of a batch. The last leading call's answer issues the
+  // rest (after its own settle: the rest may settle the whole batch).
+  void issue_calls(const std::shared_ptr<CallsState>& st, std::size_t from, std::size_t to) {
+    for (std::size_t i = from; i < to; ++i) {
+      const bool leading = i < st->leads;
+      auto after = [this, st, leading] {
+        if (leading && --st->leads_left == 0) issue_calls(st, st->leads, st->batch.size());
+      };
+      if (io_closing) {
+        st->settle(i, io::OwnedResult{make_error_code(Errc::kStopped), {}});
+        after();
+        continue;
+      }
+      const Call& c = st->batch[i];
+      std::vector<std::string_view> k(c.keys.begin(), c.keys.end()),
+          a(c.args.begin(), c.args.end());
+      auto fired = std::make_shared<bool>(false);
+      io::ReplyFn done = [st, i, fired, after](std::error_code e, const io::Resp3Value& reply) {
+        *fired = true;
+        st->settle(i, io::OwnedResult{e, io::Resp3Owned(reply)});
+        after();
+      };
+      const std::error_code ec = c.script != nullptr
+                                     ? issue_script(*c.script, k, a, std::move(done))
+                                     : issue(a, std::move(done));
+      if (ec && !*fired) {
+        st->settle(i, io::OwnedResult{ec, {}});
+        after();
+      }
+    }
+  }
+  // Issues every call back to back on the loop thread (the leading calls first, as above), so
+  // calls that route to one connection leave in one write (one pipeline per shard), and waits
+  // for every reply; each reply keeps its own error. Any thread but the loop's.
   Result<std::vector<io::OwnedResult>> calls(std::vector<Call> batch) {
     const Inflight entered(inflight);
     if (!running.load(std::memory_order_seq_cst)) {
       return table::Unexpected{make_error_code(Errc::kStopped)};
     }
-    struct State {
-      std::vector<Call> batch;
-      std::vector<io::OwnedResult> out;
-      std::size_t left = 0;
-      std::promise<void> done;
-      void settle(std::size_t i, io::OwnedResult r) {
-        out[i] = std::move(r);
-        if (--left == 0) done.set_value();
-      }
-    };
-    auto st = std::make_shared<State>();
+    auto st = std::make_shared<CallsState>();
     st->out.resize(batch.size());
     st->left = batch.size();
     st->batch = std::move(batch);
+    while (st->leads < st->batch.size() && st->batch[st->leads].lead) ++st->leads;
+    st->leads_left = st->leads;
     auto future = st->done.get_future();
     if (st->batch.empty()) return std::vector<io::OwnedResult>{};
-    io->loop().post([this, st]() {
-      for (std::size_t i = 0; i < st->batch.size(); ++i) {
-        if (io_closing) {
-          st->settle(i, io::OwnedResult{make_error_code(Errc::kStopped), {}});
-          continue;
-        }
-        const Call& c = st->batch[i];
-        std::vector<std::string_view> k(c.keys.begin(), c.keys.end()), a(c.args.begin(), c.args.end());
-        auto fired = std::make_shared<bool>(false);
-        io::ReplyFn done = [st, i, fired](std::error_code e, const io::Resp3Value& reply) {
-          *fired = true;
-          st->settle(i, io::OwnedResult{e, io::Resp3Owned(reply)});
-        };
-        const std::error_code ec = c.script != nullptr ? issue_script(*c.script, k, a, std::move(done))
-                                                       : issue(a, std::move(done));
-        if (ec && !*fired) st->settle(i, io::OwnedResult{ec, {}});
-      }
-    });
+    io->loop().post(
+        [this, st]() { issue_calls(st, 0, st->leads != 0 ? st->leads : st->batch.size()); });
     if (future.wait_for(options.call_timeout + std::chrono::seconds(1)) != std::future_status::ready) {
       return table::Unexpected{make_error_code(io::IoErrc::kTimeout)};
     }
@@ -331,13 +356,18 @@ struct Engine::Impl {
   }
 
   // Reads a job-lane table's membership: the epoch, then the members (one pipeline, one shard),
-  // and keeps it as fan_out's view.
-  Result<Membership> read_membership(std::string_view table, const JobLaneKeys& keys) {
-    auto replies = calls({Call{nullptr, {}, {"GET", keys.epoch}},
-                          Call{nullptr, {}, {"ZRANGE", keys.members, "0", "-1"}}});
+  // and keeps it as fan_out's view. `lead`: a lead push to send in the same pipeline, its reply
+  // given to note_lead.
+  Result<Membership> read_membership(std::string_view table, const JobLaneKeys& keys,
+                                     std::optional<Call> lead = std::nullopt) {
+    std::vector<Call> batch{Call{nullptr, {}, {"GET", keys.epoch}},
+                            Call{nullptr, {}, {"ZRANGE", keys.members, "0", "-1"}}};
+    if (lead) batch.push_back(std::move(*lead));
+    auto replies = calls(std::move(batch));
     if (!replies) return table::Unexpected{replies.error()};
-    for (const auto& r : *replies) {
-      if (r.ec) return table::Unexpected{r.ec};
+    if (replies->size() == 3) note_lead(replies->back());
+    for (std::size_t i = 0; i < 2; ++i) {
+      if ((*replies)[i].ec) return table::Unexpected{(*replies)[i].ec};
     }
     add(fan_membership_reads);
     const io::Resp3Value epoch = (*replies)[0].reply.view(), list = (*replies)[1].reply.view();
@@ -356,6 +386,20 @@ struct Engine::Impl {
     }
     membership[std::string(table)] = m;
     return m;
+  }
+
+  // The job lane's lead push of `payload` on `keys.lead` (TableSpec::job_lead), and what its
+  // reply says. A lead that failed costs nothing but its speed: the job still comes.
+  Call lead_call(const JobLaneKeys& keys, const std::string& payload) const {
+    const char* verb = options.mode == ServerMode::kCluster ? "SPUBLISH" : "PUBLISH";
+    return Call{nullptr, {}, {verb, keys.lead, payload}, true};
+  }
+  void note_lead(const io::OwnedResult& r) {
+    add(fan_leads);
+    const io::Resp3Value v = r.reply.view();
+    if (!r.ec && v.type() == io::Resp3Type::integer && v.integer() > 0) {
+      add(fan_lead_receivers, static_cast<std::uint64_t>(v.integer()));
+    }
   }
 
   Result<io::Resp3Owned> command(std::vector<std::string> args) {
@@ -438,7 +482,9 @@ struct Engine::Impl {
   }
 
   // ---- the subscriber's push path (loop thread) ----
-  void deliver(Slot& slot, std::string_view payload) {
+  // `ring`: the slot's broadcast ring, or its lead ring (a lead refused by a full ring costs
+  // nothing but its speed: the job follows, so that ring drops and never flushes).
+  void deliver(Slot& slot, CoherenceRing& ring, std::string_view payload) {
     if (pushes_closed) return;  // stopping: nothing drains the rings any more
     slot.pushes.store(slot.pushes.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     auto message = table::parse_frame(payload);
@@ -446,9 +492,23 @@ struct Engine::Impl {
       slot.garbage.store(slot.garbage.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
       return;
     }
-    slot.ring->publish(CoherenceItem{*message, steady_ns(), 0});  // refusals counted by the ring
+    ring.publish(CoherenceItem{*message, steady_ns(), 0});  // refusals counted by the ring
+  }
+  // A message on `channel`: a broadcast lane's or a lead. False when no table listens there.
+  bool route(std::string_view channel, std::string_view payload) {
+    const std::string key(channel);
+    if (auto it = by_channel.find(key); it != by_channel.end()) {
+      deliver(*it->second, *it->second->ring, payload);
+    } else if (auto lt = by_lead.find(key); lt != by_lead.end()) {
+      deliver(*lt->second, *lt->second->lead_ring, payload);
+    } else {
+      return false;
+    }
+    return true;
   }
 
+  // The broadcast lane's table on `channel` (a lead channel's subscription is not the job lane's
+  // delivery: its confirmation and its loss change nothing).
   Slot* by_channel_name(std::string_view channel) const {
     auto it = by_channel.find(std::string(channel));
     return it == by_channel.end() ? nullptr : it->second;
@@ -465,16 +525,14 @@ struct Engine::Impl {
       return;
     }
     const std::string_view kind = push[0].str();
-    auto it = by_channel.find(std::string(push[1].str()));
-    if (it == by_channel.end()) {
-      unrouted.fetch_add(1, std::memory_order_relaxed);
-      return;
-    }
-    Slot& slot = *it->second;
     if (kind == "message" && push.size() == 3) {
-      deliver(slot, push[2].str());
+      if (!route(push[1].str(), push[2].str())) unrouted.fetch_add(1, std::memory_order_relaxed);
     } else if (kind == "subscribe") {
-      slot.writer->subscription_confirmed();
+      if (Slot* slot = by_channel_name(push[1].str())) {
+        slot->writer->subscription_confirmed();
+      } else if (by_lead.count(std::string(push[1].str())) == 0) {
+        unrouted.fetch_add(1, std::memory_order_relaxed);
+      }
     } else {
       unrouted.fetch_add(1, std::memory_order_relaxed);
     }
@@ -543,6 +601,10 @@ Engine::Engine(EngineOptions options, std::vector<TableSpec> tables)
     } else if (slot->spec.coherence == CoherenceMode::kJob) {
       // Never refuses: the consumer publishes only into free slots (credits).
       slot->job_ring = &slot->writer->add_ring(ring::FullPolicy::kDrop);
+      if (slot->spec.job_lead) {
+        slot->lead_ring = &slot->writer->add_ring(ring::FullPolicy::kDrop);
+        impl_->by_lead.emplace(JobLaneKeys::for_table(slot->spec.name).lead, slot.get());
+      }
     }
     impl_->by_name.emplace(slot->spec.name, slot.get());
     impl_->slots.push_back(std::move(slot));
@@ -633,12 +695,13 @@ std::error_code Engine::start(std::chrono::milliseconds timeout) {
                                                 *s->writer, *s->job_ring, std::to_string(d.options.node_id));
     s->consumer->start();
   }
-  if (!d.by_channel.empty() && d.cluster) {
-    std::vector<std::string> channels;
-    for (const auto& [channel, slot] : d.by_channel) channels.push_back(channel);
+  std::vector<std::string> channels;  // every broadcast lane's, then every lead's
+  for (const auto& [channel, slot] : d.by_channel) channels.push_back(channel);
+  for (const auto& [channel, slot] : d.by_lead) channels.push_back(channel);
+  if (!channels.empty() && d.cluster) {
     ShardedSubscriber::Handlers h;
     h.message = [&d](std::string_view channel, std::string_view payload) {
-      if (Impl::Slot* slot = d.by_channel_name(channel)) d.deliver(*slot, payload);
+      if (!d.route(channel, payload)) d.unrouted.fetch_add(1, std::memory_order_relaxed);
     };
     h.confirmed = [&d](std::string_view channel) {
       if (Impl::Slot* slot = d.by_channel_name(channel)) slot->writer->subscription_confirmed();
@@ -650,7 +713,7 @@ std::error_code Engine::start(std::chrono::milliseconds timeout) {
     d.ssub = std::make_unique<ShardedSubscriber>(*d.cluster, d.connection_options("ssub"),
                                                  std::move(channels), std::move(h));
     d.ssub->start();
-  } else if (!d.by_channel.empty()) {
+  } else if (!channels.empty()) {
     d.sub = std::make_unique<io::Connection>(
         d.io->loop(), d.connection_options("sub"),
         [&d](const io::Resp3Value& push) { d.on_push(push); },
@@ -660,7 +723,7 @@ std::error_code Engine::start(std::chrono::milliseconds timeout) {
       stop();
       return ec;
     }
-    for (auto& [channel, slot] : d.by_channel) {
+    for (const auto& channel : channels) {
       if (auto ec = d.sub->subscribe_blocking(channel)) {
         stop();
         return ec;
@@ -882,11 +945,16 @@ Result<std::vector<MemberAdmission>> Engine::fan_out(std::string_view table, con
   // the epoch after the admissions, and a moved epoch means one more round on a list read now.
   // So at most two rounds and one membership read per call, however fast members come and go
   // (a bound on rounds under churn answered a timeout after every member had the job).
+  // The lead (TableSpec::job_lead) leaves before any admission and alone in its server turn:
+  // with the membership read when there is one, else as the first round's leading call.
+  bool lead = spec.job_lead;
   bool fresh = !known;
   if (!known) {
-    auto read = d.read_membership(table, keys);
+    auto read = d.read_membership(table, keys,
+                                  lead ? std::optional(d.lead_call(keys, payload)) : std::nullopt);
     if (!read) return table::Unexpected{read.error()};
     known = std::move(*read);
+    lead = false;
   }
   std::vector<MemberAdmission> out;
   std::unordered_set<std::string> sent;  // in the second round: who has the job already
@@ -894,7 +962,9 @@ Result<std::vector<MemberAdmission>> Engine::fan_out(std::string_view table, con
   for (;;) {
     std::vector<Impl::Call> batch;
     std::vector<std::string> targets;
-    batch.reserve(known->members.size() + 2);
+    batch.reserve(known->members.size() + 3);
+    if (lead) batch.push_back(d.lead_call(keys, payload));
+    const std::size_t first = lead ? 1 : 0;  // the members' replies start here
     for (const auto& m : known->members) {
       if (sent.count(m) != 0) continue;
       std::string mbase = keys.member_base(m);
@@ -910,16 +980,18 @@ Result<std::vector<MemberAdmission>> Engine::fan_out(std::string_view table, con
                         q + "glimit", q + "gactive", q + "wake"},
                        {job_id, payload, g}});
     }
-    if (batch.empty()) break;  // a fresh list of no member, the shared queue done or not asked
+    if (batch.size() == first) break;  // a fresh list of no member, no shared queue to feed
     auto replies = d.calls(std::move(batch));
     if (!replies) return table::Unexpected{replies.error()};
+    if (lead) d.note_lead(replies->front());
+    lead = false;
     // The first error wins: the queues that took the job hold it under this job id, so a retry
     // is a duplicate there and an admission where it failed.
-    for (const auto& r : *replies) {
-      if (r.ec) return table::Unexpected{r.ec};
+    for (std::size_t i = first; i < replies->size(); ++i) {
+      if ((*replies)[i].ec) return table::Unexpected{(*replies)[i].ec};
     }
     for (std::size_t i = 0; i < targets.size(); ++i) {
-      const io::Resp3Value r = (*replies)[i].reply.view();
+      const io::Resp3Value r = (*replies)[first + i].reply.view();
       if (r.type() != io::Resp3Type::integer) return table::Unexpected{unexpected()};
       const std::int64_t verdict = r.integer();
       if (verdict < 0) {  // not live: it drops its L1 rows when it beats again
@@ -939,7 +1011,7 @@ Result<std::vector<MemberAdmission>> Engine::fan_out(std::string_view table, con
       shared = false;
     }
     if (fresh) break;
-    const io::Resp3Value epoch = (*replies)[targets.size()].reply.view();
+    const io::Resp3Value epoch = (*replies)[first + targets.size()].reply.view();
     if (!epoch.is_null() && epoch.type() != io::Resp3Type::bulk_string) return table::Unexpected{unexpected()};
     if ((epoch.is_null() ? std::string_view() : epoch.str()) == known->epoch) break;
     sent.insert(targets.begin(), targets.end());
@@ -1035,9 +1107,9 @@ EngineStats Engine::stats() const {
     return c.load(std::memory_order_relaxed);
   };
   const Impl& d = *impl_;
-  out.fan_out = FanOutCounters{ld(d.fan_enqueues),   ld(d.fan_admitted),
-                               ld(d.fan_duplicates), ld(d.fan_not_live),
-                               ld(d.fan_membership_reads), ld(d.fan_errors)};
+  out.fan_out = FanOutCounters{ld(d.fan_enqueues), ld(d.fan_admitted),         ld(d.fan_duplicates),
+                               ld(d.fan_not_live), ld(d.fan_membership_reads), ld(d.fan_errors),
+                               ld(d.fan_leads),    ld(d.fan_lead_receivers)};
   return out;
 }
 

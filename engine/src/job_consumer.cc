@@ -71,6 +71,7 @@ JobLaneKeys JobLaneKeys::for_table(std::string_view table) {
   k.qbase = "emq:{" + k.queue + "}:";
   k.members = k.qbase + "members";
   k.epoch = k.qbase + "mepoch";
+  k.lead = k.qbase + "lead";
   return k;
 }
 

@@ -156,6 +156,10 @@ constexpr Field<FanOutCounters> kFanOutFields[] = {
     {"membership_reads", &FanOutCounters::membership_reads, Kind::kCounter,
      "membership reads (the epoch moved)"},
     {"errors", &FanOutCounters::errors, Kind::kCounter, "enqueue calls that failed"},
+    {"leads", &FanOutCounters::leads, Kind::kCounter,
+     "lead pushes published before the admissions"},
+    {"lead_receivers", &FanOutCounters::lead_receivers, Kind::kCounter,
+     "subscribers that heard the lead pushes"},
 };
 
 constexpr Field<JournalStats> kJournalFields[] = {

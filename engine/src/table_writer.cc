@@ -204,6 +204,7 @@ std::size_t TableWriter::drain_rings() {
     const std::int64_t t = steady_ns();
     total += r->drain(spec_.max_batch, [this, t](std::span<CoherenceItem> items) noexcept {
       std::uint64_t applied = 0, via_memory = 0;  // apply_with_memory counts its own
+      std::int64_t dropped_decoded = -1;  // the decode stamp of the batch's last effective drop
       for (CoherenceItem& item : items) {
         const std::int64_t lag = t - item.decoded_ns;
         const std::size_t bucket =
@@ -212,6 +213,7 @@ std::size_t TableWriter::drain_rings() {
         if (item.ticket != 0 && memory_.stale) {
           // The job lane with a journal: the applied memory answers first (WIRE §8).
           const Applied a = apply_with_memory(item.message);
+          if (a == Applied::kApplied) dropped_decoded = item.decoded_ns;
           acks_.push_back(JobAck{item.ticket, a == Applied::kApplied ? table::Verdict::kApplied
                                                                      : table::Verdict::kStale,
                                  a == Applied::kRememberedStale});
@@ -219,16 +221,22 @@ std::size_t TableWriter::drain_rings() {
           continue;
         }
         const auto verdict = map_->apply_coherence(item.message.name, item.message.version);
-        if (verdict == table::Verdict::kApplied) ++applied;
+        if (verdict == table::Verdict::kApplied) {
+          ++applied;
+          dropped_decoded = item.decoded_ns;
+        }
         if (item.ticket != 0) acks_.push_back(JobAck{item.ticket, verdict});
         if (!flights_.empty()) note_drop(item.message.name);
       }
       bump(applied_, applied);
       bump(stale_, items.size() - applied - via_memory);
       // When the batch's rows were gone: what a lane's latency ends on (lanes_bench, drill F6).
-      last_applied_ns_.store(steady_ns(), std::memory_order_relaxed);
-      if (!items.empty())
-        last_decoded_ns_.store(items.back().decoded_ns, std::memory_order_relaxed);
+      // Only a batch that dropped a row: a job whose lead dropped its row first, applied later
+      // as stale, must not move the moment the row went.
+      if (dropped_decoded >= 0) {
+        last_applied_ns_.store(steady_ns(), std::memory_order_relaxed);
+        last_decoded_ns_.store(dropped_decoded, std::memory_order_relaxed);
+      }
     });
     if (!acks_.empty()) {
       if (ack_sink_) ack_sink_(acks_);

@@ -383,21 +383,33 @@ TEST(TableWriter, G6ConvergenceThroughTheRing) {
   }
 }
 
-TEST(TableWriter, StatsStampTheLastBatchAppliedAndItsLastItemsDecodeTime) {
+TEST(TableWriter, StatsStampTheLastBatchThatDroppedARowAndItsLastDropsDecodeTime) {
   // What the lane benches split a message's latency on: last_applied_ns, when the batch's rows
-  // were gone, and last_decoded_ns, the io thread's stamp on that batch's last item.
+  // were gone, and last_decoded_ns, the io thread's stamp on that batch's last dropping item. A
+  // stale item (the job after its lead) stamps nothing.
   FakeL2 l2;
   TableWriter w(spec(), l2.ports(), 1);
   auto& ring = w.add_ring(ring::FullPolicy::kDrop);
   w.start();
   EXPECT_EQ(w.stats().last_applied_ns, 0);
   EXPECT_EQ(w.stats().last_decoded_ns, 0);
+  std::promise<void> put;
+  w.put(id("AST", 77), "px", id("TXN", 4), [&put] { put.set_value(); });
+  put.get_future().wait();
   const std::int64_t before = std::chrono::duration_cast<std::chrono::nanoseconds>(
                                   std::chrono::steady_clock::now().time_since_epoch())
                                   .count();
   ASSERT_TRUE(ring.try_publish(CoherenceItem{{id("AST", 77), id("TXN", 5)}, 4242, 0}));
-  for (int i = 0; i < 2000 && w.stats().last_applied_ns == 0; ++i) std::this_thread::sleep_for(1ms);
-  EXPECT_GE(w.stats().last_applied_ns, before);
+  ASSERT_TRUE(ring.try_publish(CoherenceItem{{id("AST", 77), id("TXN", 5)}, 4343, 0}));  // stale
+  for (int i = 0; i < 2000 && w.stats().stale == 0; ++i) std::this_thread::sleep_for(1ms);
+  const auto s = w.stats();
+  EXPECT_EQ(s.applied, 1u);
+  EXPECT_EQ(s.stale, 1u);
+  EXPECT_GE(s.last_applied_ns, before);
+  EXPECT_EQ(s.last_decoded_ns, 4242) << "the stale item stamped the batch";
+  ASSERT_TRUE(ring.try_publish(CoherenceItem{{id("AST", 78), id("TXN", 6)}, 4444, 0}));  // no row
+  for (int i = 0; i < 2000 && w.stats().stale == 1; ++i) std::this_thread::sleep_for(1ms);
+  EXPECT_EQ(w.stats().last_applied_ns, s.last_applied_ns);
   EXPECT_EQ(w.stats().last_decoded_ns, 4242);
 }
 

@@ -14,6 +14,7 @@
 #include <echo/table/names.h>
 
 #include <algorithm>
+#include <chrono>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -36,10 +37,12 @@ constexpr unsigned kReceiver = 901, kSender = 902, kMinter = 903, kJournalNode =
 constexpr int kWarmup = 20;  // messages per lane before the first round, unmeasured
 
 // One message through a lane: R re-puts the row at an older version (untimed), then `send`
-// carries a newer one; the time runs from the send to the row gone from R's L1.
+// carries a newer one; the time runs from the send to the row gone from R's L1, as the sender
+// sees it (after its blocking verb returned). `applied`: also the time to R's writer's drop, on
+// its own clock (WriterStats::last_applied_ns), which no blocking verb delays.
 template <class Send>
 double one_message(Engine& r, const std::string& t, const BrandedId& name, table::Minter& minter,
-                   Send send) {
+                   Send send, std::vector<double>* applied = nullptr) {
   if (!r.put(t, name.view(), "px=1", minter.mint("TXN").value())) {
     throw std::runtime_error("node R could not re-put its row of " + t);
   }
@@ -48,7 +51,16 @@ double one_message(Engine& r, const std::string& t, const BrandedId& name, table
   if (!send(v)) throw std::runtime_error("the send to " + t + " failed");
   const bool gone = floors::spin_until([&] { return !harness::cached(r, t, name); });
   if (!gone) throw std::runtime_error("a message to " + t + " did not drop R's row within 2 s");
-  return floors::since_us(t0);
+  const double us = floors::since_us(t0);
+  if (applied != nullptr) {
+    const std::int64_t at = r.writer(t)->stats().last_applied_ns;
+    applied->push_back(
+        static_cast<double>(
+            at -
+            std::chrono::duration_cast<std::chrono::nanoseconds>(t0.time_since_epoch()).count()) /
+        1e3);
+  }
+  return us;
 }
 
 // A job-lane table on R: before each message its consumer must have completed every job so far
@@ -97,7 +109,7 @@ void run_lanes(const BenchConfig& c, const DrillTarget& target, Progress& progre
   table::Minter minter(kMinter);
   const std::string run_id = minter.mint("BEN").value().str();  // fresh keys on a given server
   const std::string bc = "bench_bc_" + run_id, job = "bench_job_" + run_id,
-                    mem = "bench_mem_" + run_id;
+                    bare = "bench_bare_" + run_id, mem = "bench_mem_" + run_id;
   const BrandedId group = minter.mint("PRT").value();
 
   const harness::TempDir dir("echostore-bench-");
@@ -106,13 +118,20 @@ void run_lanes(const BenchConfig& c, const DrillTarget& target, Progress& progre
   auto node = [&](unsigned id) {
     return harness::node_options(target.host, target.port, id, c.process_cpu);
   };
-  Engine r(node(kReceiver),
-           {lane_spec(bc, CoherenceMode::kBroadcast, c), lane_spec(job, CoherenceMode::kJob, c),
-            lane_spec(mem, CoherenceMode::kJob, c)});
+  // `bare`: a job lane without its lead (TableSpec::job_lead off on both nodes).
+  auto no_lead = [](TableSpec s) {
+    s.job_lead = false;
+    return s;
+  };
+  Engine r(
+      node(kReceiver),
+      {lane_spec(bc, CoherenceMode::kBroadcast, c), lane_spec(job, CoherenceMode::kJob, c),
+       lane_spec(mem, CoherenceMode::kJob, c), no_lead(lane_spec(bare, CoherenceMode::kJob, c))});
   r.use_journal(mem, lj);
-  Engine s(node(kSender),
-           {lane_spec(bc, CoherenceMode::kNone, c), lane_spec(job, CoherenceMode::kNone, c),
-            lane_spec(mem, CoherenceMode::kNone, c)});
+  Engine s(
+      node(kSender),
+      {lane_spec(bc, CoherenceMode::kNone, c), lane_spec(job, CoherenceMode::kNone, c),
+       lane_spec(mem, CoherenceMode::kNone, c), no_lead(lane_spec(bare, CoherenceMode::kNone, c))});
   if (auto ec = r.start()) throw std::runtime_error("node R did not start: " + ec.message());
   if (auto ec = s.start()) throw std::runtime_error("node S did not start: " + ec.message());
   floors::Redis plain(target);
@@ -122,7 +141,8 @@ void run_lanes(const BenchConfig& c, const DrillTarget& target, Progress& progre
                       std::to_string(kReceiver).c_str());
     return z && z->type == REDIS_REPLY_STRING;
   };
-  if (!floors::eventually([&] { return member(job) && member(mem); }, std::chrono::seconds(5))) {
+  if (!floors::eventually([&] { return member(job) && member(mem) && member(bare); },
+                          std::chrono::seconds(5))) {
     throw std::runtime_error("node R did not join the job lanes within 5 s");
   }
 
@@ -139,14 +159,18 @@ void run_lanes(const BenchConfig& c, const DrillTarget& target, Progress& progre
     auto heard = s.broadcast(bc, name.view(), v);
     return heard && *heard == 1;
   };
-  JobLane job_lane(r, job), mem_lane(r, mem);
-  auto enqueue = [&](const BrandedId& v) {
-    job_lane.settle();
-    auto admitted = s.enqueue(job, group, name.view(), v);
-    if (!admitted || admitted->size() != 1) return false;
-    job_lane.sent();
-    return true;
+  JobLane job_lane(r, job), mem_lane(r, mem), bare_lane(r, bare);
+  auto enqueue_to = [&](const std::string& t, JobLane& lane) {
+    return [&, t](const BrandedId& v) {
+      lane.settle();
+      auto admitted = s.enqueue(t, group, name.view(), v);
+      if (!admitted || admitted->size() != 1) return false;
+      lane.sent();
+      return true;
+    };
   };
+  const auto enqueue = enqueue_to(job, job_lane);
+  const auto enqueue_bare = enqueue_to(bare, bare_lane);
   const engine::EnqueueFn to_bus = [&](const BrandedId& id, const BrandedId& n,
                                        const BrandedId& v) {
     return s.enqueue_job(mem, group, id, n.view(), v);
@@ -160,6 +184,7 @@ void run_lanes(const BenchConfig& c, const DrillTarget& target, Progress& progre
   for (int i = 0; i < kWarmup; ++i) {
     (void)one_message(r, bc, name, minter, publish);
     (void)one_message(r, job, name, minter, enqueue);
+    (void)one_message(r, bare, name, minter, enqueue_bare);
     (void)one_message(r, mem, name, minter, remembered);
   }
 
@@ -178,8 +203,15 @@ void run_lanes(const BenchConfig& c, const DrillTarget& target, Progress& progre
   };
   Row bc_row = row("broadcast_vs_floor", "broadcast lane, PUBLISH -> row gone",
                    "engine broadcast lane", "hiredis PUBLISH -> message (bare subscriber)");
-  Row job_row = row("job_vs_broadcast", "job lane, send -> row gone", "Engine::enqueue",
-                    "Engine::broadcast (broadcast lane)");
+  Row job_row = row("job_vs_broadcast", "job lane, send -> row gone as the sender sees it",
+                    "Engine::enqueue", "Engine::broadcast (broadcast lane)");
+  Row job_applied_row =
+      row("job_applied_vs_broadcast", "job lane, send -> row gone at R's writer (its own clock)",
+          "Engine::enqueue", "Engine::broadcast (broadcast lane)");
+  Row bare_applied_row = row("bare_applied_vs_broadcast",
+                             "job lane without its lead (job_lead off), send -> row gone at R's "
+                             "writer",
+                             "Engine::enqueue, no lead", "Engine::broadcast (broadcast lane)");
   Row mem_row = row("remembered_vs_job", "remembered lane (journal bound), send -> row gone",
                     "Journal::intend_and_enqueue", "Engine::enqueue (bare job lane)");
   Row pair_row = row("journal_vs_sqlite", "journal record+mark pair", "Journal record+mark",
@@ -197,19 +229,24 @@ void run_lanes(const BenchConfig& c, const DrillTarget& target, Progress& progre
   for (int round = 0; round < c.rounds; ++round) {
     progress.step("broadcast lane vs PUBLISH floor", round, c.rounds);
     bc_row.base_rounds.push_back(floors::publish_floor(target, floor_channel, n).median());
-    std::vector<double> lane, via_bc, via_job, via_mem;
+    std::vector<double> lane, via_bc, via_job, via_mem, at_bc, at_job, at_bare;
     for (int i = 0; i < n; ++i) lane.push_back(one_message(r, bc, name, minter, publish));
     bc_row.ours_rounds.push_back(median_of(std::move(lane)));
 
     progress.step("job lane vs broadcast lane, remembered lane vs job lane", round, c.rounds);
     for (int i = 0; i < n; ++i) {
-      via_bc.push_back(one_message(r, bc, name, minter, broadcast));
-      via_job.push_back(one_message(r, job, name, minter, enqueue));
+      via_bc.push_back(one_message(r, bc, name, minter, broadcast, &at_bc));
+      via_job.push_back(one_message(r, job, name, minter, enqueue, &at_job));
+      (void)one_message(r, bare, name, minter, enqueue_bare, &at_bare);
       via_mem.push_back(one_message(r, mem, name, minter, remembered));
     }
-    const double job_median = median_of(std::move(via_job));
+    const double job_median = median_of(std::move(via_job)), at_bc_median = median_of(at_bc);
     job_row.ours_rounds.push_back(job_median);
     job_row.base_rounds.push_back(median_of(std::move(via_bc)));
+    job_applied_row.ours_rounds.push_back(median_of(std::move(at_job)));
+    job_applied_row.base_rounds.push_back(at_bc_median);
+    bare_applied_row.ours_rounds.push_back(median_of(std::move(at_bare)));
+    bare_applied_row.base_rounds.push_back(at_bc_median);
     mem_row.ours_rounds.push_back(median_of(std::move(via_mem)));
     mem_row.base_rounds.push_back(job_median);
 
@@ -230,6 +267,8 @@ void run_lanes(const BenchConfig& c, const DrillTarget& target, Progress& progre
   if (js.pending_enqueue != 0) throw std::runtime_error("the journal left pairs unmarked");
   rows.push_back(std::move(bc_row));
   rows.push_back(std::move(job_row));
+  rows.push_back(std::move(job_applied_row));
+  rows.push_back(std::move(bare_applied_row));
   rows.push_back(std::move(mem_row));
   rows.push_back(std::move(pair_row));
 }

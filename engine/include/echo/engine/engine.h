@@ -86,7 +86,8 @@ struct TableStats {
   table::L1Stats l1;
   WriterStats writer;
   std::vector<ring::RingStats> rings;
-  std::uint64_t pushes = 0, garbage = 0;  // broadcast lane: pushes routed, frames refused
+  // Pushes routed and frames refused: the broadcast lane's, or the job lane's lead (job_lead).
+  std::uint64_t pushes = 0, garbage = 0;
 };
 
 // ServerMode::kCluster: the router's counters (io::ClusterStats) and the sharded subscriber's.
@@ -104,6 +105,8 @@ struct FanOutCounters {
   std::uint64_t not_live = 0;          // listed members skipped: no live key (they drop L1 on return)
   std::uint64_t membership_reads = 0;  // membership read because the epoch moved (or first use)
   std::uint64_t errors = 0;            // calls that answered an error (no_live_member included)
+  std::uint64_t leads = 0;             // lead pushes published (TableSpec::job_lead)
+  std::uint64_t lead_receivers = 0;    // the subscribers the server said heard them, summed
 };
 
 struct EngineStats {
@@ -154,7 +157,11 @@ class Engine {
   // member_enqueue per member queue, each on its own slot, all sent at once (one pipeline per
   // shard), plus a read of the membership epoch; when the membership changed since this engine
   // last read it, a read of the membership and a send to the members it did not have
-  // (member_enqueue.lua, "Membership"). An undeclared table uses the default knobs. At-least-once
+  // (member_enqueue.lua, "Membership"). With the table's job_lead (the default), the message is
+  // first PUBLISHed on the table's lead channel, and the admissions leave only once its reply is
+  // in (with the membership read, when there is one): the server then runs them in a later turn,
+  // so the lead's push reaches every listening member without waiting for the scripts, and the
+  // call takes one round trip more. An undeclared table uses the default knobs. At-least-once
   // per member: on an error some queues may hold the job already; a retry through enqueue() mints
   // a new job id, so those members apply the message twice (harmless: newer wins), while
   // enqueue_job() under the same id is a duplicate there.

@@ -111,6 +111,7 @@ struct JobLaneKeys {
   std::string qbase;    // emq:{ecc.coh.<t>}:
   std::string members;  // emq:{ecc.coh.<t>}:members
   std::string epoch;    // emq:{ecc.coh.<t>}:mepoch
+  std::string lead;     // emq:{ecc.coh.<t>}:lead, a channel (TableSpec::job_lead)
   // The member queue prefix of `member`: emq:{ecc.coh.<t>|<member>}:
   std::string member_base(std::string_view member) const;
   static JobLaneKeys for_table(std::string_view table);

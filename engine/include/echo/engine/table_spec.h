@@ -80,6 +80,11 @@ struct TableSpec {
   int job_max_attempts = 3;                // 1 .. 1000: then the job is dead
   std::size_t job_credits = 1024;          // 1 .. ring_capacity: claimed, not yet applied
   bool job_shared_queue = false;           // enqueue also feeds ecc.coh.<t> (original consumers)
+  // The lead: this node listens on the table's lead channel (JobLaneKeys::lead) and applies what
+  // arrives there at once, and its enqueue PUBLISHes the message there one round trip before it
+  // admits the job. The job still comes (at-least-once); its apply then finds the row gone. Off:
+  // the row goes only when the job is applied (one script and the hand-off later).
+  bool job_lead = true;
 };
 
 // Throws ConfigError for the first knob out of range. Any thread.

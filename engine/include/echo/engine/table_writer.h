@@ -112,11 +112,13 @@ struct WriterStats {
   std::uint64_t remembered_stale = 0;          // job-lane items the applied memory answered
   bool suspended = false;
   std::array<std::uint64_t, kLagBuckets> lag_histogram{};
-  // Steady-clock ns (std::chrono::steady_clock) at the end of the last batch of coherence items
-  // applied from the rings (0: none yet): the moment their rows were gone from L1.
+  // Steady-clock ns (std::chrono::steady_clock) at the end of the last batch from the rings that
+  // dropped a row (0: none yet): the moment its rows were gone from L1. A batch of stale items
+  // leaves it (a job finding the row its lead dropped).
   std::int64_t last_applied_ns = 0;
-  // The decoded_ns of that batch's last item: when the io thread had it (so a lane's latency
-  // splits into send -> decoded, the wire and the server, and decoded -> applied, the ring).
+  // The decoded_ns of that batch's last item that dropped a row: when the io thread had it (so a
+  // lane's latency splits into send -> decoded, the wire and the server, and decoded -> applied,
+  // the ring).
   std::int64_t last_decoded_ns = 0;
 };
 
