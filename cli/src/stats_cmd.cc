@@ -24,8 +24,8 @@ struct StatsArgs {
 using harness::Context;
 using harness::Reply;
 
-// SCAN's MATCH is a glob: a table name may hold glob bytes (names refuse only braces, spaces and
-// control bytes), so they are escaped.
+// SCAN's MATCH is a glob: a table name may hold glob bytes (names refuse only braces, spaces,
+// control bytes and what is not UTF-8), so they are escaped.
 std::string glob_escape(std::string_view s) {
   std::string out;
   for (char c : s) {

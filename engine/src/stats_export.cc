@@ -425,7 +425,9 @@ std::string to_json(const StatsSnapshot& snapshot) {
     journals.push_back(std::move(jj));
   }
   out["journals"] = std::move(journals);
-  return out.dump();
+  // Table names are UTF-8 (validate), but a node label or a journal's path need not be: a byte
+  // that is not UTF-8 becomes U+FFFD rather than a type_error thrown into a publisher thread.
+  return out.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 std::string prometheus_from_json(const std::vector<std::string>& snapshots) {

@@ -313,6 +313,21 @@ TEST(StatsExport, RefusesWhatIsNotASnapshot) {
   EXPECT_THROW(prometheus_from_json({R"({"format":"echostore-stats/1"})"}), std::invalid_argument);
 }
 
+TEST(StatsExport, BytesThatAreNotUtf8AreReplacedNotThrown) {
+  // A node label and a journal path are caller strings: JSON holds text only, and a throw here
+  // would end the publisher's thread (std::terminate).
+  StatsSnapshot s = sample_snapshot("node\xFF");
+  s.journals.front().path = "/tmp/\xC3(/journal-GRP0KHTOWnGLuC.db";
+  std::string text;
+  ASSERT_NO_THROW(text = to_json(s));
+  const auto j = nlohmann::json::parse(text);
+  EXPECT_EQ(j["node"], "node\xEF\xBF\xBD");
+  EXPECT_EQ(j["journals"][0]["path"], "/tmp/\xEF\xBF\xBD(/journal-GRP0KHTOWnGLuC.db");
+  std::string prom;
+  ASSERT_NO_THROW(prom = to_prometheus(s));
+  EXPECT_NE(prom.find("node=\"node\xEF\xBF\xBD\""), std::string::npos);
+}
+
 }  // namespace
 }  // namespace echo::engine
 
