@@ -168,9 +168,17 @@ int run(const BenchArgs& a) {
   }
   info.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   bench::print_table(std::cout, info, c, rows);
-  if (!a.json.empty() && !bench::write_json(a.json, info, c, rows)) {
-    std::cerr << "echostore bench: cannot write " << a.json << '\n';
-    return 1;
+  if (!a.json.empty()) {
+    bool written = false;
+    try {
+      written = bench::write_json(a.json, info, c, rows);
+    } catch (const std::exception& e) {
+      std::cerr << "echostore bench: " << e.what() << '\n';
+    }
+    if (!written) {
+      std::cerr << "echostore bench: cannot write " << a.json << '\n';
+      return 1;
+    }
   }
   return 0;
 }

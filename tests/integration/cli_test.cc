@@ -1,0 +1,81 @@
+// SPDX-License-Identifier: MIT
+// The `echostore` program as an operator meets it: `bench --json` with a path that is not UTF-8
+// writes its file instead of aborting. Runs the program built beside this test (ECHO_CLI_PATH)
+// against a real server started here; registered only when the CLI is built (ECHO_BUILD_CLI).
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "support/redis_fixture.h"
+#include "support/temp_dir.h"
+
+extern char** environ;
+
+namespace echo::test {
+namespace {
+
+struct Ran {
+  int status = -1;  // the exit code, or 128 + the signal that ended it
+  std::string out, err;
+};
+
+std::string slurp(const std::filesystem::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::ostringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+// Runs the program with `args`, its stdout and stderr into files, and waits for it.
+Ran run_cli(const std::vector<std::string>& args) {
+  TempDir dir("echo-cli-");
+  const std::string out = (dir.path() / "out").string(), err = (dir.path() / "err").string();
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  posix_spawn_file_actions_addopen(&fa, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  std::vector<char*> argv{const_cast<char*>(ECHO_CLI_PATH)};
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  pid_t pid = -1;
+  Ran r;
+  if (posix_spawn(&pid, ECHO_CLI_PATH, &fa, nullptr, argv.data(), environ) != 0) {
+    ADD_FAILURE() << "cannot run " << ECHO_CLI_PATH;
+    posix_spawn_file_actions_destroy(&fa);
+    return r;
+  }
+  posix_spawn_file_actions_destroy(&fa);
+  int ws = 0;
+  while (waitpid(pid, &ws, 0) < 0 && errno == EINTR) {
+  }
+  r.status = WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
+  r.out = slurp(out);
+  r.err = slurp(err);
+  return r;
+}
+
+class CliTest : public RedisTest {
+ protected:
+  std::string server_arg() const { return server().host() + ":" + std::to_string(server().port()); }
+};
+
+TEST_F(CliTest, BenchJsonToAPathThatIsNotUtf8IsWritten) {
+  // The path is in the JSON's command line; nlohmann's dump threw (type_error 316) outside any
+  // catch: std::terminate after the whole run.
+  TempDir dir;
+  const std::string path = (dir.path() / "figures-\xFF.json").string();
+  const Ran r =
+      run_cli({"bench", "--server", server_arg(), "--quick", "--rounds", "1", "--json", path});
+  EXPECT_EQ(r.status, 0) << r.err.substr(r.err.size() > 2000 ? r.err.size() - 2000 : 0);
+  const std::string text = slurp(path);
+  EXPECT_NE(text.find("figures-\xEF\xBF\xBD.json"), std::string::npos) << text.substr(0, 300);
+}
+
+}  // namespace
+}  // namespace echo::test
