@@ -7,6 +7,7 @@
 
 #include <echo/engine/local_server.h>
 #include <echo/harness/placement.h>
+#include <echo/io/cluster_map.h>
 
 #include <charconv>
 #include <chrono>
@@ -134,14 +135,13 @@ int run(const BenchArgs& a) {
       info.server = "redis-server " + own->version() + " on " + target.host + ':' +
                     std::to_string(target.port) + " (started by the bench)";
     } else {
-      const auto colon = a.server.rfind(':');
-      const auto port =
-          colon == std::string::npos ? std::nullopt : parse_count(a.server.substr(colon + 1));
-      if (!port || *port < 1 || *port > 65535) {
-        std::cerr << "echostore bench: --server wants HOST:PORT, got '" << a.server << "'\n";
+      const auto address = io::parse_address(a.server);
+      if (!address) {
+        std::cerr << "echostore bench: --server wants HOST:PORT (port 1..65535), got '" << a.server
+                  << "'\n";
         return 2;
       }
-      target = {a.server.substr(0, colon), static_cast<int>(*port)};
+      target = {address->host, address->port};
       info.server = "server " + a.server + " (given)";
     }
   } catch (const std::exception& e) {

@@ -14,6 +14,7 @@
 
 #include <echo/engine/local_server.h>
 #include <echo/harness/machine.h>
+#include <echo/io/cluster_map.h>
 #include <echo/table/branded_id.h>
 
 #include "bench_cmd.h"
@@ -72,9 +73,12 @@ int drill(const std::string& server) {
       own = std::make_unique<engine::LocalServer>();
       target = {own->host(), own->port()};
     } else {
-      const auto colon = server.rfind(':');
-      if (colon == std::string::npos) throw std::invalid_argument("--server wants HOST:PORT");
-      target = {server.substr(0, colon), std::stoi(server.substr(colon + 1))};
+      const auto address = io::parse_address(server);
+      if (!address) {
+        throw std::invalid_argument("--server wants HOST:PORT (port 1..65535), got '" + server +
+                                    "'");
+      }
+      target = {address->host, address->port};
     }
   } catch (const std::exception& e) {
     std::cerr << "echostore drill: " << e.what() << '\n';

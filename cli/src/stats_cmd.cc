@@ -9,6 +9,7 @@
 #include <echo/harness/hiredis.h>
 #include <hiredis/hiredis.h>
 
+#include <echo/io/cluster_map.h>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -36,21 +37,16 @@ std::string glob_escape(std::string_view s) {
 }
 
 int run(const StatsArgs& a) {
-  const auto colon = a.server.rfind(':');
-  if (colon == std::string::npos) {
-    std::cerr << "echostore stats: --server wants HOST:PORT\n";
-    return 2;
-  }
-  const std::string host = a.server.substr(0, colon);
-  int port = 0;
-  try {
-    port = std::stoi(a.server.substr(colon + 1));
-  } catch (const std::exception&) {
-    std::cerr << "echostore stats: --server wants HOST:PORT\n";
+  const auto address = io::parse_address(a.server);
+  if (!address) {
+    std::cerr << "echostore stats: --server wants HOST:PORT (port 1..65535), got '" << a.server
+              << "'\n";
     return 2;
   }
   const timeval tv{5, 0};
   Context c(redisConnectWithTimeout(host.c_str(), port, tv));
+  const std::string& host = address->host;
+  const int port = address->port;
   if (!c || c->err) {
     std::cerr << "echostore stats: cannot reach " << a.server << ": "
               << (c ? c->errstr : "out of memory") << "\n";

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: MIT
-// The `echostore` program as an operator meets it: `bench --json` with a path that is not UTF-8
-// writes its file instead of aborting. Runs the program built beside this test (ECHO_CLI_PATH)
-// against a real server started here; registered only when the CLI is built (ECHO_BUILD_CLI).
+// The `echostore` program as an operator meets it: --server is parsed strictly, and `bench
+// --json` with a path that is not UTF-8 writes its file instead of aborting. Runs the program
+// built beside this test (ECHO_CLI_PATH) against a real server started here; registered only
+// when the CLI is built (ECHO_BUILD_CLI).
+#include <echo/engine/journal.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <spawn.h>
@@ -64,6 +66,29 @@ class CliTest : public RedisTest {
  protected:
   std::string server_arg() const { return server().host() + ":" + std::to_string(server().port()); }
 };
+
+TEST_F(CliTest, ServerIsParsedStrictly) {
+  // std::stoi read "<port>x" as <port> and went on against the server.
+  for (const std::string suffix : {"x", " ", "0000000000000000000000"}) {
+    const std::string arg = server_arg() + suffix;
+    const Ran r = run_cli({"stats", "--server", arg, "--table", "t"});
+    EXPECT_EQ(r.status, 2) << arg << ": " << r.err;
+    EXPECT_NE(r.err.find("HOST:PORT"), std::string::npos) << r.err;
+  }
+  TempDir dir;
+  engine::JournalOptions o;
+  o.dir = dir.path();
+  o.group = "PRT0KHTOWnGLuC";
+  std::filesystem::path file;
+  {
+    engine::Journal j(o);
+    file = j.path();
+  }
+  const Ran r = run_cli(
+      {"journal", "replay", file.string(), "--server", server_arg() + "x", "--table", "limits"});
+  EXPECT_EQ(r.status, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("HOST:PORT"), std::string::npos) << r.err;
+}
 
 TEST_F(CliTest, BenchJsonToAPathThatIsNotUtf8IsWritten) {
   // The path is in the JSON's command line; nlohmann's dump threw (type_error 316) outside any
