@@ -508,17 +508,19 @@ struct Engine::Impl {
 
 namespace {
 
-// The knobs the connections and the io loop would otherwise refuse only in start().
+// The knobs the connections and the io loop would otherwise refuse only in start(), and the
+// durations the engine adds to a clock (a bound keeps every deadline inside the clock's range).
 void check_connection_knobs(const EngineOptions& o, bool by_seeds) {
-  auto at_least = [](const char* knob, std::chrono::milliseconds v, std::int64_t lo) {
-    if (v.count() < lo) {
-      throw ConfigError(std::string(knob) + " must be at least " + std::to_string(lo) +
-                        " ms, got " + std::to_string(v.count()));
+  constexpr std::int64_t kMaxMs = 3'600'000;
+  auto range = [](const char* knob, std::chrono::milliseconds v, std::int64_t lo, std::int64_t hi) {
+    if (v.count() < lo || v.count() > hi) {
+      throw ConfigError(std::string(knob) + " must lie in " + std::to_string(lo) +
+                        "..3,600,000 ms, got " + std::to_string(v.count()));
     }
   };
-  at_least("get_timeout", o.get_timeout, 1);
-  at_least("call_timeout", o.call_timeout, 1);
-  at_least("heartbeat", o.heartbeat, 0);
+  range("get_timeout", o.get_timeout, 1, kMaxMs);
+  range("call_timeout", o.call_timeout, 1, kMaxMs);
+  range("heartbeat", o.heartbeat, 0, kMaxMs);
   // Resolution waits for start() (it may block on DNS); here the text must be a host name or an
   // address at all: 1..255 bytes, no space or control byte.
   const bool host_ok = o.host.size() >= 1 && o.host.size() <= 255 &&
@@ -593,6 +595,8 @@ Engine::Engine(EngineOptions options, std::vector<TableSpec> tables)
 Engine::~Engine() { stop(); }
 
 std::error_code Engine::start(std::chrono::milliseconds timeout) {
+  // A deadline beyond a day is a day: Clock::now() + milliseconds::max() would overflow.
+  timeout = std::min<std::chrono::milliseconds>(timeout, std::chrono::hours(24));
   // The constructor checked every knob; what remains can only fail here: the host does not
   // resolve (io::Connection resolves it, and says so with invalid_argument), or the kernel
   // refuses the io_uring or a thread. An error code, as for any other failed start.

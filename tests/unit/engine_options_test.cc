@@ -32,21 +32,38 @@ void expect_refused(const EngineOptions& o, const std::string& needle) {
 
 TEST(EngineOptions, DefaultsAreValid) { EXPECT_NO_THROW(Engine(good(), {})); }
 
-TEST(EngineOptions, TimeoutsBelowTheirFloorAreRefusedAtConstruction) {
+TEST(EngineOptions, TimeoutsOutOfRangeAreRefusedAtConstruction) {
   const std::function<void(EngineOptions&)> bad[] = {
       [](EngineOptions& o) { o.call_timeout = milliseconds(0); },
       [](EngineOptions& o) { o.call_timeout = milliseconds(-5); },
+      [](EngineOptions& o) { o.call_timeout = milliseconds::max(); },
+      [](EngineOptions& o) { o.call_timeout = milliseconds(3'600'001); },
   };
   for (const auto& set : bad) {
     auto o = good();
     set(o);
-    expect_refused(o, "call_timeout must be at least 1 ms");
+    expect_refused(o, "call_timeout must lie in 1..3,600,000 ms");
   }
   auto o = good();
   o.heartbeat = milliseconds(-1);
-  expect_refused(o, "heartbeat must be at least 0 ms");
+  expect_refused(o, "heartbeat must lie in 0..3,600,000 ms");
+  o = good();
+  o.heartbeat = milliseconds::max();
+  expect_refused(o, "heartbeat must lie in 0..3,600,000 ms");
   o = good();
   o.heartbeat = milliseconds(0);  // off
+  EXPECT_NO_THROW(Engine(o, {}));
+}
+
+TEST(EngineOptions, GetTimeoutHasAnUpperBound) {
+  // milliseconds::max() overflowed the future's wait (a chrono conversion to nanoseconds).
+  for (const auto v : {milliseconds(0), milliseconds::max(), milliseconds(3'600'001)}) {
+    auto o = good();
+    o.get_timeout = v;
+    expect_refused(o, "get_timeout must lie in 1..3,600,000 ms");
+  }
+  auto o = good();
+  o.get_timeout = milliseconds(3'600'000);
   EXPECT_NO_THROW(Engine(o, {}));
 }
 

@@ -47,10 +47,12 @@ struct EngineOptions {
   std::string password;
   unsigned node_id = 0;                // 0..1023: this process's minting node
   io::LoopOptions io{};                // io thread: wait mode, CPU pinning
-  std::chrono::milliseconds get_timeout{10000};     // a miss's wait for its flight (WIRE: 10 s)
-  std::chrono::milliseconds call_timeout{5000};     // a blocking L2 call; >= 1 ms
-  std::chrono::milliseconds heartbeat{30000};       // idle PING on each connection; 0 = off
-  std::string version_value = "echomq:2.0.0";      // the {emq}:version fence; not empty
+  std::chrono::milliseconds get_timeout{10000};  // a miss's wait for its flight (WIRE: 10 s);
+                                                 // 1..3,600,000 ms
+  std::chrono::milliseconds call_timeout{5000};  // a blocking L2 call; 1..3,600,000 ms
+  std::chrono::milliseconds heartbeat{30000};    // idle PING on each connection; 0 = off,
+                                                 // else at most 3,600,000 ms
+  std::string version_value = "echomq:2.0.0";    // the {emq}:version fence; not empty
   // Every this often, SET ecc:{t}:stats:<node_id> to each table's JSON stats snapshot, PX three
   // periods (stats_export.h; `echostore stats` reads them). 0 = off, else 100..3,600,000 ms.
   std::chrono::milliseconds stats_publish{0};
@@ -129,6 +131,7 @@ class Engine {
   // node_id in a job-lane table's membership (job_consumer.h, "Two processes, one node id").
   // host_unresolved when the host (or a seed) does not resolve, the kernel's error when the
   // io_uring or a thread cannot be made; it never throws for a knob the constructor accepted.
+  // A timeout beyond 24 h is taken as 24 h.
   // An Engine runs once: start() after stop(), or after a start() that failed, answers stopped
   // (construct a new Engine); start() while running answers success.
   std::error_code start(std::chrono::milliseconds timeout = std::chrono::seconds(5));
