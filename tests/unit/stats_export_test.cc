@@ -313,6 +313,34 @@ TEST(StatsExport, RefusesWhatIsNotASnapshot) {
   EXPECT_THROW(prometheus_from_json({R"({"format":"echostore-stats/1"})"}), std::invalid_argument);
 }
 
+TEST(StatsExport, RefusesAHistogramOfMoreBucketsThanTheFormat) {
+  // A bucket's bound is a power of two: 65 buckets would shift a 64-bit one by 64 (UB).
+  auto j = nlohmann::json::parse(to_json(sample_snapshot("7")));
+  j["tables"][0]["rings"][0]["batch_histogram"] = std::vector<std::uint64_t>(65, 1);
+  EXPECT_THROW(prometheus_from_json({j.dump()}), std::invalid_argument);
+  j = nlohmann::json::parse(to_json(sample_snapshot("7")));
+  j["tables"][0]["writer"]["lag_ns_histogram"] = std::vector<std::uint64_t>(kLagBuckets + 1, 1);
+  EXPECT_THROW(prometheus_from_json({j.dump()}), std::invalid_argument);
+  j = nlohmann::json::parse(to_json(sample_snapshot("7")));
+  j["tables"][0]["rings"][0]["batch_histogram"] = {UINT64_MAX, 1};  // the cumulative would wrap
+  EXPECT_THROW(prometheus_from_json({j.dump()}), std::invalid_argument);
+}
+
+TEST(StatsExport, RefusesACounterThatIsNotANonNegativeInteger) {
+  // get<uint64_t> would print -5 as 18446744073709551611 and 1.5 as 1.
+  for (const nlohmann::json& bad : {nlohmann::json(-5), nlohmann::json(1.5), nlohmann::json("7")}) {
+    auto j = nlohmann::json::parse(to_json(sample_snapshot("7")));
+    j["tables"][0]["l1"]["hits"] = bad;
+    EXPECT_THROW(prometheus_from_json({j.dump()}), std::invalid_argument) << bad;
+    j = nlohmann::json::parse(to_json(sample_snapshot("7")));
+    j["unrouted_pushes"] = bad;
+    EXPECT_THROW(prometheus_from_json({j.dump()}), std::invalid_argument) << bad;
+    j = nlohmann::json::parse(to_json(sample_snapshot("7")));
+    j["tables"][0]["writer"]["lag_ns_histogram"][3] = bad;
+    EXPECT_THROW(prometheus_from_json({j.dump()}), std::invalid_argument) << bad;
+  }
+}
+
 TEST(StatsExport, BytesThatAreNotUtf8AreReplacedNotThrown) {
   // A node label and a journal path are caller strings: JSON holds text only, and a throw here
   // would end the publisher's thread (std::terminate).

@@ -63,7 +63,8 @@ std::string to_prometheus(const StatsSnapshot& snapshot);
 
 // Prometheus text of several snapshots as to_json wrote them (one per node), each family's
 // samples together under one # HELP/# TYPE. Throws std::invalid_argument naming what is wrong
-// when a snapshot is not JSON or not in this format.
+// when a snapshot is not JSON or not in this format: a missing key, a counter that is not a
+// non-negative integer, a histogram of more buckets than the format's (40 lag, 32 batch).
 std::string prometheus_from_json(const std::vector<std::string>& snapshots);
 
 }  // namespace echo::engine
