@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: MIT
-// The `echostore` program as an operator meets it: --server is parsed strictly, and `bench
-// --json` with a path that is not UTF-8 writes its file instead of aborting. Runs the program
-// built beside this test (ECHO_CLI_PATH) against a real server started here; registered only
-// when the CLI is built (ECHO_BUILD_CLI).
+// The `echostore` program as an operator meets it: --server is parsed strictly, `stats` refuses a
+// value that is not a snapshot by node, and `bench --json` with a path that is not UTF-8 writes
+// its file instead of aborting. Runs the program built beside this test (ECHO_CLI_PATH) against a
+// real server started here; registered only when the CLI is built (ECHO_BUILD_CLI).
 #include <echo/engine/journal.h>
+#include <echo/engine/stats_export.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <spawn.h>
@@ -88,6 +89,43 @@ TEST_F(CliTest, ServerIsParsedStrictly) {
       {"journal", "replay", file.string(), "--server", server_arg() + "x", "--table", "limits"});
   EXPECT_EQ(r.status, 2) << r.out << r.err;
   EXPECT_NE(r.err.find("HOST:PORT"), std::string::npos) << r.err;
+}
+
+TEST_F(CliTest, StatsRefusesAValueThatIsNotASnapshotByNode) {
+  engine::StatsSnapshot s;
+  s.node = "2";
+  engine::TableStats t{};  // {}: table::L1Stats's counters have no initializers of their own
+  t.name = "quotes";
+  s.engine.tables = {t};
+  const std::string good = engine::to_json(s);
+  std::string negative = good;
+  const auto at = negative.find("\"hits\":0");
+  ASSERT_NE(at, std::string::npos);
+  negative.replace(at, 8, "\"hits\":-5");
+  command(client(), "SET %s %s", engine::stats_key("quotes", "1").c_str(), "not json at all");
+  command(client(), "SET %s %s", engine::stats_key("quotes", "2").c_str(), good.c_str());
+  command(client(), "SET %s %s", engine::stats_key("quotes", "3").c_str(), negative.c_str());
+  for (const bool json : {true, false}) {
+    std::vector<std::string> args = {"stats", "--server", server_arg(), "--table", "quotes"};
+    if (json) args.push_back("--json");
+    const Ran r = run_cli(args);
+    EXPECT_EQ(r.status, 1) << r.out << r.err;
+    EXPECT_NE(r.err.find("node '1'"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("node '3'"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("node '2'"), std::string::npos) << r.err;
+    EXPECT_EQ(r.out.find("not json"), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("18446744073709551611"), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("-5"), std::string::npos) << r.out;
+    if (json) {
+      EXPECT_EQ(r.out, "[" + good + "]\n");
+    } else {
+      EXPECT_NE(r.out.find("node=\"2\""), std::string::npos) << r.out;
+    }
+  }
+  // Only good snapshots: exit 0.
+  command(client(), "DEL %s %s", engine::stats_key("quotes", "1").c_str(),
+          engine::stats_key("quotes", "3").c_str());
+  EXPECT_EQ(run_cli({"stats", "--server", server_arg(), "--table", "quotes", "--json"}).status, 0);
 }
 
 TEST_F(CliTest, BenchJsonToAPathThatIsNotUtf8IsWritten) {
