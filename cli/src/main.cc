@@ -128,7 +128,14 @@ int main(int argc, char** argv) {
   int bench_exit = 0;
   cli::add_bench_command(app, bench_exit);
 
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help prints and exits 0; every usage error is exit 2, as the README promises (CLI11's own
+    // codes are 105..109 and others).
+    const int code = app.exit(e);
+    return code == 0 ? 0 : 2;
+  }
   if (app.got_subcommand("journal")) return journal_exit;
   if (app.got_subcommand("stats")) return stats_exit;
   if (app.got_subcommand("bench")) return bench_exit;

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
-// The `echostore` program as an operator meets it: --server is parsed strictly, `stats` refuses a
-// value that is not a snapshot by node, and `bench --json` with a path that is not UTF-8 writes
-// its file instead of aborting. Runs the program built beside this test (ECHO_CLI_PATH) against a
-// real server started here; registered only when the CLI is built (ECHO_BUILD_CLI).
+// The `echostore` program as an operator meets it: every usage error exits 2, --server is parsed
+// strictly, `stats` refuses a value that is not a snapshot by node, and `bench --json` with a path
+// that is not UTF-8 writes its file instead of aborting. Runs the program built beside this test
+// (ECHO_CLI_PATH) against a real server started here; registered only when the CLI is built
+// (ECHO_BUILD_CLI).
 #include <echo/engine/journal.h>
 #include <echo/engine/stats_export.h>
 #include <fcntl.h>
@@ -67,6 +68,27 @@ class CliTest : public RedisTest {
  protected:
   std::string server_arg() const { return server().host() + ":" + std::to_string(server().port()); }
 };
+
+TEST_F(CliTest, EveryUsageErrorExitsTwo) {
+  // CLI11's own codes were 105 (a validator), 106 (a required option), 109 (an extra argument).
+  const std::vector<std::vector<std::string>> bad = {
+      {},
+      {"no-such-command"},
+      {"id", "mint", "ABC", "--node", "5000"},
+      {"id", "mint", "ABC", "--node", "x"},
+      {"stats", "--table", "t"},
+      {"journal", "frobnicate", "/tmp/journal-PRT0KHTOWnGLuC.db"},
+      {"id", "decode", "USR0NgWEfAEJfs", "extra"},
+  };
+  for (const auto& args : bad) {
+    const Ran r = run_cli(args);
+    std::string line;
+    for (const auto& a : args) line += a + ' ';
+    EXPECT_EQ(r.status, 2) << line << "\n" << r.err;
+  }
+  EXPECT_EQ(run_cli({"--help"}).status, 0);
+  EXPECT_EQ(run_cli({"id", "decode", "USR0NgWEfAEJfs"}).status, 0);
+}
 
 TEST_F(CliTest, ServerIsParsedStrictly) {
   // std::stoi read "<port>x" as <port> and went on against the server.
