@@ -88,6 +88,12 @@ int run(const JournalArgs& a) {
     std::cout << "replayed " << result->replayed << ", deduplicated " << result->deduplicated;
     if (result->malformed != 0) std::cout << ", malformed " << result->malformed << " (not sent)";
     std::cout << "\n";
+    if (result->malformed != 0) {
+      // Intents the replay could not send are still uncovered: not a finished replay.
+      std::cerr << "echostore journal replay: " << result->malformed
+                << " malformed intents were skipped (not sent)\n";
+      return 3;
+    }
     return 0;
   } catch (const std::exception& e) {
     std::cerr << "echostore journal: " << e.what() << "\n";

@@ -1,14 +1,16 @@
 // SPDX-License-Identifier: MIT
 // The `echostore` program as an operator meets it: every usage error exits 2, --server is parsed
-// strictly, `stats` refuses a value that is not a snapshot by node, and `bench --json` with a path
-// that is not UTF-8 writes its file instead of aborting. Runs the program built beside this test
-// (ECHO_CLI_PATH) against a real server started here; registered only when the CLI is built
-// (ECHO_BUILD_CLI).
+// strictly, `stats` refuses a value that is not a snapshot by node, `journal replay` that skipped
+// malformed intents is not a success, and `bench --json` with a path that is not UTF-8 writes its
+// file instead of aborting. Runs the program built beside this test (ECHO_CLI_PATH) against a
+// real server started here; registered only when the CLI is built (ECHO_BUILD_CLI).
 #include <echo/engine/journal.h>
 #include <echo/engine/stats_export.h>
+#include <echo/table/branded_id.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <spawn.h>
+#include <sqlite3.h>
 #include <sys/wait.h>
 
 #include <fstream>
@@ -148,6 +150,32 @@ TEST_F(CliTest, StatsRefusesAValueThatIsNotASnapshotByNode) {
   command(client(), "DEL %s %s", engine::stats_key("quotes", "1").c_str(),
           engine::stats_key("quotes", "3").c_str());
   EXPECT_EQ(run_cli({"stats", "--server", server_arg(), "--table", "quotes", "--json"}).status, 0);
+}
+
+TEST_F(CliTest, JournalReplayThatSkippedMalformedIntentsIsNotASuccess) {
+  TempDir dir;
+  engine::JournalOptions o;
+  o.dir = dir.path();
+  o.group = "PRT0KHTOWnGLuC";
+  std::filesystem::path file;
+  {
+    engine::Journal j(o);
+    file = j.path();
+  }
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(file.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db,
+                         "INSERT INTO intents(job_id, name_id, version, enqueued, recorded_at) "
+                         "VALUES ('not-a-job', 'not-a-name', 'not-a-version', 0, 0)",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK)
+      << sqlite3_errmsg(db);
+  sqlite3_close(db);
+  const Ran r =
+      run_cli({"journal", "replay", file.string(), "--server", server_arg(), "--table", "limits"});
+  EXPECT_EQ(r.status, 3) << r.out << r.err;
+  EXPECT_NE(r.out.find("malformed 1"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("1 malformed intents were skipped"), std::string::npos) << r.err;
 }
 
 TEST_F(CliTest, BenchJsonToAPathThatIsNotUtf8IsWritten) {
