@@ -69,6 +69,8 @@ constexpr Field<WriterStats> kWriterFields[] = {
     {"passes", &WriterStats::passes, Kind::kCounter, "writer loop passes"},
     {"remembered_stale", &WriterStats::remembered_stale, Kind::kCounter,
      "job items the journal's applied memory answered"},
+    {"pin_failures", &WriterStats::pin_failures, Kind::kCounter,
+     "writer_cpu pins the kernel refused (the writer runs unpinned)"},
 };
 
 constexpr Field<ring::RingStats> kRingFields[] = {
