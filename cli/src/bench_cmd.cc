@@ -7,6 +7,7 @@
 
 #include <echo/engine/local_server.h>
 #include <echo/harness/placement.h>
+#include <echo/io/cluster_map.h>
 
 #include <charconv>
 #include <chrono>
@@ -134,14 +135,13 @@ int run(const BenchArgs& a) {
       info.server = "redis-server " + own->version() + " on " + target.host + ':' +
                     std::to_string(target.port) + " (started by the bench)";
     } else {
-      const auto colon = a.server.rfind(':');
-      const auto port =
-          colon == std::string::npos ? std::nullopt : parse_count(a.server.substr(colon + 1));
-      if (!port || *port < 1 || *port > 65535) {
-        std::cerr << "echostore bench: --server wants HOST:PORT, got '" << a.server << "'\n";
+      const auto address = io::parse_address(a.server);
+      if (!address) {
+        std::cerr << "echostore bench: --server wants HOST:PORT (port 1..65535), got '" << a.server
+                  << "'\n";
         return 2;
       }
-      target = {a.server.substr(0, colon), static_cast<int>(*port)};
+      target = {address->host, address->port};
       info.server = "server " + a.server + " (given)";
     }
   } catch (const std::exception& e) {
@@ -168,9 +168,17 @@ int run(const BenchArgs& a) {
   }
   info.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   bench::print_table(std::cout, info, c, rows);
-  if (!a.json.empty() && !bench::write_json(a.json, info, c, rows)) {
-    std::cerr << "echostore bench: cannot write " << a.json << '\n';
-    return 1;
+  if (!a.json.empty()) {
+    bool written = false;
+    try {
+      written = bench::write_json(a.json, info, c, rows);
+    } catch (const std::exception& e) {
+      std::cerr << "echostore bench: " << e.what() << '\n';
+    }
+    if (!written) {
+      std::cerr << "echostore bench: cannot write " << a.json << '\n';
+      return 1;
+    }
   }
   return 0;
 }

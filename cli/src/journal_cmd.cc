@@ -6,6 +6,7 @@
 
 #include <echo/engine/engine.h>
 #include <echo/engine/journal.h>
+#include <echo/io/cluster_map.h>
 
 #include <iostream>
 #include <string_view>
@@ -60,14 +61,15 @@ int run(const JournalArgs& a) {
       std::cerr << "echostore journal replay: --server HOST:PORT and --table T are required\n";
       return 2;
     }
-    const auto colon = a.server.rfind(':');
-    if (colon == std::string::npos) {
-      std::cerr << "echostore journal replay: --server wants HOST:PORT\n";
+    const auto address = io::parse_address(a.server);
+    if (!address) {
+      std::cerr << "echostore journal replay: --server wants HOST:PORT (port 1..65535), got '"
+                << a.server << "'\n";
       return 2;
     }
     engine::EngineOptions eo;
-    eo.host = a.server.substr(0, colon);
-    eo.port = std::stoi(a.server.substr(colon + 1));
+    eo.host = address->host;
+    eo.port = address->port;
     engine::Engine node(eo, {});
     if (auto ec = node.start()) {
       std::cerr << "echostore journal replay: cannot reach " << a.server << ": " << ec.message()
@@ -86,6 +88,12 @@ int run(const JournalArgs& a) {
     std::cout << "replayed " << result->replayed << ", deduplicated " << result->deduplicated;
     if (result->malformed != 0) std::cout << ", malformed " << result->malformed << " (not sent)";
     std::cout << "\n";
+    if (result->malformed != 0) {
+      // Intents the replay could not send are still uncovered: not a finished replay.
+      std::cerr << "echostore journal replay: " << result->malformed
+                << " malformed intents were skipped (not sent)\n";
+      return 3;
+    }
     return 0;
   } catch (const std::exception& e) {
     std::cerr << "echostore journal: " << e.what() << "\n";

@@ -14,6 +14,7 @@
 
 #include <echo/engine/local_server.h>
 #include <echo/harness/machine.h>
+#include <echo/io/cluster_map.h>
 #include <echo/table/branded_id.h>
 
 #include "bench_cmd.h"
@@ -72,9 +73,12 @@ int drill(const std::string& server) {
       own = std::make_unique<engine::LocalServer>();
       target = {own->host(), own->port()};
     } else {
-      const auto colon = server.rfind(':');
-      if (colon == std::string::npos) throw std::invalid_argument("--server wants HOST:PORT");
-      target = {server.substr(0, colon), std::stoi(server.substr(colon + 1))};
+      const auto address = io::parse_address(server);
+      if (!address) {
+        throw std::invalid_argument("--server wants HOST:PORT (port 1..65535), got '" + server +
+                                    "'");
+      }
+      target = {address->host, address->port};
     }
   } catch (const std::exception& e) {
     std::cerr << "echostore drill: " << e.what() << '\n';
@@ -124,7 +128,14 @@ int main(int argc, char** argv) {
   int bench_exit = 0;
   cli::add_bench_command(app, bench_exit);
 
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help prints and exits 0; every usage error is exit 2, as the README promises (CLI11's own
+    // codes are 105..109 and others).
+    const int code = app.exit(e);
+    return code == 0 ? 0 : 2;
+  }
   if (app.got_subcommand("journal")) return journal_exit;
   if (app.got_subcommand("stats")) return stats_exit;
   if (app.got_subcommand("bench")) return bench_exit;

@@ -1,12 +1,15 @@
 // SPDX-License-Identifier: MIT
 // Reads the snapshots nodes publish under ecc:{<table>}:stats:<node> (SCAN on the table's hash
 // tag, then GET each) and prints them as one Prometheus exposition (label node=) or, with
-// --json, as a JSON array of the snapshots as published. Exit 0 with at least one snapshot,
-// 1 when no node publishes (or the server cannot be reached), 2 on bad arguments.
+// --json, as a JSON array of the snapshots as published. A value that is not a snapshot (not
+// JSON, not the format, a negative counter) is reported on stderr by node and left out. Exit 0
+// when every node's snapshot was printed, 1 when no node publishes, any was refused or the server
+// cannot be reached, 2 on bad arguments.
 #include "stats_cmd.h"
 
 #include <echo/engine/stats_export.h>
 #include <echo/harness/hiredis.h>
+#include <echo/io/cluster_map.h>
 #include <hiredis/hiredis.h>
 
 #include <iostream>
@@ -24,8 +27,8 @@ struct StatsArgs {
 using harness::Context;
 using harness::Reply;
 
-// SCAN's MATCH is a glob: a table name may hold glob bytes (names refuse only braces, spaces and
-// control bytes), so they are escaped.
+// SCAN's MATCH is a glob: a table name may hold glob bytes (names refuse only braces, spaces,
+// control bytes and what is not UTF-8), so they are escaped.
 std::string glob_escape(std::string_view s) {
   std::string out;
   for (char c : s) {
@@ -36,19 +39,14 @@ std::string glob_escape(std::string_view s) {
 }
 
 int run(const StatsArgs& a) {
-  const auto colon = a.server.rfind(':');
-  if (colon == std::string::npos) {
-    std::cerr << "echostore stats: --server wants HOST:PORT\n";
+  const auto address = io::parse_address(a.server);
+  if (!address) {
+    std::cerr << "echostore stats: --server wants HOST:PORT (port 1..65535), got '" << a.server
+              << "'\n";
     return 2;
   }
-  const std::string host = a.server.substr(0, colon);
-  int port = 0;
-  try {
-    port = std::stoi(a.server.substr(colon + 1));
-  } catch (const std::exception&) {
-    std::cerr << "echostore stats: --server wants HOST:PORT\n";
-    return 2;
-  }
+  const std::string& host = address->host;
+  const int port = address->port;
   const timeval tv{5, 0};
   Context c(redisConnectWithTimeout(host.c_str(), port, tv));
   if (!c || c->err) {
@@ -71,29 +69,39 @@ int run(const StatsArgs& a) {
       keys.emplace_back(r->element[1]->element[i]->str, r->element[1]->element[i]->len);
     }
   } while (cursor != "0");
+  // Each node's value is checked as a snapshot before anything is printed: what a node (or
+  // anyone with the key) SET there is refused by node, never printed as if it were one.
   std::vector<std::string> snapshots;
+  std::size_t refused = 0;
+  const std::string prefix = engine::stats_key(a.table, "");
   for (const auto& key : keys) {
     Reply r(static_cast<redisReply*>(redisCommand(c.get(), "GET %b", key.data(), key.size())));
-    if (r && r->type == REDIS_REPLY_STRING) snapshots.emplace_back(r->str, r->len);  // nil: expired
+    if (!r || r->type != REDIS_REPLY_STRING) continue;  // nil: expired
+    std::string value(r->str, r->len);
+    try {
+      (void)engine::prometheus_from_json({value});
+      snapshots.push_back(std::move(value));
+    } catch (const std::invalid_argument& e) {
+      ++refused;
+      std::cerr << "echostore stats: node '" << key.substr(prefix.size())
+                << "': refused: " << e.what() << "\n";
+    }
   }
   if (snapshots.empty()) {
-    std::cerr << "echostore stats: no node publishes table '" << a.table << "' on " << a.server
-              << " (EngineOptions::stats_publish)\n";
+    if (refused == 0) {
+      std::cerr << "echostore stats: no node publishes table '" << a.table << "' on " << a.server
+                << " (EngineOptions::stats_publish)\n";
+    }
     return 1;
   }
   if (a.json) {
     std::cout << '[';
     for (std::size_t i = 0; i < snapshots.size(); ++i) std::cout << (i ? "," : "") << snapshots[i];
     std::cout << "]\n";
-    return 0;
+  } else {
+    std::cout << engine::prometheus_from_json(snapshots);  // each one rendered above
   }
-  try {
-    std::cout << engine::prometheus_from_json(snapshots);
-  } catch (const std::invalid_argument& e) {
-    std::cerr << "echostore stats: " << e.what() << "\n";
-    return 1;
-  }
-  return 0;
+  return refused == 0 ? 0 : 1;
 }
 
 }  // namespace

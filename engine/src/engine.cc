@@ -5,12 +5,16 @@
 // without waiting (their answers come back through the writer's inbox).
 #include <echo/engine/engine.h>
 
+#include <sched.h>
+
+#include <algorithm>
 #include <condition_variable>
 #include <deque>
 #include <future>
 #include <mutex>
 #include <thread>
 #include <optional>
+#include <system_error>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -560,6 +564,45 @@ struct Engine::Impl {
   }
 };
 
+namespace {
+
+// The knobs the connections and the io loop would otherwise refuse only in start(), and the
+// durations the engine adds to a clock (a bound keeps every deadline inside the clock's range).
+void check_connection_knobs(const EngineOptions& o, bool by_seeds) {
+  constexpr std::int64_t kMaxMs = 3'600'000;
+  auto range = [](const char* knob, std::chrono::milliseconds v, std::int64_t lo, std::int64_t hi) {
+    if (v.count() < lo || v.count() > hi) {
+      throw ConfigError(std::string(knob) + " must lie in " + std::to_string(lo) +
+                        "..3,600,000 ms, got " + std::to_string(v.count()));
+    }
+  };
+  range("get_timeout", o.get_timeout, 1, kMaxMs);
+  range("call_timeout", o.call_timeout, 1, kMaxMs);
+  range("heartbeat", o.heartbeat, 0, kMaxMs);
+  // Resolution waits for start() (it may block on DNS); here the text must be a host name or an
+  // address at all: 1..255 bytes, no space or control byte.
+  const bool host_ok = o.host.size() >= 1 && o.host.size() <= 255 &&
+                       std::none_of(o.host.begin(), o.host.end(), [](char c) {
+                         const auto b = static_cast<unsigned char>(c);
+                         return b <= 0x20 || b == 0x7F;
+                       });
+  if (!by_seeds && !host_ok) {
+    throw ConfigError(
+        "host must be a host name or address of 1..255 bytes with no space or control byte, got '" +
+        o.host + "'");
+  }
+  if (o.version_value.empty()) throw ConfigError("version_value must not be empty");
+  if (o.io.entries < 8 || o.io.entries > 32768) {
+    throw ConfigError("io.entries must lie in 8..32768, got " + std::to_string(o.io.entries));
+  }
+  if (o.io.cpu < -1 || o.io.cpu >= CPU_SETSIZE) {
+    throw ConfigError("io.cpu must be -1 (unpinned) or a CPU index 0.." +
+                      std::to_string(CPU_SETSIZE - 1) + ", got " + std::to_string(o.io.cpu));
+  }
+}
+
+}  // namespace
+
 Engine::Engine(EngineOptions options, std::vector<TableSpec> tables)
     : impl_(std::make_unique<Impl>(std::move(options))) {
   const bool by_seeds = impl_->options.mode == ServerMode::kCluster && !impl_->options.cluster_seeds.empty();
@@ -579,7 +622,7 @@ Engine::Engine(EngineOptions options, std::vector<TableSpec> tables)
   } else if (!impl_->options.cluster_seeds.empty()) {
     throw ConfigError("cluster_seeds is set but mode is single (set mode = ServerMode::kCluster)");
   }
-  if (impl_->options.get_timeout.count() < 1) throw ConfigError("get_timeout must be at least 1 ms");
+  check_connection_knobs(impl_->options, by_seeds);
   if (const auto p = impl_->options.stats_publish.count(); p != 0 && (p < 100 || p > 3600000)) {
     throw ConfigError("stats_publish must be 0 (off) or lie in 100..3,600,000 ms, got " + std::to_string(p));
   }
@@ -614,6 +657,23 @@ Engine::Engine(EngineOptions options, std::vector<TableSpec> tables)
 Engine::~Engine() { stop(); }
 
 std::error_code Engine::start(std::chrono::milliseconds timeout) {
+  // A deadline beyond a day is a day: Clock::now() + milliseconds::max() would overflow.
+  timeout = std::min<std::chrono::milliseconds>(timeout, std::chrono::hours(24));
+  // The constructor checked every knob; what remains can only fail here: the host does not
+  // resolve (io::Connection resolves it, and says so with invalid_argument), or the kernel
+  // refuses the io_uring or a thread. An error code, as for any other failed start.
+  try {
+    return start_once(timeout);
+  } catch (const std::invalid_argument&) {
+    stop();
+    return make_error_code(Errc::kHostUnresolved);
+  } catch (const std::system_error& e) {
+    stop();
+    return e.code();
+  }
+}
+
+std::error_code Engine::start_once(std::chrono::milliseconds timeout) {
   auto& d = *impl_;
   if (d.running.load(std::memory_order_acquire)) return {};
   // One run per Engine. A second would restart the writers on new threads over rings whose

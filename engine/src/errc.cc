@@ -27,6 +27,7 @@ std::string_view to_string(Errc e) noexcept {
     case Errc::kNoLiveMember: return "no_live_member";
     case Errc::kWrongMode: return "wrong_mode";
     case Errc::kMemberConflict: return "member_conflict";
+    case Errc::kHostUnresolved: return "host_unresolved";
   }
   return "unknown";
 }

@@ -648,7 +648,10 @@ JobConsumerStats JobConsumer::stats() const {
   s.wakes = ld(wakes_);
   s.empty_claims = ld(empty_claims_);
   s.member_conflicts = ld(member_conflicts_);
-  s.in_flight = ld(claimed_) + ld(handed_off_) - ld(applied_) - ld(stale_applies_) - ld(malformed_);
+  // Settled before taken: a job is taken before it is settled, so reading in this order can only
+  // miss settlements (a larger figure), and in_flight_of clamps what the relaxed loads may mix.
+  const std::uint64_t settled = ld(applied_) + ld(stale_applies_) + ld(malformed_);
+  s.in_flight = in_flight_of(ld(claimed_) + ld(handed_off_), settled);
   return s;
 }
 

@@ -69,6 +69,8 @@ constexpr Field<WriterStats> kWriterFields[] = {
     {"passes", &WriterStats::passes, Kind::kCounter, "writer loop passes"},
     {"remembered_stale", &WriterStats::remembered_stale, Kind::kCounter,
      "job items the journal's applied memory answered"},
+    {"pin_failures", &WriterStats::pin_failures, Kind::kCounter,
+     "writer_cpu pins the kernel refused (the writer runs unpinned)"},
 };
 
 constexpr Field<ring::RingStats> kRingFields[] = {
@@ -221,6 +223,17 @@ std::string render_labels(const Labels& labels) {
   return out + '}';
 }
 
+// A counter or gauge read back from a snapshot: a non-negative integer, as to_json writes them.
+// nlohmann's get<uint64_t> would turn -5 into 2^64 - 5 and 1.5 into 1.
+std::uint64_t count_of(const json& v, std::string_view key) {
+  if (!v.is_number_unsigned()) {
+    throw std::invalid_argument("stats snapshot: '" + std::string(key) + "' is " +
+                                v.dump(-1, ' ', false, json::error_handler_t::replace) +
+                                ", not a non-negative integer");
+  }
+  return v.get<std::uint64_t>();
+}
+
 // Families in first-seen order, each holding every node's samples (the text format wants one
 // family's samples together, under one TYPE line).
 class Exposition {
@@ -230,15 +243,24 @@ class Exposition {
     family(name, type, help).push_back(name + render_labels(labels) + ' ' + std::to_string(value));
   }
   // A histogram from per-bucket counts: bucket k's upper bound is upper(k); the last bucket is
-  // +Inf.
+  // +Inf. At most `max_buckets` (the format's count: a bound is a power of two, and a snapshot
+  // with more would shift past 63 bits), and a cumulative count that fits 64 bits.
   template <class Upper>
   void histogram(const std::string& name, const char* help, const Labels& labels,
-                 const json& counts, Upper upper) {
+                 const json& counts, std::size_t max_buckets, Upper upper) {
+    if (!counts.is_array() || counts.empty() || counts.size() > max_buckets) {
+      throw std::invalid_argument("stats snapshot: " + name + " wants an array of 1.." +
+                                  std::to_string(max_buckets) + " buckets");
+    }
     auto& lines = family(name, "histogram", help);
     std::uint64_t cumulative = 0;
     const std::size_t n = counts.size();
     for (std::size_t k = 0; k < n; ++k) {
-      cumulative += counts[k].get<std::uint64_t>();
+      const std::uint64_t c = count_of(counts[k], name);
+      if (c > UINT64_MAX - cumulative) {
+        throw std::invalid_argument("stats snapshot: " + name + " counts more than 2^64");
+      }
+      cumulative += c;
       Labels with = labels;
       with.emplace_back("le", k + 1 == n ? std::string("+Inf") : upper(k));
       lines.push_back(name + "_bucket" + render_labels(with) + ' ' + std::to_string(cumulative));
@@ -282,8 +304,7 @@ void render_fields(Exposition& e, const std::string& thing, const json& j, const
   for (const auto& f : fields) {
     const bool counter = f.kind == Kind::kCounter;
     e.sample("echostore_" + thing + '_' + f.key + (counter ? "_total" : ""),
-             counter ? "counter" : "gauge", f.help, labels,
-             need(j, f.key).template get<std::uint64_t>());
+             counter ? "counter" : "gauge", f.help, labels, count_of(need(j, f.key), f.key));
   }
 }
 
@@ -306,21 +327,21 @@ void render_snapshot(Exposition& e, const json& s) {
   if (!node.empty()) base.emplace_back("node", node);
   e.sample("echostore_engine_unrouted_pushes_total", "counter",
            "pushes for no declared table, or not messages", base,
-           need(s, "unrouted_pushes").get<std::uint64_t>());
+           count_of(need(s, "unrouted_pushes"), "unrouted_pushes"));
   for (const json& t : need(s, "tables")) {
     Labels tl = base;
     tl.emplace_back("table", need(t, "name").get<std::string>());
     e.sample("echostore_table_pushes_total", "counter", "broadcast pushes routed to the table", tl,
-             need(t, "pushes").get<std::uint64_t>());
+             count_of(need(t, "pushes"), "pushes"));
     e.sample("echostore_table_garbage_total", "counter", "broadcast frames refused", tl,
-             need(t, "garbage").get<std::uint64_t>());
+             count_of(need(t, "garbage"), "garbage"));
     render_fields(e, "l1", need(t, "l1"), tl, kL1Fields);
     const json& w = need(t, "writer");
     render_fields(e, "writer", w, tl, kWriterFields);
     e.sample("echostore_writer_suspended", "gauge", "1 while the table does not cache", tl,
              need(w, "suspended").get<bool>() ? 1 : 0);
     e.histogram("echostore_writer_lag_seconds", "time from decode (io thread) to apply (writer)",
-                tl, need(w, "lag_ns_histogram"), seconds_bound);
+                tl, need(w, "lag_ns_histogram"), kLagBuckets, seconds_bound);
     std::size_t index = 0;
     for (const json& r : need(t, "rings")) {
       Labels rl = tl;
@@ -329,7 +350,7 @@ void render_snapshot(Exposition& e, const json& s) {
       e.sample("echostore_ring_flush_pending", "gauge", "1 while a flush refusal awaits the writer",
                rl, need(r, "flush_pending").get<bool>() ? 1 : 0);
       e.histogram("echostore_ring_batch_size", "items per non-empty drain pass", rl,
-                  need(r, "batch_histogram"), batch_bound);
+                  need(r, "batch_histogram"), ring::kHistogramBuckets, batch_bound);
     }
     const json& c = need(t, "consumer");
     if (!c.is_null()) render_fields(e, "consumer", c, tl, kConsumerFields);
@@ -341,7 +362,7 @@ void render_snapshot(Exposition& e, const json& s) {
     e.sample("echostore_connection_ready", "gauge", "1 while the connection is booted and ready",
              cl, need(c, "status").get<std::string>() == "ready" ? 1 : 0);
     e.sample("echostore_connection_protocol", "gauge", "RESP protocol once booted (0 before)", cl,
-             need(c, "protocol").get<std::uint64_t>());
+             count_of(need(c, "protocol"), "protocol"));
   }
   // Cluster mode only; a snapshot without the key (single server, or an older node) has none.
   if (auto it = s.find("cluster"); it != s.end() && !it->is_null()) {
@@ -429,7 +450,9 @@ std::string to_json(const StatsSnapshot& snapshot) {
     journals.push_back(std::move(jj));
   }
   out["journals"] = std::move(journals);
-  return out.dump();
+  // Table names are UTF-8 (validate), but a node label or a journal's path need not be: a byte
+  // that is not UTF-8 becomes U+FFFD rather than a type_error thrown into a publisher thread.
+  return out.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 std::string prometheus_from_json(const std::vector<std::string>& snapshots) {

@@ -45,7 +45,7 @@ void validate(const TableSpec& spec) {
   if (auto ok = table::check_table_name(spec.name); !ok) {
     throw ConfigError("table name '" + spec.name + "' is refused (" +
                       std::string(table::to_string(ok.error())) +
-                      "): 1..200 bytes, no braces, spaces or control bytes");
+                      "): 1..200 bytes of UTF-8, no braces, spaces or control bytes");
   }
   const bool kind_ok = spec.kind.size() == 3 &&
                        std::all_of(spec.kind.begin(), spec.kind.end(),

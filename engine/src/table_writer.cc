@@ -13,6 +13,8 @@
 
 #include <bit>
 #include <chrono>
+#include <cstdio>
+#include <cstring>
 
 #include <echo/engine/errc.h>
 #include <echo/engine/l2_frame.h>
@@ -155,7 +157,15 @@ void TableWriter::run(std::stop_token stop) {
     cpu_set_t set;
     CPU_ZERO(&set);
     CPU_SET(spec_.writer_cpu, &set);
-    pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+    // Refused when the CPU is outside this process's cpuset (a container, taskset on a cgroup):
+    // the writer then runs where the scheduler puts it, counted and said once.
+    if (const int rc = pthread_setaffinity_np(pthread_self(), sizeof set, &set); rc != 0) {
+      bump(pin_failures_);
+      std::fprintf(stderr,
+                   "echo::engine::TableWriter: table %s: cannot pin the writer to CPU %d (%s); it "
+                   "runs unpinned\n",
+                   spec_.name.c_str(), spec_.writer_cpu, std::strerror(rc));
+    }
   }
   std::vector<Command> batch;
   batch.resize(spec_.max_batch);
@@ -466,6 +476,7 @@ WriterStats TableWriter::stats() const {
   s.commands = ld(commands_);
   s.passes = ld(passes_);
   s.remembered_stale = ld(remembered_stale_);
+  s.pin_failures = ld(pin_failures_);
   s.suspended = suspended_flag_.load(std::memory_order_relaxed);
   for (std::size_t i = 0; i < kLagBuckets; ++i) s.lag_histogram[i] = ld(lag_[i]);
   s.last_applied_ns = last_applied_ns_.load(std::memory_order_relaxed);

@@ -9,10 +9,14 @@
 
 #include <echo/engine/engine.h>
 #include <echo/engine/local_server.h>
+#include <echo/io/cluster_map.h>
 
 #include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <chrono>
+#include <exception>
+#include <limits>
 #include <memory>
 #include <stdexcept>
 #include <thread>
@@ -62,7 +66,42 @@ bool await_value(engine::Engine& node, std::string_view table, const std::string
   return false;
 }
 
+// Whole decimal digits within lo..hi, else nullopt ("4x", "-1", "", " 4" included).
+std::optional<int> parse_int(std::string_view text, int lo, int hi) {
+  int v = 0;
+  const auto [at, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ec != std::errc() || at != text.data() + text.size() || v < lo || v > hi) {
+    return std::nullopt;
+  }
+  return v;
+}
+
 }  // namespace
+
+std::optional<QuoteBoardOptions> parse_quote_board_args(int argc, const char* const* argv) {
+  QuoteBoardOptions o;
+  for (int i = 1; i < argc; ++i) {
+    if (i + 1 >= argc) return std::nullopt;  // every flag takes a value
+    const std::string_view flag = argv[i], value = argv[++i];
+    std::optional<int> n;
+    if (flag == "--server") {
+      if (!io::parse_address(value)) return std::nullopt;
+      o.server = std::string(value);
+      continue;
+    } else if (flag == "--instruments") {
+      n = parse_int(value, 1, 1000);
+      if (n) o.instruments = *n;
+    } else if (flag == "--readers") {
+      n = parse_int(value, 1, 64);
+      if (n) o.readers = *n;
+    } else if (flag == "--reprices") {
+      n = parse_int(value, 1, std::numeric_limits<int>::max());
+      if (n) o.reprices = *n;
+    }
+    if (!n) return std::nullopt;
+  }
+  return o;
+}
 
 QuoteBoardSummary run_quote_board(const QuoteBoardOptions& o, std::ostream& out) {
   if (o.instruments < 1 || o.instruments > 1000)
@@ -76,10 +115,10 @@ QuoteBoardSummary run_quote_board(const QuoteBoardOptions& o, std::ostream& out)
     base.host = own->host();
     base.port = own->port();
   } else {
-    const auto colon = o.server.rfind(':');
-    if (colon == std::string::npos) throw std::invalid_argument("--server wants HOST:PORT");
-    base.host = o.server.substr(0, colon);
-    base.port = std::stoi(o.server.substr(colon + 1));
+    const auto address = io::parse_address(o.server);
+    if (!address) throw std::invalid_argument("--server wants HOST:PORT, got '" + o.server + "'");
+    base.host = address->host;
+    base.port = address->port;
   }
   engine::EngineOptions wo = base, ro = base;
   wo.node_id = 1;
@@ -109,6 +148,18 @@ QuoteBoardSummary run_quote_board(const QuoteBoardOptions& o, std::ostream& out)
   };
   std::vector<ReaderResult> results(o.readers);
   std::vector<std::thread> readers;
+  // However this scope is left (a lost server, a thread that cannot be made), the readers stop
+  // and are joined before the engines they read go away.
+  struct StopReaders {
+    std::atomic<bool>& stop;
+    std::vector<std::thread>& threads;
+    ~StopReaders() {
+      stop.store(true, std::memory_order_release);
+      for (auto& t : threads) {
+        if (t.joinable()) t.join();
+      }
+    }
+  } stop_readers{stop, readers};
   for (int r = 0; r < o.readers; ++r) {
     readers.emplace_back([&, r] {
       ReaderResult& res = results[r];
@@ -132,7 +183,7 @@ QuoteBoardSummary run_quote_board(const QuoteBoardOptions& o, std::ostream& out)
 
   std::vector<int> final_price(o.instruments), final_limit(o.instruments);
   for (int i = 0; i < o.instruments; ++i) final_price[i] = final_limit[i] = -1 - i;
-  std::thread writer([&] {
+  auto write_prices = [&] {
     const auto t0 = Clock::now();
     for (int k = 0; k < o.reprices; ++k) {
       const int i = k % o.instruments;
@@ -148,8 +199,19 @@ QuoteBoardSummary run_quote_board(const QuoteBoardOptions& o, std::ostream& out)
       }
     }
     sum.writer_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  };
+  // A failed call (the server lost: put, broadcast or enqueue answers an error) ends the writer's
+  // loop; the error leaves this function once the readers are joined, never the thread itself.
+  std::exception_ptr writer_error;
+  std::thread writer([&] {
+    try {
+      write_prices();
+    } catch (...) {
+      writer_error = std::current_exception();
+    }
   });
   writer.join();
+  if (writer_error) std::rethrow_exception(writer_error);
 
   // The reading node has applied the last broadcast (and job) of every instrument once it reads
   // each final value; the wait is bounded.
@@ -160,7 +222,7 @@ QuoteBoardSummary run_quote_board(const QuoteBoardOptions& o, std::ostream& out)
     settled &= await_value(reader_node, "limits", ids[i], limit_of(final_limit[i]), deadline);
   }
   stop.store(true, std::memory_order_release);
-  for (auto& t : readers) t.join();
+  for (auto& t : readers) t.join();  // stop_readers finds them joined
 
   std::vector<std::int64_t> all_ns;
   for (const auto& res : results) {

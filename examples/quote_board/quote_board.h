@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <ostream>
 #include <string>
 
@@ -27,8 +28,15 @@ struct QuoteBoardSummary {
   double read_ns_p50 = 0;     // a reader's get() on an L1 hit, median
 };
 
-// Runs the board and prints a short summary to `out`. Throws std::runtime_error when the
-// setup fails (no redis-server, no connection); a wrong answer is ok == false, not a throw.
+// The program's arguments (argv[1..argc-1]): [--server H:P] [--instruments N] [--readers N]
+// [--reprices N], each number whole decimal digits within its range above and the server a strict
+// HOST:PORT. nullopt for anything else (the program's usage error, exit 2); never throws.
+std::optional<QuoteBoardOptions> parse_quote_board_args(int argc, const char* const* argv);
+
+// Runs the board and prints a short summary to `out`. Throws std::invalid_argument for an option
+// out of range, std::runtime_error when the setup fails (no redis-server, no connection) or the
+// server is lost during the run (after every thread of the run has stopped); a wrong answer is
+// ok == false, not a throw.
 QuoteBoardSummary run_quote_board(const QuoteBoardOptions& options, std::ostream& out);
 
 }  // namespace echo::examples

@@ -100,6 +100,18 @@ std::optional<std::uint16_t> command_slot(std::span<const std::string_view> args
   return hash_slot(args[1]);
 }
 
+std::optional<NodeAddress> parse_address(std::string_view text) {
+  const auto colon = text.rfind(':');
+  if (colon == std::string_view::npos || colon == 0) return std::nullopt;
+  std::string_view host = text.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  const auto port = to_int(text.substr(colon + 1));
+  if (host.empty() || !port || *port < 1 || *port > 65535) return std::nullopt;
+  return NodeAddress{std::string(host), static_cast<int>(*port)};
+}
+
 std::vector<NodeAddress> parse_seeds(std::string_view text) {
   std::vector<NodeAddress> out;
   std::size_t at = 0;
@@ -107,20 +119,12 @@ std::vector<NodeAddress> parse_seeds(std::string_view text) {
     const auto comma = text.find(',', at);
     const std::string_view entry =
         text.substr(at, comma == std::string_view::npos ? std::string_view::npos : comma - at);
-    const auto colon = entry.rfind(':');
-    if (entry.empty() || colon == std::string_view::npos || colon == 0) {
-      throw std::invalid_argument("cluster seed '" + std::string(entry) + "' is not host:port");
-    }
-    std::string_view host = entry.substr(0, colon);
-    if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-      host = host.substr(1, host.size() - 2);
-    }
-    const auto port = to_int(entry.substr(colon + 1));
-    if (!port || *port < 1 || *port > 65535) {
+    auto address = parse_address(entry);
+    if (!address) {
       throw std::invalid_argument("cluster seed '" + std::string(entry) +
-                                  "': port must be in 1..65535");
+                                  "' is not host:port (port 1..65535)");
     }
-    out.push_back(NodeAddress{std::string(host), static_cast<int>(*port)});
+    out.push_back(std::move(*address));
     if (comma == std::string_view::npos) break;
     at = comma + 1;
   }

@@ -12,6 +12,41 @@ constexpr bool forbidden(unsigned char c) noexcept {
   return c <= 0x20 || c == 0x7F || c == '{' || c == '}';
 }
 
+// Well-formed UTF-8 (RFC 3629: no overlong forms, no surrogates, nothing past U+10FFFF). A name
+// reaches JSON (stats snapshots, connection labels), which holds text only; the reference's
+// table names are atoms, which are UTF-8.
+bool utf8(std::string_view s) noexcept {
+  std::size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    std::size_t n = 0;
+    unsigned char lo = 0x80, hi = 0xBF;  // the first continuation byte's range
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if (c >= 0xC2 && c <= 0xDF) {
+      n = 1;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      n = 2;
+      if (c == 0xE0) lo = 0xA0;
+      if (c == 0xED) hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      n = 3;
+      if (c == 0xF0) lo = 0x90;
+      if (c == 0xF4) hi = 0x8F;
+    } else {
+      return false;
+    }
+    if (s.size() - i <= n) return false;
+    for (std::size_t k = 1; k <= n; ++k) {
+      const auto b = static_cast<unsigned char>(s[i + k]);
+      if (b < (k == 1 ? lo : 0x80) || b > (k == 1 ? hi : 0xBF)) return false;
+    }
+    i += n + 1;
+  }
+  return true;
+}
+
 constexpr std::array<std::uint16_t, 256> make_crc_table() {
   std::array<std::uint16_t, 256> t{};
   for (unsigned i = 0; i < 256; ++i) {
@@ -42,6 +77,8 @@ std::string_view to_string(NameError e) noexcept {
     case NameError::kTooLong: return "too_long";
     case NameError::kForbiddenByte: return "forbidden_byte";
     case NameError::kInvalidId: return "invalid_id";
+    case NameError::kNotUtf8:
+      return "not_utf8";
   }
   return "unknown";
 }
@@ -53,6 +90,7 @@ Expected<std::string_view, NameError> check_table_name(std::string_view table) n
                   [](char c) { return forbidden(static_cast<unsigned char>(c)); })) {
     return Unexpected{NameError::kForbiddenByte};
   }
+  if (!utf8(table)) return Unexpected{NameError::kNotUtf8};
   return table;
 }
 

@@ -10,8 +10,10 @@
 #include <gtest/gtest.h>
 #include <hiredis/hiredis.h>
 
+#include <chrono>
 #include <memory>
 #include <sstream>
+#include <thread>
 
 namespace {
 
@@ -45,6 +47,76 @@ TEST(QuoteBoard, EveryReadersLastReadIsTheFinalPrice) {
   const std::string text = echo::engine::prometheus_from_json({snapshot});
   EXPECT_NE(text.find("echostore_l1_hits_total{node=\"2\",table=\"quotes\"}"), std::string::npos);
   EXPECT_EQ(text.find("table=\"limits\""), std::string::npos) << "one table per key";
+}
+
+TEST(QuoteBoard, ALostServerEndsTheRunWithAnErrorNotATerminate) {
+  // The writer thread's put fails once the server is gone: the run must end with a thrown
+  // runtime_error after its threads stopped (it was a throw out of a std::thread: terminate).
+  echo::engine::LocalServer server;
+  echo::examples::QuoteBoardOptions o;
+  o.server = server.host() + ":" + std::to_string(server.port());
+  o.instruments = 4;
+  o.readers = 1;
+  o.reprices = 100000000;  // far more than the time before the kill allows
+  // Killed once the writer thread has broadcast (PUBLISH is only ever sent from it), so the loss
+  // meets that thread and not the setup.
+  std::thread killer([&server] {
+    std::unique_ptr<redisContext, decltype(&redisFree)> c(
+        redisConnect(server.host().c_str(), server.port()), &redisFree);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (c && !c->err && std::chrono::steady_clock::now() < deadline) {
+      auto* r = static_cast<redisReply*>(redisCommand(c.get(), "INFO commandstats"));
+      bool published = false;
+      if (r != nullptr && r->type == REDIS_REPLY_STRING) {
+        published = std::string(r->str, r->len).find("cmdstat_publish:calls=") != std::string::npos;
+      }
+      if (r != nullptr) freeReplyObject(r);
+      if (published) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    server.kill();
+  });
+  std::ostringstream out;
+  try {
+    (void)echo::examples::run_quote_board(o, out);
+    ADD_FAILURE() << "the run finished although its server was killed";
+  } catch (const std::runtime_error& e) {
+    // One of the writer thread's calls met the loss (not the setup's).
+    const std::string what = e.what();
+    EXPECT_TRUE(what.starts_with("put quote: ") || what.starts_with("broadcast: ") ||
+                what.starts_with("put limit: ") || what.starts_with("enqueue: "))
+        << what;
+  }
+  killer.join();
+}
+
+TEST(QuoteBoard, BadArgumentsAreAUsageErrorNotAThrow) {
+  using echo::examples::parse_quote_board_args;
+  auto parse = [](std::vector<const char*> args) {
+    args.insert(args.begin(), "quote_board");
+    return parse_quote_board_args(static_cast<int>(args.size()), args.data());
+  };
+  const auto good = parse(
+      {"--server", "127.0.0.1:7000", "--instruments", "8", "--readers", "2", "--reprices", "300"});
+  ASSERT_TRUE(good);
+  EXPECT_EQ(good->server, "127.0.0.1:7000");
+  EXPECT_EQ(good->instruments, 8);
+  EXPECT_EQ(good->readers, 2);
+  EXPECT_EQ(good->reprices, 300);
+  EXPECT_TRUE(parse({}));
+  const std::vector<std::vector<const char*>> bad = {
+      {"--readers", "x"},        {"--readers", "99999999999999"},
+      {"--readers", "2x"},       {"--readers", "0"},
+      {"--instruments", "1001"}, {"--reprices", "-1"},
+      {"--server", "127.0.0.1"}, {"--server", "h:6379x"},
+      {"--server", "h:0"},       {"--readers"},
+      {"--bogus", "1"}};
+  for (const auto& args : bad) {
+    std::optional<echo::examples::QuoteBoardOptions> got;
+    EXPECT_NO_THROW(got = parse(args)) << args[0];
+    EXPECT_FALSE(got) << args[0] << ' ' << (args.size() > 1 ? args[1] : "");
+  }
 }
 
 }  // namespace

@@ -97,6 +97,17 @@ TEST(Seeds, ParsesListsAndRefusesBadEntries) {
   }
 }
 
+TEST(ParseAddress, OneHostPortStrictly) {
+  EXPECT_EQ(parse_address("127.0.0.1:7000"), (NodeAddress{"127.0.0.1", 7000}));
+  EXPECT_EQ(parse_address("[::1]:7002"), (NodeAddress{"::1", 7002}));
+  EXPECT_EQ(parse_address("h:65535"), (NodeAddress{"h", 65535}));
+  // std::stoi took "6379x", " 6379" and "+6379" as 6379.
+  for (std::string_view bad : {"", "host", ":7000", "h:", "h:0", "h:65536", "h:-1", "h:6379x",
+                               "h: 6379", "h:+6379", "h:99999999999999999999", "[]:7000"}) {
+    EXPECT_FALSE(parse_address(bad)) << bad;
+  }
+}
+
 // Decodes one reply from its wire bytes and hands it to `fn`.
 template <class Fn>
 void with_reply(std::string_view bytes, Fn fn) {

@@ -43,11 +43,30 @@ TEST(Names, RefuseTableNamesThatWouldBreakAKey) {
   EXPECT_TRUE(coherence_channel("quotes.v2-eu_1"));
 }
 
+TEST(Names, RefuseTableNamesThatAreNotUtf8) {
+  // A lone continuation byte, a truncated sequence, an overlong '/', a surrogate, past U+10FFFF,
+  // and bytes UTF-8 never uses.
+  const std::string bad[] = {"q\x80",     "q\xC3",         "q\xE2\x82",
+                             "q\xC0\xAF", "q\xED\xA0\x80", "q\xF4\x90\x80\x80",
+                             "q\xFF",     "\xFEq"};
+  for (const auto& t : bad) {
+    EXPECT_EQ(coherence_channel(t).error(), NameError::kNotUtf8) << t;
+    EXPECT_EQ(l2_key(t, "AST0KHTOWnGLuC").error(), NameError::kNotUtf8) << t;
+    EXPECT_EQ(bus_key(t, "pending").error(), NameError::kNotUtf8) << t;
+  }
+  // Well-formed multi-byte names stay legal: 2, 3 and 4 bytes, and the highest code point.
+  for (const char* good :
+       {"caf\xC3\xA9", "\xE2\x82\xAC-eu", "\xF0\x9F\x93\x88", "\xF4\x8F\xBF\xBF"}) {
+    EXPECT_TRUE(coherence_channel(good)) << good;
+  }
+}
+
 TEST(Names, ErrorNamesAreStable) {
   EXPECT_EQ(to_string(NameError::kEmpty), "empty");
   EXPECT_EQ(to_string(NameError::kTooLong), "too_long");
   EXPECT_EQ(to_string(NameError::kForbiddenByte), "forbidden_byte");
   EXPECT_EQ(to_string(NameError::kInvalidId), "invalid_id");
+  EXPECT_EQ(to_string(NameError::kNotUtf8), "not_utf8");
 }
 
 TEST(HashSlot, MatchesContractVectors) {

@@ -23,6 +23,7 @@ namespace {
 using echo::ring::Doorbell;
 using echo::ring::FullPolicy;
 using echo::ring::RingConfig;
+using echo::ring::RingStats;
 using echo::ring::SpscRing;
 using echo::ring::WaitConfig;
 using echo::ring::WaitStrategy;
@@ -547,6 +548,36 @@ TEST(SpscRing, G3OccupancyIsVisibleMidStormAndCreditsNeverDrop) {
   std::printf("G3: %llu items in %.1f ms = %.0f items/s, largest batch %llu, 0 dropped\n",
               static_cast<unsigned long long>(kItems), secs * 1e3, kItems / secs,
               static_cast<unsigned long long>(s.max_batch));
+}
+
+TEST(SpscRing, StatsDifferenceIsOneConsistentPairWhileTheRingRuns) {
+  // A third thread's stats() while a producer and a consumer run: applied never passes published,
+  // and occupancy is exactly their difference (clamped), as an exporter computing published -
+  // applied expects. Separate loads let a drain or a publish land between them.
+  SpscRing<std::uint64_t> ring(config(64));
+  auto consumer = start_consumer(ring, 8, [](std::span<std::uint64_t>) noexcept {});
+  std::atomic<bool> done{false};
+  std::jthread producer([&] {
+    for (std::uint64_t i = 0; !done.load(std::memory_order_relaxed); ++i) {
+      if (!ring.try_publish(std::uint64_t{i})) std::this_thread::yield();
+    }
+  });
+  std::uint64_t behind = 0, mismatched = 0, samples = 0;
+  const auto end = Clock::now() + 1500ms;
+  while (Clock::now() < end) {
+    for (int k = 0; k < 1000; ++k, ++samples) {
+      const RingStats s = ring.stats();
+      if (s.applied > s.published) ++behind;
+      if (s.applied <= s.published &&
+          s.occupancy != std::min<std::uint64_t>(s.published - s.applied, s.capacity)) {
+        ++mismatched;
+      }
+    }
+  }
+  done.store(true, std::memory_order_relaxed);
+  producer.join();
+  EXPECT_EQ(behind, 0u) << "of " << samples << " samples";
+  EXPECT_EQ(mismatched, 0u) << "of " << samples << " samples";
 }
 
 // G4: capacity 64, applier held: 200 publishes give 64 accepted and 136 dropped; the release

@@ -313,6 +313,49 @@ TEST(StatsExport, RefusesWhatIsNotASnapshot) {
   EXPECT_THROW(prometheus_from_json({R"({"format":"echostore-stats/1"})"}), std::invalid_argument);
 }
 
+TEST(StatsExport, RefusesAHistogramOfMoreBucketsThanTheFormat) {
+  // A bucket's bound is a power of two: 65 buckets would shift a 64-bit one by 64 (UB).
+  auto j = nlohmann::json::parse(to_json(sample_snapshot("7")));
+  j["tables"][0]["rings"][0]["batch_histogram"] = std::vector<std::uint64_t>(65, 1);
+  EXPECT_THROW(prometheus_from_json({j.dump()}), std::invalid_argument);
+  j = nlohmann::json::parse(to_json(sample_snapshot("7")));
+  j["tables"][0]["writer"]["lag_ns_histogram"] = std::vector<std::uint64_t>(kLagBuckets + 1, 1);
+  EXPECT_THROW(prometheus_from_json({j.dump()}), std::invalid_argument);
+  j = nlohmann::json::parse(to_json(sample_snapshot("7")));
+  j["tables"][0]["rings"][0]["batch_histogram"] = {UINT64_MAX, 1};  // the cumulative would wrap
+  EXPECT_THROW(prometheus_from_json({j.dump()}), std::invalid_argument);
+}
+
+TEST(StatsExport, RefusesACounterThatIsNotANonNegativeInteger) {
+  // get<uint64_t> would print -5 as 18446744073709551611 and 1.5 as 1.
+  for (const nlohmann::json& bad : {nlohmann::json(-5), nlohmann::json(1.5), nlohmann::json("7")}) {
+    auto j = nlohmann::json::parse(to_json(sample_snapshot("7")));
+    j["tables"][0]["l1"]["hits"] = bad;
+    EXPECT_THROW(prometheus_from_json({j.dump()}), std::invalid_argument) << bad;
+    j = nlohmann::json::parse(to_json(sample_snapshot("7")));
+    j["unrouted_pushes"] = bad;
+    EXPECT_THROW(prometheus_from_json({j.dump()}), std::invalid_argument) << bad;
+    j = nlohmann::json::parse(to_json(sample_snapshot("7")));
+    j["tables"][0]["writer"]["lag_ns_histogram"][3] = bad;
+    EXPECT_THROW(prometheus_from_json({j.dump()}), std::invalid_argument) << bad;
+  }
+}
+
+TEST(StatsExport, BytesThatAreNotUtf8AreReplacedNotThrown) {
+  // A node label and a journal path are caller strings: JSON holds text only, and a throw here
+  // would end the publisher's thread (std::terminate).
+  StatsSnapshot s = sample_snapshot("node\xFF");
+  s.journals.front().path = "/tmp/\xC3(/journal-GRP0KHTOWnGLuC.db";
+  std::string text;
+  ASSERT_NO_THROW(text = to_json(s));
+  const auto j = nlohmann::json::parse(text);
+  EXPECT_EQ(j["node"], "node\xEF\xBF\xBD");
+  EXPECT_EQ(j["journals"][0]["path"], "/tmp/\xEF\xBF\xBD(/journal-GRP0KHTOWnGLuC.db");
+  std::string prom;
+  ASSERT_NO_THROW(prom = to_prometheus(s));
+  EXPECT_NE(prom.find("node=\"node\xEF\xBF\xBD\""), std::string::npos);
+}
+
 }  // namespace
 }  // namespace echo::engine
 

@@ -90,6 +90,15 @@ TEST(TableSpec, TableNameThatWouldBreakAKeyIsRefused) {
   }
 }
 
+TEST(TableSpec, TableNameThatIsNotUtf8IsRefused) {
+  // Its stats snapshot (JSON) could not hold it: the publisher thread would throw.
+  for (const char* bad : {"quotes\xFF", "q\xC3", "\x80"}) {
+    auto s = good();
+    s.name = bad;
+    expect_refused(s, "(not_utf8)");
+  }
+}
+
 TEST(TableSpec, ModeAndPolicyNamesAreStable) {
   EXPECT_EQ(to_string(CoherenceMode::kBroadcast), "broadcast");
   EXPECT_EQ(to_string(CoherenceMode::kJob), "job");

@@ -126,7 +126,8 @@ bool write_json(const std::string& path, const RunInfo& info, const BenchConfig&
   }
   j["rows"] = std::move(out);
   std::ofstream f(path);
-  f << j.dump(2) << '\n';
+  // The command line carries --json's path, which need not be UTF-8: replaced, not thrown.
+  f << j.dump(2, ' ', false, json::error_handler_t::replace) << '\n';
   return static_cast<bool>(f);
 }
 

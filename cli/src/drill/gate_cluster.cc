@@ -26,6 +26,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <stop_token>
 #include <string>
 #include <thread>
 #include <vector>
@@ -374,18 +375,25 @@ void fo_failover(GateRun& run, const DrillTarget& target) {
   for (Engine* e : nodes) {
     for (const auto& n : names) (void)e->get("fo", n.view());
   }
+  // The loads below stop on `stop` (set once the failover is measured) or on their jthread's
+  // stop_token: a throw anywhere before that (kill_master_of, wait_failover, an admin call)
+  // unwinds through the jthreads, whose destructors request stop and join. Watching `stop` alone
+  // left them running and the unwinding's join waiting for ever.
   std::atomic<bool> stop{false};
+  const auto stopping = [&stop](const std::stop_token& st) {
+    return stop.load() || st.stop_requested();
+  };
   std::atomic<int> writes{0}, refused{0}, reads{0};
-  std::jthread wl([&] {
-    for (int round = 1; !stop.load(); ++round) {
+  std::jthread wl([&](std::stop_token st) {
+    for (int round = 1; !stopping(st); ++round) {
       for (const auto& n : names) {
         auto v = w.put("fo", n.view(), "r" + std::to_string(round));
         (v && w.broadcast("fo", n.view(), *v) ? writes : refused).fetch_add(1);
       }
     }
   });
-  std::jthread rl([&] {
-    for (int i = 0; !stop.load(); ++i) {
+  std::jthread rl([&](std::stop_token st) {
+    for (int i = 0; !stopping(st); ++i) {
       if (r1.get("fo", names[i % kNames].view())) reads.fetch_add(1);
       if (r2.get("fo", names[(i + 7) % kNames].view())) reads.fetch_add(1);
     }
@@ -401,10 +409,10 @@ void fo_failover(GateRun& run, const DrillTarget& target) {
     return w.enqueue_job(jt, group, job, n.view(), v);
   };
   std::atomic<int> recorded{0}, enqueue_refused{0};
-  std::jthread jl([&] {
+  std::jthread jl([&](std::stop_token st) {
     table::Minter versions(kDrillNode + 5);
-    while (!stop.load()) {
-      for (int i = 0; i < kJobNames && !stop.load(); ++i) {
+    while (!stopping(st)) {
+      for (int i = 0; i < kJobNames && !stopping(st); ++i) {
         const BrandedId v = versions.mint("AST").value();
         auto job = journal.intend_and_enqueue(job_names[i], v, enqueue);
         finals[i] = v;

@@ -37,7 +37,8 @@ namespace echo::engine {
 enum class ServerMode : std::uint8_t { kSingle, kCluster };
 
 struct EngineOptions {
-  std::string host = "127.0.0.1";
+  std::string host = "127.0.0.1";      // 1..255 bytes, no space or control byte; resolved in
+                                       // start() (host_unresolved when it does not)
   int port = 0;                        // 1..65535; required unless cluster_seeds is set
   ServerMode mode = ServerMode::kSingle;
   // kCluster: seed nodes "host:port,host:port,..." (empty: host:port above); any live node serves.
@@ -46,10 +47,12 @@ struct EngineOptions {
   std::string password;
   unsigned node_id = 0;                // 0..1023: this process's minting node
   io::LoopOptions io{};                // io thread: wait mode, CPU pinning
-  std::chrono::milliseconds get_timeout{10000};     // a miss's wait for its flight (WIRE: 10 s)
-  std::chrono::milliseconds call_timeout{5000};     // a blocking L2 call
-  std::chrono::milliseconds heartbeat{30000};       // idle PING on each connection; 0 = off
-  std::string version_value = "echomq:2.0.0";      // the {emq}:version fence
+  std::chrono::milliseconds get_timeout{10000};  // a miss's wait for its flight (WIRE: 10 s);
+                                                 // 1..3,600,000 ms
+  std::chrono::milliseconds call_timeout{5000};  // a blocking L2 call; 1..3,600,000 ms
+  std::chrono::milliseconds heartbeat{30000};    // idle PING on each connection; 0 = off,
+                                                 // else at most 3,600,000 ms
+  std::string version_value = "echomq:2.0.0";    // the {emq}:version fence; not empty
   // Every this often, SET ecc:{t}:stats:<node_id> to each table's JSON stats snapshot, PX three
   // periods (stats_export.h; `echostore stats` reads them). 0 = off, else 100..3,600,000 ms.
   std::chrono::milliseconds stats_publish{0};
@@ -129,6 +132,9 @@ class Engine {
   // job-lane table's first membership beat), then starts the writers. Owner thread; blocks up to
   // `timeout`. Returns the first failure: member_conflict when another process beats as this
   // node_id in a job-lane table's membership (job_consumer.h, "Two processes, one node id").
+  // host_unresolved when the host (or a seed) does not resolve, the kernel's error when the
+  // io_uring or a thread cannot be made; it never throws for a knob the constructor accepted.
+  // A timeout beyond 24 h is taken as 24 h.
   // An Engine runs once: start() after stop(), or after a start() that failed, answers stopped
   // (construct a new Engine); start() while running answers success.
   std::error_code start(std::chrono::milliseconds timeout = std::chrono::seconds(5));
@@ -201,6 +207,7 @@ class Engine {
   bool running() const noexcept;
 
  private:
+  std::error_code start_once(std::chrono::milliseconds timeout);  // start() less its catch
   Result<std::vector<MemberAdmission>> fan_out(std::string_view table, const table::BrandedId& group,
                                                const table::BrandedId& job, std::string_view id,
                                                const table::BrandedId& version);

@@ -22,6 +22,7 @@ enum class Errc : int {
   kWrongMode,        // EngineOptions::mode is single but the server is a cluster node
   kMemberConflict,   // start(): another process beats as this node in a job-lane table's
                      // membership (a node id used twice; job_consumer.h)
+  kHostUnresolved,   // start(): EngineOptions::host (or a seed) did not resolve
 };
 
 const std::error_category& engine_category() noexcept;

@@ -103,6 +103,13 @@ struct JobConsumerStats {
   std::uint64_t member_conflicts = 0;
 };
 
+// JobConsumerStats::in_flight from its counters: jobs taken (claimed + handed off) less jobs
+// settled (applied, stale, malformed). They are separate relaxed loads against the loop thread,
+// so a read can count a job settled and miss its taking: 0 then, never a wrap to 2^64 - 1.
+constexpr std::uint64_t in_flight_of(std::uint64_t taken, std::uint64_t settled) noexcept {
+  return taken > settled ? taken - settled : 0;
+}
+
 // The queue names of one job-lane table. The shared queue and the membership share the table's
 // hash tag; each member's queue is a WIRE §5 queue of its own, ecc.coh.<t>|<m>, with its own
 // hash tag, so on a cluster a table's member queues spread over the shards (issue 9 item 3).

@@ -51,15 +51,20 @@ StatsSnapshot only_table(StatsSnapshot snapshot, std::string_view table);
 // "tables":[{"name","pushes","garbage","l1":{...},"writer":{...,"lag_ns_histogram":[40]},
 // "rings":[{...,"batch_histogram":[32]}],"consumer":{...}|null}],"connections":[{...}],
 // "cluster":{"moved","ask","refreshes","held","held_expired","redirect_limit","masters",
-// "resubscribes"}|null,"journals":[{...}]}. Any thread; allocates.
+// "resubscribes"}|null,"journals":[{...}]}. Any thread; allocates. Throws nothing but bad_alloc:
+// a string that is not UTF-8 (a node label, a journal's path) is written with U+FFFD in place of
+// each byte that is not.
 std::string to_json(const StatsSnapshot& snapshot);
 
-// Prometheus text exposition (version 0.0.4) of one snapshot. Any thread; allocates.
+// Prometheus text exposition (version 0.0.4) of one snapshot, rendered from to_json's text (so
+// the same U+FFFD for a byte that is not UTF-8). Any thread; allocates; throws nothing but
+// bad_alloc.
 std::string to_prometheus(const StatsSnapshot& snapshot);
 
 // Prometheus text of several snapshots as to_json wrote them (one per node), each family's
 // samples together under one # HELP/# TYPE. Throws std::invalid_argument naming what is wrong
-// when a snapshot is not JSON or not in this format.
+// when a snapshot is not JSON or not in this format: a missing key, a counter that is not a
+// non-negative integer, a histogram of more buckets than the format's (40 lag, 32 batch).
 std::string prometheus_from_json(const std::vector<std::string>& snapshots);
 
 }  // namespace echo::engine

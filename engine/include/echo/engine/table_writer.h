@@ -110,6 +110,7 @@ struct WriterStats {
   std::uint64_t suspended_fills = 0;           // fills answered but not cached while suspended
   std::uint64_t puts = 0, erases = 0, commands = 0, passes = 0;
   std::uint64_t remembered_stale = 0;          // job-lane items the applied memory answered
+  std::uint64_t pin_failures = 0;              // writer_cpu refused by the kernel: runs unpinned
   bool suspended = false;
   std::array<std::uint64_t, kLagBuckets> lag_histogram{};
   // Steady-clock ns (std::chrono::steady_clock) at the end of the last batch from the rings that
@@ -240,7 +241,7 @@ class TableWriter {
   std::atomic<std::uint64_t> applied_{0}, stale_{0}, fills_{0}, l2_hits_{0}, coalesced_{0},
       load_errors_{0}, corrupt_frames_{0}, flight_restarts_{0}, ring_flushes_{0},
       disconnect_flushes_{0}, suspended_fills_{0}, puts_{0}, erases_{0}, commands_{0}, passes_{0},
-      remembered_stale_{0};
+      remembered_stale_{0}, pin_failures_{0};
   std::atomic<bool> suspended_flag_{false};
   std::array<std::atomic<std::uint64_t>, kLagBuckets> lag_{};
   std::atomic<std::int64_t> last_applied_ns_{0}, last_decoded_ns_{0};

@@ -35,8 +35,13 @@ struct NodeAddress {
   friend bool operator==(const NodeAddress&, const NodeAddress&) = default;
 };
 
-// "host:port[,host:port...]" (IPv6 as [addr]:port). Throws std::invalid_argument naming the
-// bad entry (empty, no port, port outside 1..65535).
+// One "host:port" (IPv6 as [addr]:port), strictly: nullopt when the host is empty or the port is
+// not whole decimal digits in 1..65535 ("6379x", " 6379", "+6379" are refused). The one parser of
+// a HOST:PORT argument (the CLI's --server, the examples).
+std::optional<NodeAddress> parse_address(std::string_view text);
+
+// "host:port[,host:port...]" (IPv6 as [addr]:port), each entry as parse_address reads it. Throws
+// std::invalid_argument naming the bad entry (empty, no port, port outside 1..65535).
 std::vector<NodeAddress> parse_seeds(std::string_view text);
 
 // "MOVED 3999 127.0.0.1:6381" / "ASK 3999 127.0.0.1:6381" (an empty host means the node that

@@ -250,17 +250,21 @@ class SpscRing {
     return static_cast<std::size_t>(std::min<std::uint64_t>(t - h, capacity_));
   }
 
-  // Every counter, relaxed loads (each exact, the set not one instant).
+  // Every counter, relaxed loads (each exact, the set not one instant), except the one pair a
+  // difference is taken of: applied (head) and published (tail) are read once, head first, each
+  // acquire, as occupancy_approx reads them, and occupancy is their difference (clamped to
+  // capacity). So applied <= published and occupancy = min(published - applied, capacity) in
+  // every answer; separate loads let a drain land in between and exported applied > published.
   RingStats stats() const noexcept {
     RingStats s;
     s.capacity = capacity_;
-    s.occupancy = occupancy_approx();
-    s.published = tail_.load(std::memory_order_relaxed);
+    s.applied = head_.load(std::memory_order_acquire);
+    s.published = tail_.load(std::memory_order_acquire);
+    s.occupancy = std::min<std::uint64_t>(s.published - s.applied, capacity_);
     s.dropped = dropped_.load(std::memory_order_relaxed);
     s.wakes = wakes_.load(std::memory_order_relaxed);
     s.stalls = stalls_.load(std::memory_order_relaxed);
     s.flush_pending = flush_pending_.load(std::memory_order_relaxed);
-    s.applied = head_.load(std::memory_order_relaxed);
     s.max_batch = max_batch_.load(std::memory_order_relaxed);
     for (std::size_t i = 0; i < kHistogramBuckets; ++i) {
       s.batch_histogram[i] = histogram_[i].load(std::memory_order_relaxed);

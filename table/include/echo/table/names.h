@@ -20,9 +20,10 @@ enum class NameError : std::uint8_t {
   kTooLong = 2,        // longer than kMaxTableName
   kForbiddenByte = 3,  // '{', '}', a space or a control byte (<= 0x20, 0x7F): would break a key
   kInvalidId = 4,      // the id in a key position is not a valid branded id
+  kNotUtf8 = 5,        // a table or queue name that is not well-formed UTF-8 (JSON cannot hold it)
 };
 
-// "empty", "too_long", "forbidden_byte", "invalid_id".
+// "empty", "too_long", "forbidden_byte", "invalid_id", "not_utf8".
 std::string_view to_string(NameError e) noexcept;
 
 // The table name check every builder applies. Any thread; no allocation.

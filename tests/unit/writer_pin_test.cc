@@ -1,0 +1,87 @@
+// SPDX-License-Identifier: MIT
+// writer_cpu: a pin the kernel refuses (a CPU outside the process's cpuset) is counted in
+// WriterStats::pin_failures and the writer runs unpinned. The refusal is staged with a seccomp
+// filter on one test thread (inherited by the writer thread it starts, and by nothing else) that
+// answers sched_setaffinity with EINVAL, as the kernel does for a CPU the cpuset excludes.
+#include <echo/engine/table_writer.h>
+#include <gtest/gtest.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstddef>
+#include <thread>
+
+namespace echo::engine {
+namespace {
+
+TableSpec pinned_spec() {
+  TableSpec s;
+  s.name = "pinned";
+  s.kind = "AST";
+  s.loader = [](const table::BrandedId&) -> LoadResult { return LoadError{"unused"}; };
+  s.writer_cpu = 0;
+  return s;
+}
+
+WriterPorts idle_ports() {
+  WriterPorts p;
+  p.fetch = [](const table::BrandedId&, std::function<void(L2Fetch)>) {};
+  p.load = [](const table::BrandedId&, const table::BrandedId&, std::function<void(LoadOutcome)>) {};
+  return p;
+}
+
+// This thread, and every thread it starts from now on: sched_setaffinity fails with EINVAL.
+bool refuse_affinity_on_this_thread() {
+  sock_filter filter[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, arch)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_sched_setaffinity, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EINVAL & SECCOMP_RET_DATA)),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  sock_fprog prog{static_cast<unsigned short>(std::size(filter)), filter};
+  return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 &&
+         prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) == 0;
+}
+
+// Starts a writer pinned to CPU 0, waits for its first loop pass (the pin comes before it), and
+// answers its stats.
+WriterStats run_pinned_writer() {
+  TableWriter w(pinned_spec(), idle_ports(), 1);
+  w.start();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (w.stats().passes == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  WriterStats s = w.stats();
+  w.stop();
+  return s;
+}
+
+TEST(WriterPin, APinTheKernelAllowsCountsNoFailure) {
+  const WriterStats s = run_pinned_writer();
+  EXPECT_GT(s.passes, 0u);
+  EXPECT_EQ(s.pin_failures, 0u);
+}
+
+TEST(WriterPin, ARefusedPinIsCountedAndTheWriterRunsUnpinned) {
+  WriterStats s;
+  bool filtered = false;
+  std::thread([&] {
+    filtered = refuse_affinity_on_this_thread();
+    if (filtered) s = run_pinned_writer();
+  }).join();
+  ASSERT_TRUE(filtered) << "seccomp filter refused: " << errno;
+  EXPECT_GT(s.passes, 0u) << "the writer runs";
+  EXPECT_EQ(s.pin_failures, 1u);
+}
+
+}  // namespace
+}  // namespace echo::engine
