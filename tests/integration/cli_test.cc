@@ -71,6 +71,15 @@ class CliTest : public RedisTest {
   std::string server_arg() const { return server().host() + ":" + std::to_string(server().port()); }
 };
 
+// A journal file in `dir` with no intent in it (created by opening it once).
+std::filesystem::path empty_journal(const TempDir& dir) {
+  engine::JournalOptions o;
+  o.dir = dir.path();
+  o.group = "PRT0KHTOWnGLuC";
+  engine::Journal j(o);
+  return j.path();
+}
+
 TEST_F(CliTest, EveryUsageErrorExitsTwo) {
   // CLI11's own codes were 105 (a validator), 106 (a required option), 109 (an extra argument).
   const std::vector<std::vector<std::string>> bad = {
@@ -101,14 +110,7 @@ TEST_F(CliTest, ServerIsParsedStrictly) {
     EXPECT_NE(r.err.find("HOST:PORT"), std::string::npos) << r.err;
   }
   TempDir dir;
-  engine::JournalOptions o;
-  o.dir = dir.path();
-  o.group = "PRT0KHTOWnGLuC";
-  std::filesystem::path file;
-  {
-    engine::Journal j(o);
-    file = j.path();
-  }
+  const std::filesystem::path file = empty_journal(dir);
   const Ran r = run_cli(
       {"journal", "replay", file.string(), "--server", server_arg() + "x", "--table", "limits"});
   EXPECT_EQ(r.status, 2) << r.out << r.err;
@@ -118,7 +120,7 @@ TEST_F(CliTest, ServerIsParsedStrictly) {
 TEST_F(CliTest, StatsRefusesAValueThatIsNotASnapshotByNode) {
   engine::StatsSnapshot s;
   s.node = "2";
-  engine::TableStats t{};  // {}: table::L1Stats's counters have no initializers of their own
+  engine::TableStats t;
   t.name = "quotes";
   s.engine.tables = {t};
   const std::string good = engine::to_json(s);
@@ -154,14 +156,7 @@ TEST_F(CliTest, StatsRefusesAValueThatIsNotASnapshotByNode) {
 
 TEST_F(CliTest, JournalReplayThatSkippedMalformedIntentsIsNotASuccess) {
   TempDir dir;
-  engine::JournalOptions o;
-  o.dir = dir.path();
-  o.group = "PRT0KHTOWnGLuC";
-  std::filesystem::path file;
-  {
-    engine::Journal j(o);
-    file = j.path();
-  }
+  const std::filesystem::path file = empty_journal(dir);
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open(file.c_str(), &db), SQLITE_OK);
   ASSERT_EQ(sqlite3_exec(db,

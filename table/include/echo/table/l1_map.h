@@ -74,8 +74,9 @@ struct RowView {
 };
 
 struct L1Stats {
-  std::uint64_t hits, misses, coh_applied, coh_stale, swept, sweeps, full_skips, fill_refused,
-      put_refused, size, tombstones, tombstone_collapses, retired_pending;
+  std::uint64_t hits = 0, misses = 0, coh_applied = 0, coh_stale = 0, swept = 0, sweeps = 0,
+                full_skips = 0, fill_refused = 0, put_refused = 0, size = 0, tombstones = 0,
+                tombstone_collapses = 0, retired_pending = 0;
 };
 
 class L1Map {
