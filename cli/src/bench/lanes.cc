@@ -213,7 +213,7 @@ void run_lanes(const BenchConfig& c, const DrillTarget& target, Progress& progre
                              "writer",
                              "Engine::enqueue, no lead", "Engine::broadcast (broadcast lane)");
   Row mem_row = row("remembered_vs_job", "remembered lane (journal bound), send -> row gone",
-                    "Journal::intend_and_enqueue", "Engine::enqueue (bare job lane)");
+                    "Journal::intend_and_enqueue", "Engine::enqueue (job lane, no journal)");
   Row pair_row = row("journal_vs_sqlite", "journal record+mark pair", "Journal record+mark",
                      "plain SQLite WAL commit");
   pair_row.placement = placement_of(
