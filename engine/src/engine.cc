@@ -98,8 +98,16 @@ struct Engine::Impl {
   bool started = false;  // start() ran once (owner thread): an Engine runs once
   std::vector<std::unique_ptr<Slot>> slots;
   std::unordered_map<std::string_view, Slot*> by_name;
-  std::unordered_map<std::string, Slot*> by_channel;  // broadcast lanes' channels
-  std::unordered_map<std::string, Slot*> by_lead;     // job lanes' lead channels
+  // Looked up by a push's channel as it lies in the decoder's buffer: no string built per push.
+  struct ChannelHash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const noexcept {
+      return std::hash<std::string_view>{}(s);
+    }
+  };
+  using Channels = std::unordered_map<std::string, Slot*, ChannelHash, std::equal_to<>>;
+  Channels by_channel;  // broadcast lanes' channels
+  Channels by_lead;     // job lanes' lead channels
   // Mints through the process's one cell (table::process_minter) under options.node_id.
   table::BrandedId mint(std::string_view ns) const {
     return table::process_minter().mint(ns, options.node_id).value();
@@ -500,10 +508,9 @@ struct Engine::Impl {
   }
   // A message on `channel`: a broadcast lane's or a lead. False when no table listens there.
   bool route(std::string_view channel, std::string_view payload) {
-    const std::string key(channel);
-    if (auto it = by_channel.find(key); it != by_channel.end()) {
+    if (auto it = by_channel.find(channel); it != by_channel.end()) {
       deliver(*it->second, *it->second->ring, payload);
-    } else if (auto lt = by_lead.find(key); lt != by_lead.end()) {
+    } else if (auto lt = by_lead.find(channel); lt != by_lead.end()) {
       deliver(*lt->second, *lt->second->lead_ring, payload);
     } else {
       return false;
@@ -514,7 +521,7 @@ struct Engine::Impl {
   // The broadcast lane's table on `channel` (a lead channel's subscription is not the job lane's
   // delivery: its confirmation and its loss change nothing).
   Slot* by_channel_name(std::string_view channel) const {
-    auto it = by_channel.find(std::string(channel));
+    auto it = by_channel.find(channel);
     return it == by_channel.end() ? nullptr : it->second;
   }
 
@@ -534,7 +541,7 @@ struct Engine::Impl {
     } else if (kind == "subscribe") {
       if (Slot* slot = by_channel_name(push[1].str())) {
         slot->writer->subscription_confirmed();
-      } else if (by_lead.count(std::string(push[1].str())) == 0) {
+      } else if (!by_lead.contains(push[1].str())) {
         unrouted.fetch_add(1, std::memory_order_relaxed);
       }
     } else {
