@@ -115,9 +115,32 @@ std::int64_t Minter::now_part() const noexcept {
   return std::max<std::int64_t>(0, clock_() - kEpochMs) << 12;
 }
 
-std::uint64_t Minter::next(unsigned node) noexcept {
+std::uint64_t Minter::next(unsigned node) noexcept { return next_from(node, 0); }
+
+std::uint64_t Minter::next_after(unsigned node, std::uint64_t floor) noexcept {
+  assert(node <= kMaxNode && "Minter::next_after: node must lie in 0..1023");
+  // The smallest cell state (ts << 12 | seq) whose snowflake under `node` exceeds `floor`: a
+  // higher node wins within floor's millisecond from seq 0, the same node from floor's seq + 1,
+  // a lower node only in the next millisecond.
+  const auto ts = static_cast<std::int64_t>(floor >> 22);
+  const unsigned floor_node = node_of(floor);
+  const std::int64_t required = node > floor_node    ? ts << 12
+                                : node == floor_node ? ((ts << 12) | seq_of(floor)) + 1
+                                                     : (ts + 1) << 12;
+  if (required > now_part() + (kMaxBorrowMs << 12)) return next_from(node, 0);
+  return next_from(node, required);
+}
+
+Expected<BrandedId, IdError> Minter::mint_after(std::string_view ns, unsigned node,
+                                                const BrandedId& floor) noexcept {
+  if (!valid_namespace(ns)) return Unexpected{IdError::kNamespace};
+  if (node > kMaxNode) return Unexpected{IdError::kRange};
+  return BrandedId::encode(ns, next_after(node, floor.snowflake()));
+}
+
+std::uint64_t Minter::next_from(unsigned node, std::int64_t at_least) noexcept {
   assert(node <= kMaxNode && "Minter::next: node must lie in 0..1023");
-  const std::int64_t now = now_part();
+  const std::int64_t now = std::max(now_part(), at_least);
   // relaxed suffices: uniqueness and monotonicity come from the CAS on this one cell; no other
   // memory is published through it.
   std::int64_t last = state_.load(std::memory_order_relaxed);

@@ -29,6 +29,14 @@ const IdBytes* TombstoneTable::find(std::uint64_t hash) const noexcept {
   return s.key != 0 ? &s.version : nullptr;
 }
 
+const IdBytes* TombstoneTable::newest_refusing(std::uint64_t hash, std::int64_t now) const noexcept {
+  const IdBytes* t = find(hash);
+  if (floor_active_ && now < floor_deadline_ && (t == nullptr || newer(view(floor_), view(*t)))) {
+    return &floor_;
+  }
+  return t;
+}
+
 bool TombstoneTable::refuses(std::uint64_t hash, const IdBytes& version,
                              std::int64_t now) const noexcept {
   if (floor_active_ && now < floor_deadline_ && newer(view(floor_), view(version))) return true;

@@ -329,6 +329,11 @@ InsertVerdict L1Map::upsert(const BrandedId& name, std::string_view value, const
   return InsertVerdict::kInserted;
 }
 
+std::optional<IdBytes> L1Map::fill_floor(const BrandedId& name) const noexcept {
+  const IdBytes* v = tombstones_.newest_refusing(hash_name(name.view().data()), clock_());
+  return v == nullptr ? std::nullopt : std::optional<IdBytes>(*v);
+}
+
 InsertVerdict L1Map::insert_fill(const BrandedId& name, std::string_view value,
                                  const BrandedId& version) {
   check_writer("insert_fill");

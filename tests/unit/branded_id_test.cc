@@ -219,6 +219,33 @@ TEST(Minter, BackwardsClockContinuesFromLastState) {
   EXPECT_EQ(unix_ms(m.next()), kEpochMs + 90001);
 }
 
+// A version minted past another node's (the writer's loader version past a drop's tombstone):
+// newer than the floor whatever the two nodes, within the floor's millisecond when the node order
+// allows it, the next millisecond when it does not; never further than kMaxBorrowMs ahead.
+TEST(Minter, NextAfterExceedsAFloorFromAnyNodeInTheSameMillisecond) {
+  g_now = kEpochMs + 7000;
+  Minter other(9, &fake_now);
+  const std::uint64_t floor = other.next(9);  // (7000 ms, node 9, seq 1)
+  for (const unsigned node : {3u, 9u, 20u}) {
+    Minter m(node, &fake_now);
+    if (node < 9) {
+      EXPECT_LT(m.next(), floor) << "a plain mint on a lower node is older";
+    }
+    const auto s = m.next_after(node, floor);
+    EXPECT_GT(s, floor) << "node " << node;
+    EXPECT_EQ(node_of(s), node);
+    EXPECT_EQ(unix_ms(s), kEpochMs + 7000 + (node < 9 ? 1 : 0)) << "node " << node;
+    EXPECT_GT(m.next(), s) << "the cell stays monotonic after a borrow";
+  }
+  Minter m(3, &fake_now);
+  const std::uint64_t far = min_for(kEpochMs + 7000 + Minter::kMaxBorrowMs + 5);
+  const auto s = m.next_after(3, far);
+  EXPECT_EQ(unix_ms(s), kEpochMs + 7000) << "a floor beyond the borrow bound is not followed";
+  const auto id = m.mint_after("AST", 3, BrandedId::encode("TXN", floor).value()).value();
+  EXPECT_TRUE(newer(id.view(), BrandedId::encode("TXN", floor).value().view()));
+  EXPECT_EQ(id.ns(), "AST");
+}
+
 TEST(Minter, PerCallNodeSharesTheCell) {
   Minter m(1);
   const auto a = m.next(5), b = m.next(6);

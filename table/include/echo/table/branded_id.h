@@ -109,10 +109,22 @@ class Minter {
   Expected<BrandedId, IdError> mint(std::string_view ns) noexcept { return mint(ns, node_); }
   Expected<BrandedId, IdError> mint(std::string_view ns, unsigned node) noexcept;
 
+  // The next snowflake under `node` that is also greater than `floor` (a version minted
+  // elsewhere): the cell's time may run up to kMaxBorrowMs ahead of the wall clock for it, as it
+  // already borrows when one millisecond's 4096 sequence numbers are spent (a hybrid logical
+  // clock). A floor further ahead than that (a skewed or hostile peer) is not followed: the
+  // answer is next(node), which may then not exceed it. Any thread; lock-free, no allocation.
+  std::uint64_t next_after(unsigned node, std::uint64_t floor) noexcept;
+  // generate!(ns) past `floor` (next_after's contract): ns and node as mint's.
+  Expected<BrandedId, IdError> mint_after(std::string_view ns, unsigned node,
+                                          const BrandedId& floor) noexcept;
+  static constexpr std::int64_t kMaxBorrowMs = 1000;
+
   unsigned node() const noexcept { return node_; }
 
  private:
   std::int64_t now_part() const noexcept;
+  std::uint64_t next_from(unsigned node, std::int64_t at_least) noexcept;
 
   unsigned node_;
   WallClock clock_;

@@ -61,6 +61,10 @@ class TombstoneTable {
   // `version` would have been dropped by a message this writer already applied. Writer thread.
   bool refuses(std::uint64_t hash, const IdBytes& version, std::int64_t now) const noexcept;
 
+  // The newest version among the name's tombstone and the active floor, if either is held: a
+  // version must be newer than it (or equal) to pass refuses(). Writer thread; no allocation.
+  const IdBytes* newest_refusing(std::uint64_t hash, std::int64_t now) const noexcept;
+
   // The tombstone's version for the name, if one is held. Writer thread (tests, diagnostics).
   const IdBytes* find(std::uint64_t hash) const noexcept;
 

@@ -114,6 +114,10 @@ class L1Map {
   // or every update would make the name uncacheable for a TTL.
   InsertVerdict insert_fill(const BrandedId& name, std::string_view value,
                             const BrandedId& version);
+  // The newest coherence version the fill guard holds against `name` (its tombstone, or the
+  // floor), if any: a fill or put under a version older than it is refused. The writer mints a
+  // loader's version past it. Writer thread; no allocation.
+  std::optional<IdBytes> fill_floor(const BrandedId& name) const noexcept;
   // A put (WIRE §4.3): no compare with the current row (the writer's own write wins), but a put
   // older than a remembered coherence message is refused (put_refused++): that message announced
   // newer data in L2, and L1 must not serve older data than L2 holds.
