@@ -162,7 +162,7 @@ struct Engine::Impl {
 
   // One coherence message applied by the table's writer while the caller waits (up to
   // get_timeout) for its answer: the kind gate, a running writer, then submit(writer, message,
-  // answer), where answer(T) fulfils the wait.
+  // answer), where answer(Result<T>) fulfils the wait.
   template <typename T, typename Submit>
   Result<T> ask_writer(std::string_view table, std::string_view id, const BrandedId& version, Submit submit) {
     Slot* slot = find(table);
@@ -170,9 +170,11 @@ struct Engine::Impl {
     auto name = gate(*slot, id);
     if (!name) return table::Unexpected{name.error()};
     if (!slot->writer->running()) return table::Unexpected{make_error_code(Errc::kStopped)};
-    auto promise = std::make_shared<std::promise<T>>();
+    auto promise = std::make_shared<std::promise<Result<T>>>();
     auto future = promise->get_future();
-    submit(*slot->writer, table::CoherenceMessage{*name, version}, [promise](T v) { promise->set_value(v); });
+    // The writer answers every command, `stopped` included when stop() overtakes this one.
+    submit(*slot->writer, table::CoherenceMessage{*name, version},
+           [promise](Result<T> v) { promise->set_value(std::move(v)); });
     if (future.wait_for(options.get_timeout) != std::future_status::ready) {
       return table::Unexpected{make_error_code(Errc::kTimeout)};
     }

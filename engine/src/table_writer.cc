@@ -86,10 +86,12 @@ CoherenceRing& TableWriter::add_ring(ring::FullPolicy policy) {
 void TableWriter::start() {
   closed_.store(false, std::memory_order_relaxed);
   thread_ = std::jthread([this](std::stop_token stop) { run(std::move(stop)); });
+  running_.store(true, std::memory_order_release);  // pairs with running()'s acquire
 }
 
 void TableWriter::stop() {
   if (!thread_.joinable()) return;
+  running_.store(false, std::memory_order_relaxed);  // a caller racing this still gets `stopped`
   thread_.request_stop();
   thread_.join();
   // The loop has ended: this thread is now the only one touching the writer state. A command
@@ -105,17 +107,22 @@ void TableWriter::stop() {
 }
 
 void TableWriter::drain_stopped() {
+  const std::error_code stopped = make_error_code(Errc::kStopped);
   Command cmd;
   while (inbox_.try_dequeue(cmd)) {
-    if (auto* m = std::get_if<MissCmd>(&cmd)) {
-      m->done(GetOutcome{make_error_code(Errc::kStopped)});
-    } else if (auto* p = std::get_if<PutCmd>(&cmd)) {
-      p->done();
-    } else if (auto* e = std::get_if<EraseCmd>(&cmd)) {
-      e->done();
-    } else if (auto* s = std::get_if<SyncCmd>(&cmd)) {
-      s->done();
-    }
+    std::visit(
+        [&stopped](auto& c) {
+          using T = std::decay_t<decltype(c)>;
+          if constexpr (std::is_same_v<T, MissCmd>) {
+            c.done(GetOutcome{stopped});
+          } else if constexpr (std::is_same_v<T, ApplyCmd> || std::is_same_v<T, RememberCmd>) {
+            c.done(table::Unexpected{stopped});
+          } else if constexpr (requires { c.done; }) {
+            c.done();  // puts, erases, syncs: nothing to answer but that it is over
+          }
+          // The rest (fetched, loaded, lost, confirmed) is the writer's own bookkeeping.
+        },
+        cmd);
   }
 }
 
@@ -139,11 +146,11 @@ void TableWriter::erase(const table::BrandedId& name, std::function<void()> done
   post(EraseCmd{name, std::move(done)});
 }
 void TableWriter::apply(const table::CoherenceMessage& message,
-                        std::function<void(table::Verdict)> done) {
+                        std::function<void(WriterAnswer<table::Verdict>)> done) {
   post(ApplyCmd{message, std::move(done)});
 }
 void TableWriter::apply_and_remember(const table::CoherenceMessage& message,
-                                     std::function<void(Applied)> done) {
+                                     std::function<void(WriterAnswer<Applied>)> done) {
   post(RememberCmd{message, std::move(done)});
 }
 void TableWriter::subscription_lost() { post(LostCmd{now_ms()}); }
@@ -359,7 +366,7 @@ void TableWriter::on_miss(MissCmd& cmd) {
   }
   ++next_flight_;
   // A plain loader value takes a table-kind version minted at flight start (WIRE §4.3).
-  flight.minted = table::process_minter().mint(spec_.kind, node_id_).value();
+  flight.minted = mint_version(cmd.name);
   start_fetch(cmd.name, flight);
 }
 
@@ -377,13 +384,34 @@ TableWriter::Flight* TableWriter::find_flight(const table::BrandedId& name, std:
 
 bool TableWriter::restart_if_overtaken(const table::BrandedId& name, Flight& flight) {
   if (!flight.overtaken) return false;
+  restart(name, flight);
+  return true;
+}
+
+void TableWriter::restart(const table::BrandedId& name, Flight& flight) {
   if (++flight.restarts > kMaxRestarts) {
     finish(name, GetOutcome{make_error_code(Errc::kContended)});
-    return true;
+    return;
   }
   bump(flight_restarts_);
+  // A fresh version for the loader: the one minted at flight start predates whatever drop made
+  // the flight restart, so a loader value stored under it would sit in L2 as post-drop data under
+  // a pre-drop version, and that drop's tombstone would refuse it here (the name uncached on this
+  // node for about a TTL).
+  flight.minted = mint_version(name);
   start_fetch(name, flight);
-  return true;
+}
+
+table::BrandedId TableWriter::mint_version(const table::BrandedId& name) const {
+  // Past the fill guard's floor for the name: a drop minted elsewhere in this same millisecond
+  // under a higher node id is newer than a plain mint here, and its tombstone would refuse the
+  // loader's value. (The kind is validated at construction, the node at the engine's: no error.)
+  if (const auto floor = map_->fill_floor(name)) {
+    if (const auto parsed = table::BrandedId::parse(table::view(*floor))) {
+      return table::process_minter().mint_after(spec_.kind, node_id_, *parsed).value();
+    }
+  }
+  return table::process_minter().mint(spec_.kind, node_id_).value();
 }
 
 void TableWriter::on_fetched(FetchedCmd& cmd) {
@@ -425,9 +453,9 @@ void TableWriter::on_loaded(LoadedCmd& cmd) {
     return;
   }
   if (!cmd.load.stored) {
-    // L2 already held a newer row than the loader's: read that instead.
-    bump(flight_restarts_);
-    start_fetch(cmd.name, *flight);
+    // L2 already held a newer row than the loader's: read that instead (bounded like every
+    // restart: a row that keeps appearing and vanishing must not spin the flight for ever).
+    restart(cmd.name, *flight);
     return;
   }
   GetOutcome out;

@@ -115,9 +115,12 @@ void sync(TableWriter& w) {
 }
 
 table::Verdict apply_via(TableWriter& w, const BrandedId& name, const BrandedId& version) {
-  std::promise<table::Verdict> p;
-  w.apply(table::CoherenceMessage{name, version}, [&p](table::Verdict v) { p.set_value(v); });
-  return p.get_future().get();
+  std::promise<WriterAnswer<table::Verdict>> p;
+  w.apply(table::CoherenceMessage{name, version},
+          [&p](WriterAnswer<table::Verdict> v) { p.set_value(std::move(v)); });
+  auto answer = p.get_future().get();
+  EXPECT_TRUE(answer.has_value()) << answer.error().message();
+  return answer ? *answer : table::Verdict::kStale;
 }
 
 TEST(TableWriter, MissFillsFromL2ThenHits) {
@@ -194,6 +197,65 @@ TEST(TableWriter, FlightOvertakenByNewerDropRereadsL2) {
   EXPECT_EQ(got.version->view(), v2.view());
   EXPECT_GE(w.stats().flight_restarts, 1u);
   EXPECT_EQ(get_via(w, name).source, Source::kL1);
+}
+
+// A drop that overtakes a flight of a name L2 lacks: the flight reads again, finds nil again, and
+// runs the loader. The loader's value must go to L2 (and L1) under a version minted after that
+// drop: under the flight's first version it sat in L2 as post-drop data under a pre-drop version,
+// and the drop's tombstone refused it here, leaving the name uncached on this node.
+TEST(TableWriter, AFlightRestartedByADropLoadsUnderAVersionMintedAfterTheDrop) {
+  FakeL2 l2;
+  l2.set_park(true);
+  TableWriter w(spec(), l2.ports(), 1);
+  w.start();
+  const auto name = id("AST", 109);
+  std::promise<GetOutcome> p;
+  w.miss(name, [&p](GetOutcome&& o) { p.set_value(std::move(o)); });
+  sync(w);  // the flight has minted its version, and its read (nil) is parked
+  // Another node's write and its drop: a version minted after the flight began.
+  const BrandedId drop = table::process_minter().mint("AST", 2).value();
+  EXPECT_EQ(apply_via(w, name, drop), table::Verdict::kStale);  // no row: a tombstone, overtaken
+  l2.release_all();  // the nil reply lands; the flight restarts, reads nil again, loads
+  const auto got = p.get_future().get();
+  ASSERT_FALSE(got.ec) << got.ec.message();
+  EXPECT_EQ(got.source, Source::kLoader);
+  ASSERT_TRUE(got.version.has_value());
+  EXPECT_TRUE(table::newer(*got.version, drop))
+      << "the loader's value went out under " << got.version->str() << ", minted before the drop "
+      << drop.str();
+  {
+    std::lock_guard lock(l2.mu);
+    EXPECT_TRUE(table::newer(std::string_view(l2.rows[name.str()]).substr(0, 14), drop.view()))
+        << "L2 holds the loader's value under a pre-drop version";
+  }
+  EXPECT_EQ(get_via(w, name).source, Source::kL1) << "the fill was refused by the drop's tombstone";
+  EXPECT_GE(w.stats().flight_restarts, 1u);
+}
+
+// The loader's write refused (L2 held a newer row) restarts the flight too, and within the same
+// bound: a row that keeps vanishing again before each re-read ends in `contended`, never a loop.
+TEST(TableWriter, ALoaderWriteRefusedEveryTimeEndsContendedWithinTheRestartBound) {
+  FakeL2 l2;
+  WriterPorts ports = l2.ports();
+  std::atomic<int> loads{0};
+  ports.load = [&loads](const BrandedId&, const BrandedId& minted, std::function<void(LoadOutcome)> done) {
+    ++loads;
+    LoadOutcome out;
+    out.value = "loaded";
+    out.version = minted;
+    out.stored = false;  // L2 held a newer row, which is gone again when the flight re-reads
+    std::thread([done = std::move(done), out = std::move(out)]() mutable { done(std::move(out)); }).detach();
+  };
+  TableWriter w(spec(), std::move(ports), 1);
+  w.start();
+  std::promise<GetOutcome> p;
+  w.miss(id("AST", 110), [&p](GetOutcome&& o) { p.set_value(std::move(o)); });
+  auto answer = p.get_future();
+  ASSERT_EQ(answer.wait_for(5s), std::future_status::ready)
+      << "the flight is still restarting after " << loads.load() << " loads";
+  EXPECT_EQ(answer.get().ec, make_error_code(Errc::kContended));
+  EXPECT_LE(loads.load(), 9) << "the refused-write restart skipped the restart bound";
+  w.stop();
 }
 
 TEST(TableWriter, FillGuardHoldsOverRandomizedInterleavings) {
@@ -445,7 +507,29 @@ TEST(TableWriter, ACommandPostedAfterStopIsAnsweredAtOnce) {
   EXPECT_EQ(put.get_future().wait_for(5s), std::future_status::ready);
   EXPECT_EQ(erased.get_future().wait_for(5s), std::future_status::ready);
   EXPECT_EQ(synced.get_future().wait_for(5s), std::future_status::ready);
+  // Applies too: they carry a verdict, and a stopped writer has none to give (they were left
+  // unanswered, so Engine::apply_coherence and apply_and_remember waited get_timeout and said
+  // `timeout`).
+  const table::CoherenceMessage message{id("AST", 108), id("TXN", 2)};
+  std::promise<WriterAnswer<table::Verdict>> applied;
+  std::promise<WriterAnswer<Applied>> remembered;
+  w.apply(message, [&applied](WriterAnswer<table::Verdict> v) { applied.set_value(std::move(v)); });
+  w.apply_and_remember(message,
+                       [&remembered](WriterAnswer<Applied> v) { remembered.set_value(std::move(v)); });
+  auto verdict = applied.get_future();
+  auto memory = remembered.get_future();
+  ASSERT_EQ(verdict.wait_for(5s), std::future_status::ready) << "an apply after stop went unanswered";
+  ASSERT_EQ(memory.wait_for(5s), std::future_status::ready)
+      << "an apply_and_remember after stop went unanswered";
+  const auto v = verdict.get();
+  const auto m = memory.get();
+  ASSERT_FALSE(v.has_value());
+  EXPECT_EQ(v.error(), make_error_code(Errc::kStopped));
+  ASSERT_FALSE(m.has_value());
+  EXPECT_EQ(m.error(), make_error_code(Errc::kStopped));
+  EXPECT_FALSE(w.running());
   w.start();  // a writer started again answers as before
+  EXPECT_TRUE(w.running());
   EXPECT_EQ(get_via(w, id("AST", 108)).ec, std::error_code{});
   w.stop();
 }

@@ -147,7 +147,11 @@ class Engine {
   // to get_timeout on a miss. no_such_cache, kind (nothing on the wire), corrupt_l2_frame,
   // loader_failed, timeout, or a connection error.
   Result<Got> get(std::string_view table, std::string_view id);
-  // The same, answering `done` on the writer thread (or inline on a hit or refusal).
+  // The same, without waiting. `done` runs exactly once: inline on the caller's thread for a hit
+  // or a refusal; for a miss on the table's writer thread, or `stopped` on the thread that stops
+  // the engine (or on this one, when the engine stopped first). It must not block and must not
+  // call back into this engine's waiting verbs (get, put, ...): on the writer thread it holds up
+  // every row, message and miss of its table while it runs. get_async imposes no timeout.
   void get_async(std::string_view table, std::string_view id,
                  std::function<void(Result<Got>)> done);
   // SET ecc:{t}:<id> version‖value PX ttl, then the L1 row (read-your-writes). The version is

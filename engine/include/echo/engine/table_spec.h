@@ -50,7 +50,11 @@ struct LoadError {
   std::string reason;
 };
 using LoadResult = std::variant<Loaded, LoadError>;
-// Runs on the engine's loader thread, never on a writer or io thread. May block.
+// Runs on the engine's one loader thread (shared by every table: while one loader runs, the
+// others' L2 misses wait), never on a writer or io thread, for one name at a time. It may block
+// (that is what the thread is for) but should answer well within the engine's get_timeout, the
+// longest any caller waits for it. It must not call back into the engine that runs it: a get that
+// misses would wait for this same thread. A throw is taken as LoadError{"loader threw"}.
 using Loader = std::function<LoadResult(const table::BrandedId& name)>;
 
 struct TableSpec {

@@ -63,6 +63,10 @@ std::string_view to_string(Applied a) noexcept;
 // Called on the writer thread once per drained batch that carried tickets; must not block.
 using AckSink = std::function<void(std::span<const JobAck>)>;
 
+// A command's answer: its value, or the error that kept the writer from running it (`stopped`).
+template <class T>
+using WriterAnswer = table::Expected<T, std::error_code>;
+
 // Where a read was answered from (WIRE §4.3's sources, plus l1).
 enum class Source : std::uint8_t { kL1, kL2, kLoader };
 std::string_view to_string(Source s) noexcept;
@@ -152,10 +156,13 @@ class TableWriter {
            std::function<void()> done);
   // Admin invalidate: delete the row unconditionally, then done().
   void erase(const table::BrandedId& name, std::function<void()> done);
-  // Apply one coherence message through the inbox (job lane handler, tests): done(verdict).
-  void apply(const table::CoherenceMessage& message, std::function<void(table::Verdict)> done);
-  // apply with the applied memory (WIRE §8 apply_and_remember): done(verdict).
-  void apply_and_remember(const table::CoherenceMessage& message, std::function<void(Applied)> done);
+  // Apply one coherence message through the inbox (job lane handler, tests): done(verdict), or
+  // done(`stopped`) when the writer stopped before it ran.
+  void apply(const table::CoherenceMessage& message,
+             std::function<void(WriterAnswer<table::Verdict>)> done);
+  // apply with the applied memory (WIRE §8 apply_and_remember): done(verdict), or `stopped`.
+  void apply_and_remember(const table::CoherenceMessage& message,
+                          std::function<void(WriterAnswer<Applied>)> done);
   // Subscription lost: under flush, drop every row and stop caching now; under serve_stale, do
   // so once spec.serve_stale_max_ms has passed without a resubscribe.
   void subscription_lost();
@@ -169,7 +176,9 @@ class TableWriter {
   const TableSpec& spec() const noexcept { return spec_; }
   WriterStats stats() const;
   std::vector<ring::RingStats> ring_stats() const;
-  bool running() const noexcept { return thread_.joinable(); }
+  // Between start() and the beginning of stop(). acquire: pairs with start()'s release store. A
+  // caller that saw true may still post after stop() began: drain_stopped answers it `stopped`.
+  bool running() const noexcept { return running_.load(std::memory_order_acquire); }
 
  private:
   struct MissCmd { table::BrandedId name; GetCallback done; };
@@ -177,8 +186,8 @@ class TableWriter {
   struct LoadedCmd { table::BrandedId name; std::uint64_t flight; LoadOutcome load; };
   struct PutCmd { table::BrandedId name; std::string value; table::BrandedId version; std::function<void()> done; };
   struct EraseCmd { table::BrandedId name; std::function<void()> done; };
-  struct ApplyCmd { table::CoherenceMessage message; std::function<void(table::Verdict)> done; };
-  struct RememberCmd { table::CoherenceMessage message; std::function<void(Applied)> done; };
+  struct ApplyCmd { table::CoherenceMessage message; std::function<void(WriterAnswer<table::Verdict>)> done; };
+  struct RememberCmd { table::CoherenceMessage message; std::function<void(WriterAnswer<Applied>)> done; };
   struct LostCmd { std::int64_t at_ms; };
   struct ConfirmedCmd {};
   struct SyncCmd { std::function<void()> done; };
@@ -188,7 +197,8 @@ class TableWriter {
 
   struct Flight {
     std::uint64_t id;
-    table::BrandedId minted;  // the version a plain loader value gets (minted at flight start)
+    table::BrandedId minted;  // the version a plain loader value gets (minted at flight start
+                              // and again at each restart)
     std::vector<GetCallback> waiters;
     bool overtaken = false;   // a newer drop for this name was applied while in flight
     int restarts = 0;
@@ -196,7 +206,9 @@ class TableWriter {
 
   void post(Command&& cmd);
   // Answers every queued command as a stopped writer would (stop(), or a post() that meets
-  // closed_): reads `stopped`, puts, erases and syncs done. Any thread once the loop has ended.
+  // closed_): reads and applies `stopped`, puts, erases and syncs done; every command that carries
+  // a `done` is answered (a new one that takes arguments fails to compile until it is). Any thread
+  // once the loop has ended.
   void drain_stopped();
   void run(std::stop_token stop);
   std::size_t drain_rings();
@@ -206,6 +218,10 @@ class TableWriter {
   void on_loaded(LoadedCmd& cmd);
   void start_fetch(const table::BrandedId& name, Flight& flight);
   bool restart_if_overtaken(const table::BrandedId& name, Flight& flight);
+  // Reads L2 again under a newly minted loader version, or answers `contended` past kMaxRestarts.
+  void restart(const table::BrandedId& name, Flight& flight);
+  // A loader version for `name`: minted now, and past the fill guard's floor for it.
+  table::BrandedId mint_version(const table::BrandedId& name) const;
   void finish(const table::BrandedId& name, GetOutcome outcome);
   void note_drop(const table::BrandedId& name);
   Applied apply_with_memory(const table::CoherenceMessage& message);
@@ -229,6 +245,9 @@ class TableWriter {
   // Set by stop() once its thread has ended: a command posted later is answered by its poster
   // (the loop that would have answered it is gone). Cleared by start().
   std::atomic<bool> closed_{false};
+  // running(): set by start(), cleared first thing by stop(). thread_.joinable() was read by other
+  // threads while stop()'s join() wrote the thread object: a data race.
+  std::atomic<bool> running_{false};
 
   // Writer-thread state.
   std::vector<JobAck> acks_;
