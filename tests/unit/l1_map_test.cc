@@ -19,6 +19,7 @@
 #include <future>
 #include <limits>
 #include <map>
+#include <memory>
 #include <new>
 #include <numeric>
 #include <random>
@@ -33,7 +34,7 @@
 namespace {
 std::atomic<long> g_live{0};
 std::atomic<long> g_news{0};
-}
+}  // namespace
 void* operator new(std::size_t n) {
   // relaxed: counters read after the scope's threads are joined.
   g_live.fetch_add(1, std::memory_order_relaxed);
@@ -625,9 +626,12 @@ TEST(L1Map, DropsAllocateNothingWhileAReaderPinsReclamation) {
   set_now(0);
   constexpr int kRows = 4000;
   L1Map m(config(kRows));
-  for (int i = 0; i < kRows; ++i) ASSERT_EQ(m.put(name_id(i), "v", ver(1)), InsertVerdict::kInserted);
-  for (int i = 0; i < kRows; ++i) ASSERT_EQ(m.apply_coherence(name_id(i), ver(2)), Verdict::kApplied);
-  for (int i = 0; i < kRows; ++i) ASSERT_EQ(m.put(name_id(i), "v", ver(3)), InsertVerdict::kInserted);
+  for (int i = 0; i < kRows; ++i)
+    ASSERT_EQ(m.put(name_id(i), "v", ver(1)), InsertVerdict::kInserted);
+  for (int i = 0; i < kRows; ++i)
+    ASSERT_EQ(m.apply_coherence(name_id(i), ver(2)), Verdict::kApplied);
+  for (int i = 0; i < kRows; ++i)
+    ASSERT_EQ(m.put(name_id(i), "v", ver(3)), InsertVerdict::kInserted);
   m.reclaim();
   ReadGuard pin;  // this thread's section: nothing retired from here on can be freed
   ASSERT_TRUE(pin.protecting());
@@ -638,6 +642,34 @@ TEST(L1Map, DropsAllocateNothingWhileAReaderPinsReclamation) {
   m.reclaim();
   EXPECT_EQ(g_news.load(std::memory_order_relaxed), before);
   EXPECT_EQ(m.stats().retired_pending, static_cast<std::uint64_t>(kRows));
+}
+
+// A reader pinning reclamation across more reclaims than kRetireBatches: later batches join the
+// newest one; nothing is freed while the reader stays, everything exactly once after it leaves.
+TEST(L1Map, RetireBatchesPastTheirBoundMergeAndAreFreedOnceTheReaderLeaves) {
+  set_now(0);
+  const long before = g_live.load(std::memory_order_relaxed);
+  {
+    L1Map m(config());
+    constexpr int kRounds = 3 * static_cast<int>(L1Map::kRetireBatches);
+    auto pin = std::make_unique<ReadGuard>();
+    for (int r = 0; r < kRounds; ++r) {
+      for (int i = 0; i < 5; ++i) {
+        m.put(name_id(i), std::string(static_cast<std::size_t>(r + 1), 'v'),
+              ver(static_cast<std::uint64_t>(2 * r)));
+      }
+      for (int i = 0; i < 5; ++i)
+        m.apply_coherence(name_id(i), ver(static_cast<std::uint64_t>(2 * r + 1)));
+      m.reclaim();
+    }
+    EXPECT_EQ(m.stats().retired_pending, 5u * kRounds);
+    pin.reset();
+    m.reclaim();
+    EXPECT_EQ(m.stats().retired_pending, 0u);
+    EXPECT_EQ(m.stats().retired_bytes, 0u);
+    EXPECT_EQ(m.value_bytes(), 0u);
+  }
+  EXPECT_EQ(g_live.load(std::memory_order_relaxed), before);
 }
 
 // Issue 22 (7): a flush of an empty map walks no bucket, however large the index; sweeps of an
@@ -666,8 +698,8 @@ TEST(L1Map, ClearAndSweepOfAnEmptyBigMapWalkNoIndex) {
 TEST(L1Map, StatsShowTheRetiredBacklogAndItsAge) {
   set_now(1000);
   L1Map m(config());
-  for (int i = 0; i < 600; ++i) ASSERT_EQ(m.put(name_id(i), std::string(100, 'v'), ver(1)),
-                                          InsertVerdict::kInserted);
+  for (int i = 0; i < 600; ++i)
+    ASSERT_EQ(m.put(name_id(i), std::string(100, 'v'), ver(1)), InsertVerdict::kInserted);
   m.reclaim();
   EXPECT_EQ(m.stats().retired_age_ms, 0u);
   {

@@ -35,8 +35,8 @@ std::int64_t steady_clock_ms() noexcept;
 std::int64_t coarse_monotonic_ms() noexcept;
 
 struct L1Config {
-  std::int64_t ttl_ms = 5000;      // 1 .. 2^40
-  double jitter = 0.1;             // 0.0 .. 0.5
+  std::int64_t ttl_ms = 5000;  // 1 .. 2^40
+  double jitter = 0.1;         // 0.0 .. 0.5
   // 1 .. 2^26. The index is a power of two >= max_size buckets of 8 bytes, allocated and zeroed
   // at construction and walked whole by sweep() and a non-empty clear(): 2^26 is 512 MiB of
   // index (and >= 4 GiB of rows when full); 2^30 asked for 8 GiB before the first row.
@@ -235,8 +235,8 @@ class L1Map {
   std::int64_t earliest_expiry_;  // lower bound of every row's expires_at (skips futile scans)
   std::size_t value_bytes_ = 0;   // value bytes of linked and retired-not-freed rows
   RowArena arena_;
-  RetireChain untagged_;                         // retired since the last reclaim(), untagged
-  RetireChain batches_[kRetireBatches];          // tagged, oldest first from batch_head_
+  RetireChain untagged_;                          // retired since the last reclaim(), untagged
+  RetireChain batches_[kRetireBatches];           // tagged, oldest first from batch_head_
   std::size_t batch_head_ = 0, batch_count_ = 0;  // a ring over batches_
   std::size_t untagged_rows_ = 0, retired_rows_ = 0, retired_bytes_ = 0;
   std::uint64_t index_walks_ = 0;
