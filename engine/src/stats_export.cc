@@ -45,6 +45,12 @@ constexpr Field<table::L1Stats> kL1Fields[] = {
      "tombstone sets collapsed to one floor"},
     {"retired_pending", &table::L1Stats::retired_pending, Kind::kGauge,
      "retired rows awaiting epoch reclamation"},
+    {"retired_bytes", &table::L1Stats::retired_bytes, Kind::kGauge,
+     "bytes of retired rows awaiting epoch reclamation"},
+    {"retired_age_ms", &table::L1Stats::retired_age_ms, Kind::kGauge,
+     "age of the oldest retired row not yet reclaimed (a stuck reader grows it)"},
+    {"reader_slot_refusals", &table::L1Stats::reader_slot_refusals, Kind::kCounter,
+     "reads answered as misses: the thread got no reader slot"},
 };
 
 constexpr Field<WriterStats> kWriterFields[] = {

@@ -56,7 +56,10 @@ void validate(const TableSpec& spec) {
   if (!(spec.jitter >= 0.0 && spec.jitter <= 0.5)) {
     refuse(spec, "jitter must lie in 0.0..0.5, got " + std::to_string(spec.jitter));
   }
-  check_range<std::size_t>(spec, "max_size", spec.max_size, 1, std::size_t{1} << 30);
+  // 2^26, not more: the L1 map allocates and zeroes its whole index (a power of two >= max_size
+  // buckets of 8 bytes) at construction, and sweeps walk all of it; 2^26 is 512 MiB of index,
+  // 2^30 was 8 GiB before the first row (L1Config::max_size).
+  check_range<std::size_t>(spec, "max_size", spec.max_size, 1, std::size_t{1} << 26);
   check_range<std::int64_t>(spec, "sweep_ms", spec.sweep_ms, 1, 3'600'000);
   ring::RingConfig ring_config;
   ring_config.capacity = spec.ring_capacity;

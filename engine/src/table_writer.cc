@@ -219,7 +219,22 @@ std::size_t TableWriter::drain_rings() {
   std::size_t total = 0;
   for (auto& r : rings_) {
     const std::int64_t t = steady_ns();
+    // noexcept (the ring requires it: a throw mid-batch would leave slots half applied). What it
+    // runs cannot throw, with one chosen exception:
+    // - the map's apply allocates nothing but a rare bounded fill-guard doubling and throws
+    //   nothing (retired rows chain through themselves; a refused doubling collapses the guard
+    //   into its floor): the static_assert below holds it to that;
+    // - acks_ is reserved to max_batch in the constructor and a drain hands at most max_batch;
+    // - note_drop's key is 14 bytes, inside std::string's small buffer: no allocation;
+    // - the journal's applied memory (memory_, job lane with a journal only) takes its locks and
+    //   allocates (a new name's entry, the flusher's queue). A bad_alloc there calls
+    //   std::terminate, by choice: the item's verdict cannot be recorded, and answering it
+    //   anyway (or skipping it) would ack a job whose apply the journal never remembered (WIRE
+    //   §8), the one thing replay must be able to trust. The process dies; replay redoes it.
     total += r->drain(spec_.max_batch, [this, t](std::span<CoherenceItem> items) noexcept {
+      static_assert(noexcept(map_->apply_coherence(items[0].message.name,
+                                                   items[0].message.version)),
+                    "the drain must not throw: the map's apply is noexcept");
       std::uint64_t applied = 0, via_memory = 0;  // apply_with_memory counts its own
       std::int64_t dropped_decoded = -1;  // the decode stamp of the batch's last effective drop
       for (CoherenceItem& item : items) {

@@ -36,16 +36,20 @@ void release_slot(void* slot) noexcept {
   if (t.slot == s) t.slot = nullptr;
 }
 
-pthread_key_t release_key() noexcept {
-  static const pthread_key_t key = [] {
-    pthread_key_t k;
-    if (pthread_key_create(&k, [](void* slot) { release_slot(slot); }) != 0) {
-      std::fputs("echo::table::epoch: pthread_key_create failed\n", stderr);
-      std::abort();
-    }
-    return k;
+// The key whose destructor releases a thread's slot, created once (a magic static: thread-safe,
+// allocation-free in glibc). nullptr if the process is out of keys (EAGAIN): then every reader is
+// refused (register_reader), since no slot it claimed would ever be released.
+const pthread_key_t* release_key() noexcept {
+  struct Key {
+    pthread_key_t key;
+    bool ok;
+  };
+  static const Key k = [] {
+    Key r{};
+    r.ok = pthread_key_create(&r.key, [](void* slot) { release_slot(slot); }) == 0;
+    return r;
   }();
-  return key;
+  return k.ok ? &k.key : nullptr;
 }
 
 }  // namespace
@@ -53,58 +57,80 @@ pthread_key_t release_key() noexcept {
 constinit thread_local ReaderState t_reader;
 alignas(kCacheLine) constinit std::atomic<std::uint64_t> g_epoch{1};
 
-void register_reader() noexcept {
+bool register_reader() noexcept {
   ReaderState& t = t_reader;
-  if (t.slot != nullptr) return;
+  if (t.slot != nullptr) return true;
   for (std::uint32_t i = 0; i < kMaxReaderThreads; ++i) {
     bool expected = false;
     if (g_slots[i].in_use.load(std::memory_order_relaxed)) continue;
-    // acquire pairs with SlotRelease's release store (the previous owner's shard writes).
+    // acquire pairs with release_slot()'s release store of in_use (the previous owner's shard
+    // writes).
     if (!g_slots[i].in_use.compare_exchange_strong(expected, true, std::memory_order_acquire,
                                                    std::memory_order_relaxed)) {
       continue;
     }
+    // The key's value is the slot its destructor releases (no allocation: glibc keeps the first
+    // 32 keys' values in the thread descriptor). Checked: a key that cannot be set (EINVAL,
+    // ENOMEM elsewhere) would leave nothing to release the slot at thread exit, one slot leaked
+    // per such thread; give it back and refuse this thread instead.
+    const pthread_key_t* key = release_key();
+    if (key == nullptr || pthread_setspecific(*key, &g_slots[i]) != 0) {
+      // release pairs with the acquire CAS above (of the next claimant): nothing was written.
+      g_slots[i].in_use.store(false, std::memory_order_release);
+      return false;
+    }
     std::uint32_t hw = g_high_water.load(std::memory_order_relaxed);
-    // Pairs with reader_high_water()'s acquire: a scan that covers index i also sees the slot's
-    // claim.
-    // seq_cst (once per thread): the writer's scan bound must sit in the same single order as
-    // min_active()'s fence and enter()'s exchange, or a scan could read the old bound after this
-    // reader's first section had already read a bucket it then unlinked (a formal use-after-free
-    // that x86's locked CAS and ARMv8's release-then-acquire happen to rule out).
+    // The claimed slot must be inside every later min_active() scan before this thread's first
+    // section reads a bucket. seq_cst (once per thread): the writer's scan bound must sit in the
+    // same single total order as min_active()'s fence and enter()'s exchange, or a scan could
+    // read the old bound after this reader's first section had already read a bucket it then
+    // unlinked (a formal use-after-free that x86's locked CAS and ARMv8's release-then-acquire
+    // happen to rule out). Also the release that reader_high_water()'s acquire pairs with.
     while (hw < i + 1 && !g_high_water.compare_exchange_weak(hw, i + 1, std::memory_order_seq_cst,
                                                              std::memory_order_relaxed)) {
     }
     t.slot = &g_slots[i];
     t.index = i;
-    // The key's value is the slot its destructor releases (no allocation: glibc keeps the first
-    // 32 keys' values in the thread descriptor).
-    pthread_setspecific(release_key(), t.slot);
-    return;
+    return true;
   }
-  std::fputs(
-      "echo::table::epoch: more than kMaxReaderThreads (512) live reader threads; "
-      "raise kMaxReaderThreads in echo/table/epoch.h\n",
-      stderr);
-  std::abort();
+  return false;
 }
 
 std::uint32_t reader_high_water() noexcept {
-  // acquire pairs with register_reader()'s release CAS.
+  // acquire pairs with register_reader()'s seq_cst CAS (a release): a scan covering index i sees
+  // that slot's claim.
   return g_high_water.load(std::memory_order_acquire);
 }
 
 std::uint64_t min_active() noexcept {
-  // seq_cst fence pairs with enter()'s seq_cst exchange (see there): after it, a slot that still
-  // reads idle belongs to a reader whose section cannot reach anything unlinked before this point.
+  // The argument that no reader the scan misses can reach a row the caller frees is this fence,
+  // not an acquire/release pairing: the fence and every reader's seq_cst exchange in enter() (and
+  // its seq_cst pointer loads in L1Map::lookup) lie in one total order S. If a reader's exchange
+  // precedes the fence in S, the loads below see its announcement (or a later store of that
+  // slot). If the fence precedes it, every pointer load of that section follows the fence in S,
+  // so it sees each unlink the writer made before calling min_active(), and the section cannot
+  // reach a row retired before this call, however old the epoch it announces.
   std::atomic_thread_fence(std::memory_order_seq_cst);
   std::uint64_t m = kEpochIdle;
   const std::uint32_t n = reader_high_water();
   for (std::uint32_t i = 0; i < n; ++i) {
-    // acquire pairs with exit()'s release store: reads made in a closed section happen before
-    // whatever the caller frees next.
+    // acquire pairs with exit()'s release store of kEpochIdle: the row reads of a section that
+    // has closed happen before whatever the caller frees next.
     m = std::min(m, g_slots[i].announced.load(std::memory_order_acquire));
   }
   return m;
 }
 
 }  // namespace echo::table::epoch
+
+namespace echo::table {
+
+void ReadGuard::wrong_thread(const char* what) noexcept {
+  std::fprintf(stderr,
+               "echo::table::ReadGuard %s on a thread that did not build it: a guard protects "
+               "only its own thread's reads (its section is that thread's reader slot)\n",
+               what);
+  std::abort();
+}
+
+}  // namespace echo::table

@@ -24,7 +24,12 @@
 //   the rest of a hit (BM_L1Map_GetHit); coarse_monotonic_ms or a caller-supplied now (read_at)
 //   avoid it.
 // - Buckets are fixed at construction (a power of two >= max_size), so the index is never
-//   resized under readers and never reclaimed; load factor stays <= 1.
+//   resized under readers and never reclaimed; load factor stays <= 1. That is why max_size is
+//   capped (2^26, l1_map.h): the whole index is allocated up front.
+// - Retired rows wait for reclamation on a list threaded through the rows themselves
+//   (Row::retired_next), cut into tagged batches: retiring never allocates, so a coherence apply
+//   (the writer's noexcept ring drain) cannot fail on the retire list, however long a stuck
+//   reader holds reclamation back. L1Stats::retired_bytes and retired_age_ms show that backlog.
 #include <echo/table/l1_map.h>
 
 #include <algorithm>
@@ -40,8 +45,8 @@
 
 namespace echo::table {
 
-// One allocation: this header, then value_size bytes of value. Everything but `next` is
-// immutable once published.
+// One allocation: this header, then value_size bytes of value. Everything but `next` and
+// `retired_next` is immutable once published.
 struct L1Map::Row {
   std::atomic<Row*> next;  // writer stores (release), readers load (seq_cst, see lookup())
   std::uint64_t hash;
@@ -49,6 +54,9 @@ struct L1Map::Row {
   std::uint32_t value_size;
   IdBytes name;
   IdBytes version;
+  // The retire list's link, written by the writer once the row is unlinked; no reader reads
+  // it, so readers still standing on the row race with nothing.
+  Row* retired_next;
 
   const char* value() const noexcept { return reinterpret_cast<const char*>(this + 1); }
   char* value() noexcept { return reinterpret_cast<char*>(this + 1); }
@@ -59,7 +67,7 @@ static_assert(sizeof(std::atomic<void*>) == sizeof(void*),
 namespace {
 
 constexpr std::int64_t kMaxTtlMs = std::int64_t{1} << 40;
-constexpr std::size_t kMaxSize = std::size_t{1} << 30;
+constexpr std::size_t kMaxSize = std::size_t{1} << 26;  // why: L1Config::max_size
 
 std::uint64_t splitmix64(std::uint64_t& state) noexcept {
   std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
@@ -95,7 +103,7 @@ const L1Config& validated(const L1Config& c) {
                                 std::to_string(c.jitter) + ")");
   }
   if (c.max_size < 1 || c.max_size > kMaxSize) {
-    throw std::invalid_argument("L1Config.max_size must lie in [1, 2^30] (got " +
+    throw std::invalid_argument("L1Config.max_size must lie in [1, 2^26] (got " +
                                 std::to_string(c.max_size) + ")");
   }
   if (c.clock == nullptr) throw std::invalid_argument("L1Config.clock must not be null");
@@ -122,10 +130,20 @@ L1Map::L1Map(const L1Config& config)
       earliest_expiry_(std::numeric_limits<std::int64_t>::max()),
       tombstones_(tombstone_slots(config), config.ttl_ms + jitter_span_) {
   for (std::size_t i = 0; i <= mask_; ++i) buckets_[i].store(nullptr, std::memory_order_relaxed);
-  retired_.reserve(2 * kReclaimBatch);
 }
 
 L1Map::~L1Map() {
+  const auto free_chain = [this](Row* r) {
+    while (r != nullptr) {
+      Row* next = r->retired_next;
+      free_row(r);
+      r = next;
+    }
+  };
+  free_chain(untagged_.head);
+  for (std::size_t k = 0; k < batch_count_; ++k) {
+    free_chain(batches_[(batch_head_ + k) % kRetireBatches].head);
+  }
   for (std::size_t i = 0; i <= mask_; ++i) {
     Row* r = buckets_[i].load(std::memory_order_relaxed);
     while (r != nullptr) {
@@ -134,7 +152,6 @@ L1Map::~L1Map() {
       r = next;
     }
   }
-  for (const Retired& t : retired_) free_row(t.row);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -167,6 +184,10 @@ void L1Map::count(bool hit) const noexcept {
 bool L1Map::get(std::string_view name, std::string& value, IdBytes* version) const {
   const std::int64_t now = clock_();
   ReadGuard guard;
+  if (!guard.protecting()) [[unlikely]] {
+    slot_refusals_.fetch_add(1, std::memory_order_relaxed);  // a counter: orders nothing
+    return false;
+  }
   const Row* r = live_row(name, now);
   count(r != nullptr);
   if (r == nullptr) return false;
@@ -178,6 +199,10 @@ bool L1Map::get(std::string_view name, std::string& value, IdBytes* version) con
 ReadResult L1Map::read_at(std::string_view name, std::span<char> buf,
                           std::int64_t now_ms) const noexcept {
   ReadGuard guard;
+  if (!guard.protecting()) [[unlikely]] {
+    slot_refusals_.fetch_add(1, std::memory_order_relaxed);  // a counter: orders nothing
+    return {ReadStatus::kMiss, 0, {}};
+  }
   const Row* r = live_row(name, now_ms);
   count(r != nullptr);
   if (r == nullptr) return {ReadStatus::kMiss, 0, {}};
@@ -187,7 +212,12 @@ ReadResult L1Map::read_at(std::string_view name, std::span<char> buf,
 }
 
 std::optional<RowView> L1Map::find(const ReadGuard& guard, std::string_view name) const noexcept {
-  static_cast<void>(guard);  // the guard is the proof that the views may be handed out
+  // The guard is the proof that the views may be handed out: this thread's, and open.
+  guard.check_thread("used by L1Map::find");
+  if (!guard.protecting()) [[unlikely]] {
+    slot_refusals_.fetch_add(1, std::memory_order_relaxed);  // a counter: orders nothing
+    return std::nullopt;
+  }
   const Row* r = live_row(name, clock_());
   count(r != nullptr);
   if (r == nullptr) return std::nullopt;
@@ -263,29 +293,73 @@ void L1Map::unlink(std::atomic<Row*>* link, Row* row) noexcept {
   size_.store(size_.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
 }
 
-void L1Map::retire(Row* row) {
-  retired_.push_back({row, kEpochIdle});
-  if (retired_.size() - untagged_from_ >= kReclaimBatch) reclaim();
-  counters_.retired_pending.store(retired_.size(), std::memory_order_relaxed);
+void L1Map::retire(Row* row) noexcept {
+  row->retired_next = nullptr;
+  if (untagged_.tail != nullptr) {
+    untagged_.tail->retired_next = row;
+  } else {
+    untagged_.head = row;
+    untagged_.since = clock_();  // once per chain: at most once per kReclaimBatch retires
+    if (batch_count_ == 0) {
+      counters_.retired_since.store(static_cast<std::uint64_t>(untagged_.since),
+                                    std::memory_order_relaxed);
+    }
+  }
+  untagged_.tail = row;
+  ++retired_rows_;
+  retired_bytes_ += sizeof(Row) + row->value_size;
+  if (++untagged_rows_ >= kReclaimBatch) {
+    reclaim();  // publishes
+  } else {
+    publish_retired();
+  }
 }
 
-void L1Map::reclaim() {
+void L1Map::publish_retired() noexcept {
+  // relaxed: counters for stats(), they order nothing.
+  counters_.retired_pending.store(retired_rows_, std::memory_order_relaxed);
+  counters_.retired_bytes.store(retired_bytes_, std::memory_order_relaxed);
+}
+
+void L1Map::reclaim() noexcept {
   check_writer("reclaim");
-  if (untagged_from_ < retired_.size()) {
-    const std::uint64_t e = epoch::advance();
-    for (std::size_t i = untagged_from_; i < retired_.size(); ++i) retired_[i].epoch = e;
-    untagged_from_ = retired_.size();
+  if (untagged_.head != nullptr) {
+    // Every row on the untagged chain was unlinked before this advance: tag them with it.
+    untagged_.epoch = epoch::advance();
+    if (batch_count_ == kRetireBatches) {
+      // Join the newest batch under the newer tag: its rows then wait for a later epoch than
+      // they needed, which only delays their free.
+      RetireChain& newest = batches_[(batch_head_ + batch_count_ - 1) % kRetireBatches];
+      newest.tail->retired_next = untagged_.head;
+      newest.tail = untagged_.tail;
+      newest.epoch = untagged_.epoch;
+    } else {
+      batches_[(batch_head_ + batch_count_) % kRetireBatches] = untagged_;
+      ++batch_count_;
+    }
+    untagged_ = RetireChain{};
+    untagged_rows_ = 0;
   }
-  if (untagged_from_ == 0) return;
+  if (batch_count_ == 0) return publish_retired();
   const std::uint64_t oldest = epoch::min_active();
-  std::size_t k = 0;
-  // Tags never decrease along the vector, so the freeable rows form a prefix.
-  while (k < untagged_from_ && retired_[k].epoch < oldest) free_row(retired_[k++].row);
-  if (k != 0) {
-    retired_.erase(retired_.begin(), retired_.begin() + static_cast<std::ptrdiff_t>(k));
-    untagged_from_ -= k;
+  // Tags never decrease from the oldest batch to the newest, so the freeable batches come first.
+  while (batch_count_ != 0 && batches_[batch_head_].epoch < oldest) {
+    for (Row* r = batches_[batch_head_].head; r != nullptr;) {
+      Row* next = r->retired_next;
+      --retired_rows_;
+      retired_bytes_ -= sizeof(Row) + r->value_size;
+      free_row(r);
+      r = next;
+    }
+    batches_[batch_head_] = RetireChain{};
+    batch_head_ = (batch_head_ + 1) % kRetireBatches;
+    --batch_count_;
+    if (batch_count_ != 0) {
+      counters_.retired_since.store(static_cast<std::uint64_t>(batches_[batch_head_].since),
+                                    std::memory_order_relaxed);
+    }
   }
-  counters_.retired_pending.store(retired_.size(), std::memory_order_relaxed);
+  publish_retired();
 }
 
 InsertVerdict L1Map::upsert(const BrandedId& name, std::string_view value, const BrandedId& version,
@@ -345,7 +419,7 @@ InsertVerdict L1Map::put(const BrandedId& name, std::string_view value, const Br
   return upsert(name, value, version, /*is_fill=*/false);
 }
 
-Verdict L1Map::apply_one(const char* name, const IdBytes& version, std::int64_t now) {
+Verdict L1Map::apply_one(const char* name, const IdBytes& version, std::int64_t now) noexcept {
   const std::uint64_t h = hash_name(name);
   tombstones_.remember(h, version, now);
   counters_.tombstones.store(tombstones_.size(), std::memory_order_relaxed);
@@ -363,12 +437,12 @@ Verdict L1Map::apply_one(const char* name, const IdBytes& version, std::int64_t 
   return Verdict::kStale;
 }
 
-Verdict L1Map::apply_coherence(const BrandedId& name, const BrandedId& version) {
+Verdict L1Map::apply_coherence(const BrandedId& name, const BrandedId& version) noexcept {
   check_writer("apply_coherence");
   return apply_one(name.view().data(), id_bytes(version), clock_());
 }
 
-std::size_t L1Map::apply_batch(std::span<const CoherenceMessage> messages) {
+std::size_t L1Map::apply_batch(std::span<const CoherenceMessage> messages) noexcept {
   check_writer("apply_batch");
   // Each message costs up to three dependent cache misses (tombstone, bucket, then the row the
   // bucket points to). Two prefetch stages keep several in flight: BM_L1Map_ApplyDrops.
@@ -396,7 +470,7 @@ std::size_t L1Map::apply_batch(std::span<const CoherenceMessage> messages) {
   return applied;
 }
 
-bool L1Map::erase(const BrandedId& name) {
+bool L1Map::erase(const BrandedId& name) noexcept {
   check_writer("erase");
   const char* key = name.view().data();
   std::atomic<Row*>* link = find_link(key, hash_name(key));
@@ -407,8 +481,11 @@ bool L1Map::erase(const BrandedId& name) {
   return true;
 }
 
-void L1Map::clear() {
+void L1Map::clear() noexcept {
   check_writer("clear");
+  // Nothing to drop: skip the walk of every bucket (a flush storm clears an empty map each pass).
+  if (size() == 0) return;
+  ++index_walks_;
   for (std::size_t i = 0; i <= mask_; ++i) {
     Row* r = buckets_[i].load(std::memory_order_relaxed);
     if (r == nullptr) continue;
@@ -424,7 +501,8 @@ void L1Map::clear() {
   earliest_expiry_ = std::numeric_limits<std::int64_t>::max();
 }
 
-std::size_t L1Map::drop_expired(std::int64_t now, bool inclusive) {
+std::size_t L1Map::drop_expired(std::int64_t now, bool inclusive) noexcept {
+  ++index_walks_;
   std::size_t n = 0;
   std::int64_t earliest = std::numeric_limits<std::int64_t>::max();
   for (std::size_t i = 0; i <= mask_; ++i) {
@@ -446,9 +524,12 @@ std::size_t L1Map::drop_expired(std::int64_t now, bool inclusive) {
   return n;
 }
 
-std::size_t L1Map::sweep(std::int64_t now_ms) {
+std::size_t L1Map::sweep(std::int64_t now_ms) noexcept {
   check_writer("sweep");
-  const std::size_t n = drop_expired(now_ms, /*inclusive=*/false);
+  // earliest_expiry_ bounds every row's expires_at from below: at or before it nothing is
+  // expired (the test here is expires_at < now), so skip the walk.
+  const std::size_t n =
+      size() == 0 || now_ms <= earliest_expiry_ ? 0 : drop_expired(now_ms, /*inclusive=*/false);
   counters_.swept.store(counters_.swept.load(std::memory_order_relaxed) + n,
                         std::memory_order_relaxed);
   bump(counters_.sweeps);
@@ -482,14 +563,20 @@ L1Stats L1Map::stats() const noexcept {
   s.retired_pending = c.retired_pending.load(std::memory_order_relaxed);
   s.tombstones = c.tombstones.load(std::memory_order_relaxed);
   s.tombstone_collapses = c.tombstone_collapses.load(std::memory_order_relaxed);
+  s.retired_bytes = c.retired_bytes.load(std::memory_order_relaxed);
+  if (s.retired_pending != 0) {
+    // A racy estimate like every field here: the batch may be freed as we read.
+    const auto since = static_cast<std::int64_t>(c.retired_since.load(std::memory_order_relaxed));
+    s.retired_age_ms = static_cast<std::uint64_t>(std::max<std::int64_t>(0, clock_() - since));
+  }
+  s.reader_slot_refusals = slot_refusals_.load(std::memory_order_relaxed);
   s.size = size();
   return s;
 }
 
 std::size_t L1Map::memory_bytes() const noexcept {
   return (mask_ + 1) * sizeof(std::atomic<Row*>) + arena_.reserved_bytes() +
-         tombstones_.memory_bytes() + kMaxReaderThreads * sizeof(ReaderShard) +
-         retired_.capacity() * sizeof(Retired);
+         tombstones_.memory_bytes() + kMaxReaderThreads * sizeof(ReaderShard);
 }
 
 }  // namespace echo::table

@@ -2,7 +2,9 @@
 // Stress test of the L1 map under TSan/ASan: three reader threads read while the writer puts,
 // fills (some stale), applies drops, erases, sweeps and clears, bounded in seconds. Every value
 // encodes its name and version, so a torn row (one version's value with another's stamp) fails;
-// every read must be at least as new as the newest drop applied before it began.
+// every read must be at least as new as the newest drop applied before it began. A second test
+// holds one reader's section open across more reclaims than L1Map::kRetireBatches (the retire
+// batches merge) while the writer drops and refills the row it holds.
 #include <echo/table/l1_map.h>
 #include <gtest/gtest.h>
 
@@ -174,6 +176,59 @@ TEST(L1MapStress, ReadersNeverSeeTornOrDroppedRowsWhileTheWriterChurns) {
   EXPECT_GT(s.sweeps, 0u);
   EXPECT_GT(ops, 1000);
   EXPECT_EQ(s.retired_pending, 0u);  // readers gone: everything retired is freed
+}
+
+TEST(L1MapStress, ARowHeldAcrossMergedRetireBatchesStaysIntactUntilItsReaderLeaves) {
+  L1Config cfg;
+  cfg.max_size = 64;
+  cfg.ttl_ms = 1'000'000;
+  L1Map map(cfg);
+  constexpr std::size_t kHeld = 8;
+  constexpr std::uint64_t kRounds = 4 * L1Map::kRetireBatches;
+  std::uint64_t next_version = 1;
+  for (std::size_t i = 0; i < kHeld; ++i) {
+    map.put(name_id(i), encode_value(name_id(i), ver(next_version), next_version),
+            ver(next_version));
+    ++next_version;
+  }
+  // The writer's progress, in reclaims; the reader waits on it (acquire pairs with the writer's
+  // release stores: nothing else to publish, symmetry).
+  std::atomic<std::uint64_t> reclaims{0};
+  std::atomic<bool> holding{false};
+  std::atomic<long> checked{0};
+  std::thread reader([&] {
+    ReadGuard guard;
+    ASSERT_TRUE(guard.protecting());
+    std::vector<RowView> rows;
+    for (std::size_t i = 0; i < kHeld; ++i) {
+      auto row = map.find(guard, name_id(i).view());
+      ASSERT_TRUE(row.has_value());
+      rows.push_back(*row);
+    }
+    // release pairs with the writer's acquire load: it starts churning only now.
+    holding.store(true, std::memory_order_release);
+    while (reclaims.load(std::memory_order_acquire) < kRounds) std::this_thread::yield();
+    for (std::size_t i = 0; i < kHeld; ++i) {
+      ASSERT_TRUE(well_formed(rows[i].name, rows[i].value, rows[i].version));
+      checked.fetch_add(1, std::memory_order_relaxed);  // read after join
+    }
+  });
+  while (!holding.load(std::memory_order_acquire)) std::this_thread::yield();
+  for (std::uint64_t r = 0; r < kRounds; ++r) {
+    for (std::size_t i = 0; i < kHeld; ++i) {
+      map.apply_coherence(name_id(i), ver(next_version++));
+      const std::uint64_t pv = next_version++;
+      map.put(name_id(i), encode_value(name_id(i), ver(pv), pv), ver(pv));
+    }
+    map.reclaim();
+    reclaims.store(r + 1, std::memory_order_release);
+  }
+  EXPECT_GE(map.stats().retired_pending, kHeld);
+  reader.join();
+  map.reclaim();
+  EXPECT_EQ(checked.load(std::memory_order_relaxed), static_cast<long>(kHeld));
+  EXPECT_EQ(map.stats().retired_pending, 0u);
+  EXPECT_EQ(map.stats().retired_bytes, 0u);
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // Unit tests of the L1 map (WIRE §4.2-4.4): newer-wins verdicts, TTL with jitter (E5's spirit,
 // on an injected clock), max_size and full_skips (E6), sweeps, G6 convergence, the fill guard
-// over randomized interleavings, row lifetime (counted allocations) and the single-writer check.
+// over randomized interleavings, row lifetime (counted allocations), allocation-free drops, the
+// reclamation backlog in stats, reader-slot refusal, and the debug-only thread checks.
 // The replaced operator new/delete below forward to malloc/free; g++ 12 then flags every inlined
 // new/delete pair of the TU as mismatched, although the pair is ours.
 #if defined(__GNUC__) && !defined(__clang__)
@@ -15,7 +16,10 @@
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
+#include <future>
 #include <limits>
+#include <map>
+#include <memory>
 #include <new>
 #include <numeric>
 #include <random>
@@ -26,12 +30,15 @@
 // Counted allocations: every operator new/delete of this binary moves `g_live`, so a scope that
 // builds and destroys a map must leave it where it found it (a leak shows; ASan catches the
 // double free).
+// `g_news` counts every allocation, for scopes that must make none.
 namespace {
 std::atomic<long> g_live{0};
-}
+std::atomic<long> g_news{0};
+}  // namespace
 void* operator new(std::size_t n) {
-  // relaxed: a counter read after the scope's threads are joined.
+  // relaxed: counters read after the scope's threads are joined.
   g_live.fetch_add(1, std::memory_order_relaxed);
+  g_news.fetch_add(1, std::memory_order_relaxed);
   if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
   throw std::bad_alloc();
 }
@@ -43,6 +50,7 @@ void operator delete(void* p) noexcept {
 void operator delete(void* p, std::size_t) noexcept { operator delete(p); }
 void* operator new(std::size_t n, std::align_val_t a) {
   g_live.fetch_add(1, std::memory_order_relaxed);
+  g_news.fetch_add(1, std::memory_order_relaxed);
   const auto al = static_cast<std::size_t>(a);
   if (void* p = std::aligned_alloc(al, (n + al - 1) / al * al)) return p;
   throw std::bad_alloc();
@@ -345,6 +353,39 @@ TEST(TombstoneTable, GrowsBeforeItCollapses) {
   EXPECT_LT(t.size(), 9000u);
 }
 
+// Purging lapsed entries works in place (a backward shift per entry, no scratch copy): the
+// remembers that purge allocate nothing, and every entry still within its deadline stays
+// findable with its newest version, whatever the probe clusters looked like.
+TEST(TombstoneTable, PurgeInPlaceAllocatesNothingAndKeepsEveryLiveEntry) {
+  TombstoneTable t(1024, 100);  // at its bound from the start: never grows
+  std::mt19937_64 rng(11);
+  std::map<std::uint64_t, std::pair<int, std::int64_t>> model;  // hash -> (version, deadline)
+  std::int64_t now = 0;
+  long allocations = 0;  // by remember() only: the model allocates too
+  for (int i = 0; i < 20'000; ++i) {
+    now += static_cast<std::int64_t>(rng() % 3);
+    const std::uint64_t h = hash_name(name_id(rng() % 5000).view().data());
+    const int v = i;  // rising: a purged-then-remembered entry and a kept one agree
+    const IdBytes version = id_bytes(ver(static_cast<std::uint64_t>(v)));
+    const long before = g_news.load(std::memory_order_relaxed);
+    t.remember(h, version, now);
+    allocations += g_news.load(std::memory_order_relaxed) - before;
+    auto [it, fresh] = model.try_emplace(h, v, now + 100);
+    if (!fresh) {
+      it->second.first = std::max(it->second.first, v);
+      it->second.second = now + 100;
+    }
+  }
+  EXPECT_EQ(allocations, 0);
+  ASSERT_EQ(t.collapses(), 0u);  // drops spread over time: purging always made room
+  for (const auto& [h, entry] : model) {
+    if (entry.second <= now) continue;  // lapsed: may be purged
+    const IdBytes* found = t.find(h);
+    ASSERT_NE(found, nullptr);
+    EXPECT_EQ(view(*found), ver(static_cast<std::uint64_t>(entry.first)).view());
+  }
+}
+
 // The fill guard over randomized interleavings. Per trial, one name; a writer bumps the L2
 // version and sends a drop for it; fills read L2's current version and land later; drops and
 // fills are delivered in random order. Model: once a drop at d was applied, no read returns a
@@ -578,6 +619,146 @@ TEST(MonotonicClock, CoarseClockIsTheSameClockAtTickResolution) {
   }
 }
 
+// Issue 22 (6): the writer's ring drain is noexcept, so a drop must not allocate. Retired rows
+// chain through themselves: with a reader pinning reclamation, thousands of drops (and their
+// tombstones, once remembered) allocate nothing. The old retire vector grew here.
+TEST(L1Map, DropsAllocateNothingWhileAReaderPinsReclamation) {
+  set_now(0);
+  constexpr int kRows = 4000;
+  L1Map m(config(kRows));
+  for (int i = 0; i < kRows; ++i)
+    ASSERT_EQ(m.put(name_id(i), "v", ver(1)), InsertVerdict::kInserted);
+  for (int i = 0; i < kRows; ++i)
+    ASSERT_EQ(m.apply_coherence(name_id(i), ver(2)), Verdict::kApplied);
+  for (int i = 0; i < kRows; ++i)
+    ASSERT_EQ(m.put(name_id(i), "v", ver(3)), InsertVerdict::kInserted);
+  m.reclaim();
+  ReadGuard pin;  // this thread's section: nothing retired from here on can be freed
+  ASSERT_TRUE(pin.protecting());
+  std::vector<CoherenceMessage> drops;
+  for (int i = 0; i < kRows; ++i) drops.push_back({name_id(i), ver(4)});
+  const long before = g_news.load(std::memory_order_relaxed);
+  EXPECT_EQ(m.apply_batch(drops), static_cast<std::size_t>(kRows));
+  m.reclaim();
+  EXPECT_EQ(g_news.load(std::memory_order_relaxed), before);
+  EXPECT_EQ(m.stats().retired_pending, static_cast<std::uint64_t>(kRows));
+}
+
+// A reader pinning reclamation across more reclaims than kRetireBatches: later batches join the
+// newest one; nothing is freed while the reader stays, everything exactly once after it leaves.
+TEST(L1Map, RetireBatchesPastTheirBoundMergeAndAreFreedOnceTheReaderLeaves) {
+  set_now(0);
+  const long before = g_live.load(std::memory_order_relaxed);
+  {
+    L1Map m(config());
+    constexpr int kRounds = 3 * static_cast<int>(L1Map::kRetireBatches);
+    auto pin = std::make_unique<ReadGuard>();
+    for (int r = 0; r < kRounds; ++r) {
+      for (int i = 0; i < 5; ++i) {
+        m.put(name_id(i), std::string(static_cast<std::size_t>(r + 1), 'v'),
+              ver(static_cast<std::uint64_t>(2 * r)));
+      }
+      for (int i = 0; i < 5; ++i)
+        m.apply_coherence(name_id(i), ver(static_cast<std::uint64_t>(2 * r + 1)));
+      m.reclaim();
+    }
+    EXPECT_EQ(m.stats().retired_pending, 5u * kRounds);
+    pin.reset();
+    m.reclaim();
+    EXPECT_EQ(m.stats().retired_pending, 0u);
+    EXPECT_EQ(m.stats().retired_bytes, 0u);
+    EXPECT_EQ(m.value_bytes(), 0u);
+  }
+  EXPECT_EQ(g_live.load(std::memory_order_relaxed), before);
+}
+
+// Issue 22 (7): a flush of an empty map walks no bucket, however large the index; sweeps of an
+// empty map (or before any row can have expired) walk none either.
+TEST(L1Map, ClearAndSweepOfAnEmptyBigMapWalkNoIndex) {
+  set_now(0);
+  L1Map m(config(1 << 20));
+  ASSERT_GE(m.bucket_count(), std::size_t{1} << 20);
+  for (int i = 0; i < 1000; ++i) {
+    m.clear();
+    m.sweep(fake_now() + i);
+  }
+  EXPECT_EQ(m.index_walks(), 0u);
+  ASSERT_EQ(m.put(name_id(1), "v", ver(1)), InsertVerdict::kInserted);
+  m.sweep(fake_now());  // the row expires at 5000: nothing can have expired yet
+  EXPECT_EQ(m.index_walks(), 0u);
+  m.clear();
+  EXPECT_EQ(m.index_walks(), 1u);
+  m.clear();
+  EXPECT_EQ(m.index_walks(), 1u);
+  EXPECT_EQ(m.size(), 0u);
+}
+
+// Issue 22 (8): one stuck reader holds reclamation back; the map's stats show how much and for
+// how long, and drop back to zero once it leaves.
+TEST(L1Map, StatsShowTheRetiredBacklogAndItsAge) {
+  set_now(1000);
+  L1Map m(config());
+  for (int i = 0; i < 600; ++i)
+    ASSERT_EQ(m.put(name_id(i), std::string(100, 'v'), ver(1)), InsertVerdict::kInserted);
+  m.reclaim();
+  EXPECT_EQ(m.stats().retired_age_ms, 0u);
+  {
+    ReadGuard stuck;
+    for (int i = 0; i < 600; ++i) m.apply_coherence(name_id(i), ver(2));
+    set_now(8000);
+    m.reclaim();
+    const L1Stats s = m.stats();
+    EXPECT_EQ(s.retired_pending, 600u);
+    EXPECT_GE(s.retired_bytes, 600u * 100u);
+    EXPECT_EQ(s.retired_age_ms, 7000u);  // retired at 1000, still pinned at 8000
+  }
+  m.reclaim();
+  const L1Stats s = m.stats();
+  EXPECT_EQ(s.retired_pending, 0u);
+  EXPECT_EQ(s.retired_bytes, 0u);
+  EXPECT_EQ(s.retired_age_ms, 0u);
+}
+
+// Issue 22 (8): a thread that finds every reader slot taken is refused, not aborted: its guard
+// is not protecting(), its reads answer misses, and the map counts the refusals.
+TEST(L1Map, AReaderThreadBeyondTheSlotsReadsMissesInsteadOfAborting) {
+  set_now(0);
+  L1Map m(config());
+  ASSERT_EQ(m.put(name_id(1), "v", ver(1)), InsertVerdict::kInserted);
+  { ReadGuard g; }  // this thread holds a slot, so kMaxReaderThreads more cannot all get one
+  std::promise<void> go;
+  const std::shared_future<void> released = go.get_future().share();
+  std::atomic<int> protecting{0}, refused{0}, refused_hits{0};
+  std::atomic<int> ready{0};
+  std::vector<std::thread> holders;
+  for (std::size_t i = 0; i < kMaxReaderThreads; ++i) {
+    holders.emplace_back([&] {
+      ReadGuard g;
+      if (g.protecting()) {
+        protecting.fetch_add(1);
+      } else {
+        refused.fetch_add(1);
+        std::string v;
+        char buf[8];
+        refused_hits.fetch_add(m.get(name_id(1).view(), v));
+        refused_hits.fetch_add(m.read(name_id(1).view(), buf).status == ReadStatus::kHit);
+        refused_hits.fetch_add(m.find(g, name_id(1).view()).has_value());
+      }
+      ready.fetch_add(1);
+      released.wait();  // hold the slot until every holder has tried
+    });
+  }
+  while (ready.load() != static_cast<int>(kMaxReaderThreads)) std::this_thread::yield();
+  go.set_value();
+  for (auto& t : holders) t.join();
+  EXPECT_GE(refused.load(), 1);
+  EXPECT_EQ(protecting.load() + refused.load(), static_cast<int>(kMaxReaderThreads));
+  EXPECT_EQ(refused_hits.load(), 0);
+  EXPECT_EQ(m.stats().reader_slot_refusals, 3u * static_cast<std::uint64_t>(refused.load()));
+  std::string v;
+  EXPECT_TRUE(m.get(name_id(1).view(), v));  // slots freed: reads work again
+}
+
 TEST(L1MapDeathTest, ASecondWriterThreadAborts) {
 #ifdef NDEBUG
   GTEST_SKIP() << "the single-writer check is compiled into debug builds only";
@@ -590,6 +771,29 @@ TEST(L1MapDeathTest, ASecondWriterThreadAborts) {
         std::thread([&] { m.put(name_id(2), "v", ver(1)); }).join();
       },
       "second writer thread");
+#endif
+}
+
+// Issue 22 (9): a guard is its thread's section; handing it to another thread would give that
+// thread an unprotected read. Debug builds abort on the use and on the destruction.
+TEST(L1MapDeathTest, AGuardUsedOnAnotherThreadAborts) {
+#ifdef NDEBUG
+  GTEST_SKIP() << "the guard's thread check is compiled into debug builds only";
+#else
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  L1Map m(config());
+  EXPECT_DEATH(
+      {
+        ReadGuard g;
+        std::thread([&] { static_cast<void>(m.find(g, name_id(1).view())); }).join();
+      },
+      "ReadGuard used by L1Map::find on a thread that did not build it");
+  EXPECT_DEATH(
+      {
+        auto* g = new ReadGuard;
+        std::thread([&] { delete g; }).join();
+      },
+      "ReadGuard destroyed on a thread that did not build it");
 #endif
 }
 

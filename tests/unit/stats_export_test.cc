@@ -388,5 +388,29 @@ TEST(StatsExport, KeyAndOneTableView) {
   EXPECT_EQ(q.engine.connections.size(), 1u);
 }
 
+TEST(StatsExport, TheReclamationBacklogAndSlotRefusalsShowInBothFormats) {
+  StatsSnapshot s = sample_snapshot("7");
+  s.engine.tables[0].l1.retired_pending = 300;
+  s.engine.tables[0].l1.retired_bytes = 38400;
+  s.engine.tables[0].l1.retired_age_ms = 90000;
+  s.engine.tables[0].l1.reader_slot_refusals = 5;
+  const std::string text = to_json(s);
+  const auto l1 = nlohmann::json::parse(text).at("tables")[0].at("l1");
+  EXPECT_EQ(l1.at("retired_bytes").get<std::uint64_t>(), 38400u);
+  EXPECT_EQ(l1.at("retired_age_ms").get<std::uint64_t>(), 90000u);
+  EXPECT_EQ(l1.at("reader_slot_refusals").get<std::uint64_t>(), 5u);
+  const std::string prom = to_prometheus(s);
+  const std::string labels = "{node=\"7\",table=\"quotes\"} ";
+  EXPECT_NE(prom.find("# TYPE echostore_l1_retired_bytes gauge\n"), std::string::npos);
+  EXPECT_NE(prom.find("echostore_l1_retired_bytes" + labels + "38400\n"), std::string::npos);
+  EXPECT_NE(prom.find("# TYPE echostore_l1_retired_age_ms gauge\n"), std::string::npos);
+  EXPECT_NE(prom.find("echostore_l1_retired_age_ms" + labels + "90000\n"), std::string::npos);
+  EXPECT_NE(prom.find("# TYPE echostore_l1_reader_slot_refusals_total counter\n"),
+            std::string::npos);
+  EXPECT_NE(prom.find("echostore_l1_reader_slot_refusals_total" + labels + "5\n"),
+            std::string::npos);
+  EXPECT_EQ(prometheus_from_json({text}), prom);
+}
+
 }  // namespace
 }  // namespace echo::engine

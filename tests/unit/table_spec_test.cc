@@ -52,6 +52,9 @@ TEST(TableSpec, EachBadKnobIsNamed) {
   s.max_size = 0;
   expect_refused(s, "max_size");
   s = good();
+  s.max_size = (std::size_t{1} << 26) + 1;  // the index would be 1 GiB before the first row
+  expect_refused(s, "max_size");
+  s = good();
   s.sweep_ms = 0;
   expect_refused(s, "sweep_ms");
   s = good();

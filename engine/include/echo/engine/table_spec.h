@@ -63,7 +63,7 @@ struct TableSpec {
   Loader loader;                    // required
   std::int64_t ttl_ms = 5000;       // 1 .. 2^40
   double jitter = 0.1;              // 0.0 .. 0.5
-  std::size_t max_size = 100000;    // 1 .. 2^30
+  std::size_t max_size = 100000;    // 1 .. 2^26 (the L1 index is allocated whole: table_spec.cc)
   std::int64_t sweep_ms = 1000;     // 1 .. 3,600,000
   CoherenceMode coherence = CoherenceMode::kNone;
   std::size_t ring_capacity = 4096;   // power of two, 2 .. 2^30

@@ -9,13 +9,15 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <thread>
 
 namespace echo::table {
 
 // The one cache-line constant of table/ (STYLE.md): padding unit for every per-thread slot.
 inline constexpr std::size_t kCacheLine = 64;
-// Concurrent reader threads the domain can hold. Slots are reused when a thread exits; the
-// (kMaxReaderThreads + 1)-th live reader thread aborts with a message naming this constant.
+// Concurrent reader threads the domain can hold. Slots are reused when a thread exits. A thread
+// that finds none free is refused, not aborted: its ReadGuard is not protecting(), and the map's
+// reads answer it a miss (counted in L1Stats::reader_slot_refusals) until a slot frees up.
 inline constexpr std::size_t kMaxReaderThreads = 512;
 // An idle slot announces "no epoch": larger than any epoch, so it never holds a row back.
 inline constexpr std::uint64_t kEpochIdle = std::numeric_limits<std::uint64_t>::max();
@@ -47,17 +49,25 @@ extern std::atomic<std::uint64_t> g_epoch;
 
 // Slow path of enter(): claims a free slot (lock-free CAS scan) and registers its release at
 // thread exit (a pthread key's destructor, which runs after every C++ thread_local destructor:
-// epoch.cc). Aborts with a message if kMaxReaderThreads slots are live. Runs once per thread
-// (again if a key destructor reads after the release); allocates nothing.
-void register_reader() noexcept;
+// epoch.cc). False, with no slot held, if all kMaxReaderThreads slots are live or the key cannot
+// be set (then nothing would release the slot at thread exit); the next enter() tries again.
+// Runs once per thread (again if a key destructor reads after the release); allocates nothing.
+bool register_reader() noexcept;
 
-// Opens a read-side critical section (nests). Reader thread; lock-free, no allocation, no
-// syscall; writes only this thread's slot.
-inline void enter() noexcept {
+// Opens a read-side critical section (nests) and returns true; false if this thread holds no slot
+// and cannot get one (register_reader): then no section is open, nothing may be read, and exit()
+// must not be called. Reader thread; lock-free, no allocation, no syscall; writes only this
+// thread's slot.
+inline bool enter() noexcept {
   ReaderState& t = t_reader;
-  if (t.nest++ != 0) return;
-  if (t.slot == nullptr) [[unlikely]]
-    register_reader();
+  if (t.nest != 0) {
+    ++t.nest;
+    return true;
+  }
+  if (t.slot == nullptr) [[unlikely]] {
+    if (!register_reader()) return false;
+  }
+  t.nest = 1;
   // acquire pairs with advance()'s release: every row unlinked before that advance is invisible to
   // this section, which is what lets a writer free rows retired before the epoch we announce.
   const std::uint64_t e = g_epoch.load(std::memory_order_acquire);
@@ -65,9 +75,11 @@ inline void enter() noexcept {
   // writer's scan sees this announcement, or this section's seq_cst pointer loads see every
   // unlink the writer made before its fence (so an unseen reader can never reach a freed row).
   t.slot->announced.exchange(e, std::memory_order_seq_cst);
+  return true;
 }
 
-// Closes the section opened by the matching enter(). Reader thread; no allocation.
+// Closes the section opened by the matching enter() that returned true. Reader thread; no
+// allocation.
 inline void exit() noexcept {
   ReaderState& t = t_reader;
   if (--t.nest != 0) return;
@@ -76,12 +88,9 @@ inline void exit() noexcept {
   t.slot->announced.store(kEpochIdle, std::memory_order_release);
 }
 
-// This thread's slot index (registers the thread on first use). Reader thread.
-inline std::uint32_t reader_index() noexcept {
-  if (t_reader.slot == nullptr) [[unlikely]]
-    register_reader();
-  return t_reader.index;
-}
+// This thread's slot index, also its per-map counter shard. Reader thread, inside a section
+// (enter() returned true), so the thread holds a slot.
+inline std::uint32_t reader_index() noexcept { return t_reader.index; }
 
 // Number of slot indices ever claimed (an upper bound for per-thread shard scans). Any thread.
 std::uint32_t reader_high_water() noexcept;
@@ -99,12 +108,37 @@ std::uint64_t min_active() noexcept;
 
 // RAII read-side critical section. Reader thread (any); nests; no lock, no allocation, no
 // syscall. Rows seen through a map while a guard lives stay valid until it is destroyed.
+// A guard protects only the thread that built it: the section is that thread's slot. Debug
+// builds abort when another thread uses or destroys it (check_thread).
+// protecting() is false when the thread could get no reader slot (epoch.h, kMaxReaderThreads):
+// such a guard opened no section, and a map read under it answers a miss without looking.
 class ReadGuard {
  public:
-  ReadGuard() noexcept { epoch::enter(); }
-  ~ReadGuard() { epoch::exit(); }
+  ReadGuard() noexcept : protecting_(epoch::enter()) {}
+  ~ReadGuard() {
+    check_thread("destroyed");
+    if (protecting_) epoch::exit();
+  }
   ReadGuard(const ReadGuard&) = delete;
   ReadGuard& operator=(const ReadGuard&) = delete;
+
+  bool protecting() const noexcept { return protecting_; }
+
+  // Debug builds: aborts unless the calling thread built this guard. Release builds: nothing.
+  void check_thread([[maybe_unused]] const char* what) const noexcept {
+#ifndef NDEBUG
+    if (owner_ != std::this_thread::get_id()) wrong_thread(what);
+#endif
+  }
+
+ private:
+  // Prints "echo::table::ReadGuard <what> on a thread that did not build it ..." and aborts.
+  // Out of line: cold.
+  [[noreturn]] static void wrong_thread(const char* what) noexcept;
+#ifndef NDEBUG
+  std::thread::id owner_ = std::this_thread::get_id();
+#endif
+  bool protecting_;
 };
 
 }  // namespace echo::table

@@ -54,8 +54,10 @@ class TombstoneTable {
   TombstoneTable(std::size_t capacity, std::int64_t keep_ms);
 
   // Records that a coherence message `version` for the name hashing to `hash` (hash_name)
-  // reached the writer at `now`. Writer thread; allocates only while purging (rare).
-  void remember(std::uint64_t hash, const IdBytes& version, std::int64_t now);
+  // reached the writer at `now`. Writer thread. Allocates only to double (at most
+  // log2(capacity / kInitialSlots) times in the table's life); a doubling the system refuses
+  // collapses into the floor instead, so it never throws.
+  void remember(std::uint64_t hash, const IdBytes& version, std::int64_t now) noexcept;
 
   // True iff a tombstone for the name (or the active floor) is newer than `version`: a row at
   // `version` would have been dropped by a message this writer already applied. Writer thread.
@@ -92,7 +94,11 @@ class TombstoneTable {
 
   static std::uint64_t key(std::uint64_t hash) noexcept { return hash == 0 ? 1 : hash; }
   std::size_t probe(std::uint64_t k) const noexcept;
-  void make_room(std::int64_t now);
+  void make_room(std::int64_t now) noexcept;
+  void purge(std::int64_t now) noexcept;
+  void erase_at(std::size_t hole) noexcept;
+  bool grow() noexcept;
+  void collapse() noexcept;
 
   std::vector<Slot> slots_;
   std::size_t mask_;

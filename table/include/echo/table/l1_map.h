@@ -35,9 +35,12 @@ std::int64_t steady_clock_ms() noexcept;
 std::int64_t coarse_monotonic_ms() noexcept;
 
 struct L1Config {
-  std::int64_t ttl_ms = 5000;      // 1 .. 2^40
-  double jitter = 0.1;             // 0.0 .. 0.5
-  std::size_t max_size = 100000;   // 1 .. 2^30
+  std::int64_t ttl_ms = 5000;  // 1 .. 2^40
+  double jitter = 0.1;         // 0.0 .. 0.5
+  // 1 .. 2^26. The index is a power of two >= max_size buckets of 8 bytes, allocated and zeroed
+  // at construction and walked whole by sweep() and a non-empty clear(): 2^26 is 512 MiB of
+  // index (and >= 4 GiB of rows when full); 2^30 asked for 8 GiB before the first row.
+  std::size_t max_size = 100000;
   std::uint64_t seed = 0x5EEDull;  // jitter PRNG seed (tests pin it)
   MonotonicClock clock = &steady_clock_ms;
   // The most tombstone slots (32 bytes; at most half used) the fill guard may grow to before it
@@ -77,6 +80,14 @@ struct L1Stats {
   std::uint64_t hits = 0, misses = 0, coh_applied = 0, coh_stale = 0, swept = 0, sweeps = 0,
                 full_skips = 0, fill_refused = 0, put_refused = 0, size = 0, tombstones = 0,
                 tombstone_collapses = 0, retired_pending = 0;
+  // Reclamation's backlog. One reader section that never ends (a leaked ReadGuard, a reader
+  // thread stopped inside one) holds back every map's reclamation: these grow, and the age
+  // says for how long. retired_bytes: rows unlinked, not yet freed (headers and values).
+  // retired_age_ms: how long ago the oldest of them was retired (0: none), on the map's clock.
+  std::uint64_t retired_bytes = 0, retired_age_ms = 0;
+  // Reads refused because the thread could get no reader slot (kMaxReaderThreads): answered
+  // as misses without looking (the caller falls back to its miss path).
+  std::uint64_t reader_slot_refusals = 0;
 };
 
 class L1Map {
@@ -92,7 +103,8 @@ class L1Map {
   // clock is the vDSO's CLOCK_MONOTONIC), each hit/miss counted on the caller's own cache line.
 
   // Copies a live row's value into `value` (allocates only if its capacity is too small) and
-  // its version into `*version` if given. False on a miss (absent or expired).
+  // its version into `*version` if given. False on a miss (absent or expired) and on a thread
+  // refused a reader slot (reader_slot_refusals; every read below answers a miss then too).
   bool get(std::string_view name, std::string& value, IdBytes* version = nullptr) const;
   // Copies into `buf`: kHit, kMiss, or kTooSmall (nothing copied; size says what is needed;
   // counted as a hit). No allocation. `now_ms` on the map's clock; read() reads the clock.
@@ -102,11 +114,16 @@ class L1Map {
     return read_at(name, buf, clock_());
   }
   // Zero-copy: the live row under `guard`, valid while the guard lives. Counted like get().
+  // `guard` must be this thread's (debug builds abort otherwise); nullopt if it is not
+  // protecting() (no reader slot).
   std::optional<RowView> find(const ReadGuard& guard, std::string_view name) const noexcept;
 
   // ---- Writer: the map's one writer thread only (debug builds abort on a second thread; the
   // first writer call binds the thread). Never blocks; allocates a row per insert and frees
-  // retired rows in batches once readers have moved on.
+  // retired rows in batches once readers have moved on. Retiring a row allocates nothing (the
+  // retire list runs through the rows), so a coherence apply (apply_coherence, apply_batch)
+  // allocates only when the fill guard doubles (at most log2(tombstone_capacity / 1024) times
+  // over the map's life), and cannot throw: a doubling that fails collapses into the floor.
 
   // A fill (WIRE §4.3, DESIGN fill guard): refused if the current row is newer than `version`
   // (fill_refused++) or if a remembered coherence message is newer (fill_refused++). Equal
@@ -124,18 +141,21 @@ class L1Map {
   InsertVerdict put(const BrandedId& name, std::string_view value, const BrandedId& version);
   // WIRE §4.4: row exists and newer(version, row.version) -> delete, kApplied, coh_applied++;
   // else kStale, coh_stale++. Either way the version is remembered for the fill guard.
-  Verdict apply_coherence(const BrandedId& name, const BrandedId& version);
+  Verdict apply_coherence(const BrandedId& name, const BrandedId& version) noexcept;
   // The same comparison for a batch (the ring's apply function); returns how many applied.
-  std::size_t apply_batch(std::span<const CoherenceMessage> messages);
+  std::size_t apply_batch(std::span<const CoherenceMessage> messages) noexcept;
   // Deletes the row unconditionally (admin invalidate). True if there was one. Not counted.
-  bool erase(const BrandedId& name);
+  bool erase(const BrandedId& name) noexcept;
   // Flush policy: drops every row (tombstones are kept: they are still true). Not counted.
-  void clear();
-  // Deletes rows with expires_at < now: swept += n, sweeps++. Returns n.
-  std::size_t sweep(std::int64_t now_ms);
+  // Walks the whole index unless the map is empty (then it returns at once: a flush storm on
+  // an emptied map costs nothing per pass).
+  void clear() noexcept;
+  // Deletes rows with expires_at < now: swept += n, sweeps++. Returns n. Walks the index only
+  // if some row can have expired (size() != 0 and now past the earliest expiry).
+  std::size_t sweep(std::int64_t now_ms) noexcept;
   // Frees retired rows no reader can still see. Called on its own every kReclaimBatch retires;
   // an idle writer calls it to return memory sooner.
-  void reclaim();
+  void reclaim() noexcept;
 
   // ---- Any thread: relaxed snapshots (stats() sums the per-reader shards).
   std::size_t size() const noexcept { return size_.load(std::memory_order_relaxed); }
@@ -152,8 +172,14 @@ class L1Map {
 
   // The tombstone held for `name`, if any. Writer thread (tests, diagnostics).
   std::optional<IdBytes> tombstone(const BrandedId& name) const;
+  // Walks of the whole index so far (clear, sweep, a full map's expiry pass). Writer thread.
+  std::uint64_t index_walks() const noexcept { return index_walks_; }
 
   static constexpr std::size_t kReclaimBatch = 256;
+  // Tagged batches of retired rows kept apart; past this, a new batch joins the newest one
+  // under the newer tag (it frees later, never sooner: still safe). Only a stuck reader makes
+  // batches pile up.
+  static constexpr std::size_t kRetireBatches = 32;
 
  private:
   struct Row;
@@ -163,14 +189,18 @@ class L1Map {
     std::atomic<std::uint64_t> hits{0};
     std::atomic<std::uint64_t> misses{0};
   };
-  struct Retired {
-    Row* row;
-    std::uint64_t epoch;  // kEpochIdle until tagged by reclaim()
+  // Retired rows chained through Row::retired_next (writer-only; readers never read it).
+  struct RetireChain {
+    Row* head = nullptr;
+    Row* tail = nullptr;
+    std::uint64_t epoch = kEpochIdle;  // tagged by reclaim(): free once epoch < min_active()
+    std::int64_t since = 0;            // the map's clock at the chain's first retire
   };
   // Writer-written counters: one line, away from the readers' read-mostly line.
   struct alignas(kCacheLine) WriterCounters {
     std::atomic<std::uint64_t> coh_applied{0}, coh_stale{0}, swept{0}, sweeps{0}, full_skips{0},
-        fill_refused{0}, put_refused{0}, retired_pending{0}, tombstones{0}, tombstone_collapses{0};
+        fill_refused{0}, put_refused{0}, retired_pending{0}, tombstones{0}, tombstone_collapses{0},
+        retired_bytes{0}, retired_since{0};  // retired_since: `since` of the oldest chain
   };
 
   const Row* lookup(std::string_view name, std::uint64_t hash) const noexcept;
@@ -183,10 +213,11 @@ class L1Map {
   Row* make_row(const char* name, std::uint64_t hash, std::string_view value,
                 const IdBytes& version, std::int64_t expires_at);
   void unlink(std::atomic<Row*>* link, Row* row) noexcept;
-  void retire(Row* row);
+  void retire(Row* row) noexcept;
+  void publish_retired() noexcept;
   void free_row(Row* row) noexcept;
-  Verdict apply_one(const char* name, const IdBytes& version, std::int64_t now);
-  std::size_t drop_expired(std::int64_t now, bool inclusive);
+  Verdict apply_one(const char* name, const IdBytes& version, std::int64_t now) noexcept;
+  std::size_t drop_expired(std::int64_t now, bool inclusive) noexcept;
   std::int64_t draw_expiry(std::int64_t now) noexcept;
   void bump(std::atomic<std::uint64_t>& c) noexcept {
     c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
@@ -208,10 +239,16 @@ class L1Map {
   std::int64_t earliest_expiry_;  // lower bound of every row's expires_at (skips futile scans)
   std::size_t value_bytes_ = 0;   // value bytes of linked and retired-not-freed rows
   RowArena arena_;
-  std::vector<Retired> retired_;
-  std::size_t untagged_from_ = 0;
+  RetireChain untagged_;                          // retired since the last reclaim(), untagged
+  RetireChain batches_[kRetireBatches];           // tagged, oldest first from batch_head_
+  std::size_t batch_head_ = 0, batch_count_ = 0;  // a ring over batches_
+  std::size_t untagged_rows_ = 0, retired_rows_ = 0, retired_bytes_ = 0;
+  std::uint64_t index_walks_ = 0;
   TombstoneTable tombstones_;
   WriterCounters counters_;
+  // Bumped (relaxed fetch_add) by reader threads refused a slot: its own line, so that rare
+  // path never writes the readers' or the writer's lines.
+  alignas(kCacheLine) mutable std::atomic<std::uint64_t> slot_refusals_{0};
 #ifndef NDEBUG
   mutable std::atomic<std::thread::id> writer_{};
 #endif
