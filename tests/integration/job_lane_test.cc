@@ -636,8 +636,9 @@ TEST_F(JobLane, SettledCountersAreNeverReadWhileAJobStillWaitsForItsClaim) {
   ASSERT_TRUE(command_argv(client(), {"DEL", base + "parked"}));
   const std::uint64_t tried = consumer_of(*n, t)->empty_claims;
   ASSERT_TRUE(within(5s, [&] { return consumer_of(*n, t)->empty_claims >= tried + 2; }));
-  RedisReply queued = run_script(client(), "member_enqueue", {base + "live"},
-                                 {base, job, frame_text(fresh_id("AST"), fresh_id("AST")), g, "30000"});
+  RedisReply queued =
+      run_script(client(), "member_enqueue", {base + "live"},
+                 {base, job, frame_text(fresh_id("AST"), fresh_id("AST")), g, "30000"});
   ASSERT_EQ(text(queued.get()), "1");  // into the lane, not handed off
 
   bool resumed = false;
