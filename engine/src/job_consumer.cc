@@ -9,6 +9,7 @@
 #include <echo/table/names.h>
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <charconv>
 #include <cstdio>
@@ -548,18 +549,36 @@ void JobConsumer::publish_overflow() {
   }
 }
 
+// The ack hand-over is a store-buffering pair (issue 22 B): the writer stores an ack (the ring's
+// tail_) then reads the post flag (its exchange); the loop stores the flag (false) then reads
+// tail_ (its first emptiness check). No ack may be left with no drain to see it, so at least one
+// side must see the other's store. Release/acquire alone does not promise that (POWER may let
+// both reads miss; x86 and ARMv8 forbid it in hardware, so no test here can show it), hence a
+// seq_cst fence on the writer's side and seq_cst accesses on the loop's:
+//   writer:  T: tail_ = t+1 (release, try_publish) ; F: fence(seq_cst) ; E: exchange(flag, true)
+//   loop:    B: flag = false (seq_cst) ; R: has_work(), a seq_cst load of tail_
+// Suppose E read true from before B (E precedes B in the flag's modification order: it posted
+// nothing) and R missed T. E is coherence-ordered before B, F happens before E and B is seq_cst,
+// so F precedes B in S ([atomics.order] p4.3). R is coherence-ordered before T (it read a value
+// older than T), R is seq_cst and T happens before F, so R precedes F in S (p4.2). B is sequenced
+// before R, both seq_cst: B precedes R in S. F < B < R < F: no such S, so one of the two holds:
+// E read false or a later writer's true (a drain was posted after B, and it will look again), or
+// R saw T and the drain below takes the ack (its loads of tail_ come after R: they see T too).
 void JobConsumer::on_acks(std::span<const JobAck> acks) {
   // Writer thread. The ack ring holds twice the table ring's capacity, and at most
   // ring_capacity + job_credits jobs are ever in flight, so this never refuses.
   for (const JobAck& ack : acks) acks_.try_publish(JobAck(ack));
+  // F: between the acks' tail_ store (T) and the flag's exchange (E); see above. One fence per
+  // batch of acks the writer drained, not per ack.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
   if (!ack_drain_posted_.exchange(true, std::memory_order_acq_rel)) {
     loop_.post([this] { drain_acks(); });
   }
 }
 
 void JobConsumer::drain_acks() {
-  // Clear before draining: an ack published after this store either is seen below or posts a
-  // fresh drain (its exchange reads false).
+  // B: clear before draining, seq_cst (see on_acks): an ack published after this store is either
+  // seen by R below or posts a fresh drain (its exchange reads false).
   ack_drain_posted_.store(false, std::memory_order_seq_cst);
   if (stopping_) return;
   hold_block_ = false;  // the writer has run since the last hand-off: block again
@@ -572,7 +591,11 @@ void JobConsumer::drain_acks() {
     complete(it->second, ack.verdict);
     in_flight_.erase(it);
   };
-  while (acks_.drain(4096, one) != 0) {
+  // R: the first emptiness check is has_work()'s seq_cst load of tail_ (drain's own is acquire,
+  // and may even use the tail it cached on the last pass).
+  if (acks_.has_work()) {
+    while (acks_.drain(4096, one) != 0) {
+    }
   }
   publish_overflow();
   // Credits came back: list them again once the server's have fallen below half of what we could

@@ -242,6 +242,8 @@ class JobConsumer {
 
   // Writer → loop: acks travel through an SPSC ring; the loop drains it on a posted closure,
   // posted only when `ack_drain_posted_` goes false → true (one post per burst, not per ack).
+  // The ring's tail_ and this flag form a store-buffering pair: a seq_cst fence in on_acks and
+  // seq_cst accesses in drain_acks make one side see the other (the argument is above on_acks).
   ring::SpscRing<JobAck> acks_;
   std::atomic<bool> ack_drain_posted_{false};
 
