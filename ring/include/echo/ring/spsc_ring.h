@@ -70,6 +70,7 @@ class SpscRing {
 
   // Destroys the items still in the ring. No other thread may use the ring any more.
   ~SpscRing() {
+    if (light_) bell_->leave_light();  // no publish is in flight: the consumer may stop waiting
     const std::uint64_t t = tail_.load(std::memory_order_acquire);
     for (std::uint64_t s = head_.load(std::memory_order_acquire); s != t; ++s) {
       std::destroy_at(slot(s));
@@ -265,6 +266,7 @@ class SpscRing {
     s.wakes = wakes_.load(std::memory_order_relaxed);
     s.stalls = stalls_.load(std::memory_order_relaxed);
     s.flush_pending = flush_pending_.load(std::memory_order_relaxed);
+    s.barrier_fallbacks = bell_->barrier_fallbacks();
     s.max_batch = max_batch_.load(std::memory_order_relaxed);
     for (std::size_t i = 0; i < kHistogramBuckets; ++i) {
       s.batch_histogram[i] = histogram_[i].load(std::memory_order_relaxed);
@@ -282,9 +284,10 @@ class SpscRing {
         own_bell_(bell ? nullptr : std::make_unique<Doorbell>(config.consumer_wait)),
         bell_(bell ? bell : own_bell_.get()),
         parks_(bell_->parks()),
-        asymmetric_(bell_->asymmetric()),
         slots_(static_cast<T*>(
-            ::operator new (sizeof(T) * config.capacity, std::align_val_t{alignof(T)}))) {}
+            ::operator new (sizeof(T) * config.capacity, std::align_val_t{alignof(T)}))) {
+    light_ = parks_ && bell_->attach_ring();
+  }
 
   T* slot(std::uint64_t seq) const noexcept { return slots_ + (seq & mask_); }
 
@@ -333,19 +336,32 @@ class SpscRing {
 
   // Makes slots [old_tail, new_tail) visible, then the edge-triggered wake. The store releases
   // the slots (pairs with drain's and has_work's loads of tail_). Toward a parking doorbell it
-  // is seq_cst, the store half of the Dekker pair whose load half is has_waiters(), or, when the
-  // doorbell is asymmetric, release plus a compiler barrier (see doorbell.h); only then may a
-  // consumer be asleep, and only a ring that was empty when the consumer announced it would
+  // is seq_cst, the store half of the Dekker pair whose load half is has_waiters(), or, while
+  // this ring publishes light, release plus a compiler barrier (see doorbell.h); only then may
+  // a consumer be asleep, and only a ring that was empty when the consumer announced it would
   // park (head_ == old_tail) signals.
   void publish_tail(std::uint64_t old_tail, std::uint64_t new_tail) noexcept {
     if (!parks_) {
       tail_.store(new_tail, std::memory_order_release);
       return;
     }
-    if (asymmetric_) {
+    if (light_) {
       // The consumer's membarrier stands in for the store-load fence (doorbell.h).
       tail_.store(new_tail, std::memory_order_release);
-      if (!bell_->has_waiters_light()) return;
+      switch (bell_->waiters_light()) {
+        case Doorbell::Light::kNoWaiter:
+          return;
+        case Doorbell::Light::kWaiter:
+          break;
+        case Doorbell::Light::kFallenBack:
+          // The consumer lost its barrier: this was the ring's last light publish. Leaving
+          // releases its tail to the consumer's light_rings_ load (doorbell.h, Fallback); the
+          // seq_cst load after the RMW then serves this publish as a symmetric one would.
+          light_ = false;
+          bell_->leave_light();
+          if (!bell_->has_waiters()) return;
+          break;
+      }
     } else {
       tail_.store(new_tail, std::memory_order_seq_cst);
       if (!bell_->has_waiters()) return;
@@ -433,8 +449,7 @@ class SpscRing {
   const WaitConfig producer_wait_;
   std::unique_ptr<Doorbell> own_bell_;
   Doorbell* const bell_;
-  const bool parks_;       // bell_->parks(), cached: read on every publish
-  const bool asymmetric_;  // bell_->asymmetric(), cached likewise
+  const bool parks_;  // bell_->parks(), cached: read on every publish
   T* const slots_;
 
   // Producer-written, consumer-read: the tail and the producer's counters share one line
@@ -445,8 +460,11 @@ class SpscRing {
   std::atomic<std::uint64_t> wakes_{0};
   std::atomic<std::uint64_t> stalls_{0};
 
-  // Producer-private: its cached copy of head_ and its owner check.
+  // Producer-private: its cached copy of head_, whether it publishes light (set at construction
+  // by Doorbell::attach_ring, cleared for good when it sees the doorbell fell back), and its
+  // owner check.
   alignas(kCacheLine) std::uint64_t cached_head_ = 0;
+  bool light_ = false;
   [[no_unique_address]] detail::OwnerCheck producer_;
 
   // Consumer-written, producer-read: the head and the consumer's counters.
