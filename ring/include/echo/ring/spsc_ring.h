@@ -41,6 +41,7 @@
 #include <new>
 #include <span>
 #include <stop_token>
+#include <thread>
 #include <type_traits>
 #include <utility>
 
@@ -96,9 +97,18 @@ class SpscRing {
   }
 
   // Like try_publish, but under the block policy waits (spin budget, then the producer's
-  // strategy) until there is space, and always returns true. Under drop and flush it is
-  // try_publish. Blocks only under kBlock; never allocates.
+  // strategy) until there is space, and returns true. Under drop and flush it is try_publish.
+  // Blocks only under kBlock, with no way out but the consumer's drain: a producer that must be
+  // stoppable passes a deadline or a stop token to the overload below. Never allocates.
   bool publish(T&& item) noexcept {
+    return publish(std::move(item), Clock::time_point::max(), std::stop_token{});
+  }
+
+  // publish that gives up: under block, waits until there is space, `deadline` passes or `stop`
+  // is requested (a request wakes a parked producer at once), and returns false for the last
+  // two, leaving `item` with the caller, uncounted in `dropped` (the wait counts in `stalls`).
+  // Under drop and flush it is try_publish (it never waits). Producer thread; never allocates.
+  bool publish(T&& item, Clock::time_point deadline, const std::stop_token& stop = {}) noexcept {
     producer_.check("SpscRing producer verb");
     const std::uint64_t t = tail_.load(std::memory_order_relaxed);
     if (!has_space(t, 1)) {
@@ -106,7 +116,7 @@ class SpscRing {
         refuse(1);
         return false;
       }
-      wait_for_space(t, 1);
+      if (!wait_for_space(t, 1, deadline, stop)) return false;
     }
     push_one(t, std::move(item));
     return true;
@@ -128,8 +138,16 @@ class SpscRing {
 
   // Under block: publishes all of `items`, waiting for space as needed (in as many pieces as
   // the consumer frees room for), and returns items.size(). Under drop and flush it is
-  // try_publish_batch.
+  // try_publish_batch. Waits with no way out but the consumer's drain (see the overload below).
   std::size_t publish_batch(std::span<T> items) noexcept {
+    return publish_batch(items, Clock::time_point::max(), std::stop_token{});
+  }
+
+  // publish_batch that gives up: under block, when `deadline` passes or `stop` is requested
+  // before the whole batch fits, returns how many it published (a prefix, in order); the suffix
+  // stays with the caller, uncounted in `dropped`. Under drop and flush it is try_publish_batch.
+  std::size_t publish_batch(std::span<T> items, Clock::time_point deadline,
+                            const std::stop_token& stop = {}) noexcept {
     if (policy_ != FullPolicy::kBlock) return try_publish_batch(items);
     producer_.check("SpscRing producer verb");
     std::size_t done = 0;
@@ -137,7 +155,7 @@ class SpscRing {
       const std::uint64_t t = tail_.load(std::memory_order_relaxed);
       std::size_t n = std::min(items.size() - done, free_slots_at(t, items.size() - done));
       if (n == 0) {
-        wait_for_space(t, 1);
+        if (!wait_for_space(t, 1, deadline, stop)) return done;
         n = std::min(items.size() - done, free_slots_at(t, items.size() - done));
       }
       push_many(t, items.subspan(done, n));
@@ -394,43 +412,71 @@ class SpscRing {
     }
   }
 
-  // Block policy: wait until `want` slots are free at tail `t`. Producer thread.
-  void wait_for_space(std::uint64_t t, std::size_t want) noexcept {
+  // Block policy: wait until `want` slots are free at tail `t` (true), or until `deadline`
+  // passes or `stop` is requested (false). Producer thread.
+  bool wait_for_space(std::uint64_t t, std::size_t want, Clock::time_point deadline,
+                      const std::stop_token& stop) noexcept {
     bump(stalls_, 1);
     for (std::uint32_t i = 0; i < producer_wait_.spin_budget; ++i) {
       cpu_relax();
-      if (has_space(t, want)) return;
+      if (has_space(t, want)) return true;
     }
-    for (;;) {
-      switch (producer_wait_.strategy) {
-        case WaitStrategy::kSpin:
-          cpu_relax();
-          break;
-        case WaitStrategy::kYield:
+    const bool timed = deadline != Clock::time_point::max();
+    if (producer_wait_.strategy != WaitStrategy::kPark) {
+      for (std::uint32_t i = 0;; ++i) {
+        if (has_space(t, want)) return true;
+        if (stop.stop_requested()) return false;
+        // Reading the clock costs ~20 ns; the spin checks it every 64 polls.
+        if (timed && (producer_wait_.strategy == WaitStrategy::kYield || (i & 63) == 0) &&
+            Clock::now() >= deadline) {
+          return false;
+        }
+        if (producer_wait_.strategy == WaitStrategy::kYield) {
           std::this_thread::yield();
-          break;
-        case WaitStrategy::kPark:
-          // Dekker pair with wake_blocked_producer: announce (seq_cst store), re-check head_
-          // (seq_cst load), sleep; the drain stores head_ seq_cst, then loads the flag seq_cst.
-          producer_parked_.store(1, std::memory_order_seq_cst);
-          cached_head_ = head_.load(std::memory_order_seq_cst);
-          if (capacity_ - (t - cached_head_) >= want) {
-            producer_parked_.store(0, std::memory_order_relaxed);
-            return;
-          }
-          detail::futex_wait(producer_parked_, 1, Clock::time_point::max());
-          break;
+        } else {
+          cpu_relax();
+        }
       }
-      if (has_space(t, want)) return;
+    }
+    // A stop request bumps the wake word, so a parked producer sees it without a drain.
+    std::stop_callback on_stop(stop, [this]() noexcept { ring_producer_wake(); });
+    for (;;) {
+      // Dekker pair with wake_blocked_producer: take the wake word's key, announce (seq_cst
+      // store), re-check head_ (seq_cst load), sleep while the word still equals the key; the
+      // drain stores head_ seq_cst, then loads the flag seq_cst and bumps the word. Either the
+      // re-check sees the drain's head, or the drain sees the flag and its bump (after the key
+      // load, which precedes the announce it read) makes the futex return. The stop callback
+      // bumps the word likewise; a key load that reads its bump acquires it, so the
+      // stop_requested() below sees the request.
+      const std::uint32_t key = producer_wake_.load(std::memory_order_seq_cst);
+      producer_parked_.store(1, std::memory_order_seq_cst);
+      cached_head_ = head_.load(std::memory_order_seq_cst);
+      if (capacity_ - (t - cached_head_) >= want) {
+        producer_parked_.store(0, std::memory_order_relaxed);
+        return true;
+      }
+      if (stop.stop_requested() || (timed && Clock::now() >= deadline)) {
+        producer_parked_.store(0, std::memory_order_relaxed);
+        return false;
+      }
+      detail::futex_wait(producer_wake_, key, deadline);
     }
   }
 
   // Consumer side of the block policy's Dekker pair, after drain's seq_cst head_ store: wake a
-  // producer that announced it would park.
+  // producer that announced it would park. Clearing the flag spares the next drains the syscall
+  // (a producer that parks again announces again).
   void wake_blocked_producer() noexcept {
     if (producer_parked_.load(std::memory_order_seq_cst) == 0) return;
     producer_parked_.store(0, std::memory_order_relaxed);
-    detail::futex_wake(producer_parked_, 1);
+    ring_producer_wake();
+  }
+
+  // Bumps the block-policy producer's wake word and wakes it: the consumer (a drain freed room)
+  // or the thread requesting a publish's stop. seq_cst RMW: see wait_for_space.
+  void ring_producer_wake() noexcept {
+    producer_wake_.fetch_add(1, std::memory_order_seq_cst);
+    detail::futex_wake(producer_wake_, 1);
   }
 
   // published and applied are tail_ and head_ themselves, and batches is the histogram's sum:
@@ -478,8 +524,10 @@ class SpscRing {
   // Consumer-written, read only by stats(): kept off the head_ line the producer polls.
   alignas(kCacheLine) std::array<std::atomic<std::uint64_t>, kHistogramBuckets> histogram_{};
 
-  // Block policy: the producer's futex word (1 = parked or about to park).
+  // Block policy: 1 while the producer is parked or about to park; the word it sleeps on, bumped
+  // by each wake (a drain's or a stop request's).
   alignas(kCacheLine) std::atomic<std::uint32_t> producer_parked_{0};
+  std::atomic<std::uint32_t> producer_wake_{0};
 
   static_assert(std::atomic<std::uint64_t>::is_always_lock_free,
                 "free-running 64-bit sequences must be lock-free atomics on this target");
