@@ -18,12 +18,14 @@
 // work), or it precedes the bump in S, so the producer sees the waiter and the futex, which
 // compares epoch_ with key in the kernel, cannot sleep through the wake.
 //
-// Asymmetric mode (WaitConfig::asymmetric_barrier, where the kernel offers membarrier): a full
-// barrier costs ~25-40 ns per publish on the CI VM, so the ring producer instead does
+// Asymmetric mode (WaitConfig::asymmetric_barrier, where the kernel offers membarrier): to spare
+// each publish its full barrier (BM_SpscRing_PublishDrain: under 1 ns single-threaded on the CI
+// VM's EPYC, more when the store buffer holds misses), the ring producer instead does
 // tail_ = t+1 (release), a compiler barrier, and an acquire load of waiters_; the consumer, after
 // waiters_ += 1 and before its re-check, calls membarrier(PRIVATE_EXPEDITED), which puts every
 // running thread of the process through a full barrier: the membarrier(2) fast-path/slow-path
-// pairing, the same two cases.
+// pairing, the same two cases. The price is an IPI to every CPU running a thread of the process at
+// each park, hence off by default (WaitConfig::asymmetric_barrier says what it measured).
 //
 // Fallback: the barrier can fail after construction found it available (a seccomp filter
 // installed later on the consumer thread, or on all threads with TSYNC; ENOMEM). A failed
