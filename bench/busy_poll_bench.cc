@@ -139,8 +139,8 @@ void BM_BusyPoll_IterationTime(benchmark::State& state) {
   if (!in_order.load()) state.SkipWithError("items arrived out of order");
   std::sort(samples.begin(), samples.end());
   auto pct = [&](double p) {
-    return static_cast<double>(samples[static_cast<std::size_t>(
-        p * static_cast<double>(samples.size() - 1))]);
+    return static_cast<double>(
+        samples[static_cast<std::size_t>(p * static_cast<double>(samples.size() - 1))]);
   };
   double sum = 0;
   for (std::uint32_t s : samples) sum += s;

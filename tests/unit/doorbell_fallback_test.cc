@@ -75,7 +75,9 @@ RingConfig ring_config(std::size_t capacity) {
 // a deadline too, so nothing hangs).
 TEST(DoorbellFallback, ARefusedMembarrierFallsBackCountedAndLosesNoWake) {
   SpscRing<std::uint64_t> ring(ring_config(64));
-  if (!ring.doorbell().asymmetric()) GTEST_SKIP() << "no membarrier here: nothing to fall back from";
+  if (!ring.doorbell().asymmetric()) {
+    GTEST_SKIP() << "no membarrier here: nothing to fall back from";
+  }
   constexpr std::uint64_t kItems = 100000;
   constexpr auto kHopLimit = 2s;
   std::atomic<int> filtered{-1};

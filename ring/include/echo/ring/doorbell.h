@@ -211,8 +211,8 @@ class Doorbell {
       if (has_work()) return WaitVerdict::kWork;
       if (stop.stop_requested()) return WaitVerdict::kStopped;
       if (Clock::now() >= deadline) return WaitVerdict::kTimeout;
-      waiters_.fetch_add(1, std::memory_order_seq_cst);    // the store half of the Dekker pair
-      if (light_ && !heavy_barrier_once()) fall_back();   // pairs with waiters_light
+      waiters_.fetch_add(1, std::memory_order_seq_cst);  // the store half of the Dekker pair
+      if (light_ && !heavy_barrier_once()) fall_back();  // pairs with waiters_light
       const std::uint32_t key = epoch_.load(std::memory_order_seq_cst);
       // Fallen back and a ring may still publish light: park at most kSettleTimeout (see above).
       // The load comes before the re-check, so a 0 read releases every light tail to it.

@@ -34,7 +34,7 @@ struct RingStats {
   std::uint64_t barrier_fallbacks = 0;  // 1 once the consumer's doorbell (shared by every ring
                                         // of its writer) lost its membarrier and fell back to the
                                         // seq_cst handshake (doorbell.h, Fallback), else 0
-  bool flush_pending = false;   // a flush-policy refusal the consumer has not yet taken
+  bool flush_pending = false;           // a flush-policy refusal the consumer has not yet taken
   std::array<std::uint64_t, kHistogramBuckets> batch_histogram{};
 };
 
