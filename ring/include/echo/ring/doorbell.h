@@ -48,8 +48,8 @@
 // against the consumer's waiters_ |= kFallenBack, then n load: either it sees the flag (undoes
 // its count and starts symmetric) or the consumer's n counts it.
 // Why the flag lives in waiters_: the light producer already loads that word on every publish,
-// so learning of the switch costs it nothing (a separate mode word would be a second load of a
-// doorbell line on every publish; perf/check_ops.sh's ring op is unchanged).
+// so learning of the switch costs it nothing: the fast path stays one load and one compare with
+// zero (a separate mode word would be a second load of a doorbell line on every publish).
 // Registration is retried by the consumer on its first park, on its own thread: a filter that
 // covers only the consumer thread is found there, not at construction.
 #pragma once
