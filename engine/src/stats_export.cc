@@ -89,6 +89,8 @@ constexpr Field<ring::RingStats> kRingFields[] = {
     {"batches", &ring::RingStats::batches, Kind::kCounter, "non-empty drain passes"},
     {"max_batch", &ring::RingStats::max_batch, Kind::kGauge, "largest drain pass"},
     {"stalls", &ring::RingStats::stalls, Kind::kCounter, "block-policy publishes that waited"},
+    {"barrier_fallbacks", &ring::RingStats::barrier_fallbacks, Kind::kCounter,
+     "membarrier failures of the consumer's doorbell (then on the seq_cst handshake for good)"},
 };
 
 constexpr Field<JobConsumerStats> kConsumerFields[] = {

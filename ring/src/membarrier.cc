@@ -11,8 +11,9 @@
 namespace echo::ring::detail {
 
 bool asymmetric_barrier_available() noexcept {
-  // Registration is per process and once; a kernel or seccomp policy without it leaves the
-  // ring on the symmetric (seq_cst) handshake.
+  // Registration is per process; probed once. A kernel or seccomp policy without it leaves the
+  // ring on the symmetric (seq_cst) handshake. A later refusal is the consumer's to find
+  // (Doorbell's fallback).
   static const bool available = [] {
     const long cmds = ::syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
     if (cmds < 0 || (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0) return false;
@@ -21,9 +22,17 @@ bool asymmetric_barrier_available() noexcept {
   return available;
 }
 
-void heavy_barrier() noexcept {
-  // Every running thread of the process passes a full memory barrier before this returns.
-  ::syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
+bool register_asymmetric_barrier() noexcept {
+  // Idempotent (0 when the process is already registered); made by the consumer thread because a
+  // seccomp filter is per thread: the probe above ran wherever the first Doorbell was built.
+  return ::syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+}
+
+bool heavy_barrier() noexcept {
+  // On 0, every running thread of the process passed a full memory barrier before this returned.
+  // On -1 (EPERM from a seccomp filter, ENOMEM, ...) nothing happened: the caller must not count
+  // on it (Doorbell falls back to the symmetric handshake).
+  return ::syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0;
 }
 
 }  // namespace echo::ring::detail

@@ -3,13 +3,22 @@
 // wait strategy and each full policy, with bursts and pauses so the consumer parks and is woken
 // many times. Every accepted item must arrive exactly once and in order; a consumer that sits in
 // wait_for_work past its deadline while the ring holds items is a lost wake. Bounded by an item
-// count and a time budget (each case well under 30 s under TSan).
+// count and a time budget (each case well under 30 s under TSan). The _fallback case refuses
+// membarrier on the consumer thread (a seccomp filter it installs on itself after the ring was
+// built), so the doorbell falls back mid-run while the producer still publishes light.
 #include <echo/ring/doorbell.h>
 #include <echo/ring/spsc_ring.h>
 #include <gtest/gtest.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <random>
@@ -41,12 +50,38 @@ struct Case {
   WaitStrategy strategy;
   FullPolicy policy;
   bool asymmetric = true;  // park: membarrier-backed light producer barrier, or seq_cst
+  bool fallback = false;   // the consumer's membarrier is refused: the doorbell falls back
 };
+
+#if defined(__x86_64__)
+constexpr std::uint32_t kAuditArch = AUDIT_ARCH_X86_64;
+#elif defined(__aarch64__)
+constexpr std::uint32_t kAuditArch = AUDIT_ARCH_AARCH64;
+#else
+#error "spsc_ring_stress_test: name this architecture's AUDIT_ARCH_* value"
+#endif
+
+// This thread: membarrier fails with EPERM (doorbell_fallback_test has the same filter).
+bool refuse_membarrier_on_this_thread() {
+  sock_filter filter[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, arch)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, kAuditArch, 1, 0),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_membarrier, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  sock_fprog prog{static_cast<unsigned short>(std::size(filter)), filter};
+  return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 &&
+         prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) == 0;
+}
 
 std::string name(const testing::TestParamInfo<Case>& info) {
   return std::string(to_string(info.param.strategy)) + "_" +
          std::string(to_string(info.param.policy)) +
-         (info.param.strategy == WaitStrategy::kPark && !info.param.asymmetric ? "_seqcst" : "");
+         (info.param.strategy == WaitStrategy::kPark && !info.param.asymmetric ? "_seqcst" : "") +
+         (info.param.fallback ? "_fallback" : "");
 }
 
 // How long a consumer may wait with items present before we call it a lost wake: far beyond
@@ -74,7 +109,10 @@ TEST_P(SpscRingStress, EveryAcceptedItemArrivesOnceInOrderAndNoWakeIsLost) {
   bool lost_wake = false;
   std::uint64_t gaps = 0;  // sequence numbers skipped (refused by drop/flush), all accounted
 
+  const bool fallback = c.fallback && ring.doorbell().asymmetric();
+  std::atomic<int> filtered{fallback ? -1 : 1};
   std::jthread consumer([&](std::stop_token) {
+    if (fallback) filtered.store(refuse_membarrier_on_this_thread() ? 1 : 0);
     std::mt19937 rng(7);
     auto apply = [&](std::span<Item> batch) noexcept {
       for (Item& it : batch) {
@@ -105,6 +143,8 @@ TEST_P(SpscRingStress, EveryAcceptedItemArrivesOnceInOrderAndNoWakeIsLost) {
     }
   });
 
+  while (filtered.load() < 0) std::this_thread::yield();
+  EXPECT_EQ(filtered.load(), 1) << "seccomp filter refused: " << errno;
   std::mt19937 rng(42);
   std::uint64_t seq = 0;
   const auto end = Clock::now() + kBudget;
@@ -154,18 +194,23 @@ TEST_P(SpscRingStress, EveryAcceptedItemArrivesOnceInOrderAndNoWakeIsLost) {
   EXPECT_EQ(gaps + received, expected_next);
   EXPECT_EQ(s.occupancy, 0u);
   EXPECT_LE(s.wakes, s.batches);
+  if (fallback) {
+    EXPECT_EQ(s.barrier_fallbacks, 1u);
+    EXPECT_EQ(ring.doorbell().light_rings_approx(), 0u);
+  }
   if (c.policy == FullPolicy::kBlock) {
     EXPECT_EQ(s.dropped, 0u);
     EXPECT_EQ(received, seq);
   }
   std::printf(
       "%s/%s: %llu sent, %llu received, %llu dropped, %llu batches, %llu wakes, "
-      "%llu stalls, %llu consumer parks\n",
+      "%llu stalls, %llu consumer parks, %llu barrier fallbacks\n",
       std::string(to_string(c.strategy)).c_str(), std::string(to_string(c.policy)).c_str(),
       static_cast<unsigned long long>(seq), static_cast<unsigned long long>(received),
       static_cast<unsigned long long>(s.dropped), static_cast<unsigned long long>(s.batches),
       static_cast<unsigned long long>(s.wakes), static_cast<unsigned long long>(s.stalls),
-      static_cast<unsigned long long>(ring.doorbell().parks_count()));
+      static_cast<unsigned long long>(ring.doorbell().parks_count()),
+      static_cast<unsigned long long>(s.barrier_fallbacks));
 }
 
 INSTANTIATE_TEST_SUITE_P(Strategies, SpscRingStress,
@@ -173,17 +218,19 @@ INSTANTIATE_TEST_SUITE_P(Strategies, SpscRingStress,
                                          Case{WaitStrategy::kYield, FullPolicy::kDrop},
                                          Case{WaitStrategy::kPark, FullPolicy::kDrop},
                                          Case{WaitStrategy::kPark, FullPolicy::kDrop, false},
+                                         Case{WaitStrategy::kPark, FullPolicy::kDrop, true, true},
                                          Case{WaitStrategy::kPark, FullPolicy::kFlush},
                                          Case{WaitStrategy::kSpin, FullPolicy::kBlock},
                                          Case{WaitStrategy::kYield, FullPolicy::kBlock},
-                                         Case{WaitStrategy::kPark, FullPolicy::kBlock}),
+                                         Case{WaitStrategy::kPark, FullPolicy::kBlock},
+                                         Case{WaitStrategy::kPark, FullPolicy::kBlock, false}),
                          name);
 
 // One writer, one doorbell, three rings fed by three producer threads and an "inbox" source
 // rung with notify(): the writer must see every item of every source, never sleeping past a
 // deadline while any source holds work.
 TEST(SpscRingStressShared, OneDoorbellServesThreeRingsAndAnInboxWithoutLosingAWake) {
-  Doorbell bell({WaitStrategy::kPark, 16});
+  Doorbell bell({WaitStrategy::kPark, 16, true});
   RingConfig config;
   config.capacity = 32;
   config.full_policy = FullPolicy::kBlock;

@@ -335,6 +335,74 @@ TEST(SpscRing, BlockPolicyPublishWaitsForSpaceAndCountsTheStall) {
   }
 }
 
+// A block-policy producer is not stuck for good when nothing drains: a deadline returns false
+// (the item stays with the caller, uncounted as dropped), and publish_batch returns the prefix it
+// published. Every producer strategy, including the parked one.
+TEST(SpscRing, BlockPolicyPublishGivesUpAtItsDeadline) {
+  for (WaitStrategy strategy : {WaitStrategy::kSpin, WaitStrategy::kYield, WaitStrategy::kPark}) {
+    RingConfig c = config(4, FullPolicy::kBlock);
+    c.producer_wait = {strategy, 16};
+    SpscRing<Tracked> ring(c);
+    std::vector<Tracked> batch;
+    for (std::uint64_t i = 0; i < 6; ++i) batch.emplace_back(i);
+    const auto t0 = Clock::now();
+    EXPECT_EQ(ring.publish_batch(std::span<Tracked>(batch), t0 + 30ms), 4u) << to_string(strategy);
+    EXPECT_GE(Clock::now() - t0, 30ms);
+    EXPECT_EQ(batch[4].get(), 4u) << "the refused suffix stays with the caller";
+    Tracked extra(99);
+    const auto t1 = Clock::now();
+    EXPECT_FALSE(ring.publish(std::move(extra), t1 + 30ms)) << to_string(strategy);
+    EXPECT_GE(Clock::now() - t1, 30ms);
+    EXPECT_EQ(extra.get(), 99u) << "a refused item must not be moved from";
+    const auto s = ring.stats();
+    EXPECT_EQ(s.published, 4u);
+    EXPECT_EQ(s.dropped, 0u);
+    EXPECT_EQ(s.stalls, 2u);
+    ASSERT_EQ(ring.drain(1, [](Tracked&) noexcept {}), 1u);
+    EXPECT_TRUE(ring.publish(std::move(extra), Clock::now() + 30ms)) << "room: no wait";
+  }
+}
+
+// A stop request releases a producer blocked on a full ring (waking it from its futex when it
+// parks), for publish and for publish_batch; a token already stopped never waits.
+TEST(SpscRing, BlockPolicyPublishIsReleasedByAStopRequest) {
+  for (WaitStrategy strategy : {WaitStrategy::kSpin, WaitStrategy::kYield, WaitStrategy::kPark}) {
+    for (bool batch : {false, true}) {
+      RingConfig c = config(4, FullPolicy::kBlock);
+      c.producer_wait = {strategy, 16};
+      SpscRing<int> ring(c);
+      std::stop_source stop;
+      std::atomic<long> result{-1};
+      std::jthread producer([&] {
+        for (int i = 0; i < 4; ++i) (void)ring.publish(int{i});
+        if (batch) {
+          std::vector<int> more{4, 5};
+          result = static_cast<long>(
+              ring.publish_batch(std::span<int>(more), Clock::time_point::max(), stop.get_token()));
+        } else {
+          result = ring.publish(4, Clock::time_point::max(), stop.get_token()) ? 1 : 0;
+        }
+      });
+      ASSERT_TRUE(eventually([&] { return ring.stats().stalls == 1; }));
+      std::this_thread::sleep_for(20ms);  // time to reach the futex under park
+      EXPECT_EQ(result.load(), -1) << to_string(strategy) << ": returned with the ring full";
+      stop.request_stop();
+      const bool released = eventually([&] { return result.load() >= 0; });
+      EXPECT_TRUE(released) << "a blocked " << to_string(strategy)
+                            << " producer ignored the stop request";
+      if (!released) (void)ring.drain(8, [](int&) noexcept {});  // free it: the test must end
+      producer.join();
+      if (!released) continue;
+      EXPECT_EQ(result.load(), 0);
+      EXPECT_EQ(ring.stats().published, 4u);
+      EXPECT_EQ(ring.stats().dropped, 0u);
+      EXPECT_FALSE(ring.publish(9, Clock::time_point::max(), stop.get_token()))
+          << "a stopped token never waits";
+      EXPECT_EQ(ring.stats().stalls, 2u);
+    }
+  }
+}
+
 TEST(SpscRing, BlockPolicyPublishBatchDeliversEveryItem) {
   RingConfig c = config(4, FullPolicy::kBlock);
   c.producer_wait = {WaitStrategy::kPark, 8};

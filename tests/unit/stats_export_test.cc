@@ -29,6 +29,7 @@ StatsSnapshot sample_snapshot(std::string node) {
   r.capacity = 4096;
   r.occupancy = 7;
   r.published = 100;
+  r.barrier_fallbacks = 1;
   r.batch_histogram[0] = 20;
   r.batch_histogram[3] = 4;
   quotes.rings = {r, r};
@@ -140,6 +141,9 @@ TEST(StatsExport, EveryPrometheusLineIsASampleOrHelpOrType) {
   EXPECT_NE(text.find("# TYPE echostore_ring_occupancy gauge\n"), std::string::npos);
   EXPECT_NE(text.find("# TYPE echostore_ring_published_total counter\n"), std::string::npos);
   EXPECT_NE(text.find("echostore_ring_occupancy{node=\"7\",table=\"quotes\",ring=\"1\"} 7\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("echostore_ring_barrier_fallbacks_total{node=\"7\",table=\"quotes\","
+                      "ring=\"1\"} 1\n"),
             std::string::npos);
   EXPECT_NE(text.find("echostore_consumer_claimed_total{node=\"7\",table=\"lim\\\"its\"} 9\n"),
             std::string::npos);

@@ -18,15 +18,45 @@
 // work), or it precedes the bump in S, so the producer sees the waiter and the futex, which
 // compares epoch_ with key in the kernel, cannot sleep through the wake.
 //
-// Asymmetric mode (Linux membarrier available, the usual case): a full barrier costs ~25-40 ns
-// per publish on the CI VM, so the ring producer instead does tail_ = t+1 (release), a compiler
-// barrier, and an acquire load of waiters_; the consumer, after waiters_ += 1 and before its
-// re-check, calls membarrier(PRIVATE_EXPEDITED), which puts every running thread of the process
-// through a full barrier: the membarrier(2) fast-path/slow-path pairing, the same two cases.
+// Asymmetric mode (WaitConfig::asymmetric_barrier, where the kernel offers membarrier): to spare
+// each publish its full barrier (BM_SpscRing_PublishDrain: under 1 ns single-threaded on the CI
+// VM's EPYC, more when the store buffer holds misses), the ring producer instead does
+// tail_ = t+1 (release), a compiler barrier, and an acquire load of waiters_; the consumer, after
+// waiters_ += 1 and before its re-check, calls membarrier(PRIVATE_EXPEDITED), which puts every
+// running thread of the process through a full barrier: the membarrier(2) fast-path/slow-path
+// pairing, the same two cases. The price is an IPI to every CPU running a thread of the process at
+// each park, hence off by default (WaitConfig::asymmetric_barrier says what it measured).
+//
+// Fallback: the barrier can fail after construction found it available (a seccomp filter
+// installed later on the consumer thread, or on all threads with TSYNC; ENOMEM). A failed
+// barrier protects nothing, so the consumer falls back for good to the symmetric handshake and
+// counts it (barrier_fallbacks):
+//   consumer, on a failed registration or barrier: waiters_ |= kFallenBack (seq_cst).
+//   light ring producer: tail_ = t+1 (release) ; w = waiters_ (acquire) → if w has kFallenBack:
+//                   light_rings_ -= 1 (seq_cst; it "leaves"), load waiters_ (seq_cst), and
+//                   publishes symmetric from then on.
+//   consumer parking while fallen back: waiters_ += 1 ; key = epoch_ ; n = light_rings_
+//                   (seq_cst) ; re-check ; futex-wait, bounded by kSettleTimeout while n != 0.
+// A publish after its ring left is symmetric: the protocol's first case. A light publish (its
+// producer had not yet seen the flag) stored its tail before its ring's leave, if any. If the
+// consumer's n reads 0, every ring's leave (all RMWs: one release sequence) happens-before that
+// load, so the re-check sees each light tail: nothing to wake. If n != 0 the park is bounded: a
+// lost wake costs at most kSettleTimeout, and the consumer re-checks. So a producer preempted
+// mid-publish across the switch is harmless, and once every ring has left (each does on its first
+// publish after the switch; a destroyed ring leaves too) the parks are untimed again. A ring that
+// attaches while the consumer falls back does light_rings_ += 1, then loads waiters_ (seq_cst),
+// against the consumer's waiters_ |= kFallenBack, then n load: either it sees the flag (undoes
+// its count and starts symmetric) or the consumer's n counts it.
+// Why the flag lives in waiters_: the light producer already loads that word on every publish,
+// so learning of the switch costs it nothing: the fast path stays one load and one compare with
+// zero (a separate mode word would be a second load of a doorbell line on every publish).
+// Registration is retried by the consumer on its first park, on its own thread: a filter that
+// covers only the consumer thread is found there, not at construction.
 #pragma once
 
 #include <echo/ring/ring_config.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -53,9 +83,13 @@ namespace detail {
 void futex_wait(std::atomic<std::uint32_t>& word, std::uint32_t expected,
                 std::chrono::steady_clock::time_point deadline) noexcept;
 void futex_wake(std::atomic<std::uint32_t>& word, int count) noexcept;
-// membarrier(PRIVATE_EXPEDITED): registered once per process; false if the kernel refuses.
+// membarrier(PRIVATE_EXPEDITED). available: the kernel offers it and the process registered (probed
+// once per process, at the first Doorbell). register: idempotent, on the calling thread (a
+// seccomp filter is per thread). heavy_barrier: false if the kernel refused (the barrier then did
+// not happen).
 bool asymmetric_barrier_available() noexcept;
-void heavy_barrier() noexcept;
+[[nodiscard]] bool register_asymmetric_barrier() noexcept;
+[[nodiscard]] bool heavy_barrier() noexcept;
 }  // namespace detail
 
 enum class WaitVerdict : std::uint8_t { kWork, kTimeout, kStopped };
@@ -64,10 +98,17 @@ class Doorbell {
  public:
   using Clock = std::chrono::steady_clock;
 
+  // What a light (asymmetric) ring producer learns from its one load of waiters_.
+  enum class Light : std::uint8_t { kNoWaiter, kWaiter, kFallenBack };
+
+  // How long a fallen-back consumer parks at most while a ring may still publish light.
+  static constexpr std::chrono::milliseconds kSettleTimeout{1};
+
   explicit Doorbell(WaitConfig config = {}) noexcept
       : config_(config),
-        asymmetric_(config.strategy == WaitStrategy::kPark && config.asymmetric_barrier &&
-                    detail::asymmetric_barrier_available()) {}
+        starts_light_(config.strategy == WaitStrategy::kPark && config.asymmetric_barrier &&
+                      detail::asymmetric_barrier_available()),
+        light_(starts_light_) {}
   Doorbell(const Doorbell&) = delete;
   Doorbell& operator=(const Doorbell&) = delete;
 
@@ -75,9 +116,12 @@ class Doorbell {
   // False for spin and yield consumers: they never sleep, so producers skip the seq_cst store and
   // the signal entirely.
   bool parks() const noexcept { return config_.strategy == WaitStrategy::kPark; }
-  // True when the parking consumer issues the heavy barrier, so ring producers may use
-  // has_waiters_light() after a release store (see the protocol above).
-  bool asymmetric() const noexcept { return asymmetric_; }
+  // True while the parking consumer issues the heavy barrier: from construction (when asked for
+  // and the kernel offers it) until a failed barrier makes it fall back for good. Any thread;
+  // relaxed: a report, not a handshake (rings learn of the switch through waiters_light()).
+  bool asymmetric() const noexcept {
+    return starts_light_ && (waiters_.load(std::memory_order_relaxed) & kFallenBack) == 0;
+  }
 
   // Any producer thread that is not an SpscRing (an MPSC inbox), after the release store that
   // made its work visible. Never blocks, never allocates; one seq_cst RMW on the doorbell's
@@ -86,7 +130,7 @@ class Doorbell {
   bool notify() noexcept {
     if (!parks()) return false;
     epoch_.fetch_add(1, std::memory_order_seq_cst);  // see the protocol above
-    if (waiters_.load(std::memory_order_seq_cst) == 0) return false;
+    if ((waiters_.load(std::memory_order_seq_cst) & kWaiterMask) == 0) return false;
     signals_.fetch_add(1, std::memory_order_relaxed);
     detail::futex_wake(epoch_, 1 << 30);
     return true;
@@ -94,16 +138,36 @@ class Doorbell {
 
   // A ring producer, right after its seq_cst tail_ store: is the consumer parked or parking?
   // seq_cst: the load half of the Dekker pair with wait_until's waiters_ increment.
-  bool has_waiters() const noexcept { return waiters_.load(std::memory_order_seq_cst) != 0; }
-
-  // A ring producer in asymmetric mode, right after its release tail_ store. The compiler
-  // barrier keeps the load after the store in program order; the consumer's membarrier does
-  // the rest. acquire: pairs with the consumer's waiters_ increment (a seq_cst RMW), so the
-  // producer's later head_ load sees the head the consumer stored before it.
-  bool has_waiters_light() const noexcept {
-    std::atomic_signal_fence(std::memory_order_seq_cst);
-    return waiters_.load(std::memory_order_acquire) != 0;
+  bool has_waiters() const noexcept {
+    return (waiters_.load(std::memory_order_seq_cst) & kWaiterMask) != 0;
   }
+
+  // A light ring producer (one that attach_ring() let publish light), right after its release
+  // tail_ store. The compiler barrier keeps the load after the store in program order; the
+  // consumer's membarrier does the rest. acquire: pairs with the consumer's waiters_ increment
+  // (a seq_cst RMW), so the producer's later head_ load sees the head the consumer stored before
+  // it. kFallenBack: the consumer lost its barrier; the ring must leave_light() (see above).
+  Light waiters_light() const noexcept {
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    const std::uint32_t w = waiters_.load(std::memory_order_acquire);
+    if (w == 0) return Light::kNoWaiter;
+    return (w & kFallenBack) != 0 ? Light::kFallenBack : Light::kWaiter;
+  }
+
+  // A ring being built on this doorbell (any thread, before its producer runs): true if its
+  // producer may publish light, counted until it calls leave_light(). seq_cst: the attach half of
+  // the switch's Dekker pair (see above).
+  bool attach_ring() noexcept {
+    if (!starts_light_) return false;
+    light_rings_.fetch_add(1, std::memory_order_seq_cst);
+    if ((waiters_.load(std::memory_order_seq_cst) & kFallenBack) == 0) return true;
+    light_rings_.fetch_sub(1, std::memory_order_seq_cst);
+    return false;
+  }
+  // A light ring's producer on seeing kFallenBack, after its last light publish (or the ring's
+  // destructor, if it never saw it). seq_cst RMW: releases that publish's tail to the consumer's
+  // light_rings_ load, and orders the producer's next waiters_ load after it.
+  void leave_light() noexcept { light_rings_.fetch_sub(1, std::memory_order_seq_cst); }
 
   // Wakes the consumer. Any thread; syscall.
   void signal() noexcept {
@@ -148,11 +212,19 @@ class Doorbell {
       if (stop.stop_requested()) return WaitVerdict::kStopped;
       if (Clock::now() >= deadline) return WaitVerdict::kTimeout;
       waiters_.fetch_add(1, std::memory_order_seq_cst);  // the store half of the Dekker pair
-      if (asymmetric_) detail::heavy_barrier();          // pairs with has_waiters_light
+      if (light_ && !heavy_barrier_once()) fall_back();  // pairs with waiters_light
       const std::uint32_t key = epoch_.load(std::memory_order_seq_cst);
+      // Fallen back and a ring may still publish light: park at most kSettleTimeout (see above).
+      // The load comes before the re-check, so a 0 read releases every light tail to it.
+      if (fallen_back_ && !settled_) {
+        settled_ = light_rings_.load(std::memory_order_seq_cst) == 0;
+      }
       if (!has_work() && !stop.stop_requested()) {
         parks_.fetch_add(1, std::memory_order_relaxed);
-        detail::futex_wait(epoch_, key, deadline);
+        detail::futex_wait(epoch_, key,
+                           fallen_back_ && !settled_
+                               ? std::min(deadline, Clock::now() + kSettleTimeout)
+                               : deadline);
       }
       waiters_.fetch_sub(1, std::memory_order_relaxed);
     }
@@ -161,10 +233,41 @@ class Doorbell {
   // Counters, any thread, relaxed (statistics only).
   std::uint64_t parks_count() const noexcept { return parks_.load(std::memory_order_relaxed); }
   std::uint64_t signals_count() const noexcept { return signals_.load(std::memory_order_relaxed); }
+  // 1 once the consumer's membarrier failed and it fell back to the seq_cst handshake, else 0.
+  std::uint64_t barrier_fallbacks() const noexcept {
+    return fallbacks_.load(std::memory_order_relaxed);
+  }
+  // Rings that may still publish light (a racy estimate; for tests and reports).
+  std::uint32_t light_rings_approx() const noexcept {
+    return light_rings_.load(std::memory_order_relaxed);
+  }
 
  private:
+  // waiters_ holds the count of parking consumers (0 or 1) and, for good once set, kFallenBack.
+  static constexpr std::uint32_t kFallenBack = std::uint32_t{1} << 31;
+  static constexpr std::uint32_t kWaiterMask = kFallenBack - 1;
+
+  // Consumer thread. The first call registers on this thread (a filter may cover only it).
+  bool heavy_barrier_once() noexcept {
+    if (!registered_) {
+      if (!detail::register_asymmetric_barrier()) return false;
+      registered_ = true;
+    }
+    return detail::heavy_barrier();
+  }
+  // Consumer thread, once. seq_cst: the switch half of the attach Dekker pair; the flag reaches
+  // light producers through their waiters_ load.
+  void fall_back() noexcept {
+    light_ = false;
+    fallen_back_ = true;
+    waiters_.fetch_or(kFallenBack, std::memory_order_seq_cst);
+    fallbacks_.fetch_add(1, std::memory_order_relaxed);
+  }
+
   const WaitConfig config_;
-  const bool asymmetric_;
+  const bool starts_light_;
+  // Read-mostly: changed only when a light ring attaches or leaves.
+  std::atomic<std::uint32_t> light_rings_{0};
   // The producers' line: bumped on a signal or notify, read by the parking consumer.
   alignas(kCacheLine) std::atomic<std::uint32_t> epoch_{0};
   std::atomic<std::uint64_t> signals_{0};
@@ -172,6 +275,12 @@ class Doorbell {
   // stays shared (clean) in the producers' caches while the consumer is busy.
   alignas(kCacheLine) std::atomic<std::uint32_t> waiters_{0};
   std::atomic<std::uint64_t> parks_{0};
+  std::atomic<std::uint64_t> fallbacks_{0};
+  // Consumer-private.
+  bool light_;               // issues the heavy barrier at each park
+  bool registered_ = false;  // membarrier registered from the consumer thread
+  bool fallen_back_ = false;
+  bool settled_ = false;  // fallen back and every light ring has left: untimed parks again
 
   static_assert(std::atomic<std::uint32_t>::is_always_lock_free &&
                     sizeof(std::atomic<std::uint32_t>) == 4,

@@ -36,9 +36,13 @@ struct WaitConfig {
   // Polls before the strategy proper starts; each poll is one pause instruction plus one check.
   std::uint32_t spin_budget = 2048;
   // Park only: let producers skip the store-load fence, the parking consumer paying a
-  // membarrier(2) instead (used when the kernel offers it). false keeps the symmetric seq_cst
-  // handshake on both sides (the stress tests run both).
-  bool asymmetric_barrier = true;
+  // membarrier(2) instead (used when the kernel offers it). Off by default: each park then IPIs
+  // every CPU running a thread of the process, and with a writer that parks per message (spin 0,
+  // TableSpec's default) that lands on the service's own busy-polling threads: p99.9 iteration
+  // time 4.4x the symmetric handshake's on a pinned poller (bench/busy_poll_bench.cc), to save
+  // under a nanosecond per publish (BM_SpscRing_PublishDrain). Turn it on for a process whose
+  // other threads do not mind (the stress tests run both).
+  bool asymmetric_barrier = false;
 };
 
 struct RingConfig {

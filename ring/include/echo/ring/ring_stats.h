@@ -31,7 +31,10 @@ struct RingStats {
   std::uint64_t max_batch = 0;  // largest drain pass
   std::uint64_t stalls = 0;     // block-policy waits for room: one per publish, or per piece of a
                                 // publish_batch that the ring took in several pieces
-  bool flush_pending = false;   // a flush-policy refusal the consumer has not yet taken
+  std::uint64_t barrier_fallbacks = 0;  // 1 once the consumer's doorbell (shared by every ring
+                                        // of its writer) lost its membarrier and fell back to the
+                                        // seq_cst handshake (doorbell.h, Fallback), else 0
+  bool flush_pending = false;           // a flush-policy refusal the consumer has not yet taken
   std::array<std::uint64_t, kHistogramBuckets> batch_histogram{};
 };
 

@@ -41,6 +41,7 @@
 #include <new>
 #include <span>
 #include <stop_token>
+#include <thread>
 #include <type_traits>
 #include <utility>
 
@@ -70,6 +71,7 @@ class SpscRing {
 
   // Destroys the items still in the ring. No other thread may use the ring any more.
   ~SpscRing() {
+    if (light_) bell_->leave_light();  // no publish is in flight: the consumer may stop waiting
     const std::uint64_t t = tail_.load(std::memory_order_acquire);
     for (std::uint64_t s = head_.load(std::memory_order_acquire); s != t; ++s) {
       std::destroy_at(slot(s));
@@ -95,9 +97,18 @@ class SpscRing {
   }
 
   // Like try_publish, but under the block policy waits (spin budget, then the producer's
-  // strategy) until there is space, and always returns true. Under drop and flush it is
-  // try_publish. Blocks only under kBlock; never allocates.
+  // strategy) until there is space, and returns true. Under drop and flush it is try_publish.
+  // Blocks only under kBlock, with no way out but the consumer's drain: a producer that must be
+  // stoppable passes a deadline or a stop token to the overload below. Never allocates.
   bool publish(T&& item) noexcept {
+    return publish(std::move(item), Clock::time_point::max(), std::stop_token{});
+  }
+
+  // publish that gives up: under block, waits until there is space, `deadline` passes or `stop`
+  // is requested (a request wakes a parked producer at once), and returns false for the last
+  // two, leaving `item` with the caller, uncounted in `dropped` (the wait counts in `stalls`).
+  // Under drop and flush it is try_publish (it never waits). Producer thread; never allocates.
+  bool publish(T&& item, Clock::time_point deadline, const std::stop_token& stop = {}) noexcept {
     producer_.check("SpscRing producer verb");
     const std::uint64_t t = tail_.load(std::memory_order_relaxed);
     if (!has_space(t, 1)) {
@@ -105,7 +116,7 @@ class SpscRing {
         refuse(1);
         return false;
       }
-      wait_for_space(t, 1);
+      if (!wait_for_space(t, 1, deadline, stop)) return false;
     }
     push_one(t, std::move(item));
     return true;
@@ -127,8 +138,16 @@ class SpscRing {
 
   // Under block: publishes all of `items`, waiting for space as needed (in as many pieces as
   // the consumer frees room for), and returns items.size(). Under drop and flush it is
-  // try_publish_batch.
+  // try_publish_batch. Waits with no way out but the consumer's drain (see the overload below).
   std::size_t publish_batch(std::span<T> items) noexcept {
+    return publish_batch(items, Clock::time_point::max(), std::stop_token{});
+  }
+
+  // publish_batch that gives up: under block, when `deadline` passes or `stop` is requested
+  // before the whole batch fits, returns how many it published (a prefix, in order); the suffix
+  // stays with the caller, uncounted in `dropped`. Under drop and flush it is try_publish_batch.
+  std::size_t publish_batch(std::span<T> items, Clock::time_point deadline,
+                            const std::stop_token& stop = {}) noexcept {
     if (policy_ != FullPolicy::kBlock) return try_publish_batch(items);
     producer_.check("SpscRing producer verb");
     std::size_t done = 0;
@@ -136,7 +155,7 @@ class SpscRing {
       const std::uint64_t t = tail_.load(std::memory_order_relaxed);
       std::size_t n = std::min(items.size() - done, free_slots_at(t, items.size() - done));
       if (n == 0) {
-        wait_for_space(t, 1);
+        if (!wait_for_space(t, 1, deadline, stop)) return done;
         n = std::min(items.size() - done, free_slots_at(t, items.size() - done));
       }
       push_many(t, items.subspan(done, n));
@@ -265,6 +284,7 @@ class SpscRing {
     s.wakes = wakes_.load(std::memory_order_relaxed);
     s.stalls = stalls_.load(std::memory_order_relaxed);
     s.flush_pending = flush_pending_.load(std::memory_order_relaxed);
+    s.barrier_fallbacks = bell_->barrier_fallbacks();
     s.max_batch = max_batch_.load(std::memory_order_relaxed);
     for (std::size_t i = 0; i < kHistogramBuckets; ++i) {
       s.batch_histogram[i] = histogram_[i].load(std::memory_order_relaxed);
@@ -282,9 +302,10 @@ class SpscRing {
         own_bell_(bell ? nullptr : std::make_unique<Doorbell>(config.consumer_wait)),
         bell_(bell ? bell : own_bell_.get()),
         parks_(bell_->parks()),
-        asymmetric_(bell_->asymmetric()),
         slots_(static_cast<T*>(
-            ::operator new (sizeof(T) * config.capacity, std::align_val_t{alignof(T)}))) {}
+            ::operator new (sizeof(T) * config.capacity, std::align_val_t{alignof(T)}))) {
+    light_ = parks_ && bell_->attach_ring();
+  }
 
   T* slot(std::uint64_t seq) const noexcept { return slots_ + (seq & mask_); }
 
@@ -333,19 +354,32 @@ class SpscRing {
 
   // Makes slots [old_tail, new_tail) visible, then the edge-triggered wake. The store releases
   // the slots (pairs with drain's and has_work's loads of tail_). Toward a parking doorbell it
-  // is seq_cst, the store half of the Dekker pair whose load half is has_waiters(), or, when the
-  // doorbell is asymmetric, release plus a compiler barrier (see doorbell.h); only then may a
-  // consumer be asleep, and only a ring that was empty when the consumer announced it would
+  // is seq_cst, the store half of the Dekker pair whose load half is has_waiters(), or, while
+  // this ring publishes light, release plus a compiler barrier (see doorbell.h); only then may
+  // a consumer be asleep, and only a ring that was empty when the consumer announced it would
   // park (head_ == old_tail) signals.
   void publish_tail(std::uint64_t old_tail, std::uint64_t new_tail) noexcept {
     if (!parks_) {
       tail_.store(new_tail, std::memory_order_release);
       return;
     }
-    if (asymmetric_) {
+    if (light_) {
       // The consumer's membarrier stands in for the store-load fence (doorbell.h).
       tail_.store(new_tail, std::memory_order_release);
-      if (!bell_->has_waiters_light()) return;
+      switch (bell_->waiters_light()) {
+        case Doorbell::Light::kNoWaiter:
+          return;
+        case Doorbell::Light::kWaiter:
+          break;
+        case Doorbell::Light::kFallenBack:
+          // The consumer lost its barrier: this was the ring's last light publish. Leaving
+          // releases its tail to the consumer's light_rings_ load (doorbell.h, Fallback); the
+          // seq_cst load after the RMW then serves this publish as a symmetric one would.
+          light_ = false;
+          bell_->leave_light();
+          if (!bell_->has_waiters()) return;
+          break;
+      }
     } else {
       tail_.store(new_tail, std::memory_order_seq_cst);
       if (!bell_->has_waiters()) return;
@@ -378,43 +412,71 @@ class SpscRing {
     }
   }
 
-  // Block policy: wait until `want` slots are free at tail `t`. Producer thread.
-  void wait_for_space(std::uint64_t t, std::size_t want) noexcept {
+  // Block policy: wait until `want` slots are free at tail `t` (true), or until `deadline`
+  // passes or `stop` is requested (false). Producer thread.
+  bool wait_for_space(std::uint64_t t, std::size_t want, Clock::time_point deadline,
+                      const std::stop_token& stop) noexcept {
     bump(stalls_, 1);
     for (std::uint32_t i = 0; i < producer_wait_.spin_budget; ++i) {
       cpu_relax();
-      if (has_space(t, want)) return;
+      if (has_space(t, want)) return true;
     }
-    for (;;) {
-      switch (producer_wait_.strategy) {
-        case WaitStrategy::kSpin:
-          cpu_relax();
-          break;
-        case WaitStrategy::kYield:
+    const bool timed = deadline != Clock::time_point::max();
+    if (producer_wait_.strategy != WaitStrategy::kPark) {
+      for (std::uint32_t i = 0;; ++i) {
+        if (has_space(t, want)) return true;
+        if (stop.stop_requested()) return false;
+        // Reading the clock costs ~20 ns; the spin checks it every 64 polls.
+        if (timed && (producer_wait_.strategy == WaitStrategy::kYield || (i & 63) == 0) &&
+            Clock::now() >= deadline) {
+          return false;
+        }
+        if (producer_wait_.strategy == WaitStrategy::kYield) {
           std::this_thread::yield();
-          break;
-        case WaitStrategy::kPark:
-          // Dekker pair with wake_blocked_producer: announce (seq_cst store), re-check head_
-          // (seq_cst load), sleep; the drain stores head_ seq_cst, then loads the flag seq_cst.
-          producer_parked_.store(1, std::memory_order_seq_cst);
-          cached_head_ = head_.load(std::memory_order_seq_cst);
-          if (capacity_ - (t - cached_head_) >= want) {
-            producer_parked_.store(0, std::memory_order_relaxed);
-            return;
-          }
-          detail::futex_wait(producer_parked_, 1, Clock::time_point::max());
-          break;
+        } else {
+          cpu_relax();
+        }
       }
-      if (has_space(t, want)) return;
+    }
+    // A stop request bumps the wake word, so a parked producer sees it without a drain.
+    std::stop_callback on_stop(stop, [this]() noexcept { ring_producer_wake(); });
+    for (;;) {
+      // Dekker pair with wake_blocked_producer: take the wake word's key, announce (seq_cst
+      // store), re-check head_ (seq_cst load), sleep while the word still equals the key; the
+      // drain stores head_ seq_cst, then loads the flag seq_cst and bumps the word. Either the
+      // re-check sees the drain's head, or the drain sees the flag and its bump (after the key
+      // load, which precedes the announce it read) makes the futex return. The stop callback
+      // bumps the word likewise; a key load that reads its bump acquires it, so the
+      // stop_requested() below sees the request.
+      const std::uint32_t key = producer_wake_.load(std::memory_order_seq_cst);
+      producer_parked_.store(1, std::memory_order_seq_cst);
+      cached_head_ = head_.load(std::memory_order_seq_cst);
+      if (capacity_ - (t - cached_head_) >= want) {
+        producer_parked_.store(0, std::memory_order_relaxed);
+        return true;
+      }
+      if (stop.stop_requested() || (timed && Clock::now() >= deadline)) {
+        producer_parked_.store(0, std::memory_order_relaxed);
+        return false;
+      }
+      detail::futex_wait(producer_wake_, key, deadline);
     }
   }
 
   // Consumer side of the block policy's Dekker pair, after drain's seq_cst head_ store: wake a
-  // producer that announced it would park.
+  // producer that announced it would park. Clearing the flag spares the next drains the syscall
+  // (a producer that parks again announces again).
   void wake_blocked_producer() noexcept {
     if (producer_parked_.load(std::memory_order_seq_cst) == 0) return;
     producer_parked_.store(0, std::memory_order_relaxed);
-    detail::futex_wake(producer_parked_, 1);
+    ring_producer_wake();
+  }
+
+  // Bumps the block-policy producer's wake word and wakes it: the consumer (a drain freed room)
+  // or the thread requesting a publish's stop. seq_cst RMW: see wait_for_space.
+  void ring_producer_wake() noexcept {
+    producer_wake_.fetch_add(1, std::memory_order_seq_cst);
+    detail::futex_wake(producer_wake_, 1);
   }
 
   // published and applied are tail_ and head_ themselves, and batches is the histogram's sum:
@@ -433,8 +495,7 @@ class SpscRing {
   const WaitConfig producer_wait_;
   std::unique_ptr<Doorbell> own_bell_;
   Doorbell* const bell_;
-  const bool parks_;       // bell_->parks(), cached: read on every publish
-  const bool asymmetric_;  // bell_->asymmetric(), cached likewise
+  const bool parks_;  // bell_->parks(), cached: read on every publish
   T* const slots_;
 
   // Producer-written, consumer-read: the tail and the producer's counters share one line
@@ -445,8 +506,11 @@ class SpscRing {
   std::atomic<std::uint64_t> wakes_{0};
   std::atomic<std::uint64_t> stalls_{0};
 
-  // Producer-private: its cached copy of head_ and its owner check.
+  // Producer-private: its cached copy of head_, whether it publishes light (set at construction
+  // by Doorbell::attach_ring, cleared for good when it sees the doorbell fell back), and its
+  // owner check.
   alignas(kCacheLine) std::uint64_t cached_head_ = 0;
+  bool light_ = false;
   [[no_unique_address]] detail::OwnerCheck producer_;
 
   // Consumer-written, producer-read: the head and the consumer's counters.
@@ -460,8 +524,10 @@ class SpscRing {
   // Consumer-written, read only by stats(): kept off the head_ line the producer polls.
   alignas(kCacheLine) std::array<std::atomic<std::uint64_t>, kHistogramBuckets> histogram_{};
 
-  // Block policy: the producer's futex word (1 = parked or about to park).
+  // Block policy: 1 while the producer is parked or about to park; the word it sleeps on, bumped
+  // by each wake (a drain's or a stop request's).
   alignas(kCacheLine) std::atomic<std::uint32_t> producer_parked_{0};
+  std::atomic<std::uint32_t> producer_wake_{0};
 
   static_assert(std::atomic<std::uint64_t>::is_always_lock_free,
                 "free-running 64-bit sequences must be lock-free atomics on this target");
