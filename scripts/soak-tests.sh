@@ -6,7 +6,9 @@
 # iteration's ctest log goes to build/soak/<timestamp>/iter-K.log; a failing iteration's log is
 # kept, a passing one's deleted. Ends with "N passed, M failed" (iterations) and each failed
 # iteration's tests; exits 1 if any iteration failed.
-#   bash scripts/soak-tests.sh [--filter REGEX] N    (--filter: only the ctest tests it matches, -R)
+#   bash scripts/soak-tests.sh [--filter REGEX] N
+# --filter: only the tests whose ctest names it matches (ctest -R), and only their executables
+# are built; for chasing one flake.
 set -euo pipefail
 usage() {
   echo "usage: $0 [--filter REGEX] N   (N >= 1 iterations)" >&2
@@ -40,10 +42,21 @@ cd "$root"
 . scripts/trees.sh  # configure_asan_tree, export_sanitizer_options, asan_suite_args
 
 configure_asan_tree
-cmake --build build/asan -j "${ECHO_JOBS:-$(nproc)}"  # a no-op on a tree already built
-export_sanitizer_options
 ctest_args=("${asan_suite_args[@]}" --no-tests=error)
-if [[ -n $filter ]]; then ctest_args+=(-R "$filter"); fi
+targets=()  # all of them; with a filter, only the executables of the tests it matches
+if [[ -n $filter ]]; then
+  ctest_args+=(-R "$filter")
+  # Each test `<kind>.<name>` is the executable <name> (tests/CMakeLists.txt).
+  mapfile -t targets < <(ctest "${ctest_args[@]}" -N |
+    sed -nE 's/^[[:space:]]*Test[[:space:]]+#[0-9]+: [a-z]+\.([A-Za-z0-9_]+)$/\1/p')
+  if ((${#targets[@]} == 0)); then
+    echo "soak: --filter '$filter' matches no unit or integration test" >&2
+    exit 64
+  fi
+fi
+# A no-op on a tree already built.
+cmake --build build/asan -j "${ECHO_JOBS:-$(nproc)}" ${targets[@]:+--target "${targets[@]}"}
+export_sanitizer_options
 
 # The competing load: one busy loop per core, at the niceness the tests run at (this script's),
 # killed however the script ends.
