@@ -85,9 +85,13 @@ report=()
 for ((k = 1; k <= iterations; k++)); do
   log=$results/iter-$k.log
   start=$SECONDS
-  if ctest "${ctest_args[@]}" >"$log" 2>&1; then
+  ok=0
+  ctest "${ctest_args[@]}" >"$log" 2>&1 || ok=$?
+  # ctest's count ("100% tests passed, 0 tests failed out of 33"), so a run shows what it ran.
+  count=$({ grep -oE '[0-9]+ tests failed out of [0-9]+' "$log" || true; } | tail -n 1)
+  if ((ok == 0)); then
     passed=$((passed + 1))
-    echo "iteration $k/$iterations: passed ($((SECONDS - start)) s)"
+    echo "iteration $k/$iterations: passed ($((SECONDS - start)) s; ${count:-no count})"
     rm -f "$log"
   else
     failed=$((failed + 1))
@@ -100,7 +104,8 @@ for ((k = 1; k <= iterations; k++)); do
     line="iteration $k: ${tests:-(no failed test named: see the log)}"
     if [[ -n $cases ]]; then line+="; cases: $cases"; fi
     report+=("$line  [$log]")
-    echo "iteration $k/$iterations: FAILED ($((SECONDS - start)) s): ${tests:-see $log}"
+    echo "iteration $k/$iterations: FAILED ($((SECONDS - start)) s; ${count:-no count}):" \
+      "${tests:-see $log}"
   fi
 done
 stop_load
