@@ -14,6 +14,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 bash scripts/setup.sh
+. scripts/trees.sh  # configure, configure_asan_tree, export_sanitizer_options, asan_suite_args
 
 fuzz_seconds=${ECHO_FUZZ_SECONDS:-30}
 jobs=${ECHO_JOBS:-$(nproc)}
@@ -43,18 +44,12 @@ record_ctest() {  # record_ctest <name> <ctest args...>: counts every test ctest
     fail "$name"
   fi
 }
-configure() {  # configure <dir> <cmake args...>
-  local dir=$1
-  shift
-  cmake -S . -B "$dir" -G Ninja -DECHO_WERROR=ON "$@" >/dev/null
-}
 
 step "unit + integration under ASan+UBSan"
-configure build/asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DECHO_SANITIZE=address,undefined \
-  -DECHO_TEST_KINDS="unit;integration" -DECHO_BUILD_BENCH=OFF -DECHO_BUILD_CLI=OFF
+configure_asan_tree
 cmake --build build/asan -j "$jobs"
-export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-record_ctest asan --test-dir build/asan -L 'unit|integration' --output-on-failure -j 2
+export_sanitizer_options
+record_ctest asan "${asan_suite_args[@]}"
 
 step "debug-only checks (second writer / producer aborts): the ring and map unit tests in Debug"
 # The sanitizer trees define NDEBUG, which compiles these checks (and their death tests) away.

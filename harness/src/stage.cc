@@ -25,16 +25,34 @@ engine::EngineOptions quiet_node_options(const std::string& host, int port, unsi
   return o;
 }
 
-engine::TableSpec lane_table(const std::string& name, engine::CoherenceMode mode, int writer_cpu) {
+engine::EngineOptions cluster_node_options(const std::string& seeds, unsigned node_id) {
+  engine::EngineOptions o;
+  o.mode = engine::ServerMode::kCluster;
+  o.cluster_seeds = seeds;
+  o.node_id = node_id;
+  return o;
+}
+
+engine::Loader answering(std::string value) {
+  return [value = std::move(value)](const table::BrandedId&) -> engine::LoadResult {
+    return engine::Loaded{value, std::nullopt};
+  };
+}
+
+engine::TableSpec ast_table(const std::string& name, engine::CoherenceMode mode,
+                            engine::Loader loader, std::int64_t ttl_ms) {
   engine::TableSpec t;
   t.name = name;
   t.kind = "AST";
-  t.loader = [](const table::BrandedId&) -> engine::LoadResult {
-    return engine::Loaded{"px=100.00", std::nullopt};
-  };
-  t.ttl_ms = 600000;
-  t.jitter = 0;
+  t.loader = std::move(loader);
+  t.ttl_ms = ttl_ms;
   t.coherence = mode;
+  return t;
+}
+
+engine::TableSpec lane_table(const std::string& name, engine::CoherenceMode mode, int writer_cpu) {
+  engine::TableSpec t = ast_table(name, mode, answering("px=100.00"), 600000);
+  t.jitter = 0;
   t.writer_cpu = writer_cpu;
   return t;
 }

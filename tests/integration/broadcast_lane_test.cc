@@ -28,7 +28,7 @@ using engine::Errc;
 using engine::Source;
 using table::BrandedId;
 
-class BroadcastLane : public EngineNodesTest {};
+class BroadcastLane : public SingleServerTest {};
 
 // ---- 4.1 E1 declared ----
 TEST_F(BroadcastLane, DirectoryListsTablesAndAWrongKindIdTouchesNothing) {

@@ -341,10 +341,10 @@ class Members {
   std::string epoch_;
 };
 
-class BusFanout : public RedisTest {
+class BusFanout : public SingleServerTest {
  protected:
   void SetUp() override {
-    RedisTest::SetUp();
+    SingleServerTest::SetUp();
     scripts_.emplace(client());
     members_.emplace(*scripts_, kQueue);
   }

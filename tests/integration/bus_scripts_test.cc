@@ -150,10 +150,10 @@ class Bus : public ScriptClient {
   std::string base_;
 };
 
-class BusScripts : public RedisTest {
+class BusScripts : public SingleServerTest {
  protected:
   void SetUp() override {
-    RedisTest::SetUp();
+    SingleServerTest::SetUp();
     bus_.emplace(client(), "orders");
   }
 

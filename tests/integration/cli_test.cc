@@ -66,7 +66,7 @@ Ran run_cli(const std::vector<std::string>& args) {
   return r;
 }
 
-class CliTest : public RedisTest {
+class CliTest : public SingleServerTest {
  protected:
   std::string server_arg() const { return server().host() + ":" + std::to_string(server().port()); }
 };

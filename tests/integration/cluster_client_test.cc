@@ -21,7 +21,7 @@ namespace {
 
 using std::chrono::milliseconds;
 
-class ClusterClientTest : public test::LocalClusterTest {
+class ClusterClientTest : public test::ClusterTest {
  protected:
   std::unique_ptr<ClusterClient> client(int max_redirects = 5) {
     ClusterOptions o;

@@ -26,24 +26,8 @@ using engine::Engine;
 using engine::Source;
 using table::BrandedId;
 
-class ClusterEngine : public LocalClusterTest {
+class ClusterEngine : public ClusterTest {
  protected:
-  static engine::EngineOptions options(unsigned node) {
-    engine::EngineOptions o;
-    o.mode = engine::ServerMode::kCluster;
-    o.cluster_seeds = cluster().seeds();
-    o.node_id = node;
-    return o;
-  }
-
-  std::unique_ptr<Engine> node(unsigned id, std::vector<engine::TableSpec> tables) {
-    auto e = std::make_unique<Engine>(options(id), std::move(tables));
-    const std::error_code ec = e->start(std::chrono::seconds(15));
-    EXPECT_FALSE(ec) << "node " << id << ": " << ec.message();
-    if (ec) return nullptr;
-    return e;
-  }
-
   // The raw L2 bytes of `key`, read from the master the cluster names for its slot.
   static std::string l2(const std::string& key) {
     const int owner = cluster().master_of(io::hash_slot(key));

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "integration/engine_nodes.h"
+#include "support/cluster_fixture.h"
 
 namespace echo::io {
 namespace {
@@ -25,11 +26,13 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-TEST(ClusterFailover, ClientFollowsThePromotedReplica) {
-  engine::LocalCluster cluster;
+// Each test its own cluster: each kills a master.
+class ClusterFailover : public test::FreshClusterTest {};
+
+TEST_F(ClusterFailover, ClientFollowsThePromotedReplica) {
   LoopThread lt;
   ClusterOptions o;
-  o.seeds = parse_seeds(cluster.seeds());
+  o.seeds = parse_seeds(cluster().seeds());
   o.route_timeout = milliseconds(30000);  // generous: failover on a loaded 2-core machine
   ClusterClient c(lt.loop(), std::move(o));
   c.start();
@@ -39,15 +42,15 @@ TEST(ClusterFailover, ClientFollowsThePromotedReplica) {
   for (int i = 0; i < 20; ++i) {
     ASSERT_FALSE(c.call_blocking({"SET", "{fo}:" + std::to_string(i), "x"}).ec);
   }
-  const int old_master = cluster.kill_master_of(slot);
+  const int old_master = cluster().kill_master_of(slot);
 
   // Issued right after the kill: held until the replica is promoted, then sent once there.
   auto held = c.call_blocking({"SET", "{fo}:after", "y"});
   ASSERT_FALSE(held.ec) << held.ec.message() << " " << held.reply.view().to_debug_string();
-  const int promoted = cluster.wait_failover(slot, old_master, milliseconds(30000));
+  const int promoted = cluster().wait_failover(slot, old_master, milliseconds(30000));
   EXPECT_NE(promoted, old_master);
-  EXPECT_EQ(c.address_of(slot).port, cluster.server(promoted).port());
-  EXPECT_EQ(cluster.admin(promoted, {"GET", "{fo}:after"}), "y");
+  EXPECT_EQ(c.address_of(slot).port, cluster().server(promoted).port());
+  EXPECT_EQ(cluster().admin(promoted, {"GET", "{fo}:after"}), "y");
   const auto s = c.stats();
   EXPECT_GE(s.held, 1u);
   EXPECT_EQ(s.held_expired, 0u);
@@ -62,25 +65,16 @@ TEST(ClusterFailover, ClientFollowsThePromotedReplica) {
   }
 }
 
-TEST(ClusterFailover, DrillEveryNodeAgreesWithL2AfterTheTablesMasterIsKilled) {
+TEST_F(ClusterFailover, DrillEveryNodeAgreesWithL2AfterTheTablesMasterIsKilled) {
   using engine::CoherenceMode;
   using table::BrandedId;
-  engine::LocalCluster cluster;
   test::LoaderProbe loader;
   const auto spec =
       test::table_spec("quotes", "AST", CoherenceMode::kBroadcast, loader.answer("loaded"));
-  auto make = [&](unsigned id) {
-    engine::EngineOptions o;
-    o.mode = engine::ServerMode::kCluster;
-    o.cluster_seeds = cluster.seeds();
-    o.node_id = id;
-    auto e = std::make_unique<engine::Engine>(o, std::vector<engine::TableSpec>{spec});
-    EXPECT_FALSE(e->start(std::chrono::seconds(15)));
-    return e;
-  };
-  auto writer = make(1);
-  auto r1 = make(2);
-  auto r2 = make(3);
+  auto writer = node(1, {spec});
+  auto r1 = node(2, {spec});
+  auto r2 = node(3, {spec});
+  ASSERT_TRUE(writer && r1 && r2);
   std::vector<engine::Engine*> nodes = {writer.get(), r1.get(), r2.get()};
 
   constexpr int kNames = 40;
@@ -119,8 +113,8 @@ TEST(ClusterFailover, DrillEveryNodeAgreesWithL2AfterTheTablesMasterIsKilled) {
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   const std::uint16_t slot = hash_slot("quotes");
   const auto t_kill = Clock::now();
-  const int old_master = cluster.kill_master_of(slot);
-  const int promoted = cluster.wait_failover(slot, old_master, std::chrono::seconds(30));
+  const int old_master = cluster().kill_master_of(slot);
+  const int promoted = cluster().wait_failover(slot, old_master, std::chrono::seconds(30));
   const auto t_promoted = Clock::now();
   // Every node subscribed again on the promoted master (lost → flush → confirmed).
   for (auto* e : nodes) {
@@ -165,7 +159,7 @@ TEST(ClusterFailover, DrillEveryNodeAgreesWithL2AfterTheTablesMasterIsKilled) {
   for (auto* e : nodes) {
     for (int i = 0; i < kNames; ++i) {
       const std::string key = test::l2_key("quotes", names[i]);
-      const std::string raw = cluster.admin(promoted, {"GET", key});
+      const std::string raw = cluster().admin(promoted, {"GET", key});
       auto got = e->get("quotes", names[i].view());
       if (!got || raw.size() < 14 || got->version->view() != raw.substr(0, 14) ||
           got->version != last[i]) {

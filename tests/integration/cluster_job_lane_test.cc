@@ -27,6 +27,7 @@
 
 #include "integration/engine_nodes.h"
 #include "integration/journal_lane.h"
+#include "support/cluster_fixture.h"
 
 namespace echo::test {
 namespace {
@@ -37,30 +38,9 @@ using engine::Engine;
 using engine::Journal;
 using table::BrandedId;
 
-class ClusterJobLane : public ::testing::Test {
+// Each test its own cluster: three of them kill a master.
+class ClusterJobLane : public FreshClusterTest {
  protected:
-  void SetUp() override {
-    try {
-      cluster_ = std::make_unique<engine::LocalCluster>();
-    } catch (const std::exception& e) {
-      FAIL() << "LocalCluster: " << e.what();
-    }
-  }
-
-  std::unique_ptr<Engine> node(unsigned id, std::vector<engine::TableSpec> tables,
-                               Journal* journal = nullptr) {
-    engine::EngineOptions o;
-    o.mode = engine::ServerMode::kCluster;
-    o.cluster_seeds = cluster_->seeds();
-    o.node_id = id;
-    auto e = std::make_unique<Engine>(o, std::move(tables));
-    if (journal != nullptr) e->use_journal(e->directory().front().name, *journal);
-    const std::error_code ec = e->start(std::chrono::seconds(15));
-    EXPECT_FALSE(ec) << "node " << id << ": " << ec.message();
-    if (ec) return nullptr;
-    return e;
-  }
-
   // Starts the writer node `writer` and the consumer node `consumer` of job-lane table `t`, the
   // consumer's lane consulting and filling `j`, and waits up to `timeout` for the consumer's
   // membership. Fatal on failure (call under ASSERT_NO_FATAL_FAILURE).
@@ -76,7 +56,7 @@ class ClusterJobLane : public ::testing::Test {
   // A command on the master that owns the table's slot now (its membership, its shared queue).
   std::string on_queue_shard(const std::string& t, const std::vector<std::string>& args) {
     const auto keys = engine::JobLaneKeys::for_table(t);
-    return cluster_->admin(cluster_->master_of(io::hash_slot(keys.qbase)), args);
+    return cluster().admin(cluster().master_of(io::hash_slot(keys.qbase)), args);
   }
   // The slot of `node`'s member queue of `t` (its own hash tag {ecc.coh.<t>|<node>}).
   static std::uint16_t member_slot(const std::string& t, unsigned node) {
@@ -85,7 +65,7 @@ class ClusterJobLane : public ::testing::Test {
   // A command on the master that owns `node`'s member queue now.
   std::string on_member_shard(const std::string& t, unsigned node,
                               const std::vector<std::string>& args) {
-    return cluster_->admin(cluster_->master_of(member_slot(t, node)), args);
+    return cluster().admin(cluster().master_of(member_slot(t, node)), args);
   }
   bool is_member(const std::string& t, unsigned node) {
     try {
@@ -121,8 +101,6 @@ class ClusterJobLane : public ::testing::Test {
       return 0;
     }
   }
-
-  std::unique_ptr<engine::LocalCluster> cluster_;
 };
 
 // ---- F5's once-effect, on a cluster ----
@@ -136,12 +114,12 @@ TEST_F(ClusterJobLane, F5TheQueueLivesOnItsShardAJobAppliesOnceAndItsReplayIsSta
   // The membership lives on the table's shard, the member queue on its own slot's shard, and no
   // other master holds a key.
   const auto keys = engine::JobLaneKeys::for_table(t);
-  const int owner = cluster_->master_of(io::hash_slot(keys.qbase));
-  const int queue_owner = cluster_->master_of(member_slot(t, 5));
-  EXPECT_NE(cluster_->admin(queue_owner, {"KEYS", keys.member_base("5") + "*"}), "");
-  for (const auto& n : cluster_->nodes()) {
+  const int owner = cluster().master_of(io::hash_slot(keys.qbase));
+  const int queue_owner = cluster().master_of(member_slot(t, 5));
+  EXPECT_NE(cluster().admin(queue_owner, {"KEYS", keys.member_base("5") + "*"}), "");
+  for (const auto& n : cluster().nodes()) {
     if (!n.master || n.index == owner || n.index == queue_owner) continue;
-    EXPECT_EQ(cluster_->admin(n.index, {"DBSIZE"}), "0") << "a key outside its shard";
+    EXPECT_EQ(cluster().admin(n.index, {"DBSIZE"}), "0") << "a key outside its shard";
   }
 
   const BrandedId name = fresh_id("AST"), group = fresh_id("PRT");
@@ -195,7 +173,7 @@ TEST_F(ClusterJobLane, MemberQueuesSpreadOverTheShardsAndAJoinerIsAdmittedByTheN
   std::vector<unsigned> ids;
   std::vector<int> owners;
   for (unsigned id = 100; id < 400 && ids.size() < 3; ++id) {
-    const int owner = cluster_->master_of(member_slot(t, id));
+    const int owner = cluster().master_of(member_slot(t, id));
     if (std::find(owners.begin(), owners.end(), owner) != owners.end()) continue;
     ids.push_back(id);
     owners.push_back(owner);
@@ -253,9 +231,9 @@ TEST_F(ClusterJobLane, MemberQueuesSpreadOverTheShardsAndAJoinerIsAdmittedByTheN
   const auto keys = engine::JobLaneKeys::for_table(t);
   for (std::size_t i = 0; i < ids.size(); ++i) {
     const std::string pattern = keys.member_base(std::to_string(ids[i])) + "*";
-    for (const auto& n : cluster_->nodes()) {
+    for (const auto& n : cluster().nodes()) {
       if (!n.master) continue;
-      const bool holds = cluster_->admin(n.index, {"KEYS", pattern}) != "";
+      const bool holds = cluster().admin(n.index, {"KEYS", pattern}) != "";
       EXPECT_EQ(holds, n.index == owners[i]) << pattern << " on master " << n.index;
     }
   }
@@ -300,9 +278,9 @@ TEST_F(ClusterJobLane, TheParkingConnectionFollowsAFailoverAndHandOffsResume) {
 
   // The park follows its member queue's master.
   const std::uint16_t slot = member_slot(t, kConsumer);
-  const int old_master = cluster_->kill_master_of(slot);
+  const int old_master = cluster().kill_master_of(slot);
   const auto killed = std::chrono::steady_clock::now();
-  const int promoted = cluster_->wait_failover(slot, old_master, std::chrono::seconds(30));
+  const int promoted = cluster().wait_failover(slot, old_master, std::chrono::seconds(30));
   ASSERT_NE(promoted, old_master);
   ASSERT_TRUE(eventually([&] { return is_member(t, kConsumer) && is_live(t, kConsumer); }, 20s))
       << "the consumer never registered on the promoted master";
@@ -356,12 +334,12 @@ TEST_F(ClusterJobLane, H4TheQueuesMasterKilledAndTheBusLostTheJournalReplaysEver
     // The loss: the master of the consumer's member queue dies, a replica takes over, and
     // whatever it kept of the queue is erased too (asynchronous replication may keep any part).
     const std::uint16_t slot = member_slot(t, kConsumer);
-    const int old_master = cluster_->kill_master_of(slot);
-    const int promoted = cluster_->wait_failover(slot, old_master, std::chrono::seconds(30));
-    std::istringstream listed(cluster_->admin(promoted, {"KEYS", base + "*"}));
-    for (std::string k; std::getline(listed, k);) cluster_->admin(promoted, {"DEL", k});
+    const int old_master = cluster().kill_master_of(slot);
+    const int promoted = cluster().wait_failover(slot, old_master, std::chrono::seconds(30));
+    std::istringstream listed(cluster().admin(promoted, {"KEYS", base + "*"}));
+    for (std::string k; std::getline(listed, k);) cluster().admin(promoted, {"DEL", k});
     // The consumer's beats may already set its live key again; no job row may be left.
-    EXPECT_EQ(cluster_->admin(promoted, {"KEYS", base + "job:*"}), "");
+    EXPECT_EQ(cluster().admin(promoted, {"KEYS", base + "job:*"}), "");
 
     // The consumer's next beat registers it again on the promoted master.
     ASSERT_TRUE(eventually([&] { return is_member(t, kConsumer) && is_live(t, kConsumer); }, 20s))
@@ -421,10 +399,10 @@ TEST_F(ClusterJobLane, FailoverUnderAJournalledWriterLosesNothingTheJournalRecor
       FAIL() << "the writer recorded " << recorded.load() << " intents before the kill";
     }
     const std::uint16_t slot = member_slot(t, kConsumer);
-    const int old_master = cluster_->kill_master_of(slot);
+    const int old_master = cluster().kill_master_of(slot);
     int promoted = -1;
     try {
-      promoted = cluster_->wait_failover(slot, old_master, std::chrono::seconds(30));
+      promoted = cluster().wait_failover(slot, old_master, std::chrono::seconds(30));
     } catch (const std::exception& e) {
       ADD_FAILURE() << e.what();
     }

@@ -35,7 +35,7 @@ using engine::Errc;
 using engine::Source;
 using table::BrandedId;
 
-class CoherenceFaults : public EngineNodesTest {};
+class CoherenceFaults : public SingleServerTest {};
 
 const io::ConnectionStats* connection(const engine::EngineStats& s, std::string_view label) {
   for (const auto& c : s.connections) {
@@ -261,10 +261,7 @@ std::string describe(const engine::Result<engine::Got>& g) {
 
 // The child: one node that reads, waits to be told how many messages to expect, reads again.
 [[noreturn]] void run_child_node(int port, const BrandedId& name, int in, int out) {
-  engine::EngineOptions o;
-  o.host = "127.0.0.1";
-  o.port = port;
-  o.node_id = 7;
+  const engine::EngineOptions o = node_options("127.0.0.1", port, 7);
   auto spec = table_spec("quotes", "AST", CoherenceMode::kBroadcast,
                          [](const BrandedId&) -> engine::LoadResult { return engine::Loaded{"loaded", std::nullopt}; });
   {

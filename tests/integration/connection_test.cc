@@ -29,7 +29,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using test::command;
-using test::RedisTest;
+using test::SingleServerTest;
 using test::RedisReply;
 using test::text;
 
@@ -75,7 +75,7 @@ bool eventually(Pred pred, std::chrono::milliseconds timeout = 10s) {
 
 using test::on_loop;  // a Connection verb runs on its loop thread
 
-class ConnectionTest : public RedisTest {
+class ConnectionTest : public SingleServerTest {
  protected:
   ConnectionOptions options() {
     ConnectionOptions o;

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
-// Shared by the engine's integration tests: an Engine as one node on the fixture's server, table
-// declarations with a loader that counts its runs, polling with a deadline, and a few L2
-// inspections through the fixture's blocking client. Every node of a test shares one process
-// and one server; each has its own node id, io thread, connections and writers.
+// Shared by the engine's integration tests: table declarations with a loader that counts its runs,
+// polling with a deadline, a few L2 inspections through the fixture's blocking client, and F2/F3
+// staged for either server mode. Nodes are started by the mode's fixture (SingleServerTest::node,
+// ClusterTest::node) or by start_node (support/engine_node.h). Every node of a test shares one
+// process and one server or cluster; each has its own node id, io thread, connections and writers.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -24,6 +25,7 @@
 #include <echo/table/coherence_frame.h>
 #include <echo/table/names.h>
 
+#include "support/engine_node.h"
 #include "support/poll.h"
 #include "support/redis_fixture.h"
 
@@ -31,32 +33,6 @@ namespace echo::test {
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
-
-inline engine::EngineOptions node_options(const engine::LocalServer& server, unsigned node) {
-  engine::EngineOptions o;
-  o.host = server.host();
-  o.port = server.port();
-  o.node_id = node;
-  return o;
-}
-
-// Constructs and starts a node; a failure to start is a test failure (and nullptr).
-inline std::unique_ptr<engine::Engine> start_node(const engine::LocalServer& server, unsigned node,
-                                                  std::vector<engine::TableSpec> tables) {
-  auto e = std::make_unique<engine::Engine>(node_options(server, node), std::move(tables));
-  const std::error_code ec = e->start();
-  EXPECT_FALSE(ec) << "node " << node << " did not start: " << ec.message();
-  if (ec) return nullptr;
-  return e;
-}
-
-// A suite of nodes on the fixture's server.
-class EngineNodesTest : public RedisTest {
- protected:
-  std::unique_ptr<engine::Engine> node(unsigned id, std::vector<engine::TableSpec> tables) {
-    return start_node(server(), id, std::move(tables));
-  }
-};
 
 // A loader that answers one value (its version minted by the engine).
 inline engine::Loader answering(std::string value) {

@@ -27,7 +27,7 @@ namespace {
 using engine::CoherenceMode;
 using engine::Engine;
 
-class EngineStop : public RedisTest {};
+class EngineStop : public SingleServerTest {};
 
 std::vector<engine::TableSpec> tables() {
   auto lane = table_spec("estop", "AST", CoherenceMode::kJob,
@@ -99,7 +99,7 @@ TEST_F(EngineStop, AStopUnderAFloodIntoABlockPolicyRingReturns) {
   spec.max_batch = 2;
   spec.full_policy = ring::FullPolicy::kBlock;
   for (int round = 0; round < 5; ++round) {
-    auto e = start_node(server(), 122, {spec});
+    auto e = node(122, {spec});
     ASSERT_TRUE(e);
     std::atomic<bool> quit{false};
     std::atomic<long> sent{0};
@@ -136,7 +136,7 @@ TEST_F(EngineStop, AJobLaneEngineStopsCleanlyWhateverTheServerIsDoingAtTheTime) 
   for (int round = 0; round < rounds; ++round) {
     const auto moment = static_cast<Moment>(round % static_cast<int>(Moment::kCount));
     if (!server().running()) server().restart();
-    auto e = start_node(server(), 610, tables());
+    auto e = node(610, tables());
     ASSERT_TRUE(e) << "round " << round;
     // Parked at least once (mostly parked now: the BLMPOP is re-issued every 100 ms).
     ASSERT_TRUE(eventually([&] { return parks(*e) >= 1; }, 5s)) << "round " << round;

@@ -41,20 +41,6 @@ using engine::JournalOptions;
 using table::BrandedId;
 namespace fs = std::filesystem;
 
-// ---- staging ----
-
-// A consumer node whose job lane consults and fills `journal` (use_journal before start).
-std::unique_ptr<Engine> remembering_node(const engine::LocalServer& server, unsigned node,
-                                         const std::string& table, Journal& journal) {
-  auto e = std::make_unique<Engine>(node_options(server, node),
-                                    std::vector<engine::TableSpec>{lane_spec(table)});
-  e->use_journal(table, journal);
-  const std::error_code ec = e->start();
-  EXPECT_FALSE(ec) << "node " << node << " did not start: " << ec.message();
-  if (ec) return nullptr;
-  return e;
-}
-
 // ---- the server side ----
 
 std::string member_base(const std::string& table, unsigned node) {
@@ -141,11 +127,7 @@ int writer_main(int argc, char** argv) {
   const unsigned node = static_cast<unsigned>(std::atoi(argv[6]));
   const std::string mode = argv[7];
   if (!group) return 65;
-  engine::EngineOptions o;
-  o.host = "127.0.0.1";
-  o.port = port;
-  o.node_id = node;
-  Engine e(o, {writer_spec(table)});
+  Engine e(node_options("127.0.0.1", port, node), {writer_spec(table)});
   if (auto ec = e.start()) {
     write_line(1, "error start " + ec.message());
     return 2;
@@ -209,7 +191,7 @@ std::uint64_t us_since(Clock::time_point t0) {
       std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0).count());
 }
 
-class JournalGates : public RedisTest {};
+class JournalGates : public SingleServerTest {};
 
 // ---- H1: files ----
 
@@ -268,8 +250,8 @@ TEST_F(JournalGates, H2BothCrashSeamsAreClosedByReplayOneReplayedOneDeduplicated
   const std::string t = "h2";
   const BrandedId group = fresh_id("PRT");
   Journal j(journal_options(dir.path(), group, 201));
-  auto w = start_node(server(), 200, {writer_spec(t)});
-  auto c = remembering_node(server(), 202, t, j);
+  auto w = node(200, {writer_spec(t)});
+  auto c = node(202, {lane_spec(t)}, &j);
   ASSERT_TRUE(w && c);
   ASSERT_TRUE(eventually([&] { return is_member(client(), t, 202); }));
   // The consumer's lane holds what reaches it until the replay has answered.
@@ -325,7 +307,7 @@ TEST_F(JournalGates, H3TheMemorySurvivesAFullRestartAndAnOldVersionAnswersRememb
   };
   {
     Journal j(journal_options(dir.path(), group));
-    auto c = remembering_node(server(), 210, t, j);
+    auto c = node(210, {lane_spec(t)}, &j);
     ASSERT_TRUE(c);
     set_l2(v_old);
     ASSERT_EQ(describe(c->get(t, name.view())), "l2 " + v_old.str() + " px=" + v_old.str());
@@ -337,7 +319,7 @@ TEST_F(JournalGates, H3TheMemorySurvivesAFullRestartAndAnOldVersionAnswersRememb
   }  // table (engine) and journal stopped
   Journal j(journal_options(dir.path(), group));
   EXPECT_EQ(j.last_applied(name), v5) << "the memory is in the file";
-  auto c = remembering_node(server(), 210, t, j);
+  auto c = node(210, {lane_spec(t)}, &j);
   ASSERT_TRUE(c);
   const engine::TableWriter& w = writer_of(*c, t);
   EXPECT_EQ(w.map().size(), 0u) << "a fresh node starts with an empty L1";
@@ -390,7 +372,7 @@ void loss_then_replay(const std::function<redisContext*()>& client_now,
   const BrandedId group = fresh_id("PRT");
   Journal j(journal_options(dir.path(), group, 221));
   auto w = start_node(server, 220, {writer_spec(t)});
-  auto c = remembering_node(server, kConsumer, t, j);
+  auto c = start_node(server, kConsumer, {lane_spec(t)}, &j);
   ASSERT_TRUE(w && c);
   ASSERT_TRUE(eventually([&] { return is_member(client_now(), t, kConsumer); }));
   pause_group(client_now(), t, kConsumer, group);
@@ -449,8 +431,8 @@ TEST_F(JournalGates, H5CompactionRetiresAllFiftyCoveredIntentsAndTheMemoryStaysA
   Intents in;
   {
     Journal j(journal_options(dir.path(), group, 231));
-    auto w = start_node(server(), 230, {writer_spec(t)});
-    auto c = remembering_node(server(), 232, t, j);
+    auto w = node(230, {writer_spec(t)});
+    auto c = node(232, {lane_spec(t)}, &j);
     ASSERT_TRUE(w && c);
     ASSERT_TRUE(eventually([&] { return is_member(client(), t, 232); }));
     const auto enqueue = lane_enqueue(*w, t, group);
@@ -557,7 +539,7 @@ TEST_F(JournalGates, CrashDrillAWriterKilledAtEachSeamIsReplayedByItsRestartNoth
                                         "PX", "60000"}));
   }
   Journal memory(journal_options(consumer_dir.path(), group));
-  auto c = remembering_node(server(), kConsumer, t, memory);
+  auto c = node(kConsumer, {lane_spec(t)}, &memory);
   ASSERT_TRUE(c);
   ASSERT_TRUE(eventually([&] { return is_member(client(), t, kConsumer); }));
   EXPECT_EQ(describe(c->get(t, a.view())), "l2 " + a0.str() + " v=" + a0.str());

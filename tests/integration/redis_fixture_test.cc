@@ -9,7 +9,7 @@
 namespace echo::test {
 namespace {
 
-class RedisFixture : public RedisTest {};
+class RedisFixture : public SingleServerTest {};
 
 TEST_F(RedisFixture, ServerAnswersOnLoopbackNeverOn6379) {
   EXPECT_EQ(server().host(), "127.0.0.1");

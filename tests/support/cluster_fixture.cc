@@ -1,19 +1,28 @@
 // SPDX-License-Identifier: MIT
 #include "support/cluster_fixture.h"
 
+#include <utility>
+
+#include "support/engine_node.h"
 #include "support/redis_fixture.h"
 
 namespace echo::test {
 
-std::unique_ptr<engine::LocalCluster> LocalClusterTest::cluster_;
-std::string LocalClusterTest::start_error_;
+std::unique_ptr<engine::LocalCluster> ClusterTest::cluster_;
+std::string ClusterTest::start_error_;
 
-void LocalClusterTest::SetUpTestSuite() {
+void ClusterTest::start_cluster() {
   cluster_ = start_for_suite<engine::LocalCluster>(start_error_);
 }
 
-void LocalClusterTest::TearDownTestSuite() { cluster_.reset(); }
+void ClusterTest::stop_cluster() { cluster_.reset(); }
 
-void LocalClusterTest::SetUp() { ASSERT_TRUE(cluster_) << "LocalCluster: " << start_error_; }
+void ClusterTest::SetUp() { ASSERT_TRUE(cluster_) << "LocalCluster: " << start_error_; }
+
+std::unique_ptr<engine::Engine> ClusterTest::node(unsigned id,
+                                                  std::vector<engine::TableSpec> tables,
+                                                  engine::Journal* journal) {
+  return start_node(*cluster_, id, std::move(tables), journal);
+}
 
 }  // namespace echo::test

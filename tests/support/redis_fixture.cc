@@ -1,14 +1,16 @@
 // SPDX-License-Identifier: MIT
 #include "support/redis_fixture.h"
 
+#include "support/engine_node.h"
+
 #include <chrono>
 #include <cstdarg>
 #include <thread>
 
 namespace echo::test {
 
-std::unique_ptr<engine::LocalServer> RedisTest::server_;
-std::string RedisTest::start_error_;
+std::unique_ptr<engine::LocalServer> SingleServerTest::server_;
+std::string SingleServerTest::start_error_;
 
 RedisClient connect_client(const engine::LocalServer& server) {
   RedisClient c(redisConnect(server.host().c_str(), server.port()));
@@ -51,24 +53,30 @@ std::string text(const redisReply* r) {
   }
 }
 
-void RedisTest::start_server(engine::LocalServerOptions options) {
+void SingleServerTest::start_server(engine::LocalServerOptions options) {
   server_ = start_for_suite<engine::LocalServer>(start_error_, std::move(options));
 }
 
-void RedisTest::TearDownTestSuite() { server_.reset(); }
+void SingleServerTest::TearDownTestSuite() { server_.reset(); }
 
-void RedisTest::SetUp() {
+std::unique_ptr<engine::Engine> SingleServerTest::node(unsigned id,
+                                                       std::vector<engine::TableSpec> tables,
+                                                       engine::Journal* journal) {
+  return start_node(*server_, id, std::move(tables), journal);
+}
+
+void SingleServerTest::SetUp() {
   ASSERT_NO_FATAL_FAILURE(connect());
   flush_all();
 }
 
-void RedisTest::connect() {
+void SingleServerTest::connect() {
   ASSERT_TRUE(server_ && server_->running()) << "redis-server did not start: " << start_error_;
   client_ = connect_client(*server_);
   ASSERT_TRUE(client_ && !client_->err);
 }
 
-void RedisTest::flush_all() {
+void SingleServerTest::flush_all() {
   RedisReply r = command(client(), "FLUSHALL");
   ASSERT_TRUE(r && r->type == REDIS_REPLY_STATUS) << text(r.get());
 }

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
-// The integration tests' real server: a redis-server started on a free loopback port (never
-// 6379) with persistence off, stopped by its own pid. A test that needs it and cannot start it
-// fails; it never skips. Also a plain blocking hiredis client for assertions, and a one-node
-// cluster-enabled server for the tests that prove a script stays in one hash slot.
+// The integration tests' single-server mode: a redis-server started on a free loopback port (never
+// 6379) with persistence off, stopped by its own pid, shared by a suite (SingleServerTest), with a
+// plain blocking hiredis client for assertions and engine nodes started on it. A test that needs
+// the server and cannot start it fails; it never skips. Also a one-node cluster-enabled server for
+// the tests that prove a script stays in one hash slot. The cluster mode is cluster_fixture.h.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -14,6 +15,8 @@
 #include <utility>
 #include <vector>
 
+#include <echo/engine/engine.h>
+#include <echo/engine/journal.h>
 #include <echo/engine/local_server.h>
 
 namespace echo::test {
@@ -52,10 +55,10 @@ std::unique_ptr<T> start_for_suite(std::string& error, A&&... args) {
   }
 }
 
-// A test fixture whose suite shares one server, started in SetUpTestSuite and stopped in
-// TearDownTestSuite. Start failures are fatal test failures. Each test gets its own client on an
-// empty server.
-class RedisTest : public ::testing::Test {
+// The single-server mode's fixture: the suite shares one server, started in SetUpTestSuite and
+// stopped in TearDownTestSuite. Start failures are fatal test failures. Each test gets its own
+// client on an empty server, and starts its engine nodes on the server with node().
+class SingleServerTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() { start_server({}); }
   static void TearDownTestSuite();
@@ -63,6 +66,10 @@ class RedisTest : public ::testing::Test {
 
   static engine::LocalServer& server() { return *server_; }
   redisContext* client() { return client_.get(); }
+  // Node `id` of `tables` on the suite's server, its job lane consulting `journal` if one is
+  // given (start_node, support/engine_node.h); a failure to start fails the test (nullptr).
+  static std::unique_ptr<engine::Engine> node(unsigned id, std::vector<engine::TableSpec> tables,
+                                              engine::Journal* journal = nullptr);
 
   // For a derived suite's SetUpTestSuite: the suite's server started with `options`.
   static void start_server(engine::LocalServerOptions options);
@@ -76,11 +83,14 @@ class RedisTest : public ::testing::Test {
   RedisClient client_;
 };
 
-// Like RedisTest, but the suite's server is cluster-enabled and owns all 16384 slots, so that a
+// The fixture's former name, kept for job_lane_test.cc until it moves to SingleServerTest.
+using RedisTest = SingleServerTest;
+
+// Like SingleServerTest, but the suite's server is cluster-enabled and owns all 16384 slots, so that a
 // script run under `#!lua` is refused any key outside the slot of its first key (declared or
 // built at run time), which a standalone server never checks. SetUp waits up to 15 s for
 // cluster_state:ok, then flushes.
-class OneNodeClusterTest : public RedisTest {
+class OneNodeClusterTest : public SingleServerTest {
  protected:
   static void SetUpTestSuite();
   void SetUp() override;

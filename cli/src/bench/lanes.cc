@@ -89,13 +89,7 @@ double median_of(std::vector<double> v) {
 }  // namespace
 
 TableSpec lane_spec(const std::string& name, CoherenceMode mode, const BenchConfig& c) {
-  TableSpec s{.name = name,
-              .kind = "AST",
-              .loader = [](const BrandedId&) -> engine::LoadResult {
-                return engine::Loaded{"px=1", std::nullopt};
-              },
-              .ttl_ms = 60000,
-              .coherence = mode};
+  TableSpec s = harness::ast_table(name, mode, harness::answering("px=1"));
   s.ring_capacity = c.ring_capacity;
   s.max_batch = c.max_batch;
   s.writer_wait = {c.wait, 0};

@@ -205,11 +205,7 @@ inline engine::EngineOptions node_options(const DrillTarget& target, unsigned no
 
 // A node of the drill's cluster (drill --cluster): the same, through the seed list.
 inline engine::EngineOptions cluster_node_options(const DrillTarget& target, unsigned node) {
-  engine::EngineOptions o;
-  o.mode = engine::ServerMode::kCluster;
-  o.cluster_seeds = target.cluster_seeds;
-  o.node_id = node;
-  return o;
+  return harness::cluster_node_options(target.cluster_seeds, node);
 }
 
 using harness::cached;

@@ -37,6 +37,7 @@ using floors::counting_loader;
 using floors::describe;
 using floors::fmt;
 using floors::grouped;
+using harness::ast_table;
 using floors::l2_key;
 using floors::node_options;
 using floors::Redis;
@@ -46,11 +47,6 @@ using table::Verdict;
 // The drill's writer mints every version from one minter, so the gate's versions are in mint
 // order by construction (WIRE §1.3: one node per concurrent minter).
 constexpr unsigned kDrillNode = 200;
-
-TableSpec lane_table(const std::string& name, CoherenceMode mode, engine::Loader loader) {
-  return TableSpec{
-      .name = name, .kind = "AST", .loader = std::move(loader), .ttl_ms = 60000, .coherence = mode};
-}
 
 void f2_newer_wins(GateRun& run, const DrillTarget& target) {
   run.stage(
@@ -63,7 +59,7 @@ void f2_newer_wins(GateRun& run, const DrillTarget& target) {
       "0 with L2 still at v_new, v_fresh applied on both layers, and every replay stale");
   std::atomic<int> loads{0};
   Engine node(node_options(target, 201),
-              {lane_table("quotes", CoherenceMode::kBroadcast, counting_loader(loads))});
+              {ast_table("quotes", CoherenceMode::kBroadcast, counting_loader(loads))});
   if (!run.expect(!node.start(), "the node starts")) return;
   table::Minter writer(kDrillNode);
   const BrandedId name = writer.mint("AST").value();
@@ -176,7 +172,7 @@ void f3_broadcast(GateRun& run, const DrillTarget& target) {
 
   std::atomic<int> loads{0};
   Engine b(node_options(target, 212),
-           {lane_table("board", CoherenceMode::kBroadcast, counting_loader(loads))});
+           {ast_table("board", CoherenceMode::kBroadcast, counting_loader(loads))});
   if (!run.expect(!b.start(), "node B starts and subscribes")) return;
   table::Minter writer(kDrillNode);
   std::vector<BrandedId> names, versions;
@@ -203,11 +199,11 @@ void f3_broadcast(GateRun& run, const DrillTarget& target) {
 
   // The cross-node round trip: A writes, B, C and D hold the old row.
   Engine a(node_options(target, 211),
-           {lane_table("board", CoherenceMode::kNone, counting_loader(loads))});
+           {ast_table("board", CoherenceMode::kNone, counting_loader(loads))});
   Engine c(node_options(target, 213),
-           {lane_table("board", CoherenceMode::kBroadcast, counting_loader(loads))});
+           {ast_table("board", CoherenceMode::kBroadcast, counting_loader(loads))});
   Engine d(node_options(target, 214),
-           {lane_table("board", CoherenceMode::kBroadcast, counting_loader(loads))});
+           {ast_table("board", CoherenceMode::kBroadcast, counting_loader(loads))});
   if (!run.expect(!a.start() && !c.start() && !d.start(), "nodes A, C, D start")) return;
   const BrandedId name = writer.mint("AST").value();
   const bool seeded =
@@ -260,11 +256,11 @@ void f4_loss(GateRun& run, const DrillTarget& target) {
       "(here: the job handler's apply_coherence), after which J reads px=101.00 from l2");
   std::atomic<int> loads{0};
   Engine a(node_options(target, 221),
-           {lane_table("qc", CoherenceMode::kNone, counting_loader(loads, "-"))});
+           {ast_table("qc", CoherenceMode::kNone, counting_loader(loads, "-"))});
   Engine b(node_options(target, 222),
-           {lane_table("qc", CoherenceMode::kBroadcast, counting_loader(loads, "-"))});
+           {ast_table("qc", CoherenceMode::kBroadcast, counting_loader(loads, "-"))});
   Engine j(node_options(target, 223),
-           {lane_table("qc", CoherenceMode::kJob, counting_loader(loads, "-"))});
+           {ast_table("qc", CoherenceMode::kJob, counting_loader(loads, "-"))});
   if (!run.expect(!a.start() && !b.start() && !j.start(), "nodes A, B, J start")) return;
   table::Minter writer(kDrillNode);
   const BrandedId name = writer.mint("AST").value();
@@ -309,9 +305,9 @@ void g5_storm(GateRun& run, const DrillTarget& target) {
       "sent, R reads a cold name that L2 holds; then a writer re-puts one stormed name");
   std::atomic<int> loads{0};
   Engine w(node_options(target, 301),
-           {lane_table("storm", CoherenceMode::kNone, counting_loader(loads, "-"))});
+           {ast_table("storm", CoherenceMode::kNone, counting_loader(loads, "-"))});
   Engine r(node_options(target, 302),
-           {lane_table("storm", CoherenceMode::kBroadcast, counting_loader(loads, "-"))});
+           {ast_table("storm", CoherenceMode::kBroadcast, counting_loader(loads, "-"))});
   if (!run.expect(!w.start() && !r.start(), "nodes W and R start")) return;
   table::Minter writer(kDrillNode);
   std::vector<BrandedId> names, versions;

@@ -527,9 +527,8 @@ void g5_g6(GateRun& run, const DrillTarget& target, bool wake) {
            : "a parked consumer is one blocked BLMPOP: no command until its beat; the poller "
              "sends one per 10 ms -- expect 0 against about 40");
   // No connection heartbeat: the only traffic is the lane's own.
-  auto quiet = floors::node_options(target, 281 + (wake ? 1 : 0));
-  quiet.heartbeat = std::chrono::milliseconds(0);
-  Engine p(quiet, {park_table(t, kBeatMs)});
+  Engine p(harness::quiet_node_options(target.host, target.port, 281 + (wake ? 1 : 0), -1),
+           {park_table(t, kBeatMs)});
   if (!run.expect(!p.start(), "node P starts")) return;
   auto consumer = [&] { return *p.stats().tables.at(0).consumer; };
   Redis r(target);

@@ -52,14 +52,7 @@ using table::BrandedId;
 constexpr unsigned kDrillNode = 300;
 
 TableSpec spec(const std::string& name, CoherenceMode mode, std::atomic<int>& loads) {
-  TableSpec s{.name = name,
-              .kind = "AST",
-              .loader = [&loads](const BrandedId&) -> LoadResult {
-                loads.fetch_add(1, std::memory_order_relaxed);
-                return Loaded{"loaded", std::nullopt};
-              },
-              .ttl_ms = 60000,
-              .coherence = mode};
+  TableSpec s = harness::ast_table(name, mode, floors::counting_loader(loads, "loaded"));
   s.job_lease_ms = 2000;
   s.job_beat_ms = 100;
   s.job_retry_delay_ms = 20;

@@ -50,12 +50,7 @@ using table::Verdict;
 constexpr unsigned kGateNode = 205;
 
 TableSpec lane_table(const std::string& name, CoherenceMode mode, std::atomic<int>& loads) {
-  return TableSpec{.name = name, .kind = "AST",
-                   .loader = [&loads](const BrandedId&) -> LoadResult {
-                     loads.fetch_add(1, std::memory_order_relaxed);
-                     return Loaded{"px=100.00", std::nullopt};
-                   },
-                   .ttl_ms = 60000, .coherence = mode};
+  return harness::ast_table(name, mode, floors::counting_loader(loads));
 }
 
 JobConsumerStats consumer_of(const Engine& node) { return *node.stats().tables.at(0).consumer; }

@@ -72,9 +72,7 @@ JournalOptions options(const fs::path& dir, const BrandedId& group) {
 }
 
 TableSpec lane_table(const std::string& name, CoherenceMode mode) {
-  TableSpec s{.name = name, .kind = "AST",
-              .loader = [](const BrandedId&) -> LoadResult { return Loaded{"px=1", std::nullopt}; },
-              .ttl_ms = 60000, .coherence = mode};
+  TableSpec s = harness::ast_table(name, mode, harness::answering("px=1"));
   s.job_lease_ms = 2000;
   s.job_beat_ms = 100;
   return s;

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
-// What a measurement stages on the engine: its nodes' options, the lane table the benches
-// declare, a journal's options, and the plain map read that observes a row gone.
+// What a measurement stages on the engine: its nodes' options (a single server or a cluster), the
+// table every drill gate and bench declares (ast_table) and the benches' lane table on it, a
+// journal's options, and the plain map read that observes a row gone.
 #pragma once
 
 #include <echo/engine/engine.h>
@@ -8,6 +9,7 @@
 #include <echo/engine/table_spec.h>
 #include <echo/table/branded_id.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <string_view>
@@ -22,6 +24,19 @@ engine::EngineOptions node_options(const std::string& host, int port, unsigned n
 // The same with the idle heartbeat off: nothing on the wire but the measured traffic.
 engine::EngineOptions quiet_node_options(const std::string& host, int port, unsigned node_id,
                                          int io_cpu);
+
+// A node of the cluster reached through `seeds` ("host:port,..."), minting as `node_id`; every
+// other knob at its default.
+engine::EngineOptions cluster_node_options(const std::string& seeds, unsigned node_id);
+
+// A loader that answers `value`, its version minted by the engine.
+engine::Loader answering(std::string value);
+
+// Table `name` of AST rows filled by `loader`, living `ttl_ms`, under coherence `mode`; every
+// other knob at its default. What the drill's gates and the benches declare, before their own
+// knobs.
+engine::TableSpec ast_table(const std::string& name, engine::CoherenceMode mode,
+                            engine::Loader loader, std::int64_t ttl_ms = 60000);
 
 // The benches' lane table: AST rows whose loader answers "px=100.00", a 600 s ttl without
 // jitter (no row expires during a run), coherence `mode`, its writer on CPU `writer_cpu`.

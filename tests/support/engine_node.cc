@@ -1,0 +1,60 @@
+// SPDX-License-Identifier: MIT
+#include "support/engine_node.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <optional>
+#include <utility>
+
+namespace echo::test {
+namespace {
+
+std::unique_ptr<engine::Engine> start(engine::EngineOptions options,
+                                      std::vector<engine::TableSpec> tables,
+                                      engine::Journal* journal,
+                                      std::optional<std::chrono::milliseconds> timeout) {
+  const unsigned id = options.node_id;
+  auto e = std::make_unique<engine::Engine>(std::move(options), std::move(tables));
+  if (journal != nullptr) e->use_journal(e->directory().front().name, *journal);
+  const std::error_code ec = timeout ? e->start(*timeout) : e->start();
+  EXPECT_FALSE(ec) << "node " << id << " did not start: " << ec.message();
+  if (ec) return nullptr;
+  return e;
+}
+
+}  // namespace
+
+engine::EngineOptions node_options(const std::string& host, int port, unsigned node) {
+  engine::EngineOptions o;
+  o.host = host;
+  o.port = port;
+  o.node_id = node;
+  return o;
+}
+
+engine::EngineOptions node_options(const engine::LocalServer& server, unsigned node) {
+  return node_options(server.host(), server.port(), node);
+}
+
+engine::EngineOptions node_options(const engine::LocalCluster& cluster, unsigned node) {
+  engine::EngineOptions o;
+  o.mode = engine::ServerMode::kCluster;
+  o.cluster_seeds = cluster.seeds();
+  o.node_id = node;
+  return o;
+}
+
+std::unique_ptr<engine::Engine> start_node(const engine::LocalServer& server, unsigned node,
+                                           std::vector<engine::TableSpec> tables,
+                                           engine::Journal* journal) {
+  return start(node_options(server, node), std::move(tables), journal, std::nullopt);
+}
+
+std::unique_ptr<engine::Engine> start_node(const engine::LocalCluster& cluster, unsigned node,
+                                           std::vector<engine::TableSpec> tables,
+                                           engine::Journal* journal) {
+  return start(node_options(cluster, node), std::move(tables), journal, std::chrono::seconds(15));
+}
+
+}  // namespace echo::test
