@@ -193,11 +193,7 @@ int child_main(int argc, char** argv) {
   k.max_attempts = std::atoi(argv[8]);
   k.ring_capacity = static_cast<std::size_t>(std::atoll(argv[9]));
   k.credits = static_cast<std::size_t>(std::atoll(argv[10]));
-  engine::EngineOptions o;
-  o.host = "127.0.0.1";
-  o.port = port;
-  o.node_id = node;
-  Engine e(o, {lane_spec(table, k)});
+  Engine e(node_options("127.0.0.1", port, node), {lane_spec(table, k)});
   if (auto ec = e.start()) {
     write_line(1, "error start " + ec.message());
     return 2;
@@ -345,7 +341,7 @@ long long commands_served(redisContext* c) {
 
 double median_us(std::vector<double> v) { return percentile(std::move(v), 0.5); }
 
-class JobLane : public RedisTest {};
+class JobLane : public SingleServerTest {};
 
 // ---- F5: a real crash ----
 
@@ -358,7 +354,7 @@ TEST_F(JobLane, F5AConsumerKilledHoldingItsJobIsReapedAndTheRestartedNodeApplies
   const std::string key = l2_key(t, name), f1 = engine::frame_l2_value(v1, "px=100.00");
   ASSERT_TRUE(command_argv(client(), {"SET", key, f1, "PX", "60000"}));
 
-  auto w = start_node(server(), 40, {writer_spec(t, k.lease_ms)});
+  auto w = node(40, {writer_spec(t, k.lease_ms)});
   ASSERT_TRUE(w);
   auto a = ChildNode::spawn(server().port(), 5, t, k);
   ASSERT_TRUE(a);
@@ -395,7 +391,7 @@ TEST_F(JobLane, F5AConsumerKilledHoldingItsJobIsReapedAndTheRestartedNodeApplies
   const auto killed_at = Clock::now();
 
   // The same node id restarts (in this process, so its writer can be held and read).
-  auto b = start_node(server(), 5, {lane_spec(t, k)});
+  auto b = node(5, {lane_spec(t, k)});
   ASSERT_TRUE(b);
   auto filled = b->get(t, name.view());
   ASSERT_TRUE(filled);
@@ -471,8 +467,8 @@ TEST_F(JobLane, F6BothLanesCarryAThousandMessagesToOneRowAndTheirMediansAreRecor
   constexpr int kMessages = 1000;
   auto bspec = table_spec("f6b", "AST", CoherenceMode::kBroadcast, answering("px=1"));
   auto jspec = lane_spec("f6j", LaneKnobs{.lease_ms = 30000, .beat_ms = 1000});
-  auto r = start_node(server(), 61, {bspec, jspec});
-  auto s = start_node(server(), 60, {writer_spec("f6j", 30000)});
+  auto r = node(61, {bspec, jspec});
+  auto s = node(60, {writer_spec("f6j", 30000)});
   ASSERT_TRUE(r && s);
   const BrandedId name = fresh_id("AST"), group = fresh_id("PRT");
   const engine::TableWriter& rb = writer_of(*r, "f6b");
@@ -518,7 +514,7 @@ TEST_F(JobLane, FencingChaosPausesLongerThanTheLeaseNeverGetAStaleCompletionAcce
   // (3 beats = 300 ms), so the node stays a member and keeps being handed jobs it cannot run.
   const LaneKnobs k{.lease_ms = 50, .beat_ms = 100};
   const std::string base = member_base(t, 71);
-  auto w = start_node(server(), 70, {writer_spec(t, k.lease_ms)});
+  auto w = node(70, {writer_spec(t, k.lease_ms)});
   ASSERT_TRUE(w);
   auto c = ChildNode::spawn(server().port(), 71, t, k);
   ASSERT_TRUE(c);
@@ -623,7 +619,7 @@ TEST_F(JobLane, FencingChaosPausesLongerThanTheLeaseNeverGetAStaleCompletionAcce
 TEST_F(JobLane, SettledCountersAreNeverReadWhileAJobStillWaitsForItsClaim) {
   const std::string t = "settle";
   const LaneKnobs k{.lease_ms = 30000, .beat_ms = 100};
-  auto n = start_node(server(), 88, {lane_spec(t, k)});
+  auto n = node(88, {lane_spec(t, k)});
   ASSERT_TRUE(n);
   const std::string base = member_base(t, 88);
   const std::string g = fresh_id("PRT").str(), job = fresh_id("JOB").str();
@@ -672,9 +668,9 @@ TEST_F(JobLane, SettledCountersAreNeverReadWhileAJobStillWaitsForItsClaim) {
 TEST_F(JobLane, FanOutEveryNodeEndsWithEveryNameAtItsFinalVersionThoughOneWasKilledAndRestarted) {
   const std::string t = "fan";
   const LaneKnobs k{.lease_ms = 300, .beat_ms = 100};
-  auto w = start_node(server(), 80, {writer_spec(t, k.lease_ms)});
-  auto p1 = start_node(server(), 81, {lane_spec(t, k)});
-  auto p2 = start_node(server(), 82, {lane_spec(t, k)});
+  auto w = node(80, {writer_spec(t, k.lease_ms)});
+  auto p1 = node(81, {lane_spec(t, k)});
+  auto p2 = node(82, {lane_spec(t, k)});
   ASSERT_TRUE(w && p1 && p2);
   auto p3 = ChildNode::spawn(server().port(), 83, t, k);
   ASSERT_TRUE(p3);
@@ -785,9 +781,9 @@ TEST_F(JobLane, AfterTheServerLosesItsDataAWriterAdmitsEveryMemberThatJoinedSoNo
   const std::string t = "lost";
   const LaneKnobs k{.lease_ms = 30000, .beat_ms = 100};
   const auto keys = engine::JobLaneKeys::for_table(t);
-  auto w = start_node(server(), 112, {writer_spec(t, k.lease_ms)});
-  auto r1 = start_node(server(), 113, {lane_spec(t, k)});
-  auto r2 = start_node(server(), 114, {lane_spec(t, k)});
+  auto w = node(112, {writer_spec(t, k.lease_ms)});
+  auto r1 = node(113, {lane_spec(t, k)});
+  auto r2 = node(114, {lane_spec(t, k)});
   ASSERT_TRUE(w && r1 && r2);
   const BrandedId group = fresh_id("PRT"), name = fresh_id("AST");
   auto first = w->enqueue(t, group, name.view(), w->mint("AST").value());
@@ -796,7 +792,7 @@ TEST_F(JobLane, AfterTheServerLosesItsDataAWriterAdmitsEveryMemberThatJoinedSoNo
   r2.reset();
   RedisReply flushed = command(client(), "FLUSHALL");  // a restart without persistence
   ASSERT_EQ(text(flushed.get()), "OK");
-  auto r3 = start_node(server(), 115, {lane_spec(t, k)});
+  auto r3 = node(115, {lane_spec(t, k)});
   ASSERT_TRUE(r3);
   // 113's next beat finds its live key gone and enters again: two entries since the loss.
   ASSERT_TRUE(within(5s, [&] { return integer_of(client(), {"ZCARD", keys.members}) == 2; }));
@@ -823,8 +819,8 @@ TEST_F(JobLane, AfterTheServerLosesItsDataAWriterAdmitsEveryMemberThatJoinedSoNo
 TEST_F(JobLane, AfterAServerRestartANodeServesNoRowItCachedBeforeUntilABeatLands) {
   const std::string t = "restarted";
   const LaneKnobs k{.lease_ms = 30000, .beat_ms = 3000};  // a beat far off: the window it left
-  auto w = start_node(server(), 116, {writer_spec(t, k.lease_ms)});
-  auto r = start_node(server(), 117, {lane_spec(t, k)});
+  auto w = node(116, {writer_spec(t, k.lease_ms)});
+  auto r = node(117, {lane_spec(t, k)});
   ASSERT_TRUE(w && r);
   const BrandedId name = fresh_id("AST"), group = fresh_id("PRT");
   const BrandedId v1 = w->mint("AST").value();
@@ -857,8 +853,8 @@ TEST_F(JobLane, AfterAServerRestartANodeServesNoRowItCachedBeforeUntilABeatLands
 TEST_F(JobLane, CompletionsRefusedWhileTheServerIsDownAreCountedAsErrors) {
   const std::string t = "refused";
   const LaneKnobs k{.lease_ms = 30000, .beat_ms = 200};
-  auto w = start_node(server(), 118, {writer_spec(t, k.lease_ms)});
-  auto n = start_node(server(), 119, {lane_spec(t, k)});
+  auto w = node(118, {writer_spec(t, k.lease_ms)});
+  auto n = node(119, {lane_spec(t, k)});
   ASSERT_TRUE(w && n);
   const BrandedId group = fresh_id("PRT");
   constexpr std::uint64_t kJobs = 20;
@@ -894,7 +890,7 @@ TEST_F(JobLane, CompletionsRefusedWhileTheServerIsDownAreCountedAsErrors) {
 TEST_F(JobLane, APausedMemberQueueIsNotClaimedFromOrHandedOffToUntilItsResume) {
   const std::string t = "qpause";
   const LaneKnobs k{.lease_ms = 30000, .beat_ms = 100};
-  auto n = start_node(server(), 87, {lane_spec(t, k)});
+  auto n = node(87, {lane_spec(t, k)});
   ASSERT_TRUE(n);
   const std::string base = member_base(t, 87);
   const std::string g = fresh_id("PRT").str();
@@ -934,7 +930,7 @@ TEST_F(JobLane, APausedMemberQueueIsNotClaimedFromOrHandedOffToUntilItsResume) {
 TEST_F(JobLane, MalformedPayloadsAreRetriedWithTheirReasonAndGoDeadAfterMaxAttempts) {
   const std::string t = "bad";
   const LaneKnobs k{.lease_ms = 30000, .beat_ms = 100, .retry_delay_ms = 20, .max_attempts = 3};
-  auto m = start_node(server(), 90, {lane_spec(t, k)});
+  auto m = node(90, {lane_spec(t, k)});
   ASSERT_TRUE(m);
   const std::string base = member_base(t, 90);
   const std::string g = fresh_id("PRT").str();
@@ -996,7 +992,7 @@ TEST_F(JobLane, MalformedPayloadsAreRetriedWithTheirReasonAndGoDeadAfterMaxAttem
 TEST_F(JobLane, CreditsBoundWhatAHeldWriterIsOwedAndEverythingDrainsWithoutADropAfter) {
   const std::string t = "cred";
   const LaneKnobs k{.lease_ms = 30000, .beat_ms = 100, .ring_capacity = 8, .credits = 4};
-  auto n = start_node(server(), 91, {lane_spec(t, k)});
+  auto n = node(91, {lane_spec(t, k)});
   ASSERT_TRUE(n);
   const std::string base = member_base(t, 91);
   const std::string g = fresh_id("PRT").str();
@@ -1085,7 +1081,7 @@ TEST_F(JobLane, AcksBeyondOneDrainPassAllCompleteWithoutWaitingForTheirLease) {
   const LaneKnobs k{.lease_ms = 60000, .beat_ms = 100, .ring_capacity = 16384, .credits = 8192};
   auto spec = lane_spec(t, k);
   spec.max_batch = k.ring_capacity;  // the held-back jobs apply (and ack) in one batch
-  auto n = start_node(server(), 92, {spec});
+  auto n = node(92, {spec});
   ASSERT_TRUE(n);
   const std::string base = member_base(t, 92);
   const std::string g = fresh_id("PRT").str();
@@ -1125,8 +1121,8 @@ TEST_F(JobLane, TheListedCreditsAreTheFreeOnesFallPerHandOffAndAreListedAgainBel
   const std::string t = "flag";
   LaneKnobs k{.lease_ms = 30000, .beat_ms = 5000};
   k.credits = 8;
-  auto p = start_node(server(), 97, {lane_spec(t, k)});
-  auto w = start_node(server(), 98, {writer_spec(t, k.lease_ms)});
+  auto p = node(97, {lane_spec(t, k)});
+  auto w = node(98, {writer_spec(t, k.lease_ms)});
   ASSERT_TRUE(p && w);
   const std::string parked = member_base(t, 97) + "parked";
   auto flag = [&] { return text(command_argv(client(), {"LLEN", parked}).get()); };
@@ -1163,7 +1159,7 @@ TEST_F(JobLane, TheListedCreditsAreTheFreeOnesFallPerHandOffAndAreListedAgainBel
 
 TEST_F(JobLane, AnEnqueueWithNoLiveMemberIsTheTypedErrorNoLiveMemberNotADuplicate) {
   const std::string t = "nomember";
-  auto w = start_node(server(), 95, {writer_spec(t, 30000)});
+  auto w = node(95, {writer_spec(t, 30000)});
   ASSERT_TRUE(w);
   const BrandedId group = fresh_id("PRT"), name = fresh_id("AST");
   auto admitted = w->enqueue(t, group, name.view(), w->mint("AST").value());
@@ -1216,8 +1212,8 @@ TEST_F(JobLane, AnEnqueueUnderEndlessMembershipChurnAdmitsEveryMemberInAtMostTwo
   const std::string t = "churn";
   const LaneKnobs k{.lease_ms = 30000, .beat_ms = 100};
   const auto keys = engine::JobLaneKeys::for_table(t);
-  auto w = start_node(server(), 121, {writer_spec(t, k.lease_ms)});
-  auto r = start_node(server(), 122, {lane_spec(t, k)});
+  auto w = node(121, {writer_spec(t, k.lease_ms)});
+  auto r = node(122, {lane_spec(t, k)});
   ASSERT_TRUE(w && r);
   const BrandedId group = fresh_id("PRT"), name = fresh_id("AST");
   auto first = w->enqueue(t, group, name.view(), w->mint("AST").value());  // keeps the list
@@ -1267,13 +1263,13 @@ TEST_F(JobLane, ASecondProcessUnderOneNodeIdIsRefusedAndATwinStopsTheFirstCachin
   // A restart under the same node id within the member ttl finds its predecessor's token once:
   // no conflict, and it caches from its second beat on.
   {
-    auto before = start_node(server(), 110, {lane_spec(t, k)});
+    auto before = node(110, {lane_spec(t, k)});
     ASSERT_TRUE(before);
     ASSERT_TRUE(within(5s, [&] { return consumer_of(*before, t)->beats >= 2; }));
   }
   ASSERT_EQ(integer_of(client(), {"EXISTS", owner}), 1)
       << "the predecessor's token expired before the restart";
-  auto a = start_node(server(), 110, {lane_spec(t, k)});
+  auto a = node(110, {lane_spec(t, k)});
   ASSERT_TRUE(a);
   EXPECT_TRUE(caches(*a, t, name)) << "the restarted node does not cache";
   ASSERT_TRUE(within(5s, [&] { return consumer_of(*a, t)->beats >= 6; }));
@@ -1308,7 +1304,7 @@ TEST_F(JobLane, ASecondProcessUnderOneNodeIdIsRefusedAndATwinStopsTheFirstCachin
   });
   ASSERT_TRUE(within(5s, [&] { return consumer_of(*a, t)->member_conflicts > conflicts_before; }));
   ASSERT_TRUE(within(5s, [&] { return !caches(*a, t, name); }));
-  auto w = start_node(server(), 111, {writer_spec(t, k.lease_ms)});
+  auto w = node(111, {writer_spec(t, k.lease_ms)});
   ASSERT_TRUE(w);
   const BrandedId group = fresh_id("PRT");
   const auto completed = consumer_of(*a, t)->completed;
@@ -1340,8 +1336,8 @@ TEST_F(JobLane, ASecondProcessUnderOneNodeIdIsRefusedAndATwinStopsTheFirstCachin
 TEST_F(JobLane, AParkedConsumerSendsNoCommandFor400msAndAnEnqueueWakesItWellUnderItsBeat) {
   const std::string t = "park";
   const LaneKnobs k{.lease_ms = 30000, .beat_ms = 5000};
-  auto p = start_node(server(), 93, {lane_spec(t, k)});
-  auto w = start_node(server(), 94, {writer_spec(t, k.lease_ms)});
+  auto p = node(93, {lane_spec(t, k)});
+  auto w = node(94, {writer_spec(t, k.lease_ms)});
   ASSERT_TRUE(p && w);
   const std::string base = member_base(t, 93);
   ASSERT_TRUE(within(5s, [&] {
@@ -1382,8 +1378,8 @@ TEST_F(JobLane, ALeadDropsTheRowWhileItsJobWaitsInAPausedQueueAndTheJobThenCompl
   off_spec.job_lead = false;
   auto off_writer = writer_spec(off, k.lease_ms);
   off_writer.job_lead = false;
-  auto n = start_node(server(), 95, {lane_spec(on, k), off_spec});
-  auto w = start_node(server(), 96, {writer_spec(on, k.lease_ms), off_writer});
+  auto n = node(95, {lane_spec(on, k), off_spec});
+  auto w = node(96, {writer_spec(on, k.lease_ms), off_writer});
   ASSERT_TRUE(n && w);
   const auto lead_on = engine::JobLaneKeys::for_table(on).lead;
   const auto lead_off = engine::JobLaneKeys::for_table(off).lead;
@@ -1452,8 +1448,8 @@ TEST_F(JobLane, ALeadDropsTheRowWhileItsJobWaitsInAPausedQueueAndTheJobThenCompl
 TEST_F(JobLane, LeadsRefusedByAFullRingOrGarbledAreCountedAndTheJobsStillDropEveryRow) {
   const std::string t = "leadfull";
   const LaneKnobs k{.lease_ms = 30000, .beat_ms = 100, .ring_capacity = 4, .credits = 4};
-  auto n = start_node(server(), 97, {lane_spec(t, k)});
-  auto w = start_node(server(), 98, {writer_spec(t, k.lease_ms)});
+  auto n = node(97, {lane_spec(t, k)});
+  auto w = node(98, {writer_spec(t, k.lease_ms)});
   ASSERT_TRUE(n && w);
   const std::string base = member_base(t, 97);
   ASSERT_TRUE(within(5s, [&] { return integer_of(client(), {"EXISTS", base + "parked"}) == 1; }));

@@ -83,9 +83,6 @@ class SingleServerTest : public ::testing::Test {
   RedisClient client_;
 };
 
-// The fixture's former name, kept for job_lane_test.cc until it moves to SingleServerTest.
-using RedisTest = SingleServerTest;
-
 // Like SingleServerTest, but the suite's server is cluster-enabled and owns all 16384 slots, so that a
 // script run under `#!lua` is refused any key outside the slot of its first key (declared or
 // built at run time), which a standalone server never checks. SetUp waits up to 15 s for
