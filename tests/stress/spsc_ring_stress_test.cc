@@ -9,10 +9,6 @@
 #include <echo/ring/doorbell.h>
 #include <echo/ring/spsc_ring.h>
 #include <gtest/gtest.h>
-#include <linux/audit.h>
-#include <linux/filter.h>
-#include <linux/seccomp.h>
-#include <sys/prctl.h>
 #include <sys/syscall.h>
 
 #include <atomic>
@@ -27,6 +23,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "support/seccomp.h"
 
 namespace {
 
@@ -53,28 +51,9 @@ struct Case {
   bool fallback = false;   // the consumer's membarrier is refused: the doorbell falls back
 };
 
-#if defined(__x86_64__)
-constexpr std::uint32_t kAuditArch = AUDIT_ARCH_X86_64;
-#elif defined(__aarch64__)
-constexpr std::uint32_t kAuditArch = AUDIT_ARCH_AARCH64;
-#else
-#error "spsc_ring_stress_test: name this architecture's AUDIT_ARCH_* value"
-#endif
-
 // This thread: membarrier fails with EPERM (doorbell_fallback_test has the same filter).
 bool refuse_membarrier_on_this_thread() {
-  sock_filter filter[] = {
-      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, arch)),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, kAuditArch, 1, 0),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_membarrier, 0, 1),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-  };
-  sock_fprog prog{static_cast<unsigned short>(std::size(filter)), filter};
-  return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 &&
-         prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) == 0;
+  return echo::test::refuse_syscall_on_this_thread(__NR_membarrier, EPERM);
 }
 
 std::string name(const testing::TestParamInfo<Case>& info) {

@@ -5,10 +5,6 @@
 // answers sched_setaffinity with EINVAL, as the kernel does for a CPU the cpuset excludes.
 #include <echo/engine/table_writer.h>
 #include <gtest/gtest.h>
-#include <linux/audit.h>
-#include <linux/filter.h>
-#include <linux/seccomp.h>
-#include <sys/prctl.h>
 #include <sys/syscall.h>
 
 #include <cerrno>
@@ -16,6 +12,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <thread>
+
+#include "support/seccomp.h"
 
 namespace echo::engine {
 namespace {
@@ -32,33 +30,14 @@ TableSpec pinned_spec() {
 WriterPorts idle_ports() {
   WriterPorts p;
   p.fetch = [](const table::BrandedId&, std::function<void(L2Fetch)>) {};
-  p.load = [](const table::BrandedId&, const table::BrandedId&, std::function<void(LoadOutcome)>) {};
+  p.load = [](const table::BrandedId&, const table::BrandedId&, std::function<void(LoadOutcome)>) {
+  };
   return p;
 }
 
-// The audit arch of this build, which the filter checks before it reads a syscall number.
-#if defined(__x86_64__)
-constexpr std::uint32_t kAuditArch = AUDIT_ARCH_X86_64;
-#elif defined(__aarch64__)
-constexpr std::uint32_t kAuditArch = AUDIT_ARCH_AARCH64;
-#else
-#error "writer_pin_test: name this architecture's AUDIT_ARCH_* value"
-#endif
-
 // This thread, and every thread it starts from now on: sched_setaffinity fails with EINVAL.
 bool refuse_affinity_on_this_thread() {
-  sock_filter filter[] = {
-      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, arch)),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, kAuditArch, 1, 0),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_sched_setaffinity, 0, 1),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EINVAL & SECCOMP_RET_DATA)),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-  };
-  sock_fprog prog{static_cast<unsigned short>(std::size(filter)), filter};
-  return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 &&
-         prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) == 0;
+  return echo::test::refuse_syscall_on_this_thread(__NR_sched_setaffinity, EINVAL);
 }
 
 // Starts a writer pinned to CPU 0, waits for its first loop pass (the pin comes before it), and
