@@ -525,8 +525,12 @@ TEST_F(JournalTest, TheFlusherCheckpointsTheWalBesideTheWriter) {
     for (int i = 0; i < 20; ++i) j.record(id("AST", 1), id("TXN", ++v));
   }
   ASSERT_LT(read_wal_index(j.path()).frames, 4000u) << "past the inline checkpoint's threshold";
+  // The frames land in the file during the flusher's checkpoint, and its counter moves once the
+  // checkpoint has returned: wait for both (reading the counter as soon as the file showed the
+  // frames found it still 0 under load).
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (read_wal_index(j.path()).backfilled < 1000 && std::chrono::steady_clock::now() < until) {
+  while ((read_wal_index(j.path()).backfilled < 1000 || j.stats().checkpoints == 0) &&
+         std::chrono::steady_clock::now() < until) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   EXPECT_GE(read_wal_index(j.path()).backfilled, 1000u) << "the flusher copied no frame back";

@@ -68,9 +68,12 @@ class UringLoop {
   // Asks run() to return. Any thread; never blocks.
   void stop() noexcept;
 
-  // Hands `fn` to the loop thread; it runs there in posting order per producer. Any thread;
-  // lock-free (an MPSC queue), allocates the closure; wakes a blocked loop with at most one
-  // eventfd write per drain.
+  // Hands `fn` to the loop thread; it runs there in posting order per producer thread, and in no
+  // promised order between threads, even when one post happens-before another's (the MPSC
+  // queue's contract): work that must follow another thread's posts is posted by that thread, or
+  // checks state the earlier work left (as stop()'s markers and every closure's flag check do).
+  // Any thread; lock-free (an MPSC queue), allocates the closure; wakes a blocked loop with at
+  // most one eventfd write per drain.
   void post(std::function<void()> fn);
   // True on the thread currently inside run()/run_until().
   bool in_loop_thread() const noexcept;
