@@ -899,10 +899,16 @@ TEST_F(JobLane, APausedMemberQueueIsNotClaimedFromOrHandedOffToUntilItsResume) {
   // HGET ran before the HSET may still be in flight: wait for two more (claims never overlap), so
   // every claim from then on asked after the pause. The plain HSET takes no credit down itself:
   // the consumer's member_park, sent before the claim on every beat, finds the pause and lists
-  // none (member_park.lua), so after those two beats the hand-off holds off too.
+  // none (member_park.lua), so once the list is gone the hand-off holds off too.
   ASSERT_TRUE(command_argv(client(), {"HSET", base + "meta", "paused", "1"}));
   const std::uint64_t tried = consumer_of(*n, t)->empty_claims;
   ASSERT_TRUE(within(5s, [&] { return consumer_of(*n, t)->empty_claims >= tried + 2; }));
+  // Two empty claims do not prove a member_park ran after the HSET: a claim may follow a wake or
+  // an ack rather than a beat, with no member_park before it (a soak run under load handed a job
+  // off on credits listed before the pause). Wait for what the hand-off reads: the credit list,
+  // gone once a member_park has seen the pause.
+  ASSERT_TRUE(within(5s, [&] { return integer_of(client(), {"EXISTS", base + "parked"}) == 0; }))
+      << "the consumer's member_park never took its hand-off credits down";
   const std::string via_lane = fresh_id("JOB").str(), via_writer = fresh_id("JOB").str();
   RedisReply a = run_script(client(), "genqueue",
                             {base + "job:" + via_lane, base + "g:" + g + ":pending", base + "ring",
@@ -1389,13 +1395,15 @@ TEST_F(JobLane, ALeadDropsTheRowWhileItsJobWaitsInAPausedQueueAndTheJobThenCompl
   EXPECT_EQ(numsub->element[3]->integer, 0) << "job_lead off: no subscription";
 
   // Pause both member queues (as APausedMemberQueueIsNotClaimedFromOrHandedOffToUntilItsResume):
-  // after two empty claims each, neither claim nor hand-off takes a job.
+  // after two empty claims each and the credit list gone, neither claim nor hand-off takes a job.
   for (const auto& t : {on, off}) {
     const std::string base = member_base(t, 95);
     ASSERT_TRUE(within(5s, [&] { return integer_of(client(), {"EXISTS", base + "parked"}) == 1; }));
     ASSERT_TRUE(command_argv(client(), {"HSET", base + "meta", "paused", "1"}));
     const std::uint64_t tried = consumer_of(*n, t)->empty_claims;
     ASSERT_TRUE(within(5s, [&] { return consumer_of(*n, t)->empty_claims >= tried + 2; }));
+    ASSERT_TRUE(within(5s, [&] { return integer_of(client(), {"EXISTS", base + "parked"}) == 0; }))
+        << "the consumer's member_park never took its hand-off credits down";
   }
   std::map<std::string, BrandedId> names;
   for (const auto& t : {on, off}) {
