@@ -67,16 +67,22 @@ const std::string& value_bytes() {
   return v;
 }
 
+// Allocations made by reader threads inside a counted read loop (operator new below counts).
+std::atomic<std::uint64_t> g_allocations{0};
+thread_local bool t_counting = false;
+void set_counting(bool on) noexcept { t_counting = on; }
+
 // Runs `get_one(i)` per iteration and records per-get latency in runs of 16; reports p50/p99
 // (averaged over threads) and items processed.
 template <class F>
-void read_loop(benchmark::State& state, F&& get_one) {
+void read_loop(benchmark::State& state, F&& get_one, bool count_allocations = false) {
   std::vector<float> samples;
   samples.reserve(1 << 20);
   std::uint64_t i = static_cast<std::uint64_t>(state.thread_index()) * 7919;
   std::uint64_t hits = 0;
   int k = 0;
   auto t0 = std::chrono::steady_clock::now();
+  set_counting(count_allocations);
   for (auto _ : state) {
     hits += get_one(read_order()[i++ & (kOrder - 1)]);
     if (++k == 16) {
@@ -88,6 +94,7 @@ void read_loop(benchmark::State& state, F&& get_one) {
       k = 0;
     }
   }
+  set_counting(false);
   state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()));
   if (samples.empty()) return;
   std::sort(samples.begin(), samples.end());
@@ -300,6 +307,134 @@ void BM_SharedMutexMap_GetHit(benchmark::State& state) {
   churn.finish();
 }
 
+// ---- Typed rows (issue 23): a struct decoded once by the writer, read in place by a callback,
+// under natural (text) keys, against absl::flat_hash_map<std::string, Quote>::find + reading the
+// struct. The map's clock is CLOCK_MONOTONIC_COARSE, as the engine's tables use it.
+
+struct Quote {
+  double bid;
+  double ask;
+  std::int64_t ts;
+  std::int32_t size;
+  char venue[4];
+};
+static_assert(std::is_trivially_copyable_v<Quote>);
+
+// Symbols of 4..8 bytes ("S0", padded): the text keys of WIRE §2.2.
+const std::vector<std::string>& symbols() {
+  static const std::vector<std::string> v = [] {
+    std::vector<std::string> out;
+    for (std::size_t i = 0; i < kRows; ++i) out.push_back("Q" + std::to_string(i * 7 + 1000));
+    return out;
+  }();
+  return v;
+}
+std::string quote_bytes(std::uint64_t v) {
+  Quote q{100.0 + static_cast<double>(v % 100), 100.5, static_cast<std::int64_t>(v), 100, {'X', 'N', 'Y', 'S'}};
+  return std::string(reinterpret_cast<const char*>(&q), sizeof q);
+}
+// The struct's whole read: what a caller of either map does with the row.
+double use(const Quote& q) noexcept { return q.bid + q.ask + static_cast<double>(q.ts + q.size); }
+
+struct TypedFixture {
+  TypedFixture()
+      : map([] {
+          L1Config c;
+          c.max_size = kRows;
+          c.ttl_ms = 3'600'000;
+          c.clock = &echo::table::coarse_monotonic_ms;
+          c.layout.size = sizeof(Quote);
+          c.layout.align = alignof(Quote);
+          c.layout.decode = [](std::string_view bytes, void* at, std::string& why) {
+            if (bytes.size() != sizeof(Quote)) {
+              why = "size";
+              return false;
+            }
+            std::memcpy(at, bytes.data(), sizeof(Quote));
+            return true;
+          };
+          return c;
+        }()) {}
+  L1Map map;
+  WriterSwitch sw;
+  std::jthread writer{[this](std::stop_token stop) { run(stop); }};  // last: stops and joins first
+
+  void run(std::stop_token stop) {
+    const auto& n = symbols();
+    const std::string q0 = quote_bytes(0);
+    for (std::size_t i = 0; i < kRows; ++i) map.put(n[i], q0, ver(0));
+    sw.filled();
+    const std::string q1 = quote_bytes(1);
+    churn_loop(sw, stop, [this] { map.reclaim(); }, [&](std::size_t row, std::uint64_t v) {
+      if (map.apply_coherence(n[row], ver(v)) == Verdict::kApplied) sw.count_drop();
+      map.put(n[row], q1, ver(v));
+    });
+  }
+};
+
+TypedFixture& typed_fixture() {
+  static TypedFixture f;
+  f.sw.wait_ready();
+  return f;
+}
+
+// Runs the read loop and reports the allocations it made per read (0 is the goal).
+template <class F>
+void counted_read_loop(benchmark::State& state, F&& get_one) {
+  const std::uint64_t a0 = g_allocations.load(std::memory_order_relaxed);
+  read_loop(state, std::forward<F>(get_one), /*count_allocations=*/true);
+  if (state.thread_index() == 0) {
+    state.counters["allocs_per_read"] =
+        static_cast<double>(g_allocations.load(std::memory_order_relaxed) - a0) /
+        static_cast<double>(state.iterations());
+  }
+}
+
+// The zero-copy typed hit: L1Map::visit runs the callback on the row's Quote in place.
+void BM_L1Map_TypedHit(benchmark::State& state) {
+  TypedFixture& f = typed_fixture();
+  ChurnScope churn(state, f.sw, state.range(0) != 0);
+  const auto& n = symbols();
+  double sink = 0;
+  counted_read_loop(state, [&](std::uint32_t i) {
+    return f.map.visit(n[i], [&](std::string_view value, std::string_view) {
+      sink += use(*reinterpret_cast<const Quote*>(value.data()));
+    });
+  });
+  benchmark::DoNotOptimize(sink);
+  churn.finish();
+}
+
+#ifdef ECHO_HAVE_ABSL
+// Baseline: the same keys and struct in an unsynchronised absl::flat_hash_map (no writer may
+// run: the churn argument only keeps the runs' names parallel; the writer churns the L1 map's
+// other half, which this map does not share).
+void BM_FlatHashMap_TypedHit(benchmark::State& state) {
+  static const absl::flat_hash_map<std::string, Quote> map = [] {
+    absl::flat_hash_map<std::string, Quote> m;
+    const std::string q = quote_bytes(0);
+    for (const auto& s : symbols()) {
+      Quote v;
+      std::memcpy(&v, q.data(), sizeof v);
+      m.emplace(s, v);
+    }
+    return m;
+  }();
+  TypedFixture& f = typed_fixture();  // its writer churns when asked: the same machine load
+  ChurnScope churn(state, f.sw, state.range(0) != 0);
+  const auto& n = symbols();
+  double sink = 0;
+  counted_read_loop(state, [&](std::uint32_t i) {
+    auto it = map.find(n[i]);
+    if (it == map.end()) return false;
+    sink += use(it->second);
+    return true;
+  });
+  benchmark::DoNotOptimize(sink);
+  churn.finish();
+}
+#endif
+
 #ifdef ECHO_HAVE_ABSL
 // ---- Baseline 2: an unsynchronised absl::flat_hash_map, read-only (no writer can run).
 void BM_FlatHashMap_GetHit(benchmark::State& state) {
@@ -486,6 +621,10 @@ BENCHMARK(BM_L1Map_GetHit)->Apply(churn_and_readers);
 BENCHMARK(BM_L1Map_GetHitCoarse)->Apply(churn_and_readers);
 BENCHMARK(BM_L1Map_GetHitAt)->Apply(churn_and_readers);
 BENCHMARK(BM_SharedMutexMap_GetHit)->Apply(churn_and_readers);
+BENCHMARK(BM_L1Map_TypedHit)->Apply(churn_and_readers);
+#ifdef ECHO_HAVE_ABSL
+BENCHMARK(BM_FlatHashMap_TypedHit)->Apply(churn_and_readers);
+#endif
 #ifdef ECHO_HAVE_ABSL
 BENCHMARK(BM_FlatHashMap_GetHit)->Threads(1)->Threads(2)->UseRealTime();
 BENCHMARK(BM_FlatHashMap_ApplyDrops)->ArgName("rows")->Arg(10'000)->Arg(1'000'000);
@@ -496,5 +635,20 @@ BENCHMARK(BM_L1Map_MemoryPerRow)->Iterations(1)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_SharedMutexMap_MemoryPerRow)->Iterations(1)->Unit(benchmark::kMillisecond);
 
 }  // namespace
+
+// Counts the reader threads' allocations inside counted loops (allocs_per_read: the timed loop
+// only, the samples' buffer is reserved before it); the default behaviour otherwise.
+void* operator new(std::size_t n) {
+  if (t_counting) g_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
+  throw std::bad_alloc();
+}
+// GCC 12 takes free() in a replaced operator delete for a mismatch (-Wmismatched-new-delete):
+// the replacement operator new above allocates with malloc, so free is the match.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+#pragma GCC diagnostic pop
 
 BENCHMARK_MAIN();

@@ -2,7 +2,10 @@
 // The process-wide epoch domain behind ReadGuard: the slot array, the global epoch, slot claim
 // and release, and the writer's scan for the oldest announced epoch.
 #include <echo/table/epoch.h>
+#include <linux/membarrier.h>
 #include <pthread.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -56,10 +59,51 @@ const pthread_key_t* release_key() noexcept {
 
 constinit thread_local ReaderState t_reader;
 alignas(kCacheLine) constinit std::atomic<std::uint64_t> g_epoch{1};
+// Read by every enter(), written once: on the epoch's read-mostly line would be fine too, but its
+// own line keeps g_epoch's advances from invalidating it.
+alignas(kCacheLine) constinit std::atomic<bool> g_asymmetric{false};
+namespace {
+alignas(kCacheLine) constinit std::atomic<std::uint64_t> g_barrier_failures{0};
+
+bool symmetric_forced() noexcept {
+#if defined(__SANITIZE_THREAD__)
+  return true;  // TSan models no membarrier: the asymmetric handshake would read as a race
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+  return true;
+#endif
+#endif
+  const char* env = std::getenv("ECHO_EPOCH_SYMMETRIC");
+  return env != nullptr && env[0] == '1';
+}
+}  // namespace
+
+bool asymmetric() noexcept {
+  static const bool on = [] {
+    bool ok = false;
+    if (!symmetric_forced()) {
+      // Registration is per process and idempotent (the ring's doorbell may have made it too).
+      const long cmds = ::syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+      ok = cmds >= 0 && (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) != 0 &&
+           ::syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+    }
+    // relaxed: the magic static's own synchronisation publishes it to every thread that calls
+    // asymmetric(); a reader calls it in register_reader() before its first section, so a
+    // reader never runs a section under a mode its writers did not choose.
+    g_asymmetric.store(ok, std::memory_order_relaxed);
+    return ok;
+  }();
+  return on;
+}
+
+std::uint64_t barrier_failures() noexcept {
+  return g_barrier_failures.load(std::memory_order_relaxed);
+}
 
 bool register_reader() noexcept {
   ReaderState& t = t_reader;
   if (t.slot != nullptr) return true;
+  (void)asymmetric();  // the handshake's mode is fixed before this thread's first section
   for (std::uint32_t i = 0; i < kMaxReaderThreads; ++i) {
     bool expected = false;
     if (g_slots[i].in_use.load(std::memory_order_relaxed)) continue;
@@ -110,7 +154,20 @@ std::uint64_t min_active() noexcept {
   // slot). If the fence precedes it, every pointer load of that section follows the fence in S,
   // so it sees each unlink the writer made before calling min_active(), and the section cannot
   // reach a row retired before this call, however old the epoch it announces.
+  //
+  // Asymmetric mode (asymmetric()): readers announce with a plain store, so the fence above
+  // orders only this thread; membarrier(PRIVATE_EXPEDITED) puts every running thread of the
+  // process through a full barrier before it returns (a thread not running passed one when it
+  // was switched out). Then, as above: either a reader's announcement reached memory before its
+  // barrier and the loads below see it, or its pointer loads come after its barrier and see
+  // every unlink made before this call. When the kernel refuses (a seccomp filter installed on
+  // this thread after the probe, ENOMEM), nothing is proven: answer 0, under which no tag (the
+  // epoch starts at 1) is freeable. The rows wait (L1Stats::retired_bytes shows them); counted.
   std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (asymmetric() && ::syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0) {
+    g_barrier_failures.fetch_add(1, std::memory_order_relaxed);  // a counter: orders nothing
+    return 0;
+  }
   std::uint64_t m = kEpochIdle;
   const std::uint32_t n = reader_high_water();
   for (std::uint32_t i = 0; i < n; ++i) {

@@ -45,22 +45,38 @@
 
 namespace echo::table {
 
-// One allocation: this header, then value_size bytes of value. Everything but `next` and
+// One allocation: this header, the name's name_size bytes, then (at value_offset, aligned for an
+// object layout) value_size bytes of value or the decoded object. Everything but `next` and
 // `retired_next` is immutable once published.
 struct L1Map::Row {
   std::atomic<Row*> next;  // writer stores (release), readers load (seq_cst, see lookup())
-  std::uint64_t hash;
+  std::uint64_t hash;      // hash_key(name)
   std::int64_t expires_at;
   std::uint32_t value_size;
-  IdBytes name;
+  std::uint16_t value_offset;  // from the row's first byte
+  std::uint8_t name_size;      // 1 .. kMaxNameSize
   IdBytes version;
   // The retire list's link, written by the writer once the row is unlinked; no reader reads
   // it, so readers still standing on the row race with nothing.
   Row* retired_next;
 
-  const char* value() const noexcept { return reinterpret_cast<const char*>(this + 1); }
-  char* value() noexcept { return reinterpret_cast<char*>(this + 1); }
+  const char* name() const noexcept { return reinterpret_cast<const char*>(this + 1); }
+  char* name() noexcept { return reinterpret_cast<char*>(this + 1); }
+  std::string_view name_view() const noexcept { return {name(), name_size}; }
+  const char* value() const noexcept { return reinterpret_cast<const char*>(this) + value_offset; }
+  char* value() noexcept { return reinterpret_cast<char*>(this) + value_offset; }
 };
+static_assert(kMaxNameSize <= 255, "Row::name_size is one byte");
+
+namespace {
+// Name bytes equal (sizes already equal). A branded id's 14 bytes compare inline (two 8-byte
+// loads each side: perf/ops.cc's l1_hit); other sizes through memcmp.
+inline bool same_name(const char* a, const char* b, std::size_t n) noexcept {
+  if (n == kIdSize) return std::memcmp(a, b, kIdSize) == 0;
+  return std::memcmp(a, b, n) == 0;
+}
+}  // namespace
+
 static_assert(sizeof(std::atomic<void*>) == sizeof(void*),
               "a bucket is one pointer: the index costs 8 bytes per bucket");
 
@@ -68,6 +84,7 @@ namespace {
 
 constexpr std::int64_t kMaxTtlMs = std::int64_t{1} << 40;
 constexpr std::size_t kMaxSize = std::size_t{1} << 26;  // why: L1Config::max_size
+constexpr std::size_t kMaxObjectSize = std::size_t{1} << 20;  // ValueLayout::size
 
 std::uint64_t splitmix64(std::uint64_t& state) noexcept {
   std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
@@ -107,6 +124,20 @@ const L1Config& validated(const L1Config& c) {
                                 std::to_string(c.max_size) + ")");
   }
   if (c.clock == nullptr) throw std::invalid_argument("L1Config.clock must not be null");
+  const ValueLayout& l = c.layout;
+  if (!l.bytes()) {
+    if (l.size > kMaxObjectSize) {
+      throw std::invalid_argument("L1Config.layout.size must lie in [0, 2^20] bytes (got " +
+                                  std::to_string(l.size) + ")");
+    }
+    if (l.align == 0 || !std::has_single_bit(l.align) || l.align > RowArena::kGranule) {
+      throw std::invalid_argument("L1Config.layout.align must be a power of two in [1, 16] (got " +
+                                  std::to_string(l.align) + ")");
+    }
+    if (l.decode == nullptr) {
+      throw std::invalid_argument("L1Config.layout.decode must not be null for an object layout");
+    }
+  }
   return c;
 }
 
@@ -124,6 +155,7 @@ L1Map::L1Map(const L1Config& config)
       clock_(config.clock),
       shards_(new ReaderShard[kMaxReaderThreads]),
       max_size_(config.max_size),
+      layout_(config.layout),
       ttl_ms_(config.ttl_ms),
       jitter_span_(static_cast<std::int64_t>(static_cast<double>(config.ttl_ms) * config.jitter)),
       rng_(config.seed),
@@ -161,17 +193,36 @@ const L1Map::Row* L1Map::lookup(std::string_view name, std::uint64_t hash) const
   // seq_cst loads (a plain load on x86, LDAR on ARMv8: the price of acquire) so that each one
   // follows the writer's seq_cst fence in the single total order whenever the writer's scan missed
   // our announcement (epoch.h, enter()). Pairs with the writer's release stores in upsert/unlink:
-  // a row reached through a pointer is fully built.
+  // a row reached through a pointer is fully built. (In the asymmetric handshake, epoch.h, the
+  // writer's membarrier stands in for that fence and these loads need only be acquire; seq_cst
+  // costs nothing more on x86.)
   const Row* r = buckets_[hash & mask_].load(std::memory_order_seq_cst);
+  if (name.size() != kIdSize) [[unlikely]] return lookup_text(r, name, hash);
+  // A branded id: the 14-byte compare inlines (two 8-byte loads a side) and the loop calls
+  // nothing, so this path keeps no frame (perf/ops.cc's l1_hit).
   for (; r != nullptr; r = r->next.load(std::memory_order_seq_cst)) {
-    if (r->hash == hash && std::memcmp(r->name.data(), name.data(), kIdSize) == 0) return r;
+    if (r->hash == hash && r->name_size == kIdSize &&
+        std::memcmp(r->name(), name.data(), kIdSize) == 0) {
+      return r;
+    }
+  }
+  return nullptr;
+}
+
+const L1Map::Row* L1Map::lookup_text(const Row* r, std::string_view name,
+                                     std::uint64_t hash) noexcept {
+  for (; r != nullptr; r = r->next.load(std::memory_order_seq_cst)) {  // as lookup()
+    if (r->hash == hash && r->name_size == name.size() &&
+        std::memcmp(r->name(), name.data(), name.size()) == 0) {
+      return r;
+    }
   }
   return nullptr;
 }
 
 const L1Map::Row* L1Map::live_row(std::string_view name, std::int64_t now) const noexcept {
-  if (name.size() != kIdSize) return nullptr;
-  const Row* r = lookup(name, hash_name(name.data()));
+  if (name.empty() || name.size() > kMaxNameSize) return nullptr;
+  const Row* r = lookup(name, hash_key(name));
   return (r != nullptr && now < r->expires_at) ? r : nullptr;
 }
 
@@ -221,7 +272,7 @@ std::optional<RowView> L1Map::find(const ReadGuard& guard, std::string_view name
   const Row* r = live_row(name, clock_());
   count(r != nullptr);
   if (r == nullptr) return std::nullopt;
-  return RowView{view(r->name), {r->value(), r->value_size}, view(r->version), r->expires_at};
+  return RowView{r->name_view(), {r->value(), r->value_size}, view(r->version), r->expires_at};
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -250,38 +301,61 @@ std::int64_t L1Map::draw_expiry(std::int64_t now) noexcept {
   return now + ttl_ms_ + r;
 }
 
-std::atomic<L1Map::Row*>* L1Map::find_link(const char* name, std::uint64_t hash) const noexcept {
+std::atomic<L1Map::Row*>* L1Map::find_link(std::string_view name,
+                                           std::uint64_t hash) const noexcept {
   // relaxed: only this (writer) thread stores these pointers.
   std::atomic<Row*>* link = &buckets_[hash & mask_];
   for (Row* r = link->load(std::memory_order_relaxed); r != nullptr;
        r = link->load(std::memory_order_relaxed)) {
-    if (r->hash == hash && std::memcmp(r->name.data(), name, kIdSize) == 0) return link;
+    if (r->hash == hash && r->name_size == name.size() &&
+        same_name(r->name(), name.data(), name.size())) {
+      return link;
+    }
     link = &r->next;
   }
   return nullptr;
 }
 
-L1Map::Row* L1Map::make_row(const char* name, std::uint64_t hash, std::string_view value,
+std::size_t L1Map::row_bytes(const Row* row) noexcept {
+  return std::size_t{row->value_offset} + row->value_size;
+}
+
+L1Map::Row* L1Map::make_row(std::string_view name, std::uint64_t hash, std::string_view value,
                             const IdBytes& version, std::int64_t expires_at) {
   if (value.size() > std::numeric_limits<std::uint32_t>::max()) {
     throw std::length_error("L1Map: a value must be smaller than 4 GiB");
   }
-  void* p = arena_.allocate(sizeof(Row) + value.size());
+  const bool object = !layout_.bytes();
+  const std::size_t size = object ? layout_.size : value.size();
+  const std::size_t align = object ? layout_.align : 1;
+  const std::size_t offset = (sizeof(Row) + name.size() + align - 1) & ~(align - 1);
+  void* p = arena_.allocate(offset + size);
   Row* r = new (p) Row;
   r->next.store(nullptr, std::memory_order_relaxed);  // published later by a release store
   r->hash = hash;
   r->expires_at = expires_at;
-  r->value_size = static_cast<std::uint32_t>(value.size());
-  std::memcpy(r->name.data(), name, kIdSize);
+  r->value_size = static_cast<std::uint32_t>(size);
+  r->value_offset = static_cast<std::uint16_t>(offset);
+  r->name_size = static_cast<std::uint8_t>(name.size());
+  std::memcpy(r->name(), name.data(), name.size());
   r->version = version;
-  if (!value.empty()) std::memcpy(r->value(), value.data(), value.size());
-  value_bytes_ += value.size();
+  if (object) {
+    if (!layout_.decode(value, r->value(), decode_error_)) {
+      r->~Row();
+      arena_.deallocate(r, offset + size);
+      return nullptr;
+    }
+  } else if (!value.empty()) {
+    std::memcpy(r->value(), value.data(), value.size());
+  }
+  value_bytes_ += size;
   return r;
 }
 
 void L1Map::free_row(Row* row) noexcept {
   value_bytes_ -= row->value_size;
-  const std::size_t n = sizeof(Row) + row->value_size;
+  const std::size_t n = row_bytes(row);
+  if (layout_.destroy != nullptr) layout_.destroy(row->value());
   row->~Row();
   arena_.deallocate(row, n);
 }
@@ -307,7 +381,7 @@ void L1Map::retire(Row* row) noexcept {
   }
   untagged_.tail = row;
   ++retired_rows_;
-  retired_bytes_ += sizeof(Row) + row->value_size;
+  retired_bytes_ += row_bytes(row);
   if (++untagged_rows_ >= kReclaimBatch) {
     reclaim();  // publishes
   } else {
@@ -347,7 +421,7 @@ void L1Map::reclaim() noexcept {
     for (Row* r = batches_[batch_head_].head; r != nullptr;) {
       Row* next = r->retired_next;
       --retired_rows_;
-      retired_bytes_ -= sizeof(Row) + r->value_size;
+      retired_bytes_ -= row_bytes(r);
       free_row(r);
       r = next;
     }
@@ -362,10 +436,13 @@ void L1Map::reclaim() noexcept {
   publish_retired();
 }
 
-InsertVerdict L1Map::upsert(const BrandedId& name, std::string_view value, const BrandedId& version,
+InsertVerdict L1Map::upsert(std::string_view key, std::string_view value, const BrandedId& version,
                             bool is_fill) {
-  const char* key = name.view().data();
-  const std::uint64_t h = hash_name(key);
+  if (key.empty() || key.size() > kMaxNameSize) {
+    throw std::length_error("L1Map: a name must be 1..200 bytes (got " +
+                            std::to_string(key.size()) + ")");
+  }
+  const std::uint64_t h = hash_key(key);
   const IdBytes v = id_bytes(version);
   const std::int64_t now = clock_();
   if (tombstones_.refuses(h, v, now)) {
@@ -379,6 +456,7 @@ InsertVerdict L1Map::upsert(const BrandedId& name, std::string_view value, const
       return InsertVerdict::kRefusedOlder;
     }
     Row* row = make_row(key, h, value, v, draw_expiry(now));
+    if (row == nullptr) return refused_decode();
     row->next.store(old->next.load(std::memory_order_relaxed), std::memory_order_relaxed);
     // release pairs with lookup()'s loads: the row's bytes are visible before its pointer.
     link->store(row, std::memory_order_release);
@@ -394,6 +472,7 @@ InsertVerdict L1Map::upsert(const BrandedId& name, std::string_view value, const
     }
   }
   Row* row = make_row(key, h, value, v, draw_expiry(now));
+  if (row == nullptr) return refused_decode();
   std::atomic<Row*>& head = buckets_[h & mask_];
   row->next.store(head.load(std::memory_order_relaxed), std::memory_order_relaxed);
   // release pairs with lookup()'s loads.
@@ -403,24 +482,29 @@ InsertVerdict L1Map::upsert(const BrandedId& name, std::string_view value, const
   return InsertVerdict::kInserted;
 }
 
-std::optional<IdBytes> L1Map::fill_floor(const BrandedId& name) const noexcept {
-  const IdBytes* v = tombstones_.newest_refusing(hash_name(name.view().data()), clock_());
+InsertVerdict L1Map::refused_decode() noexcept {
+  bump(counters_.decode_errors);
+  return InsertVerdict::kRefusedDecode;
+}
+
+std::optional<IdBytes> L1Map::fill_floor(std::string_view name) const noexcept {
+  const IdBytes* v = tombstones_.newest_refusing(hash_key(name), clock_());
   return v == nullptr ? std::nullopt : std::optional<IdBytes>(*v);
 }
 
-InsertVerdict L1Map::insert_fill(const BrandedId& name, std::string_view value,
+InsertVerdict L1Map::insert_fill(std::string_view name, std::string_view value,
                                  const BrandedId& version) {
   check_writer("insert_fill");
   return upsert(name, value, version, /*is_fill=*/true);
 }
 
-InsertVerdict L1Map::put(const BrandedId& name, std::string_view value, const BrandedId& version) {
+InsertVerdict L1Map::put(std::string_view name, std::string_view value, const BrandedId& version) {
   check_writer("put");
   return upsert(name, value, version, /*is_fill=*/false);
 }
 
-Verdict L1Map::apply_one(const char* name, const IdBytes& version, std::int64_t now) noexcept {
-  const std::uint64_t h = hash_name(name);
+Verdict L1Map::apply_one(std::string_view name, const IdBytes& version, std::int64_t now) noexcept {
+  const std::uint64_t h = hash_key(name);
   tombstones_.remember(h, version, now);
   counters_.tombstones.store(tombstones_.size(), std::memory_order_relaxed);
   counters_.tombstone_collapses.store(tombstones_.collapses(), std::memory_order_relaxed);
@@ -437,9 +521,13 @@ Verdict L1Map::apply_one(const char* name, const IdBytes& version, std::int64_t 
   return Verdict::kStale;
 }
 
-Verdict L1Map::apply_coherence(const BrandedId& name, const BrandedId& version) noexcept {
+Verdict L1Map::apply_coherence(std::string_view name, const BrandedId& version) noexcept {
   check_writer("apply_coherence");
-  return apply_one(name.view().data(), id_bytes(version), clock_());
+  if (name.empty() || name.size() > kMaxNameSize) {
+    bump(counters_.coh_stale);
+    return Verdict::kStale;
+  }
+  return apply_one(name, id_bytes(version), clock_());
 }
 
 std::size_t L1Map::apply_batch(std::span<const CoherenceMessage> messages) noexcept {
@@ -464,16 +552,15 @@ std::size_t L1Map::apply_batch(std::span<const CoherenceMessage> messages) noexc
         __builtin_prefetch(head);
       }
     }
-    applied += apply_one(messages[i].name.view().data(), id_bytes(messages[i].version), now) ==
+    applied += apply_one(messages[i].name.view(), id_bytes(messages[i].version), now) ==
                Verdict::kApplied;
   }
   return applied;
 }
 
-bool L1Map::erase(const BrandedId& name) noexcept {
+bool L1Map::erase(std::string_view name) noexcept {
   check_writer("erase");
-  const char* key = name.view().data();
-  std::atomic<Row*>* link = find_link(key, hash_name(key));
+  std::atomic<Row*>* link = find_link(name, hash_key(name));
   if (link == nullptr) return false;
   Row* row = link->load(std::memory_order_relaxed);
   unlink(link, row);
@@ -537,10 +624,9 @@ std::size_t L1Map::sweep(std::int64_t now_ms) noexcept {
   return n;
 }
 
-std::optional<IdBytes> L1Map::tombstone(const BrandedId& name) const {
+std::optional<IdBytes> L1Map::tombstone(std::string_view name) const {
   check_writer("tombstone");
-  const char* key = name.view().data();
-  const IdBytes* t = tombstones_.find(hash_name(key));
+  const IdBytes* t = tombstones_.find(hash_key(name));
   if (t == nullptr) return std::nullopt;
   return *t;
 }
@@ -570,6 +656,7 @@ L1Stats L1Map::stats() const noexcept {
     s.retired_age_ms = static_cast<std::uint64_t>(std::max<std::int64_t>(0, clock_() - since));
   }
   s.reader_slot_refusals = slot_refusals_.load(std::memory_order_relaxed);
+  s.decode_errors = c.decode_errors.load(std::memory_order_relaxed);
   s.size = size();
   return s;
 }

@@ -46,6 +46,17 @@ struct ReaderState {
 extern constinit thread_local ReaderState t_reader;
 // The global epoch. Advanced only by fetch_add (writers' reclaim), read by every reader on entry.
 extern std::atomic<std::uint64_t> g_epoch;
+// True when readers announce with a plain store and writers pay a membarrier(2) per scan
+// (asymmetric()); set once, before any reader section opens, never cleared.
+extern std::atomic<bool> g_asymmetric;
+
+// Whether this process runs the asymmetric handshake: membarrier(PRIVATE_EXPEDITED) is offered
+// and registered (probed once; ECHO_EPOCH_SYMMETRIC=1 in the environment, or a TSan build, which
+// cannot see a membarrier's ordering, keeps the symmetric seq_cst handshake). Why: a hit's
+// seq_cst exchange on entry was the largest share of a hit that was not the lookup itself
+// (BM_L1Map_GetHitAt, bench/l1_map_bench.cc); a reclaim runs once per L1Map::kReclaimBatch
+// retires and can afford a syscall. Any thread; thread-safe (a magic static).
+bool asymmetric() noexcept;
 
 // Slow path of enter(): claims a free slot (lock-free CAS scan) and registers its release at
 // thread exit (a pthread key's destructor, which runs after every C++ thread_local destructor:
@@ -71,10 +82,23 @@ inline bool enter() noexcept {
   // acquire pairs with advance()'s release: every row unlinked before that advance is invisible to
   // this section, which is what lets a writer free rows retired before the epoch we announce.
   const std::uint64_t e = g_epoch.load(std::memory_order_acquire);
-  // seq_cst RMW: the StoreLoad edge. Pairs with the seq_cst fence in min_active(): either the
-  // writer's scan sees this announcement, or this section's seq_cst pointer loads see every
-  // unlink the writer made before its fence (so an unseen reader can never reach a freed row).
-  t.slot->announced.exchange(e, std::memory_order_seq_cst);
+  // The StoreLoad edge between this announcement and the section's pointer loads, paid on the
+  // side that runs rarely when the kernel allows it (asymmetric(), decided once per process
+  // before any section opens: register_reader). relaxed: never switches after that.
+  if (g_asymmetric.load(std::memory_order_relaxed)) [[likely]] {
+    // relaxed store + compiler-only fence: the writer's membarrier(PRIVATE_EXPEDITED) in
+    // min_active() puts this thread through a full barrier (or it was not running, and a context
+    // switch is one), so either the writer's scan sees this announcement or this section's
+    // pointer loads see every unlink made before that barrier. The signal fence keeps the
+    // compiler from sinking the store below the loads (folly's asymmetricLightBarrier).
+    t.slot->announced.store(e, std::memory_order_relaxed);
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+  } else {
+    // seq_cst RMW: the StoreLoad edge. Pairs with the seq_cst fence in min_active(): either the
+    // writer's scan sees this announcement, or this section's seq_cst pointer loads see every
+    // unlink the writer made before its fence (so an unseen reader can never reach a freed row).
+    t.slot->announced.exchange(e, std::memory_order_seq_cst);
+  }
   return true;
 }
 
@@ -102,7 +126,12 @@ inline std::uint64_t advance() noexcept { return g_epoch.fetch_add(1, std::memor
 
 // Writer: the smallest epoch announced by a reader inside a section, or kEpochIdle if none. A row
 // tagged t (by advance()) may be freed once t < min_active(). Scans reader_high_water() slots.
+// Asymmetric mode: 0 when the kernel refused this scan's membarrier (nothing may be freed then;
+// counted in barrier_failures()).
 std::uint64_t min_active() noexcept;
+
+// Scans whose membarrier the kernel refused (min_active() answered 0). Any thread.
+std::uint64_t barrier_failures() noexcept;
 
 }  // namespace epoch
 

@@ -38,6 +38,33 @@ inline std::uint64_t hash_name(const char* p) noexcept {
   return h;
 }
 
+// The hash of any name (a branded id's 14 bytes or a text key's 1..200, WIRE §2.2): hash_name
+// for 14 bytes, so a branded table hashes as it always did; else 8-byte words folded by
+// multiply-xorshift, the length mixed in first (so "A" and "A\0" differ), the tail loaded whole
+// or byte by byte (never past the end). Not a keyed hash: names come from the application's own
+// writers, and a collision costs a longer bucket chain or a refused fill, never a wrong row.
+inline std::uint64_t hash_key(std::string_view name) noexcept {
+  if (name.size() == kIdSize) return hash_name(name.data());
+  const char* p = name.data();
+  std::size_t n = name.size();
+  std::uint64_t h = 0x9E3779B97F4A7C15ull ^ (n * 0xC2B2AE3D27D4EB4Full);
+  for (; n >= 8; n -= 8, p += 8) {
+    std::uint64_t w;
+    std::memcpy(&w, p, 8);
+    h = (h ^ w) * 0xD6E8FEB86659FD93ull;
+    h ^= h >> 29;
+  }
+  if (n != 0) {
+    std::uint64_t w = 0;
+    std::memcpy(&w, p, n);
+    h = (h ^ w) * 0xD6E8FEB86659FD93ull;
+  }
+  h ^= h >> 32;
+  h *= 0x9E3779B97F4A7C15ull;
+  h ^= h >> 29;
+  return h;
+}
+
 // Per-name tombstones, bounded. Keyed by the name's 64-bit hash, not its bytes (32-byte slots,
 // two per cache line): two names whose hashes collide share one tombstone holding the newer
 // version, which can only refuse more fills, never fewer. remember() keeps the newest version per

@@ -34,6 +34,26 @@ std::int64_t steady_clock_ms() noexcept;
 // it where that is acceptable (BM_L1Map_GetHitCoarse).
 std::int64_t coarse_monotonic_ms() noexcept;
 
+// The longest name a row may have: WIRE §2.2's text keys (1..200 bytes); a branded id is 14.
+inline constexpr std::size_t kMaxNameSize = 200;
+
+// How rows hold their values. Bytes (size 0, the default): the value's bytes as the writer gave
+// them. An object: the writer decodes the given bytes once, when the row enters the map, into an
+// object of `size` bytes aligned to `align` inside the row, so a reader uses it in place (find():
+// RowView::value spans the object) without decoding or copying it. The engine's typed tables
+// build these from a codec (echo/engine/codec.h).
+struct ValueLayout {
+  std::size_t size = 0;   // 0: bytes; else the object's size, 1 .. 2^20
+  std::size_t align = 1;  // a power of two, 1 .. 16 (the row arena's alignment)
+  // Builds the object at `at` (size bytes, aligned) from `bytes`: true, or false with nothing
+  // built and `why` saying what was wrong. Writer thread; may allocate; must not throw.
+  bool (*decode)(std::string_view bytes, void* at, std::string& why) = nullptr;
+  // Ends the object's life before its row is freed (on the writer thread); null when trivially
+  // destructible.
+  void (*destroy)(void* at) noexcept = nullptr;
+  bool bytes() const noexcept { return size == 0; }
+};
+
 struct L1Config {
   std::int64_t ttl_ms = 5000;  // 1 .. 2^40
   double jitter = 0.1;         // 0.0 .. 0.5
@@ -46,6 +66,7 @@ struct L1Config {
   // The most tombstone slots (32 bytes; at most half used) the fill guard may grow to before it
   // collapses into a floor (fill_guard.h); it starts at 1024. 0 = 4 * max_size, at least 1024.
   std::size_t tombstone_capacity = 0;
+  ValueLayout layout{};  // bytes unless set (checked: size, align, decode present)
 };
 
 // WIRE §4.4 verdicts.
@@ -58,6 +79,8 @@ enum class InsertVerdict : std::uint8_t {
   kRefusedOlder,      // fill only: the current row is newer (fill_refused++)
   kRefusedTombstone,  // a coherence message newer than this version was already seen
   kFullSkip,          // size == max_size and nothing had expired (full_skips++)
+  kRefusedDecode,     // an object layout's decode refused the bytes (decode_errors++;
+                      // decode_error() says why)
 };
 
 enum class ReadStatus : std::uint8_t { kHit, kMiss, kTooSmall };
@@ -68,7 +91,8 @@ struct ReadResult {
   IdBytes version;   // the row's version on kHit and kTooSmall
 };
 
-// A row seen through a ReadGuard: the views stay valid until that guard is destroyed.
+// A row seen through a ReadGuard: the views stay valid until that guard is destroyed. With an
+// object layout, value spans the object (value.data() is its address, aligned).
 struct RowView {
   std::string_view name;
   std::string_view value;
@@ -88,6 +112,8 @@ struct L1Stats {
   // Reads refused because the thread could get no reader slot (kMaxReaderThreads): answered
   // as misses without looking (the caller falls back to its miss path).
   std::uint64_t reader_slot_refusals = 0;
+  // Values an object layout's decode refused (the put or fill was answered with the error).
+  std::uint64_t decode_errors = 0;
 };
 
 class L1Map {
@@ -117,6 +143,19 @@ class L1Map {
   // `guard` must be this thread's (debug builds abort otherwise); nullopt if it is not
   // protecting() (no reader slot).
   std::optional<RowView> find(const ReadGuard& guard, std::string_view name) const noexcept;
+  // Zero-copy, in one call: runs fn(value, version) on the live row of `name` inside this
+  // thread's read section and answers true, or false on a miss (fn not run). Counted like get().
+  // fn runs on the caller's thread while the section holds back the reclamation of every map:
+  // it must not block, must not keep the views past its return, and must not call the map's
+  // writer side. No allocation, lock or syscall of its own (the map's clock permitting).
+  template <class Fn>
+  bool visit(std::string_view name, Fn&& fn) const {
+    const ReadGuard guard;
+    const std::optional<RowView> row = find(guard, name);
+    if (!row) return false;
+    std::forward<Fn>(fn)(row->value, row->version);
+    return true;
+  }
 
   // ---- Writer: the map's one writer thread only (debug builds abort on a second thread; the
   // first writer call binds the thread). Never blocks; allocates a row per insert and frees
@@ -129,23 +168,42 @@ class L1Map {
   // (fill_refused++) or if a remembered coherence message is newer (fill_refused++). Equal
   // versions pass both checks: a row at v survives a message v (§4.4), so a fill at v must too,
   // or every update would make the name uncacheable for a TTL.
-  InsertVerdict insert_fill(const BrandedId& name, std::string_view value,
+  // Names are 1..kMaxNameSize bytes (std::length_error otherwise, as for a value of 4 GiB); the
+  // BrandedId overloads pass the id's 14 bytes.
+  InsertVerdict insert_fill(std::string_view name, std::string_view value,
                             const BrandedId& version);
+  InsertVerdict insert_fill(const BrandedId& name, std::string_view value,
+                            const BrandedId& version) {
+    return insert_fill(name.view(), value, version);
+  }
   // The newest coherence version the fill guard holds against `name` (its tombstone, or the
   // floor), if any: a fill or put under a version older than it is refused. The writer mints a
   // loader's version past it. Writer thread; no allocation.
-  std::optional<IdBytes> fill_floor(const BrandedId& name) const noexcept;
+  std::optional<IdBytes> fill_floor(std::string_view name) const noexcept;
+  std::optional<IdBytes> fill_floor(const BrandedId& name) const noexcept {
+    return fill_floor(name.view());
+  }
   // A put (WIRE §4.3): no compare with the current row (the writer's own write wins), but a put
   // older than a remembered coherence message is refused (put_refused++): that message announced
   // newer data in L2, and L1 must not serve older data than L2 holds.
-  InsertVerdict put(const BrandedId& name, std::string_view value, const BrandedId& version);
+  InsertVerdict put(std::string_view name, std::string_view value, const BrandedId& version);
+  InsertVerdict put(const BrandedId& name, std::string_view value, const BrandedId& version) {
+    return put(name.view(), value, version);
+  }
+  // Why the last kRefusedDecode was refused (the layout's decode). Writer thread.
+  const std::string& decode_error() const noexcept { return decode_error_; }
   // WIRE §4.4: row exists and newer(version, row.version) -> delete, kApplied, coh_applied++;
   // else kStale, coh_stale++. Either way the version is remembered for the fill guard.
-  Verdict apply_coherence(const BrandedId& name, const BrandedId& version) noexcept;
+  // A name outside 1..kMaxNameSize bytes matches no row: kStale, and nothing remembered.
+  Verdict apply_coherence(std::string_view name, const BrandedId& version) noexcept;
+  Verdict apply_coherence(const BrandedId& name, const BrandedId& version) noexcept {
+    return apply_coherence(name.view(), version);
+  }
   // The same comparison for a batch (the ring's apply function); returns how many applied.
   std::size_t apply_batch(std::span<const CoherenceMessage> messages) noexcept;
   // Deletes the row unconditionally (admin invalidate). True if there was one. Not counted.
-  bool erase(const BrandedId& name) noexcept;
+  bool erase(std::string_view name) noexcept;
+  bool erase(const BrandedId& name) noexcept { return erase(name.view()); }
   // Flush policy: drops every row (tombstones are kept: they are still true). Not counted.
   // Walks the whole index unless the map is empty (then it returns at once: a flush storm on
   // an emptied map costs nothing per pass).
@@ -171,7 +229,9 @@ class L1Map {
   std::int64_t jitter_span_ms() const noexcept { return jitter_span_; }
 
   // The tombstone held for `name`, if any. Writer thread (tests, diagnostics).
-  std::optional<IdBytes> tombstone(const BrandedId& name) const;
+  std::optional<IdBytes> tombstone(std::string_view name) const;
+  std::optional<IdBytes> tombstone(const BrandedId& name) const { return tombstone(name.view()); }
+  const ValueLayout& layout() const noexcept { return layout_; }
   // Walks of the whole index so far (clear, sweep, a full map's expiry pass). Writer thread.
   std::uint64_t index_walks() const noexcept { return index_walks_; }
 
@@ -200,29 +260,36 @@ class L1Map {
   struct alignas(kCacheLine) WriterCounters {
     std::atomic<std::uint64_t> coh_applied{0}, coh_stale{0}, swept{0}, sweeps{0}, full_skips{0},
         fill_refused{0}, put_refused{0}, retired_pending{0}, tombstones{0}, tombstone_collapses{0},
-        retired_bytes{0}, retired_since{0};  // retired_since: `since` of the oldest chain
+        retired_bytes{0}, retired_since{0},  // retired_since: `since` of the oldest chain
+        decode_errors{0};
   };
 
   const Row* lookup(std::string_view name, std::uint64_t hash) const noexcept;
+  // lookup()'s walk for a name that is not 14 bytes (a text key), out of line.
+  [[gnu::noinline]] static const Row* lookup_text(const Row* r, std::string_view name,
+                                                  std::uint64_t hash) noexcept;
   const Row* live_row(std::string_view name, std::int64_t now) const noexcept;
   void count(bool hit) const noexcept;
 
-  std::atomic<Row*>* find_link(const char* name, std::uint64_t hash) const noexcept;
-  InsertVerdict upsert(const BrandedId& name, std::string_view value, const BrandedId& version,
+  std::atomic<Row*>* find_link(std::string_view name, std::uint64_t hash) const noexcept;
+  InsertVerdict upsert(std::string_view name, std::string_view value, const BrandedId& version,
                        bool is_fill);
-  Row* make_row(const char* name, std::uint64_t hash, std::string_view value,
+  // nullptr when the layout's decode refused `value` (decode_error_ says why).
+  Row* make_row(std::string_view name, std::uint64_t hash, std::string_view value,
                 const IdBytes& version, std::int64_t expires_at);
+  static std::size_t row_bytes(const Row* row) noexcept;
   void unlink(std::atomic<Row*>* link, Row* row) noexcept;
   void retire(Row* row) noexcept;
   void publish_retired() noexcept;
   void free_row(Row* row) noexcept;
-  Verdict apply_one(const char* name, const IdBytes& version, std::int64_t now) noexcept;
+  Verdict apply_one(std::string_view name, const IdBytes& version, std::int64_t now) noexcept;
   std::size_t drop_expired(std::int64_t now, bool inclusive) noexcept;
   std::int64_t draw_expiry(std::int64_t now) noexcept;
   void bump(std::atomic<std::uint64_t>& c) noexcept {
     c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   }
   void check_writer(const char* op) const noexcept;
+  InsertVerdict refused_decode() noexcept;
 
   // Readers' read-only line: set in the constructor, never written after.
   alignas(kCacheLine) std::unique_ptr<std::atomic<Row*>[]> buckets_;
@@ -233,6 +300,8 @@ class L1Map {
   // Writer state.
   alignas(kCacheLine) std::atomic<std::size_t> size_{0};
   std::size_t max_size_;
+  ValueLayout layout_;
+  std::string decode_error_;
   std::int64_t ttl_ms_;
   std::int64_t jitter_span_;
   std::uint64_t rng_;
