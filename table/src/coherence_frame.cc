@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// Build and parse of the 29-byte coherence message (WIRE §2.1).
+// Build and parse of the 29-byte coherence message (WIRE §2.1) and of the text-key message
+// (§2.2).
 #include <echo/table/coherence_frame.h>
 
 #include <cstring>
@@ -41,6 +42,35 @@ Expected<CoherenceMessage, FrameRefusal> parse_frame(std::string_view bytes) noe
   auto version = BrandedId::parse(bytes.substr(kIdSize + 1));
   if (!version) return Unexpected{FrameRefusal{FrameError::kVersion, version.error()}};
   return CoherenceMessage{*name, *version};
+}
+
+Expected<TextFrame, NameError> make_text_frame(std::string_view key,
+                                               const BrandedId& version) noexcept {
+  if (auto k = check_text_key(key); !k) return Unexpected{k.error()};
+  // key.size() <= kMaxTextKey (checked), so every write below lands inside f.bytes.
+  TextFrame f;
+  std::memcpy(f.bytes.data(), key.data(), key.size());
+  f.bytes[key.size()] = kFrameSeparator;
+  std::memcpy(f.bytes.data() + key.size() + 1, version.view().data(), kIdSize);
+  f.size = static_cast<std::uint8_t>(key.size() + 1 + kIdSize);
+  return f;
+}
+
+Expected<TextMessage, FrameRefusal> parse_text_frame(std::string_view bytes) noexcept {
+  if (bytes.size() < kMinTextFrameSize || bytes.size() > kMaxTextFrameSize) {
+    return Unexpected{FrameRefusal{FrameError::kLength}};
+  }
+  // From the right: the separator sits just before the last 14 bytes; the length gate puts it
+  // at index 1..200, so the key before it is never empty and every index read is in range.
+  const std::size_t sep = bytes.size() - kIdSize - 1;
+  if (bytes[sep] != kFrameSeparator) return Unexpected{FrameRefusal{FrameError::kSeparator}};
+  const std::string_view key = bytes.substr(0, sep);
+  if (auto k = check_text_key(key); !k) {
+    return Unexpected{FrameRefusal{FrameError::kName, IdError::kLength, k.error()}};
+  }
+  auto version = BrandedId::parse(bytes.substr(sep + 1));
+  if (!version) return Unexpected{FrameRefusal{FrameError::kVersion, version.error()}};
+  return TextMessage{key, *version};
 }
 
 }  // namespace echo::table

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// Name builders and the CRC16 hash slot (WIRE §2).
+// Name builders and the CRC16 hash slot (WIRE §2), the text key check and its L2 key (§2.2).
 #include <echo/table/names.h>
 
 #include <algorithm>
@@ -8,8 +8,19 @@
 namespace echo::table {
 namespace {
 
-constexpr bool forbidden(unsigned char c) noexcept {
-  return c <= 0x20 || c == 0x7F || c == '{' || c == '}';
+// One set for table names and text keys (WIRE §2 and §2.2 name the same bytes): a brace would
+// move the hash tag, a space or control byte would split a RESP inline command. A table, not four
+// compares: every text-key coherence message runs this over its key (parse_text_frame).
+constexpr std::array<bool, 256> make_forbidden_table() {
+  std::array<bool, 256> t{};
+  for (unsigned c = 0; c < 256; ++c) t[c] = c <= 0x20 || c == 0x7F || c == '{' || c == '}';
+  return t;
+}
+constexpr auto kForbidden = make_forbidden_table();
+
+bool any_forbidden(std::string_view s) noexcept {
+  return std::any_of(s.begin(), s.end(),
+                     [](char c) { return kForbidden[static_cast<unsigned char>(c)]; });
 }
 
 // Well-formed UTF-8 (RFC 3629: no overlong forms, no surrogates, nothing past U+10FFFF). A name
@@ -86,18 +97,28 @@ std::string_view to_string(NameError e) noexcept {
 Expected<std::string_view, NameError> check_table_name(std::string_view table) noexcept {
   if (table.empty()) return Unexpected{NameError::kEmpty};
   if (table.size() > kMaxTableName) return Unexpected{NameError::kTooLong};
-  if (std::any_of(table.begin(), table.end(),
-                  [](char c) { return forbidden(static_cast<unsigned char>(c)); })) {
-    return Unexpected{NameError::kForbiddenByte};
-  }
+  if (any_forbidden(table)) return Unexpected{NameError::kForbiddenByte};
   if (!utf8(table)) return Unexpected{NameError::kNotUtf8};
   return table;
+}
+
+Expected<std::string_view, NameError> check_text_key(std::string_view key) noexcept {
+  if (key.empty()) return Unexpected{NameError::kEmpty};
+  if (key.size() > kMaxTextKey) return Unexpected{NameError::kTooLong};
+  if (any_forbidden(key)) return Unexpected{NameError::kForbiddenByte};
+  return key;
 }
 
 Expected<std::string, NameError> l2_key(std::string_view table, std::string_view id) {
   if (auto t = check_table_name(table); !t) return Unexpected{t.error()};
   if (!is_valid_id(id)) return Unexpected{NameError::kInvalidId};
   return concat({"ecc:{", table, "}:", id});
+}
+
+Expected<std::string, NameError> text_l2_key(std::string_view table, std::string_view key) {
+  if (auto t = check_table_name(table); !t) return Unexpected{t.error()};
+  if (auto k = check_text_key(key); !k) return Unexpected{k.error()};
+  return concat({"ecc:{", table, "}:", key});
 }
 
 Expected<std::string, NameError> coherence_channel(std::string_view table) {

@@ -1,8 +1,12 @@
 // SPDX-License-Identifier: MIT
 // WIRE §2.1: the 29-byte message. The vectors, every truncation, a wrong separator, an embedded
 // NUL, over-long input, and valid-looking frames with a bad half, each refused with its gate.
+// §2.2: the text-key message, split from the right: keys holding ':', the 16..215-byte bounds,
+// each forbidden key byte, a version failing each id gate, and a branded frame read as text.
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <memory>
 #include <string>
 
 #include <echo/table/coherence_frame.h>
@@ -116,6 +120,165 @@ TEST(CoherenceFrame, ErrorNamesAreStable) {
   EXPECT_EQ(to_string(FrameError::kSeparator), "separator");
   EXPECT_EQ(to_string(FrameError::kName), "name");
   EXPECT_EQ(to_string(FrameError::kVersion), "version");
+}
+
+// ---- text keys (WIRE §2.2) ----
+
+BrandedId version_id() { return BrandedId::parse(kVersion).value(); }
+
+std::string text_frame(std::string_view key, std::string_view version = kVersion) {
+  return std::string(key) + ":" + std::string(version);
+}
+
+TEST(TextFrame, BuildsAndParsesBack) {
+  auto f = make_text_frame("AAPL", version_id());
+  ASSERT_TRUE(f);
+  EXPECT_EQ(view(*f), "AAPL:TXN0NgWEfAEJfs");
+  auto m = parse_text_frame(view(*f));
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->key, "AAPL");
+  EXPECT_EQ(m->version.view(), kVersion);
+  EXPECT_EQ(m->key.data(), view(*f).data());  // a view into the input, not a copy
+}
+
+TEST(TextFrame, KeyMayHoldColons) {
+  for (const std::string_view key : {"a:b", "px:AAPL:XNAS", ":", "::", "AAPL:"}) {
+    const std::string in = text_frame(key);
+    auto m = parse_text_frame(in);
+    ASSERT_TRUE(m) << in;
+    EXPECT_EQ(m->key, key) << in;
+    EXPECT_EQ(m->version.view(), kVersion) << in;
+    auto f = make_text_frame(key, version_id());
+    ASSERT_TRUE(f) << key;
+    EXPECT_EQ(view(*f), in);
+  }
+}
+
+TEST(TextFrame, KeysOfOneAndTwoHundredBytesRoundTrip) {
+  for (const std::size_t n : {std::size_t{1}, kMaxTextKey}) {
+    const std::string key(n, 'k');
+    auto f = make_text_frame(key, version_id());
+    ASSERT_TRUE(f) << n;
+    EXPECT_EQ(view(*f).size(), n + 15);
+    auto m = parse_text_frame(view(*f));
+    ASSERT_TRUE(m) << n;
+    EXPECT_EQ(m->key, key);
+    EXPECT_EQ(m->version, version_id());
+  }
+  EXPECT_EQ(view(make_text_frame(std::string(kMaxTextKey, 'k'), version_id()).value()).size(),
+            kMaxTextFrameSize);
+}
+
+TEST(TextFrame, BuildRefusesABadKey) {
+  EXPECT_EQ(make_text_frame("", version_id()).error(), NameError::kEmpty);
+  EXPECT_EQ(make_text_frame(std::string(kMaxTextKey + 1, 'k'), version_id()).error(),
+            NameError::kTooLong);
+  EXPECT_EQ(make_text_frame("two words", version_id()).error(), NameError::kForbiddenByte);
+}
+
+TEST(TextFrame, LengthBoundsAreSixteenAndTwoHundredFifteen) {
+  EXPECT_EQ(kMinTextFrameSize, 16u);
+  EXPECT_EQ(kMaxTextFrameSize, 215u);
+  // 15 bytes: ':' then a version, no key.
+  auto r15 = parse_text_frame(text_frame(""));
+  ASSERT_FALSE(r15);
+  EXPECT_EQ(r15.error().error, FrameError::kLength);
+  EXPECT_TRUE(parse_text_frame(text_frame("k")));                            // 16
+  EXPECT_TRUE(parse_text_frame(text_frame(std::string(kMaxTextKey, 'k'))));  // 215
+  auto r216 = parse_text_frame(text_frame(std::string(kMaxTextKey + 1, 'k')));
+  ASSERT_FALSE(r216);
+  EXPECT_EQ(r216.error().error, FrameError::kLength);
+  EXPECT_EQ(parse_text_frame("").error().error, FrameError::kLength);
+  EXPECT_EQ(parse_text_frame(std::string(1 << 16, 'A')).error().error, FrameError::kLength);
+  const std::string in = text_frame("AAPL");
+  for (std::size_t n = 0; n < kMinTextFrameSize; ++n) {
+    EXPECT_EQ(parse_text_frame(in.substr(0, n)).error().error, FrameError::kLength) << n;
+  }
+}
+
+TEST(TextFrame, NeverReadsOutsideTheInput) {
+  // Exactly-sized heap copies, so ASan sees a read one byte either side of the input.
+  for (const std::string& in :
+       {text_frame(""), text_frame("k"), text_frame("AAPL"),
+        text_frame(std::string(kMaxTextKey, 'k')), text_frame(std::string(kMaxTextKey + 1, 'k'))}) {
+    auto copy = std::make_unique<char[]>(in.size());
+    std::memcpy(copy.get(), in.data(), in.size());
+    const auto r = parse_text_frame(std::string_view(copy.get(), in.size()));
+    EXPECT_EQ(r.has_value(), in.size() >= 16 && in.size() <= 215) << in.size();
+  }
+}
+
+TEST(TextFrame, SeparatorIsTheByteBeforeTheLastFourteen) {
+  for (const char sep : {';', ' ', '-', '\0', '\n', 'T'}) {
+    std::string in = text_frame("AAPL");
+    in[4] = sep;
+    auto r = parse_text_frame(in);
+    ASSERT_FALSE(r) << int(sep);
+    EXPECT_EQ(r.error().error, FrameError::kSeparator) << int(sep);
+  }
+  // A colon one byte early: the separator position holds a version byte.
+  EXPECT_EQ(parse_text_frame("AAP:LTXN0NgWEfAEJfs").error().error, FrameError::kSeparator);
+  // A colon one byte late is inside the version: the separator position is 'L'.
+  EXPECT_EQ(parse_text_frame("AAPLT:XN0NgWEfAEJfs").error().error, FrameError::kSeparator);
+}
+
+TEST(TextFrame, RefusesEachForbiddenKeyByte) {
+  std::string bad;
+  for (int c = 0; c <= 0x20; ++c) bad.push_back(static_cast<char>(c));
+  bad += "\x7f{}";
+  for (const char c : bad) {
+    for (const std::size_t at : {std::size_t{0}, std::size_t{2}, std::size_t{3}}) {
+      std::string key = "AAPL";
+      key[at] = c;
+      auto r = parse_text_frame(text_frame(key));
+      ASSERT_FALSE(r) << int(c) << " at " << at;
+      EXPECT_EQ(r.error().error, FrameError::kName) << int(c) << " at " << at;
+      EXPECT_EQ(r.error().key, NameError::kForbiddenByte) << int(c) << " at " << at;
+      EXPECT_EQ(make_text_frame(key, version_id()).error(), NameError::kForbiddenByte);
+    }
+  }
+  // A one-byte key that is itself forbidden: the length fits, the key does not.
+  EXPECT_EQ(parse_text_frame(text_frame(" ")).error().key, NameError::kForbiddenByte);
+}
+
+TEST(TextFrame, RefusesAVersionFailingEachIdGate) {
+  const struct {
+    std::string_view version;
+    IdError id;
+  } cases[] = {
+      {"tXN0NgWEfAEJfs", IdError::kNamespace},
+      {"T:N0NgWEfAEJfs", IdError::kNamespace},
+      {"TXN0NgWEfAEJ$s", IdError::kCharset},
+      {"TXN0NgWEf:EJfs", IdError::kCharset},  // a colon in the version is not a split point
+      {std::string_view("TXN0NgWEfAEJf\0", kIdSize), IdError::kCharset},
+      {"TXNzzzzzzzzzzz", IdError::kRange},
+  };
+  for (const auto& c : cases) {
+    const std::string in = text_frame("px:AAPL", c.version);
+    auto r = parse_text_frame(in);
+    ASSERT_FALSE(r) << in;
+    EXPECT_EQ(r.error().error, FrameError::kVersion) << in;
+    EXPECT_EQ(r.error().id, c.id) << in;
+  }
+  // The key is checked first: a bad key and a bad version is the key's refusal.
+  EXPECT_EQ(parse_text_frame(text_frame("a b", "TXNzzzzzzzzzzz")).error().error, FrameError::kName);
+}
+
+TEST(TextFrame, ABrandedFrameParsesAsATextFrame) {
+  auto m = parse_text_frame(kFrame);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->key, kName);
+  EXPECT_EQ(m->version.view(), kVersion);
+  // And the 29-byte contract's refused vector is refused by both, at the version.
+  auto r = parse_text_frame("AAAAAAAAAAAAAA:BBBBBBBBBBBBBB");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().error, FrameError::kVersion);
+  EXPECT_EQ(r.error().id, IdError::kRange);
+  // A name half that is no branded id is still a text key.
+  auto lower = parse_text_frame("ast0KHTOWnGLuC:TXN0NgWEfAEJfs");
+  ASSERT_TRUE(lower);
+  EXPECT_EQ(lower->key, "ast0KHTOWnGLuC");
+  EXPECT_EQ(parse_frame("ast0KHTOWnGLuC:TXN0NgWEfAEJfs").error().error, FrameError::kName);
 }
 
 }  // namespace

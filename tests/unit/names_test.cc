@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // WIRE §2: key, channel and queue names; refusal of invalid ids and of table names that would
-// break a key; the CRC16 hash slot vectors.
+// break a key; the CRC16 hash slot vectors. §2.2: the text key check and its L2 key.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -67,6 +67,75 @@ TEST(Names, ErrorNamesAreStable) {
   EXPECT_EQ(to_string(NameError::kForbiddenByte), "forbidden_byte");
   EXPECT_EQ(to_string(NameError::kInvalidId), "invalid_id");
   EXPECT_EQ(to_string(NameError::kNotUtf8), "not_utf8");
+}
+
+// The bytes §2 and §2.2 forbid in a table name or a text key.
+std::string forbidden_bytes() {
+  std::string out;
+  for (int c = 0; c <= 0x20; ++c) out.push_back(static_cast<char>(c));
+  out += "\x7f{}";
+  return out;
+}
+
+TEST(TextKey, AcceptsOneToTwoHundredBytes) {
+  EXPECT_EQ(check_text_key("A").value(), "A");
+  EXPECT_EQ(check_text_key("AAPL").value(), "AAPL");
+  const std::string longest(kMaxTextKey, 'k');
+  EXPECT_EQ(check_text_key(longest).value().size(), 200u);
+  EXPECT_EQ(check_text_key("").error(), NameError::kEmpty);
+  EXPECT_EQ(check_text_key(std::string(kMaxTextKey + 1, 'k')).error(), NameError::kTooLong);
+  EXPECT_EQ(check_text_key(std::string(1 << 16, 'k')).error(), NameError::kTooLong);
+}
+
+TEST(TextKey, MayHoldColonsAndAnyByteOutsideTheForbiddenSet) {
+  EXPECT_TRUE(check_text_key("a:b"));
+  EXPECT_TRUE(check_text_key(":"));
+  EXPECT_TRUE(check_text_key("px:AAPL:XNAS"));
+  // Every other byte passes, high bytes too: §2.2 asks no UTF-8 (a key never goes into JSON).
+  const std::string bad = forbidden_bytes();
+  for (int c = 0; c < 256; ++c) {
+    const std::string key(1, static_cast<char>(c));
+    EXPECT_EQ(check_text_key(key).has_value(), bad.find(key[0]) == std::string::npos) << c;
+  }
+}
+
+TEST(TextKey, RefusesEachForbiddenByteAnywhere) {
+  for (const char c : forbidden_bytes()) {
+    for (const std::size_t at : {std::size_t{0}, std::size_t{2}, std::size_t{4}}) {
+      std::string key = "AAPLx";
+      key[at] = c;
+      auto r = check_text_key(key);
+      ASSERT_FALSE(r) << int(c) << " at " << at;
+      EXPECT_EQ(r.error(), NameError::kForbiddenByte) << int(c) << " at " << at;
+    }
+    // The longest key with the forbidden byte last is still refused for the byte, not its length.
+    std::string longest(kMaxTextKey, 'k');
+    longest.back() = c;
+    EXPECT_EQ(check_text_key(longest).error(), NameError::kForbiddenByte) << int(c);
+  }
+}
+
+TEST(TextKey, L2KeyIsTheKeyUnderTheTableTag) {
+  EXPECT_EQ(text_l2_key("quotes", "AAPL").value(), "ecc:{quotes}:AAPL");
+  EXPECT_EQ(text_l2_key("quotes", "px:AAPL").value(), "ecc:{quotes}:px:AAPL");
+  // A branded id is a text key too; the two builders then name the same row.
+  EXPECT_EQ(text_l2_key("users", "AST0KHTOWnGLuC").value(),
+            l2_key("users", "AST0KHTOWnGLuC").value());
+  EXPECT_EQ(hash_slot(text_l2_key("quotes", "AAPL").value()),
+            hash_slot(coherence_channel("quotes").value()));
+  // The branded builder keeps its id gate.
+  EXPECT_EQ(l2_key("quotes", "AAPL").error(), NameError::kInvalidId);
+}
+
+TEST(TextKey, L2KeyRefusesABadKeyAndChecksTheTableFirst) {
+  EXPECT_EQ(text_l2_key("quotes", "").error(), NameError::kEmpty);
+  EXPECT_EQ(text_l2_key("quotes", std::string(kMaxTextKey + 1, 'k')).error(), NameError::kTooLong);
+  EXPECT_EQ(text_l2_key("quotes", "a}b").error(), NameError::kForbiddenByte);
+  EXPECT_EQ(text_l2_key("quotes", "two words").error(), NameError::kForbiddenByte);
+  EXPECT_EQ(text_l2_key("", "AAPL").error(), NameError::kEmpty);
+  EXPECT_EQ(text_l2_key("q\x80", "AAPL").error(), NameError::kNotUtf8);
+  EXPECT_EQ(text_l2_key("a b", "").error(), NameError::kForbiddenByte);  // the table's refusal
+  EXPECT_EQ(text_l2_key("", "a b").error(), NameError::kEmpty);          // the table's refusal
 }
 
 TEST(HashSlot, MatchesContractVectors) {

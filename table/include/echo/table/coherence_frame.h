@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: MIT
-// The 29-byte coherence message (WIRE §2.1): name(14) ":" version(14). Building needs only the
-// lengths; parsing refuses anything but exactly 29 bytes, a colon at byte 14 and two valid ids.
+// The coherence messages. make_frame and parse_frame are the 29-byte message of a branded table
+// (WIRE §2.1): name(14) ":" version(14); building needs only the lengths, parsing refuses
+// anything but exactly 29 bytes, a colon at byte 14 and two valid ids. make_text_frame and
+// parse_text_frame are the message of a table of text keys (§2.2, an EchoStore extension):
+// key ":" version(14), 16..215 bytes, split from the right because the key may hold ':'.
 #pragma once
 
 #include <array>
@@ -8,6 +11,7 @@
 #include <string_view>
 
 #include <echo/table/branded_id.h>
+#include <echo/table/names.h>
 
 namespace echo::table {
 
@@ -24,17 +28,21 @@ struct CoherenceMessage {
   BrandedId version;
 };
 
+// The gates, in the order both parsers check them. Text frames (§2.2): kLength is outside
+// 16..215 bytes, kSeparator the byte before the last 14, kName the key's text-key check.
 enum class FrameError : std::uint8_t {
   kLength = 1,     // not exactly 29 bytes (build: a half not exactly 14 bytes)
   kSeparator = 2,  // byte 14 is not ':'
-  kName = 3,       // the name half fails an id gate (see FrameRefusal::id)
+  kName = 3,       // the name half fails an id gate (see FrameRefusal::id), or the text key fails
+                   // check_text_key (see FrameRefusal::key)
   kVersion = 4,    // the version half fails an id gate
 };
 
-// Why a frame was refused: the frame-level gate and, for kName/kVersion, the id gate.
+// Why a frame was refused: the frame-level gate and, for kName/kVersion, the id or key check.
 struct FrameRefusal {
   FrameError error;
-  IdError id = IdError::kLength;  // meaningful only for kName and kVersion
+  IdError id = IdError::kLength;      // meaningful only for kVersion, and kName from parse_frame
+  NameError key = NameError::kEmpty;  // meaningful only for kName from parse_text_frame
 };
 
 // "length", "separator", "name", "version".
@@ -48,5 +56,38 @@ Expected<Frame, FrameError> make_frame(std::string_view name, std::string_view v
 // Parses a frame: kLength, kSeparator, kName or kVersion (with the id gate). Any thread; no
 // allocation; never reads outside `bytes`.
 Expected<CoherenceMessage, FrameRefusal> parse_frame(std::string_view bytes) noexcept;
+
+// ---- text keys (WIRE §2.2) ----
+
+inline constexpr std::size_t kMinTextFrameSize = 1 + 1 + kIdSize;            // 16
+inline constexpr std::size_t kMaxTextFrameSize = kMaxTextKey + 1 + kIdSize;  // 215
+
+// A built text-key message: the bytes live in the struct (no allocation), the first `size` used.
+struct TextFrame {
+  std::array<char, kMaxTextFrameSize> bytes{};
+  std::uint8_t size = 0;
+};
+static_assert(kMaxTextFrameSize <= UINT8_MAX, "TextFrame::size holds the longest text frame");
+
+inline std::string_view view(const TextFrame& f) noexcept { return {f.bytes.data(), f.size}; }
+
+// A parsed text-key message. `key` views into the parsed bytes: it lives as long as they do.
+struct TextMessage {
+  std::string_view key;
+  BrandedId version;
+};
+
+// key ":" version: kEmpty, kTooLong or kForbiddenByte when check_text_key refuses the key. Any
+// thread; no allocation.
+Expected<TextFrame, NameError> make_text_frame(std::string_view key,
+                                               const BrandedId& version) noexcept;
+
+// Parses key ":" version from the right: kLength outside 16..215 bytes; kSeparator when the byte
+// before the last 14 is not ':'; kName when the key fails check_text_key (FrameRefusal::key:
+// within the length gate the key is 1..200 bytes, so kForbiddenByte); kVersion when the last 14
+// bytes fail an id gate (FrameRefusal::id). The key is checked before the version, as parse_frame
+// checks the name first. A valid 29-byte branded frame parses here too, its name as the key. Any
+// thread; no allocation; never reads outside `bytes`.
+Expected<TextMessage, FrameRefusal> parse_text_frame(std::string_view bytes) noexcept;
 
 }  // namespace echo::table
