@@ -21,7 +21,8 @@ foreach(key cores model kernel)
     message(FATAL_ERROR "check_bench: machine.${key} missing: ${err}")
   endif()
 endforeach()
-set(expected ring_vs_boost ring_vs_rwq l1_vs_flat_map l1_vs_shared_mutex resp3_vs_hiredis
+set(expected ring_vs_boost ring_vs_rwq l1_vs_flat_map l1_vs_shared_mutex l1_typed_hit_vs_flat_map
+    l1_typed_hit_churn_vs_flat_map resp3_vs_hiredis
     resp3_mixed_vs_hiredis broadcast_vs_floor job_vs_broadcast job_applied_vs_broadcast
     bare_applied_vs_broadcast remembered_vs_job
     journal_vs_sqlite)

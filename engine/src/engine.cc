@@ -82,17 +82,20 @@ class LoaderThread {
 
 }  // namespace
 
+// One declared table: what a typed handle holds (table.h) and the engine's own slot for it.
+struct Engine::TableRef {
+  TableSpec spec;
+  std::string channel;
+  std::unique_ptr<TableWriter> writer;
+  CoherenceRing* ring = nullptr;  // broadcast lane: the io thread's ring into this writer
+  CoherenceRing* job_ring = nullptr;  // job lane: the consumer's ring (credit-limited)
+  CoherenceRing* lead_ring = nullptr;  // job lane with job_lead: the lead pushes' ring (drop)
+  std::unique_ptr<JobConsumer> consumer;
+  std::atomic<std::uint64_t> pushes{0}, garbage{0};
+};
+
 struct Engine::Impl {
-  struct Slot {
-    TableSpec spec;
-    std::string channel;
-    std::unique_ptr<TableWriter> writer;
-    CoherenceRing* ring = nullptr;  // broadcast lane: the io thread's ring into this writer
-    CoherenceRing* job_ring = nullptr;  // job lane: the consumer's ring (credit-limited)
-    CoherenceRing* lead_ring = nullptr;  // job lane with job_lead: the lead pushes' ring (drop)
-    std::unique_ptr<JobConsumer> consumer;
-    std::atomic<std::uint64_t> pushes{0}, garbage{0};
-  };
+  using Slot = Engine::TableRef;
 
   EngineOptions options;
   bool started = false;  // start() ran once (owner thread): an Engine runs once
@@ -167,7 +170,7 @@ struct Engine::Impl {
   Result<T> ask_writer(std::string_view table, std::string_view id, const BrandedId& version, Submit submit) {
     Slot* slot = find(table);
     if (slot == nullptr) return table::Unexpected{make_error_code(Errc::kNoSuchCache)};
-    auto name = gate(*slot, id);
+    auto name = gate_id(*slot, id);
     if (!name) return table::Unexpected{name.error()};
     if (!slot->writer->running()) return table::Unexpected{make_error_code(Errc::kStopped)};
     auto promise = std::make_shared<std::promise<Result<T>>>();
@@ -181,10 +184,25 @@ struct Engine::Impl {
     return future.get();
   }
 
-  // The kind gate (WIRE §4.3): 14 bytes, a valid id, namespace = the table's kind.
-  static Result<BrandedId> gate(const Slot& slot, std::string_view id) {
+  // The key gate, nothing on the wire: a branded table's kind gate (WIRE §4.3: 14 bytes, a
+  // valid id, namespace = the table's kind; kKind), a text table's key check (WIRE §2.2;
+  // kBadKey). Answers the key, a view of `id`.
+  static Result<std::string_view> gate(const Slot& slot, std::string_view id) {
+    if (slot.spec.keys == KeyKind::kText) {
+      if (!table::check_text_key(id)) return table::Unexpected{make_error_code(Errc::kBadKey)};
+      return id;
+    }
+    auto name = gate_id(slot, id);
+    if (!name) return table::Unexpected{name.error()};
+    return id;
+  }
+  // The kind gate alone, for the verbs that carry a branded name (apply_coherence, the job
+  // lane's): a text table answers kKind.
+  static Result<BrandedId> gate_id(const Slot& slot, std::string_view id) {
     auto parsed = BrandedId::parse(id);
-    if (!parsed || parsed->ns() != slot.spec.kind) return table::Unexpected{make_error_code(Errc::kKind)};
+    if (slot.spec.keys != KeyKind::kBranded || !parsed || parsed->ns() != slot.spec.kind) {
+      return table::Unexpected{make_error_code(Errc::kKind)};
+    }
     return *parsed;
   }
 
@@ -194,7 +212,7 @@ struct Engine::Impl {
   struct ReadHere {
     std::optional<Result<Got>> answer;
     Slot* slot = nullptr;
-    std::optional<BrandedId> name;
+    std::string_view name;  // the gated key (a view of the caller's id)
   };
   ReadHere read_here(std::string_view table, std::string_view id) const {
     ReadHere r;
@@ -203,6 +221,11 @@ struct Engine::Impl {
       r.answer.emplace(table::Unexpected{make_error_code(Errc::kNoSuchCache)});
       return r;
     }
+    return read_here(*r.slot, id);
+  }
+  ReadHere read_here(Slot& slot, std::string_view id) const {
+    ReadHere r;
+    r.slot = &slot;
     auto name = gate(*r.slot, id);
     if (!name) {
       r.answer.emplace(table::Unexpected{name.error()});
@@ -210,7 +233,9 @@ struct Engine::Impl {
     }
     Got hit;
     table::IdBytes version;
-    if (r.slot->writer->map().get(name->view(), hit.value, &version)) {
+    // A typed table's rows hold objects: its bytes come through the miss path (an L2 read).
+    if (r.slot->writer->map().layout().bytes() &&
+        r.slot->writer->map().get(*name, hit.value, &version)) {
       hit.version = BrandedId::parse(table::view(version)).value();
       r.answer.emplace(std::move(hit));
       return r;
@@ -224,15 +249,17 @@ struct Engine::Impl {
   }
 
   // A miss goes single-flight through the table's writer; `done` runs on the writer thread.
-  static void send_miss(Slot& slot, const BrandedId& name, std::function<void(Result<Got>)> done) {
+  static void send_miss(Slot& slot, std::string_view name, std::function<void(Result<Got>)> done) {
     slot.writer->miss(name, [done = std::move(done)](GetOutcome&& o) {
       if (o.ec) return done(table::Unexpected{o.ec});
       done(Got{std::move(o.value), o.version, o.source});
     });
   }
 
-  std::string key_of(const Slot& slot, const BrandedId& id) const {
-    return table::l2_key(slot.spec.name, id.view()).value();
+  // The L2 key of a gated key (gate()).
+  static std::string key_of(const Slot& slot, std::string_view key) {
+    return slot.spec.keys == KeyKind::kText ? table::text_l2_key(slot.spec.name, key).value()
+                                            : table::l2_key(slot.spec.name, key).value();
   }
 
   // A blocking call between its running check and its answer: stop() waits for none. The
@@ -434,7 +461,7 @@ struct Engine::Impl {
   // ---- the writer's ports (called on the writer thread; never block) ----
   WriterPorts ports_for(Slot& slot) {
     WriterPorts p;
-    p.fetch = [this, &slot](const BrandedId& name, std::function<void(L2Fetch)> done) {
+    p.fetch = [this, &slot](std::string_view name, std::function<void(L2Fetch)> done) {
       std::string key = key_of(slot, name);
       io->loop().post([this, key = std::move(key), done = std::move(done)]() mutable {
         if (io_closing) return done(L2Fetch{make_error_code(Errc::kStopped), std::nullopt});
@@ -448,12 +475,15 @@ struct Engine::Impl {
         if (ec) (*shared)(L2Fetch{ec, std::nullopt});
       });
     };
-    p.load = [this, &slot](const BrandedId& name, const BrandedId& minted,
+    p.load = [this, &slot](std::string_view asked, const BrandedId& minted,
                            std::function<void(LoadOutcome)> done) {
-      loader->post([this, &slot, name, minted, done = std::move(done)]() mutable {
+      loader->post([this, &slot, name = std::string(asked), minted, done = std::move(done)]() mutable {
         LoadResult result;
         try {
-          result = slot.spec.loader(name);
+          // A branded table's names passed its kind gate: they parse.
+          result = slot.spec.keys == KeyKind::kText
+                       ? slot.spec.loader(Key(std::string_view(name)))
+                       : slot.spec.loader(Key(BrandedId::parse(name).value()));
         } catch (...) {
           result = LoadError{"loader threw"};
         }
@@ -501,6 +531,19 @@ struct Engine::Impl {
   void deliver(Slot& slot, CoherenceRing& ring, std::string_view payload) {
     if (pushes_closed) return;  // stopping: nothing drains the rings any more
     slot.pushes.store(slot.pushes.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    if (slot.spec.keys == KeyKind::kText) {
+      // WIRE §2.2: the ring carries the key's hash (L1Map::apply_hashed), not its bytes.
+      auto text = table::parse_text_frame(payload);
+      if (!text) {
+        slot.garbage.store(slot.garbage.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+        return;
+      }
+      CoherenceItem item{table::CoherenceMessage{text->version, text->version}, steady_ns(), 0};
+      item.text_hash = table::hash_key(text->key);
+      item.text = true;
+      ring.publish(std::move(item));  // refusals counted by the ring
+      return;
+    }
     auto message = table::parse_frame(payload);
     if (!message) {
       slot.garbage.store(slot.garbage.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
@@ -891,14 +934,20 @@ void Engine::stop() {
 bool Engine::running() const noexcept { return impl_->running.load(std::memory_order_acquire); }
 
 Result<Got> Engine::get(std::string_view table, std::string_view id) {
+  Impl::Slot* slot = impl_->find(table);
+  if (slot == nullptr) return table::Unexpected{make_error_code(Errc::kNoSuchCache)};
+  return get(*slot, id);
+}
+
+Result<Got> Engine::get(TableRef& ref, std::string_view key) {
   // A hit or a refusal answers here, without the promise: its shared state cost ~13x the map
   // read itself (3.7 us vs 0.27 us per hit, broadcast_lane_test's E4), and a hit must not
   // leave this thread's fast path.
-  auto local = impl_->read_here(table, id);
+  auto local = impl_->read_here(ref, key);
   if (local.answer) return std::move(*local.answer);
   auto promise = std::make_shared<std::promise<Result<Got>>>();
   auto future = promise->get_future();
-  impl_->send_miss(*local.slot, *local.name,
+  impl_->send_miss(*local.slot, local.name,
                    [promise](Result<Got> r) { promise->set_value(std::move(r)); });
   if (future.wait_for(impl_->options.get_timeout) != std::future_status::ready) {
     return table::Unexpected{make_error_code(Errc::kTimeout)};
@@ -906,19 +955,41 @@ Result<Got> Engine::get(std::string_view table, std::string_view id) {
   return future.get();
 }
 
+Engine::TableRef& Engine::resolve(std::string_view name, const std::type_info& type) {
+  Impl::Slot* slot = impl_->find(name);
+  if (slot == nullptr) throw ConfigError("table '" + std::string(name) + "' is not declared");
+  const std::type_info& declared =
+      slot->spec.value.type != nullptr ? *slot->spec.value.type : typeid(std::string);
+  if (declared != type) {
+    throw ConfigError("table '" + std::string(name) + "' holds " + declared.name() +
+                      " values, not " + type.name() + " (declare it with typed<T>())");
+  }
+  return *slot;
+}
+
+const table::L1Map& Engine::l1_of(const TableRef& ref) noexcept { return ref.writer->map(); }
+
+std::string_view Engine::name_of(const TableRef& ref) noexcept { return ref.spec.name; }
+
 void Engine::get_async(std::string_view table, std::string_view id,
                        std::function<void(Result<Got>)> done) {
   auto local = impl_->read_here(table, id);
   if (local.answer) return done(std::move(*local.answer));
-  impl_->send_miss(*local.slot, *local.name, std::move(done));
+  impl_->send_miss(*local.slot, local.name, std::move(done));
 }
 
 Result<BrandedId> Engine::put(std::string_view table, std::string_view id, std::string_view value,
                               std::optional<BrandedId> version) {
-  auto& d = *impl_;
-  Impl::Slot* slot = d.find(table);
+  Impl::Slot* slot = impl_->find(table);
   if (slot == nullptr) return table::Unexpected{make_error_code(Errc::kNoSuchCache)};
-  auto name = Impl::gate(*slot, id);
+  return put(*slot, id, value, version);
+}
+
+Result<BrandedId> Engine::put(TableRef& ref, std::string_view key, std::string_view value,
+                              std::optional<BrandedId> version) {
+  auto& d = *impl_;
+  Impl::Slot* slot = &ref;
+  auto name = Impl::gate(*slot, key);
   if (!name) return table::Unexpected{name.error()};
   if (!version) version = d.mint(slot->spec.kind);
   auto reply = d.command({"SET", d.key_of(*slot, *name), frame_l2_value(*version, value), "PX",
@@ -938,12 +1009,20 @@ Result<std::int64_t> Engine::broadcast(std::string_view table, std::string_view 
                                        const BrandedId& version) {
   auto channel = table::coherence_channel(table);
   if (!channel) return table::Unexpected{make_error_code(Errc::kNoSuchCache)};
-  auto name = BrandedId::parse(id);
-  if (!name) return table::Unexpected{make_error_code(Errc::kKind)};
-  const auto frame = table::make_frame(*name, version);
+  // A declared text-key table's message is key:version (WIRE §2.2); anything else the 29 bytes.
+  std::string payload;
+  if (const Impl::Slot* slot = impl_->find(table); slot != nullptr && slot->spec.keys == KeyKind::kText) {
+    auto frame = table::make_text_frame(id, version);
+    if (!frame) return table::Unexpected{make_error_code(Errc::kBadKey)};
+    payload = std::string(table::view(*frame));
+  } else {
+    auto name = BrandedId::parse(id);
+    if (!name) return table::Unexpected{make_error_code(Errc::kKind)};
+    payload = std::string(table::view(table::make_frame(*name, version)));
+  }
   // On a cluster the channel is sharded: SPUBLISH reaches the SSUBSCRIBErs on its slot's shard.
   const char* verb = impl_->options.mode == ServerMode::kCluster ? "SPUBLISH" : "PUBLISH";
-  auto reply = impl_->command({verb, *channel, std::string(table::view(frame))});
+  auto reply = impl_->command({verb, *channel, payload});
   if (!reply) return table::Unexpected{reply.error()};
   if (reply->view().type() != io::Resp3Type::integer) return table::Unexpected{unexpected()};
   return reply->view().integer();
@@ -1107,20 +1186,27 @@ Result<bool> Engine::drop_l2(std::string_view table, std::string_view id, const 
 }
 
 std::error_code Engine::invalidate(std::string_view table, std::string_view id) {
-  auto& d = *impl_;
-  Impl::Slot* slot = d.find(table);
+  Impl::Slot* slot = impl_->find(table);
   if (slot == nullptr) return make_error_code(Errc::kNoSuchCache);
-  auto name = Impl::gate(*slot, id);
-  if (!name) return name.error();
-  auto reply = d.command({"DEL", d.key_of(*slot, *name)});
-  if (!reply) return reply.error();
+  auto r = invalidate(*slot, id);
+  return r ? std::error_code{} : r.error();
+}
+
+Result<bool> Engine::invalidate(TableRef& ref, std::string_view key) {
+  auto& d = *impl_;
+  auto name = Impl::gate(ref, key);
+  if (!name) return table::Unexpected{name.error()};
+  auto reply = d.command({"DEL", d.key_of(ref, *name)});
+  if (!reply) return table::Unexpected{reply.error()};
+  if (reply->view().type() != io::Resp3Type::integer) return table::Unexpected{unexpected()};
+  const bool existed = reply->view().integer() == 1;
   auto promise = std::make_shared<std::promise<void>>();
   auto future = promise->get_future();
-  slot->writer->erase(*name, [promise] { promise->set_value(); });
+  ref.writer->erase(*name, [promise] { promise->set_value(); });
   if (future.wait_for(d.options.get_timeout) != std::future_status::ready) {
-    return make_error_code(Errc::kTimeout);
+    return table::Unexpected{make_error_code(Errc::kTimeout)};
   }
-  return {};
+  return existed;
 }
 
 Result<table::Verdict> Engine::apply_coherence(std::string_view table, std::string_view id,

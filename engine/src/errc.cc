@@ -28,6 +28,9 @@ std::string_view to_string(Errc e) noexcept {
     case Errc::kWrongMode: return "wrong_mode";
     case Errc::kMemberConflict: return "member_conflict";
     case Errc::kHostUnresolved: return "host_unresolved";
+    case Errc::kBadValue: return "bad_value";
+    case Errc::kBadKey: return "bad_key";
+    case Errc::kWrongType: return "wrong_type";
   }
   return "unknown";
 }

@@ -41,6 +41,20 @@ std::string_view to_string(DisconnectPolicy p) noexcept {
   return "?";
 }
 
+std::string_view to_string(InvalidateCause c) noexcept {
+  switch (c) {
+    case InvalidateCause::kMessage: return "message";
+    case InvalidateCause::kInvalidate: return "invalidate";
+    case InvalidateCause::kFlush: return "flush";
+  }
+  return "?";
+}
+
+const table::BrandedId& Key::id() const {
+  if (!id_) throw std::logic_error("Key::id(): '" + std::string(text_) + "' is a text key");
+  return *id_;
+}
+
 void validate(const TableSpec& spec) {
   if (auto ok = table::check_table_name(spec.name); !ok) {
     throw ConfigError("table name '" + spec.name + "' is refused (" +
@@ -72,6 +86,11 @@ void validate(const TableSpec& spec) {
   }
   check_range<std::size_t>(spec, "max_batch", spec.max_batch, 1, spec.ring_capacity);
   if (spec.coherence > CoherenceMode::kJob) refuse(spec, "coherence must be none, broadcast or job");
+  if (spec.keys > KeyKind::kText) refuse(spec, "keys must be branded or text");
+  if (spec.keys == KeyKind::kText && spec.coherence == CoherenceMode::kJob) {
+    refuse(spec, "keys = text needs coherence none or broadcast (the job lane carries branded "
+                 "keys only)");
+  }
   if (spec.disconnect == DisconnectPolicy::kServeStale) {
     check_range<std::int64_t>(spec, "serve_stale_max_ms", spec.serve_stale_max_ms, 1, 86'400'000);
   } else if (spec.disconnect != DisconnectPolicy::kFlush) {

@@ -31,13 +31,14 @@ std::int64_t steady_ns() noexcept {
       .count();
 }
 
-std::string key_of(const table::BrandedId& name) { return std::string(name.view()); }
 
-table::L1Config l1_config(const TableSpec& spec) {
+table::L1Config l1_config(const TableSpec& spec, table::DropListener on_drop) {
   table::L1Config c;
   c.ttl_ms = spec.ttl_ms;
   c.jitter = spec.jitter;
   c.max_size = spec.max_size;
+  c.layout = spec.value.layout;
+  c.on_drop = on_drop;
   return c;
 }
 
@@ -65,7 +66,9 @@ TableWriter::TableWriter(const TableSpec& spec, WriterPorts ports, unsigned node
     : spec_((validate(spec), spec)),
       ports_(std::move(ports)),
       node_id_(node_id),
-      map_(std::make_unique<table::L1Map>(l1_config(spec))),
+      map_(std::make_unique<table::L1Map>(l1_config(
+          spec, spec.on_invalidate ? table::DropListener{&TableWriter::dropped, this}
+                                   : table::DropListener{}))),
       bell_(spec.writer_wait),
       suspended_(spec.coherence != CoherenceMode::kNone) {
   suspended_flag_.store(suspended_, std::memory_order_relaxed);
@@ -135,15 +138,15 @@ void TableWriter::post(Command&& cmd) {
   bell_.notify();  // after the enqueue's release: pairs with the writer's has_work re-check
 }
 
-void TableWriter::miss(const table::BrandedId& name, GetCallback done) {
-  post(MissCmd{name, std::move(done)});
+void TableWriter::miss(std::string_view name, GetCallback done) {
+  post(MissCmd{std::string(name), std::move(done)});
 }
-void TableWriter::put(const table::BrandedId& name, std::string value,
+void TableWriter::put(std::string_view name, std::string value,
                       const table::BrandedId& version, std::function<void()> done) {
-  post(PutCmd{name, std::move(value), version, std::move(done)});
+  post(PutCmd{std::string(name), std::move(value), version, std::move(done)});
 }
-void TableWriter::erase(const table::BrandedId& name, std::function<void()> done) {
-  post(EraseCmd{name, std::move(done)});
+void TableWriter::erase(std::string_view name, std::function<void()> done) {
+  post(EraseCmd{std::string(name), std::move(done)});
 }
 void TableWriter::apply(const table::CoherenceMessage& message,
                         std::function<void(WriterAnswer<table::Verdict>)> done) {
@@ -225,7 +228,9 @@ std::size_t TableWriter::drain_rings() {
     //   nothing (retired rows chain through themselves; a refused doubling collapses the guard
     //   into its floor): the static_assert below holds it to that;
     // - acks_ is reserved to max_batch in the constructor and a drain hands at most max_batch;
-    // - note_drop's key is 14 bytes, inside std::string's small buffer: no allocation;
+    // - note_drop looks flights up by a 14-byte key, inside std::string's small buffer, or
+    //   (a text key's message) walks them by hash: no allocation;
+    // - on_invalidate (dropped()) is the user's, documented not to throw, and caught anyway;
     // - the journal's applied memory (memory_, job lane with a journal only) takes its locks and
     //   allocates (a new name's entry, the flusher's queue). A bad_alloc there calls
     //   std::terminate, by choice: the item's verdict cannot be recorded, and answering it
@@ -252,13 +257,22 @@ std::size_t TableWriter::drain_rings() {
           ++via_memory;
           continue;
         }
-        const auto verdict = map_->apply_coherence(item.message.name, item.message.version);
+        const auto verdict =
+            item.text
+                ? map_->apply_hashed(item.text_hash, item.message.version)
+                : map_->apply_coherence(item.message.name, item.message.version);
         if (verdict == table::Verdict::kApplied) {
           ++applied;
           dropped_decoded = item.decoded_ns;
         }
         if (item.ticket != 0) acks_.push_back(JobAck{item.ticket, verdict});
-        if (!flights_.empty()) note_drop(item.message.name);
+        if (!flights_.empty()) {
+          if (item.text) {
+            note_drop_hashed(item.text_hash);
+          } else {
+            note_drop(item.message.name.view());
+          }
+        }
       }
       bump(applied_, applied);
       bump(stale_, items.size() - applied - via_memory);
@@ -278,7 +292,7 @@ std::size_t TableWriter::drain_rings() {
       // A refused message cost a refill, never a stale read: drop every row, and read again what
       // is in flight (as on a resubscription): a read may have fetched the version the refused
       // message replaces, and no tombstone of that message guards its fill.
-      map_->clear();
+      flush();
       for (auto& [key, flight] : flights_) flight.overtaken = true;
       bump(ring_flushes_);
     }
@@ -293,14 +307,39 @@ Applied TableWriter::apply_with_memory(const table::CoherenceMessage& m) {
   }
   const auto verdict = map_->apply_coherence(m.name, m.version);
   bump(verdict == table::Verdict::kApplied ? applied_ : stale_);
-  if (!flights_.empty()) note_drop(m.name);
+  if (!flights_.empty()) note_drop(m.name.view());
   if (memory_.remember) memory_.remember(m.name, m.version);  // even when stale (WIRE §8)
   return verdict == table::Verdict::kApplied ? Applied::kApplied : Applied::kStale;
 }
 
-void TableWriter::note_drop(const table::BrandedId& name) {
-  auto it = flights_.find(key_of(name));
+void TableWriter::note_drop(std::string_view name) {
+  auto it = flights_.find(std::string(name));
   if (it != flights_.end()) it->second.overtaken = true;
+}
+
+void TableWriter::note_drop_hashed(std::uint64_t hash) noexcept {
+  for (auto& [key, flight] : flights_) {
+    if (table::hash_key(key) == hash) flight.overtaken = true;
+  }
+}
+
+void TableWriter::dropped(void* self, std::string_view name, std::string_view version) noexcept {
+  static_cast<TableWriter*>(self)->tell(name, version, InvalidateCause::kMessage);
+}
+
+void TableWriter::tell(std::string_view name, std::string_view version,
+                       InvalidateCause cause) noexcept {
+  if (!spec_.on_invalidate) return;
+  try {
+    spec_.on_invalidate(name, version, cause);
+  } catch (...) {
+    bump(listener_throws_);  // documented must-not-throw: counted, never let through the drain
+  }
+}
+
+void TableWriter::flush() noexcept {
+  if (map_->size() != 0) tell({}, {}, InvalidateCause::kFlush);
+  map_->clear();
 }
 
 void TableWriter::handle(Command& cmd) {
@@ -316,21 +355,22 @@ void TableWriter::handle(Command& cmd) {
         } else if constexpr (std::is_same_v<T, PutCmd>) {
           if (suspended_) {
             map_->erase(c.name);  // not caching: make sure no older row survives either
-          } else {
-            map_->put(c.name, c.value, c.version);
+          } else if (map_->put(c.name, c.value, c.version) == table::InsertVerdict::kRefusedDecode) {
+            // L2 holds what the table's codec refuses: no row, and no older row either.
+            map_->erase(c.name);
           }
           bump(puts_);
           if (!flights_.empty()) note_drop(c.name);  // a flight may have read the older value
           c.done();
         } else if constexpr (std::is_same_v<T, EraseCmd>) {
-          map_->erase(c.name);
+          if (map_->erase(c.name)) tell(c.name, {}, InvalidateCause::kInvalidate);
           bump(erases_);
           if (!flights_.empty()) note_drop(c.name);
           c.done();
         } else if constexpr (std::is_same_v<T, ApplyCmd>) {
           const auto verdict = map_->apply_coherence(c.message.name, c.message.version);
           bump(verdict == table::Verdict::kApplied ? applied_ : stale_);
-          if (!flights_.empty()) note_drop(c.message.name);
+          if (!flights_.empty()) note_drop(c.message.name.view());
           c.done(verdict);
         } else if constexpr (std::is_same_v<T, RememberCmd>) {
           c.done(apply_with_memory(c.message));
@@ -345,7 +385,7 @@ void TableWriter::handle(Command& cmd) {
           // Messages sent while we were not subscribed are lost: what L1 holds may be stale.
           stale_deadline_ = -1;
           if (map_->size() != 0) bump(disconnect_flushes_);
-          map_->clear();
+          flush();
           for (auto& [key, flight] : flights_) flight.overtaken = true;
           suspend(false);
         } else if constexpr (std::is_same_v<T, SyncCmd>) {
@@ -356,54 +396,54 @@ void TableWriter::handle(Command& cmd) {
 }
 
 void TableWriter::suspend(bool on) {
-  if (on) map_->clear();
+  if (on) flush();
   suspended_ = on;
   suspended_flag_.store(on, std::memory_order_relaxed);
 }
 
 void TableWriter::on_miss(MissCmd& cmd) {
-  if (!suspended_) {
+  // A typed table's rows hold objects, not the bytes a waiter decodes: the flight reads L2.
+  if (!suspended_ && map_->layout().bytes()) {
     GetOutcome hit;
     table::IdBytes version;
-    if (map_->get(cmd.name.view(), hit.value, &version)) {
+    if (map_->get(cmd.name, hit.value, &version)) {
       hit.version = table::BrandedId::parse(table::view(version)).value();
       hit.source = Source::kL1;
       cmd.done(std::move(hit));
       return;
     }
   }
-  auto [it, fresh] = flights_.try_emplace(key_of(cmd.name), Flight{next_flight_, cmd.name, {}});
-  Flight& flight = it->second;
-  flight.waiters.push_back(std::move(cmd.done));
-  if (!fresh) {
+  if (auto it = flights_.find(cmd.name); it != flights_.end()) {
+    it->second.waiters.push_back(std::move(cmd.done));
     bump(coalesced_);
     return;
   }
-  ++next_flight_;
   // A plain loader value takes a table-kind version minted at flight start (WIRE §4.3).
-  flight.minted = mint_version(cmd.name);
+  Flight& flight =
+      flights_.emplace(cmd.name, Flight{next_flight_++, mint_version(cmd.name), {}}).first->second;
+  flight.waiters.push_back(std::move(cmd.done));
   start_fetch(cmd.name, flight);
 }
 
-void TableWriter::start_fetch(const table::BrandedId& name, Flight& flight) {
+void TableWriter::start_fetch(std::string_view name, Flight& flight) {
   flight.overtaken = false;
-  ports_.fetch(name, [this, name, id = flight.id](L2Fetch fetch) {
-    post(FetchedCmd{name, id, std::move(fetch)});
+  ports_.fetch(name, [this, key = std::string(name), id = flight.id](L2Fetch fetch) {
+    post(FetchedCmd{key, id, std::move(fetch)});
   });
 }
 
-TableWriter::Flight* TableWriter::find_flight(const table::BrandedId& name, std::uint64_t id) {
-  auto it = flights_.find(key_of(name));
+TableWriter::Flight* TableWriter::find_flight(std::string_view name, std::uint64_t id) {
+  auto it = flights_.find(std::string(name));
   return it == flights_.end() || it->second.id != id ? nullptr : &it->second;
 }
 
-bool TableWriter::restart_if_overtaken(const table::BrandedId& name, Flight& flight) {
+bool TableWriter::restart_if_overtaken(std::string_view name, Flight& flight) {
   if (!flight.overtaken) return false;
   restart(name, flight);
   return true;
 }
 
-void TableWriter::restart(const table::BrandedId& name, Flight& flight) {
+void TableWriter::restart(std::string_view name, Flight& flight) {
   if (++flight.restarts > kMaxRestarts) {
     finish(name, GetOutcome{make_error_code(Errc::kContended)});
     return;
@@ -417,7 +457,7 @@ void TableWriter::restart(const table::BrandedId& name, Flight& flight) {
   start_fetch(name, flight);
 }
 
-table::BrandedId TableWriter::mint_version(const table::BrandedId& name) const {
+table::BrandedId TableWriter::mint_version(std::string_view name) const {
   // Past the fill guard's floor for the name: a drop minted elsewhere in this same millisecond
   // under a higher node id is newer than a plain mint here, and its tombstone would refuse the
   // loader's value. (The kind is validated at construction, the node at the engine's: no error.)
@@ -481,8 +521,8 @@ void TableWriter::on_loaded(LoadedCmd& cmd) {
   finish(cmd.name, std::move(out));
 }
 
-void TableWriter::finish(const table::BrandedId& name, GetOutcome outcome) {
-  auto it = flights_.find(key_of(name));
+void TableWriter::finish(std::string_view name, GetOutcome outcome) {
+  auto it = flights_.find(std::string(name));
   if (it == flights_.end()) return;
   std::vector<GetCallback> waiters = std::move(it->second.waiters);
   flights_.erase(it);
@@ -490,7 +530,12 @@ void TableWriter::finish(const table::BrandedId& name, GetOutcome outcome) {
     if (suspended_) {
       bump(suspended_fills_);
     } else {
-      map_->insert_fill(name, outcome.value, *outcome.version);
+      if (map_->insert_fill(name, outcome.value, *outcome.version) ==
+          table::InsertVerdict::kRefusedDecode) {
+        // The table's codec refuses what L2 or the loader gave: every waiter gets the error.
+        outcome = GetOutcome{make_error_code(Errc::kBadValue)};
+        outcome.value = map_->decode_error();
+      }
     }
   }
   for (std::size_t i = 0; i + 1 < waiters.size(); ++i) {
@@ -520,6 +565,7 @@ WriterStats TableWriter::stats() const {
   s.passes = ld(passes_);
   s.remembered_stale = ld(remembered_stale_);
   s.pin_failures = ld(pin_failures_);
+  s.listener_throws = ld(listener_throws_);
   s.suspended = suspended_flag_.load(std::memory_order_relaxed);
   for (std::size_t i = 0; i < kLagBuckets; ++i) s.lag_histogram[i] = ld(lag_[i]);
   s.last_applied_ns = last_applied_ns_.load(std::memory_order_relaxed);

@@ -70,9 +70,16 @@ static_assert(kMaxNameSize <= 255, "Row::name_size is one byte");
 
 namespace {
 // Name bytes equal (sizes already equal). A branded id's 14 bytes compare inline (two 8-byte
-// loads each side: perf/ops.cc's l1_hit); other sizes through memcmp.
+// loads each side: perf/ops.cc's l1_hit); longer names through memcmp.
+// Up to 16 bytes (the usual text key) compare as two overlapping loads a side, no call.
 inline bool same_name(const char* a, const char* b, std::size_t n) noexcept {
   if (n == kIdSize) return std::memcmp(a, b, kIdSize) == 0;
+  if (n >= 8 && n <= 16) {
+    return ((load64(a) ^ load64(b)) | (load64(a + n - 8) ^ load64(b + n - 8))) == 0;
+  }
+  if (n >= 4 && n < 8) {
+    return ((load32(a) ^ load32(b)) | (load32(a + n - 4) ^ load32(b + n - 4))) == 0;
+  }
   return std::memcmp(a, b, n) == 0;
 }
 }  // namespace
@@ -156,6 +163,7 @@ L1Map::L1Map(const L1Config& config)
       shards_(new ReaderShard[kMaxReaderThreads]),
       max_size_(config.max_size),
       layout_(config.layout),
+      on_drop_(config.on_drop),
       ttl_ms_(config.ttl_ms),
       jitter_span_(static_cast<std::int64_t>(static_cast<double>(config.ttl_ms) * config.jitter)),
       rng_(config.seed),
@@ -213,7 +221,7 @@ const L1Map::Row* L1Map::lookup_text(const Row* r, std::string_view name,
                                      std::uint64_t hash) noexcept {
   for (; r != nullptr; r = r->next.load(std::memory_order_seq_cst)) {  // as lookup()
     if (r->hash == hash && r->name_size == name.size() &&
-        std::memcmp(r->name(), name.data(), name.size()) == 0) {
+        same_name(r->name(), name.data(), name.size())) {
       return r;
     }
   }
@@ -511,6 +519,7 @@ Verdict L1Map::apply_one(std::string_view name, const IdBytes& version, std::int
   if (std::atomic<Row*>* link = find_link(name, h)) {
     Row* row = link->load(std::memory_order_relaxed);
     if (newer(view(version), view(row->version))) {
+      if (on_drop_.fn != nullptr) on_drop_.fn(on_drop_.ctx, row->name_view(), view(version));
       unlink(link, row);
       retire(row);
       bump(counters_.coh_applied);
@@ -519,6 +528,30 @@ Verdict L1Map::apply_one(std::string_view name, const IdBytes& version, std::int
   }
   bump(counters_.coh_stale);
   return Verdict::kStale;
+}
+
+Verdict L1Map::apply_hashed(std::uint64_t hash, const BrandedId& version) noexcept {
+  check_writer("apply_hashed");
+  const IdBytes v = id_bytes(version);
+  tombstones_.remember(hash, v, clock_());
+  counters_.tombstones.store(tombstones_.size(), std::memory_order_relaxed);
+  counters_.tombstone_collapses.store(tombstones_.collapses(), std::memory_order_relaxed);
+  bool applied = false;
+  std::atomic<Row*>* link = &buckets_[hash & mask_];
+  // relaxed: only this (writer) thread stores these pointers.
+  for (Row* r = link->load(std::memory_order_relaxed); r != nullptr;
+       r = link->load(std::memory_order_relaxed)) {
+    if (r->hash == hash && newer(view(v), view(r->version))) {
+      if (on_drop_.fn != nullptr) on_drop_.fn(on_drop_.ctx, r->name_view(), view(v));
+      unlink(link, r);  // link now points past r
+      retire(r);
+      applied = true;
+    } else {
+      link = &r->next;
+    }
+  }
+  bump(applied ? counters_.coh_applied : counters_.coh_stale);
+  return applied ? Verdict::kApplied : Verdict::kStale;
 }
 
 Verdict L1Map::apply_coherence(std::string_view name, const BrandedId& version) noexcept {

@@ -12,11 +12,13 @@
 #include <readerwriterqueue/readerwriterqueue.h>
 
 #include <algorithm>
+#include <cstring>
 #include <atomic>
 #include <boost/lockfree/spsc_queue.hpp>
 #include <chrono>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <random>
 #include <shared_mutex>
 #include <span>
@@ -179,8 +181,8 @@ class Churner {
  public:
   // `fill()` runs first on the writer thread; `churn(row, version)` then runs per drop+re-put.
   template <class Fill, class Churn>
-  Churner(Fill fill, Churn churn)
-      : thread_([this, fill, churn]() mutable {
+  Churner(Fill fill, Churn churn, int per_ms = kChurnPerMs)
+      : thread_([this, fill, churn, per_ms]() mutable {
           fill();
           ready_.store(true, std::memory_order_release);  // pairs with wait_ready's acquire
           std::uint64_t v = 1;
@@ -194,7 +196,7 @@ class Churner {
               slot = Clock::now();
               continue;
             }
-            for (int j = 0; j < kChurnPerMs; ++j) {
+            for (int j = 0; j < per_ms; ++j) {
               churn(next, v++);
               if (++next == kRows) next = kRows / 2;
             }
@@ -283,6 +285,83 @@ struct L1Fixtures {
       flat.emplace(names[i], Row2{row_version(0).str(), value});
   }
 };
+
+// ---- Typed rows (issue 23): a struct decoded once by the writer and read in place under text
+// keys, against the same struct found in a flat map by the same keys.
+
+struct Quote {
+  double bid, ask;
+  std::int64_t ts;
+  std::int32_t size;
+  char venue[4];
+};
+constexpr int kTypedChurnPerMs = 1'000;  // drop + re-put pairs per millisecond (1M drops/s)
+
+std::string quote_bytes(std::uint64_t v) {
+  const Quote q{100.0 + static_cast<double>(v % 100), 100.5, static_cast<std::int64_t>(v), 100,
+                {'X', 'N', 'Y', 'S'}};
+  return std::string(reinterpret_cast<const char*>(&q), sizeof q);
+}
+
+struct TypedFixtures {
+  std::vector<std::string> symbols;  // "Q1000", "Q1007", ...: text keys of 5-6 bytes
+  std::vector<std::uint32_t> order;
+  table::L1Map l1{[] {
+    table::L1Config c;
+    c.max_size = kRows;
+    c.ttl_ms = 3'600'000;
+    c.clock = &table::coarse_monotonic_ms;  // as the engine's tables read it
+    c.layout.size = sizeof(Quote);
+    c.layout.align = alignof(Quote);
+    c.layout.decode = [](std::string_view bytes, void* at, std::string&) {
+      if (bytes.size() != sizeof(Quote)) return false;
+      std::memcpy(at, bytes.data(), sizeof(Quote));
+      return true;
+    };
+    return c;
+  }()};
+  std::unique_ptr<Churner> writer;
+  ECHO_FLAT_MAP<std::string, Quote> flat;
+
+  TypedFixtures() {
+    for (std::size_t i = 0; i < kRows; ++i) symbols.push_back("Q" + std::to_string(1000 + 7 * i));
+    order.resize(1 << 16);
+    std::mt19937 rng(1);
+    for (auto& x : order) x = static_cast<std::uint32_t>(rng() % (kRows / 2));
+    const std::string q0 = quote_bytes(0), q1 = quote_bytes(1);
+    writer = std::make_unique<Churner>(
+        [this, q0] {
+          for (std::size_t i = 0; i < kRows; ++i) l1.put(symbols[i], q0, row_version(0));
+        },
+        [this, q1](std::size_t row, std::uint64_t v) {
+          (void)l1.apply_coherence(symbols[row], row_version(v));
+          l1.put(symbols[row], q1, row_version(v));
+        },
+        kTypedChurnPerMs);
+    for (std::size_t i = 0; i < kRows / 2; ++i) {
+      Quote q;
+      std::memcpy(&q, q0.data(), sizeof q);
+      flat.emplace(symbols[i], q);
+    }
+  }
+};
+
+// Microseconds per read over `n` reads in the shuffled order, each using the whole struct;
+// throws on a miss.
+template <class Read>
+double per_read_us(const TypedFixtures& f, std::uint64_t n, Read read) {
+  double sum = 0;
+  std::uint64_t hits = 0;
+  const auto t0 = Clock::now();
+  for (std::uint64_t i = 0; i < n; ++i) {
+    hits += read(f.symbols[f.order[i & 0xFFFF]], [&sum](const Quote& q) {
+      sum += q.bid + q.ask + static_cast<double>(q.ts + q.size + q.venue[0]);
+    });
+  }
+  const double us = seconds_since(t0) * 1e6 / static_cast<double>(n);
+  if (hits != n || sum <= 0) throw std::runtime_error("a typed read missed a row");
+  return us;
+}
 
 // Microseconds per get over `n` gets in the shuffled order; throws on a miss (every read row is
 // present and never churned).
@@ -449,6 +528,39 @@ void run_micro(const BenchConfig& c, Progress& progress, std::vector<Row>& rows)
   }
   rows.push_back(std::move(flat));
   rows.push_back(std::move(shared));
+
+  Row typed = make_row("l1_typed_hit_vs_flat_map", "typed L1 hit in place (text key, 32 B struct), "
+                       "writer idle", "L1Map::visit", ECHO_FLAT_MAP_NAME "::find (unsynchronised)",
+                       "us", false, reader);
+  Row typed_churn = make_row("l1_typed_hit_churn_vs_flat_map",
+                             "typed L1 hit in place, writer churning 1M drops/s", "L1Map::visit",
+                             ECHO_FLAT_MAP_NAME "::find (unsynchronised)", "us", false, reader);
+  {
+    TypedFixtures f;
+    const std::uint64_t n = c.gets;
+    auto ours = [&f](const std::string& key, auto use) {
+      return f.l1.visit(key, [&use](std::string_view value, std::string_view) {
+        use(*std::launder(reinterpret_cast<const Quote*>(value.data())));
+      });
+    };
+    auto base = [&f](const std::string& key, auto use) {
+      auto it = f.flat.find(key);
+      if (it == f.flat.end()) return false;
+      use(it->second);
+      return true;
+    };
+    for (int r = 0; r < c.rounds; ++r) {
+      progress.step("typed L1 hit vs flat map", r, c.rounds);
+      typed.ours_rounds.push_back(per_read_us(f, n, ours));
+      typed.base_rounds.push_back(per_read_us(f, n, base));
+      f.writer->set_churn(true);
+      typed_churn.ours_rounds.push_back(per_read_us(f, n, ours));
+      typed_churn.base_rounds.push_back(per_read_us(f, n, base));
+      f.writer->set_churn(false);
+    }
+  }
+  rows.push_back(std::move(typed));
+  rows.push_back(std::move(typed_churn));
 
   const std::string one = placement_of(c, "the bench thread", false);
   Row pushes = make_row("resp3_vs_hiredis", "RESP decode, pushes `message ch <29 B>`",

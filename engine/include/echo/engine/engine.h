@@ -19,6 +19,7 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <typeinfo>
 #include <vector>
 
 #include <echo/engine/errc.h>
@@ -120,6 +121,9 @@ struct EngineStats {
   std::uint64_t unrouted_pushes = 0;  // pushes for no declared table, or not messages
 };
 
+template <class T>
+class Table;  // table.h: a typed handle on one declared table
+
 class Engine {
  public:
   // Validates every declaration (ConfigError naming the table and knob). Starts nothing.
@@ -203,6 +207,25 @@ class Engine {
   // Mints a version in `ns` (3 bytes A-Z) on this engine's node.
   Result<table::BrandedId> mint(std::string_view ns);
 
+  // ---- Typed handles (table.h). ----
+  // The handle on a declared table of T values (typed<T>() in its declaration; std::string for
+  // an untyped one). Resolved once, used from any thread while this engine lives. Throws
+  // ConfigError for an undeclared table or another value type: like the declaration itself, a
+  // handle is set up once, not per call.
+  template <class T>
+  Table<T> table(std::string_view name);
+
+  // A declared table (opaque): what a handle holds.
+  struct TableRef;
+  // The handles' way in, public for table.h's templates (applications use the handle).
+  TableRef& resolve(std::string_view name, const std::type_info& type);
+  static const table::L1Map& l1_of(const TableRef& ref) noexcept;
+  static std::string_view name_of(const TableRef& ref) noexcept;
+  Result<Got> get(TableRef& ref, std::string_view key);
+  Result<table::BrandedId> put(TableRef& ref, std::string_view key, std::string_view bytes,
+                               std::optional<table::BrandedId> version);
+  Result<bool> invalidate(TableRef& ref, std::string_view key);
+
   // ---- Any thread. ----
   std::vector<TableInfo> directory() const;
   EngineStats stats() const;
@@ -220,3 +243,5 @@ class Engine {
 };
 
 }  // namespace echo::engine
+
+#include <echo/engine/table.h>  // Table<T> and Engine::table<T>: after Engine is complete

@@ -23,6 +23,10 @@ enum class Errc : int {
   kMemberConflict,   // start(): another process beats as this node in a job-lane table's
                      // membership (a node id used twice; job_consumer.h)
   kHostUnresolved,   // start(): EngineOptions::host (or a seed) did not resolve
+  kBadValue,         // a typed table's codec refused the bytes (L2's, the loader's or a put's)
+  kBadKey,           // a text key outside 1..200 bytes or with '{', '}', a space or a control
+                     // byte (WIRE §2.2; nothing on the wire)
+  kWrongType,        // a typed handle asked for a table of another value type
 };
 
 const std::error_category& engine_category() noexcept;

@@ -14,6 +14,9 @@
 
 #include <echo/ring/ring_config.h>
 #include <echo/table/branded_id.h>
+#include <echo/table/l1_map.h>
+
+#include <typeinfo>
 
 namespace echo::engine {
 
@@ -36,6 +39,55 @@ enum class DisconnectPolicy : std::uint8_t {
   kServeStale,  // keep rows up to serve_stale_max_ms after the loss began, then flush
 };
 
+// What a table's keys are (WIRE §2.2).
+enum class KeyKind : std::uint8_t {
+  kBranded,  // 14-byte branded ids of the table's kind (the original's contract; the kind gate)
+  kText,     // 1..200 bytes, no '{', '}', space or control byte ("AAPL"); coherence none or
+             // broadcast (the job lane's text-key messages are not carried yet)
+};
+
+// Why a row left L1, as a table's on_invalidate hears it.
+enum class InvalidateCause : std::uint8_t {
+  kMessage,     // a coherence message newer than the row (broadcast, job lane, publish elsewhere)
+  kInvalidate,  // the invalidate verb (admin: L2 and L1 deleted); version is empty
+  kFlush,       // the flush policy dropped every row (a full ring, a lost subscription); key and
+                // version are empty, one call per flush
+};
+std::string_view to_string(InvalidateCause c) noexcept;
+
+// Runs on the table's writer thread for every row invalidated, with the row's key and the
+// message's version (14 bytes; empty for kInvalidate and kFlush). It holds up every row, message
+// and miss of the table while it runs: it must not block, must not call the engine's waiting
+// verbs (get, put, publish, ...), and should hand anything slow to another thread. A throw is
+// caught and counted (WriterStats::listener_throws).
+using InvalidateListener =
+    std::function<void(std::string_view key, std::string_view version, InvalidateCause cause)>;
+
+// The value type of a typed table: set by typed<T>() (codec.h), read by Engine::table<T>() to
+// refuse a handle of another type. Empty (type == nullptr): bytes, as every untyped table.
+struct ValueType {
+  const std::type_info* type = nullptr;
+  table::ValueLayout layout{};  // how L1 rows hold it (bytes for std::string)
+};
+
+// A name as a loader sees it: a branded id (keys = branded), or a text key.
+class Key {
+ public:
+  explicit Key(const table::BrandedId& id) : text_(id.view()), id_(id) {}
+  explicit Key(std::string_view text) : text_(text) {}
+  std::string_view view() const noexcept { return text_; }
+  std::string str() const { return std::string(text_); }
+  bool branded() const noexcept { return id_.has_value(); }
+  // The branded id: throws std::logic_error for a text key.
+  const table::BrandedId& id() const;
+  // So that loaders written for branded tables, `(const BrandedId&)`, still bind.
+  operator const table::BrandedId&() const { return id(); }  // NOLINT: implicit on purpose
+
+ private:
+  std::string_view text_;
+  std::optional<table::BrandedId> id_;
+};
+
 std::string_view to_string(CoherenceMode m) noexcept;
 std::string_view to_string(DisconnectPolicy p) noexcept;
 
@@ -55,12 +107,16 @@ using LoadResult = std::variant<Loaded, LoadError>;
 // (that is what the thread is for) but should answer well within the engine's get_timeout, the
 // longest any caller waits for it. It must not call back into the engine that runs it: a get that
 // misses would wait for this same thread. A throw is taken as LoadError{"loader threw"}.
-using Loader = std::function<LoadResult(const table::BrandedId& name)>;
+using Loader = std::function<LoadResult(const Key& name)>;
 
 struct TableSpec {
   std::string name;                 // names the L2 keys, channel and queue (no braces, spaces)
-  std::string kind;                 // exactly 3 bytes A-Z: the ids this table caches
+  std::string kind;                 // exactly 3 bytes A-Z: the ids this table caches (keys =
+                                    // branded) and the namespace of the versions it mints
   Loader loader;                    // required
+  KeyKind keys = KeyKind::kBranded;
+  ValueType value{};                // typed<T>() sets it; empty: bytes
+  InvalidateListener on_invalidate;  // optional (see InvalidateListener)
   std::int64_t ttl_ms = 5000;       // 1 .. 2^40
   double jitter = 0.1;              // 0.0 .. 0.5
   std::size_t max_size = 100000;    // 1 .. 2^26 (the L1 index is allocated whole: table_spec.cc)

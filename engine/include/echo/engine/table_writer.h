@@ -38,6 +38,11 @@ struct CoherenceItem {
   table::CoherenceMessage message;
   std::int64_t decoded_ns = 0;  // steady-clock ns when the io thread decoded it (lag histogram)
   std::uint64_t ticket = 0;     // job lane: the claim to acknowledge; 0 for the broadcast lane
+  // A text-key table's message (WIRE §2.2): text is set and text_hash is hash_key of its key,
+  // which the ring does not carry (L1Map::apply_hashed); message.name then repeats the version
+  // and means nothing.
+  std::uint64_t text_hash = 0;
+  bool text = false;
 };
 using CoherenceRing = ring::SpscRing<CoherenceItem>;
 
@@ -93,10 +98,10 @@ struct LoadOutcome {
   bool stored = false;       // put_l2 stored it (false: L2 already held a newer row)
 };
 struct WriterPorts {
-  std::function<void(const table::BrandedId& name, std::function<void(L2Fetch)> done)> fetch;
+  std::function<void(std::string_view name, std::function<void(L2Fetch)> done)> fetch;
   // Run the loader for `name` (on a loader thread), write its value to L2 conditionally under
   // the loader's version or `minted`, and report.
-  std::function<void(const table::BrandedId& name, const table::BrandedId& minted,
+  std::function<void(std::string_view name, const table::BrandedId& minted,
                      std::function<void(LoadOutcome)> done)>
       load;
 };
@@ -115,6 +120,7 @@ struct WriterStats {
   std::uint64_t puts = 0, erases = 0, commands = 0, passes = 0;
   std::uint64_t remembered_stale = 0;          // job-lane items the applied memory answered
   std::uint64_t pin_failures = 0;              // writer_cpu refused by the kernel: runs unpinned
+  std::uint64_t listener_throws = 0;           // on_invalidate threw (it must not): caught
   bool suspended = false;
   std::array<std::uint64_t, kLagBuckets> lag_histogram{};
   // Steady-clock ns (std::chrono::steady_clock) at the end of the last batch from the rings that
@@ -149,13 +155,13 @@ class TableWriter {
 
   // ---- any thread: commands. Never block (an MPSC enqueue may allocate a block). ----
   // A miss: answer from L1 if the row went live meanwhile, else join or start a flight.
-  void miss(const table::BrandedId& name, GetCallback done);
+  void miss(std::string_view name, GetCallback done);
   // A put that L2 already stored: insert into L1 (no version compare; the fill guard's
   // tombstones still refuse an older put), then done().
-  void put(const table::BrandedId& name, std::string value, const table::BrandedId& version,
+  void put(std::string_view name, std::string value, const table::BrandedId& version,
            std::function<void()> done);
   // Admin invalidate: delete the row unconditionally, then done().
-  void erase(const table::BrandedId& name, std::function<void()> done);
+  void erase(std::string_view name, std::function<void()> done);
   // Apply one coherence message through the inbox (job lane handler, tests): done(verdict), or
   // done(`stopped`) when the writer stopped before it ran.
   void apply(const table::CoherenceMessage& message,
@@ -181,11 +187,11 @@ class TableWriter {
   bool running() const noexcept { return running_.load(std::memory_order_acquire); }
 
  private:
-  struct MissCmd { table::BrandedId name; GetCallback done; };
-  struct FetchedCmd { table::BrandedId name; std::uint64_t flight; L2Fetch fetch; };
-  struct LoadedCmd { table::BrandedId name; std::uint64_t flight; LoadOutcome load; };
-  struct PutCmd { table::BrandedId name; std::string value; table::BrandedId version; std::function<void()> done; };
-  struct EraseCmd { table::BrandedId name; std::function<void()> done; };
+  struct MissCmd { std::string name; GetCallback done; };
+  struct FetchedCmd { std::string name; std::uint64_t flight; L2Fetch fetch; };
+  struct LoadedCmd { std::string name; std::uint64_t flight; LoadOutcome load; };
+  struct PutCmd { std::string name; std::string value; table::BrandedId version; std::function<void()> done; };
+  struct EraseCmd { std::string name; std::function<void()> done; };
   struct ApplyCmd { table::CoherenceMessage message; std::function<void(WriterAnswer<table::Verdict>)> done; };
   struct RememberCmd { table::CoherenceMessage message; std::function<void(WriterAnswer<Applied>)> done; };
   struct LostCmd { std::int64_t at_ms; };
@@ -216,17 +222,24 @@ class TableWriter {
   void on_miss(MissCmd& cmd);
   void on_fetched(FetchedCmd& cmd);
   void on_loaded(LoadedCmd& cmd);
-  void start_fetch(const table::BrandedId& name, Flight& flight);
-  bool restart_if_overtaken(const table::BrandedId& name, Flight& flight);
+  void start_fetch(std::string_view name, Flight& flight);
+  bool restart_if_overtaken(std::string_view name, Flight& flight);
   // Reads L2 again under a newly minted loader version, or answers `contended` past kMaxRestarts.
-  void restart(const table::BrandedId& name, Flight& flight);
+  void restart(std::string_view name, Flight& flight);
   // A loader version for `name`: minted now, and past the fill guard's floor for it.
-  table::BrandedId mint_version(const table::BrandedId& name) const;
-  void finish(const table::BrandedId& name, GetOutcome outcome);
-  void note_drop(const table::BrandedId& name);
+  table::BrandedId mint_version(std::string_view name) const;
+  void finish(std::string_view name, GetOutcome outcome);
+  void note_drop(std::string_view name);
+  void note_drop_hashed(std::uint64_t hash) noexcept;
+  // The map's DropListener: on_invalidate(kMessage) for each row a message dropped.
+  static void dropped(void* self, std::string_view name, std::string_view version) noexcept;
+  // on_invalidate, if set; a throw is counted in listener_throws_.
+  void tell(std::string_view name, std::string_view version, InvalidateCause cause) noexcept;
+  // Drops every row (the flush policy), telling on_invalidate once.
+  void flush() noexcept;
   Applied apply_with_memory(const table::CoherenceMessage& message);
   void suspend(bool on);
-  Flight* find_flight(const table::BrandedId& name, std::uint64_t id);
+  Flight* find_flight(std::string_view name, std::uint64_t id);
   std::int64_t now_ms() const noexcept;
   static void bump(std::atomic<std::uint64_t>& c, std::uint64_t n = 1) noexcept {
     c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);  // writer only
@@ -260,7 +273,7 @@ class TableWriter {
   std::atomic<std::uint64_t> applied_{0}, stale_{0}, fills_{0}, l2_hits_{0}, coalesced_{0},
       load_errors_{0}, corrupt_frames_{0}, flight_restarts_{0}, ring_flushes_{0},
       disconnect_flushes_{0}, suspended_fills_{0}, puts_{0}, erases_{0}, commands_{0}, passes_{0},
-      remembered_stale_{0}, pin_failures_{0};
+      remembered_stale_{0}, pin_failures_{0}, listener_throws_{0};
   std::atomic<bool> suspended_flag_{false};
   std::array<std::atomic<std::uint64_t>, kLagBuckets> lag_{};
   std::atomic<std::int64_t> last_applied_ns_{0}, last_decoded_ns_{0};

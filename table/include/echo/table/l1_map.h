@@ -54,6 +54,14 @@ struct ValueLayout {
   bool bytes() const noexcept { return size == 0; }
 };
 
+// Told of every row a coherence message dropped (apply_coherence, apply_batch, apply_hashed):
+// the row's name and the message's version (14 bytes). Writer thread, inside the apply: it must
+// not block, throw or call the map. The engine's on_invalidate rides on it.
+struct DropListener {
+  void (*fn)(void* ctx, std::string_view name, std::string_view version) noexcept = nullptr;
+  void* ctx = nullptr;
+};
+
 struct L1Config {
   std::int64_t ttl_ms = 5000;  // 1 .. 2^40
   double jitter = 0.1;         // 0.0 .. 0.5
@@ -67,6 +75,7 @@ struct L1Config {
   // collapses into a floor (fill_guard.h); it starts at 1024. 0 = 4 * max_size, at least 1024.
   std::size_t tombstone_capacity = 0;
   ValueLayout layout{};  // bytes unless set (checked: size, align, decode present)
+  DropListener on_drop{};
 };
 
 // WIRE §4.4 verdicts.
@@ -199,6 +208,11 @@ class L1Map {
   Verdict apply_coherence(const BrandedId& name, const BrandedId& version) noexcept {
     return apply_coherence(name.view(), version);
   }
+  // A text key's message as the broadcast ring carries it (WIRE §2.2; the ring holds no key
+  // bytes): every row whose name hashes to `hash` (hash_key) and is older than `version` goes,
+  // and the fill guard remembers the version under that hash, as apply_coherence does. Two names
+  // of one 64-bit hash both go: a drop costs a refill, never a stale read. Writer thread.
+  Verdict apply_hashed(std::uint64_t hash, const BrandedId& version) noexcept;
   // The same comparison for a batch (the ring's apply function); returns how many applied.
   std::size_t apply_batch(std::span<const CoherenceMessage> messages) noexcept;
   // Deletes the row unconditionally (admin invalidate). True if there was one. Not counted.
@@ -301,6 +315,7 @@ class L1Map {
   alignas(kCacheLine) std::atomic<std::size_t> size_{0};
   std::size_t max_size_;
   ValueLayout layout_;
+  DropListener on_drop_;
   std::string decode_error_;
   std::int64_t ttl_ms_;
   std::int64_t jitter_span_;

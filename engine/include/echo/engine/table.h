@@ -1,0 +1,160 @@
+// SPDX-License-Identifier: MIT
+// A typed table handle: a declared table resolved once (Engine::table<T>), with the data verbs
+// on it, so no call looks its table up by name.
+//
+//   struct Quote { double bid, ask; };
+//   Engine node(options, {typed<Quote>(TableSpec{.name = "quotes", .kind = "QTE", ...})});
+//   node.start();
+//   Table<Quote> quotes = node.table<Quote>("quotes");
+//   quotes.publish("AAPL", Quote{189.10, 189.12});            // L2 row + message, one call
+//   quotes.read("AAPL", [](const Quote& q, std::string_view version) { ... });  // in place
+//
+// A handle is a pointer and a reference: copy it freely, use it from any thread, while its
+// Engine lives. Every verb answers Result<T> (no data verb throws).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include <echo/engine/codec.h>
+#include <echo/engine/engine.h>
+#include <echo/engine/errc.h>
+#include <echo/table/l1_map.h>
+
+namespace echo::engine {
+
+template <class T>
+class Table {
+ public:
+  // The table's name.
+  std::string_view name() const noexcept;
+
+  // Zero-copy read. On an L1 hit, runs fn(ValueView<T>, version) on this thread inside its read
+  // section: the row's own object (for std::string tables a std::string_view of its bytes) and
+  // its 14-byte version, valid only during the call. A hit copies nothing, allocates nothing,
+  // takes no lock and makes no syscall. fn must not block and must not call this engine: while
+  // it runs, the process's L1 reclamation waits for it. On a miss, loads like get() (blocking up
+  // to get_timeout), then runs fn on the row it filled (or on the loaded value when L1 could not
+  // keep it). Answers where the value came from.
+  template <class Fn>
+  Result<Source> read(std::string_view key, Fn&& fn) const;
+
+  // A copy of the value (a hit copies the row's object; a miss loads: L2, else the loader).
+  Result<T> get(std::string_view key) const;
+
+  // L2 SET of the encoded value under `version` (minted in the table's kind when not given),
+  // then the L1 row (read-your-writes). Announces nothing: other nodes keep their rows until a
+  // message (publish, or the engine's broadcast/enqueue) or their TTL.
+  Result<table::BrandedId> put(std::string_view key, const T& value,
+                               std::optional<table::BrandedId> version = std::nullopt) const;
+
+  // Admin: deletes the key in L2 and L1, unconditionally (on_invalidate hears kInvalidate when
+  // L1 held a row). True when L2 held the key.
+  Result<bool> invalidate(std::string_view key) const;
+
+  // The L1 map behind the handle (stats, diagnostics).
+  const table::L1Map& l1() const noexcept;
+
+ private:
+  friend class Engine;
+  Table(Engine& engine, Engine::TableRef& ref) noexcept : engine_(&engine), ref_(&ref) {}
+
+  template <class Fn>
+  static void call(Fn& fn, std::string_view value, std::string_view version) {
+    if constexpr (std::is_same_v<T, std::string>) {
+      fn(value, version);
+    } else {
+      fn(*std::launder(reinterpret_cast<const T*>(value.data())), version);
+    }
+  }
+
+  Engine* engine_;
+  Engine::TableRef* ref_;
+};
+
+template <class T>
+Table<T> Engine::table(std::string_view name) {
+  return Table<T>(*this, resolve(name, typeid(T)));
+}
+
+template <class T>
+std::string_view Table<T>::name() const noexcept {
+  return Engine::name_of(*ref_);
+}
+
+template <class T>
+const table::L1Map& Table<T>::l1() const noexcept {
+  return Engine::l1_of(*ref_);
+}
+
+template <class T>
+template <class Fn>
+Result<Source> Table<T>::read(std::string_view key, Fn&& fn) const {
+  // The hit needs no key gate: only gated keys ever enter L1, so a bad key simply misses here
+  // and the miss path refuses it.
+  if (l1().visit(key, [&fn](std::string_view value, std::string_view version) {
+        call(fn, value, version);
+      })) {
+    return Source::kL1;
+  }
+  auto got = engine_->get(*ref_, key);
+  if (!got) return table::Unexpected{got.error()};
+  const std::string_view version = got->version ? got->version->view() : std::string_view();
+  if (l1().visit(key, [&fn](std::string_view value, std::string_view v) { call(fn, value, v); })) {
+    return got->source;
+  }
+  // L1 did not keep it (full, refused by a newer drop, or already replaced): the loaded value.
+  if constexpr (std::is_same_v<T, std::string>) {
+    fn(std::string_view(got->value), version);
+  } else {
+    T value{};
+    std::string why;
+    if (!detail::decode_into(got->value, value, why)) {
+      return table::Unexpected{make_error_code(Errc::kBadValue)};
+    }
+    const T& ref = value;
+    fn(ref, version);
+  }
+  return got->source;
+}
+
+template <class T>
+Result<T> Table<T>::get(std::string_view key) const {
+  std::optional<T> hit;
+  if (l1().visit(key, [&hit](std::string_view value, std::string_view) {
+        if constexpr (std::is_same_v<T, std::string>) {
+          hit.emplace(value);
+        } else {
+          hit.emplace(*std::launder(reinterpret_cast<const T*>(value.data())));
+        }
+      })) {
+    return std::move(*hit);
+  }
+  auto got = engine_->get(*ref_, key);
+  if (!got) return table::Unexpected{got.error()};
+  if constexpr (std::is_same_v<T, std::string>) {
+    return std::move(got->value);
+  } else {
+    T value{};
+    std::string why;
+    if (!detail::decode_into(got->value, value, why)) {
+      return table::Unexpected{make_error_code(Errc::kBadValue)};
+    }
+    return value;
+  }
+}
+
+template <class T>
+Result<table::BrandedId> Table<T>::put(std::string_view key, const T& value,
+                                       std::optional<table::BrandedId> version) const {
+  return engine_->put(*ref_, key, encode(value), version);
+}
+
+template <class T>
+Result<bool> Table<T>::invalidate(std::string_view key) const {
+  return engine_->invalidate(*ref_, key);
+}
+
+}  // namespace echo::engine

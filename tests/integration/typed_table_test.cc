@@ -1,0 +1,246 @@
+// SPDX-License-Identifier: MIT
+// Typed table handles over text keys (issue 23; WIRE §2.2), against a real redis-server: a struct
+// decoded once by the writer and read in place, keys like "AAPL" and "EUR:USD", the key gate,
+// the codec's refusal, on_invalidate, and the text-key message crossing two processes (this
+// binary re-executed as the second node, its L1 dropped by the first node's broadcast).
+#include <gtest/gtest.h>
+#include <hiredis/hiredis.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <echo/engine/codec.h>
+#include <echo/engine/engine.h>
+#include <echo/engine/l2_frame.h>
+#include <echo/table/names.h>
+
+#include "support/child_process.h"
+#include "support/engine_node.h"
+#include "support/poll.h"
+#include "support/redis_fixture.h"
+
+namespace echo::test {
+namespace {
+
+using namespace std::chrono_literals;
+using engine::CoherenceMode;
+using engine::Engine;
+using engine::Errc;
+using engine::InvalidateCause;
+using engine::KeyKind;
+using engine::Source;
+using engine::Table;
+using engine::TableSpec;
+
+struct Quote {
+  double bid;
+  double ask;
+  std::int64_t size;
+};
+
+// The loader's answer for a symbol: bid = 100 + its length (so a test can tell it from a put).
+TableSpec quotes_spec(std::shared_ptr<std::atomic<int>> loads = std::make_shared<std::atomic<int>>()) {
+  TableSpec s;
+  s.name = "quotes";
+  s.kind = "QTE";
+  s.keys = KeyKind::kText;
+  s.coherence = CoherenceMode::kBroadcast;
+  s.ttl_ms = 60000;
+  s.loader = engine::loader_of<Quote>([loads](const engine::Key& k) {
+    loads->fetch_add(1, std::memory_order_relaxed);
+    return Quote{100.0 + static_cast<double>(k.view().size()), 200.0, 1};
+  });
+  return engine::typed<Quote>(s);
+}
+
+// ---- the second process: one node of the same table, answering lines on stdin ----
+//   read <key>  -> "<source> <bid>" (Table::read) or "error <code>"
+int child_main(int argc, char** argv) {
+  if (argc != 4) return 2;
+  Engine e(node_options("127.0.0.1", std::atoi(argv[2]), static_cast<unsigned>(std::atoi(argv[3]))),
+           {quotes_spec()});
+  if (e.start(10s)) return 3;
+  Table<Quote> quotes = e.table<Quote>("quotes");
+  write_line(1, "ready");
+  while (auto line = read_line(0, std::chrono::hours(1))) {
+    if (line->starts_with("read ")) {
+      double bid = 0;
+      auto r = quotes.read(line->substr(5), [&bid](const Quote& q, std::string_view) { bid = q.bid; });
+      write_line(1, r ? std::string(engine::to_string(*r)) + " " + std::to_string(bid)
+                      : "error " + r.error().message());
+    } else if (*line == "stats") {
+      const auto s = quotes.l1().stats();
+      write_line(1, "coh_applied " + std::to_string(s.coh_applied));
+    } else {
+      break;
+    }
+  }
+  e.stop();
+  return 0;
+}
+
+class TypedTableTest : public SingleServerTest {};
+
+TEST_F(TypedTableTest, ATextKeyStructRowIsReadInPlaceAndCrossesTwoProcesses) {
+  auto loads = std::make_shared<std::atomic<int>>(0);
+  auto a = node(1, {quotes_spec(loads)});
+  ASSERT_TRUE(a);
+  Table<Quote> quotes = a->table<Quote>("quotes");
+  EXPECT_EQ(quotes.name(), "quotes");
+
+  auto child = ChildProcess::spawn({"--typed-node", std::to_string(server().port()), "2"});
+  ASSERT_TRUE(child);
+  ASSERT_EQ(child->receive(20s).value_or("(nothing)"), "ready");
+  const auto ask = [&child](const std::string& line) {
+    child->send(line);
+    return child->receive(10s).value_or("(no answer)");
+  };
+
+  // The second node loads AAPL (not in L2 yet: its loader runs), then serves it from L1.
+  EXPECT_EQ(ask("read AAPL"), "loader 104.000000");
+  EXPECT_EQ(ask("read AAPL"), "l1 104.000000");
+  // L2 holds it under the text key, framed version(14) ‖ the struct's bytes.
+  const std::string stored = text(command_argv(client(), {"GET", "ecc:{quotes}:AAPL"}).get());
+  ASSERT_EQ(stored.size(), table::kIdSize + sizeof(Quote));
+
+  // This node reads it from L2, then in place: the same object, no copy, on this thread.
+  const Quote* first = nullptr;
+  auto r = quotes.read("AAPL", [&first](const Quote& q, std::string_view version) {
+    first = &q;
+    EXPECT_EQ(version.size(), table::kIdSize);
+  });
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_EQ(*r, Source::kL2);
+  const Quote* second = nullptr;
+  r = quotes.read("AAPL", [&second](const Quote& q, std::string_view) { second = &q; });
+  ASSERT_TRUE(r);
+  EXPECT_EQ(*r, Source::kL1);
+  EXPECT_EQ(first, second) << "a hit reads the row's own object";
+  EXPECT_EQ(loads->load(), 0) << "L2 answered this node: its loader never ran";
+
+  // A new quote, put and announced as key:version (WIRE §2.2): the other process drops its row
+  // and reads the new one from L2.
+  auto v = quotes.put("AAPL", Quote{189.5, 189.6, 300});
+  ASSERT_TRUE(v) << v.error().message();
+  auto heard = a->broadcast("quotes", "AAPL", *v);
+  ASSERT_TRUE(heard) << heard.error().message();
+  EXPECT_GE(*heard, 2);  // both nodes' subscribers
+  EXPECT_TRUE(poll_until([&] { return ask("stats") == "coh_applied 1"; }, 10s, 5ms)) << ask("stats");
+  EXPECT_EQ(ask("read AAPL"), "l2 189.500000");
+  // This node's own row survived its own message (equal version: not newer).
+  auto got = quotes.get("AAPL");
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->bid, 189.5);
+  EXPECT_EQ(got->size, 300);
+}
+
+TEST_F(TypedTableTest, KeysMayHoldColonsAndBadKeysNeverReachTheWire) {
+  auto a = node(1, {quotes_spec()});
+  ASSERT_TRUE(a);
+  auto b = node(2, {quotes_spec()});
+  ASSERT_TRUE(b);
+  Table<Quote> qa = a->table<Quote>("quotes");
+  Table<Quote> qb = b->table<Quote>("quotes");
+  ASSERT_TRUE(qb.get("EUR:USD"));  // loaded into b's L1
+  auto v = qa.put("EUR:USD", Quote{1.08, 1.09, 5});
+  ASSERT_TRUE(v);
+  ASSERT_TRUE(a->broadcast("quotes", "EUR:USD", *v));
+  EXPECT_TRUE(poll_until([&] { return qb.l1().stats().coh_applied == 1; }, 10s, 1ms));
+  auto got = qb.get("EUR:USD");
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->bid, 1.08);
+
+  const long long keys_before = command_argv(client(), {"DBSIZE"})->integer;
+  for (const std::string& bad : {std::string(), std::string("AA PL"), std::string("{x}"),
+                                std::string("A\nB"), std::string(201, 'K')}) {
+    auto r = qa.get(bad);
+    ASSERT_FALSE(r) << bad;
+    EXPECT_EQ(r.error(), make_error_code(Errc::kBadKey)) << bad;
+    EXPECT_FALSE(qa.put(bad, Quote{1, 2, 3})) << bad;
+  }
+  EXPECT_EQ(command_argv(client(), {"DBSIZE"})->integer, keys_before);
+  EXPECT_TRUE(qa.get(std::string(200, 'K')));  // the longest key is a key
+}
+
+TEST_F(TypedTableTest, BytesTheCodecRefusesAreATypedCountedError) {
+  auto a = node(1, {quotes_spec()});
+  ASSERT_TRUE(a);
+  Table<Quote> quotes = a->table<Quote>("quotes");
+  const auto version = table::process_minter().mint("QTE", 1).value();
+  ASSERT_TRUE(command_argv(client(), {"SET", "ecc:{quotes}:BAD",
+                                      engine::frame_l2_value(version, "3 bytes? no: 7")}));
+  auto r = quotes.get("BAD");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error(), make_error_code(Errc::kBadValue));
+  EXPECT_EQ(quotes.l1().stats().decode_errors, 1u);
+  EXPECT_EQ(quotes.l1().size(), 0u);
+  bool ran = false;
+  EXPECT_FALSE(quotes.read("BAD", [&ran](const Quote&, std::string_view) { ran = true; }));
+  EXPECT_FALSE(ran);
+}
+
+TEST_F(TypedTableTest, OnInvalidateHearsEachDropOnTheWriterThread) {
+  struct Heard {
+    std::string key, version;
+    InvalidateCause cause;
+    std::thread::id thread;
+  };
+  auto heard = std::make_shared<std::vector<Heard>>();
+  auto mu = std::make_shared<std::mutex>();
+  TableSpec spec = quotes_spec();
+  spec.on_invalidate = [heard, mu](std::string_view key, std::string_view version,
+                                   InvalidateCause cause) {
+    std::lock_guard lock(*mu);
+    heard->push_back({std::string(key), std::string(version), cause, std::this_thread::get_id()});
+  };
+  auto a = node(1, {spec});
+  ASSERT_TRUE(a);
+  auto b = node(2, {quotes_spec()});
+  ASSERT_TRUE(b);
+  Table<Quote> qa = a->table<Quote>("quotes");
+  ASSERT_TRUE(qa.get("MSFT"));
+  auto v = b->table<Quote>("quotes").put("MSFT", Quote{420, 421, 1});
+  ASSERT_TRUE(v);
+  ASSERT_TRUE(b->broadcast("quotes", "MSFT", *v));
+  const auto count = [&] {
+    std::lock_guard lock(*mu);
+    return heard->size();
+  };
+  ASSERT_TRUE(poll_until([&] { return count() == 1; }, 10s, 1ms));
+  ASSERT_TRUE(qa.get("MSFT"));
+  auto gone = qa.invalidate("MSFT");
+  ASSERT_TRUE(gone);
+  EXPECT_TRUE(*gone);
+  ASSERT_EQ(count(), 2u);
+  std::lock_guard lock(*mu);
+  EXPECT_EQ((*heard)[0].key, "MSFT");
+  EXPECT_EQ((*heard)[0].version, v->view());
+  EXPECT_EQ((*heard)[0].cause, InvalidateCause::kMessage);
+  EXPECT_NE((*heard)[0].thread, std::this_thread::get_id());
+  EXPECT_EQ((*heard)[1].key, "MSFT");
+  EXPECT_EQ((*heard)[1].version, "");
+  EXPECT_EQ((*heard)[1].cause, InvalidateCause::kInvalidate);
+  EXPECT_EQ((*heard)[0].thread, (*heard)[1].thread) << "both on the table's writer thread";
+}
+
+TEST_F(TypedTableTest, AHandleOfAnotherTypeOrAnUndeclaredTableIsAConfigError) {
+  auto a = node(1, {quotes_spec()});
+  ASSERT_TRUE(a);
+  EXPECT_THROW(a->table<double>("quotes"), engine::ConfigError);
+  EXPECT_THROW(a->table<std::string>("quotes"), engine::ConfigError);
+  EXPECT_THROW(a->table<Quote>("trades"), engine::ConfigError);
+  EXPECT_NO_THROW(a->table<Quote>("quotes"));
+}
+
+}  // namespace
+}  // namespace echo::test
+
+int main(int argc, char** argv) {
+  return echo::test::child_or_tests_main(argc, argv, "--typed-node", echo::test::child_main);
+}
