@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <initializer_list>
 #include <map>
 #include <optional>
@@ -129,6 +130,19 @@ TEST_F(Publish, OnATableOfCoherenceNoneIsAPutThatAnnouncesNothing) {
 
 // ---- (b) atomicity with the command connection killed mid-call ----
 
+// Joins the threads it holds when it goes, after `stop`: a failed assertion that returns early
+// still ends every thread before their captures go.
+struct Joined {
+  std::function<void()> stop;
+  std::vector<std::thread> threads;
+  ~Joined() {
+    if (stop) stop();
+    for (auto& th : threads) {
+      if (th.joinable()) th.join();
+    }
+  }
+};
+
 // One publish as its caller saw it.
 struct Attempt {
   BrandedId name, version;
@@ -172,7 +186,8 @@ TEST_F(Publish, WithTheCommandConnectionKilledMidCallNoMessageLacksItsRowAndNoRo
   ASSERT_TRUE(subscribed && subscribed->type == REDIS_REPLY_ARRAY);
   std::vector<table::CoherenceMessage> heard;
   std::atomic<bool> listener_ok{false};
-  std::thread listen([&] {
+  Joined listening;  // joined after the publishers (declared first); ends by the marker or 30 s
+  listening.threads.emplace_back([&] {
     for (;;) {
       redisReply* r = nullptr;
       if (redisGetReply(listener.get(), reinterpret_cast<void**>(&r)) != REDIS_OK) return;
@@ -191,10 +206,10 @@ TEST_F(Publish, WithTheCommandConnectionKilledMidCallNoMessageLacksItsRowAndNoRo
   std::atomic<bool> stop{false};
   std::atomic<std::uint64_t> answered{0};
   std::vector<std::vector<Attempt>> attempts(kPublishers);
-  std::vector<std::thread> publishers;
   auto ready = [&] { return a->stats().connections.at(0).status == io::ConnStatus::kReady; };
+  Joined publishers{[&] { stop.store(true, std::memory_order_relaxed); }, {}};
   for (int p = 0; p < kPublishers; ++p) {
-    publishers.emplace_back([&, p] {
+    publishers.threads.emplace_back([&, p] {
       // One fresh name per publish: its row is present iff its message was heard.
       while (!stop.load(std::memory_order_relaxed)) {
         const BrandedId name = a->mint("AST").value(), version = a->mint("AST").value();
@@ -231,9 +246,9 @@ TEST_F(Publish, WithTheCommandConnectionKilledMidCallNoMessageLacksItsRowAndNoRo
   const auto last = answered.load(std::memory_order_relaxed);
   ASSERT_TRUE(eventually([&] { return answered.load(std::memory_order_relaxed) >= last + 10; }, 10s));
   stop.store(true, std::memory_order_relaxed);
-  for (auto& th : publishers) th.join();
+  for (auto& th : publishers.threads) th.join();
   ASSERT_TRUE(a->publish(t, end.view(), "end")) << "the end marker";
-  listen.join();
+  listening.threads.front().join();
   ASSERT_TRUE(listener_ok.load(std::memory_order_acquire)) << "the listener lost the channel";
 
   std::map<std::string, BrandedId> heard_by_name;
