@@ -17,6 +17,7 @@
 #include <system_error>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 
 #include "sharded_subscriber.h"
 
@@ -91,6 +92,7 @@ struct Engine::TableRef {
   CoherenceRing* job_ring = nullptr;  // job lane: the consumer's ring (credit-limited)
   CoherenceRing* lead_ring = nullptr;  // job lane with job_lead: the lead pushes' ring (drop)
   std::unique_ptr<JobConsumer> consumer;
+  std::optional<table::BrandedId> publish_group;  // job lane: publish's lane group without one given
   std::atomic<std::uint64_t> pushes{0}, garbage{0};
 };
 
@@ -117,6 +119,7 @@ struct Engine::Impl {
   }
   io::Script put_l2 = embedded_script("put_l2");
   io::Script drop_l2 = embedded_script("drop_l2");
+  io::Script publish_l2 = embedded_script("publish_l2");
   io::Script member_enqueue = embedded_script("member_enqueue");
   io::Script genqueue = embedded_script("genqueue");
 
@@ -398,20 +401,28 @@ struct Engine::Impl {
 
   // Reads a job-lane table's membership: the epoch, then the members (one pipeline, one shard),
   // and keeps it as fan_out's view. `lead`: a lead push to send in the same pipeline, its reply
-  // given to note_lead.
+  // given to note_lead. `first`: a command sent ahead of both (publish's SET, single server),
+  // whose failure is the answer.
   Result<Membership> read_membership(std::string_view table, const JobLaneKeys& keys,
-                                     std::optional<Call> lead = std::nullopt) {
-    std::vector<Call> batch{Call{nullptr, {}, {"GET", keys.epoch}},
-                            Call{nullptr, {}, {"ZRANGE", keys.members, "0", "-1"}}};
+                                     std::optional<Call> lead = std::nullopt,
+                                     std::optional<Call> first = std::nullopt) {
+    const std::size_t at = first ? 1 : 0;  // the epoch's reply
+    std::vector<Call> batch;
+    if (first) batch.push_back(std::move(*first));
+    batch.push_back(Call{nullptr, {}, {"GET", keys.epoch}});
+    batch.push_back(Call{nullptr, {}, {"ZRANGE", keys.members, "0", "-1"}});
     if (lead) batch.push_back(std::move(*lead));
     auto replies = calls(std::move(batch));
     if (!replies) return table::Unexpected{replies.error()};
-    if (replies->size() == 3) note_lead(replies->back());
-    for (std::size_t i = 0; i < 2; ++i) {
+    if (lead) note_lead(replies->back());
+    if (at == 1) {
+      if (auto ec = set_failed(replies->front())) return table::Unexpected{ec};
+    }
+    for (std::size_t i = at; i < at + 2; ++i) {
       if ((*replies)[i].ec) return table::Unexpected{(*replies)[i].ec};
     }
     add(fan_membership_reads);
-    const io::Resp3Value epoch = (*replies)[0].reply.view(), list = (*replies)[1].reply.view();
+    const io::Resp3Value epoch = (*replies)[at].reply.view(), list = (*replies)[at + 1].reply.view();
     if ((!epoch.is_null() && epoch.type() != io::Resp3Type::bulk_string) ||
         list.type() != io::Resp3Type::array) {
       return table::Unexpected{unexpected()};
@@ -435,6 +446,26 @@ struct Engine::Impl {
     const char* verb = options.mode == ServerMode::kCluster ? "SPUBLISH" : "PUBLISH";
     return Call{nullptr, {}, {verb, keys.lead, payload}, true};
   }
+  // A SET's reply: its error, unexpected() for anything but +OK, else none.
+  static std::error_code set_failed(const io::OwnedResult& r) {
+    if (r.ec) return r.ec;
+    const io::Resp3Value v = r.reply.view();
+    if (v.type() != io::Resp3Type::simple_string || v.str() != "OK") return unexpected();
+    return {};
+  }
+  // The L1 row of a write L2 already holds (put, publish): the writer's put, waited for up to
+  // get_timeout. Any application thread.
+  Result<BrandedId> put_l1(Slot& slot, std::string_view name, std::string_view value,
+                           const BrandedId& version) {
+    auto promise = std::make_shared<std::promise<void>>();
+    auto future = promise->get_future();
+    slot.writer->put(name, std::string(value), version, [promise] { promise->set_value(); });
+    if (future.wait_for(options.get_timeout) != std::future_status::ready) {
+      return table::Unexpected{make_error_code(Errc::kTimeout)};
+    }
+    return version;
+  }
+
   void note_lead(const io::OwnedResult& r) {
     add(fan_leads);
     const io::Resp3Value v = r.reply.view();
@@ -696,6 +727,7 @@ Engine::Engine(EngineOptions options, std::vector<TableSpec> tables)
     } else if (slot->spec.coherence == CoherenceMode::kJob) {
       // Never refuses: the consumer publishes only into free slots (credits).
       slot->job_ring = &slot->writer->add_ring(ring::FullPolicy::kDrop);
+      slot->publish_group = impl_->mint("PRT");
       if (slot->spec.job_lead) {
         slot->lead_ring = &slot->writer->add_ring(ring::FullPolicy::kDrop);
         impl_->by_lead.emplace(JobLaneKeys::for_table(slot->spec.name).lead, slot.get());
@@ -996,13 +1028,75 @@ Result<BrandedId> Engine::put(TableRef& ref, std::string_view key, std::string_v
                           std::to_string(slot->spec.ttl_ms)});
   if (!reply) return table::Unexpected{reply.error()};
   if (reply->view().str() != "OK") return table::Unexpected{unexpected()};
-  auto promise = std::make_shared<std::promise<void>>();
-  auto future = promise->get_future();
-  slot->writer->put(*name, std::string(value), *version, [promise] { promise->set_value(); });
-  if (future.wait_for(d.options.get_timeout) != std::future_status::ready) {
-    return table::Unexpected{make_error_code(Errc::kTimeout)};
+  return d.put_l1(*slot, *name, value, *version);
+}
+
+Result<BrandedId> Engine::publish(std::string_view table, std::string_view id,
+                                  std::string_view value, std::optional<BrandedId> version) {
+  Impl::Slot* slot = impl_->find(table);
+  if (slot == nullptr) return table::Unexpected{make_error_code(Errc::kNoSuchCache)};
+  return publish(*slot, id, value, version);
+}
+
+Result<BrandedId> Engine::publish(TableRef& ref, std::string_view key, std::string_view value,
+                                  std::optional<BrandedId> version) {
+  auto& d = *impl_;
+  Impl::Slot* slot = &ref;
+  switch (slot->spec.coherence) {
+    case CoherenceMode::kNone:
+      return put(ref, key, value, version);
+    case CoherenceMode::kJob:
+      return publish(slot->spec.name, *slot->publish_group, key, value, version);
+    case CoherenceMode::kBroadcast:
+      break;
   }
-  return *version;
+  auto name = Impl::gate(*slot, key);
+  if (!name) return table::Unexpected{name.error()};
+  if (!version) version = d.mint(slot->spec.kind);
+  // The message: name:version, 29 bytes (WIRE §2.1), or key:version for a text key (§2.2).
+  std::string message;
+  if (slot->spec.keys == KeyKind::kText) {
+    message = std::string(table::view(table::make_text_frame(*name, *version).value()));
+  } else {
+    message = std::string(table::view(table::make_frame(*name, version->view()).value()));
+  }
+  // The channel shares the key's hash tag (table::coherence_channel): the script's slot, so on a
+  // cluster the router sends it to the shard whose SSUBSCRIBErs hear the SPUBLISH.
+  const char* verb = d.options.mode == ServerMode::kCluster ? "SPUBLISH" : "PUBLISH";
+  auto reply = d.script(d.publish_l2, {d.key_of(*slot, *name)},
+                        {frame_l2_value(*version, value), std::to_string(slot->spec.ttl_ms),
+                         slot->channel, message, verb});
+  if (!reply) return table::Unexpected{reply.error()};
+  if (reply->view().type() != io::Resp3Type::integer) return table::Unexpected{unexpected()};
+  return d.put_l1(*slot, *name, value, *version);
+}
+
+Result<BrandedId> Engine::publish(std::string_view table, const BrandedId& group,
+                                  std::string_view id, std::string_view value,
+                                  std::optional<BrandedId> version) {
+  auto& d = *impl_;
+  Impl::Slot* slot = d.find(table);
+  if (slot == nullptr) return table::Unexpected{make_error_code(Errc::kNoSuchCache)};
+  auto name = Impl::gate_id(*slot, id);  // the job lane carries branded names only
+  if (!name) return table::Unexpected{name.error()};
+  if (!version) version = d.mint(slot->spec.kind);
+  std::vector<std::string> set{"SET", d.key_of(*slot, *name), frame_l2_value(*version, value), "PX",
+                               std::to_string(slot->spec.ttl_ms)};
+  if (d.options.mode == ServerMode::kCluster) {
+    // The member queues hash to their own slots, on any shard: one pipeline cannot order the SET
+    // before them, so the fan-out leaves only once the SET has answered.
+    auto reply = d.command(std::exchange(set, {}));
+    if (!reply) return table::Unexpected{reply.error()};
+    if (reply->view().str() != "OK") return table::Unexpected{unexpected()};
+  }
+  auto admitted = fan_out(table, group, d.mint("JOB"), name->view(), *version, std::move(set));
+  // No live member: the row is in L2 and no L1 holds it (a member not live drops its rows when it
+  // beats again), so the write is complete.
+  if (!admitted && admitted.error() != make_error_code(Errc::kNoLiveMember)) {
+    Impl::add(d.fan_errors);
+    return table::Unexpected{admitted.error()};
+  }
+  return d.put_l1(*slot, name->view(), value, *version);
 }
 
 Result<std::int64_t> Engine::broadcast(std::string_view table, std::string_view id,
@@ -1068,7 +1162,8 @@ Result<Applied> Engine::apply_and_remember(std::string_view table, std::string_v
 
 Result<std::vector<MemberAdmission>> Engine::fan_out(std::string_view table, const BrandedId& group,
                                                      const BrandedId& job, std::string_view id,
-                                                     const BrandedId& version) {
+                                                     const BrandedId& version,
+                                                     std::vector<std::string> row_set) {
   auto& d = *impl_;
   Impl::add(d.fan_enqueues);
   if (!table::check_table_name(table)) return table::Unexpected{make_error_code(Errc::kNoSuchCache)};
@@ -1095,11 +1190,16 @@ Result<std::vector<MemberAdmission>> Engine::fan_out(std::string_view table, con
   // (a bound on rounds under churn answered a timeout after every member had the job).
   // The lead (TableSpec::job_lead) leaves before any admission and alone in its server turn:
   // with the membership read when there is one, else as the first round's leading call.
+  // publish's SET (single server) leads the first pipeline on the one command connection, so the
+  // server runs it before the lead and every admission: no member hears of a row not yet written.
+  std::optional<Impl::Call> row;
+  if (!row_set.empty()) row = Impl::Call{nullptr, {}, std::move(row_set)};
   bool lead = spec.job_lead;
   bool fresh = !known;
   if (!known) {
     auto read = d.read_membership(table, keys,
-                                  lead ? std::optional(d.lead_call(keys, payload)) : std::nullopt);
+                                  lead ? std::optional(d.lead_call(keys, payload)) : std::nullopt,
+                                  std::exchange(row, std::nullopt));
     if (!read) return table::Unexpected{read.error()};
     known = std::move(*read);
     lead = false;
@@ -1110,9 +1210,17 @@ Result<std::vector<MemberAdmission>> Engine::fan_out(std::string_view table, con
   for (;;) {
     std::vector<Impl::Call> batch;
     std::vector<std::string> targets;
-    batch.reserve(known->members.size() + 3);
+    batch.reserve(known->members.size() + 4);
+    // The row goes with the lead's leading prefix when there is a lead (the admissions wait for
+    // both), else in the one pipeline ahead of everything.
+    const bool row_here = row.has_value();
+    if (row_here) {
+      row->lead = lead;
+      batch.push_back(*std::exchange(row, std::nullopt));
+    }
     if (lead) batch.push_back(d.lead_call(keys, payload));
-    const std::size_t first = lead ? 1 : 0;  // the members' replies start here
+    const std::size_t at_lead = row_here ? 1 : 0;
+    const std::size_t first = at_lead + (lead ? 1 : 0);  // the members' replies start here
     for (const auto& m : known->members) {
       if (sent.count(m) != 0) continue;
       std::string mbase = keys.member_base(m);
@@ -1128,11 +1236,16 @@ Result<std::vector<MemberAdmission>> Engine::fan_out(std::string_view table, con
                         q + "glimit", q + "gactive", q + "wake"},
                        {job_id, payload, g}});
     }
-    if (batch.size() == first) break;  // a fresh list of no member, no shared queue to feed
+    // A fresh list of no member, no shared queue to feed (the row went with the list's read: a
+    // round that is not fresh always carries the epoch's read).
+    if (batch.size() == first) break;
     auto replies = d.calls(std::move(batch));
     if (!replies) return table::Unexpected{replies.error()};
-    if (lead) d.note_lead(replies->front());
+    if (lead) d.note_lead((*replies)[at_lead]);
     lead = false;
+    if (row_here) {
+      if (auto ec = Impl::set_failed(replies->front())) return table::Unexpected{ec};
+    }
     // The first error wins: the queues that took the job hold it under this job id, so a retry
     // is a duplicate there and an admission where it failed.
     for (std::size_t i = first; i < replies->size(); ++i) {

@@ -6,6 +6,7 @@
 // slot (DESIGN "Beyond the original" 7), proved on a cluster-enabled server that refuses otherwise.
 #include <echo/lua/scripts.h>
 #include <echo/table/branded_id.h>
+#include <echo/table/coherence_frame.h>
 #include <echo/table/names.h>
 #include <hiredis/hiredis.h>
 
@@ -891,7 +892,8 @@ TEST_F(BusScripts, PromoteAndReapDropAnIdWhoseRowIsGoneAndMakeNoRow) {
 TEST_F(BusScripts, EveryVerbIsEmbeddedWithItsContractHeaderAndTheServersSha1) {
   ASSERT_TRUE(command(client(), "SCRIPT FLUSH"));
   for (const char* name : {"enqueue", "genqueue", "schedule", "claim", "gclaim", "complete",
-                           "retry", "promote", "reap", "gpause", "gresume", "glimit", "drop_l2"}) {
+                           "retry", "promote", "reap", "gpause", "gresume", "glimit", "drop_l2",
+                           "publish_l2"}) {
     const lua::Script* s = lua::find_script(name);
     ASSERT_NE(s, nullptr) << name;
     EXPECT_TRUE(s->source.starts_with("-- SPDX-License-Identifier: MIT\n")) << name;
@@ -969,12 +971,67 @@ TEST_F(BusOnACluster, ACrossSlotAccessIsRefusedSoTheCheckIsLive) {
   EXPECT_TRUE(refuses_across_slots(client(), "emq:{orders}:x", "emq:{fills}:x"));
 }
 
+// publish_l2 on a cluster SPUBLISHes on the channel of its key's slot; a channel of another slot
+// is refused (so the engine's channel, built from the same table name, is what keeps it legal).
+TEST_F(BusOnACluster, PublishL2SpublishesOnItsOwnSlotAndAnotherSlotsChannelIsRefused) {
+  table::Minter minter(8);
+  const table::BrandedId name = minter.mint("AST").value(), v = minter.mint("AST").value();
+  const std::string key = table::l2_key("users", name.view()).value();
+  const std::string frame = v.str() + "value";
+  const std::string message(table::view(table::make_frame(name, v)));
+  ScriptClient strict(client(), ScriptClient::Load::kStrictSlot);
+  EXPECT_TRUE(is_integer(
+      strict.run("publish_l2", {key}, {frame, "60000", "ecc:{users}:coh", message, "SPUBLISH"}), 0));
+  EXPECT_EQ(text(command(client(), "GET %s", key.c_str()).get()), frame);
+  const lua::Script* s = lua::find_script("publish_l2");
+  ASSERT_NE(s, nullptr);
+  RedisReply foreign = command_argv(client(), {"EVAL", "#!lua\n" + std::string(s->source), "1", key,
+                                               frame, "60000", "ecc:{orders}:coh", message, "SPUBLISH"});
+  ASSERT_TRUE(foreign && foreign->type == REDIS_REPLY_ERROR) << text(foreign.get());
+  EXPECT_NE(text(foreign.get()).find("same slot"), std::string::npos) << text(foreign.get());
+}
+
 TEST_F(BusOnACluster, EveryScriptStaysInOneSlotOnEveryBranch) {
   table::Minter minter(8);
   for (const char* queue : {"orders", "ecc.coh.users"}) {
     Bus bus(client(), queue, Bus::Load::kStrictSlot);
     exercise_every_script(bus, minter, client());
   }
+}
+
+// ---- publish_l2 (Engine::publish on the broadcast lane) ---------------------------------------
+
+TEST_F(BusScripts, PublishL2SetsTheRowWithItsTtlAndPublishesTheMessageToEverySubscriber) {
+  const table::BrandedId name = minter_.mint("AST").value(), v = minter_.mint("AST").value();
+  const std::string key = table::l2_key("users", name.view()).value();
+  const std::string channel = table::coherence_channel("users").value();
+  const std::string message(table::view(table::make_frame(name, v)));
+  RedisClient listener = connect_client(server());
+  ASSERT_TRUE(command(listener.get(), "SUBSCRIBE %s", channel.c_str()));
+  EXPECT_TRUE(is_integer(bus().run("publish_l2", {key}, {v.str() + "value", "60000", channel, message,
+                                                         "PUBLISH"}),
+                         1));
+  EXPECT_EQ(text(command(client(), "GET %s", key.c_str()).get()), v.str() + "value");
+  const long long ttl = bus().integer("PTTL %s", key);
+  EXPECT_GT(ttl, 0);
+  EXPECT_LE(ttl, 60000);
+  redisReply* heard = nullptr;
+  ASSERT_EQ(redisGetReply(listener.get(), reinterpret_cast<void**>(&heard)), REDIS_OK);
+  RedisReply owned(heard);
+  ASSERT_TRUE(heard->type == REDIS_REPLY_ARRAY && heard->elements == 3);
+  EXPECT_EQ(text(heard->element[2]), message);
+}
+
+TEST_F(BusScripts, PublishL2RefusesAShortFrameOrAnotherVerbBeforeAnyWrite) {
+  const table::BrandedId name = minter_.mint("AST").value(), v = minter_.mint("AST").value();
+  const std::string key = table::l2_key("users", name.view()).value();
+  const std::string channel = table::coherence_channel("users").value();
+  const std::string message(table::view(table::make_frame(name, v)));
+  EXPECT_TRUE(is_error(bus().run("publish_l2", {key}, {"AST0000", "60000", channel, message, "PUBLISH"}),
+                       "EMQFRAME framed value shorter than 14 bytes"));
+  EXPECT_TRUE(is_error(bus().run("publish_l2", {key}, {v.str(), "60000", channel, message, "DEL"}),
+                       "EMQARG verb must be PUBLISH or SPUBLISH"));
+  EXPECT_EQ(dbsize(), 0);
 }
 
 // ---- drop_l2 (WIRE §3) ----------------------------------------------------------------------

@@ -128,6 +128,69 @@ TEST_F(ClusterEngine, TablesOnEveryShardEachHearTheirOwnBroadcast) {
   EXPECT_EQ(a->stats().cluster->moved, 0u);
 }
 
+// publish on a cluster: one script on the table's slot SETs the row and SPUBLISHes its message
+// (redis-server 7.0 lets a script SPUBLISH on a channel of its own slot), on every shard.
+TEST_F(ClusterEngine, PublishOnEveryShardWritesTheRowAndItsShardedMessageInOneScript) {
+  std::vector<std::string> names;
+  std::set<int> owners;
+  for (int i = 0; names.size() < 3 && i < 200; ++i) {
+    const std::string t = "p" + std::to_string(i);
+    const int owner = cluster().master_of(io::hash_slot(t));
+    if (owners.insert(owner).second) names.push_back(t);
+  }
+  ASSERT_EQ(names.size(), 3u);
+  LoaderProbe loader;
+  std::vector<engine::TableSpec> specs;
+  for (const auto& t : names) {
+    specs.push_back(table_spec(t, "AST", CoherenceMode::kBroadcast, loader.answer("l")));
+  }
+  auto a = node(8, specs);
+  auto b = node(9, specs);
+  ASSERT_TRUE(a && b);
+  for (const auto& t : names) {
+    const BrandedId name = fresh_id("AST");
+    ASSERT_TRUE(a->put(t, name.view(), "one"));
+    ASSERT_EQ(b->get(t, name.view())->value, "one");
+    ASSERT_TRUE(l1_holds(*b, t, name));
+    auto v = a->publish(t, name.view(), "two");
+    ASSERT_TRUE(v) << t << ": " << v.error().message();
+    EXPECT_EQ(l2(l2_key(t, name)), engine::frame_l2_value(*v, "two")) << t;
+    ASSERT_TRUE(eventually([&] { return !l1_holds(*b, t, name); })) << t;
+    auto r = b->get(t, name.view());
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->source, Source::kL2) << t;
+    EXPECT_EQ(r->value, "two") << t;
+    EXPECT_EQ(r->version, *v) << t;
+  }
+  EXPECT_EQ(a->stats().cluster->moved, 0u);
+}
+
+// The job lane's publish on a cluster: the SET answers first, then the fan-out to the member
+// queues on their own slots; the member drops its row and reads the new value from L2.
+TEST_F(ClusterEngine, AJobLanePublishWritesTheRowThenEveryMemberDropsIt) {
+  const std::string t = "plane";
+  auto member = table_spec(t, "AST", CoherenceMode::kJob, answering("l"));
+  member.job_lease_ms = 30000;
+  member.job_beat_ms = 100;
+  auto writer = table_spec(t, "AST", CoherenceMode::kNone, answering("l"));
+  writer.job_lease_ms = 30000;
+  auto m = node(10, {member});
+  auto w = node(11, {writer});
+  ASSERT_TRUE(m && w);
+  const BrandedId name = fresh_id("AST");
+  ASSERT_TRUE(w->put(t, name.view(), "one"));
+  ASSERT_EQ(m->get(t, name.view())->value, "one");
+  ASSERT_TRUE(l1_holds(*m, t, name));
+  auto v = w->publish(t, fresh_id("PRT"), name.view(), "two");
+  ASSERT_TRUE(v) << v.error().message();
+  EXPECT_EQ(l2(l2_key(t, name)), engine::frame_l2_value(*v, "two"));
+  ASSERT_TRUE(eventually([&] { return !l1_holds(*m, t, name); }, 10s));
+  auto r = m->get(t, name.view());
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->source, Source::kL2);
+  EXPECT_EQ(r->value, "two");
+}
+
 TEST_F(ClusterEngine, ASlotMoveResubscribesOnTheNewOwnerAndFlushes) {
   LoaderProbe loader;
   auto spec = table_spec("moving", "AST", CoherenceMode::kBroadcast, loader.answer("l"));

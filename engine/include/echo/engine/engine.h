@@ -9,6 +9,7 @@
 //   auto got = e.get("quotes", "AST0KHTOWnGLuC");  // l1 | l2 | loader
 //   e.put("quotes", id, "px=106.00", version);     // L2 SET, then L1
 //   e.broadcast("quotes", id, version);            // PUBLISH ecc:{quotes}:coh, receivers heard
+//   e.publish("quotes", id, "px=106.00");          // both in one atomic round trip
 #pragma once
 
 #include <chrono>
@@ -103,12 +104,13 @@ struct ClusterCounters {
 // The job lane's writer side (enqueue, enqueue_job, the journal's replay through them): what the
 // fan-out to the member queues answered, summed over every table this engine enqueued to.
 struct FanOutCounters {
-  std::uint64_t enqueues = 0;          // enqueue / enqueue_job calls
+  std::uint64_t enqueues = 0;          // enqueue / enqueue_job / job-lane publish calls
   std::uint64_t admitted = 0;          // queues that newly took a job (enqueued or handed off)
   std::uint64_t duplicates = 0;        // queues that already held the job
   std::uint64_t not_live = 0;          // listed members skipped: no live key (they drop L1 on return)
   std::uint64_t membership_reads = 0;  // membership read because the epoch moved (or first use)
-  std::uint64_t errors = 0;            // calls that answered an error (no_live_member included)
+  std::uint64_t errors = 0;            // calls that answered an error (no_live_member included,
+                                       // but for publish, which answers success then)
   std::uint64_t leads = 0;             // lead pushes published (TableSpec::job_lead)
   std::uint64_t lead_receivers = 0;    // the subscribers the server said heard them, summed
 };
@@ -162,6 +164,49 @@ class Engine {
   // minted in the table's kind when not given. Blocks for one round trip and one writer hop.
   Result<table::BrandedId> put(std::string_view table, std::string_view id, std::string_view value,
                                std::optional<table::BrandedId> version = std::nullopt);
+  // put and its announcement in one call, returning the version (minted in the table's kind when
+  // not given, as put's). Then the L1 row, as put's (read-your-writes). By the table's declared
+  // coherence:
+  // - broadcast: one script (lua/scripts/publish_l2.lua) SETs ecc:{t}:<id> version‖value PX ttl
+  //   (no jitter) and PUBLISHes the 29-byte message on ecc:{t}:coh (SPUBLISH on a cluster: the key
+  //   and the channel share the hash tag {t}, one slot, and redis-server 7.0 lets a script
+  //   SPUBLISH there). Atomic on the server: both or neither, so no node hears the message before
+  //   the row exists, and a connection lost mid-call never leaves a row without its message (nor
+  //   a message without its row). One round trip and one writer hop. Each subscriber then hears
+  //   it as a broadcast (at-most-once; a lost subscription is its disconnect policy's business).
+  // - job: the job-lane overload below, under the lane group the engine minted for this table at
+  //   construction (namespace PRT; one lane per writer engine, as a journal's group is one lane
+  //   per writer process).
+  // - none: put (nothing to announce; TTL is the only coherence).
+  // Blocks; any application thread (not the io thread, not a writer, not a loader). no_such_cache,
+  // kind (nothing on the wire), stopped, timeout, or the connection's error. On a connection error
+  // the row and its announcement may both have landed or neither (never one alone on the broadcast
+  // lane): publishing again is safe (the SET is unconditional; newer wins wherever it is heard),
+  // and with the same version the L1s that already applied it find it stale.
+  Result<table::BrandedId> publish(std::string_view table, std::string_view id,
+                                   std::string_view value,
+                                   std::optional<table::BrandedId> version = std::nullopt);
+  // The job lane's publish, whatever the table's own coherence (a writer that is not a member
+  // declares its job-lane tables with coherence none, as it would to call enqueue): SET the row,
+  // then enqueue's fan-out (one job under a fresh JOB id in lane `group`, with the lead when the
+  // table says job_lead). The table must be declared here (its kind gate and ttl).
+  // - Single server: the SET leads the fan-out's first pipeline on the one command connection, so
+  //   the server runs it before any member_enqueue or lead PUBLISH: no member hears the message
+  //   before the row exists. Round trips as enqueue's (one, or two with job_lead). Not atomic: a
+  //   connection lost mid-pipeline may leave the row without (some of) its jobs (never a job
+  //   without its row: the server runs the pipeline in order), answered as the connection's
+  //   error; publish again (a new job id: members apply it twice, harmless). A SET
+  //   the server refuses (OOM) answers its error though the jobs behind it in the pipeline went
+  //   out: their members drop the row and read L2's older one (harmless).
+  // - Cluster: the member queues live on other slots (other shards), so the fan-out leaves only
+  //   once the SET has answered: one round trip more than enqueue's.
+  // A fan-out that finds no live member (and no shared queue) is not an error here: the row is in
+  // L2 and no member holds it in L1 (a member that was not live drops its rows when it beats
+  // again). Not recorded in a journal (use put, then the journal and enqueue_job, for a writer
+  // whose announcements must survive its own crash). Errors as publish above, plus the fan-out's.
+  Result<table::BrandedId> publish(std::string_view table, const table::BrandedId& group,
+                                   std::string_view id, std::string_view value,
+                                   std::optional<table::BrandedId> version = std::nullopt);
   // PUBLISH ecc:{t}:coh <29 bytes>: the number of subscribers that heard it (at-most-once).
   Result<std::int64_t> broadcast(std::string_view table, std::string_view id,
                                  const table::BrandedId& version);
@@ -225,6 +270,8 @@ class Engine {
   Result<table::BrandedId> put(TableRef& ref, std::string_view key, std::string_view bytes,
                                std::optional<table::BrandedId> version);
   Result<bool> invalidate(TableRef& ref, std::string_view key);
+  Result<table::BrandedId> publish(TableRef& ref, std::string_view key, std::string_view bytes,
+                                   std::optional<table::BrandedId> version);
 
   // ---- Any thread. ----
   std::vector<TableInfo> directory() const;
@@ -235,9 +282,11 @@ class Engine {
 
  private:
   std::error_code start_once(std::chrono::milliseconds timeout);  // start() less its catch
+  // `row_set`: a command (publish's SET) that leads the first pipeline; its error is the answer.
   Result<std::vector<MemberAdmission>> fan_out(std::string_view table, const table::BrandedId& group,
                                                const table::BrandedId& job, std::string_view id,
-                                               const table::BrandedId& version);
+                                               const table::BrandedId& version,
+                                               std::vector<std::string> row_set = {});
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

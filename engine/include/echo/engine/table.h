@@ -50,6 +50,13 @@ class Table {
   Result<table::BrandedId> put(std::string_view key, const T& value,
                                std::optional<table::BrandedId> version = std::nullopt) const;
 
+  // One-call write: the L2 row and its announcement together (Engine::publish): on a broadcast
+  // table one script, atomic (no node hears the message before the row exists, and a lost
+  // connection never leaves a row unannounced), then the L1 row; on a job-lane table the SET and
+  // the job in one pipeline; on a table of coherence none, put. Answers the version.
+  Result<table::BrandedId> publish(std::string_view key, const T& value,
+                                   std::optional<table::BrandedId> version = std::nullopt) const;
+
   // Admin: deletes the key in L2 and L1, unconditionally (on_invalidate hears kInvalidate when
   // L1 held a row). True when L2 held the key.
   Result<bool> invalidate(std::string_view key) const;
@@ -150,6 +157,12 @@ template <class T>
 Result<table::BrandedId> Table<T>::put(std::string_view key, const T& value,
                                        std::optional<table::BrandedId> version) const {
   return engine_->put(*ref_, key, encode(value), version);
+}
+
+template <class T>
+Result<table::BrandedId> Table<T>::publish(std::string_view key, const T& value,
+                                           std::optional<table::BrandedId> version) const {
+  return engine_->publish(*ref_, key, encode(value), version);
 }
 
 template <class T>
