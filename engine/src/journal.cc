@@ -801,13 +801,16 @@ bool Journal::remembered_stale(const BrandedId& name, const BrandedId& version) 
 }
 
 void Journal::remember(const BrandedId& name, const BrandedId& version) {
-  {
-    std::unique_lock lock(impl_->memory_mu);
-    auto [it, fresh] = impl_->memory.try_emplace(name.str(), version);
-    if (!fresh) {
-      if (!table::newer(version, it->second)) return;  // newer only: nothing to write
-      it->second = version;
-    }
+  // The upsert is queued before the memory lock is released: whoever reads the new version from
+  // the memory (last_applied, remembered_stale) and then replays or compacts finds the upsert
+  // queued, and call() commits it before its query. Released first, a replay in that window read
+  // the file without it and re-sent an intent the memory already covered (the soak under load:
+  // cluster_job_lane_test's second replay sent 1). memory_mu then mu, never the other way.
+  std::unique_lock lock(impl_->memory_mu);
+  auto [it, fresh] = impl_->memory.try_emplace(name.str(), version);
+  if (!fresh) {
+    if (!table::newer(version, it->second)) return;  // newer only: nothing to write
+    it->second = version;
   }
   impl_->submit(Impl::Async{true, name, version});
 }

@@ -51,6 +51,8 @@ constexpr Field<table::L1Stats> kL1Fields[] = {
      "age of the oldest retired row not yet reclaimed (a stuck reader grows it)"},
     {"reader_slot_refusals", &table::L1Stats::reader_slot_refusals, Kind::kCounter,
      "reads answered as misses: the thread got no reader slot"},
+    {"decode_errors", &table::L1Stats::decode_errors, Kind::kCounter,
+     "values a typed table's codec refused (answered bad_value)"},
 };
 
 constexpr Field<WriterStats> kWriterFields[] = {

@@ -1,12 +1,13 @@
 // SPDX-License-Identifier: MIT
 // Two engines in one process stand for two services: node 1 owns the writer thread, node 2 the
-// reader threads. Node 2 publishes its stats snapshot into L2 (echostore stats --table quotes).
+// reader threads. Quotes are structs keyed by symbols, read in place through a table handle. Node 2 publishes its stats snapshot into L2 (echostore stats --table quotes).
 // The check: once node 2 has applied the writer's last broadcast (seen as every instrument
 // reading its final price), each reader's last read of each instrument must be that price. The
 // fill guard is what makes that hold: a refill that read an older L2 row cannot land after a newer
 // drop.
 #include "quote_board.h"
 
+#include <echo/engine/codec.h>
 #include <echo/engine/engine.h>
 #include <echo/engine/local_server.h>
 #include <echo/io/cluster_map.h>
@@ -16,6 +17,7 @@
 #include <charconv>
 #include <chrono>
 #include <exception>
+#include <iterator>
 #include <limits>
 #include <memory>
 #include <stdexcept>
@@ -27,27 +29,41 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-engine::TableSpec quotes_spec() {
-  engine::TableSpec s;
-  s.name = "quotes";
-  s.kind = "AST";
-  s.coherence = engine::CoherenceMode::kBroadcast;
-  s.ttl_ms = 60000;
-  s.loader = [](const table::BrandedId&) -> engine::LoadResult {
-    return engine::LoadError{"unpriced instrument"};  // every instrument is priced before reads
-  };
-  return s;
-}
+// ---- The embedding: these lines are all it takes (README, "Embedding in 30 lines"). ----
+struct Quote {  // a value is a plain struct: L2 holds its bytes, L1 the struct itself
+  double bid, ask;
+  std::int64_t size;
+};
 
-engine::TableSpec limits_spec() {
-  engine::TableSpec s = quotes_spec();
-  s.name = "limits";
-  s.coherence = engine::CoherenceMode::kJob;
-  return s;
+engine::TableSpec quotes_table() {  // keyed by symbols ("AAPL"), announced on the broadcast lane
+  return engine::typed<Quote>({
+      .name = "quotes",
+      .kind = "QTE",  // the namespace of the versions the table mints
+      .loader = engine::loader_of<Quote>(
+          [](const engine::Key& symbol) { return engine::LoadError{"unpriced " + symbol.str()}; }),
+      .keys = engine::KeyKind::kText,
+      .ttl_ms = 60000,
+      .coherence = engine::CoherenceMode::kBroadcast,
+  });
 }
+// A node:   engine::Engine node(options, {quotes_table()});  node.start();
+//           engine::Table<Quote> quotes = node.table<Quote>("quotes");
+// A write:  quotes.publish("AAPL", Quote{189.10, 189.12, 300});  // L2 + every node's L1
+// A read:   quotes.read("AAPL", [](const Quote& q, std::string_view version) { ... });
+// Errors:   every verb answers a Result: if (!r) r.error().message().
+// ---- end of the embedding ----
 
-std::string price_of(int k) { return "px=" + std::to_string(10000 + k); }
-std::string limit_of(int k) { return "max=" + std::to_string(500 + k); }
+// Instrument i's symbol: a real ticker for the first few, then "SYM<i>".
+std::string symbol_of(int i) {
+  static const char* const kTickers[] = {"AAPL", "MSFT", "GOOG", "AMZN", "NVDA", "META",
+                                         "TSLA", "EUR:USD", "BRK.B", "JPM"};
+  if (i < static_cast<int>(std::size(kTickers))) return kTickers[i];
+  return "SYM" + std::to_string(i);
+}
+// Repricing k of an instrument: bid 100.00 + k/100, a 2-cent spread.
+Quote quote_of(int k) {
+  return Quote{100.0 + k / 100.0, 100.02 + k / 100.0, 100 + k};
+}
 
 template <class T>
 T must(engine::Result<T> r, const char* what) {
@@ -55,12 +71,13 @@ T must(engine::Result<T> r, const char* what) {
   return std::move(*r);
 }
 
-// Polls `node` until `id` reads `want` (the node applied the last message and refilled).
-bool await_value(engine::Engine& node, std::string_view table, const std::string& id,
-                 const std::string& want, Clock::time_point deadline) {
+// Polls until `symbol` reads repricing `k` on `quotes` (the node applied its last message and
+// refilled).
+bool await_quote(const engine::Table<Quote>& quotes, const std::string& symbol, int k,
+                 Clock::time_point deadline) {
   while (Clock::now() < deadline) {
-    auto got = node.get(table, id);
-    if (got && got->value == want) return true;
+    auto got = quotes.get(symbol);
+    if (got && got->size == quote_of(k).size) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   return false;
@@ -124,26 +141,24 @@ QuoteBoardSummary run_quote_board(const QuoteBoardOptions& o, std::ostream& out)
   wo.node_id = 1;
   ro.node_id = 2;
   ro.stats_publish = std::chrono::milliseconds(1000);
-  engine::Engine writer_node(wo, {quotes_spec(), limits_spec()});
-  engine::Engine reader_node(ro, {quotes_spec(), limits_spec()});
+  engine::Engine writer_node(wo, {quotes_table()});
+  engine::Engine reader_node(ro, {quotes_table()});
   if (auto ec = writer_node.start()) throw std::runtime_error("writer node: " + ec.message());
   if (auto ec = reader_node.start()) throw std::runtime_error("reader node: " + ec.message());
+  const engine::Table<Quote> writer_quotes = writer_node.table<Quote>("quotes");
+  const engine::Table<Quote> quotes = reader_node.table<Quote>("quotes");
 
-  std::vector<std::string> ids;
+  std::vector<std::string> symbols;
+  for (int i = 0; i < o.instruments; ++i) symbols.push_back(symbol_of(i));
   for (int i = 0; i < o.instruments; ++i) {
-    ids.emplace_back(must(writer_node.mint("AST"), "mint").view());
-  }
-  const table::BrandedId group = must(writer_node.mint("LIM"), "mint");
-  for (int i = 0; i < o.instruments; ++i) {
-    must(writer_node.put("quotes", ids[i], price_of(-1 - i)), "put quote");
-    must(writer_node.put("limits", ids[i], limit_of(-1 - i)), "put limit");
+    must(writer_quotes.put(symbols[i], quote_of(-1 - i)), "put quote");
   }
 
   QuoteBoardSummary sum;
   std::atomic<bool> stop{false};
   struct ReaderResult {
     std::uint64_t reads = 0, hits = 0;
-    std::vector<std::string> last;
+    std::vector<std::int64_t> last;  // the size field of each instrument's last read
     std::vector<std::int64_t> hit_ns;
   };
   std::vector<ReaderResult> results(o.readers);
@@ -163,45 +178,40 @@ QuoteBoardSummary run_quote_board(const QuoteBoardOptions& o, std::ostream& out)
   for (int r = 0; r < o.readers; ++r) {
     readers.emplace_back([&, r] {
       ReaderResult& res = results[r];
+      double spread = 0;  // uses the quote, in place
       for (std::size_t k = 0; !stop.load(std::memory_order_acquire); ++k) {
         const auto t0 = Clock::now();
-        auto got = reader_node.get("quotes", ids[k % ids.size()]);
+        auto got = quotes.read(symbols[k % symbols.size()],
+                               [&spread](const Quote& q, std::string_view) { spread += q.ask - q.bid; });
         const auto t1 = Clock::now();
         ++res.reads;
-        if (got && got->source == engine::Source::kL1) {
+        if (got && *got == engine::Source::kL1) {
           ++res.hits;
           if (res.hit_ns.size() < 100000) res.hit_ns.push_back((t1 - t0).count());
         }
       }
-      // The last read of each instrument, after the last broadcast was applied.
-      for (const auto& id : ids) {
-        auto got = reader_node.get("quotes", id);
-        res.last.push_back(got ? got->value : "error: " + got.error().message());
+      // The last read of each instrument, after the last message was applied.
+      for (const auto& symbol : symbols) {
+        auto got = quotes.get(symbol);
+        res.last.push_back(got ? got->size : -1);
       }
     });
   }
 
-  std::vector<int> final_price(o.instruments), final_limit(o.instruments);
-  for (int i = 0; i < o.instruments; ++i) final_price[i] = final_limit[i] = -1 - i;
+  std::vector<int> final_k(o.instruments);
+  for (int i = 0; i < o.instruments; ++i) final_k[i] = -1 - i;
   auto write_prices = [&] {
     const auto t0 = Clock::now();
     for (int k = 0; k < o.reprices; ++k) {
       const int i = k % o.instruments;
-      const auto v = must(writer_node.put("quotes", ids[i], price_of(k)), "put quote");
-      must(writer_node.broadcast("quotes", ids[i], v), "broadcast");
-      ++sum.broadcasts;
-      final_price[i] = k;
-      if (k % 4 == 0) {  // limits move more slowly than prices
-        const auto lv = must(writer_node.put("limits", ids[i], limit_of(k)), "put limit");
-        must(writer_node.enqueue("limits", group, ids[i], lv), "enqueue");
-        ++sum.enqueues;
-        final_limit[i] = k;
-      }
+      must(writer_quotes.publish(symbols[i], quote_of(k)), "publish");
+      ++sum.publishes;
+      final_k[i] = k;
     }
     sum.writer_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   };
-  // A failed call (the server lost: put, broadcast or enqueue answers an error) ends the writer's
-  // loop; the error leaves this function once the readers are joined, never the thread itself.
+  // A failed call (the server lost: publish answers an error) ends the writer's loop; the error
+  // leaves this function once the readers are joined, never the thread itself.
   std::exception_ptr writer_error;
   std::thread writer([&] {
     try {
@@ -213,14 +223,11 @@ QuoteBoardSummary run_quote_board(const QuoteBoardOptions& o, std::ostream& out)
   writer.join();
   if (writer_error) std::rethrow_exception(writer_error);
 
-  // The reading node has applied the last broadcast (and job) of every instrument once it reads
-  // each final value; the wait is bounded.
+  // The reading node has applied the last message of every instrument once it reads each final
+  // quote; the wait is bounded.
   const auto deadline = Clock::now() + std::chrono::seconds(20);
   bool settled = true;
-  for (int i = 0; i < o.instruments; ++i) {
-    settled &= await_value(reader_node, "quotes", ids[i], price_of(final_price[i]), deadline);
-    settled &= await_value(reader_node, "limits", ids[i], limit_of(final_limit[i]), deadline);
-  }
+  for (int i = 0; i < o.instruments; ++i) settled &= await_quote(quotes, symbols[i], final_k[i], deadline);
   stop.store(true, std::memory_order_release);
   for (auto& t : readers) t.join();  // stop_readers finds them joined
 
@@ -230,7 +237,7 @@ QuoteBoardSummary run_quote_board(const QuoteBoardOptions& o, std::ostream& out)
     sum.l1_hits += res.hits;
     all_ns.insert(all_ns.end(), res.hit_ns.begin(), res.hit_ns.end());
     for (int i = 0; i < o.instruments; ++i) {
-      if (res.last[i] != price_of(final_price[i])) ++sum.mismatches;
+      if (res.last[i] != quote_of(final_k[i]).size) ++sum.mismatches;
     }
   }
   if (!all_ns.empty()) {
@@ -243,9 +250,8 @@ QuoteBoardSummary run_quote_board(const QuoteBoardOptions& o, std::ostream& out)
 
   out << "quote board: " << o.instruments << " instruments, " << o.readers << " readers, "
       << o.reprices << " reprices on " << base.host << ':' << base.port << '\n'
-      << "  writer      " << sum.broadcasts << " put+broadcast, " << sum.enqueues
-      << " put+enqueue (limits) in " << sum.writer_seconds << " s\n"
-      << "  readers     " << sum.reads << " reads, " << sum.l1_hits << " L1 hits, p50 hit "
+      << "  writer      " << sum.publishes << " publishes in " << sum.writer_seconds << " s\n"
+      << "  readers     " << sum.reads << " reads, " << sum.l1_hits << " L1 hits in place, p50 hit "
       << sum.read_ns_p50 << " ns\n"
       << "  check       " << (settled ? "settled" : "NOT settled within 20 s") << ", "
       << sum.mismatches << " of " << o.readers * o.instruments

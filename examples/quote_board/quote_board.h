@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
-// A quote board that embeds the engine: one node reprices instruments (put + broadcast on the
-// broadcast-lane table `quotes`, put + enqueue on the job-lane table `limits`), another node's
-// reader threads read them at L1 speed, and the run checks its own answer at the end.
+// A quote board that embeds the engine: one node reprices instruments (Quote structs keyed by
+// symbols, one publish each on the broadcast-lane table `quotes`), another node's reader threads
+// read them in place at L1 speed, and the run checks its own answer at the end.
 #pragma once
 
 #include <cstdint>
@@ -23,9 +23,9 @@ struct QuoteBoardSummary {
   std::uint64_t reads = 0;       // reads by all readers
   std::uint64_t l1_hits = 0;     // of those, answered from L1
   std::uint64_t mismatches = 0;  // final reads that were not the final price
-  std::uint64_t broadcasts = 0, enqueues = 0;
+  std::uint64_t publishes = 0;
   double writer_seconds = 0;  // the writer thread's repricing time
-  double read_ns_p50 = 0;     // a reader's get() on an L1 hit, median
+  double read_ns_p50 = 0;     // a reader's read() on an L1 hit, median
 };
 
 // The program's arguments (argv[1..argc-1]): [--server H:P] [--instruments N] [--readers N]

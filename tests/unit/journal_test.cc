@@ -144,6 +144,40 @@ TEST_F(JournalTest, ReplayEnqueuesUncoveredIntentsInSeqOrderUnderRecordedIds) {
   EXPECT_EQ(again->deduplicated, 3u);
 }
 
+// Issue 22 (the soak: cluster_job_lane_test's second replay sent 1): a version the memory shows
+// (last_applied) is in the file by the time a replay that follows reads it. remember() released
+// its memory lock before it queued the upsert, so a replay in that window read the file without
+// it. Here an applier remembers newer versions while this thread, each time it sees the newest
+// in the memory, replays the intent recorded under it: none may be replayed.
+TEST_F(JournalTest, AVersionTheMemoryShowsCoversItsIntentInTheReplayThatFollows) {
+  Journal j(options());
+  constexpr int kRounds = 400;
+  std::vector<BrandedId> versions;
+  for (int k = 1; k <= kRounds; ++k) {
+    versions.push_back(id("TXN", 1000 + static_cast<std::uint64_t>(k)));
+    (void)j.record(id("AST", 7), versions.back());
+  }
+  std::atomic<int> next{0};
+  std::thread applier([&] {
+    for (int k = 0; k < kRounds; ++k) {
+      while (next.load(std::memory_order_acquire) < k) std::this_thread::yield();
+      j.remember(id("AST", 7), versions[k]);
+    }
+  });
+  auto never = [](const BrandedId&, const BrandedId&,
+                  const BrandedId&) -> table::Expected<bool, std::error_code> { return true; };
+  int replayed = 0;
+  for (int k = 0; k < kRounds; ++k) {
+    next.store(k, std::memory_order_release);
+    while (j.last_applied(id("AST", 7)) != versions[k]) std::this_thread::yield();
+    auto r = j.replay(never);
+    ASSERT_TRUE(r);
+    replayed += static_cast<int>(r->replayed);
+  }
+  applier.join();
+  EXPECT_EQ(replayed, 0) << "a replay re-sent an intent the memory had already covered";
+}
+
 TEST_F(JournalTest, CompactionRetiresCoveredIntentsAndKeepsTheMemory) {
   Journal j(options());
   for (std::uint64_t i = 1; i <= 50; ++i) j.record(id("AST", i), id("TXN", i));
