@@ -1080,8 +1080,8 @@ Result<BrandedId> Engine::publish(std::string_view table, const BrandedId& group
   auto name = Impl::gate_id(*slot, id);  // the job lane carries branded names only
   if (!name) return table::Unexpected{name.error()};
   if (!version) version = d.mint(slot->spec.kind);
-  std::vector<std::string> set{"SET", d.key_of(*slot, *name), frame_l2_value(*version, value), "PX",
-                               std::to_string(slot->spec.ttl_ms)};
+  std::vector<std::string> set{"SET", d.key_of(*slot, name->view()), frame_l2_value(*version, value),
+                               "PX", std::to_string(slot->spec.ttl_ms)};
   if (d.options.mode == ServerMode::kCluster) {
     // The member queues hash to their own slots, on any shard: one pipeline cannot order the SET
     // before them, so the fan-out leaves only once the SET has answered.

@@ -36,12 +36,12 @@ struct FakeL2 {
 
   WriterPorts ports() {
     WriterPorts p;
-    p.fetch = [this](const BrandedId& name, std::function<void(L2Fetch)> done) {
+    p.fetch = [this](std::string_view name, std::function<void(L2Fetch)> done) {
       ++fetches;
       // The GET executes now (the server's view at this instant); a parked answer is a reply
       // still on the wire.
       std::lock_guard lock(mu);
-      auto it = rows.find(name.str());
+      auto it = rows.find(std::string(name));
       auto answer = [stored = it == rows.end() ? std::nullopt : std::optional<std::string>(it->second),
                      done = std::move(done)] { done(L2Fetch{{}, stored}); };
       if (park) {
@@ -50,15 +50,15 @@ struct FakeL2 {
         std::thread(std::move(answer)).detach();
       }
     };
-    p.load = [this](const BrandedId& name, const BrandedId& minted, std::function<void(LoadOutcome)> done) {
+    p.load = [this](std::string_view asked, const BrandedId& minted, std::function<void(LoadOutcome)> done) {
       ++loads;
-      std::thread([this, name, minted, done = std::move(done)] {
+      std::thread([this, name = std::string(asked), minted, done = std::move(done)] {
         LoadOutcome out;
         out.value = "loaded";
         out.version = minted;
         {
           std::lock_guard lock(mu);
-          auto& row = rows[name.str()];
+          auto& row = rows[name];
           // put_l2: store only if newer than what L2 holds.
           if (row.size() >= 14 && !table::newer(minted.view(), std::string_view(row).substr(0, 14))) {
             out.stored = false;
@@ -238,7 +238,7 @@ TEST(TableWriter, ALoaderWriteRefusedEveryTimeEndsContendedWithinTheRestartBound
   FakeL2 l2;
   WriterPorts ports = l2.ports();
   std::atomic<int> loads{0};
-  ports.load = [&loads](const BrandedId&, const BrandedId& minted, std::function<void(LoadOutcome)> done) {
+  ports.load = [&loads](std::string_view, const BrandedId& minted, std::function<void(LoadOutcome)> done) {
     ++loads;
     LoadOutcome out;
     out.value = "loaded";

@@ -29,8 +29,8 @@ TableSpec pinned_spec() {
 
 WriterPorts idle_ports() {
   WriterPorts p;
-  p.fetch = [](const table::BrandedId&, std::function<void(L2Fetch)>) {};
-  p.load = [](const table::BrandedId&, const table::BrandedId&, std::function<void(LoadOutcome)>) {
+  p.fetch = [](std::string_view, std::function<void(L2Fetch)>) {};
+  p.load = [](std::string_view, const table::BrandedId&, std::function<void(LoadOutcome)>) {
   };
   return p;
 }

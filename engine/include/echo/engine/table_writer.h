@@ -156,12 +156,20 @@ class TableWriter {
   // ---- any thread: commands. Never block (an MPSC enqueue may allocate a block). ----
   // A miss: answer from L1 if the row went live meanwhile, else join or start a flight.
   void miss(std::string_view name, GetCallback done);
+  void miss(const table::BrandedId& name, GetCallback done) { miss(name.view(), std::move(done)); }
   // A put that L2 already stored: insert into L1 (no version compare; the fill guard's
   // tombstones still refuse an older put), then done().
   void put(std::string_view name, std::string value, const table::BrandedId& version,
            std::function<void()> done);
+  void put(const table::BrandedId& name, std::string value, const table::BrandedId& version,
+           std::function<void()> done) {
+    put(name.view(), std::move(value), version, std::move(done));
+  }
   // Admin invalidate: delete the row unconditionally, then done().
   void erase(std::string_view name, std::function<void()> done);
+  void erase(const table::BrandedId& name, std::function<void()> done) {
+    erase(name.view(), std::move(done));
+  }
   // Apply one coherence message through the inbox (job lane handler, tests): done(verdict), or
   // done(`stopped`) when the writer stopped before it ran.
   void apply(const table::CoherenceMessage& message,
