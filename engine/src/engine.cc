@@ -226,7 +226,7 @@ struct Engine::Impl {
   // A miss goes single-flight through the table's writer; `done` runs on the writer thread.
   static void send_miss(Slot& slot, const BrandedId& name, std::function<void(Result<Got>)> done) {
     slot.writer->miss(name, [done = std::move(done)](GetOutcome&& o) {
-      if (o.ec) return done(table::Unexpected{o.ec});
+      if (o.ec) return done(table::Unexpected{std::move(o.ec)});
       done(Got{std::move(o.value), o.version, o.source});
     });
   }
@@ -1106,21 +1106,23 @@ Result<bool> Engine::drop_l2(std::string_view table, std::string_view id, const 
   return reply->view().integer() == 1;
 }
 
-std::error_code Engine::invalidate(std::string_view table, std::string_view id) {
+Result<bool> Engine::invalidate(std::string_view table, std::string_view id) {
   auto& d = *impl_;
   Impl::Slot* slot = d.find(table);
-  if (slot == nullptr) return make_error_code(Errc::kNoSuchCache);
+  if (slot == nullptr) return table::Unexpected{make_error_code(Errc::kNoSuchCache)};
   auto name = Impl::gate(*slot, id);
-  if (!name) return name.error();
+  if (!name) return table::Unexpected{name.error()};
   auto reply = d.command({"DEL", d.key_of(*slot, *name)});
-  if (!reply) return reply.error();
+  if (!reply) return table::Unexpected{reply.error()};
+  if (reply->view().type() != io::Resp3Type::integer) return table::Unexpected{unexpected()};
+  const bool existed = reply->view().integer() > 0;
   auto promise = std::make_shared<std::promise<void>>();
   auto future = promise->get_future();
   slot->writer->erase(*name, [promise] { promise->set_value(); });
   if (future.wait_for(d.options.get_timeout) != std::future_status::ready) {
-    return make_error_code(Errc::kTimeout);
+    return table::Unexpected{make_error_code(Errc::kTimeout)};
   }
-  return {};
+  return existed;
 }
 
 Result<table::Verdict> Engine::apply_coherence(std::string_view table, std::string_view id,

@@ -4,6 +4,12 @@
 // one loader thread. Reads hit L1 on the caller's thread; everything that changes L1 reaches the
 // table's writer as a message (DESIGN "Threads and data flow").
 //
+// Errors: the constructor throws ConfigError for a knob out of range, and nothing else throws.
+// start() answers a std::error_code; every data verb (get, put, broadcast, invalidate, ...)
+// answers a Result<T> (error.h): the value, or an Error with its code (compare it with
+// `r.error() == Errc::kKind`) and a message (r.error().message()). Result::value() on an error
+// throws table::BadExpectedAccess: check first.
+//
 //   Engine e(options, {quotes_spec});
 //   e.start();                                     // connects, subscribes, starts the writers
 //   auto got = e.get("quotes", "AST0KHTOWnGLuC");  // l1 | l2 | loader
@@ -22,6 +28,7 @@
 #include <vector>
 
 #include <echo/engine/errc.h>
+#include <echo/engine/error.h>
 #include <echo/engine/job_consumer.h>
 #include <echo/engine/journal.h>
 #include <echo/engine/table_spec.h>
@@ -64,9 +71,6 @@ struct Got {
   std::optional<table::BrandedId> version;
   Source source = Source::kL1;
 };
-
-template <class T>
-using Result = table::Expected<T, std::error_code>;
 
 // One declared table as the directory lists it (WIRE §4.1).
 struct TableInfo {
@@ -194,8 +198,9 @@ class Engine {
                                      const table::BrandedId& version);
   // drop_l2 (WIRE §3): deletes the L2 row iff `version` is newer; true when it deleted.
   Result<bool> drop_l2(std::string_view table, std::string_view id, const table::BrandedId& version);
-  // Admin: DEL the L2 key and delete the L1 row, unconditionally.
-  std::error_code invalidate(std::string_view table, std::string_view id);
+  // Admin: DEL the L2 key and delete the L1 row, unconditionally. true when L2 held the key
+  // (DEL removed it), false when it had none; the L1 row is gone either way.
+  Result<bool> invalidate(std::string_view table, std::string_view id);
   // Applies one coherence message through the table's writer (the job lane's handler, tests):
   // kind gate on `id`, then WIRE §4.4's verdict.
   Result<table::Verdict> apply_coherence(std::string_view table, std::string_view id,

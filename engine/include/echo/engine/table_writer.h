@@ -24,6 +24,7 @@
 #include <variant>
 #include <vector>
 
+#include <echo/engine/error.h>
 #include <echo/engine/table_spec.h>
 #include <echo/ring/doorbell.h>
 #include <echo/ring/spsc_ring.h>
@@ -65,14 +66,14 @@ using AckSink = std::function<void(std::span<const JobAck>)>;
 
 // A command's answer: its value, or the error that kept the writer from running it (`stopped`).
 template <class T>
-using WriterAnswer = table::Expected<T, std::error_code>;
+using WriterAnswer = Result<T>;
 
 // Where a read was answered from (WIRE §4.3's sources, plus l1).
 enum class Source : std::uint8_t { kL1, kL2, kLoader };
 std::string_view to_string(Source s) noexcept;
 
 struct GetOutcome {
-  std::error_code ec;
+  Error ec;  // the code, and a message where the code is not all
   std::string value;
   std::optional<table::BrandedId> version;
   Source source = Source::kL1;
@@ -87,7 +88,7 @@ struct L2Fetch {
   std::optional<std::string> stored;  // nullopt: the key does not exist (GET answered nil)
 };
 struct LoadOutcome {
-  std::error_code ec;        // loader failure or L2 write failure
+  Error ec;                  // loader failure or L2 write failure
   std::string value;
   std::optional<table::BrandedId> version;
   bool stored = false;       // put_l2 stored it (false: L2 already held a newer row)
