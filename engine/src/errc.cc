@@ -28,6 +28,7 @@ std::string_view to_string(Errc e) noexcept {
     case Errc::kWrongMode: return "wrong_mode";
     case Errc::kMemberConflict: return "member_conflict";
     case Errc::kHostUnresolved: return "host_unresolved";
+    case Errc::kLoaderTimeout: return "loader_timeout";
   }
   return "unknown";
 }

@@ -30,8 +30,8 @@ TableSpec pinned_spec() {
 WriterPorts idle_ports() {
   WriterPorts p;
   p.fetch = [](const table::BrandedId&, std::function<void(L2Fetch)>) {};
-  p.load = [](const table::BrandedId&, const table::BrandedId&, std::function<void(LoadOutcome)>) {
-  };
+  p.load = [](const table::BrandedId&, const table::BrandedId&, std::shared_ptr<LoadClaim>,
+               std::function<void(LoadOutcome)>) {};
   return p;
 }
 

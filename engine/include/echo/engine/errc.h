@@ -23,6 +23,8 @@ enum class Errc : int {
   kMemberConflict,   // start(): another process beats as this node in a job-lane table's
                      // membership (a node id used twice; job_consumer.h)
   kHostUnresolved,   // start(): EngineOptions::host (or a seed) did not resolve
+  kLoaderTimeout,    // the table's loader did not answer within its loader_timeout (never
+                     // cached; its late answer is discarded)
 };
 
 const std::error_category& engine_category() noexcept;
@@ -31,7 +33,7 @@ inline std::error_code make_error_code(Errc e) noexcept {
   return {static_cast<int>(e), engine_category()};
 }
 
-// "no_such_cache", "kind", "corrupt_l2_frame", ..., "no_live_member"
+// "no_such_cache", "kind", "corrupt_l2_frame", ..., "no_live_member", ..., "loader_timeout"
 std::string_view to_string(Errc e) noexcept;
 
 }  // namespace echo::engine
