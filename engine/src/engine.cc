@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// The façade's wiring: io thread (command + subscriber connections), writers, loader thread.
+// The façade's wiring: io thread (command + subscriber connections), writers, each table's
+// loader threads.
 // Application threads never touch a socket: blocking verbs post their command to the io thread
 // and wait on a promise; the writer's L2 reads and the loader's conditional writes do the same
 // without waiting (their answers come back through the writer's inbox).
@@ -46,14 +47,26 @@ io::Script embedded_script(std::string_view name) {
 
 std::error_code unexpected() { return make_error_code(Errc::kUnexpectedReply); }
 
-// The loader thread: runs loaders (which may block) off the writer and io threads.
-class LoaderThread {
+// One table's loader threads (TableSpec::loader_threads): run its loader (which may block) off
+// the writer and io threads, and off every other table's loaders, so a slow loader holds up only
+// its own table's misses. The destructor waits for the calls under way (a thread cannot be
+// cancelled) and drops the jobs not started: stop() has answered their flights `stopped`.
+class LoaderPool {
  public:
-  LoaderThread() : thread_([this](std::stop_token stop) { run(stop); }) {}
-  ~LoaderThread() {
-    thread_.request_stop();
-    cv_.notify_all();
+  explicit LoaderPool(int threads) {
+    threads_.reserve(static_cast<std::size_t>(threads));
+    for (int i = 0; i < threads; ++i) {
+      threads_.emplace_back([this](std::stop_token stop) { run(stop); });
+    }
   }
+  ~LoaderPool() {
+    for (auto& t : threads_) t.request_stop();
+    cv_.notify_all();
+    threads_.clear();  // joins
+  }
+  LoaderPool(const LoaderPool&) = delete;
+  LoaderPool& operator=(const LoaderPool&) = delete;
+  // Any thread (the table's writer). Never blocks on a loader: a lock around a deque push.
   void post(std::function<void()> job) {
     {
       std::lock_guard lock(mu_);
@@ -78,7 +91,7 @@ class LoaderThread {
   std::mutex mu_;
   std::condition_variable_any cv_;
   std::deque<std::function<void()>> jobs_;
-  std::jthread thread_;
+  std::vector<std::jthread> threads_;  // last: they start once the rest is built
 };
 
 }  // namespace
@@ -92,6 +105,7 @@ struct Engine::TableRef {
   CoherenceRing* job_ring = nullptr;  // job lane: the consumer's ring (credit-limited)
   CoherenceRing* lead_ring = nullptr;  // job lane with job_lead: the lead pushes' ring (drop)
   std::unique_ptr<JobConsumer> consumer;
+  std::unique_ptr<LoaderPool> loaders;  // between start() and stop()
   std::optional<table::BrandedId> publish_group;  // job lane: publish's lane group without one given
   std::atomic<std::uint64_t> pushes{0}, garbage{0};
 };
@@ -138,7 +152,6 @@ struct Engine::Impl {
   // ServerMode::kCluster: the slot router replaces `cmd`, the sharded subscriber `sub`.
   std::unique_ptr<io::ClusterClient> cluster;
   std::unique_ptr<ShardedSubscriber> ssub;
-  std::unique_ptr<LoaderThread> loader;
   std::atomic<std::uint64_t> unrouted{0};
   // EngineStats::fan_out, bumped by fan_out on any caller's thread.
   std::atomic<std::uint64_t> fan_enqueues{0}, fan_admitted{0}, fan_duplicates{0}, fan_not_live{0},
@@ -254,7 +267,7 @@ struct Engine::Impl {
   // A miss goes single-flight through the table's writer; `done` runs on the writer thread.
   static void send_miss(Slot& slot, std::string_view name, std::function<void(Result<Got>)> done) {
     slot.writer->miss(name, [done = std::move(done)](GetOutcome&& o) {
-      if (o.ec) return done(table::Unexpected{o.ec});
+      if (o.ec) return done(table::Unexpected{std::move(o.ec)});
       done(Got{std::move(o.value), o.version, o.source});
     });
   }
@@ -507,19 +520,29 @@ struct Engine::Impl {
       });
     };
     p.load = [this, &slot](std::string_view asked, const BrandedId& minted,
-                           std::function<void(LoadOutcome)> done) {
-      loader->post([this, &slot, name = std::string(asked), minted, done = std::move(done)]() mutable {
+                           std::shared_ptr<LoadClaim> claim, std::function<void(LoadOutcome)> done) {
+      slot.loaders->post([this, &slot, name = std::string(asked), minted, claim = std::move(claim),
+                          done = std::move(done)]() mutable {
         LoadResult result;
         try {
           // A branded table's names passed its kind gate: they parse.
           result = slot.spec.keys == KeyKind::kText
                        ? slot.spec.loader(Key(std::string_view(name)))
                        : slot.spec.loader(Key(BrandedId::parse(name).value()));
+        } catch (const std::exception& e) {
+          result = LoadError{e.what()};
         } catch (...) {
           result = LoadError{"loader threw"};
         }
-        if (std::holds_alternative<LoadError>(result)) {
-          return done(LoadOutcome{make_error_code(Errc::kLoaderFailed)});
+        // Too late: the writer answered the flight loader_timeout. Nothing of this answer is
+        // kept, in L2 either (the writer counts it loader_late).
+        if (claim && !claim->claim_answer()) {
+          return done(LoadOutcome{make_error_code(Errc::kLoaderTimeout)});
+        }
+        if (auto* failed = std::get_if<LoadError>(&result)) {
+          return done(LoadOutcome{Error{Errc::kLoaderFailed, failed->reason.empty()
+                                                                  ? "loader failed"
+                                                                  : "loader failed: " + failed->reason}});
         }
         auto loaded = std::get<Loaded>(std::move(result));
         LoadOutcome out;
@@ -716,6 +739,8 @@ Engine::Engine(EngineOptions options, std::vector<TableSpec> tables)
     validate(spec);
     auto slot = std::make_unique<Impl::Slot>();
     slot->spec = std::move(spec);
+    // 0: the engine's get_timeout, the longest a get waits anyway.
+    if (slot->spec.loader_timeout.count() == 0) slot->spec.loader_timeout = impl_->options.get_timeout;
     if (impl_->by_name.count(slot->spec.name) != 0) {
       throw ConfigError("table '" + slot->spec.name + "' is declared twice");
     }
@@ -771,8 +796,10 @@ std::error_code Engine::start_once(std::chrono::milliseconds timeout) {
                     std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
   };
   d.io = std::make_unique<io::LoopThread>(d.options.io);
-  d.loader = std::make_unique<LoaderThread>();
-  for (auto& s : d.slots) s->writer->start();
+  for (auto& s : d.slots) {
+    s->loaders = std::make_unique<LoaderPool>(s->spec.loader_threads);
+    s->writer->start();
+  }
   if (d.options.mode == ServerMode::kCluster) {
     io::ClusterOptions co;
     co.seeds = d.seeds();
@@ -931,7 +958,7 @@ void Engine::stop() {
     closed.get_future().wait();
   }
   for (auto& s : d.slots) s->writer->stop();
-  d.loader.reset();  // joins: no loader job posts to the loop after this
+  for (auto& s : d.slots) s->loaders.reset();  // joins: no loader job posts to the loop after this
   if (d.io) {
     // From here on, closures still queued on the loop answer `stopped` without touching a
     // connection; then the connections can go (their destructors drive the loop as needed).
@@ -1298,11 +1325,10 @@ Result<bool> Engine::drop_l2(std::string_view table, std::string_view id, const 
   return reply->view().integer() == 1;
 }
 
-std::error_code Engine::invalidate(std::string_view table, std::string_view id) {
+Result<bool> Engine::invalidate(std::string_view table, std::string_view id) {
   Impl::Slot* slot = impl_->find(table);
-  if (slot == nullptr) return make_error_code(Errc::kNoSuchCache);
-  auto r = invalidate(*slot, id);
-  return r ? std::error_code{} : r.error();
+  if (slot == nullptr) return table::Unexpected{make_error_code(Errc::kNoSuchCache)};
+  return invalidate(*slot, id);
 }
 
 Result<bool> Engine::invalidate(TableRef& ref, std::string_view key) {
@@ -1312,7 +1338,7 @@ Result<bool> Engine::invalidate(TableRef& ref, std::string_view key) {
   auto reply = d.command({"DEL", d.key_of(ref, *name)});
   if (!reply) return table::Unexpected{reply.error()};
   if (reply->view().type() != io::Resp3Type::integer) return table::Unexpected{unexpected()};
-  const bool existed = reply->view().integer() == 1;
+  const bool existed = reply->view().integer() > 0;
   auto promise = std::make_shared<std::promise<void>>();
   auto future = promise->get_future();
   ref.writer->erase(*name, [promise] { promise->set_value(); });

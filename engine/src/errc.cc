@@ -31,6 +31,7 @@ std::string_view to_string(Errc e) noexcept {
     case Errc::kBadValue: return "bad_value";
     case Errc::kBadKey: return "bad_key";
     case Errc::kWrongType: return "wrong_type";
+    case Errc::kLoaderTimeout: return "loader_timeout";
   }
   return "unknown";
 }

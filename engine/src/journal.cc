@@ -784,9 +784,8 @@ BrandedId Journal::record(const BrandedId& name, const BrandedId& version) {
 // only after record() returned, i.e. after the row's commit.
 void Journal::mark_enqueued(const BrandedId& job) { impl_->submit(Impl::Async{false, job, job}); }
 
-table::Expected<BrandedId, std::error_code> Journal::intend_and_enqueue(const BrandedId& name,
-                                                                       const BrandedId& version,
-                                                                       const EnqueueFn& enqueue) {
+Result<BrandedId> Journal::intend_and_enqueue(const BrandedId& name, const BrandedId& version,
+                                              const EnqueueFn& enqueue) {
   const BrandedId job = record(name, version);  // durable before anything reaches the bus
   auto admitted = enqueue(job, name, version);    // seam A is before this line, seam B after
   if (!admitted) return table::Unexpected{admitted.error()};
@@ -826,7 +825,7 @@ std::optional<BrandedId> Journal::last_applied(const BrandedId& name) const {
   return it->second;
 }
 
-table::Expected<ReplayResult, std::error_code> Journal::replay(const EnqueueFn& enqueue) {
+Result<ReplayResult> Journal::replay(const EnqueueFn& enqueue) {
   auto& d = *impl_;
   struct Row {
     BrandedId job, name, version;

@@ -79,6 +79,10 @@ constexpr Field<WriterStats> kWriterFields[] = {
      "job items the journal's applied memory answered"},
     {"pin_failures", &WriterStats::pin_failures, Kind::kCounter,
      "writer_cpu pins the kernel refused (the writer runs unpinned)"},
+    {"loader_timeouts", &WriterStats::loader_timeouts, Kind::kCounter,
+     "flights answered loader_timeout"},
+    {"loader_late", &WriterStats::loader_late, Kind::kCounter,
+     "loader answers that came after their flight's loader_timeout (discarded)"},
 };
 
 constexpr Field<ring::RingStats> kRingFields[] = {

@@ -66,6 +66,11 @@ void validate(const TableSpec& spec) {
                                    [](char c) { return c >= 'A' && c <= 'Z'; });
   if (!kind_ok) refuse(spec, "kind must be exactly 3 bytes A-Z, got '" + spec.kind + "'");
   if (!spec.loader) refuse(spec, "loader is required");
+  check_range<int>(spec, "loader_threads", spec.loader_threads, 1, 64);
+  if (const auto t = spec.loader_timeout.count(); t != 0 && (t < 1 || t > 3'600'000)) {
+    refuse(spec, "loader_timeout must be 0 (the engine's get_timeout) or lie in 1..3,600,000 ms, got " +
+                     std::to_string(t));
+  }
   check_range<std::int64_t>(spec, "ttl_ms", spec.ttl_ms, 1, std::int64_t{1} << 40);
   if (!(spec.jitter >= 0.0 && spec.jitter <= 0.5)) {
     refuse(spec, "jitter must lie in 0.0..0.5, got " + std::to_string(spec.jitter));

@@ -107,6 +107,7 @@ void TableWriter::stop() {
     for (auto& w : flight.waiters) w(GetOutcome{make_error_code(Errc::kStopped)});
   }
   flights_.clear();
+  load_timers_.clear();
 }
 
 void TableWriter::drain_stopped() {
@@ -200,11 +201,13 @@ void TableWriter::run(std::stop_token stop) {
       map_->sweep(now);
       next_sweep = now + spec_.sweep_ms;
     }
+    const std::int64_t next_load = expire_loads(now);
     if (work != 0) continue;
     map_->reclaim();
-    // Wake for the next sweep, or sooner for a serve_stale deadline: waiting for the sweep alone
-    // served stale rows up to sweep_ms past serve_stale_max_ms.
-    const std::int64_t wake = stale_deadline_ >= 0 ? std::min(next_sweep, stale_deadline_) : next_sweep;
+    // Wake for the next sweep, or sooner for a serve_stale deadline (waiting for the sweep alone
+    // served stale rows up to sweep_ms past serve_stale_max_ms) or a loader's deadline.
+    std::int64_t wake = stale_deadline_ >= 0 ? std::min(next_sweep, stale_deadline_) : next_sweep;
+    if (next_load >= 0) wake = std::min(wake, next_load);
     const auto deadline = std::chrono::steady_clock::now() +
                           std::chrono::milliseconds(std::max<std::int64_t>(0, wake - now));
     bell_.wait_until(
@@ -478,10 +481,18 @@ void TableWriter::on_fetched(FetchedCmd& cmd) {
     return;
   }
   if (!cmd.fetch.stored) {
-    // L2 nil: the loader runs once for the whole flight.
-    ports_.load(cmd.name, flight->minted, [this, name = cmd.name, id = cmd.flight](LoadOutcome load) {
-      post(LoadedCmd{name, id, std::move(load)});
-    });
+    // L2 nil: the loader runs once for the whole flight, within the table's loader_timeout.
+    std::shared_ptr<LoadClaim> claim;
+    if (spec_.loader_timeout.count() > 0) {
+      claim = std::make_shared<LoadClaim>();
+      flight->load = claim;
+      load_timers_.push_back(
+          LoadTimer{now_ms() + spec_.loader_timeout.count(), cmd.name, cmd.flight, claim});
+    }
+    ports_.load(cmd.name, flight->minted, std::move(claim),
+                [this, name = cmd.name, id = cmd.flight](LoadOutcome load) {
+                  post(LoadedCmd{name, id, std::move(load)});
+                });
     return;
   }
   auto row = split_l2_frame(*cmd.fetch.stored);
@@ -500,7 +511,13 @@ void TableWriter::on_fetched(FetchedCmd& cmd) {
 
 void TableWriter::on_loaded(LoadedCmd& cmd) {
   Flight* flight = find_flight(cmd.name, cmd.flight);
-  if (flight == nullptr) return;
+  // A flight waiting for its loader ends only here or in expire_loads (stop() aside): an answer
+  // for a flight that is gone came after its timeout, and the port wrote nothing for it.
+  if (flight == nullptr) {
+    bump(loader_late_);
+    return;
+  }
+  flight->load.reset();
   if (restart_if_overtaken(cmd.name, *flight)) return;
   if (cmd.load.ec) {
     bump(load_errors_);
@@ -519,6 +536,23 @@ void TableWriter::on_loaded(LoadedCmd& cmd) {
   out.source = Source::kLoader;
   bump(fills_);
   finish(cmd.name, std::move(out));
+}
+
+std::int64_t TableWriter::expire_loads(std::int64_t now) {
+  while (!load_timers_.empty() && load_timers_.front().deadline_ms <= now) {
+    LoadTimer t = std::move(load_timers_.front());
+    load_timers_.pop_front();
+    Flight* flight = find_flight(t.name, t.flight);
+    // Skipped: a flight already answered (its loader beat the deadline), or one whose loader
+    // claimed the answer first (its L2 write is under way and answers the flight).
+    if (flight == nullptr || flight->load != t.claim || !t.claim->claim_timeout()) continue;
+    bump(loader_timeouts_);
+    finish(t.name, GetOutcome{Error{Errc::kLoaderTimeout,
+                                    "loader_timeout: table '" + spec_.name +
+                                        "': the loader did not answer within " +
+                                        std::to_string(spec_.loader_timeout.count()) + " ms"}});
+  }
+  return load_timers_.empty() ? -1 : load_timers_.front().deadline_ms;
 }
 
 void TableWriter::finish(std::string_view name, GetOutcome outcome) {
@@ -566,6 +600,8 @@ WriterStats TableWriter::stats() const {
   s.remembered_stale = ld(remembered_stale_);
   s.pin_failures = ld(pin_failures_);
   s.listener_throws = ld(listener_throws_);
+  s.loader_timeouts = ld(loader_timeouts_);
+  s.loader_late = ld(loader_late_);
   s.suspended = suspended_flag_.load(std::memory_order_relaxed);
   for (std::size_t i = 0; i < kLagBuckets; ++i) s.lag_histogram[i] = ld(lag_[i]);
   s.last_applied_ns = last_applied_ns_.load(std::memory_order_relaxed);

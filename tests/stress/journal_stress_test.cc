@@ -70,7 +70,7 @@ TEST(JournalStress, WritersAppliersAndOperatorsShareOneJournal) {
     Journal j(options);
     const EnqueueFn enqueue = [&](const BrandedId& job, const BrandedId&, const BrandedId&) {
       std::lock_guard lock(mu);
-      return table::Expected<bool, std::error_code>(enqueued.insert(job.str()).second);
+      return Result<bool>(enqueued.insert(job.str()).second);
     };
     std::vector<std::thread> threads;
     for (int w = 0; w < kWriters; ++w) {

@@ -37,7 +37,8 @@ TEST(TableWriterStress, ReadersNeverSeeATornRowUnderDropsPutsAndFills) {
     }
     done(L2Fetch{{}, stored});
   };
-  ports.load = [](const BrandedId&, const BrandedId& minted, std::function<void(LoadOutcome)> done) {
+  ports.load = [](const BrandedId&, const BrandedId& minted, std::shared_ptr<LoadClaim>,
+                  std::function<void(LoadOutcome)> done) {
     LoadOutcome out;
     out.value = std::string(minted.view());
     out.version = minted;
@@ -118,7 +119,8 @@ TEST(TableWriterStress, ReadersNeverSeeATornRowUnderDropsPutsAndFills) {
 TEST(TableWriterStress, CallersAskingRunningAndApplyingWhileStopJoinsAreAllAnswered) {
   WriterPorts ports;
   ports.fetch = [](const BrandedId&, std::function<void(L2Fetch)> done) { done(L2Fetch{}); };
-  ports.load = [](const BrandedId&, const BrandedId&, std::function<void(LoadOutcome)> done) {
+  ports.load = [](const BrandedId&, const BrandedId&, std::shared_ptr<LoadClaim>,
+                  std::function<void(LoadOutcome)> done) {
     done(LoadOutcome{});
   };
   TableSpec spec;

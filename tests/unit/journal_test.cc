@@ -129,7 +129,7 @@ TEST_F(JournalTest, ReplayEnqueuesUncoveredIntentsInSeqOrderUnderRecordedIds) {
   j.remember(id("AST", 5), id("TXN", 1));    // older: does not cover intent 5
   std::vector<std::string> asked;
   std::set<std::string> bus = {jobs[2].str()};  // intent 3 is already on the bus (seam B)
-  auto enqueue = [&](const BrandedId& job, const BrandedId&, const BrandedId&) -> table::Expected<bool, std::error_code> {
+  auto enqueue = [&](const BrandedId& job, const BrandedId&, const BrandedId&) -> Result<bool> {
     asked.push_back(job.str());
     return bus.insert(job.str()).second;
   };
@@ -192,7 +192,7 @@ TEST_F(JournalTest, CompactionRetiresCoveredIntentsAndKeepsTheMemory) {
 TEST_F(JournalTest, IntendAndEnqueueRecordsBeforeItEnqueues) {
   Journal j(options());
   bool durable_first = false;
-  auto enqueue = [&](const BrandedId& job, const BrandedId&, const BrandedId&) -> table::Expected<bool, std::error_code> {
+  auto enqueue = [&](const BrandedId& job, const BrandedId&, const BrandedId&) -> Result<bool> {
     // At enqueue time the intent is already committed in the file.
     durable_first = query(j.path(), ("SELECT count(*) FROM intents WHERE job_id='" + job.str() + "'").c_str()) == "1\n";
     return true;
@@ -447,7 +447,7 @@ TEST_F(JournalTest, AReplayThatCannotReadEveryIntentThrowsInsteadOfReplayingPart
   std::atomic<int> sent{0};
   EXPECT_THROW((void)j.replay([&sent](const BrandedId&, const BrandedId&, const BrandedId&) {
     ++sent;
-    return table::Expected<bool, std::error_code>(true);
+    return Result<bool>(true);
   }),
                std::runtime_error)
       << sent.load() << " of 3000 sent and the replay answered as if complete";

@@ -85,6 +85,25 @@ TEST(TableSpec, EachBadKnobIsNamed) {
   expect_refused(s, "writer_cpu");
 }
 
+TEST(TableSpec, LoaderThreadsAndLoaderTimeoutAreCheckedAndNamed) {
+  const TableSpec d = good();
+  EXPECT_EQ(d.loader_threads, 1);
+  EXPECT_EQ(d.loader_timeout.count(), 0);  // the engine's get_timeout
+  auto s = good();
+  s.loader_threads = 64;
+  s.loader_timeout = std::chrono::milliseconds(3'600'000);
+  EXPECT_NO_THROW(validate(s));
+  s.loader_threads = 0;
+  expect_refused(s, "table 'quotes': loader_threads must lie in 1..64, got 0");
+  s.loader_threads = 65;
+  expect_refused(s, "loader_threads must lie in 1..64, got 65");
+  s = good();
+  s.loader_timeout = std::chrono::milliseconds(-1);
+  expect_refused(s, "loader_timeout must be 0 (the engine's get_timeout) or lie in 1..3,600,000 ms");
+  s.loader_timeout = std::chrono::milliseconds(3'600'001);
+  expect_refused(s, "loader_timeout");
+}
+
 TEST(TableSpec, TableNameThatWouldBreakAKeyIsRefused) {
   for (const char* bad : {"", "a{b", "two words", "tab\t"}) {
     auto s = good();

@@ -1,8 +1,15 @@
 // SPDX-License-Identifier: MIT
 // The public façade. An Engine owns one io thread (io_uring; a command connection and, when a
 // table declares the broadcast lane, a subscriber connection), one writer thread per table, and
-// one loader thread. Reads hit L1 on the caller's thread; everything that changes L1 reaches the
-// table's writer as a message (DESIGN "Threads and data flow").
+// each table's own loader threads (TableSpec::loader_threads). Reads hit L1 on the caller's
+// thread; everything that changes L1 reaches the table's writer as a message (DESIGN "Threads and
+// data flow").
+//
+// Errors: the constructor throws ConfigError for a knob out of range, and nothing else throws.
+// start() answers a std::error_code; every data verb (get, put, broadcast, invalidate, ...)
+// answers a Result<T> (error.h): the value, or an Error with its code (compare it with
+// `r.error() == Errc::kKind`) and a message (r.error().message(): a loader's reason, the bound a
+// loader missed). Result::value() on an error throws table::BadExpectedAccess: check first.
 //
 //   Engine e(options, {quotes_spec});
 //   e.start();                                     // connects, subscribes, starts the writers
@@ -24,6 +31,7 @@
 #include <vector>
 
 #include <echo/engine/errc.h>
+#include <echo/engine/error.h>
 #include <echo/engine/job_consumer.h>
 #include <echo/engine/journal.h>
 #include <echo/engine/table_spec.h>
@@ -66,9 +74,6 @@ struct Got {
   std::optional<table::BrandedId> version;
   Source source = Source::kL1;
 };
-
-template <class T>
-using Result = table::Expected<T, std::error_code>;
 
 // One declared table as the directory lists it (WIRE §4.1).
 struct TableInfo {
@@ -144,20 +149,25 @@ class Engine {
   // An Engine runs once: start() after stop(), or after a start() that failed, answers stopped
   // (construct a new Engine); start() while running answers success.
   std::error_code start(std::chrono::milliseconds timeout = std::chrono::seconds(5));
-  // Stops the writers, the loader and the io thread; waiters get `stopped`. Idempotent.
+  // Stops the writers, the loader threads and the io thread; waiters get `stopped`. Idempotent.
+  // Waits for every loader call under way to return (a thread cannot be cancelled; a loader
+  // that never returns keeps stop() from returning).
   void stop();
 
   // ---- Any application thread. ----
   // Cache-aside read: an L1 hit never leaves this thread (no lock, no syscall); a miss goes
-  // single-flight through the writer (one L2 GET per name; the loader on an L2 nil). Blocks up
-  // to get_timeout on a miss. no_such_cache, kind (nothing on the wire), corrupt_l2_frame,
-  // loader_failed, timeout, or a connection error.
+  // single-flight through the writer (one L2 GET per name; the table's loader on an L2 nil).
+  // Blocks up to get_timeout on a miss. no_such_cache, kind (nothing on the wire),
+  // corrupt_l2_frame, loader_failed (message: "loader failed: <LoadError::reason or the
+  // exception's what()>"), loader_timeout (TableSpec::loader_timeout), timeout, contended,
+  // stopped, or a connection error.
   Result<Got> get(std::string_view table, std::string_view id);
   // The same, without waiting. `done` runs exactly once: inline on the caller's thread for a hit
   // or a refusal; for a miss on the table's writer thread, or `stopped` on the thread that stops
   // the engine (or on this one, when the engine stopped first). It must not block and must not
   // call back into this engine's waiting verbs (get, put, ...): on the writer thread it holds up
-  // every row, message and miss of its table while it runs. get_async imposes no timeout.
+  // every row, message and miss of its table while it runs. get_async imposes no timeout of
+  // its own (a flight's loader stage still ends at the table's loader_timeout).
   void get_async(std::string_view table, std::string_view id,
                  std::function<void(Result<Got>)> done);
   // SET ecc:{t}:<id> version‖value PX ttl, then the L1 row (read-your-writes). The version is
@@ -243,8 +253,9 @@ class Engine {
                                      const table::BrandedId& version);
   // drop_l2 (WIRE §3): deletes the L2 row iff `version` is newer; true when it deleted.
   Result<bool> drop_l2(std::string_view table, std::string_view id, const table::BrandedId& version);
-  // Admin: DEL the L2 key and delete the L1 row, unconditionally.
-  std::error_code invalidate(std::string_view table, std::string_view id);
+  // Admin: DEL the L2 key and delete the L1 row, unconditionally. true when L2 held the key
+  // (DEL removed it), false when it had none; the L1 row is gone either way.
+  Result<bool> invalidate(std::string_view table, std::string_view id);
   // Applies one coherence message through the table's writer (the job lane's handler, tests):
   // kind gate on `id`, then WIRE §4.4's verdict.
   Result<table::Verdict> apply_coherence(std::string_view table, std::string_view id,

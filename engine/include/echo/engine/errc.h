@@ -27,6 +27,8 @@ enum class Errc : int {
   kBadKey,           // a text key outside 1..200 bytes or with '{', '}', a space or a control
                      // byte (WIRE §2.2; nothing on the wire)
   kWrongType,        // a typed handle asked for a table of another value type
+  kLoaderTimeout,    // the table's loader did not answer within its loader_timeout (never
+                     // cached; its late answer is discarded)
 };
 
 const std::error_category& engine_category() noexcept;
@@ -35,7 +37,7 @@ inline std::error_code make_error_code(Errc e) noexcept {
   return {static_cast<int>(e), engine_category()};
 }
 
-// "no_such_cache", "kind", "corrupt_l2_frame", ..., "no_live_member"
+// "no_such_cache", "kind", "corrupt_l2_frame", ..., "no_live_member", ..., "loader_timeout"
 std::string_view to_string(Errc e) noexcept;
 
 }  // namespace echo::engine

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include <echo/engine/errc.h>
+#include <echo/engine/error.h>
 #include <echo/table/branded_id.h>
 #include <echo/table/expected.h>
 
@@ -71,8 +72,9 @@ struct JournalStats {
 };
 
 // Where the writer's edge sends a recorded intent: enqueue `job` (its recorded id) carrying
-// name:version; returns true when some queue newly admitted it, false for a duplicate.
-using EnqueueFn = std::function<table::Expected<bool, std::error_code>(
+// name:version; returns true when some queue newly admitted it, false for a duplicate
+// (Engine::enqueue_job fits it as it is).
+using EnqueueFn = std::function<Result<bool>(
     const table::BrandedId& job, const table::BrandedId& name, const table::BrandedId& version)>;
 
 class Journal {
@@ -97,7 +99,7 @@ class Journal {
   void mark_enqueued(const table::BrandedId& job);
   // record → enqueue (under the recorded job id) → mark. Seam A is between record and enqueue,
   // seam B between enqueue and mark; replay closes both. Returns the job id.
-  table::Expected<table::BrandedId, std::error_code> intend_and_enqueue(
+  Result<table::BrandedId> intend_and_enqueue(
       const table::BrandedId& name, const table::BrandedId& version, const EnqueueFn& enqueue);
 
   // ---- the applier's edge (any thread; no SQLite on the check) ----
@@ -114,7 +116,7 @@ class Journal {
   // std::runtime_error naming it, as record and the constructor do: never a partial answer) ----
   // Re-enqueues, in seq order under their recorded ids, the intents no applied row covers
   // (applied.version >= intent.version for its name); marks each enqueued.
-  table::Expected<ReplayResult, std::error_code> replay(const EnqueueFn& enqueue);
+  Result<ReplayResult> replay(const EnqueueFn& enqueue);
   // Deletes the covered intents; returns how many. The applied memory stays.
   std::uint64_t compact();
 

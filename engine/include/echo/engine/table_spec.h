@@ -4,6 +4,7 @@
 // naming the knob, its allowed range and the value given.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -93,7 +94,7 @@ std::string_view to_string(DisconnectPolicy p) noexcept;
 
 // A loader's answer for a name missing from L1 and L2 (WIRE §4.3): a value (its version minted
 // by the engine in the table's kind at flight start), a value with its own version, or an error
-// (returned to every waiter, never cached).
+// (never cached; every waiter gets Errc::kLoaderFailed with the message "loader failed: <reason>").
 struct Loaded {
   std::string value;
   std::optional<table::BrandedId> version;
@@ -102,11 +103,15 @@ struct LoadError {
   std::string reason;
 };
 using LoadResult = std::variant<Loaded, LoadError>;
-// Runs on the engine's one loader thread (shared by every table: while one loader runs, the
-// others' L2 misses wait), never on a writer or io thread, for one name at a time. It may block
-// (that is what the thread is for) but should answer well within the engine's get_timeout, the
-// longest any caller waits for it. It must not call back into the engine that runs it: a get that
-// misses would wait for this same thread. A throw is taken as LoadError{"loader threw"}.
+// Runs on one of its table's own loader threads (TableSpec::loader_threads; no other table's
+// loader runs there, so a slow loader delays only its own table's misses), never on a writer or
+// io thread, for one name per call; with loader_threads > 1 calls for different names run
+// concurrently, so the loader must then be safe to call from several threads at once. It may
+// block (that is what the threads are for) but should answer within the table's loader_timeout,
+// past which its waiters get loader_timeout and its answer is thrown away. It must not call back
+// into the engine that runs it: a get that misses could wait for this same thread. A throw is
+// taken as a LoadError whose reason is the exception's what() ("loader threw" for a throw of
+// something not derived from std::exception).
 using Loader = std::function<LoadResult(const Key& name)>;
 
 struct TableSpec {
@@ -117,6 +122,17 @@ struct TableSpec {
   KeyKind keys = KeyKind::kBranded;
   ValueType value{};                // typed<T>() sets it; empty: bytes
   InvalidateListener on_invalidate;  // optional (see InvalidateListener)
+  // The table's own loader threads, started with the engine: 1..64. More than one lets misses of
+  // different names load concurrently (the loader must then be thread-safe); one flight per name
+  // still calls the loader once however many readers wait for it.
+  int loader_threads = 1;
+  // How long a flight waits for its loader: 0 = the engine's get_timeout, else 1..3,600,000 ms.
+  // Past it, every waiter of the flight gets Errc::kLoaderTimeout and nothing is cached; the
+  // loader's late answer is discarded (neither L2 nor L1 sees it; WriterStats::loader_late counts
+  // it). The loader's thread cannot be cancelled: it stays busy until the loader returns, so a
+  // loader that hangs takes one of loader_threads out of service until it does, and stop() waits
+  // for it.
+  std::chrono::milliseconds loader_timeout{0};
   std::int64_t ttl_ms = 5000;       // 1 .. 2^40
   double jitter = 0.1;              // 0.0 .. 0.5
   std::size_t max_size = 100000;    // 1 .. 2^26 (the L1 index is allocated whole: table_spec.cc)

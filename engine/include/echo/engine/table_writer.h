@@ -14,6 +14,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -24,6 +25,7 @@
 #include <variant>
 #include <vector>
 
+#include <echo/engine/error.h>
 #include <echo/engine/table_spec.h>
 #include <echo/ring/doorbell.h>
 #include <echo/ring/spsc_ring.h>
@@ -70,14 +72,14 @@ using AckSink = std::function<void(std::span<const JobAck>)>;
 
 // A command's answer: its value, or the error that kept the writer from running it (`stopped`).
 template <class T>
-using WriterAnswer = table::Expected<T, std::error_code>;
+using WriterAnswer = Result<T>;
 
 // Where a read was answered from (WIRE §4.3's sources, plus l1).
 enum class Source : std::uint8_t { kL1, kL2, kLoader };
 std::string_view to_string(Source s) noexcept;
 
 struct GetOutcome {
-  std::error_code ec;
+  Error ec;  // the code, and a message where the code is not all (a loader's reason)
   std::string value;
   std::optional<table::BrandedId> version;
   Source source = Source::kL1;
@@ -92,17 +94,42 @@ struct L2Fetch {
   std::optional<std::string> stored;  // nullopt: the key does not exist (GET answered nil)
 };
 struct LoadOutcome {
-  std::error_code ec;        // loader failure or L2 write failure
+  Error ec;                  // loader failure (with its reason) or L2 write failure
   std::string value;
   std::optional<table::BrandedId> version;
   bool stored = false;       // put_l2 stored it (false: L2 already held a newer row)
 };
+// Who answers one loader call when the table has a loader_timeout: the loader thread with the
+// loader's answer, or the writer at the deadline, whichever claims it first; the other side's
+// answer is discarded. The claim is one compare-exchange on one byte and carries no data (the
+// answer reaches the writer through its inbox, which orders it), so relaxed suffices.
+class LoadClaim {
+ public:
+  // Loader thread, once the loader returned and before anything is written to L2: true when the
+  // answer is still wanted; from then on the writer waits for it, however long L2 takes.
+  bool claim_answer() noexcept { return claim(kAnswered); }
+  // Writer thread, at the deadline: true when the loader has not answered: the flight times out
+  // and the loader's answer, when it comes, is discarded.
+  bool claim_timeout() noexcept { return claim(kTimedOut); }
+
+ private:
+  static constexpr std::uint8_t kOpen = 0, kAnswered = 1, kTimedOut = 2;
+  bool claim(std::uint8_t to) noexcept {
+    std::uint8_t open = kOpen;
+    return state_.compare_exchange_strong(open, to, std::memory_order_relaxed);
+  }
+  std::atomic<std::uint8_t> state_{kOpen};
+};
+
 struct WriterPorts {
   std::function<void(std::string_view name, std::function<void(L2Fetch)> done)> fetch;
   // Run the loader for `name` (on a loader thread), write its value to L2 conditionally under
-  // the loader's version or `minted`, and report.
+  // the loader's version or `minted`, and report. `claim` is non-null when the table has a
+  // loader_timeout: once the loader returned, the port calls claim->claim_answer() and, when it
+  // answers false (the writer timed the flight out), writes nothing and reports anything (the
+  // writer discards it and counts it loader_late). `done` runs exactly once either way.
   std::function<void(std::string_view name, const table::BrandedId& minted,
-                     std::function<void(LoadOutcome)> done)>
+                     std::shared_ptr<LoadClaim> claim, std::function<void(LoadOutcome)> done)>
       load;
 };
 
@@ -119,6 +146,9 @@ struct WriterStats {
   std::uint64_t suspended_fills = 0;           // fills answered but not cached while suspended
   std::uint64_t puts = 0, erases = 0, commands = 0, passes = 0;
   std::uint64_t remembered_stale = 0;          // job-lane items the applied memory answered
+  std::uint64_t loader_timeouts = 0;           // flights answered loader_timeout
+  std::uint64_t loader_late = 0;               // loader answers that came after their timeout
+                                               // (discarded)
   std::uint64_t pin_failures = 0;              // writer_cpu refused by the kernel: runs unpinned
   std::uint64_t listener_throws = 0;           // on_invalidate threw (it must not): caught
   bool suspended = false;
@@ -135,7 +165,8 @@ struct WriterStats {
 
 class TableWriter {
  public:
-  // Validates `spec` (ConfigError) and builds the map. Owner thread.
+  // Validates `spec` (ConfigError) and builds the map. Owner thread. spec.loader_timeout 0 means
+  // no timeout here: the Engine resolves 0 to its get_timeout before it builds the writer.
   TableWriter(const TableSpec& spec, WriterPorts ports, unsigned node_id);
   ~TableWriter();  // stop()
   TableWriter(const TableWriter&) = delete;
@@ -216,6 +247,15 @@ class TableWriter {
     std::vector<GetCallback> waiters;
     bool overtaken = false;   // a newer drop for this name was applied while in flight
     int restarts = 0;
+    std::shared_ptr<LoadClaim> load;  // the loader call under way (loader_timeout only)
+  };
+  // A loader call's deadline. Every one is its start plus the table's one loader_timeout, so a
+  // FIFO holds them in deadline order.
+  struct LoadTimer {
+    std::int64_t deadline_ms;
+    std::string name;
+    std::uint64_t flight;
+    std::shared_ptr<LoadClaim> claim;
   };
 
   void post(Command&& cmd);
@@ -230,6 +270,9 @@ class TableWriter {
   void on_miss(MissCmd& cmd);
   void on_fetched(FetchedCmd& cmd);
   void on_loaded(LoadedCmd& cmd);
+  // Times out the loader calls whose deadline passed (claim_timeout won); returns the next
+  // deadline still pending, or -1.
+  std::int64_t expire_loads(std::int64_t now);
   void start_fetch(std::string_view name, Flight& flight);
   bool restart_if_overtaken(std::string_view name, Flight& flight);
   // Reads L2 again under a newly minted loader version, or answers `contended` past kMaxRestarts.
@@ -276,12 +319,14 @@ class TableWriter {
   std::uint64_t next_flight_ = 1;
   bool suspended_ = true;  // a broadcast or job table caches once its lane confirms delivery
   std::int64_t stale_deadline_ = -1; // serve_stale: when to suspend if still not resubscribed
+  std::deque<LoadTimer> load_timers_;  // loader_timeout > 0 only
 
   // Counters: written by the writer thread (relaxed load+store), read anywhere.
   std::atomic<std::uint64_t> applied_{0}, stale_{0}, fills_{0}, l2_hits_{0}, coalesced_{0},
       load_errors_{0}, corrupt_frames_{0}, flight_restarts_{0}, ring_flushes_{0},
       disconnect_flushes_{0}, suspended_fills_{0}, puts_{0}, erases_{0}, commands_{0}, passes_{0},
-      remembered_stale_{0}, pin_failures_{0}, listener_throws_{0};
+      remembered_stale_{0}, pin_failures_{0}, listener_throws_{0}, loader_timeouts_{0},
+      loader_late_{0};
   std::atomic<bool> suspended_flag_{false};
   std::array<std::atomic<std::uint64_t>, kLagBuckets> lag_{};
   std::atomic<std::int64_t> last_applied_ns_{0}, last_decoded_ns_{0};
