@@ -109,7 +109,7 @@ TEST_F(Loaders, TwoLoaderThreadsLoadTwoNamesOfOneTableAtOnce) {
   engine::Loader held = first->loader("held");
   auto spec = table_spec("twot", "AST", CoherenceMode::kNone,
                          [calls, held](const BrandedId& name) -> engine::LoadResult {
-                           if (calls->fetch_add(1) == 0) return held(name);
+                           if (calls->fetch_add(1) == 0) return held(engine::Key(name));
                            return engine::Loaded{"free", std::nullopt};
                          });
   spec.loader_threads = 2;

@@ -214,7 +214,7 @@ TEST_F(Publish, WithTheCommandConnectionKilledMidCallNoMessageLacksItsRowAndNoRo
       while (!stop.load(std::memory_order_relaxed)) {
         const BrandedId name = a->mint("AST").value(), version = a->mint("AST").value();
         auto r = a->publish(t, name.view(), "px=1.00", version);
-        attempts[p].push_back({name, version, r ? std::error_code() : r.error()});
+        attempts[p].push_back({name, version, r ? std::error_code() : std::error_code(r.error())});
         answered.fetch_add(1, std::memory_order_relaxed);
         // A call while the connection is down fails at once without reaching the server: wait
         // for it to be back rather than pile up such calls through the reconnect's backoff.

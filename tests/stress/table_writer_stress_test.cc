@@ -28,16 +28,16 @@ TEST(TableWriterStress, ReadersNeverSeeATornRowUnderDropsPutsAndFills) {
   std::mutex mu;
   std::unordered_map<std::string, std::string> l2;  // name -> framed value
   WriterPorts ports;
-  ports.fetch = [&](const BrandedId& name, std::function<void(L2Fetch)> done) {
+  ports.fetch = [&](std::string_view name, std::function<void(L2Fetch)> done) {
     std::optional<std::string> stored;
     {
       std::lock_guard lock(mu);
-      auto it = l2.find(name.str());
+      auto it = l2.find(std::string(name));
       if (it != l2.end()) stored = it->second;
     }
     done(L2Fetch{{}, stored});
   };
-  ports.load = [](const BrandedId&, const BrandedId& minted, std::shared_ptr<LoadClaim>,
+  ports.load = [](std::string_view, const BrandedId& minted, std::shared_ptr<LoadClaim>,
                   std::function<void(LoadOutcome)> done) {
     LoadOutcome out;
     out.value = std::string(minted.view());
@@ -118,8 +118,8 @@ TEST(TableWriterStress, ReadersNeverSeeATornRowUnderDropsPutsAndFills) {
 // data race TSan reports here. Each caller's apply is answered, by the loop or as `stopped`.
 TEST(TableWriterStress, CallersAskingRunningAndApplyingWhileStopJoinsAreAllAnswered) {
   WriterPorts ports;
-  ports.fetch = [](const BrandedId&, std::function<void(L2Fetch)> done) { done(L2Fetch{}); };
-  ports.load = [](const BrandedId&, const BrandedId&, std::shared_ptr<LoadClaim>,
+  ports.fetch = [](std::string_view, std::function<void(L2Fetch)> done) { done(L2Fetch{}); };
+  ports.load = [](std::string_view, const BrandedId&, std::shared_ptr<LoadClaim>,
                   std::function<void(LoadOutcome)> done) {
     done(LoadOutcome{});
   };

@@ -153,21 +153,20 @@ TEST_F(JournalTest, AVersionTheMemoryShowsCoversItsIntentInTheReplayThatFollows)
   Journal j(options());
   constexpr int kRounds = 400;
   std::vector<BrandedId> versions;
-  for (int k = 1; k <= kRounds; ++k) {
-    versions.push_back(id("TXN", 1000 + static_cast<std::uint64_t>(k)));
-    (void)j.record(id("AST", 7), versions.back());
-  }
-  std::atomic<int> next{0};
+  for (int k = 1; k <= kRounds; ++k) versions.push_back(id("TXN", 1000 + static_cast<std::uint64_t>(k)));
+  std::atomic<int> next{-1};
   std::thread applier([&] {
     for (int k = 0; k < kRounds; ++k) {
       while (next.load(std::memory_order_acquire) < k) std::this_thread::yield();
       j.remember(id("AST", 7), versions[k]);
     }
   });
-  auto never = [](const BrandedId&, const BrandedId&,
-                  const BrandedId&) -> table::Expected<bool, std::error_code> { return true; };
+  auto never = [](const BrandedId&, const BrandedId&, const BrandedId&) -> Result<bool> {
+    return true;
+  };
   int replayed = 0;
   for (int k = 0; k < kRounds; ++k) {
+    (void)j.record(id("AST", 7), versions[k]);  // the intent this round's remember covers
     next.store(k, std::memory_order_release);
     while (j.last_applied(id("AST", 7)) != versions[k]) std::this_thread::yield();
     auto r = j.replay(never);
