@@ -286,6 +286,10 @@ class L1Map {
   void count(bool hit) const noexcept;
 
   std::atomic<Row*>* find_link(std::string_view name, std::uint64_t hash) const noexcept;
+  // find_link()'s walk for a name that is not 14 bytes, out of line.
+  [[gnu::noinline]] static std::atomic<Row*>* find_link_text(std::atomic<Row*>* link,
+                                                             std::string_view name,
+                                                             std::uint64_t hash) noexcept;
   InsertVerdict upsert(std::string_view name, std::string_view value, const BrandedId& version,
                        bool is_fill);
   // nullptr when the layout's decode refused `value` (decode_error_ says why).
