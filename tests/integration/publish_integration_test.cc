@@ -53,8 +53,11 @@ TEST_F(Publish, OnTheBroadcastLaneAnotherNodesRowGoesAndItsNextReadIsTheNewValue
   constexpr std::int64_t kTtl = 4000;
   LoaderProbe loader;
   auto spec = table_spec("quotes", "AST", CoherenceMode::kBroadcast, loader.answer("px=100.00"), kTtl);
-  auto a = node(1, {spec});
-  auto b = node(2, {spec});
+  // The publisher under the higher node id: versions minted in one millisecond order by node id
+  // first (WIRE §1.2), so a's publish right after b's fill (b's loader version) is newer even
+  // within that millisecond; under the lower id it could be older and its message stale at b.
+  auto a = node(2, {spec});
+  auto b = node(1, {spec});
   ASSERT_TRUE(a && b);
   const BrandedId name = fresh_id("AST");
   auto fill = b->get("quotes", name.view());

@@ -87,6 +87,23 @@ int child_main(int argc, char** argv) {
 
 class TypedTableTest : public SingleServerTest {};
 
+// A version for node `node` newer than `seen`, a row's version another node minted. Versions
+// minted in one millisecond order by node id first (WIRE §1.2), so a write that must replace a
+// row another node just filled is minted past that row's version (the fresh clone saw node 1's
+// put, in the same millisecond as node 2's fill, lose to it: its message stale at node 2).
+table::BrandedId newer_than(std::string_view seen, unsigned node) {
+  return table::process_minter()
+      .mint_after("QTE", node, table::BrandedId::parse(seen).value())
+      .value();
+}
+
+// The version of `key`'s row in `quotes`' L1 (empty when it holds none).
+std::string version_in_l1(const Table<Quote>& quotes, std::string_view key) {
+  std::string out;
+  (void)quotes.l1().visit(key, [&out](std::string_view, std::string_view v) { out = v; });
+  return out;
+}
+
 TEST_F(TypedTableTest, ATextKeyStructRowIsReadInPlaceAndCrossesTwoProcesses) {
   auto loads = std::make_shared<std::atomic<int>>(0);
   auto a = node(1, {quotes_spec(loads)});
@@ -111,8 +128,10 @@ TEST_F(TypedTableTest, ATextKeyStructRowIsReadInPlaceAndCrossesTwoProcesses) {
 
   // This node reads it from L2, then in place: the same object, no copy, on this thread.
   const Quote* first = nullptr;
-  auto r = quotes.read("AAPL", [&first](const Quote& q, std::string_view version) {
+  std::string filled;  // the version the second node's loader wrote, read back from L2
+  auto r = quotes.read("AAPL", [&first, &filled](const Quote& q, std::string_view version) {
     first = &q;
+    filled = version;
     EXPECT_EQ(version.size(), table::kIdSize);
   });
   ASSERT_TRUE(r) << r.error().message();
@@ -126,7 +145,7 @@ TEST_F(TypedTableTest, ATextKeyStructRowIsReadInPlaceAndCrossesTwoProcesses) {
 
   // A new quote, put and announced as key:version (WIRE §2.2): the other process drops its row
   // and reads the new one from L2.
-  auto v = quotes.put("AAPL", Quote{189.5, 189.6, 300});
+  auto v = quotes.put("AAPL", Quote{189.5, 189.6, 300}, newer_than(filled, 1));
   ASSERT_TRUE(v) << v.error().message();
   auto heard = a->broadcast("quotes", "AAPL", *v);
   ASSERT_TRUE(heard) << heard.error().message();
@@ -148,7 +167,7 @@ TEST_F(TypedTableTest, KeysMayHoldColonsAndBadKeysNeverReachTheWire) {
   Table<Quote> qa = a->table<Quote>("quotes");
   Table<Quote> qb = b->table<Quote>("quotes");
   ASSERT_TRUE(qb.get("EUR:USD"));  // loaded into b's L1
-  auto v = qa.put("EUR:USD", Quote{1.08, 1.09, 5});
+  auto v = qa.put("EUR:USD", Quote{1.08, 1.09, 5}, newer_than(version_in_l1(qb, "EUR:USD"), 1));
   ASSERT_TRUE(v);
   ASSERT_TRUE(a->broadcast("quotes", "EUR:USD", *v));
   EXPECT_TRUE(poll_until([&] { return qb.l1().stats().coh_applied == 1; }, 10s, 1ms));
@@ -205,7 +224,8 @@ TEST_F(TypedTableTest, OnInvalidateHearsEachDropOnTheWriterThread) {
   ASSERT_TRUE(b);
   Table<Quote> qa = a->table<Quote>("quotes");
   ASSERT_TRUE(qa.get("MSFT"));
-  auto v = b->table<Quote>("quotes").put("MSFT", Quote{420, 421, 1});
+  auto v = b->table<Quote>("quotes").put("MSFT", Quote{420, 421, 1},
+                                          newer_than(version_in_l1(qa, "MSFT"), 2));
   ASSERT_TRUE(v);
   ASSERT_TRUE(b->broadcast("quotes", "MSFT", *v));
   const auto count = [&] {
