@@ -178,6 +178,14 @@ struct Engine::Impl {
     auto it = by_name.find(table);
     return it == by_name.end() ? nullptr : it->second;
   }
+  // The string-keyed verbs' one way to their handle form: `verb(slot)` on the declared table,
+  // else no_such_cache in the verb's own Result.
+  template <class Verb>
+  auto on_table(std::string_view table, Verb verb) const -> decltype(verb(std::declval<Slot&>())) {
+    Slot* slot = find(table);
+    if (slot == nullptr) return table::Unexpected{make_error_code(Errc::kNoSuchCache)};
+    return verb(*slot);
+  }
 
   // One coherence message applied by the table's writer while the caller waits (up to
   // get_timeout) for its answer: the kind gate, a running writer, then submit(writer, message,
@@ -993,9 +1001,7 @@ void Engine::stop() {
 bool Engine::running() const noexcept { return impl_->running.load(std::memory_order_acquire); }
 
 Result<Got> Engine::get(std::string_view table, std::string_view id) {
-  Impl::Slot* slot = impl_->find(table);
-  if (slot == nullptr) return table::Unexpected{make_error_code(Errc::kNoSuchCache)};
-  return get(*slot, id);
+  return impl_->on_table(table, [&](TableRef& ref) { return get(ref, id); });
 }
 
 Result<Got> Engine::get(TableRef& ref, std::string_view key) {
@@ -1039,9 +1045,7 @@ void Engine::get_async(std::string_view table, std::string_view id,
 
 Result<BrandedId> Engine::put(std::string_view table, std::string_view id, std::string_view value,
                               std::optional<BrandedId> version) {
-  Impl::Slot* slot = impl_->find(table);
-  if (slot == nullptr) return table::Unexpected{make_error_code(Errc::kNoSuchCache)};
-  return put(*slot, id, value, version);
+  return impl_->on_table(table, [&](TableRef& ref) { return put(ref, id, value, version); });
 }
 
 Result<BrandedId> Engine::put(TableRef& ref, std::string_view key, std::string_view value,
@@ -1060,9 +1064,7 @@ Result<BrandedId> Engine::put(TableRef& ref, std::string_view key, std::string_v
 
 Result<BrandedId> Engine::publish(std::string_view table, std::string_view id,
                                   std::string_view value, std::optional<BrandedId> version) {
-  Impl::Slot* slot = impl_->find(table);
-  if (slot == nullptr) return table::Unexpected{make_error_code(Errc::kNoSuchCache)};
-  return publish(*slot, id, value, version);
+  return impl_->on_table(table, [&](TableRef& ref) { return publish(ref, id, value, version); });
 }
 
 Result<BrandedId> Engine::publish(TableRef& ref, std::string_view key, std::string_view value,
@@ -1326,9 +1328,7 @@ Result<bool> Engine::drop_l2(std::string_view table, std::string_view id, const 
 }
 
 Result<bool> Engine::invalidate(std::string_view table, std::string_view id) {
-  Impl::Slot* slot = impl_->find(table);
-  if (slot == nullptr) return table::Unexpected{make_error_code(Errc::kNoSuchCache)};
-  return invalidate(*slot, id);
+  return impl_->on_table(table, [&](TableRef& ref) { return invalidate(ref, id); });
 }
 
 Result<bool> Engine::invalidate(TableRef& ref, std::string_view key) {

@@ -322,7 +322,7 @@ void TableWriter::note_drop(std::string_view name) {
 
 void TableWriter::note_drop_hashed(std::uint64_t hash) noexcept {
   for (auto& [key, flight] : flights_) {
-    if (table::hash_key(key) == hash) flight.overtaken = true;
+    if (flight.hash == hash) flight.overtaken = true;
   }
 }
 
@@ -423,7 +423,9 @@ void TableWriter::on_miss(MissCmd& cmd) {
   }
   // A plain loader value takes a table-kind version minted at flight start (WIRE §4.3).
   Flight& flight =
-      flights_.emplace(cmd.name, Flight{next_flight_++, mint_version(cmd.name), {}}).first->second;
+      flights_.emplace(cmd.name, Flight{next_flight_++, table::hash_key(cmd.name),
+                                        mint_version(cmd.name), {}})
+          .first->second;
   flight.waiters.push_back(std::move(cmd.done));
   start_fetch(cmd.name, flight);
 }

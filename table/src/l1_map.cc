@@ -534,8 +534,10 @@ Verdict L1Map::apply_one(std::string_view name, const IdBytes& version, std::int
   if (std::atomic<Row*>* link = find_link(name, h)) {
     Row* row = link->load(std::memory_order_relaxed);
     if (newer(view(version), view(row->version))) {
-      if (on_drop_.fn != nullptr) on_drop_.fn(on_drop_.ctx, row->name_view(), view(version));
       unlink(link, row);
+      // After the unlink (a listener that reads the name again must miss it), before the retire
+      // (which may free the row once no reader holds it).
+      if (on_drop_.fn != nullptr) on_drop_.fn(on_drop_.ctx, row->name_view(), view(version));
       retire(row);
       bump(counters_.coh_applied);
       return Verdict::kApplied;
@@ -557,8 +559,8 @@ Verdict L1Map::apply_hashed(std::uint64_t hash, const BrandedId& version) noexce
   for (Row* r = link->load(std::memory_order_relaxed); r != nullptr;
        r = link->load(std::memory_order_relaxed)) {
     if (r->hash == hash && newer(view(v), view(r->version))) {
-      if (on_drop_.fn != nullptr) on_drop_.fn(on_drop_.ctx, r->name_view(), view(v));
       unlink(link, r);  // link now points past r
+      if (on_drop_.fn != nullptr) on_drop_.fn(on_drop_.ctx, r->name_view(), view(v));  // as apply_one
       retire(r);
       applied = true;
     } else {

@@ -242,6 +242,7 @@ class TableWriter {
 
   struct Flight {
     std::uint64_t id;
+    std::uint64_t hash;       // hash_key(name): a text key's message finds its flight by it
     table::BrandedId minted;  // the version a plain loader value gets (minted at flight start
                               // and again at each restart)
     std::vector<GetCallback> waiters;

@@ -54,8 +54,9 @@ struct ValueLayout {
   bool bytes() const noexcept { return size == 0; }
 };
 
-// Told of every row a coherence message dropped (apply_coherence, apply_batch, apply_hashed):
-// the row's name and the message's version (14 bytes). Writer thread, inside the apply: it must
+// Told of every row a coherence message dropped (apply_coherence, apply_batch, apply_hashed),
+// once the row is unlinked (a read of its name from then on misses): the row's name and the
+// message's version (14 bytes). Writer thread, inside the apply: it must
 // not block, throw or call the map. The engine's on_invalidate rides on it.
 struct DropListener {
   void (*fn)(void* ctx, std::string_view name, std::string_view version) noexcept = nullptr;
