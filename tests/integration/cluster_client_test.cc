@@ -49,6 +49,26 @@ class ClusterClientTest : public test::ClusterTest {
   }
 
   // Waits until the client's map has been refreshed past `after` refreshes.
+  // Until no map refresh came for 500 ms (five refresh_min_intervals). A new client keeps asking
+  // for the map, a tick apart, until every master it names answers; one of those refreshes
+  // landing after a test's migration learns the new owner before the first call can be
+  // redirected (a fresh clone under load: the GET after MOVED's migration answered "v" at once).
+  static void settle(const ClusterClient& c) {
+    std::uint64_t last = c.stats().refreshes;
+    auto quiet_since = std::chrono::steady_clock::now();
+    for (int i = 0; i < 750; ++i) {  // 15 s at most
+      std::this_thread::sleep_for(milliseconds(20));
+      const auto now = std::chrono::steady_clock::now();
+      if (const std::uint64_t r = c.stats().refreshes; r != last) {
+        last = r;
+        quiet_since = now;
+      } else if (now - quiet_since >= milliseconds(500)) {
+        return;
+      }
+    }
+    ADD_FAILURE() << "the client's map refreshes never stopped";
+  }
+
   static bool refreshed_past(const ClusterClient& c, std::uint64_t after) {
     for (int i = 0; i < 200; ++i) {
       if (c.stats().refreshes > after) return true;
@@ -122,6 +142,7 @@ TEST_F(ClusterClientTest, AskDuringMigrationThenMovedAfterIt) {
   auto c = client();
   const std::uint16_t slot = hash_slot("mig");
   ASSERT_FALSE(c->call_blocking({"SET", "{mig}:old", "before"}).ec);
+  settle(*c);
   const int source = cluster().master_of(slot);
   const int target = cluster().other_master(slot);
   cluster().begin_migration(slot, target);
@@ -157,6 +178,7 @@ TEST_F(ClusterClientTest, RedirectBeyondTheBoundIsTypedThenTheRefreshedMapServes
   auto c = client(/*max_redirects=*/0);
   const std::uint16_t slot = hash_slot("bound");
   ASSERT_FALSE(c->call_blocking({"SET", "{bound}:k", "v"}).ec);
+  settle(*c);
   const int target = cluster().other_master(slot);
   cluster().begin_migration(slot, target);
   cluster().finish_migration(slot, target);
