@@ -1,9 +1,13 @@
 // SPDX-License-Identifier: MIT
 // The hot operations, each in its own extern "C" function so callgrind can collect exactly one
 // of them (--toggle-collect=echo_perf_<op>): ring publish+drain of one item, an L1 hit, the apply
-// of one coherence drop, the decode of one push. callgrind_ops.sh divides each function's
-// instructions by N. Each op checks its own answer (what was consumed equals what was produced);
-// a wrong answer exits 1.
+// of one coherence drop, the decode of one push, a typed hit in place (through the map, through
+// the engine's handle, and an absl::flat_hash_map find as their baseline). callgrind_ops.sh
+// divides each function's instructions by N. Each op checks its own answer (what was consumed
+// equals what was produced); a wrong answer exits 1.
+#include <echo/engine/codec.h>
+#include <echo/engine/engine.h>
+#include <echo/engine/table.h>
 #include <echo/io/resp3_decoder.h>
 #include <echo/ring/spsc_ring.h>
 #include <echo/table/branded_id.h>
@@ -11,9 +15,19 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <new>
 #include <span>
 #include <string>
 #include <vector>
+
+#if __has_include(<absl/container/flat_hash_map.h>)
+#include <absl/container/flat_hash_map.h>
+#define ECHO_FLAT_MAP absl::flat_hash_map
+#else
+#include <unordered_map>
+#define ECHO_FLAT_MAP std::unordered_map
+#endif
 
 namespace {
 
@@ -30,6 +44,14 @@ void check(bool ok, const char* what) {
 std::string push_frame() {
   return ">3\r\n$7\r\nmessage\r\n$11\r\necc:{t}:coh\r\n$29\r\nUSR0KHTOWnGLuC:USR0NgWEfAEJfs\r\n";
 }
+
+// A typed row as a trading service reads it (the bench's l1_typed_hit_vs_flat_map).
+struct Quote {
+  double bid, ask;
+  std::int64_t ts;
+  std::int32_t size;
+  char venue[4];
+};
 
 }  // namespace
 
@@ -53,6 +75,42 @@ __attribute__((noinline)) std::size_t echo_perf_l1_hit(const echo::table::L1Map&
     hits += map.read(name, std::span<char>(buf)).status == echo::table::ReadStatus::kHit;
   }
   return hits;
+}
+
+// A typed hit in place (text keys of 5-6 bytes, a 32-byte struct), and the same reads of an
+// unsynchronised flat map holding the same rows: their ratio is l1_typed_hit_vs_flat_map's in
+// instructions.
+__attribute__((noinline)) double echo_perf_typed_hit(const echo::table::L1Map& map,
+                                                     const std::vector<std::string>& keys) {
+  double sum = 0;
+  for (const std::string& k : keys) {
+    map.visit(k, [&sum](std::string_view value, std::string_view) {
+      const Quote& q = *std::launder(reinterpret_cast<const Quote*>(value.data()));
+      sum += q.bid + static_cast<double>(q.size);
+    });
+  }
+  return sum;
+}
+
+// The same typed hit through the engine's handle (Table<Quote>::read): against typed_hit, the
+// handle's own cost.
+__attribute__((noinline)) double echo_perf_handle_hit(const echo::engine::Table<Quote>& table,
+                                                      const std::vector<std::string>& keys) {
+  double sum = 0;
+  for (const std::string& k : keys) {
+    auto r = table.read(k, [&sum](const Quote& q, std::string_view) { sum += q.bid + static_cast<double>(q.size); });
+    if (!r) return -1;
+  }
+  return sum;
+}
+
+__attribute__((noinline)) double echo_perf_flat_hit(const ECHO_FLAT_MAP<std::string, Quote>& map,
+                                                    const std::vector<std::string>& keys) {
+  double sum = 0;
+  for (const std::string& k : keys) {
+    if (auto it = map.find(k); it != map.end()) sum += it->second.bid + static_cast<double>(it->second.size);
+  }
+  return sum;
 }
 
 __attribute__((noinline)) std::size_t echo_perf_apply_drop(echo::table::L1Map& map,
@@ -99,6 +157,45 @@ int main(int argc, char** argv) {
   for (std::size_t i = 0; i < n; ++i) bytes += push_frame();
   echo::io::Resp3Decoder dec;
   check(echo_perf_decode_push(dec, bytes) == n, "decode push");
+  {
+    echo::table::L1Config c;
+    c.ttl_ms = 3600000;
+    c.max_size = n + 16;
+    c.clock = &echo::table::coarse_monotonic_ms;  // as the engine's tables read it
+    c.layout.size = sizeof(Quote);
+    c.layout.align = alignof(Quote);
+    c.layout.decode = [](std::string_view in, void* at, std::string&) {
+      if (in.size() != sizeof(Quote)) return false;
+      std::memcpy(at, in.data(), sizeof(Quote));
+      return true;
+    };
+    echo::table::L1Map typed(c);
+    ECHO_FLAT_MAP<std::string, Quote> flat;
+    std::vector<std::string> keys;
+    const Quote q{100.5, 100.75, 1, 2, {'X', 'N', 'Y', 'S'}};
+    const std::string row(reinterpret_cast<const char*>(&q), sizeof q);
+    for (std::size_t i = 0; i < n; ++i) {
+      keys.push_back("Q" + std::to_string(1000 + 7 * i));
+      typed.put(keys.back(), row, minter.mint("AST", 1).value());
+      flat.emplace(keys.back(), q);
+    }
+    const double want = static_cast<double>(n) * (q.bid + q.size);
+    check(echo_perf_typed_hit(typed, keys) == want, "typed hit");
+    check(echo_perf_flat_hit(flat, keys) == want, "flat hit");
+    // An engine that is never started (no server): its table's map, filled here on this thread
+    // (no writer thread runs before start), read through the handle.
+    echo::engine::EngineOptions o;
+    o.port = 1;
+    echo::engine::TableSpec spec{.name = "quotes", .kind = "AST", .loader = [](const echo::engine::Key&) {
+                                   return echo::engine::LoadResult{};
+                                 }};
+    spec.keys = echo::engine::KeyKind::kText;
+    echo::engine::Engine engine(o, {echo::engine::typed<Quote>(std::move(spec))});
+    const auto handle = engine.table<Quote>("quotes");
+    auto& behind = const_cast<echo::table::L1Map&>(handle.l1());
+    for (const std::string& k : keys) behind.put(k, row, minter.mint("AST", 1).value());
+    check(echo_perf_handle_hit(handle, keys) == want, "handle hit");
+  }
   if (fails == 0) std::printf("ops: %zu of each op, every answer right\n", n);
   return fails == 0 ? 0 : 1;
 }

@@ -91,6 +91,7 @@ void validate(const TableSpec& spec) {
   }
   check_range<std::size_t>(spec, "max_batch", spec.max_batch, 1, spec.ring_capacity);
   if (spec.coherence > CoherenceMode::kJob) refuse(spec, "coherence must be none, broadcast or job");
+  if (spec.l1_clock > L1Clock::kSweep) refuse(spec, "l1_clock must be coarse, exact or sweep");
   if (spec.keys > KeyKind::kText) refuse(spec, "keys must be branded or text");
   if (spec.keys == KeyKind::kText && spec.coherence == CoherenceMode::kJob) {
     refuse(spec, "keys = text needs coherence none or broadcast (the job lane carries branded "

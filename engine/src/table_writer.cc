@@ -37,6 +37,8 @@ table::L1Config l1_config(const TableSpec& spec, table::DropListener on_drop) {
   c.ttl_ms = spec.ttl_ms;
   c.jitter = spec.jitter;
   c.max_size = spec.max_size;
+  c.clock = spec.l1_clock == L1Clock::kExact ? &table::steady_clock_ms : &table::coarse_monotonic_ms;
+  c.expire_on_read = spec.l1_clock != L1Clock::kSweep;
   c.layout = spec.value.layout;
   c.on_drop = on_drop;
   return c;
@@ -201,15 +203,18 @@ void TableWriter::run(std::stop_token stop) {
       map_->sweep(now);
       next_sweep = now + spec_.sweep_ms;
     }
-    const std::int64_t next_load = expire_loads(now);
+    // Loader deadlines run on the exact clock whatever the map's (a coarse one could end a
+    // flight a tick before its loader_timeout).
+    const std::int64_t exact = load_timers_.empty() ? 0 : table::steady_clock_ms();
+    const std::int64_t next_load = expire_loads(exact);
     if (work != 0) continue;
     map_->reclaim();
     // Wake for the next sweep, or sooner for a serve_stale deadline (waiting for the sweep alone
     // served stale rows up to sweep_ms past serve_stale_max_ms) or a loader's deadline.
-    std::int64_t wake = stale_deadline_ >= 0 ? std::min(next_sweep, stale_deadline_) : next_sweep;
-    if (next_load >= 0) wake = std::min(wake, next_load);
+    std::int64_t wait = (stale_deadline_ >= 0 ? std::min(next_sweep, stale_deadline_) : next_sweep) - now;
+    if (next_load >= 0) wait = std::min(wait, next_load - exact);
     const auto deadline = std::chrono::steady_clock::now() +
-                          std::chrono::milliseconds(std::max<std::int64_t>(0, wake - now));
+                          std::chrono::milliseconds(std::max<std::int64_t>(0, wait));
     bell_.wait_until(
         [this]() noexcept {
           for (const auto& r : rings_) {
@@ -488,8 +493,8 @@ void TableWriter::on_fetched(FetchedCmd& cmd) {
     if (spec_.loader_timeout.count() > 0) {
       claim = std::make_shared<LoadClaim>();
       flight->load = claim;
-      load_timers_.push_back(
-          LoadTimer{now_ms() + spec_.loader_timeout.count(), cmd.name, cmd.flight, claim});
+      load_timers_.push_back(LoadTimer{table::steady_clock_ms() + spec_.loader_timeout.count(),
+                                       cmd.name, cmd.flight, claim});
     }
     ports_.load(cmd.name, flight->minted, std::move(claim),
                 [this, name = cmd.name, id = cmd.flight](LoadOutcome load) {

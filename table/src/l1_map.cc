@@ -45,29 +45,6 @@
 
 namespace echo::table {
 
-// One allocation: this header, the name's name_size bytes, then (at value_offset, aligned for an
-// object layout) value_size bytes of value or the decoded object. Everything but `next` and
-// `retired_next` is immutable once published.
-struct L1Map::Row {
-  std::atomic<Row*> next;  // writer stores (release), readers load (seq_cst, see lookup())
-  std::uint64_t hash;      // hash_key(name)
-  std::int64_t expires_at;
-  std::uint32_t value_size;
-  std::uint16_t value_offset;  // from the row's first byte
-  std::uint8_t name_size;      // 1 .. kMaxNameSize
-  IdBytes version;
-  // The retire list's link, written by the writer once the row is unlinked; no reader reads
-  // it, so readers still standing on the row race with nothing.
-  Row* retired_next;
-
-  const char* name() const noexcept { return reinterpret_cast<const char*>(this + 1); }
-  char* name() noexcept { return reinterpret_cast<char*>(this + 1); }
-  std::string_view name_view() const noexcept { return {name(), name_size}; }
-  const char* value() const noexcept { return reinterpret_cast<const char*>(this) + value_offset; }
-  char* value() noexcept { return reinterpret_cast<char*>(this) + value_offset; }
-};
-static_assert(kMaxNameSize <= 255, "Row::name_size is one byte");
-
 namespace {
 // Name bytes equal (sizes already equal). A branded id's 14 bytes compare inline (two 8-byte
 // loads each side: perf/ops.cc's l1_hit); longer names through memcmp.
@@ -160,6 +137,7 @@ L1Map::L1Map(const L1Config& config)
           std::max<std::size_t>(16, validated(config).max_size))]),
       mask_(std::bit_ceil(std::max<std::size_t>(16, config.max_size)) - 1),
       clock_(config.clock),
+      expire_on_read_(config.expire_on_read),
       shards_(new ReaderShard[kMaxReaderThreads]),
       max_size_(config.max_size),
       layout_(config.layout),
@@ -231,7 +209,7 @@ const L1Map::Row* L1Map::lookup_text(const Row* r, std::string_view name,
 const L1Map::Row* L1Map::live_row(std::string_view name, std::int64_t now) const noexcept {
   if (name.empty() || name.size() > kMaxNameSize) return nullptr;
   const Row* r = lookup(name, hash_key(name));
-  return (r != nullptr && now < r->expires_at) ? r : nullptr;
+  return (r != nullptr && (!expire_on_read_ || now < r->expires_at)) ? r : nullptr;
 }
 
 void L1Map::count(bool hit) const noexcept {
@@ -241,7 +219,7 @@ void L1Map::count(bool hit) const noexcept {
 }
 
 bool L1Map::get(std::string_view name, std::string& value, IdBytes* version) const {
-  const std::int64_t now = clock_();
+  const std::int64_t now = expire_on_read_ ? clock_() : 0;
   ReadGuard guard;
   if (!guard.protecting()) [[unlikely]] {
     slot_refusals_.fetch_add(1, std::memory_order_relaxed);  // a counter: orders nothing
@@ -270,15 +248,39 @@ ReadResult L1Map::read_at(std::string_view name, std::span<char> buf,
   return {ReadStatus::kHit, r->value_size, r->version};
 }
 
+const L1Map::Row* L1Map::hit(std::string_view name) const noexcept {
+  // live_row() and count() written out, every name length's compare inline: one call for a
+  // typed read (perf/ops.cc's typed_hit), where those three calls cost it 30 instructions.
+  const std::int64_t now = expire_on_read_ ? clock_() : 0;
+  const std::size_t n = name.size();
+  const Row* r = nullptr;
+  if (n - 1 < kMaxNameSize) [[likely]] {  // 1 .. kMaxNameSize (n == 0 wraps)
+    const std::uint64_t h = hash_key(name);
+    for (r = buckets_[h & mask_].load(std::memory_order_seq_cst); r != nullptr;  // as lookup()
+         r = r->next.load(std::memory_order_seq_cst)) {
+      if (r->hash == h && r->name_size == n && same_name(r->name(), name.data(), n)) break;
+    }
+    if (r != nullptr && expire_on_read_ && now >= r->expires_at) r = nullptr;
+  }
+  ReaderShard& s = shards_[epoch::reader_index()];
+  std::atomic<std::uint64_t>& c = r != nullptr ? s.hits : s.misses;
+  c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  return r;
+}
+
+bool L1Map::refuse_slot() const noexcept {
+  slot_refusals_.fetch_add(1, std::memory_order_relaxed);  // a counter: orders nothing
+  return false;
+}
+
 std::optional<RowView> L1Map::find(const ReadGuard& guard, std::string_view name) const noexcept {
   // The guard is the proof that the views may be handed out: this thread's, and open.
   guard.check_thread("used by L1Map::find");
   if (!guard.protecting()) [[unlikely]] {
-    slot_refusals_.fetch_add(1, std::memory_order_relaxed);  // a counter: orders nothing
+    refuse_slot();
     return std::nullopt;
   }
-  const Row* r = live_row(name, clock_());
-  count(r != nullptr);
+  const Row* r = hit(name);
   if (r == nullptr) return std::nullopt;
   return RowView{r->name_view(), {r->value(), r->value_size}, view(r->version), r->expires_at};
 }

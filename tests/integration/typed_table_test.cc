@@ -104,6 +104,44 @@ std::string version_in_l1(const Table<Quote>& quotes, std::string_view key) {
   return out;
 }
 
+TEST_F(TypedTableTest, TheL1ClockDecidesWhenAnExpiredRowStopsBeingServed) {
+  // ttl 100 ms. Coarse and exact: a hit past the expiry misses (the row comes again from L2 or
+  // the loader). Sweep: the hit reads no clock, so the row is served from L1 until the writer's
+  // sweep drops it (sweep_ms 1500 here), then misses too.
+  for (const auto clock : {engine::L1Clock::kCoarse, engine::L1Clock::kExact, engine::L1Clock::kSweep}) {
+    SCOPED_TRACE(static_cast<int>(clock));
+    TableSpec s = quotes_spec();
+    s.ttl_ms = 100;
+    s.jitter = 0;
+    s.sweep_ms = 1500;
+    s.l1_clock = clock;
+    auto n = node(3, {s});
+    ASSERT_TRUE(n);
+    Table<Quote> quotes = n->table<Quote>("quotes");
+    ASSERT_TRUE(quotes.put("MSFT", Quote{1.0, 2.0, 3}));
+    const auto put_at = std::chrono::steady_clock::now();
+    auto first = quotes.read("MSFT", [](const Quote&, std::string_view) {});
+    ASSERT_TRUE(first);
+    EXPECT_EQ(*first, Source::kL1);
+    std::this_thread::sleep_for(250ms);  // past the expiry by more than a coarse tick
+    auto later = quotes.read("MSFT", [](const Quote&, std::string_view) {});
+    ASSERT_TRUE(later);
+    const bool before_sweep = std::chrono::steady_clock::now() - put_at < 1400ms;
+    if (clock == engine::L1Clock::kSweep) {
+      if (before_sweep) EXPECT_EQ(*later, Source::kL1) << "a sweep-clock hit reads no clock";
+      // The sweep ends it: within two sweep periods the row is gone from L1.
+      const auto give_up = std::chrono::steady_clock::now() + 5s;
+      while (!version_in_l1(quotes, "MSFT").empty() && std::chrono::steady_clock::now() < give_up) {
+        std::this_thread::sleep_for(20ms);
+      }
+      EXPECT_TRUE(version_in_l1(quotes, "MSFT").empty()) << "the sweep never dropped the row";
+    } else {
+      EXPECT_NE(*later, Source::kL1) << "an expired row was served";
+    }
+    n->stop();
+  }
+}
+
 TEST_F(TypedTableTest, ATextKeyStructRowIsReadInPlaceAndCrossesTwoProcesses) {
   auto loads = std::make_shared<std::atomic<int>>(0);
   auto a = node(1, {quotes_spec(loads)});

@@ -249,6 +249,34 @@ TEST(L1Map, SweepDeletesRowsExpiredBeforeNowAndCounts) {
   EXPECT_EQ(s.size, 0u);
 }
 
+TEST(L1Map, WithoutExpiryOnReadARowServesUntilTheSweepDropsIt) {
+  // expire_on_read = false (TableSpec's L1Clock::kSweep): reads read no clock; the writer's sweep
+  // is what ends a row, and a read on the exact path (find, visit, get, read) agrees.
+  set_now(0);
+  L1Config c = config(100, 100, 0.0);
+  c.expire_on_read = false;
+  L1Map m(c);
+  ASSERT_EQ(m.put(name_id(1), "v", ver(1)), InsertVerdict::kInserted);
+  set_now(500);  // well past expires_at = 100
+  EXPECT_EQ(read_value(m, name_id(1)), "v");
+  EXPECT_TRUE(m.visit(name_id(1).view(), [](std::string_view value, std::string_view) { EXPECT_EQ(value, "v"); }));
+  char buf[8];
+  EXPECT_EQ(m.read_at(name_id(1).view(), buf, 500).status, ReadStatus::kHit);
+  EXPECT_EQ(m.sweep(500), 1u);
+  EXPECT_EQ(read_value(m, name_id(1)), "<miss>");
+  EXPECT_FALSE(m.visit(name_id(1).view(), [](std::string_view, std::string_view) {}));
+  // With it (the default) the same row misses as soon as the clock passes its expiry.
+  set_now(0);
+  L1Map exact(config(100, 100, 0.0));
+  ASSERT_EQ(exact.put(name_id(1), "v", ver(1)), InsertVerdict::kInserted);
+  set_now(100);
+  EXPECT_EQ(read_value(exact, name_id(1)), "<miss>");
+  EXPECT_FALSE(exact.visit(name_id(1).view(), [](std::string_view, std::string_view) {}));
+  const L1Stats s = m.stats();
+  EXPECT_EQ(s.hits, 3u);
+  EXPECT_EQ(s.misses, 2u);
+}
+
 TEST(L1Map, G6ShuffledStreamsConvergeToExactCounts) {
   set_now(1'000'000);
   L1Map m(config(1000));

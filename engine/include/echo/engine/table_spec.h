@@ -40,6 +40,17 @@ enum class DisconnectPolicy : std::uint8_t {
   kServeStale,  // keep rows up to serve_stale_max_ms after the loss began, then flush
 };
 
+// The clock a table's L1 reads to tell a live row from an expired one, on every hit.
+enum class L1Clock : std::uint8_t {
+  kCoarse,  // CLOCK_MONOTONIC_COARSE (vDSO, ~7 ns a read): a row may be served up to one kernel
+            // tick (1-10 ms; 4 ms on Debian's kernel) past its expiry
+  kExact,   // steady_clock: to the millisecond, but a TSC read costs 25-110 ns on a VM, more than
+            // the rest of a hit (l1_map_bench: BM_L1Map_GetHit against BM_L1Map_GetHitCoarse)
+  kSweep,   // no clock on a hit at all: a row is served until the writer's sweep drops it, up to
+            // sweep_ms past its expiry (set sweep_ms to the staleness you accept); the coarse
+            // clock read is ~40% of a small table's hit (perf/ops.cc's typed_hit)
+};
+
 // What a table's keys are (WIRE §2.2).
 enum class KeyKind : std::uint8_t {
   kBranded,  // 14-byte branded ids of the table's kind (the original's contract; the kind gate)
@@ -137,6 +148,7 @@ struct TableSpec {
   double jitter = 0.1;              // 0.0 .. 0.5
   std::size_t max_size = 100000;    // 1 .. 2^26 (the L1 index is allocated whole: table_spec.cc)
   std::int64_t sweep_ms = 1000;     // 1 .. 3,600,000
+  L1Clock l1_clock = L1Clock::kCoarse;  // a hit's expiry check (loader_timeout keeps exact time)
   CoherenceMode coherence = CoherenceMode::kNone;
   std::size_t ring_capacity = 4096;   // power of two, 2 .. 2^30
   std::size_t max_batch = 256;        // 1 .. ring_capacity: items applied per drain pass

@@ -253,7 +253,7 @@ class TableWriter {
   // A loader call's deadline. Every one is its start plus the table's one loader_timeout, so a
   // FIFO holds them in deadline order.
   struct LoadTimer {
-    std::int64_t deadline_ms;
+    std::int64_t deadline_ms;  // on table::steady_clock_ms, not the map's clock
     std::string name;
     std::uint64_t flight;
     std::shared_ptr<LoadClaim> claim;
@@ -272,7 +272,7 @@ class TableWriter {
   void on_fetched(FetchedCmd& cmd);
   void on_loaded(LoadedCmd& cmd);
   // Times out the loader calls whose deadline passed (claim_timeout won); returns the next
-  // deadline still pending, or -1.
+  // deadline still pending, or -1. `now` on table::steady_clock_ms.
   std::int64_t expire_loads(std::int64_t now);
   void start_fetch(std::string_view name, Flight& flight);
   bool restart_if_overtaken(std::string_view name, Flight& flight);

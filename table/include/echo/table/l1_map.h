@@ -72,6 +72,10 @@ struct L1Config {
   std::size_t max_size = 100000;
   std::uint64_t seed = 0x5EEDull;  // jitter PRNG seed (tests pin it)
   MonotonicClock clock = &steady_clock_ms;
+  // Whether a read checks the row's expiry against the clock. false: reads read no clock and
+  // serve a row until the writer drops it (sweep(), or an insert into a full map), so a row may
+  // be served up to the writer's sweep period past expires_at; the writer keeps the clock.
+  bool expire_on_read = true;
   // The most tombstone slots (32 bytes; at most half used) the fill guard may grow to before it
   // collapses into a floor (fill_guard.h); it starts at 1024. 0 = 4 * max_size, at least 1024.
   std::size_t tombstone_capacity = 0;
@@ -158,12 +162,14 @@ class L1Map {
   // fn runs on the caller's thread while the section holds back the reclamation of every map:
   // it must not block, must not keep the views past its return, and must not call the map's
   // writer side. No allocation, lock or syscall of its own (the map's clock permitting).
+  // Inline but for one call (hit()): a typed table's read is this (bench: l1_typed_hit_vs_flat_map).
   template <class Fn>
   bool visit(std::string_view name, Fn&& fn) const {
     const ReadGuard guard;
-    const std::optional<RowView> row = find(guard, name);
-    if (!row) return false;
-    std::forward<Fn>(fn)(row->value, row->version);
+    if (!guard.protecting()) [[unlikely]] return refuse_slot();
+    const Row* r = hit(name);
+    if (r == nullptr) return false;
+    std::forward<Fn>(fn)(std::string_view(r->value(), r->value_size), view(r->version));
     return true;
   }
 
@@ -257,7 +263,28 @@ class L1Map {
   static constexpr std::size_t kRetireBatches = 32;
 
  private:
-  struct Row;
+  // One allocation: this header, the name's name_size bytes, then (at value_offset, aligned for
+  // an object layout) value_size bytes of value or the decoded object. Everything but `next` and
+  // `retired_next` is immutable once published. Here, not in l1_map.cc, so visit() inlines.
+  struct Row {
+    std::atomic<Row*> next;  // writer stores (release), readers load (seq_cst, see lookup())
+    std::uint64_t hash;      // hash_key(name)
+    std::int64_t expires_at;
+    std::uint32_t value_size;
+    std::uint16_t value_offset;  // from the row's first byte
+    std::uint8_t name_size;      // 1 .. kMaxNameSize
+    IdBytes version;
+    // The retire list's link, written by the writer once the row is unlinked; no reader reads
+    // it, so readers still standing on the row race with nothing.
+    Row* retired_next;
+
+    const char* name() const noexcept { return reinterpret_cast<const char*>(this + 1); }
+    char* name() noexcept { return reinterpret_cast<char*>(this + 1); }
+    std::string_view name_view() const noexcept { return {name(), name_size}; }
+    const char* value() const noexcept { return reinterpret_cast<const char*>(this) + value_offset; }
+    char* value() noexcept { return reinterpret_cast<char*>(this) + value_offset; }
+  };
+  static_assert(kMaxNameSize <= 255, "Row::name_size is one byte");
   struct alignas(kCacheLine) ReaderShard {
     // Written only by the thread owning this shard index (store(load + 1), relaxed); read by
     // stats() with relaxed loads: counters, not synchronisation.
@@ -284,6 +311,12 @@ class L1Map {
   [[gnu::noinline]] static const Row* lookup_text(const Row* r, std::string_view name,
                                                   std::uint64_t hash) noexcept;
   const Row* live_row(std::string_view name, std::int64_t now) const noexcept;
+  // The live row of `name` on the map's clock now, counted as a hit or a miss; nullptr on a miss.
+  // Inside a section this thread opened. visit()'s one call: the clock, the hash, the walk and
+  // the count inline in it.
+  const Row* hit(std::string_view name) const noexcept;
+  // A read by a thread refused a reader slot: counted, answered as a miss (false).
+  bool refuse_slot() const noexcept;
   void count(bool hit) const noexcept;
 
   std::atomic<Row*>* find_link(std::string_view name, std::uint64_t hash) const noexcept;
@@ -314,6 +347,7 @@ class L1Map {
   alignas(kCacheLine) std::unique_ptr<std::atomic<Row*>[]> buckets_;
   std::size_t mask_;
   MonotonicClock clock_;
+  bool expire_on_read_;
   std::unique_ptr<ReaderShard[]> shards_;
 
   // Writer state.
