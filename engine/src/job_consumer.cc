@@ -252,9 +252,12 @@ void JobConsumer::enter(bool was_live) {
         const std::int64_t now_ms = as_int(r[0]);
         // Another process's token replaced ours since our last beat: it beats as this member
         // (job_consumer.h, "Two processes, one node id"). A token found by our first beat is a
-        // predecessor's, or a twin's that our next beat shows: no caching before that beat.
+        // predecessor's, or a twin's that a later beat shows: no caching for one member ttl,
+        // within which a twin that beats at all replaces our token (its next beat alone may land
+        // after ours: equal periods, or a twin late under load; a soak saw a twin's start pass).
         const bool foreign = !owner_seen_.empty() && owner_seen_ != token_;
-        const bool twin = foreign && owner_written_, maybe_twin = foreign && !owner_written_;
+        const bool twin = foreign && owner_written_;
+        if (foreign && !owner_written_) suspect_until_ms_ = now_ms + member_ttl_ms_;
         owner_written_ = true;
         if (twin) {
           bump(member_conflicts_);
@@ -282,7 +285,7 @@ void JobConsumer::enter(bool was_live) {
           if (last_beat_ms_ != 0) bump(rejoins_);
           confirm_owed_ = true;
         }
-        if (confirm_owed_ && !conflicted_ && !maybe_twin) {
+        if (confirm_owed_ && !conflicted_ && now_ms >= suspect_until_ms_) {
           confirm_owed_ = false;
           writer_.subscription_confirmed();
         }

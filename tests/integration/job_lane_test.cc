@@ -1269,7 +1269,7 @@ TEST_F(JobLane, ASecondProcessUnderOneNodeIdIsRefusedAndATwinStopsTheFirstCachin
   const std::string owner = member_base(t, 110) + "owner";
   const BrandedId name = fresh_id("AST");
   // A restart under the same node id within the member ttl finds its predecessor's token once:
-  // no conflict, and it caches from its second beat on.
+  // no conflict, and it caches once a member ttl of beats found its own token (start waits).
   {
     auto before = node(110, {lane_spec(t, k)});
     ASSERT_TRUE(before);

@@ -128,7 +128,9 @@ TEST_F(TypedTableTest, TheL1ClockDecidesWhenAnExpiredRowStopsBeingServed) {
     ASSERT_TRUE(later);
     const bool before_sweep = std::chrono::steady_clock::now() - put_at < 1400ms;
     if (clock == engine::L1Clock::kSweep) {
-      if (before_sweep) EXPECT_EQ(*later, Source::kL1) << "a sweep-clock hit reads no clock";
+      if (before_sweep) {
+        EXPECT_EQ(*later, Source::kL1) << "a sweep-clock hit reads no clock";
+      }
       // The sweep ends it: within two sweep periods the row is gone from L1.
       const auto give_up = std::chrono::steady_clock::now() + 5s;
       while (!version_in_l1(quotes, "MSFT").empty() && std::chrono::steady_clock::now() < give_up) {

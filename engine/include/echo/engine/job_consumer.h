@@ -36,9 +36,12 @@
 // at least once per ttl, and our next beat sees it); then every row is dropped once more and
 // caching starts again. The consumer goes on taking and completing jobs meanwhile, so the queue
 // never backs up. Another token found by our first beat is a predecessor's (a restart under the
-// same node id within one ttl) or a twin's: caching waits one more beat, whose token tells which.
-// A twin is found within one beat of either side; a predecessor whose last beat was still on the
-// wire when it died can be counted once.
+// same node id within one ttl) or a twin's: caching waits one member ttl, through which every
+// beat must find our own token (a twin writes its own at least once per ttl; its very next beat
+// may land after ours, so one beat would not tell). A restart under the same node id within a
+// ttl of its predecessor therefore caches one ttl after its first beat (start() waits for it:
+// 3 s at job_beat_ms 1000). A predecessor whose last beat was still on the wire when it died can
+// be counted once.
 //
 // Parking and hand-offs (the latency path). Whenever the consumer has a free credit it keeps one
 // BLPOP on its delivery and wake lists outstanding on its own connection, and it keeps the
@@ -228,6 +231,7 @@ class JobConsumer {
   bool conflicted_ = false;         // another process beats as this member: L1 is off
   bool confirm_owed_ = false;       // L1 is off until a beat confirms (no twin, no lapse)
   std::int64_t twin_seen_ms_ = 0;   // server time of the last beat that found a twin's token
+  std::int64_t suspect_until_ms_ = 0;  // server time: a first beat's foreign token may be a twin's
   std::string owner_seen_;          // the owner key's value this beat's SET replaced
   std::uint64_t wake_gen_ = 0;      // wake tokens seen: a claim sent before one must run again
   bool handoffs_barred_ = false;    // member_park answered -1: ask again when the lanes run dry
