@@ -1339,6 +1339,34 @@ TEST_F(JobLane, ASecondProcessUnderOneNodeIdIsRefusedAndATwinStopsTheFirstCachin
               static_cast<unsigned long long>(during), static_cast<unsigned long long>(reads));
 }
 
+TEST_F(JobLane, ASecondProcessIsRefusedEvenWhenItsTwinBeatsSlowerThanItDoes) {
+  // The twin writes its token every 200 ms, within the member ttl (300 ms at beat 100) but
+  // slower than the starting node's beat: one more beat after the first could land before the
+  // twin's next write and take its token for a dead predecessor's (a soak under load saw that
+  // start pass). Caching waits one member ttl instead, within which the twin always writes.
+  const std::string t = "slowtwin";
+  const LaneKnobs k{.lease_ms = 30000, .beat_ms = 100};
+  const std::string owner = member_base(t, 112) + "owner";
+  std::atomic<bool> twin_beats{true};
+  std::atomic<int> writes{0};
+  std::thread twin([&] {
+    redisContext* c = redisConnect(server().host().c_str(), server().port());
+    while (c && !c->err && twin_beats.load()) {
+      RedisReply r = command_argv(c, {"SET", owner, "elsewhere:2:0", "PX", "300"});
+      writes.fetch_add(1);
+      std::this_thread::sleep_for(200ms);
+    }
+    if (c) redisFree(c);
+  });
+  ASSERT_TRUE(within(5s, [&] { return writes.load() >= 1; }));
+  Engine b(node_options(server(), 112), {lane_spec(t, k)});
+  const std::error_code refused = b.start();
+  twin_beats.store(false);
+  twin.join();
+  EXPECT_EQ(refused, make_error_code(engine::Errc::kMemberConflict))
+      << "started beside a twin beating every 200 ms: " << refused.message();
+}
+
 // ---- parking (bus gate 3.4 G5) ----
 
 TEST_F(JobLane, AParkedConsumerSendsNoCommandFor400msAndAnEnqueueWakesItWellUnderItsBeat) {
