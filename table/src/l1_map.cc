@@ -195,8 +195,8 @@ const L1Map::Row* L1Map::lookup(std::string_view name, std::uint64_t hash) const
   return nullptr;
 }
 
-const L1Map::Row* L1Map::lookup_text(const Row* r, std::string_view name,
-                                     std::uint64_t hash) noexcept {
+[[gnu::always_inline]] inline const L1Map::Row* L1Map::walk(const Row* r, std::string_view name,
+                                                            std::uint64_t hash) noexcept {
   for (; r != nullptr; r = r->next.load(std::memory_order_seq_cst)) {  // as lookup()
     if (r->hash == hash && r->name_size == name.size() &&
         same_name(r->name(), name.data(), name.size())) {
@@ -206,13 +206,18 @@ const L1Map::Row* L1Map::lookup_text(const Row* r, std::string_view name,
   return nullptr;
 }
 
+const L1Map::Row* L1Map::lookup_text(const Row* r, std::string_view name,
+                                     std::uint64_t hash) noexcept {
+  return walk(r, name, hash);
+}
+
 const L1Map::Row* L1Map::live_row(std::string_view name, std::int64_t now) const noexcept {
   if (name.empty() || name.size() > kMaxNameSize) return nullptr;
   const Row* r = lookup(name, hash_key(name));
-  return (r != nullptr && (!expire_on_read_ || now < r->expires_at)) ? r : nullptr;
+  return (r != nullptr && !expired(r, now)) ? r : nullptr;
 }
 
-void L1Map::count(bool hit) const noexcept {
+[[gnu::always_inline]] inline void L1Map::count(bool hit) const noexcept {
   ReaderShard& s = shards_[epoch::reader_index()];
   std::atomic<std::uint64_t>& c = hit ? s.hits : s.misses;
   c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
@@ -249,22 +254,17 @@ ReadResult L1Map::read_at(std::string_view name, std::span<char> buf,
 }
 
 const L1Map::Row* L1Map::hit(std::string_view name) const noexcept {
-  // live_row() and count() written out, every name length's compare inline: one call for a
-  // typed read (perf/ops.cc's typed_hit), where those three calls cost it 30 instructions.
+  // live_row() with the walk of every name length inline (lookup() sends a text key out of
+  // line) and the count: one call for a typed read, where those calls cost it 30 instructions
+  // (perf/ops.cc's typed_hit).
   const std::int64_t now = expire_on_read_ ? clock_() : 0;
-  const std::size_t n = name.size();
   const Row* r = nullptr;
-  if (n - 1 < kMaxNameSize) [[likely]] {  // 1 .. kMaxNameSize (n == 0 wraps)
+  if (name.size() - 1 < kMaxNameSize) [[likely]] {  // 1 .. kMaxNameSize (0 wraps)
     const std::uint64_t h = hash_key(name);
-    for (r = buckets_[h & mask_].load(std::memory_order_seq_cst); r != nullptr;  // as lookup()
-         r = r->next.load(std::memory_order_seq_cst)) {
-      if (r->hash == h && r->name_size == n && same_name(r->name(), name.data(), n)) break;
-    }
-    if (r != nullptr && expire_on_read_ && now >= r->expires_at) r = nullptr;
+    r = walk(buckets_[h & mask_].load(std::memory_order_seq_cst), name, h);  // as lookup()
+    if (r != nullptr && expired(r, now)) r = nullptr;
   }
-  ReaderShard& s = shards_[epoch::reader_index()];
-  std::atomic<std::uint64_t>& c = r != nullptr ? s.hits : s.misses;
-  c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  count(r != nullptr);
   return r;
 }
 

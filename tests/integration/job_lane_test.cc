@@ -1340,10 +1340,11 @@ TEST_F(JobLane, ASecondProcessUnderOneNodeIdIsRefusedAndATwinStopsTheFirstCachin
 }
 
 TEST_F(JobLane, ASecondProcessIsRefusedEvenWhenItsTwinBeatsSlowerThanItDoes) {
-  // The twin writes its token every 200 ms, within the member ttl (300 ms at beat 100) but
-  // slower than the starting node's beat: one more beat after the first could land before the
-  // twin's next write and take its token for a dead predecessor's (a soak under load saw that
-  // start pass). Caching waits one member ttl instead, within which the twin always writes.
+  // The twin writes its token every 150 ms, within the member ttl (300 ms at beat 100) but
+  // slower than the starting node's beat; the node starts just after one of its writes, so its
+  // second beat lands before the twin's next write and would take the token for a dead
+  // predecessor's (a soak under load saw that start pass). Caching waits one member ttl
+  // instead, within which the twin writes (150 ms to spare under load).
   const std::string t = "slowtwin";
   const LaneKnobs k{.lease_ms = 30000, .beat_ms = 100};
   const std::string owner = member_base(t, 112) + "owner";
@@ -1354,7 +1355,7 @@ TEST_F(JobLane, ASecondProcessIsRefusedEvenWhenItsTwinBeatsSlowerThanItDoes) {
     while (c && !c->err && twin_beats.load()) {
       RedisReply r = command_argv(c, {"SET", owner, "elsewhere:2:0", "PX", "300"});
       writes.fetch_add(1);
-      std::this_thread::sleep_for(200ms);
+      std::this_thread::sleep_for(150ms);
     }
     if (c) redisFree(c);
   });
@@ -1364,7 +1365,7 @@ TEST_F(JobLane, ASecondProcessIsRefusedEvenWhenItsTwinBeatsSlowerThanItDoes) {
   twin_beats.store(false);
   twin.join();
   EXPECT_EQ(refused, make_error_code(engine::Errc::kMemberConflict))
-      << "started beside a twin beating every 200 ms: " << refused.message();
+      << "started beside a twin beating every 150 ms: " << refused.message();
 }
 
 // ---- parking (bus gate 3.4 G5) ----

@@ -151,7 +151,7 @@ class L1Map {
   ReadResult read_at(std::string_view name, std::span<char> buf,
                      std::int64_t now_ms) const noexcept;
   ReadResult read(std::string_view name, std::span<char> buf) const noexcept {
-    return read_at(name, buf, clock_());
+    return read_at(name, buf, expire_on_read_ ? clock_() : 0);
   }
   // Zero-copy: the live row under `guard`, valid while the guard lives. Counted like get().
   // `guard` must be this thread's (debug builds abort otherwise); nullopt if it is not
@@ -310,6 +310,12 @@ class L1Map {
   // lookup()'s walk for a name that is not 14 bytes (a text key), out of line.
   [[gnu::noinline]] static const Row* lookup_text(const Row* r, std::string_view name,
                                                   std::uint64_t hash) noexcept;
+  // The chain walk from `r` for a name of any length (lookup_text's and hit()'s, inline).
+  static const Row* walk(const Row* r, std::string_view name, std::uint64_t hash) noexcept;
+  // A row past its expiry as a read judges it (never, without expire_on_read).
+  bool expired(const Row* r, std::int64_t now) const noexcept {
+    return expire_on_read_ && now >= r->expires_at;
+  }
   const Row* live_row(std::string_view name, std::int64_t now) const noexcept;
   // The live row of `name` on the map's clock now, counted as a hit or a miss; nullptr on a miss.
   // Inside a section this thread opened. visit()'s one call: the clock, the hash, the walk and
