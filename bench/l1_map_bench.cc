@@ -342,7 +342,8 @@ struct TypedFixture {
           L1Config c;
           c.max_size = kRows;
           c.ttl_ms = 3'600'000;
-          c.clock = &echo::table::coarse_monotonic_ms;
+          c.clock = &echo::table::coarse_monotonic_ms;  // the engine's default, L1Clock::kWriter
+          c.read_clock = echo::table::ReadClock::kPublished;
           c.layout.size = sizeof(Quote);
           c.layout.align = alignof(Quote);
           c.layout.decode = [](std::string_view bytes, void* at, std::string& why) {
@@ -365,10 +366,12 @@ struct TypedFixture {
     for (std::size_t i = 0; i < kRows; ++i) map.put(n[i], q0, ver(0));
     sw.filled();
     const std::string q1 = quote_bytes(1);
-    churn_loop(sw, stop, [this] { map.reclaim(); }, [&](std::size_t row, std::uint64_t v) {
-      if (map.apply_coherence(n[row], ver(v)) == Verdict::kApplied) sw.count_drop();
-      map.put(n[row], q1, ver(v));
-    });
+    churn_loop(sw, stop, [this] { map.reclaim(); (void)map.tick(); },
+               [&](std::size_t row, std::uint64_t v) {
+                 if (map.apply_coherence(n[row], ver(v)) == Verdict::kApplied) sw.count_drop();
+                 map.put(n[row], q1, ver(v));
+                 if (row % 1024 == 0) (void)map.tick();  // an engine writer ticks each pass
+               });
   }
 };
 

@@ -75,9 +75,9 @@ void validate(const TableSpec& spec) {
   if (!(spec.jitter >= 0.0 && spec.jitter <= 0.5)) {
     refuse(spec, "jitter must lie in 0.0..0.5, got " + std::to_string(spec.jitter));
   }
-  // 2^26, not more: the L1 map allocates and zeroes its whole index (a power of two >= max_size
-  // buckets of 8 bytes) at construction, and sweeps walk all of it; 2^26 is 512 MiB of index,
-  // 2^30 was 8 GiB before the first row (L1Config::max_size).
+  // 2^26, not more: the L1 map allocates and zeroes its whole index (a power of two >= 2 *
+  // max_size buckets of 8 bytes, at most 2^26) at construction, and sweeps walk all of it;
+  // 2^26 buckets are 512 MiB of index; 2^30 was 8 GiB before the first row (L1Config::max_size).
   check_range<std::size_t>(spec, "max_size", spec.max_size, 1, std::size_t{1} << 26);
   check_range<std::int64_t>(spec, "sweep_ms", spec.sweep_ms, 1, 3'600'000);
   ring::RingConfig ring_config;
@@ -91,7 +91,10 @@ void validate(const TableSpec& spec) {
   }
   check_range<std::size_t>(spec, "max_batch", spec.max_batch, 1, spec.ring_capacity);
   if (spec.coherence > CoherenceMode::kJob) refuse(spec, "coherence must be none, broadcast or job");
-  if (spec.l1_clock > L1Clock::kSweep) refuse(spec, "l1_clock must be coarse, exact or sweep");
+  if (spec.l1_clock > L1Clock::kSweep) {
+    refuse(spec, "l1_clock must be writer, coarse, exact or sweep");
+  }
+  check_range<std::int64_t>(spec, "clock_tick_ms", spec.clock_tick_ms, 1, 1000);
   if (spec.keys > KeyKind::kText) refuse(spec, "keys must be branded or text");
   if (spec.keys == KeyKind::kText && spec.coherence == CoherenceMode::kJob) {
     refuse(spec, "keys = text needs coherence none or broadcast (the job lane carries branded "

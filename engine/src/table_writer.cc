@@ -38,7 +38,9 @@ table::L1Config l1_config(const TableSpec& spec, table::DropListener on_drop) {
   c.jitter = spec.jitter;
   c.max_size = spec.max_size;
   c.clock = spec.l1_clock == L1Clock::kExact ? &table::steady_clock_ms : &table::coarse_monotonic_ms;
-  c.expire_on_read = spec.l1_clock != L1Clock::kSweep;
+  c.read_clock = spec.l1_clock == L1Clock::kWriter  ? table::ReadClock::kPublished
+                 : spec.l1_clock == L1Clock::kSweep ? table::ReadClock::kNone
+                                                    : table::ReadClock::kCall;
   c.layout = spec.value.layout;
   c.on_drop = on_drop;
   return c;
@@ -193,7 +195,8 @@ void TableWriter::run(std::stop_token stop) {
     }
     bump(commands_, n);
     work += n;
-    const std::int64_t now = now_ms();
+    // The map's clock, published as the readers' time under L1Clock::kWriter.
+    const std::int64_t now = map_->tick();
     if (stale_deadline_ >= 0 && now >= stale_deadline_) {
       stale_deadline_ = -1;
       bump(disconnect_flushes_);
@@ -210,9 +213,11 @@ void TableWriter::run(std::stop_token stop) {
     if (work != 0) continue;
     map_->reclaim();
     // Wake for the next sweep, or sooner for a serve_stale deadline (waiting for the sweep alone
-    // served stale rows up to sweep_ms past serve_stale_max_ms) or a loader's deadline.
+    // served stale rows up to sweep_ms past serve_stale_max_ms), a loader's deadline or, under
+    // L1Clock::kWriter, the next tick of the readers' time.
     std::int64_t wait = (stale_deadline_ >= 0 ? std::min(next_sweep, stale_deadline_) : next_sweep) - now;
     if (next_load >= 0) wait = std::min(wait, next_load - exact);
+    if (spec_.l1_clock == L1Clock::kWriter) wait = std::min(wait, spec_.clock_tick_ms);
     const auto deadline = std::chrono::steady_clock::now() +
                           std::chrono::milliseconds(std::max<std::int64_t>(0, wait));
     bell_.wait_until(

@@ -21,13 +21,21 @@
 // - Rows come from a 2 MiB huge-page arena (row_arena.h): with malloc'd rows the same hit was
 //   246 vs 93 ns, a TLB walk per hit.
 // - The clock is the map's (L1Config.clock): steady_clock costs ~110 ns on this VM, more than
-//   the rest of a hit (BM_L1Map_GetHit); coarse_monotonic_ms or a caller-supplied now (read_at)
-//   avoid it.
-// - Buckets are fixed at construction (a power of two >= max_size), so the index is never
-//   resized under readers and never reclaimed; load factor stays <= 1. That is why max_size is
-//   capped (2^26, l1_map.h): the whole index is allocated up front.
+//   the rest of a hit (BM_L1Map_GetHit). Even the coarse vDSO clock was ~10 ns of a ~25 ns
+//   in-cache typed hit and ~20 ns once the rows outgrew the L2 (its page then misses the TLB);
+//   ReadClock::kPublished (the engine's default) reads the writer's last tick instead: one load
+//   from the readers' line. The typed hit (bench l1_typed_hit_vs_flat_map) went from 1.5-2.0x
+//   the flat map to 1.15-1.4x with it.
+// - A hit reads the row's header, name and value, which are adjacent; the hash, the retire link
+//   and the version sit in a cold tail after the value (Row), so a 32-byte struct under a short
+//   name is the row's first 64 bytes, not bytes 8..96 as when the header held them.
+// - Buckets are fixed at construction (a power of two >= 2 * max_size), so the index is never
+//   resized under readers and never reclaimed; the load factor stays <= 0.5 (up to 1 past
+//   max_size 2^25). At load ~0.76 a typed hit mispredicted its chain walk 0.36 times per hit
+//   (callgrind --branch-sim, perf/ops.cc's typed_hit), against 0.22 for the flat map; at <= 0.5,
+//   0.17. That is why max_size is capped (2^26, l1_map.h): the whole index is allocated up front.
 // - Retired rows wait for reclamation on a list threaded through the rows themselves
-//   (Row::retired_next), cut into tagged batches: retiring never allocates, so a coherence apply
+//   (Row::Tail::retired_next), cut into tagged batches: retiring never allocates, so a coherence apply
 //   (the writer's noexcept ring drain) cannot fail on the retire list, however long a stuck
 //   reader holds reclamation back. L1Stats::retired_bytes and retired_age_ms show that backlog.
 #include <echo/table/l1_map.h>
@@ -108,6 +116,10 @@ const L1Config& validated(const L1Config& c) {
                                 std::to_string(c.max_size) + ")");
   }
   if (c.clock == nullptr) throw std::invalid_argument("L1Config.clock must not be null");
+  if (c.read_clock > ReadClock::kNone) {
+    throw std::invalid_argument("L1Config.read_clock must be kCall, kPublished or kNone (got " +
+                                std::to_string(static_cast<int>(c.read_clock)) + ")");
+  }
   const ValueLayout& l = c.layout;
   if (!l.bytes()) {
     if (l.size > kMaxObjectSize) {
@@ -125,6 +137,13 @@ const L1Config& validated(const L1Config& c) {
   return c;
 }
 
+// The index: a power of two >= 2 * max_size buckets (a full map's load factor <= 0.5, so a hit
+// finds its row first in its chain ~3 times in 4 and a mispredicted walk is rare), at most 2^26
+// (512 MiB; past max_size 2^25 the load factor climbs towards 1). At least 16.
+std::size_t index_buckets(std::size_t max_size) {
+  return std::min(kMaxSize, std::bit_ceil(std::max<std::size_t>(8, max_size)) * 2);
+}
+
 std::size_t tombstone_slots(const L1Config& c) {
   if (c.tombstone_capacity != 0) return c.tombstone_capacity;
   return std::max<std::size_t>(1024, 4 * c.max_size);
@@ -133,12 +152,12 @@ std::size_t tombstone_slots(const L1Config& c) {
 }  // namespace
 
 L1Map::L1Map(const L1Config& config)
-    : buckets_(new std::atomic<Row*>[std::bit_ceil(
-          std::max<std::size_t>(16, validated(config).max_size))]),
-      mask_(std::bit_ceil(std::max<std::size_t>(16, config.max_size)) - 1),
+    : buckets_(new std::atomic<Row*>[index_buckets(validated(config).max_size)]),
+      mask_(index_buckets(config.max_size) - 1),
       clock_(config.clock),
-      expire_on_read_(config.expire_on_read),
       shards_(new ReaderShard[kMaxReaderThreads]),
+      read_clock_(config.read_clock),
+      published_now_(config.read_clock == ReadClock::kPublished ? config.clock() : kNoTime),
       max_size_(config.max_size),
       layout_(config.layout),
       on_drop_(config.on_drop),
@@ -153,7 +172,7 @@ L1Map::L1Map(const L1Config& config)
 L1Map::~L1Map() {
   const auto free_chain = [this](Row* r) {
     while (r != nullptr) {
-      Row* next = r->retired_next;
+      Row* next = r->tail().retired_next;
       free_row(r);
       r = next;
     }
@@ -183,32 +202,25 @@ const L1Map::Row* L1Map::lookup(std::string_view name, std::uint64_t hash) const
   // writer's membarrier stands in for that fence and these loads need only be acquire; seq_cst
   // costs nothing more on x86.)
   const Row* r = buckets_[hash & mask_].load(std::memory_order_seq_cst);
-  if (name.size() != kIdSize) [[unlikely]] return lookup_text(r, name, hash);
+  if (name.size() != kIdSize) [[unlikely]] return lookup_text(r, name);
   // A branded id: the 14-byte compare inlines (two 8-byte loads a side) and the loop calls
   // nothing, so this path keeps no frame (perf/ops.cc's l1_hit).
   for (; r != nullptr; r = r->next.load(std::memory_order_seq_cst)) {
-    if (r->hash == hash && r->name_size == kIdSize &&
-        std::memcmp(r->name(), name.data(), kIdSize) == 0) {
-      return r;
-    }
+    if (r->name_size == kIdSize && std::memcmp(r->name(), name.data(), kIdSize) == 0) return r;
   }
   return nullptr;
 }
 
-[[gnu::always_inline]] inline const L1Map::Row* L1Map::walk(const Row* r, std::string_view name,
-                                                            std::uint64_t hash) noexcept {
+[[gnu::always_inline]] inline const L1Map::Row* L1Map::walk(const Row* r,
+                                                            std::string_view name) noexcept {
   for (; r != nullptr; r = r->next.load(std::memory_order_seq_cst)) {  // as lookup()
-    if (r->hash == hash && r->name_size == name.size() &&
-        same_name(r->name(), name.data(), name.size())) {
-      return r;
-    }
+    if (r->name_size == name.size() && same_name(r->name(), name.data(), name.size())) return r;
   }
   return nullptr;
 }
 
-const L1Map::Row* L1Map::lookup_text(const Row* r, std::string_view name,
-                                     std::uint64_t hash) noexcept {
-  return walk(r, name, hash);
+const L1Map::Row* L1Map::lookup_text(const Row* r, std::string_view name) noexcept {
+  return walk(r, name);
 }
 
 const L1Map::Row* L1Map::live_row(std::string_view name, std::int64_t now) const noexcept {
@@ -224,7 +236,7 @@ const L1Map::Row* L1Map::live_row(std::string_view name, std::int64_t now) const
 }
 
 bool L1Map::get(std::string_view name, std::string& value, IdBytes* version) const {
-  const std::int64_t now = expire_on_read_ ? clock_() : 0;
+  const std::int64_t now = read_now();
   ReadGuard guard;
   if (!guard.protecting()) [[unlikely]] {
     slot_refusals_.fetch_add(1, std::memory_order_relaxed);  // a counter: orders nothing
@@ -234,7 +246,7 @@ bool L1Map::get(std::string_view name, std::string& value, IdBytes* version) con
   count(r != nullptr);
   if (r == nullptr) return false;
   value.assign(r->value(), r->value_size);
-  if (version != nullptr) *version = r->version;
+  if (version != nullptr) *version = r->version();
   return true;
 }
 
@@ -248,20 +260,20 @@ ReadResult L1Map::read_at(std::string_view name, std::span<char> buf,
   const Row* r = live_row(name, now_ms);
   count(r != nullptr);
   if (r == nullptr) return {ReadStatus::kMiss, 0, {}};
-  if (r->value_size > buf.size()) return {ReadStatus::kTooSmall, r->value_size, r->version};
+  if (r->value_size > buf.size()) return {ReadStatus::kTooSmall, r->value_size, r->version()};
   std::memcpy(buf.data(), r->value(), r->value_size);
-  return {ReadStatus::kHit, r->value_size, r->version};
+  return {ReadStatus::kHit, r->value_size, r->version()};
 }
 
 const L1Map::Row* L1Map::hit(std::string_view name) const noexcept {
   // live_row() with the walk of every name length inline (lookup() sends a text key out of
   // line) and the count: one call for a typed read, where those calls cost it 30 instructions
   // (perf/ops.cc's typed_hit).
-  const std::int64_t now = expire_on_read_ ? clock_() : 0;
+  const std::int64_t now = read_now();
   const Row* r = nullptr;
   if (name.size() - 1 < kMaxNameSize) [[likely]] {  // 1 .. kMaxNameSize (0 wraps)
     const std::uint64_t h = hash_key(name);
-    r = walk(buckets_[h & mask_].load(std::memory_order_seq_cst), name, h);  // as lookup()
+    r = walk(buckets_[h & mask_].load(std::memory_order_seq_cst), name);  // as lookup()
     if (r != nullptr && expired(r, now)) r = nullptr;
   }
   count(r != nullptr);
@@ -282,7 +294,7 @@ std::optional<RowView> L1Map::find(const ReadGuard& guard, std::string_view name
   }
   const Row* r = hit(name);
   if (r == nullptr) return std::nullopt;
-  return RowView{r->name_view(), {r->value(), r->value_size}, view(r->version), r->expires_at};
+  return RowView{r->name_view(), {r->value(), r->value_size}, view(r->version()), r->expires_at};
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -315,25 +327,21 @@ std::atomic<L1Map::Row*>* L1Map::find_link(std::string_view name,
                                            std::uint64_t hash) const noexcept {
   // relaxed: only this (writer) thread stores these pointers.
   std::atomic<Row*>* link = &buckets_[hash & mask_];
-  if (name.size() != kIdSize) [[unlikely]] return find_link_text(link, name, hash);
+  if (name.size() != kIdSize) [[unlikely]] return find_link_text(link, name);
   // A branded id: the 14-byte compare inlines, as in lookup() (perf/ops.cc's apply_drop).
   for (Row* r = link->load(std::memory_order_relaxed); r != nullptr;
        r = link->load(std::memory_order_relaxed)) {
-    if (r->hash == hash && r->name_size == kIdSize &&
-        std::memcmp(r->name(), name.data(), kIdSize) == 0) {
-      return link;
-    }
+    if (r->name_size == kIdSize && std::memcmp(r->name(), name.data(), kIdSize) == 0) return link;
     link = &r->next;
   }
   return nullptr;
 }
 
-std::atomic<L1Map::Row*>* L1Map::find_link_text(std::atomic<Row*>* link, std::string_view name,
-                                                std::uint64_t hash) noexcept {
+std::atomic<L1Map::Row*>* L1Map::find_link_text(std::atomic<Row*>* link,
+                                                std::string_view name) noexcept {
   for (Row* r = link->load(std::memory_order_relaxed); r != nullptr;  // as find_link()
        r = link->load(std::memory_order_relaxed)) {
-    if (r->hash == hash && r->name_size == name.size() &&
-        same_name(r->name(), name.data(), name.size())) {
+    if (r->name_size == name.size() && same_name(r->name(), name.data(), name.size())) {
       return link;
     }
     link = &r->next;
@@ -342,7 +350,7 @@ std::atomic<L1Map::Row*>* L1Map::find_link_text(std::atomic<Row*>* link, std::st
 }
 
 std::size_t L1Map::row_bytes(const Row* row) noexcept {
-  return std::size_t{row->value_offset} + row->value_size;
+  return Row::tail_offset(std::size_t{row->value_offset} + row->value_size) + sizeof(Row::Tail);
 }
 
 L1Map::Row* L1Map::make_row(std::string_view name, std::uint64_t hash, std::string_view value,
@@ -354,20 +362,23 @@ L1Map::Row* L1Map::make_row(std::string_view name, std::uint64_t hash, std::stri
   const std::size_t size = object ? layout_.size : value.size();
   const std::size_t align = object ? layout_.align : 1;
   const std::size_t offset = (sizeof(Row) + name.size() + align - 1) & ~(align - 1);
-  void* p = arena_.allocate(offset + size);
+  const std::size_t bytes = Row::tail_offset(offset + size) + sizeof(Row::Tail);
+  void* p = arena_.allocate(bytes);
   Row* r = new (p) Row;
   r->next.store(nullptr, std::memory_order_relaxed);  // published later by a release store
-  r->hash = hash;
   r->expires_at = expires_at;
   r->value_size = static_cast<std::uint32_t>(size);
   r->value_offset = static_cast<std::uint16_t>(offset);
   r->name_size = static_cast<std::uint8_t>(name.size());
   std::memcpy(r->name(), name.data(), name.size());
-  r->version = version;
+  Row::Tail* tail = new (&r->tail()) Row::Tail;
+  tail->hash = hash;
+  tail->retired_next = nullptr;
+  tail->version = version;
   if (object) {
     if (!layout_.decode(value, r->value(), decode_error_)) {
       r->~Row();
-      arena_.deallocate(r, offset + size);
+      arena_.deallocate(r, bytes);
       return nullptr;
     }
   } else if (!value.empty()) {
@@ -393,9 +404,9 @@ void L1Map::unlink(std::atomic<Row*>* link, Row* row) noexcept {
 }
 
 void L1Map::retire(Row* row) noexcept {
-  row->retired_next = nullptr;
+  row->tail().retired_next = nullptr;
   if (untagged_.tail != nullptr) {
-    untagged_.tail->retired_next = row;
+    untagged_.tail->tail().retired_next = row;
   } else {
     untagged_.head = row;
     untagged_.since = clock_();  // once per chain: at most once per kReclaimBatch retires
@@ -420,6 +431,18 @@ void L1Map::publish_retired() noexcept {
   counters_.retired_bytes.store(retired_bytes_, std::memory_order_relaxed);
 }
 
+std::int64_t L1Map::tick() noexcept {
+  check_writer("tick");
+  const std::int64_t now = clock_();
+  // Only kPublished's moves (kNone's stays at kNoTime; kCall's is never read), and only
+  // forwards: a store per tick of the clock, not per call, so readers keep the line.
+  if (read_clock_ == ReadClock::kPublished &&
+      now > published_now_.load(std::memory_order_relaxed)) {
+    published_now_.store(now, std::memory_order_relaxed);  // a time: orders nothing
+  }
+  return now;
+}
+
 void L1Map::reclaim() noexcept {
   check_writer("reclaim");
   if (untagged_.head != nullptr) {
@@ -429,7 +452,7 @@ void L1Map::reclaim() noexcept {
       // Join the newest batch under the newer tag: its rows then wait for a later epoch than
       // they needed, which only delays their free.
       RetireChain& newest = batches_[(batch_head_ + batch_count_ - 1) % kRetireBatches];
-      newest.tail->retired_next = untagged_.head;
+      newest.tail->tail().retired_next = untagged_.head;
       newest.tail = untagged_.tail;
       newest.epoch = untagged_.epoch;
     } else {
@@ -444,7 +467,7 @@ void L1Map::reclaim() noexcept {
   // Tags never decrease from the oldest batch to the newest, so the freeable batches come first.
   while (batch_count_ != 0 && batches_[batch_head_].epoch < oldest) {
     for (Row* r = batches_[batch_head_].head; r != nullptr;) {
-      Row* next = r->retired_next;
+      Row* next = r->tail().retired_next;
       --retired_rows_;
       retired_bytes_ -= row_bytes(r);
       free_row(r);
@@ -476,7 +499,7 @@ InsertVerdict L1Map::upsert(std::string_view key, std::string_view value, const 
   }
   if (std::atomic<Row*>* link = find_link(key, h)) {
     Row* old = link->load(std::memory_order_relaxed);
-    if (is_fill && newer(view(old->version), view(v))) {
+    if (is_fill && newer(view(old->version()), view(v))) {
       bump(counters_.fill_refused);
       return InsertVerdict::kRefusedOlder;
     }
@@ -535,7 +558,7 @@ Verdict L1Map::apply_one(std::string_view name, const IdBytes& version, std::int
   counters_.tombstone_collapses.store(tombstones_.collapses(), std::memory_order_relaxed);
   if (std::atomic<Row*>* link = find_link(name, h)) {
     Row* row = link->load(std::memory_order_relaxed);
-    if (newer(view(version), view(row->version))) {
+    if (newer(view(version), view(row->version()))) {
       unlink(link, row);
       // After the unlink (a listener that reads the name again must miss it), before the retire
       // (which may free the row once no reader holds it).
@@ -560,7 +583,7 @@ Verdict L1Map::apply_hashed(std::uint64_t hash, const BrandedId& version) noexce
   // relaxed: only this (writer) thread stores these pointers.
   for (Row* r = link->load(std::memory_order_relaxed); r != nullptr;
        r = link->load(std::memory_order_relaxed)) {
-    if (r->hash == hash && newer(view(v), view(r->version))) {
+    if (r->tail().hash == hash && newer(view(v), view(r->version()))) {
       unlink(link, r);  // link now points past r
       if (on_drop_.fn != nullptr) on_drop_.fn(on_drop_.ctx, r->name_view(), view(v));  // as apply_one
       retire(r);

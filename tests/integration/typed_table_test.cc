@@ -105,10 +105,11 @@ std::string version_in_l1(const Table<Quote>& quotes, std::string_view key) {
 }
 
 TEST_F(TypedTableTest, TheL1ClockDecidesWhenAnExpiredRowStopsBeingServed) {
-  // ttl 100 ms. Coarse and exact: a hit past the expiry misses (the row comes again from L2 or
-  // the loader). Sweep: the hit reads no clock, so the row is served from L1 until the writer's
+  // ttl 100 ms. Writer, coarse and exact: a hit past the expiry misses (the row comes again from
+  // L2 or the loader; the writer's published time moves while the writer is idle). Sweep: the hit reads no clock, so the row is served from L1 until the writer's
   // sweep drops it (sweep_ms 1500 here), then misses too.
-  for (const auto clock : {engine::L1Clock::kCoarse, engine::L1Clock::kExact, engine::L1Clock::kSweep}) {
+  for (const auto clock : {engine::L1Clock::kWriter, engine::L1Clock::kCoarse,
+                           engine::L1Clock::kExact, engine::L1Clock::kSweep}) {
     SCOPED_TRACE(static_cast<int>(clock));
     TableSpec s = quotes_spec();
     s.ttl_ms = 100;

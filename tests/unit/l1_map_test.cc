@@ -249,23 +249,26 @@ TEST(L1Map, SweepDeletesRowsExpiredBeforeNowAndCounts) {
   EXPECT_EQ(s.size, 0u);
 }
 
-TEST(L1Map, WithoutExpiryOnReadARowServesUntilTheSweepDropsIt) {
-  // expire_on_read = false (TableSpec's L1Clock::kSweep): reads read no clock; the writer's sweep
-  // is what ends a row, and a read on the exact path (find, visit, get, read) agrees.
+TEST(L1Map, WithoutAReadClockARowServesUntilTheSweepDropsIt) {
+  // read_clock = kNone (TableSpec's L1Clock::kSweep): reads read no clock; the writer's sweep
+  // is what ends a row, and every read that takes the map's time (find, visit, get, read)
+  // agrees. read_at judges by the time it is given, whatever the read clock.
   set_now(0);
   L1Config c = config(100, 100, 0.0);
-  c.expire_on_read = false;
+  c.read_clock = ReadClock::kNone;
   L1Map m(c);
   ASSERT_EQ(m.put(name_id(1), "v", ver(1)), InsertVerdict::kInserted);
   set_now(500);  // well past expires_at = 100
+  EXPECT_EQ(m.tick(), 500);  // ticks move nothing under kNone
   EXPECT_EQ(read_value(m, name_id(1)), "v");
   EXPECT_TRUE(m.visit(name_id(1).view(), [](std::string_view value, std::string_view) { EXPECT_EQ(value, "v"); }));
   char buf[8];
-  EXPECT_EQ(m.read_at(name_id(1).view(), buf, 500).status, ReadStatus::kHit);
+  EXPECT_EQ(m.read(name_id(1).view(), buf).status, ReadStatus::kHit);
+  EXPECT_EQ(m.read_at(name_id(1).view(), buf, 500).status, ReadStatus::kMiss);
   EXPECT_EQ(m.sweep(500), 1u);
   EXPECT_EQ(read_value(m, name_id(1)), "<miss>");
   EXPECT_FALSE(m.visit(name_id(1).view(), [](std::string_view, std::string_view) {}));
-  // With it (the default) the same row misses as soon as the clock passes its expiry.
+  // With kCall (the default) the same row misses as soon as the clock passes its expiry.
   set_now(0);
   L1Map exact(config(100, 100, 0.0));
   ASSERT_EQ(exact.put(name_id(1), "v", ver(1)), InsertVerdict::kInserted);
@@ -274,7 +277,51 @@ TEST(L1Map, WithoutExpiryOnReadARowServesUntilTheSweepDropsIt) {
   EXPECT_FALSE(exact.visit(name_id(1).view(), [](std::string_view, std::string_view) {}));
   const L1Stats s = m.stats();
   EXPECT_EQ(s.hits, 3u);
-  EXPECT_EQ(s.misses, 2u);
+  EXPECT_EQ(s.misses, 3u);
+}
+
+TEST(L1Map, APublishedReadClockMovesOnlyWhenTheWriterTicks) {
+  // read_clock = kPublished (TableSpec's L1Clock::kWriter): reads judge expiry by the time the
+  // writer last published: the clock at construction, then each tick(). Never ahead of the
+  // clock, so a row is never dropped early; late by at most the gap between ticks.
+  set_now(0);
+  L1Config c = config(100, 100, 0.0);
+  c.read_clock = ReadClock::kPublished;
+  L1Map m(c);
+  ASSERT_EQ(m.put(name_id(1), "v", ver(1)), InsertVerdict::kInserted);  // expires_at 100
+  set_now(99);
+  EXPECT_EQ(m.tick(), 99);
+  EXPECT_EQ(read_value(m, name_id(1)), "v");
+  set_now(500);  // the clock is past the expiry; the readers' time is not, until a tick
+  EXPECT_EQ(read_value(m, name_id(1)), "v");
+  char buf[8];
+  EXPECT_EQ(m.read(name_id(1).view(), buf).status, ReadStatus::kHit);
+  EXPECT_EQ(m.tick(), 500);
+  EXPECT_EQ(read_value(m, name_id(1)), "<miss>");
+  EXPECT_FALSE(m.visit(name_id(1).view(), [](std::string_view, std::string_view) {}));
+  EXPECT_EQ(m.read(name_id(1).view(), buf).status, ReadStatus::kMiss);
+  // A clock that reads earlier (a test's; a monotonic one never does) does not move it back.
+  set_now(50);
+  EXPECT_EQ(m.tick(), 50);
+  EXPECT_EQ(read_value(m, name_id(1)), "<miss>");
+  // Under kCall a tick changes nothing: every read calls the clock.
+  set_now(0);
+  L1Map call(config(100, 100, 0.0));
+  ASSERT_EQ(call.put(name_id(1), "v", ver(1)), InsertVerdict::kInserted);
+  EXPECT_EQ(call.tick(), 0);
+  set_now(100);
+  EXPECT_EQ(read_value(call, name_id(1)), "<miss>");
+}
+
+TEST(L1Map, ABadReadClockIsRefusedByName) {
+  L1Config c = config();
+  c.read_clock = static_cast<ReadClock>(3);
+  try {
+    L1Map m(c);
+    FAIL() << "a read clock of 3 was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("L1Config.read_clock"), std::string::npos) << e.what();
+  }
 }
 
 TEST(L1Map, G6ShuffledStreamsConvergeToExactCounts) {

@@ -32,7 +32,8 @@ TEST(TableSpec, DefaultsAreValid) {
   EXPECT_DOUBLE_EQ(s.jitter, 0.1);
   EXPECT_EQ(s.max_size, 100000u);
   EXPECT_EQ(s.sweep_ms, 1000);
-  EXPECT_EQ(s.l1_clock, L1Clock::kCoarse);
+  EXPECT_EQ(s.l1_clock, L1Clock::kWriter);
+  EXPECT_EQ(s.clock_tick_ms, 4);
   EXPECT_EQ(s.ring_capacity, 4096u);
   EXPECT_EQ(s.coherence, CoherenceMode::kNone);
   EXPECT_EQ(s.full_policy, ring::FullPolicy::kFlush);
@@ -59,8 +60,14 @@ TEST(TableSpec, EachBadKnobIsNamed) {
   s.sweep_ms = 0;
   expect_refused(s, "sweep_ms");
   s = good();
-  s.l1_clock = static_cast<L1Clock>(3);
-  expect_refused(s, "l1_clock must be coarse, exact or sweep");
+  s.l1_clock = static_cast<L1Clock>(4);
+  expect_refused(s, "l1_clock must be writer, coarse, exact or sweep");
+  s = good();
+  s.clock_tick_ms = 0;
+  expect_refused(s, "clock_tick_ms");
+  s = good();
+  s.clock_tick_ms = 1001;
+  expect_refused(s, "clock_tick_ms");
   s = good();
   s.ring_capacity = 1000;
   expect_refused(s, "ring_capacity must be a power of two");

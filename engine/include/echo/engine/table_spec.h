@@ -42,8 +42,13 @@ enum class DisconnectPolicy : std::uint8_t {
 
 // The clock a table's L1 reads to tell a live row from an expired one, on every hit.
 enum class L1Clock : std::uint8_t {
-  kCoarse,  // CLOCK_MONOTONIC_COARSE (vDSO, ~10 ns a read here): a row may be served up to one
-            // kernel tick (1-10 ms; 4 ms on Debian's kernel) past its expiry
+  kWriter,  // the writer's coarse clock, published to readers on every writer pass and at least
+            // every clock_tick_ms while idle: a hit loads it from a line it already reads, no
+            // call. A row may be served up to one kernel tick (4 ms on Debian's kernel) plus
+            // clock_tick_ms past its expiry (longer only if the writer's thread is not scheduled)
+  kCoarse,  // CLOCK_MONOTONIC_COARSE (vDSO) on every hit: ~10 ns a read in cache, ~20 ns once
+            // the rows outgrow the L2 (perf/README.md); a row may be served up to one kernel
+            // tick past its expiry
   kExact,   // steady_clock: to the millisecond, but a TSC read costs 25-110 ns on a VM, more than
             // the rest of a hit (l1_map_bench: BM_L1Map_GetHit against BM_L1Map_GetHitCoarse)
   kSweep,   // no clock on a hit at all: a row is served until the writer's sweep drops it, up to
@@ -148,7 +153,10 @@ struct TableSpec {
   double jitter = 0.1;              // 0.0 .. 0.5
   std::size_t max_size = 100000;    // 1 .. 2^26 (the L1 index is allocated whole: table_spec.cc)
   std::int64_t sweep_ms = 1000;     // 1 .. 3,600,000
-  L1Clock l1_clock = L1Clock::kCoarse;  // a hit's expiry check (loader_timeout keeps exact time)
+  L1Clock l1_clock = L1Clock::kWriter;  // a hit's expiry check (loader_timeout keeps exact time)
+  // kWriter only: the longest an idle writer waits before it publishes the time again, 1..1000
+  // ms. Each wake costs the writer's thread a few microseconds (250 a second at 4 ms).
+  std::int64_t clock_tick_ms = 4;
   CoherenceMode coherence = CoherenceMode::kNone;
   std::size_t ring_capacity = 4096;   // power of two, 2 .. 2^30
   std::size_t max_batch = 256;        // 1 .. ring_capacity: items applied per drain pass

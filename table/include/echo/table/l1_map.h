@@ -14,12 +14,14 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace echo::table {
@@ -63,19 +65,33 @@ struct DropListener {
   void* ctx = nullptr;
 };
 
+// How a read tells a live row from an expired one (the writer always keeps `clock`).
+enum class ReadClock : std::uint8_t {
+  // Every read calls the map's clock: exact to the clock's resolution. A vDSO call per hit: on
+  // the benchmark host a coarse one was ~10 ns of a ~25 ns in-cache hit, and ~20 ns once the
+  // rows outgrew the L2 (the call's page then misses the TLB: perf/README.md).
+  kCall,
+  // Every read loads the time the writer last published with tick(): one load from a line
+  // every read already reads, no call. The writer must tick (the engine's writer does every
+  // pass, and at least every TableSpec::l1_clock_tick_ms); a row may be served up to the gap
+  // between two ticks past expires_at, never before it.
+  kPublished,
+  // No check: a read serves a row until the writer drops it (sweep(), or an insert into a full
+  // map), up to the writer's sweep period past expires_at.
+  kNone,
+};
+
 struct L1Config {
   std::int64_t ttl_ms = 5000;  // 1 .. 2^40
   double jitter = 0.1;         // 0.0 .. 0.5
-  // 1 .. 2^26. The index is a power of two >= max_size buckets of 8 bytes, allocated and zeroed
-  // at construction and walked whole by sweep() and a non-empty clear(): 2^26 is 512 MiB of
-  // index (and >= 4 GiB of rows when full); 2^30 asked for 8 GiB before the first row.
+  // 1 .. 2^26. The index is a power of two >= 2 * max_size buckets of 8 bytes (at most 2^26),
+  // allocated and zeroed at construction and walked whole by sweep() and a non-empty clear():
+  // 2^26 buckets are 512 MiB of index (and >= 4 GiB of rows when full); 2^30 rows asked for
+  // 8 GiB before the first row.
   std::size_t max_size = 100000;
   std::uint64_t seed = 0x5EEDull;  // jitter PRNG seed (tests pin it)
   MonotonicClock clock = &steady_clock_ms;
-  // Whether a read checks the row's expiry against the clock. false: reads read no clock and
-  // serve a row until the writer drops it (sweep(), or an insert into a full map), so a row may
-  // be served up to the writer's sweep period past expires_at; the writer keeps the clock.
-  bool expire_on_read = true;
+  ReadClock read_clock = ReadClock::kCall;
   // The most tombstone slots (32 bytes; at most half used) the fill guard may grow to before it
   // collapses into a floor (fill_guard.h); it starts at 1024. 0 = 4 * max_size, at least 1024.
   std::size_t tombstone_capacity = 0;
@@ -147,11 +163,12 @@ class L1Map {
   // refused a reader slot (reader_slot_refusals; every read below answers a miss then too).
   bool get(std::string_view name, std::string& value, IdBytes* version = nullptr) const;
   // Copies into `buf`: kHit, kMiss, or kTooSmall (nothing copied; size says what is needed;
-  // counted as a hit). No allocation. `now_ms` on the map's clock; read() reads the clock.
+  // counted as a hit). No allocation. read_at() judges expiry by `now_ms` (on the map's clock)
+  // whatever the read clock; read() by the read clock's time (L1Config::read_clock).
   ReadResult read_at(std::string_view name, std::span<char> buf,
                      std::int64_t now_ms) const noexcept;
   ReadResult read(std::string_view name, std::span<char> buf) const noexcept {
-    return read_at(name, buf, expire_on_read_ ? clock_() : 0);
+    return read_at(name, buf, read_now());
   }
   // Zero-copy: the live row under `guard`, valid while the guard lives. Counted like get().
   // `guard` must be this thread's (debug builds abort otherwise); nullopt if it is not
@@ -169,7 +186,7 @@ class L1Map {
     if (!guard.protecting()) [[unlikely]] return refuse_slot();
     const Row* r = hit(name);
     if (r == nullptr) return false;
-    std::forward<Fn>(fn)(std::string_view(r->value(), r->value_size), view(r->version));
+    std::forward<Fn>(fn)(std::string_view(r->value(), r->value_size), view(r->version()));
     return true;
   }
 
@@ -235,6 +252,10 @@ class L1Map {
   // Frees retired rows no reader can still see. Called on its own every kReclaimBatch retires;
   // an idle writer calls it to return memory sooner.
   void reclaim() noexcept;
+  // Reads the map's clock and publishes it as the readers' time (ReadClock::kPublished; under
+  // kCall and kNone it only reads the clock). Returns the time read. Writer thread; no syscall
+  // beyond the clock's own, and no store while the time has not moved.
+  std::int64_t tick() noexcept;
 
   // ---- Any thread: relaxed snapshots (stats() sums the per-reader shards).
   std::size_t size() const noexcept { return size_.load(std::memory_order_relaxed); }
@@ -263,20 +284,35 @@ class L1Map {
   static constexpr std::size_t kRetireBatches = 32;
 
  private:
-  // One allocation: this header, the name's name_size bytes, then (at value_offset, aligned for
-  // an object layout) value_size bytes of value or the decoded object. Everything but `next` and
-  // `retired_next` is immutable once published. Here, not in l1_map.cc, so visit() inlines.
+  // One allocation: this header (what a hit reads first), the name's name_size bytes, then (at
+  // value_offset, aligned for an object layout) value_size bytes of value or the decoded
+  // object, then the cold tail (hash, retire link, version: 8-aligned, at tail_offset()). A hit
+  // reads the header, the name and the value, which are adjacent: a 32-byte struct under a name
+  // of up to 8 bytes fills the row's first 64 bytes. Everything but `next` and
+  // Tail::retired_next is immutable once published. Here, not in l1_map.cc, so visit() inlines.
   struct Row {
     std::atomic<Row*> next;  // writer stores (release), readers load (seq_cst, see lookup())
-    std::uint64_t hash;      // hash_key(name)
     std::int64_t expires_at;
     std::uint32_t value_size;
     std::uint16_t value_offset;  // from the row's first byte
     std::uint8_t name_size;      // 1 .. kMaxNameSize
-    IdBytes version;
-    // The retire list's link, written by the writer once the row is unlinked; no reader reads
-    // it, so readers still standing on the row race with nothing.
-    Row* retired_next;
+
+    struct Tail {
+      std::uint64_t hash;  // hash_key(name): the writer's (apply_hashed), no reader's
+      // The retire list's link, written by the writer once the row is unlinked; no reader reads
+      // it, so readers still standing on the row race with nothing.
+      Row* retired_next;
+      IdBytes version;
+    };
+    static std::size_t tail_offset(std::size_t value_end) noexcept {
+      return (value_end + alignof(Tail) - 1) & ~(alignof(Tail) - 1);
+    }
+    const Tail& tail() const noexcept {
+      return *reinterpret_cast<const Tail*>(reinterpret_cast<const char*>(this) +
+                                            tail_offset(std::size_t{value_offset} + value_size));
+    }
+    Tail& tail() noexcept { return const_cast<Tail&>(std::as_const(*this).tail()); }
+    const IdBytes& version() const noexcept { return tail().version; }
 
     const char* name() const noexcept { return reinterpret_cast<const char*>(this + 1); }
     char* name() noexcept { return reinterpret_cast<char*>(this + 1); }
@@ -284,6 +320,7 @@ class L1Map {
     const char* value() const noexcept { return reinterpret_cast<const char*>(this) + value_offset; }
     char* value() noexcept { return reinterpret_cast<char*>(this) + value_offset; }
   };
+  static_assert(sizeof(Row) == 24, "a hit's header: 24 bytes, the name right after it");
   static_assert(kMaxNameSize <= 255, "Row::name_size is one byte");
   struct alignas(kCacheLine) ReaderShard {
     // Written only by the thread owning this shard index (store(load + 1), relaxed); read by
@@ -291,7 +328,7 @@ class L1Map {
     std::atomic<std::uint64_t> hits{0};
     std::atomic<std::uint64_t> misses{0};
   };
-  // Retired rows chained through Row::retired_next (writer-only; readers never read it).
+  // Retired rows chained through Row::Tail::retired_next (writer-only; readers never read it).
   struct RetireChain {
     Row* head = nullptr;
     Row* tail = nullptr;
@@ -308,14 +345,18 @@ class L1Map {
 
   const Row* lookup(std::string_view name, std::uint64_t hash) const noexcept;
   // lookup()'s walk for a name that is not 14 bytes (a text key), out of line.
-  [[gnu::noinline]] static const Row* lookup_text(const Row* r, std::string_view name,
-                                                  std::uint64_t hash) noexcept;
-  // The chain walk from `r` for a name of any length (lookup_text's and hit()'s, inline).
-  static const Row* walk(const Row* r, std::string_view name, std::uint64_t hash) noexcept;
-  // A row past its expiry as a read judges it (never, without expire_on_read).
-  bool expired(const Row* r, std::int64_t now) const noexcept {
-    return expire_on_read_ && now >= r->expires_at;
+  [[gnu::noinline]] static const Row* lookup_text(const Row* r, std::string_view name) noexcept;
+  // The chain walk from `r` for a name of any length (lookup_text's and hit()'s, inline). It
+  // compares lengths and names, not hashes: the hash lives in the row's cold tail.
+  static const Row* walk(const Row* r, std::string_view name) noexcept;
+  // The time a read judges expiry by: the clock's (kCall) or the writer's last tick()
+  // (kPublished; kNone publishes the earliest time there is, so nothing has expired by it).
+  std::int64_t read_now() const noexcept {
+    return read_clock_ == ReadClock::kCall ? clock_()
+                                           : published_now_.load(std::memory_order_relaxed);
   }
+  // A row past its expiry as a read judges it.
+  static bool expired(const Row* r, std::int64_t now) noexcept { return now >= r->expires_at; }
   const Row* live_row(std::string_view name, std::int64_t now) const noexcept;
   // The live row of `name` on the map's clock now, counted as a hit or a miss; nullptr on a miss.
   // Inside a section this thread opened. visit()'s one call: the clock, the hash, the walk and
@@ -328,8 +369,7 @@ class L1Map {
   std::atomic<Row*>* find_link(std::string_view name, std::uint64_t hash) const noexcept;
   // find_link()'s walk for a name that is not 14 bytes, out of line.
   [[gnu::noinline]] static std::atomic<Row*>* find_link_text(std::atomic<Row*>* link,
-                                                             std::string_view name,
-                                                             std::uint64_t hash) noexcept;
+                                                             std::string_view name) noexcept;
   InsertVerdict upsert(std::string_view name, std::string_view value, const BrandedId& version,
                        bool is_fill);
   // nullptr when the layout's decode refused `value` (decode_error_ says why).
@@ -349,12 +389,18 @@ class L1Map {
   void check_writer(const char* op) const noexcept;
   InsertVerdict refused_decode() noexcept;
 
-  // Readers' read-only line: set in the constructor, never written after.
+  // Readers' read-mostly line: set in the constructor; only published_now_ is written after.
   alignas(kCacheLine) std::unique_ptr<std::atomic<Row*>[]> buckets_;
   std::size_t mask_;
   MonotonicClock clock_;
-  bool expire_on_read_;
   std::unique_ptr<ReaderShard[]> shards_;
+  ReadClock read_clock_;
+  // kNone's published time, never moved: no row has expired by it.
+  static constexpr std::int64_t kNoTime = std::numeric_limits<std::int64_t>::min();
+  // The readers' time under kPublished: written by tick() only when it moved (at most once per
+  // tick of the clock), so this line stays in the readers' caches between ticks. relaxed: a
+  // time, guarding no data; it only ever grows, and is never ahead of the clock.
+  std::atomic<std::int64_t> published_now_;
 
   // Writer state.
   alignas(kCacheLine) std::atomic<std::size_t> size_{0};
