@@ -341,10 +341,10 @@ void BM_JobLane_RememberedVsBare(benchmark::State& state, const Placement& p) {
   if (r.start() || s.start()) throw std::runtime_error("journal_bench: the lane nodes did not start");
   // When the remembered lane's enqueue starts: the record's commit is over (the split below).
   Clock::time_point enqueue_at;
-  const echo::engine::EnqueueFn enqueue = [&s, group, &enqueue_at](const BrandedId& job, const BrandedId& name,
+  const echo::engine::EnqueueFn enqueue = [&s, group, &enqueue_at](const BrandedId& job, std::string_view name,
                                                                    const BrandedId& version) {
     enqueue_at = Clock::now();
-    return s.enqueue_job("jm", group, job, name.view(), version);
+    return s.enqueue_job("jm", group, job, name, version);
   };
   Samples record_us;  // the remembered send's record (its commit), from the send to the enqueue
   // The record's floor at the same point of the cycle: a plain WAL commit (PlainWal, the same page

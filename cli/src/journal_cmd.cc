@@ -77,9 +77,9 @@ int run(const JournalArgs& a) {
       return 1;
     }
     const auto group = journal.group();
-    auto result = journal.replay([&](const table::BrandedId& job, const table::BrandedId& name,
+    auto result = journal.replay([&](const table::BrandedId& job, std::string_view name,
                                      const table::BrandedId& version) {
-      return node.enqueue_job(a.table, group, job, name.view(), version);
+      return node.enqueue_job(a.table, group, job, name, version);
     });
     if (!result) {
       std::cerr << "echostore journal replay: " << result.error().message() << "\n";

@@ -1106,10 +1106,10 @@ Result<BrandedId> Engine::publish(std::string_view table, const BrandedId& group
   auto& d = *impl_;
   Impl::Slot* slot = d.find(table);
   if (slot == nullptr) return table::Unexpected{make_error_code(Errc::kNoSuchCache)};
-  auto name = Impl::gate_id(*slot, id);  // the job lane carries branded names only
+  auto name = Impl::gate(*slot, id);  // a branded id of the table's kind, or a text key
   if (!name) return table::Unexpected{name.error()};
   if (!version) version = d.mint(slot->spec.kind);
-  std::vector<std::string> set{"SET", d.key_of(*slot, name->view()), frame_l2_value(*version, value),
+  std::vector<std::string> set{"SET", d.key_of(*slot, *name), frame_l2_value(*version, value),
                                "PX", std::to_string(slot->spec.ttl_ms)};
   if (d.options.mode == ServerMode::kCluster) {
     // The member queues hash to their own slots, on any shard: one pipeline cannot order the SET
@@ -1118,14 +1118,14 @@ Result<BrandedId> Engine::publish(std::string_view table, const BrandedId& group
     if (!reply) return table::Unexpected{reply.error()};
     if (reply->view().str() != "OK") return table::Unexpected{unexpected()};
   }
-  auto admitted = fan_out(table, group, d.mint("JOB"), name->view(), *version, std::move(set));
+  auto admitted = fan_out(table, group, d.mint("JOB"), *name, *version, std::move(set));
   // No live member: the row is in L2 and no L1 holds it (a member not live drops its rows when it
   // beats again), so the write is complete.
   if (!admitted && admitted.error() != make_error_code(Errc::kNoLiveMember)) {
     Impl::add(d.fan_errors);
     return table::Unexpected{admitted.error()};
   }
-  return d.put_l1(*slot, name->view(), value, *version);
+  return d.put_l1(*slot, *name, value, *version);
 }
 
 Result<std::int64_t> Engine::broadcast(std::string_view table, std::string_view id,
@@ -1177,8 +1177,8 @@ void Engine::use_journal(std::string_view table, Journal& journal) {
     throw ConfigError("use_journal: '" + std::string(table) + "' is not a declared job-lane table");
   }
   MemoryHooks hooks;
-  hooks.stale = [&journal](const BrandedId& n, const BrandedId& v) { return journal.remembered_stale(n, v); };
-  hooks.remember = [&journal](const BrandedId& n, const BrandedId& v) { journal.remember(n, v); };
+  hooks.stale = [&journal](std::string_view n, const BrandedId& v) { return journal.remembered_stale(n, v); };
+  hooks.remember = [&journal](std::string_view n, const BrandedId& v) { journal.remember(n, v); };
   slot->writer->set_memory(std::move(hooks));
 }
 
@@ -1196,16 +1196,25 @@ Result<std::vector<MemberAdmission>> Engine::fan_out(std::string_view table, con
   auto& d = *impl_;
   Impl::add(d.fan_enqueues);
   if (!table::check_table_name(table)) return table::Unexpected{make_error_code(Errc::kNoSuchCache)};
-  auto name = BrandedId::parse(id);
-  if (!name) return table::Unexpected{make_error_code(Errc::kKind)};
   const Impl::Slot* slot = d.find(table);
-  if (slot != nullptr && name->ns() != slot->spec.kind) return table::Unexpected{make_error_code(Errc::kKind)};
+  // The message: name:version, 29 bytes (WIRE §2.1), or key:version for a declared text-key
+  // table (§2.2). An undeclared table's (the relay's, a tool's) are branded.
+  std::string payload;
+  if (slot != nullptr && slot->spec.keys == KeyKind::kText) {
+    auto frame = table::make_text_frame(id, version);
+    if (!frame) return table::Unexpected{make_error_code(Errc::kBadKey)};
+    payload = std::string(table::view(*frame));
+  } else {
+    auto name = BrandedId::parse(id);
+    if (!name || (slot != nullptr && name->ns() != slot->spec.kind)) {
+      return table::Unexpected{make_error_code(Errc::kKind)};
+    }
+    payload = std::string(table::view(table::make_frame(*name, version)));
+  }
   const TableSpec defaults;
   const TableSpec& spec = slot != nullptr ? slot->spec : defaults;
   const auto keys = JobLaneKeys::for_table(table);
-  const auto frame = table::make_frame(*name, version);
-  const std::string job_id = job.str(), payload(table::view(frame)), g = group.str(),
-                    lease = std::to_string(spec.job_lease_ms);
+  const std::string job_id = job.str(), g = group.str(), lease = std::to_string(spec.job_lease_ms);
   std::optional<Impl::Membership> known;
   {
     std::lock_guard lock(d.members_mu);

@@ -522,6 +522,31 @@ void JobConsumer::take_hand_off(std::string_view text) {
 }
 
 void JobConsumer::deliver(Job job) {
+  const std::int64_t decoded_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                      std::chrono::steady_clock::now().time_since_epoch())
+                                      .count();
+  if (spec_.keys == KeyKind::kText) {
+    // key:version, parsed from the right (WIRE §2.2). The item carries the key's bytes where
+    // they lie in the job's payload, in in_flight_ until the writer's ack drains (a node's
+    // address survives the map's rehashing; the key is the payload's first bytes).
+    auto text = table::parse_text_frame(job.payload);
+    if (!text) {
+      bump(malformed_);
+      retry(job, "malformed coherence payload: " + std::string(table::to_string(text.error().error)));
+      return;
+    }
+    const std::size_t key_size = text->key.size();
+    const table::BrandedId version = text->version;
+    const std::uint64_t ticket = next_ticket_++;
+    const Job& held = in_flight_.emplace(ticket, std::move(job)).first->second;
+    CoherenceItem item{table::CoherenceMessage{version, version}, decoded_ns, ticket};
+    item.key = held.payload.data();
+    item.key_size = static_cast<std::uint8_t>(key_size);
+    item.text = true;
+    overflow_.push_back(item);
+    publish_overflow();
+    return;
+  }
   auto message = table::parse_frame(job.payload);
   if (!message) {
     bump(malformed_);
@@ -536,11 +561,7 @@ void JobConsumer::deliver(Job job) {
   }
   const std::uint64_t ticket = next_ticket_++;
   in_flight_.emplace(ticket, std::move(job));
-  overflow_.push_back(CoherenceItem{*message,
-                                    std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                        std::chrono::steady_clock::now().time_since_epoch())
-                                        .count(),
-                                    ticket});
+  overflow_.push_back(CoherenceItem{*message, decoded_ns, ticket});
   publish_overflow();
 }
 

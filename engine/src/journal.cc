@@ -71,7 +71,9 @@ Stmt prepare(sqlite3* db, const char* sql) {
 }
 
 // SQLITE_STATIC (no copy): every bound buffer outlives the step, and run() clears the bindings.
-void bind(sqlite3_stmt* s, int i, std::string_view text) {
+// Not named bind: a std::string argument would make ADL pick std::bind (an exact match) and bind
+// nothing.
+void bind_text(sqlite3_stmt* s, int i, std::string_view text) {
   sqlite3_bind_text(s, i, text.data(), static_cast<int>(text.size()), SQLITE_STATIC);
 }
 
@@ -130,6 +132,17 @@ struct StringHash {
   std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
 };
 
+// An intent's name: a branded id or a text key (WIRE §2.2; a branded id's 14 bytes pass the text
+// key's check too); anything else never reaches the file.
+bool intent_name(std::string_view name) noexcept { return table::check_text_key(name).has_value(); }
+
+void check_intent_name(std::string_view name) {
+  if (!intent_name(name)) {
+    throw std::invalid_argument("journal: intent name '" + std::string(name.substr(0, 64)) +
+                                "' is neither a branded id nor a text key (1..200 bytes, no "
+                                "braces, spaces or control bytes)");
+  }
+}
 }  // namespace
 
 struct Journal::Impl {
@@ -142,7 +155,7 @@ struct Journal::Impl {
   // then sleeps on the journal's generation word, which the leader bumps once per batch: one
   // futex wake for every waiter a commit answers, not one condvar notify each.
   struct Sync {
-    const std::pair<BrandedId, BrandedId>* rows = nullptr;  // a record: rows[0 .. n_rows)
+    const IntentRow* rows = nullptr;  // a record: rows[0 .. n_rows)
     std::size_t n_rows = 0;
     std::vector<BrandedId>* jobs = nullptr;  // record_many's ids, in order; else `job`
     std::optional<BrandedId> job;            // record()'s id: no vector for a single row
@@ -158,11 +171,13 @@ struct Journal::Impl {
     std::uint64_t want = 0;
   };
   static constexpr std::uint32_t kWaiting = 0, kDone = 1, kLead = 2;
-  // Work nobody waits for, folded into the next transaction: a mark (a = b = job) or an applied
-  // upsert (a = name, b = version).
+  // Work nobody waits for, folded into the next transaction: a mark (a = the job's id) or an
+  // applied upsert (a = the name, a branded id or a text key; b = the version). `a` fits
+  // std::string's small buffer for a branded id: no allocation on the original's names.
   struct Async {
     bool upsert;
-    BrandedId a, b;
+    std::string a;
+    BrandedId b;
     std::uint64_t seq = 0;  // 1, 2, ... in the order submitted
   };
 
@@ -253,11 +268,13 @@ struct Journal::Impl {
   std::uint64_t batch_through = 0;      // every async up to this seq is in the batch or before
   std::uint64_t committed_through = 0;  // every async up to this seq is in the file
   struct RowRef {
-    const BrandedId *job, *name, *version;
+    const BrandedId* job;
+    std::string_view name;
+    const BrandedId* version;
     std::int64_t at;
   };
   std::vector<RowRef> batch_rows;  // the batch's records, in order
-  std::vector<const BrandedId*> batch_marks;
+  std::vector<std::string_view> batch_marks;  // views of batch_asyncs' job ids
   std::uint64_t transactions = 0, grouped = 0, failed = 0, inline_checkpoints = 0;
   std::atomic<std::uint64_t> checkpoints{0};  // the flusher's that ran on a WAL
 
@@ -495,20 +512,20 @@ struct Journal::Impl {
       // Marks (as few UPDATE ... IN statements as the widths allow), then upserts in order.
       batch_marks.clear();
       for (const Async& a : batch_asyncs) {
-        if (!a.upsert) batch_marks.push_back(&a.a);
+        if (!a.upsert) batch_marks.push_back(a.a);
       }
       for (std::size_t next = 0; next < batch_marks.size();) {
         std::size_t w = 0;
         while (kMarkWidths[w] > batch_marks.size() - next) ++w;
         sqlite3_stmt* st = mark[w].get();
-        for (std::size_t k = 0; k < kMarkWidths[w]; ++k) bind(st, static_cast<int>(k + 1), batch_marks[next + k]->view());
+        for (std::size_t k = 0; k < kMarkWidths[w]; ++k) bind_text(st, static_cast<int>(k + 1), batch_marks[next + k]);
         run(db.get(), st, "mark");
         next += kMarkWidths[w];
       }
       for (const Async& a : batch_asyncs) {
         if (!a.upsert) continue;
-        bind(upsert.get(), 1, a.a.view());
-        bind(upsert.get(), 2, a.b.view());
+        bind_text(upsert.get(), 1, a.a);
+        bind_text(upsert.get(), 2, a.b.view());
         run(db.get(), upsert.get(), "upsert");
       }
       // The ids are minted in the callers' own storage (record_many reserved its vector), then
@@ -525,7 +542,7 @@ struct Journal::Impl {
           } else {
             kept = &s->job.emplace(job);
           }
-          batch_rows.push_back(RowRef{kept, &s->rows[i].first, &s->rows[i].second, at});
+          batch_rows.push_back(RowRef{kept, s->rows[i].name, &s->rows[i].version, at});
         }
       }
       for (std::size_t next = 0; next < batch_rows.size();) {
@@ -535,9 +552,9 @@ struct Journal::Impl {
         for (std::size_t k = 0; k < kInsertWidths[w]; ++k) {
           const RowRef& r = batch_rows[next + k];
           const int col = static_cast<int>(4 * k);
-          bind(st, col + 1, r.job->view());
-          bind(st, col + 2, r.name->view());
-          bind(st, col + 3, r.version->view());
+          bind_text(st, col + 1, r.job->view());
+          bind_text(st, col + 2, r.name);
+          bind_text(st, col + 3, r.version->view());
           sqlite3_bind_int64(st, col + 4, r.at);
         }
         run(db.get(), st, "record");
@@ -714,9 +731,12 @@ Journal::Journal(JournalOptions options) {
     Stmt all = prepare(raw, "SELECT name_id, version FROM applied");
     each_row(raw, all.get(), "load the applied memory from " + d.path.string(),
              [&d](sqlite3_stmt* row) {
-               auto name = BrandedId::parse(column_text(row, 0)),
-                    version = BrandedId::parse(column_text(row, 1));
-               if (name && version) d.memory.insert_or_assign(name->str(), *version);
+               // A branded id, or a text-key table's key (WIRE §2.2).
+               const std::string_view name = column_text(row, 0);
+               auto version = BrandedId::parse(column_text(row, 1));
+               if (version && intent_name(name)) {
+                 d.memory.insert_or_assign(std::string(name), *version);
+               }
              });
   }
   // Checkpoints leave the committing thread: the hook (which replaces SQLite's autocheckpoint)
@@ -761,9 +781,10 @@ Journal::~Journal() {
   }
 }
 
-std::vector<BrandedId> Journal::record_many(const std::vector<std::pair<BrandedId, BrandedId>>& rows) {
+std::vector<BrandedId> Journal::record_many(std::span<const IntentRow> rows) {
   std::vector<BrandedId> jobs;
   if (rows.empty()) return jobs;
+  for (const IntentRow& r : rows) check_intent_name(r.name);
   jobs.reserve(rows.size());  // never reallocated: the leader binds the ids it mints in place
   Impl::Sync s;
   s.rows = rows.data();
@@ -773,8 +794,16 @@ std::vector<BrandedId> Journal::record_many(const std::vector<std::pair<BrandedI
   return jobs;
 }
 
-BrandedId Journal::record(const BrandedId& name, const BrandedId& version) {
-  const std::pair<BrandedId, BrandedId> row{name, version};
+std::vector<BrandedId> Journal::record_many(const std::vector<std::pair<BrandedId, BrandedId>>& rows) {
+  std::vector<IntentRow> views;
+  views.reserve(rows.size());
+  for (const auto& [name, version] : rows) views.push_back(IntentRow{name.view(), version});
+  return record_many(std::span<const IntentRow>(views));
+}
+
+BrandedId Journal::record(std::string_view name, const BrandedId& version) {
+  check_intent_name(name);
+  const IntentRow row{name, version};
   Impl::Sync s;
   s.rows = &row;
   s.n_rows = 1;
@@ -787,10 +816,13 @@ BrandedId Journal::record(const BrandedId& name, const BrandedId& version) {
 // intent under its recorded job id, so a mark lost to a crash costs one deduplicated enqueue
 // (seam B), never a lost or doubled apply. And the mark never precedes its row: it is queued
 // only after record() returned, i.e. after the row's commit.
-void Journal::mark_enqueued(const BrandedId& job) { impl_->submit(Impl::Async{false, job, job}); }
+void Journal::mark_enqueued(const BrandedId& job) {
+  impl_->submit(Impl::Async{false, job.str(), job});
+}
 
-Result<BrandedId> Journal::intend_and_enqueue(const BrandedId& name, const BrandedId& version,
+Result<BrandedId> Journal::intend_and_enqueue(std::string_view name, const BrandedId& version,
                                               const EnqueueFn& enqueue) {
+  if (!intent_name(name)) return table::Unexpected{make_error_code(Errc::kBadKey)};
   const BrandedId job = record(name, version);  // durable before anything reaches the bus
   auto admitted = enqueue(job, name, version);    // seam A is before this line, seam B after
   if (!admitted) return table::Unexpected{admitted.error()};
@@ -798,34 +830,34 @@ Result<BrandedId> Journal::intend_and_enqueue(const BrandedId& name, const Brand
   return job;
 }
 
-bool Journal::remembered_stale(const BrandedId& name, const BrandedId& version) const {
+bool Journal::remembered_stale(std::string_view name, const BrandedId& version) const {
   std::shared_lock lock(impl_->memory_mu);
-  auto it = impl_->memory.find(name.view());  // heterogeneous: no key string built
+  auto it = impl_->memory.find(name);  // heterogeneous: no key string built
   return it != impl_->memory.end() && !table::newer(version, it->second);
 }
 
-void Journal::remember(const BrandedId& name, const BrandedId& version) {
+void Journal::remember(std::string_view name, const BrandedId& version) {
   // The upsert is queued before the memory lock is released: whoever reads the new version from
   // the memory (last_applied, remembered_stale) and then replays or compacts finds the upsert
   // queued, and call() commits it before its query. Released first, a replay in that window read
   // the file without it and re-sent an intent the memory already covered (the soak under load:
   // cluster_job_lane_test's second replay sent 1). memory_mu then mu, never the other way.
   std::unique_lock lock(impl_->memory_mu);
-  auto [it, fresh] = impl_->memory.try_emplace(name.str(), version);
+  auto [it, fresh] = impl_->memory.try_emplace(std::string(name), version);
   if (!fresh) {
     if (!table::newer(version, it->second)) return;  // newer only: nothing to write
     it->second = version;
   }
-  impl_->submit(Impl::Async{true, name, version});
+  impl_->submit(Impl::Async{true, std::string(name), version});
 }
 
 void Journal::flush() {
   impl_->call([] {});
 }
 
-std::optional<BrandedId> Journal::last_applied(const BrandedId& name) const {
+std::optional<BrandedId> Journal::last_applied(std::string_view name) const {
   std::shared_lock lock(impl_->memory_mu);
-  auto it = impl_->memory.find(name.view());
+  auto it = impl_->memory.find(name);
   if (it == impl_->memory.end()) return std::nullopt;
   return it->second;
 }
@@ -833,7 +865,9 @@ std::optional<BrandedId> Journal::last_applied(const BrandedId& name) const {
 Result<ReplayResult> Journal::replay(const EnqueueFn& enqueue) {
   auto& d = *impl_;
   struct Row {
-    BrandedId job, name, version;
+    BrandedId job;
+    std::string name;  // a branded id or a text key
+    BrandedId version;
   };
   ReplayResult result;
   const std::vector<Row> rows = d.call([&d, &result] {
@@ -841,10 +875,10 @@ Result<ReplayResult> Journal::replay(const EnqueueFn& enqueue) {
     each_row(d.db.get(), d.uncovered.get(), "replay: read the uncovered intents",
              [&](sqlite3_stmt* row) {
                auto job = BrandedId::parse(column_text(row, 0)),
-                    name = BrandedId::parse(column_text(row, 1)),
                     version = BrandedId::parse(column_text(row, 2));
-               if (job && name && version) {
-                 out.push_back(Row{*job, *name, *version});
+               const std::string_view name = column_text(row, 1);
+               if (job && version && intent_name(name)) {
+                 out.push_back(Row{*job, std::string(name), *version});
                } else {
                  ++result.malformed;
                }

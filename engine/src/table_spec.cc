@@ -96,10 +96,6 @@ void validate(const TableSpec& spec) {
   }
   check_range<std::int64_t>(spec, "clock_tick_ms", spec.clock_tick_ms, 1, 1000);
   if (spec.keys > KeyKind::kText) refuse(spec, "keys must be branded or text");
-  if (spec.keys == KeyKind::kText && spec.coherence == CoherenceMode::kJob) {
-    refuse(spec, "keys = text needs coherence none or broadcast (the job lane carries branded "
-                 "keys only)");
-  }
   if (spec.disconnect == DisconnectPolicy::kServeStale) {
     check_range<std::int64_t>(spec, "serve_stale_max_ms", spec.serve_stale_max_ms, 1, 86'400'000);
   } else if (spec.disconnect != DisconnectPolicy::kFlush) {

@@ -260,9 +260,12 @@ std::size_t TableWriter::drain_rings() {
         const std::size_t bucket =
             lag <= 0 ? 0 : std::min<std::size_t>(std::bit_width(static_cast<std::uint64_t>(lag)) - 1, kLagBuckets - 1);
         bump(lag_[bucket]);
+        // The job lane carries a text key's bytes; the broadcast lane only its hash.
+        const bool by_hash = item.text && item.key_size == 0;
+        const std::string_view name = !item.text ? item.message.name.view() : by_hash ? std::string_view{} : item.text_key();
         if (item.ticket != 0 && memory_.stale) {
           // The job lane with a journal: the applied memory answers first (WIRE §8).
-          const Applied a = apply_with_memory(item.message);
+          const Applied a = apply_with_memory(name, item.message.version);
           if (a == Applied::kApplied) dropped_decoded = item.decoded_ns;
           acks_.push_back(JobAck{item.ticket, a == Applied::kApplied ? table::Verdict::kApplied
                                                                      : table::Verdict::kStale,
@@ -270,20 +273,18 @@ std::size_t TableWriter::drain_rings() {
           ++via_memory;
           continue;
         }
-        const auto verdict =
-            item.text
-                ? map_->apply_hashed(item.text_hash, item.message.version)
-                : map_->apply_coherence(item.message.name, item.message.version);
+        const auto verdict = by_hash ? map_->apply_hashed(item.text_hash, item.message.version)
+                                     : map_->apply_coherence(name, item.message.version);
         if (verdict == table::Verdict::kApplied) {
           ++applied;
           dropped_decoded = item.decoded_ns;
         }
         if (item.ticket != 0) acks_.push_back(JobAck{item.ticket, verdict});
         if (!flights_.empty()) {
-          if (item.text) {
+          if (by_hash) {
             note_drop_hashed(item.text_hash);
           } else {
-            note_drop(item.message.name.view());
+            note_drop(name);
           }
         }
       }
@@ -313,15 +314,15 @@ std::size_t TableWriter::drain_rings() {
   return total;
 }
 
-Applied TableWriter::apply_with_memory(const table::CoherenceMessage& m) {
-  if (memory_.stale && memory_.stale(m.name, m.version)) {
+Applied TableWriter::apply_with_memory(std::string_view name, const table::BrandedId& version) {
+  if (memory_.stale && memory_.stale(name, version)) {
     bump(remembered_stale_);  // no lookup, no counters, no row
     return Applied::kRememberedStale;
   }
-  const auto verdict = map_->apply_coherence(m.name, m.version);
+  const auto verdict = map_->apply_coherence(name, version);
   bump(verdict == table::Verdict::kApplied ? applied_ : stale_);
-  if (!flights_.empty()) note_drop(m.name.view());
-  if (memory_.remember) memory_.remember(m.name, m.version);  // even when stale (WIRE §8)
+  if (!flights_.empty()) note_drop(name);
+  if (memory_.remember) memory_.remember(name, version);  // even when stale (WIRE §8)
   return verdict == table::Verdict::kApplied ? Applied::kApplied : Applied::kStale;
 }
 
@@ -386,7 +387,7 @@ void TableWriter::handle(Command& cmd) {
           if (!flights_.empty()) note_drop(c.message.name.view());
           c.done(verdict);
         } else if constexpr (std::is_same_v<T, RememberCmd>) {
-          c.done(apply_with_memory(c.message));
+          c.done(apply_with_memory(c.message.name.view(), c.message.version));
         } else if constexpr (std::is_same_v<T, LostCmd>) {
           if (spec_.disconnect == DisconnectPolicy::kFlush) {
             bump(disconnect_flushes_);

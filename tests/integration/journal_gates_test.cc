@@ -159,7 +159,7 @@ int writer_main(int argc, char** argv) {
     write_line(1, "recorded " + job.str());
   } else if (mode == "seam-b") {
     auto r = j.intend_and_enqueue(*name, *version,
-                                  [&](const BrandedId& job, const BrandedId& n, const BrandedId& v) {
+                                  [&](const BrandedId& job, std::string_view n, const BrandedId& v) {
                                     auto admitted = enqueue(job, n, v);
                                     write_line(1, "enqueued " + job.str() + " " +
                                                       (admitted && *admitted ? "1" : "0"));
@@ -263,7 +263,7 @@ TEST_F(JournalGates, H2BothCrashSeamsAreClosedByReplayOneReplayedOneDeduplicated
   const BrandedId job1 = j.record(n1, v1);
   // Seam B: recorded and enqueued, the mark never sent.
   const BrandedId job2 = j.record(n2, v2);
-  auto admitted = enqueue(job2, n2, v2);
+  auto admitted = enqueue(job2, n2.view(), v2);
   ASSERT_TRUE(admitted && *admitted);
   EXPECT_EQ(j.stats().pending_enqueue, 2u);
   EXPECT_EQ(lane_depth(client(), t, 202, group), 1);

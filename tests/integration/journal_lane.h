@@ -54,9 +54,9 @@ inline engine::JournalOptions journal_options(const std::filesystem::path& dir,
 // The writer's edge onto the job lane of `table` through engine `w`, in the journal's group.
 inline engine::EnqueueFn lane_enqueue(engine::Engine& w, const std::string& table,
                                       const table::BrandedId& group) {
-  return [&w, table, group](const table::BrandedId& job, const table::BrandedId& name,
+  return [&w, table, group](const table::BrandedId& job, std::string_view name,
                             const table::BrandedId& version) {
-    return w.enqueue_job(table, group, job, name.view(), version);
+    return w.enqueue_job(table, group, job, name, version);
   };
 }
 
@@ -98,7 +98,7 @@ inline void replay_and_drain(engine::Journal& j, const engine::EnqueueFn& enqueu
   const int total = static_cast<int>(intents.names.size());
   std::vector<table::BrandedId> order;
   auto r = j.replay(
-      [&](const table::BrandedId& job, const table::BrandedId& n, const table::BrandedId& v) {
+      [&](const table::BrandedId& job, std::string_view n, const table::BrandedId& v) {
         order.push_back(job);
         return enqueue(job, n, v);
       });

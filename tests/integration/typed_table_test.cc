@@ -45,12 +45,13 @@ struct Quote {
 };
 
 // The loader's answer for a symbol: bid = 100 + its length (so a test can tell it from a put).
-TableSpec quotes_spec(std::shared_ptr<std::atomic<int>> loads = std::make_shared<std::atomic<int>>()) {
+TableSpec quotes_spec(std::shared_ptr<std::atomic<int>> loads = std::make_shared<std::atomic<int>>(),
+                      CoherenceMode lane = CoherenceMode::kBroadcast) {
   TableSpec s;
   s.name = "quotes";
   s.kind = "QTE";
   s.keys = KeyKind::kText;
-  s.coherence = CoherenceMode::kBroadcast;
+  s.coherence = lane;
   s.ttl_ms = 60000;
   s.loader = engine::loader_of<Quote>([loads](const engine::Key& k) {
     loads->fetch_add(1, std::memory_order_relaxed);
@@ -60,11 +61,14 @@ TableSpec quotes_spec(std::shared_ptr<std::atomic<int>> loads = std::make_shared
 }
 
 // ---- the second process: one node of the same table, answering lines on stdin ----
+//   --typed-node <port> <node> [job]: the table on the broadcast lane, or on the job lane
 //   read <key>  -> "<source> <bid>" (Table::read) or "error <code>"
 int child_main(int argc, char** argv) {
-  if (argc != 4) return 2;
+  if (argc != 4 && argc != 5) return 2;
+  const CoherenceMode lane =
+      argc == 5 && std::string_view(argv[4]) == "job" ? CoherenceMode::kJob : CoherenceMode::kBroadcast;
   Engine e(node_options("127.0.0.1", std::atoi(argv[2]), static_cast<unsigned>(std::atoi(argv[3]))),
-           {quotes_spec()});
+           {quotes_spec(std::make_shared<std::atomic<int>>(), lane)});
   if (e.start(10s)) return 3;
   Table<Quote> quotes = e.table<Quote>("quotes");
   write_line(1, "ready");
@@ -200,6 +204,48 @@ TEST_F(TypedTableTest, ATextKeyStructRowIsReadInPlaceAndCrossesTwoProcesses) {
   ASSERT_TRUE(got);
   EXPECT_EQ(got->bid, 189.5);
   EXPECT_EQ(got->size, 300);
+}
+
+TEST_F(TypedTableTest, ATextKeyRidesTheJobLaneToAnotherProcess) {
+  // The job lane carries key:version (WIRE §2.2) as its payload: publish writes L2 and admits the
+  // job into every member queue in one call; the other process's consumer parses it from the
+  // right and its writer drops the row by its key, then acks (the job completes).
+  auto a = node(1, {quotes_spec(std::make_shared<std::atomic<int>>(), CoherenceMode::kJob)});
+  ASSERT_TRUE(a);
+  Table<Quote> quotes = a->table<Quote>("quotes");
+  auto child = ChildProcess::spawn({"--typed-node", std::to_string(server().port()), "2", "job"});
+  ASSERT_TRUE(child);
+  ASSERT_EQ(child->receive(20s).value_or("(nothing)"), "ready");
+  const auto ask = [&child](const std::string& line) {
+    child->send(line);
+    return child->receive(10s).value_or("(no answer)");
+  };
+  // Keys with a colon and at the 200-byte limit parse from the right like any other.
+  const std::string long_key = "EUR:USD:" + std::string(192, 'K');
+  for (const std::string& key : {std::string("AAPL"), std::string("EUR:USD"), long_key}) {
+    SCOPED_TRACE(key.substr(0, 16));
+    EXPECT_EQ(ask("read " + key), "loader " + std::to_string(100.0 + static_cast<double>(key.size())));
+    EXPECT_EQ(ask("read " + key), "l1 " + std::to_string(100.0 + static_cast<double>(key.size())));
+  }
+  const std::string before = ask("stats");
+  for (const std::string& key : {std::string("AAPL"), std::string("EUR:USD"), long_key}) {
+    auto v = quotes.publish(key, Quote{7.5, 7.6, 11});
+    ASSERT_TRUE(v) << v.error().message();
+  }
+  EXPECT_TRUE(poll_until([&] { return ask("stats") == "coh_applied 3"; }, 10s, 5ms))
+      << before << " then " << ask("stats");
+  for (const std::string& key : {std::string("AAPL"), std::string("EUR:USD"), long_key}) {
+    EXPECT_EQ(ask("read " + key), "l2 7.500000") << key.substr(0, 16);
+  }
+  // This node's writer applied its own jobs too (stale: its rows are the published ones).
+  auto got = quotes.get("EUR:USD");
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->bid, 7.5);
+  // Every job completed (completion deletes the job's hash) in both member queues.
+  EXPECT_TRUE(poll_until(
+      [&] { return command_argv(client(), {"KEYS", "emq:{ecc.coh.quotes|*}:job:*"})->elements == 0; },
+      10s, 10ms))
+      << command_argv(client(), {"KEYS", "emq:{ecc.coh.quotes|*}:job:*"})->elements << " jobs left";
 }
 
 TEST_F(TypedTableTest, KeysMayHoldColonsAndBadKeysNeverReachTheWire) {

@@ -68,7 +68,7 @@ TEST(JournalStress, WritersAppliersAndOperatorsShareOneJournal) {
   std::atomic<int> went_back{0};
   {
     Journal j(options);
-    const EnqueueFn enqueue = [&](const BrandedId& job, const BrandedId&, const BrandedId&) {
+    const EnqueueFn enqueue = [&](const BrandedId& job, std::string_view, const BrandedId&) {
       std::lock_guard lock(mu);
       return Result<bool>(enqueued.insert(job.str()).second);
     };

@@ -129,7 +129,7 @@ TEST_F(JournalTest, ReplayEnqueuesUncoveredIntentsInSeqOrderUnderRecordedIds) {
   j.remember(id("AST", 5), id("TXN", 1));    // older: does not cover intent 5
   std::vector<std::string> asked;
   std::set<std::string> bus = {jobs[2].str()};  // intent 3 is already on the bus (seam B)
-  auto enqueue = [&](const BrandedId& job, const BrandedId&, const BrandedId&) -> Result<bool> {
+  auto enqueue = [&](const BrandedId& job, std::string_view, const BrandedId&) -> Result<bool> {
     asked.push_back(job.str());
     return bus.insert(job.str()).second;
   };
@@ -142,6 +142,53 @@ TEST_F(JournalTest, ReplayEnqueuesUncoveredIntentsInSeqOrderUnderRecordedIds) {
   auto again = j.replay(enqueue);
   EXPECT_EQ(again->replayed, 0u);
   EXPECT_EQ(again->deduplicated, 3u);
+}
+
+// A text-key table's intents and applied rows (WIRE §2.2: name_id is TEXT): recorded, covered,
+// replayed and reloaded under the key itself, colons and all; a name that is neither a branded id
+// nor a text key never reaches the file.
+TEST_F(JournalTest, TextKeysAreRecordedRememberedAndReplayedUnderTheKey) {
+  const std::string long_key = "EUR:USD:" + std::string(192, 'K');
+  std::vector<BrandedId> jobs;
+  {
+    Journal j(options());
+    jobs.push_back(j.record("AAPL", id("TXN", 10)));
+    jobs.push_back(j.record("EUR:USD", id("TXN", 11)));
+    const IntentRow rows[] = {{long_key, id("TXN", 12)}, {"MSFT", id("TXN", 13)}};
+    for (const BrandedId& job : j.record_many(rows)) jobs.push_back(job);
+    j.remember("EUR:USD", id("TXN", 11));  // covers its intent (equal)
+    j.remember("MSFT", id("TXN", 99));     // covers its intent (newer)
+    EXPECT_TRUE(j.remembered_stale("MSFT", id("TXN", 50)));
+    EXPECT_FALSE(j.remembered_stale("AAPL", id("TXN", 50)));  // nothing remembered for it
+    ASSERT_TRUE(j.last_applied("EUR:USD"));
+    EXPECT_EQ(*j.last_applied("EUR:USD"), id("TXN", 11));
+    // Refused at the door, nothing written.
+    for (const std::string& bad : {std::string(), std::string("AA PL"), std::string("{x}"),
+                                  std::string(201, 'K')}) {
+      EXPECT_THROW((void)j.record(bad, id("TXN", 1)), std::invalid_argument) << bad;
+      auto r = j.intend_and_enqueue(bad, id("TXN", 1), [](const BrandedId&, std::string_view,
+                                                          const BrandedId&) -> Result<bool> {
+        ADD_FAILURE() << "a bad name was enqueued";
+        return true;
+      });
+      ASSERT_FALSE(r);
+      EXPECT_EQ(r.error().code, make_error_code(Errc::kBadKey));
+    }
+    EXPECT_EQ(j.stats().intents, 4u);
+  }
+  Journal again(options());  // the memory reloads the keys from the file
+  EXPECT_EQ(again.stats().remembered, 2u);
+  EXPECT_TRUE(again.remembered_stale("MSFT", id("TXN", 98)));
+  std::vector<std::pair<std::string, std::string>> sent;
+  auto r = again.replay([&](const BrandedId& job, std::string_view name, const BrandedId&) -> Result<bool> {
+    sent.emplace_back(job.str(), std::string(name));
+    return true;
+  });
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_EQ(r->replayed, 2u);
+  EXPECT_EQ(r->malformed, 0u);
+  EXPECT_EQ(sent, (std::vector<std::pair<std::string, std::string>>{{jobs[0].str(), "AAPL"},
+                                                                    {jobs[2].str(), long_key}}));
 }
 
 // Issue 22 (the soak: cluster_job_lane_test's second replay sent 1): a version the memory shows
@@ -161,7 +208,7 @@ TEST_F(JournalTest, AVersionTheMemoryShowsCoversItsIntentInTheReplayThatFollows)
       j.remember(id("AST", 7), versions[k]);
     }
   });
-  auto never = [](const BrandedId&, const BrandedId&, const BrandedId&) -> Result<bool> {
+  auto never = [](const BrandedId&, std::string_view, const BrandedId&) -> Result<bool> {
     return true;
   };
   int replayed = 0;
@@ -191,7 +238,7 @@ TEST_F(JournalTest, CompactionRetiresCoveredIntentsAndKeepsTheMemory) {
 TEST_F(JournalTest, IntendAndEnqueueRecordsBeforeItEnqueues) {
   Journal j(options());
   bool durable_first = false;
-  auto enqueue = [&](const BrandedId& job, const BrandedId&, const BrandedId&) -> Result<bool> {
+  auto enqueue = [&](const BrandedId& job, std::string_view, const BrandedId&) -> Result<bool> {
     // At enqueue time the intent is already committed in the file.
     durable_first = query(j.path(), ("SELECT count(*) FROM intents WHERE job_id='" + job.str() + "'").c_str()) == "1\n";
     return true;
@@ -444,7 +491,7 @@ TEST_F(JournalTest, AReplayThatCannotReadEveryIntentThrowsInsteadOfReplayingPart
   clobber_page(file, page);
   Journal j(options());
   std::atomic<int> sent{0};
-  EXPECT_THROW((void)j.replay([&sent](const BrandedId&, const BrandedId&, const BrandedId&) {
+  EXPECT_THROW((void)j.replay([&sent](const BrandedId&, std::string_view, const BrandedId&) {
     ++sent;
     return Result<bool>(true);
   }),
@@ -523,7 +570,7 @@ TEST_F(JournalTest, ABurstOfRemembersGoesInTransactionsOfAtMostMaxGroupAndAFlush
 
 TEST_F(JournalTest, AnEmptyRecordManyRecordsNothing) {
   Journal j(options());
-  EXPECT_TRUE(j.record_many({}).empty());
+  EXPECT_TRUE(j.record_many(std::span<const IntentRow>()).empty());
   const auto s = j.stats();
   EXPECT_EQ(s.intents, 0u);
   EXPECT_EQ(s.transactions, 0u);

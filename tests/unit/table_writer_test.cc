@@ -622,5 +622,77 @@ TEST(TableWriter, ACommandPostedAfterStopIsAnsweredAtOnce) {
   w.stop();
 }
 
+// The job lane's text-key item (WIRE §2.2) carries its key's bytes: the writer drops the row by
+// its key (not by hash), consults and feeds the applied memory under the key, and acks.
+TEST(TableWriter, AJobLaneTextItemDropsItsRowByKeyAndFeedsTheMemoryUnderTheKey) {
+  FakeL2 l2;
+  auto s = spec(CoherenceMode::kJob);
+  s.keys = KeyKind::kText;
+  TableWriter w(s, l2.ports(), 1);
+  auto& ring = w.add_ring(ring::FullPolicy::kBlock);
+  std::mutex mu;
+  std::vector<JobAck> acks;
+  std::vector<std::pair<std::string, std::string>> remembered;
+  w.set_ack_sink([&](std::span<const JobAck> batch) {
+    std::lock_guard lock(mu);
+    acks.insert(acks.end(), batch.begin(), batch.end());
+  });
+  MemoryHooks hooks;
+  hooks.stale = [&](std::string_view name, const BrandedId& v) {
+    std::lock_guard lock(mu);
+    for (const auto& [n, r] : remembered) {
+      if (n == name && !table::newer(v.view(), r)) return true;
+    }
+    return false;
+  };
+  hooks.remember = [&](std::string_view name, const BrandedId& v) {
+    std::lock_guard lock(mu);
+    remembered.emplace_back(std::string(name), v.str());
+  };
+  w.set_memory(std::move(hooks));
+  w.start();
+  w.subscription_confirmed();  // the lane delivers: the table caches
+  for (const char* key : {"AAPL", "EUR:USD"}) {
+    std::promise<void> done;
+    w.put(key, "v", id("TXN", 50), [&done] { done.set_value(); });
+    done.get_future().get();
+  }
+  ASSERT_EQ(w.map().size(), 2u);
+  // The key's bytes live in the payload the consumer holds until the ack (here: this string).
+  const std::string payload = std::string("EUR:USD:") + id("TXN", 60).str();
+  const auto item = [&payload](std::uint64_t ticket, const BrandedId& v) {
+    CoherenceItem it{table::CoherenceMessage{v, v}, 0, ticket};
+    it.key = payload.data();
+    it.key_size = 7;  // "EUR:USD"
+    it.text = true;
+    return it;
+  };
+  ASSERT_TRUE(ring.try_publish(item(7, id("TXN", 60))));
+  ASSERT_TRUE(ring.try_publish(item(8, id("TXN", 55))));  // older than the memory now holds
+  for (int i = 0; i < 2000; ++i) {
+    {
+      std::lock_guard lock(mu);
+      if (acks.size() == 2) break;
+    }
+    std::this_thread::sleep_for(1ms);
+  }
+  sync(w);
+  std::lock_guard lock(mu);
+  ASSERT_EQ(acks.size(), 2u);
+  EXPECT_EQ(acks[0].ticket, 7u);
+  EXPECT_EQ(acks[0].verdict, table::Verdict::kApplied);
+  EXPECT_FALSE(acks[0].remembered);
+  EXPECT_EQ(acks[1].ticket, 8u);
+  EXPECT_TRUE(acks[1].remembered);  // remembered_stale: the table untouched
+  ASSERT_EQ(remembered.size(), 1u);
+  EXPECT_EQ(remembered[0].first, "EUR:USD");
+  EXPECT_EQ(remembered[0].second, id("TXN", 60).str());
+  std::string value;
+  EXPECT_FALSE(w.map().get("EUR:USD", value)) << "the row of the item's key went";
+  EXPECT_TRUE(w.map().get("AAPL", value)) << "no other row did (no hash collision drops it)";
+  EXPECT_EQ(w.stats().remembered_stale, 1u);
+  w.stop();
+}
+
 }  // namespace
 }  // namespace echo::engine

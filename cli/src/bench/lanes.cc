@@ -165,9 +165,9 @@ void run_lanes(const BenchConfig& c, const DrillTarget& target, Progress& progre
   };
   const auto enqueue = enqueue_to(job, job_lane);
   const auto enqueue_bare = enqueue_to(bare, bare_lane);
-  const engine::EnqueueFn to_bus = [&](const BrandedId& id, const BrandedId& n,
+  const engine::EnqueueFn to_bus = [&](const BrandedId& id, std::string_view n,
                                        const BrandedId& v) {
-    return s.enqueue_job(mem, group, id, n.view(), v);
+    return s.enqueue_job(mem, group, id, n, v);
   };
   auto remembered = [&](const BrandedId& v) {
     mem_lane.settle();

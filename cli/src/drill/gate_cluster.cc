@@ -397,9 +397,9 @@ void fo_failover(GateRun& run, const DrillTarget& target) {
   std::vector<BrandedId> job_names;
   std::vector<std::optional<BrandedId>> finals(kJobNames);  // the last version recorded per name
   for (int i = 0; i < kJobNames; ++i) job_names.push_back(writer.mint("AST").value());
-  const engine::EnqueueFn enqueue = [&](const BrandedId& job, const BrandedId& n,
+  const engine::EnqueueFn enqueue = [&](const BrandedId& job, std::string_view n,
                                         const BrandedId& v) {
-    return w.enqueue_job(jt, group, job, n.view(), v);
+    return w.enqueue_job(jt, group, job, n, v);
   };
   std::atomic<int> recorded{0}, enqueue_refused{0};
   std::jthread jl([&](std::stop_token st) {

@@ -89,8 +89,8 @@ std::unique_ptr<Engine> remembering(const DrillTarget& target, unsigned node,
 }
 
 engine::EnqueueFn lane_enqueue(Engine& w, const std::string& table, const BrandedId& group) {
-  return [&w, table, group](const BrandedId& job, const BrandedId& name, const BrandedId& version) {
-    return w.enqueue_job(table, group, job, name.view(), version);
+  return [&w, table, group](const BrandedId& job, std::string_view name, const BrandedId& version) {
+    return w.enqueue_job(table, group, job, name, version);
   };
 }
 
@@ -207,7 +207,7 @@ void h2_windows(GateRun& run, const DrillTarget& target) {
   const BrandedId n1 = mint("AST"), n2 = mint("AST"), v1 = mint("AST"), v2 = mint("AST");
   j.record(n1, v1);
   const BrandedId job2 = j.record(n2, v2);
-  auto admitted = enqueue(job2, n2, v2);
+  auto admitted = enqueue(job2, n2.view(), v2);
   run.expect(admitted && *admitted, "intent 2 admitted under its recorded id, never marked");
   auto first = j.replay(enqueue);
   run.expect(first && first->replayed == 1 && first->deduplicated == 1,
@@ -329,7 +329,7 @@ void h4_loss(GateRun& run, const DrillTarget& target) {
   run.expect(floors::eventually([&] { return member(r, t, kC); }, std::chrono::seconds(3)),
              "C re-registered on its next beat");
   std::vector<BrandedId> order;
-  auto rep = j.replay([&](const BrandedId& job, const BrandedId& n, const BrandedId& v) {
+  auto rep = j.replay([&](const BrandedId& job, std::string_view n, const BrandedId& v) {
     order.push_back(job);
     return enqueue(job, n, v);
   });

@@ -19,6 +19,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -73,9 +74,17 @@ struct JournalStats {
 
 // Where the writer's edge sends a recorded intent: enqueue `job` (its recorded id) carrying
 // name:version; returns true when some queue newly admitted it, false for a duplicate
-// (Engine::enqueue_job fits it as it is).
+// (Engine::enqueue_job fits it as it is). `name` is a branded id's 14 bytes or a text-key
+// table's key (WIRE §2.2), valid for the call.
 using EnqueueFn = std::function<Result<bool>(
-    const table::BrandedId& job, const table::BrandedId& name, const table::BrandedId& version)>;
+    const table::BrandedId& job, std::string_view name, const table::BrandedId& version)>;
+
+// An intent as record_many takes it: a branded id's 14 bytes or a text-key table's key (1..200
+// bytes, WIRE §2.2), viewed for the length of the call, and its version.
+struct IntentRow {
+  std::string_view name;
+  table::BrandedId version;
+};
 
 class Journal {
  public:
@@ -91,26 +100,49 @@ class Journal {
   // when the connection is free, else by the thread holding it) ----
   // Records intents (one transaction; one shared recorded_at); returns their job ids (minted
   // JOB ids) in order. Nothing is enqueued before this returns: the intent is durable first.
+  // A name that is neither a branded id nor a text key throws std::invalid_argument naming it,
+  // before anything is written.
+  std::vector<table::BrandedId> record_many(std::span<const IntentRow> intents);
   std::vector<table::BrandedId> record_many(
       const std::vector<std::pair<table::BrandedId, table::BrandedId>>& name_versions);
-  table::BrandedId record(const table::BrandedId& name, const table::BrandedId& version);
+  table::BrandedId record(std::string_view name, const table::BrandedId& version);
+  table::BrandedId record(const table::BrandedId& name, const table::BrandedId& version) {
+    return record(name.view(), version);
+  }
   // Marks an intent enqueued; never blocks: rides the flusher's next transaction, within a few ms
   // (replay ignores the flag).
   void mark_enqueued(const table::BrandedId& job);
   // record → enqueue (under the recorded job id) → mark. Seam A is between record and enqueue,
   // seam B between enqueue and mark; replay closes both. Returns the job id.
-  Result<table::BrandedId> intend_and_enqueue(
-      const table::BrandedId& name, const table::BrandedId& version, const EnqueueFn& enqueue);
+  // A bad name answers Errc::kBadKey, nothing recorded.
+  Result<table::BrandedId> intend_and_enqueue(std::string_view name, const table::BrandedId& version,
+                                              const EnqueueFn& enqueue);
+  Result<table::BrandedId> intend_and_enqueue(const table::BrandedId& name,
+                                              const table::BrandedId& version,
+                                              const EnqueueFn& enqueue) {
+    return intend_and_enqueue(name.view(), version, enqueue);
+  }
 
-  // ---- the applier's edge (any thread; no SQLite on the check) ----
+  // ---- the applier's edge (any thread; no SQLite on the check). `name` is a branded id, or a
+  // text-key table's key (WIRE §2.2: name_id is TEXT in both tables). ----
   // True iff the memory holds r for `name` and `version` is not newer than r.
-  bool remembered_stale(const table::BrandedId& name, const table::BrandedId& version) const;
+  bool remembered_stale(std::string_view name, const table::BrandedId& version) const;
+  bool remembered_stale(const table::BrandedId& name, const table::BrandedId& version) const {
+    return remembered_stale(name.view(), version);
+  }
   // Upserts newer-only (memory now; the file with the flusher's next transaction, within a few
-  // ms). Never waits on SQLite; wakes no thread while the journal is busy.
-  void remember(const table::BrandedId& name, const table::BrandedId& version);
+  // ms). Never waits on SQLite; wakes no thread while the journal is busy. A text key of more
+  // than 15 bytes allocates its memory entry and its queued upsert.
+  void remember(std::string_view name, const table::BrandedId& version);
+  void remember(const table::BrandedId& name, const table::BrandedId& version) {
+    remember(name.view(), version);
+  }
   // Waits until every remember() so far is in the file.
   void flush();
-  std::optional<table::BrandedId> last_applied(const table::BrandedId& name) const;
+  std::optional<table::BrandedId> last_applied(std::string_view name) const;
+  std::optional<table::BrandedId> last_applied(const table::BrandedId& name) const {
+    return last_applied(name.view());
+  }
 
   // ---- recovery (any thread; idempotent; safe on a schedule; a SQLite failure throws
   // std::runtime_error naming it, as record and the constructor do: never a partial answer) ----

@@ -59,8 +59,8 @@ enum class L1Clock : std::uint8_t {
 // What a table's keys are (WIRE §2.2).
 enum class KeyKind : std::uint8_t {
   kBranded,  // 14-byte branded ids of the table's kind (the original's contract; the kind gate)
-  kText,     // 1..200 bytes, no '{', '}', space or control byte ("AAPL"); coherence none or
-             // broadcast (the job lane's text-key messages are not carried yet)
+  kText,     // 1..200 bytes, no '{', '}', space or control byte ("AAPL"), on every lane: the
+             // message is key:version (WIRE §2.2); the kind only namespaces the versions
 };
 
 // Why a row left L1, as a table's on_invalidate hears it.

@@ -40,12 +40,21 @@ struct CoherenceItem {
   table::CoherenceMessage message;
   std::int64_t decoded_ns = 0;  // steady-clock ns when the io thread decoded it (lag histogram)
   std::uint64_t ticket = 0;     // job lane: the claim to acknowledge; 0 for the broadcast lane
-  // A text-key table's message (WIRE §2.2): text is set and text_hash is hash_key of its key,
-  // which the ring does not carry (L1Map::apply_hashed); message.name then repeats the version
-  // and means nothing.
-  std::uint64_t text_hash = 0;
+  // A text-key table's message (WIRE §2.2): text is set, and message.name repeats the version
+  // (it means nothing). The broadcast lane's carries the key's hash (text_hash, hash_key of the
+  // key; L1Map::apply_hashed), not its bytes: key_size is 0. The job lane's carries the key:
+  // key_size bytes at `key`, inside the consumer's in-flight job, which lives until this item's
+  // ack has drained (the writer reads them before it acks, never after; the consumer outlives
+  // the writer's last drain: Engine::stop). One or the other: the item stays 64 bytes.
+  union {
+    std::uint64_t text_hash = 0;
+    const char* key;
+  };
   bool text = false;
+  std::uint8_t key_size = 0;  // 1..200 when `key` is the one set
+  std::string_view text_key() const noexcept { return {key, key_size}; }
 };
+static_assert(sizeof(CoherenceItem) == 64, "a ring slot: one cache line");
 using CoherenceRing = ring::SpscRing<CoherenceItem>;
 
 // The writer's word on a job-lane item: the job behind `ticket` was applied (or found stale),
@@ -60,8 +69,8 @@ struct JobAck {
 // edge): `stale` is checked before the table (true: remembered_stale, nothing touched); after a
 // table verdict, `remember` upserts newer-only — even when the verdict was stale.
 struct MemoryHooks {
-  std::function<bool(const table::BrandedId& name, const table::BrandedId& version)> stale;
-  std::function<void(const table::BrandedId& name, const table::BrandedId& version)> remember;
+  std::function<bool(std::string_view name, const table::BrandedId& version)> stale;
+  std::function<void(std::string_view name, const table::BrandedId& version)> remember;
 };
 
 // apply_and_remember's verdicts.
@@ -289,7 +298,7 @@ class TableWriter {
   void tell(std::string_view name, std::string_view version, InvalidateCause cause) noexcept;
   // Drops every row (the flush policy), telling on_invalidate once.
   void flush() noexcept;
-  Applied apply_with_memory(const table::CoherenceMessage& message);
+  Applied apply_with_memory(std::string_view name, const table::BrandedId& version);
   void suspend(bool on);
   Flight* find_flight(std::string_view name, std::uint64_t id);
   std::int64_t now_ms() const noexcept;
