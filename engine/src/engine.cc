@@ -194,14 +194,13 @@ struct Engine::Impl {
   Result<T> ask_writer(std::string_view table, std::string_view id, const BrandedId& version, Submit submit) {
     Slot* slot = find(table);
     if (slot == nullptr) return table::Unexpected{make_error_code(Errc::kNoSuchCache)};
-    auto name = gate_id(*slot, id);
+    auto name = gate(*slot, id);  // a branded id of the kind, or a text table's key
     if (!name) return table::Unexpected{name.error()};
     if (!slot->writer->running()) return table::Unexpected{make_error_code(Errc::kStopped)};
     auto promise = std::make_shared<std::promise<Result<T>>>();
     auto future = promise->get_future();
     // The writer answers every command, `stopped` included when stop() overtakes this one.
-    submit(*slot->writer, table::CoherenceMessage{*name, version},
-           [promise](Result<T> v) { promise->set_value(std::move(v)); });
+    submit(*slot->writer, *name, version, [promise](Result<T> v) { promise->set_value(std::move(v)); });
     if (future.wait_for(options.get_timeout) != std::future_status::ready) {
       return table::Unexpected{make_error_code(Errc::kTimeout)};
     }
@@ -220,8 +219,7 @@ struct Engine::Impl {
     if (!name) return table::Unexpected{name.error()};
     return id;
   }
-  // The kind gate alone, for the verbs that carry a branded name (apply_coherence, the job
-  // lane's): a text table answers kKind.
+  // The kind gate alone: a text table answers kKind.
   static Result<BrandedId> gate_id(const Slot& slot, std::string_view id) {
     auto parsed = BrandedId::parse(id);
     if (slot.spec.keys != KeyKind::kBranded || !parsed || parsed->ns() != slot.spec.kind) {
@@ -1184,9 +1182,10 @@ void Engine::use_journal(std::string_view table, Journal& journal) {
 
 Result<Applied> Engine::apply_and_remember(std::string_view table, std::string_view id,
                                            const BrandedId& version) {
-  return impl_->ask_writer<Applied>(table, id, version, [](TableWriter& w, auto message, auto answer) {
-    w.apply_and_remember(message, std::move(answer));
-  });
+  return impl_->ask_writer<Applied>(table, id, version,
+                                    [](TableWriter& w, std::string_view name, const BrandedId& v, auto answer) {
+                                      w.apply_and_remember(name, v, std::move(answer));
+                                    });
 }
 
 Result<std::vector<MemberAdmission>> Engine::fan_out(std::string_view table, const BrandedId& group,
@@ -1359,9 +1358,10 @@ Result<bool> Engine::invalidate(TableRef& ref, std::string_view key) {
 
 Result<table::Verdict> Engine::apply_coherence(std::string_view table, std::string_view id,
                                                const BrandedId& version) {
-  return impl_->ask_writer<table::Verdict>(table, id, version, [](TableWriter& w, auto message, auto answer) {
-    w.apply(message, std::move(answer));
-  });
+  return impl_->ask_writer<table::Verdict>(table, id, version,
+                                           [](TableWriter& w, std::string_view name, const BrandedId& v, auto answer) {
+                                             w.apply(name, v, std::move(answer));
+                                           });
 }
 
 Result<BrandedId> Engine::mint(std::string_view ns) {

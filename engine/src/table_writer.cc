@@ -153,13 +153,13 @@ void TableWriter::put(std::string_view name, std::string value,
 void TableWriter::erase(std::string_view name, std::function<void()> done) {
   post(EraseCmd{std::string(name), std::move(done)});
 }
-void TableWriter::apply(const table::CoherenceMessage& message,
+void TableWriter::apply(std::string_view name, const table::BrandedId& version,
                         std::function<void(WriterAnswer<table::Verdict>)> done) {
-  post(ApplyCmd{message, std::move(done)});
+  post(ApplyCmd{std::string(name), version, std::move(done)});
 }
-void TableWriter::apply_and_remember(const table::CoherenceMessage& message,
+void TableWriter::apply_and_remember(std::string_view name, const table::BrandedId& version,
                                      std::function<void(WriterAnswer<Applied>)> done) {
-  post(RememberCmd{message, std::move(done)});
+  post(RememberCmd{std::string(name), version, std::move(done)});
 }
 void TableWriter::subscription_lost() { post(LostCmd{now_ms()}); }
 void TableWriter::subscription_confirmed() { post(ConfirmedCmd{}); }
@@ -382,12 +382,12 @@ void TableWriter::handle(Command& cmd) {
           if (!flights_.empty()) note_drop(c.name);
           c.done();
         } else if constexpr (std::is_same_v<T, ApplyCmd>) {
-          const auto verdict = map_->apply_coherence(c.message.name, c.message.version);
+          const auto verdict = map_->apply_coherence(c.name, c.version);
           bump(verdict == table::Verdict::kApplied ? applied_ : stale_);
-          if (!flights_.empty()) note_drop(c.message.name.view());
+          if (!flights_.empty()) note_drop(c.name);
           c.done(verdict);
         } else if constexpr (std::is_same_v<T, RememberCmd>) {
-          c.done(apply_with_memory(c.message.name.view(), c.message.version));
+          c.done(apply_with_memory(c.name, c.version));
         } else if constexpr (std::is_same_v<T, LostCmd>) {
           if (spec_.disconnect == DisconnectPolicy::kFlush) {
             bump(disconnect_flushes_);

@@ -248,6 +248,33 @@ TEST_F(TypedTableTest, ATextKeyRidesTheJobLaneToAnotherProcess) {
       << command_argv(client(), {"KEYS", "emq:{ecc.coh.quotes|*}:job:*"})->elements << " jobs left";
 }
 
+TEST_F(TypedTableTest, ApplyCoherenceAndApplyAndRememberTakeATextTablesKeys) {
+  auto a = node(1, {quotes_spec(std::make_shared<std::atomic<int>>(), CoherenceMode::kJob)});
+  ASSERT_TRUE(a);
+  Table<Quote> quotes = a->table<Quote>("quotes");
+  ASSERT_TRUE(quotes.get("EUR:USD"));  // loaded: a row at the loader's version
+  const std::string loaded = version_in_l1(quotes, "EUR:USD");
+  ASSERT_FALSE(loaded.empty());
+  auto stale = a->apply_coherence("quotes", "EUR:USD", table::BrandedId::parse(loaded).value());
+  ASSERT_TRUE(stale) << stale.error().message();
+  EXPECT_EQ(*stale, table::Verdict::kStale);  // equal: the row survives
+  auto applied = a->apply_coherence("quotes", "EUR:USD", newer_than(loaded, 1));
+  ASSERT_TRUE(applied) << applied.error().message();
+  EXPECT_EQ(*applied, table::Verdict::kApplied);
+  EXPECT_TRUE(version_in_l1(quotes, "EUR:USD").empty());
+  // The journal's verb takes the key too (no journal bound here: the table's verdict alone).
+  ASSERT_TRUE(quotes.get("AAPL"));
+  auto remembered = a->apply_and_remember("quotes", "AAPL", newer_than(version_in_l1(quotes, "AAPL"), 1));
+  ASSERT_TRUE(remembered) << remembered.error().message();
+  EXPECT_EQ(*remembered, engine::Applied::kApplied);
+  for (const std::string& bad : {std::string("AA PL"), std::string(201, 'K')}) {
+    auto r = a->apply_coherence("quotes", bad, newer_than(loaded, 1));
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error().code, make_error_code(engine::Errc::kBadKey));
+  }
+  a->stop();
+}
+
 TEST_F(TypedTableTest, KeysMayHoldColonsAndBadKeysNeverReachTheWire) {
   auto a = node(1, {quotes_spec()});
   ASSERT_TRUE(a);

@@ -248,7 +248,7 @@ class Engine {
   // before start(). ConfigError for an undeclared table.
   void use_journal(std::string_view table, Journal& journal);
   // WIRE §8 apply_and_remember: the journal's memory first (remembered_stale touches nothing),
-  // else the table's verdict, then the memory's newer-only upsert.
+  // else the table's verdict, then the memory's newer-only upsert. `id` gated as apply_coherence.
   Result<Applied> apply_and_remember(std::string_view table, std::string_view id,
                                      const table::BrandedId& version);
   // drop_l2 (WIRE §3): deletes the L2 row iff `version` is newer; true when it deleted.
@@ -257,7 +257,8 @@ class Engine {
   // (DEL removed it), false when it had none; the L1 row is gone either way.
   Result<bool> invalidate(std::string_view table, std::string_view id);
   // Applies one coherence message through the table's writer (the job lane's handler, tests):
-  // kind gate on `id`, then WIRE §4.4's verdict.
+  // the key gate on `id` (a branded table's kind, kKind; a text table's key, kBadKey), then WIRE
+  // §4.4's verdict.
   Result<table::Verdict> apply_coherence(std::string_view table, std::string_view id,
                                          const table::BrandedId& version);
   // Mints a version in `ns` (3 bytes A-Z) on this engine's node.

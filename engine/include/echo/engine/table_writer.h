@@ -212,11 +212,20 @@ class TableWriter {
   }
   // Apply one coherence message through the inbox (job lane handler, tests): done(verdict), or
   // done(`stopped`) when the writer stopped before it ran.
-  void apply(const table::CoherenceMessage& message,
+  // `name`: a branded id or, on a text-key table, its key (WIRE §2.2).
+  void apply(std::string_view name, const table::BrandedId& version,
              std::function<void(WriterAnswer<table::Verdict>)> done);
+  void apply(const table::CoherenceMessage& message,
+             std::function<void(WriterAnswer<table::Verdict>)> done) {
+    apply(message.name.view(), message.version, std::move(done));
+  }
   // apply with the applied memory (WIRE §8 apply_and_remember): done(verdict), or `stopped`.
-  void apply_and_remember(const table::CoherenceMessage& message,
+  void apply_and_remember(std::string_view name, const table::BrandedId& version,
                           std::function<void(WriterAnswer<Applied>)> done);
+  void apply_and_remember(const table::CoherenceMessage& message,
+                          std::function<void(WriterAnswer<Applied>)> done) {
+    apply_and_remember(message.name.view(), message.version, std::move(done));
+  }
   // Subscription lost: under flush, drop every row and stop caching now; under serve_stale, do
   // so once spec.serve_stale_max_ms has passed without a resubscribe.
   void subscription_lost();
@@ -240,8 +249,9 @@ class TableWriter {
   struct LoadedCmd { std::string name; std::uint64_t flight; LoadOutcome load; };
   struct PutCmd { std::string name; std::string value; table::BrandedId version; std::function<void()> done; };
   struct EraseCmd { std::string name; std::function<void()> done; };
-  struct ApplyCmd { table::CoherenceMessage message; std::function<void(WriterAnswer<table::Verdict>)> done; };
-  struct RememberCmd { table::CoherenceMessage message; std::function<void(WriterAnswer<Applied>)> done; };
+  // name: a branded id's 14 bytes or a text key (in std::string's small buffer up to 15 bytes).
+  struct ApplyCmd { std::string name; table::BrandedId version; std::function<void(WriterAnswer<table::Verdict>)> done; };
+  struct RememberCmd { std::string name; table::BrandedId version; std::function<void(WriterAnswer<Applied>)> done; };
   struct LostCmd { std::int64_t at_ms; };
   struct ConfirmedCmd {};
   struct SyncCmd { std::function<void()> done; };
