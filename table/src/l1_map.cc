@@ -22,13 +22,17 @@
 //   246 vs 93 ns, a TLB walk per hit.
 // - The clock is the map's (L1Config.clock): steady_clock costs ~110 ns on this VM, more than
 //   the rest of a hit (BM_L1Map_GetHit). Even the coarse vDSO clock was ~10 ns of a ~25 ns
-//   in-cache typed hit and ~20 ns once the rows outgrew the L2 (its page then misses the TLB);
+//   in-cache typed hit and ~20 ns once the rows outgrew the L2 (50k rows: 62-66 ns a hit with
+//   it, 46-49 ns with no clock read; why it grows with the table was not pinned down);
 //   ReadClock::kPublished (the engine's default) reads the writer's last tick instead: one load
 //   from the readers' line. The typed hit (bench l1_typed_hit_vs_flat_map) went from 1.5-2.0x
 //   the flat map to 1.15-1.4x with it.
 // - A hit reads the row's header, name and value, which are adjacent; the hash, the retire link
 //   and the version sit in a cold tail after the value (Row), so a 32-byte struct under a short
-//   name is the row's first 64 bytes, not bytes 8..96 as when the header held them.
+//   name is the row's first 64 bytes, not bytes 8..96 as when the header held them. Tried and
+//   not taken: rows rounded to 64-byte lines (a 96-byte row in 128, one line per hit) measured
+//   no better than 16-byte packing; a branch-free pick between a chain's first two rows
+//   measured worse than the walk.
 // - Buckets are fixed at construction (a power of two >= 2 * max_size), so the index is never
 //   resized under readers and never reclaimed; the load factor stays <= 0.5 (up to 1 past
 //   max_size 2^25). At load ~0.76 a typed hit mispredicted its chain walk 0.36 times per hit

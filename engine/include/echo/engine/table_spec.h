@@ -47,7 +47,7 @@ enum class L1Clock : std::uint8_t {
             // call. A row may be served up to one kernel tick (4 ms on Debian's kernel) plus
             // clock_tick_ms past its expiry (longer only if the writer's thread is not scheduled)
   kCoarse,  // CLOCK_MONOTONIC_COARSE (vDSO) on every hit: ~10 ns a read in cache, ~20 ns once
-            // the rows outgrow the L2 (perf/README.md); a row may be served up to one kernel
+            // the rows outgrow the L2 (table/src/l1_map.cc); a row may be served up to one kernel
             // tick past its expiry
   kExact,   // steady_clock: to the millisecond, but a TSC read costs 25-110 ns on a VM, more than
             // the rest of a hit (l1_map_bench: BM_L1Map_GetHit against BM_L1Map_GetHitCoarse)

@@ -69,7 +69,7 @@ struct DropListener {
 enum class ReadClock : std::uint8_t {
   // Every read calls the map's clock: exact to the clock's resolution. A vDSO call per hit: on
   // the benchmark host a coarse one was ~10 ns of a ~25 ns in-cache hit, and ~20 ns once the
-  // rows outgrew the L2 (the call's page then misses the TLB: perf/README.md).
+  // rows outgrew the L2 (l1_map.cc).
   kCall,
   // Every read loads the time the writer last published with tick(): one load from a line
   // every read already reads, no call. The writer must tick (the engine's writer does every
