@@ -611,10 +611,12 @@ Verdict L1Map::apply_coherence(std::string_view name, const BrandedId& version) 
 
 std::size_t L1Map::apply_batch(std::span<const CoherenceMessage> messages) noexcept {
   check_writer("apply_batch");
-  // Each message costs up to three dependent cache misses (tombstone, bucket, then the row the
-  // bucket points to). Two prefetch stages keep several in flight: BM_L1Map_ApplyDrops.
+  // Each message costs up to four dependent cache misses (tombstone, bucket, the row the bucket
+  // points to, then the row's tail with its version). Three prefetch stages keep several in
+  // flight: BM_L1Map_ApplyDrops.
   constexpr std::size_t kBucketAhead = 8;
   constexpr std::size_t kRowAhead = 4;
+  constexpr std::size_t kTailAhead = 2;
   const std::int64_t now = clock_();
   const std::size_t n = messages.size();
   std::size_t applied = 0;
@@ -629,6 +631,12 @@ std::size_t L1Map::apply_batch(std::span<const CoherenceMessage> messages) noexc
       // relaxed: the writer's own pointer (only the writer stores buckets).
       if (const Row* head = buckets_[h & mask_].load(std::memory_order_relaxed)) {
         __builtin_prefetch(head);
+      }
+    }
+    if (i + kTailAhead < n) {
+      const std::uint64_t h = hash_name(messages[i + kTailAhead].name.view().data());
+      if (const Row* head = buckets_[h & mask_].load(std::memory_order_relaxed)) {
+        __builtin_prefetch(&head->tail());  // the header, prefetched two messages ago, says where
       }
     }
     applied += apply_one(messages[i].name.view(), id_bytes(messages[i].version), now) ==
