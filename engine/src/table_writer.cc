@@ -262,7 +262,9 @@ std::size_t TableWriter::drain_rings() {
         bump(lag_[bucket]);
         // The job lane carries a text key's bytes; the broadcast lane only its hash.
         const bool by_hash = item.text && item.key_size == 0;
-        const std::string_view name = !item.text ? item.message.name.view() : by_hash ? std::string_view{} : item.text_key();
+        const std::string_view name = !item.text ? item.message.name.view()
+                                      : by_hash  ? std::string_view{}
+                                                 : item.text_key();
         if (item.ticket != 0 && memory_.stale) {
           // The job lane with a journal: the applied memory answers first (WIRE §8).
           const Applied a = apply_with_memory(name, item.message.version);

@@ -555,8 +555,8 @@ InsertVerdict L1Map::put(std::string_view name, std::string_view value, const Br
   return upsert(name, value, version, /*is_fill=*/false);
 }
 
-Verdict L1Map::apply_one(std::string_view name, const IdBytes& version, std::int64_t now) noexcept {
-  const std::uint64_t h = hash_key(name);
+Verdict L1Map::apply_one(std::string_view name, std::uint64_t h, const IdBytes& version,
+                         std::int64_t now) noexcept {
   tombstones_.remember(h, version, now);
   counters_.tombstones.store(tombstones_.size(), std::memory_order_relaxed);
   counters_.tombstone_collapses.store(tombstones_.collapses(), std::memory_order_relaxed);
@@ -606,7 +606,7 @@ Verdict L1Map::apply_coherence(std::string_view name, const BrandedId& version) 
     bump(counters_.coh_stale);
     return Verdict::kStale;
   }
-  return apply_one(name, id_bytes(version), clock_());
+  return apply_one(name, hash_key(name), id_bytes(version), clock_());
 }
 
 std::size_t L1Map::apply_batch(std::span<const CoherenceMessage> messages) noexcept {
@@ -619,28 +619,35 @@ std::size_t L1Map::apply_batch(std::span<const CoherenceMessage> messages) noexc
   constexpr std::size_t kTailAhead = 2;
   const std::int64_t now = clock_();
   const std::size_t n = messages.size();
+  // Each message's hash, computed once (a branded name: hash_name is hash_key's 14-byte case):
+  // message j's at hashes[j % kBucketAhead], from the moment its bucket is prefetched until
+  // it is applied.
+  std::uint64_t hashes[kBucketAhead];
+  const auto ahead = [&](std::size_t j) noexcept {
+    const std::uint64_t h = hash_name(messages[j].name.view().data());
+    hashes[j % kBucketAhead] = h;
+    __builtin_prefetch(&buckets_[h & mask_]);
+    tombstones_.prefetch(h);
+  };
+  for (std::size_t j = 0; j < std::min(n, kBucketAhead); ++j) ahead(j);
   std::size_t applied = 0;
   for (std::size_t i = 0; i < n; ++i) {
-    if (i + kBucketAhead < n) {
-      const std::uint64_t h = hash_name(messages[i + kBucketAhead].name.view().data());
-      __builtin_prefetch(&buckets_[h & mask_]);
-      tombstones_.prefetch(h);
-    }
+    // relaxed: the writer's own pointers (only the writer stores buckets).
     if (i + kRowAhead < n) {
-      const std::uint64_t h = hash_name(messages[i + kRowAhead].name.view().data());
-      // relaxed: the writer's own pointer (only the writer stores buckets).
+      const std::uint64_t h = hashes[(i + kRowAhead) % kBucketAhead];
       if (const Row* head = buckets_[h & mask_].load(std::memory_order_relaxed)) {
         __builtin_prefetch(head);
       }
     }
     if (i + kTailAhead < n) {
-      const std::uint64_t h = hash_name(messages[i + kTailAhead].name.view().data());
+      const std::uint64_t h = hashes[(i + kTailAhead) % kBucketAhead];
       if (const Row* head = buckets_[h & mask_].load(std::memory_order_relaxed)) {
         __builtin_prefetch(&head->tail());  // the header, prefetched two messages ago, says where
       }
     }
-    applied += apply_one(messages[i].name.view(), id_bytes(messages[i].version), now) ==
-               Verdict::kApplied;
+    applied += apply_one(messages[i].name.view(), hashes[i % kBucketAhead],
+                         id_bytes(messages[i].version), now) == Verdict::kApplied;
+    if (i + kBucketAhead < n) ahead(i + kBucketAhead);  // into the slot message i just freed
   }
   return applied;
 }

@@ -73,7 +73,7 @@ enum class ReadClock : std::uint8_t {
   kCall,
   // Every read loads the time the writer last published with tick(): one load from a line
   // every read already reads, no call. The writer must tick (the engine's writer does every
-  // pass, and at least every TableSpec::l1_clock_tick_ms); a row may be served up to the gap
+  // pass, and at least every TableSpec::clock_tick_ms); a row may be served up to the gap
   // between two ticks past expires_at, never before it.
   kPublished,
   // No check: a read serves a row until the writer drops it (sweep(), or an insert into a full
@@ -380,7 +380,9 @@ class L1Map {
   void retire(Row* row) noexcept;
   void publish_retired() noexcept;
   void free_row(Row* row) noexcept;
-  Verdict apply_one(std::string_view name, const IdBytes& version, std::int64_t now) noexcept;
+  // `h` is hash_key(name).
+  Verdict apply_one(std::string_view name, std::uint64_t h, const IdBytes& version,
+                    std::int64_t now) noexcept;
   std::size_t drop_expired(std::int64_t now, bool inclusive) noexcept;
   std::int64_t draw_expiry(std::int64_t now) noexcept;
   void bump(std::atomic<std::uint64_t>& c) noexcept {
