@@ -24,7 +24,7 @@ namespace echo::cli {
 namespace {
 
 struct BenchArgs {
-  std::string server, json, ring_capacity, max_batch, wait, rounds, placement;
+  std::string server, json, ring_capacity, max_batch, wait, rounds, placement, only;
   bool quick = false;
 };
 
@@ -50,6 +50,12 @@ bool configure(const BenchArgs& a, bench::BenchConfig& c) {
     c.gets = 1u << 17;
     c.decode_streams = 30;
     c.messages = 50;
+  }
+  if (!a.only.empty()) {
+    if (a.only != "micro" && a.only != "hit_ratio" && a.only != "lanes") {
+      return bad("--only wants micro, hit_ratio or lanes, got '" + a.only + "'");
+    }
+    c.only = a.only;
   }
   if (!a.ring_capacity.empty()) {
     const auto v = parse_count(a.ring_capacity);
@@ -117,6 +123,7 @@ std::string command_line(const BenchArgs& a) {
   add("--max-batch", a.max_batch);
   add("--wait", a.wait);
   add("--placement", a.placement);
+  add("--only", a.only);
   add("--json", a.json);
   return out;
 }
@@ -129,7 +136,9 @@ int run(const BenchArgs& a) {
   bench::RunInfo info = bench::machine_info();
   info.command = command_line(a);
   try {
-    if (a.server.empty()) {
+    if (!c.only.empty() && c.only != "lanes") {
+      info.server = "no server (--only " + c.only + ")";
+    } else if (a.server.empty()) {
       own = std::make_unique<engine::LocalServer>();
       target = {own->host(), own->port()};
       info.server = "redis-server " + own->version() + " on " + target.host + ':' +
@@ -157,11 +166,15 @@ int run(const BenchArgs& a) {
     return 1;
   }
   std::vector<bench::Row> rows;
-  bench::Progress progress(std::cerr, (bench::kMicroSteps + bench::kLaneSteps) * c.rounds);
+  const auto part = [&c](const char* name) { return c.only.empty() || c.only == name; };
+  bench::Progress progress(std::cerr, (part("micro") ? bench::kMicroSteps * c.rounds : 0) +
+                                          (part("hit_ratio") ? bench::kHitRatioSteps : 0) +
+                                          (part("lanes") ? bench::kLaneSteps * c.rounds : 0));
   const auto t0 = std::chrono::steady_clock::now();
   try {
-    bench::run_micro(c, progress, rows);
-    bench::run_lanes(c, target, progress, rows);
+    if (part("micro")) bench::run_micro(c, progress, rows);
+    if (part("hit_ratio")) bench::run_hit_ratio(c, progress, rows);
+    if (part("lanes")) bench::run_lanes(c, target, progress, rows);
   } catch (const std::exception& e) {
     std::cerr << "echostore bench: " << e.what() << '\n';
     return 1;
@@ -203,6 +216,9 @@ void add_bench_command(CLI::App& app, int& exit_code) {
                     "unpinned (default); one-core: the bench and the server it starts on CPU 0; "
                     "spread: the bench on CPU 0, that server on CPU 1");
   bench->add_option("--rounds", args->rounds, "rounds per row, 1..100 (default 7, --quick 3)");
+  bench->add_option("--only", args->only,
+                    "one part of the suite: micro (ring, L1, RESP3), hit_ratio (eviction "
+                    "policies on generated traces) or lanes (the rows against a server)");
   bench->callback([args, &exit_code] { exit_code = run(*args); });
 }
 

@@ -41,14 +41,6 @@ std::string_view to_string(DisconnectPolicy p) noexcept {
   return "?";
 }
 
-std::string_view to_string(InvalidateCause c) noexcept {
-  switch (c) {
-    case InvalidateCause::kMessage: return "message";
-    case InvalidateCause::kInvalidate: return "invalidate";
-    case InvalidateCause::kFlush: return "flush";
-  }
-  return "?";
-}
 
 const table::BrandedId& Key::id() const {
   if (!id_) throw std::logic_error("Key::id(): '" + std::string(text_) + "' is a text key");
@@ -79,6 +71,10 @@ void validate(const TableSpec& spec) {
   // max_size buckets of 8 bytes, at most 2^26) at construction, and sweeps walk all of it;
   // 2^26 buckets are 512 MiB of index; 2^30 was 8 GiB before the first row (L1Config::max_size).
   check_range<std::size_t>(spec, "max_size", spec.max_size, 1, std::size_t{1} << 26);
+  if (spec.max_bytes != 0) {
+    check_range<std::size_t>(spec, "max_bytes", spec.max_bytes, 4096, std::size_t{1} << 44);
+  }
+  if (spec.eviction > Eviction::kSkip) refuse(spec, "eviction must be s3fifo, lru, clock or skip");
   check_range<std::int64_t>(spec, "sweep_ms", spec.sweep_ms, 1, 3'600'000);
   ring::RingConfig ring_config;
   ring_config.capacity = spec.ring_capacity;

@@ -32,17 +32,19 @@ std::int64_t steady_ns() noexcept {
 }
 
 
-table::L1Config l1_config(const TableSpec& spec, table::DropListener on_drop) {
+table::L1Config l1_config(const TableSpec& spec, table::RemovalListener on_removal) {
   table::L1Config c;
   c.ttl_ms = spec.ttl_ms;
   c.jitter = spec.jitter;
   c.max_size = spec.max_size;
+  c.max_bytes = spec.max_bytes;
+  c.eviction = spec.eviction;
   c.clock = spec.l1_clock == L1Clock::kExact ? &table::steady_clock_ms : &table::coarse_monotonic_ms;
   c.read_clock = spec.l1_clock == L1Clock::kWriter  ? table::ReadClock::kPublished
                  : spec.l1_clock == L1Clock::kSweep ? table::ReadClock::kNone
                                                     : table::ReadClock::kCall;
   c.layout = spec.value.layout;
-  c.on_drop = on_drop;
+  c.on_removal = on_removal;
   return c;
 }
 
@@ -71,8 +73,8 @@ TableWriter::TableWriter(const TableSpec& spec, WriterPorts ports, unsigned node
       ports_(std::move(ports)),
       node_id_(node_id),
       map_(std::make_unique<table::L1Map>(l1_config(
-          spec, spec.on_invalidate ? table::DropListener{&TableWriter::dropped, this}
-                                   : table::DropListener{}))),
+          spec, spec.on_removal ? table::RemovalListener{&TableWriter::removed, this}
+                                : table::RemovalListener{}))),
       bell_(spec.writer_wait),
       suspended_(spec.coherence != CoherenceMode::kNone) {
   suspended_flag_.store(suspended_, std::memory_order_relaxed);
@@ -243,7 +245,7 @@ std::size_t TableWriter::drain_rings() {
     // - acks_ is reserved to max_batch in the constructor and a drain hands at most max_batch;
     // - note_drop looks flights up by a 14-byte key, inside std::string's small buffer, or
     //   (a text key's message) walks them by hash: no allocation;
-    // - on_invalidate (dropped()) is the user's, documented not to throw, and caught anyway;
+    // - on_removal (removed()) is the user's, documented not to throw, and caught anyway;
     // - the journal's applied memory (memory_, job lane with a journal only) takes its locks and
     //   allocates (a new name's entry, the flusher's queue). A bad_alloc there calls
     //   std::terminate, by choice: the item's verdict cannot be recorded, and answering it
@@ -339,22 +341,23 @@ void TableWriter::note_drop_hashed(std::uint64_t hash) noexcept {
   }
 }
 
-void TableWriter::dropped(void* self, std::string_view name, std::string_view version) noexcept {
-  static_cast<TableWriter*>(self)->tell(name, version, InvalidateCause::kMessage);
+void TableWriter::removed(void* self, std::string_view name, std::string_view version,
+                          RemovalCause cause) noexcept {
+  static_cast<TableWriter*>(self)->tell(name, version, cause);
 }
 
 void TableWriter::tell(std::string_view name, std::string_view version,
-                       InvalidateCause cause) noexcept {
-  if (!spec_.on_invalidate) return;
+                       RemovalCause cause) noexcept {
+  if (!spec_.on_removal) return;
   try {
-    spec_.on_invalidate(name, version, cause);
+    spec_.on_removal(name, version, cause);
   } catch (...) {
     bump(listener_throws_);  // documented must-not-throw: counted, never let through the drain
   }
 }
 
 void TableWriter::flush() noexcept {
-  if (map_->size() != 0) tell({}, {}, InvalidateCause::kFlush);
+  if (map_->size() != 0) tell({}, {}, RemovalCause::kFlush);
   map_->clear();
 }
 
@@ -379,7 +382,7 @@ void TableWriter::handle(Command& cmd) {
           if (!flights_.empty()) note_drop(c.name);  // a flight may have read the older value
           c.done();
         } else if constexpr (std::is_same_v<T, EraseCmd>) {
-          if (map_->erase(c.name)) tell(c.name, {}, InvalidateCause::kInvalidate);
+          if (map_->erase(c.name)) tell(c.name, {}, RemovalCause::kInvalidate);
           bump(erases_);
           if (!flights_.empty()) note_drop(c.name);
           c.done();

@@ -39,7 +39,7 @@
 //   (callgrind --branch-sim, perf/ops.cc's typed_hit), against 0.22 for the flat map; at <= 0.5,
 //   0.17. That is why max_size is capped (2^26, l1_map.h): the whole index is allocated up front.
 // - Retired rows wait for reclamation on a list threaded through the rows themselves
-//   (Row::Tail::retired_next), cut into tagged batches: retiring never allocates, so a coherence apply
+//   (Row::Tail::link), cut into tagged batches: retiring never allocates, so a coherence apply
 //   (the writer's noexcept ring drain) cannot fail on the retire list, however long a stuck
 //   reader holds reclamation back. L1Stats::retired_bytes and retired_age_ms show that backlog.
 #include <echo/table/l1_map.h>
@@ -81,6 +81,19 @@ namespace {
 constexpr std::int64_t kMaxTtlMs = std::int64_t{1} << 40;
 constexpr std::size_t kMaxSize = std::size_t{1} << 26;  // why: L1Config::max_size
 constexpr std::size_t kMaxObjectSize = std::size_t{1} << 20;  // ValueLayout::size
+constexpr std::size_t kMinBytes = 4096, kMaxBytes = std::size_t{1} << 44;  // L1Config::max_bytes
+
+// How far a hit's mark climbs (L1Map::mark_hit): S3-FIFO's 2-bit count, CLOCK's bit; kLru's
+// mark stays 0 below its limit 1, so every hit reaches touch() and takes a ticket.
+std::uint8_t mark_limit(Eviction e) noexcept {
+  switch (e) {
+    case Eviction::kS3Fifo: return 3;
+    case Eviction::kLru: return 1;
+    case Eviction::kClock: return 1;
+    case Eviction::kSkip: return 0;
+  }
+  return 0;
+}
 
 std::uint64_t splitmix64(std::uint64_t& state) noexcept {
   std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
@@ -118,6 +131,15 @@ const L1Config& validated(const L1Config& c) {
   if (c.max_size < 1 || c.max_size > kMaxSize) {
     throw std::invalid_argument("L1Config.max_size must lie in [1, 2^26] (got " +
                                 std::to_string(c.max_size) + ")");
+  }
+  if (c.max_bytes != 0 && (c.max_bytes < kMinBytes || c.max_bytes > kMaxBytes)) {
+    throw std::invalid_argument("L1Config.max_bytes must be 0 (no bound) or lie in [4096, 2^44] (got " +
+                                std::to_string(c.max_bytes) + ")");
+  }
+  if (c.eviction > Eviction::kSkip) {
+    throw std::invalid_argument(
+        "L1Config.eviction must be kS3Fifo, kLru, kClock or kSkip (got " +
+        std::to_string(static_cast<int>(c.eviction)) + ")");
   }
   if (c.clock == nullptr) throw std::invalid_argument("L1Config.clock must not be null");
   if (c.read_clock > ReadClock::kNone) {
@@ -161,22 +183,26 @@ L1Map::L1Map(const L1Config& config)
       clock_(config.clock),
       shards_(new ReaderShard[kMaxReaderThreads]),
       read_clock_(config.read_clock),
+      eviction_(config.eviction),
+      mark_limit_(mark_limit(config.eviction)),
       published_now_(config.read_clock == ReadClock::kPublished ? config.clock() : kNoTime),
       max_size_(config.max_size),
       layout_(config.layout),
-      on_drop_(config.on_drop),
+      on_removal_(config.on_removal),
+      max_bytes_(config.max_bytes),
       ttl_ms_(config.ttl_ms),
       jitter_span_(static_cast<std::int64_t>(static_cast<double>(config.ttl_ms) * config.jitter)),
       rng_(config.seed),
       earliest_expiry_(std::numeric_limits<std::int64_t>::max()),
-      tombstones_(tombstone_slots(config), config.ttl_ms + jitter_span_) {
+      tombstones_(tombstone_slots(config), config.ttl_ms + jitter_span_),
+      ghost_(config.eviction == Eviction::kS3Fifo ? config.max_size : 0) {
   for (std::size_t i = 0; i <= mask_; ++i) buckets_[i].store(nullptr, std::memory_order_relaxed);
 }
 
 L1Map::~L1Map() {
   const auto free_chain = [this](Row* r) {
     while (r != nullptr) {
-      Row* next = r->tail().retired_next;
+      Row* next = r->tail().link;
       free_row(r);
       r = next;
     }
@@ -249,6 +275,7 @@ bool L1Map::get(std::string_view name, std::string& value, IdBytes* version) con
   const Row* r = live_row(name, now);
   count(r != nullptr);
   if (r == nullptr) return false;
+  mark_hit(r);
   value.assign(r->value(), r->value_size);
   if (version != nullptr) *version = r->version();
   return true;
@@ -264,6 +291,7 @@ ReadResult L1Map::read_at(std::string_view name, std::span<char> buf,
   const Row* r = live_row(name, now_ms);
   count(r != nullptr);
   if (r == nullptr) return {ReadStatus::kMiss, 0, {}};
+  mark_hit(r);
   if (r->value_size > buf.size()) return {ReadStatus::kTooSmall, r->value_size, r->version()};
   std::memcpy(buf.data(), r->value(), r->value_size);
   return {ReadStatus::kHit, r->value_size, r->version()};
@@ -278,7 +306,13 @@ const L1Map::Row* L1Map::hit(std::string_view name) const noexcept {
   if (name.size() - 1 < kMaxNameSize) [[likely]] {  // 1 .. kMaxNameSize (0 wraps)
     const std::uint64_t h = hash_key(name);
     r = walk(buckets_[h & mask_].load(std::memory_order_seq_cst), name);  // as lookup()
-    if (r != nullptr && expired(r, now)) r = nullptr;
+    if (r != nullptr) {
+      if (expired(r, now)) {
+        r = nullptr;
+      } else {
+        mark_hit(r);
+      }
+    }
   }
   count(r != nullptr);
   return r;
@@ -353,6 +387,16 @@ std::atomic<L1Map::Row*>* L1Map::find_link_text(std::atomic<Row*>* link,
   return nullptr;
 }
 
+std::size_t L1Map::value_offset(std::size_t name_size) const noexcept {
+  const std::size_t align = layout_.bytes() ? 1 : layout_.align;
+  return (sizeof(Row) + name_size + align - 1) & ~(align - 1);
+}
+
+std::size_t L1Map::row_charge(std::size_t name_size, std::size_t value_size) const noexcept {
+  const std::size_t size = layout_.bytes() ? value_size : layout_.size;
+  return charge(Row::tail_offset(value_offset(name_size) + size) + sizeof(Row::Tail));
+}
+
 std::size_t L1Map::row_bytes(const Row* row) noexcept {
   return Row::tail_offset(std::size_t{row->value_offset} + row->value_size) + sizeof(Row::Tail);
 }
@@ -364,8 +408,7 @@ L1Map::Row* L1Map::make_row(std::string_view name, std::uint64_t hash, std::stri
   }
   const bool object = !layout_.bytes();
   const std::size_t size = object ? layout_.size : value.size();
-  const std::size_t align = object ? layout_.align : 1;
-  const std::size_t offset = (sizeof(Row) + name.size() + align - 1) & ~(align - 1);
+  const std::size_t offset = value_offset(name.size());
   const std::size_t bytes = Row::tail_offset(offset + size) + sizeof(Row::Tail);
   void* p = arena_.allocate(bytes);
   Row* r = new (p) Row;
@@ -375,10 +418,14 @@ L1Map::Row* L1Map::make_row(std::string_view name, std::uint64_t hash, std::stri
   r->value_offset = static_cast<std::uint16_t>(offset);
   r->name_size = static_cast<std::uint8_t>(name.size());
   std::memcpy(r->name(), name.data(), name.size());
+  r->mark.store(0, std::memory_order_relaxed);  // published later by a release store
   Row::Tail* tail = new (&r->tail()) Row::Tail;
   tail->hash = hash;
-  tail->retired_next = nullptr;
+  tail->link = nullptr;
+  tail->older = nullptr;
+  tail->stamp.store(0, std::memory_order_relaxed);
   tail->version = version;
+  tail->queue = kNoQueue;
   if (object) {
     if (!layout_.decode(value, r->value(), decode_error_)) {
       r->~Row();
@@ -408,9 +455,9 @@ void L1Map::unlink(std::atomic<Row*>* link, Row* row) noexcept {
 }
 
 void L1Map::retire(Row* row) noexcept {
-  row->tail().retired_next = nullptr;
+  row->tail().link = nullptr;
   if (untagged_.tail != nullptr) {
-    untagged_.tail->tail().retired_next = row;
+    untagged_.tail->tail().link = row;
   } else {
     untagged_.head = row;
     untagged_.since = clock_();  // once per chain: at most once per kReclaimBatch retires
@@ -456,7 +503,7 @@ void L1Map::reclaim() noexcept {
       // Join the newest batch under the newer tag: its rows then wait for a later epoch than
       // they needed, which only delays their free.
       RetireChain& newest = batches_[(batch_head_ + batch_count_ - 1) % kRetireBatches];
-      newest.tail->tail().retired_next = untagged_.head;
+      newest.tail->tail().link = untagged_.head;
       newest.tail = untagged_.tail;
       newest.epoch = untagged_.epoch;
     } else {
@@ -471,7 +518,7 @@ void L1Map::reclaim() noexcept {
   // Tags never decrease from the oldest batch to the newest, so the freeable batches come first.
   while (batch_count_ != 0 && batches_[batch_head_].epoch < oldest) {
     for (Row* r = batches_[batch_head_].head; r != nullptr;) {
-      Row* next = r->tail().retired_next;
+      Row* next = r->tail().link;
       --retired_rows_;
       retired_bytes_ -= row_bytes(r);
       free_row(r);
@@ -501,27 +548,48 @@ InsertVerdict L1Map::upsert(std::string_view key, std::string_view value, const 
     bump(is_fill ? counters_.fill_refused : counters_.put_refused);
     return InsertVerdict::kRefusedTombstone;
   }
+  const std::size_t need = row_charge(key.size(), value.size());
+  const bool fits = max_bytes_ == 0 || need <= max_bytes_;
+  if (eviction_ == Eviction::kLru && heap_.size() == heap_.capacity()) {
+    heap_.reserve(2 * heap_.capacity() + 16);  // admit() and put_back() then never allocate
+  }
   if (std::atomic<Row*>* link = find_link(key, h)) {
     Row* old = link->load(std::memory_order_relaxed);
     if (is_fill && newer(view(old->version()), view(v))) {
       bump(counters_.fill_refused);
       return InsertVerdict::kRefusedOlder;
     }
+    // The old row leaves its queue first, so that making room cannot pick it; its successor
+    // takes its place at the queue's newer end, with its mark (an update is a use).
+    const Place place = take_out(old);
+    const std::size_t rows = size();
+    if (!fits || !make_room(need, /*new_row=*/false, now)) {
+      // Not cacheable at this version; the old row is older than it, so it goes too.
+      if (size() != rows) link = find_link(key, h);
+      unlink(link, old);
+      removed(old, {}, RemovalCause::kReplaced);
+      retire(old);
+      bump(counters_.full_skips);
+      return InsertVerdict::kFullSkip;
+    }
     Row* row = make_row(key, h, value, v, draw_expiry(now));
-    if (row == nullptr) return refused_decode();
+    if (row == nullptr) {
+      put_back(old, place);
+      return refused_decode();
+    }
+    if (size() != rows) link = find_link(key, h);  // an eviction may have unlinked its neighbour
     row->next.store(old->next.load(std::memory_order_relaxed), std::memory_order_relaxed);
     // release pairs with lookup()'s loads: the row's bytes are visible before its pointer.
     link->store(row, std::memory_order_release);
     earliest_expiry_ = std::min(earliest_expiry_, row->expires_at);
+    put_back(row, place);
+    removed(old, {}, RemovalCause::kReplaced);
     retire(old);
     return InsertVerdict::kReplaced;
   }
-  if (size() >= max_size_) {
-    // WIRE §4.2: reclaim expired rows (not counted in swept); skip if none went.
-    if (now < earliest_expiry_ || drop_expired(now, /*inclusive=*/true) == 0) {
-      bump(counters_.full_skips);
-      return InsertVerdict::kFullSkip;
-    }
+  if (!fits || !make_room(need, /*new_row=*/true, now)) {
+    bump(counters_.full_skips);
+    return InsertVerdict::kFullSkip;
   }
   Row* row = make_row(key, h, value, v, draw_expiry(now));
   if (row == nullptr) return refused_decode();
@@ -531,6 +599,7 @@ InsertVerdict L1Map::upsert(std::string_view key, std::string_view value, const 
   head.store(row, std::memory_order_release);
   size_.store(size() + 1, std::memory_order_relaxed);
   earliest_expiry_ = std::min(earliest_expiry_, row->expires_at);
+  admit(row);
   return InsertVerdict::kInserted;
 }
 
@@ -563,10 +632,9 @@ Verdict L1Map::apply_one(std::string_view name, std::uint64_t h, const IdBytes& 
   if (std::atomic<Row*>* link = find_link(name, h)) {
     Row* row = link->load(std::memory_order_relaxed);
     if (newer(view(version), view(row->version()))) {
+      take_out(row);
       unlink(link, row);
-      // After the unlink (a listener that reads the name again must miss it), before the retire
-      // (which may free the row once no reader holds it).
-      if (on_drop_.fn != nullptr) on_drop_.fn(on_drop_.ctx, row->name_view(), view(version));
+      removed(row, view(version), RemovalCause::kMessage);
       retire(row);
       bump(counters_.coh_applied);
       return Verdict::kApplied;
@@ -588,8 +656,9 @@ Verdict L1Map::apply_hashed(std::uint64_t hash, const BrandedId& version) noexce
   for (Row* r = link->load(std::memory_order_relaxed); r != nullptr;
        r = link->load(std::memory_order_relaxed)) {
     if (r->tail().hash == hash && newer(view(v), view(r->version()))) {
+      take_out(r);
       unlink(link, r);  // link now points past r
-      if (on_drop_.fn != nullptr) on_drop_.fn(on_drop_.ctx, r->name_view(), view(v));  // as apply_one
+      removed(r, view(v), RemovalCause::kMessage);
       retire(r);
       applied = true;
     } else {
@@ -657,7 +726,9 @@ bool L1Map::erase(std::string_view name) noexcept {
   std::atomic<Row*>* link = find_link(name, hash_key(name));
   if (link == nullptr) return false;
   Row* row = link->load(std::memory_order_relaxed);
+  take_out(row);
   unlink(link, row);
+  bump(counters_.invalidated);  // not told: the caller knows (the engine tells kInvalidate)
   retire(row);
   return true;
 }
@@ -667,6 +738,8 @@ void L1Map::clear() noexcept {
   // Nothing to drop: skip the walk of every bucket (a flush storm clears an empty map each pass).
   if (size() == 0) return;
   ++index_walks_;
+  counters_.invalidated.store(counters_.invalidated.load(std::memory_order_relaxed) + size(),
+                              std::memory_order_relaxed);
   for (std::size_t i = 0; i <= mask_; ++i) {
     Row* r = buckets_[i].load(std::memory_order_relaxed);
     if (r == nullptr) continue;
@@ -680,6 +753,12 @@ void L1Map::clear() noexcept {
   }
   size_.store(0, std::memory_order_relaxed);
   earliest_expiry_ = std::numeric_limits<std::int64_t>::max();
+  // Every queue emptied with the index (not told: the caller knows; the engine tells kFlush).
+  small_ = Fifo{};
+  main_ = Fifo{};
+  heap_.clear();
+  bytes_ = 0;
+  counters_.bytes.store(0, std::memory_order_relaxed);
 }
 
 std::size_t L1Map::drop_expired(std::int64_t now, bool inclusive) noexcept {
@@ -692,7 +771,9 @@ std::size_t L1Map::drop_expired(std::int64_t now, bool inclusive) noexcept {
          r = link->load(std::memory_order_relaxed)) {
       const bool expired = inclusive ? r->expires_at <= now : r->expires_at < now;
       if (expired) {
+        take_out(r);
         unlink(link, r);
+        removed(r, {}, RemovalCause::kExpired);
         retire(r);
         ++n;
       } else {
@@ -751,13 +832,20 @@ L1Stats L1Map::stats() const noexcept {
   }
   s.reader_slot_refusals = slot_refusals_.load(std::memory_order_relaxed);
   s.decode_errors = c.decode_errors.load(std::memory_order_relaxed);
+  s.evicted_size = c.evicted_size.load(std::memory_order_relaxed);
+  s.evicted_bytes = c.evicted_bytes.load(std::memory_order_relaxed);
+  s.expired = c.expired.load(std::memory_order_relaxed);
+  s.invalidated = c.invalidated.load(std::memory_order_relaxed);
+  s.replaced = c.replaced.load(std::memory_order_relaxed);
+  s.bytes = c.bytes.load(std::memory_order_relaxed);
   s.size = size();
   return s;
 }
 
 std::size_t L1Map::memory_bytes() const noexcept {
   return (mask_ + 1) * sizeof(std::atomic<Row*>) + arena_.reserved_bytes() +
-         tombstones_.memory_bytes() + kMaxReaderThreads * sizeof(ReaderShard);
+         tombstones_.memory_bytes() + kMaxReaderThreads * sizeof(ReaderShard) +
+         ghost_.memory_bytes() + heap_.capacity() * sizeof(HeapEntry);
 }
 
 }  // namespace echo::table

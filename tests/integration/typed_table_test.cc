@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // Typed table handles over text keys (issue 23; WIRE §2.2), against a real redis-server: a struct
 // decoded once by the writer and read in place, keys like "AAPL" and "EUR:USD", the key gate,
-// the codec's refusal, on_invalidate, and the text-key message crossing two processes (this
+// the codec's refusal, on_removal, and the text-key message crossing two processes (this
 // binary re-executed as the second node, its L1 dropped by the first node's broadcast).
 #include <gtest/gtest.h>
 #include <hiredis/hiredis.h>
@@ -32,7 +32,7 @@ using namespace std::chrono_literals;
 using engine::CoherenceMode;
 using engine::Engine;
 using engine::Errc;
-using engine::InvalidateCause;
+using engine::RemovalCause;
 using engine::KeyKind;
 using engine::Source;
 using engine::Table;
@@ -323,14 +323,14 @@ TEST_F(TypedTableTest, BytesTheCodecRefusesAreATypedCountedError) {
 TEST_F(TypedTableTest, OnInvalidateHearsEachDropOnTheWriterThread) {
   struct Heard {
     std::string key, version;
-    InvalidateCause cause;
+    RemovalCause cause;
     std::thread::id thread;
   };
   auto heard = std::make_shared<std::vector<Heard>>();
   auto mu = std::make_shared<std::mutex>();
   TableSpec spec = quotes_spec();
-  spec.on_invalidate = [heard, mu](std::string_view key, std::string_view version,
-                                   InvalidateCause cause) {
+  spec.on_removal = [heard, mu](std::string_view key, std::string_view version,
+                                   RemovalCause cause) {
     std::lock_guard lock(*mu);
     heard->push_back({std::string(key), std::string(version), cause, std::this_thread::get_id()});
   };
@@ -357,11 +357,11 @@ TEST_F(TypedTableTest, OnInvalidateHearsEachDropOnTheWriterThread) {
   std::lock_guard lock(*mu);
   EXPECT_EQ((*heard)[0].key, "MSFT");
   EXPECT_EQ((*heard)[0].version, v->view());
-  EXPECT_EQ((*heard)[0].cause, InvalidateCause::kMessage);
+  EXPECT_EQ((*heard)[0].cause, RemovalCause::kMessage);
   EXPECT_NE((*heard)[0].thread, std::this_thread::get_id());
   EXPECT_EQ((*heard)[1].key, "MSFT");
   EXPECT_EQ((*heard)[1].version, "");
-  EXPECT_EQ((*heard)[1].cause, InvalidateCause::kInvalidate);
+  EXPECT_EQ((*heard)[1].cause, RemovalCause::kInvalidate);
   EXPECT_EQ((*heard)[0].thread, (*heard)[1].thread) << "both on the table's writer thread";
 }
 

@@ -71,9 +71,11 @@ void set_now(std::int64_t t) { g_now.store(t, std::memory_order_relaxed); }
 BrandedId name_id(std::uint64_t n) { return *BrandedId::encode("USR", 1'000'000 + n); }
 BrandedId ver(std::uint64_t n) { return *BrandedId::encode("TXN", 5'000'000 + n); }
 
-L1Config config(std::size_t max_size = 1000, std::int64_t ttl = 5000, double jitter = 0.0) {
+L1Config config(std::size_t max_size = 1000, std::int64_t ttl = 5000, double jitter = 0.0,
+                Eviction eviction = Eviction::kS3Fifo) {
   L1Config c;
   c.max_size = max_size;
+  c.eviction = eviction;
   c.ttl_ms = ttl;
   c.jitter = jitter;
   c.clock = &fake_now;
@@ -199,9 +201,9 @@ TEST(L1Map, JitterOfHalfTtlCoversBothEnds) {
   for (int c : seen) EXPECT_GT(c, 100);  // ~182 expected each
 }
 
-TEST(L1Map, FullMapSkipsInsertsAndCountsThem) {  // E6
+TEST(L1Map, FullMapSkipsInsertsAndCountsThem) {  // E6, under the original's policy
   set_now(1'000'000);
-  L1Map m(config(100, 5000, 0.1));
+  L1Map m(config(100, 5000, 0.1, Eviction::kSkip));
   for (int i = 0; i < 51; ++i)
     ASSERT_EQ(m.put(name_id(i), "live", ver(1)), InsertVerdict::kInserted);
   int inserted = 0;
@@ -222,7 +224,7 @@ TEST(L1Map, FullMapSkipsInsertsAndCountsThem) {  // E6
 
 TEST(L1Map, FullMapReclaimsExpiredRowsWithoutCountingThemSwept) {
   set_now(1000);
-  L1Map m(config(10, 100, 0.0));
+  L1Map m(config(10, 100, 0.0, Eviction::kSkip));
   for (int i = 0; i < 10; ++i) ASSERT_EQ(m.put(name_id(i), "v", ver(1)), InsertVerdict::kInserted);
   set_now(1099);
   EXPECT_EQ(m.put(name_id(50), "v", ver(1)), InsertVerdict::kFullSkip);
@@ -230,6 +232,7 @@ TEST(L1Map, FullMapReclaimsExpiredRowsWithoutCountingThemSwept) {
   EXPECT_EQ(m.put(name_id(50), "v", ver(1)), InsertVerdict::kInserted);
   EXPECT_EQ(m.size(), 1u);
   EXPECT_EQ(m.stats().swept, 0u);
+  EXPECT_EQ(m.stats().expired, 10u);  // a removal cause all the same
   EXPECT_EQ(m.stats().full_skips, 1u);
 }
 

@@ -14,6 +14,7 @@
 #include <functional>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "drill/drill.h"
@@ -32,6 +33,7 @@ struct BenchConfig {
   int decode_streams = 200;             // 1024-frame streams per decoder per round
   int messages = 200;                   // lane messages (and journal pairs) per contender per round
   bool quick = false;
+  std::string only;  // "" (every part), "micro", "hit_ratio" or "lanes"
   // Thread placement (--placement): the bench process's threads all start from the pinned main
   // thread and inherit its CPU; the engines' io and writer threads are also pinned by their knobs
   // (EngineOptions::io.cpu, TableSpec::writer_cpu). -1 = unpinned.
@@ -55,6 +57,8 @@ struct Row {
   bool higher_better = true;
   std::string placement;  // which threads ran where
   std::vector<double> ours_rounds, base_rounds;
+  // Other contenders run beside the two (the hit-ratio rows: CLOCK, skip): name and figure.
+  std::vector<std::pair<std::string, double>> also;
 
   double ours_median() const;
   double base_median() const;
@@ -78,6 +82,11 @@ class Progress {
 // Throws std::runtime_error when a contender gives a wrong answer.
 void run_micro(const BenchConfig& config, Progress& progress, std::vector<Row>& rows);
 
+// The hit-ratio rows (hit_ratio_*): generated traces replayed through the L1 map under each
+// eviction policy; S3-FIFO against exact LRU, CLOCK and skip beside them.
+void run_hit_ratio(const BenchConfig& config, Progress& progress, std::vector<Row>& rows);
+inline constexpr int kHitRatioSteps = 8;  // traces (one step each, not per round)
+
 // The rows against `target`: broadcast lane vs the PUBLISH floor, job lane vs broadcast lane,
 // remembered lane vs job lane, journal pair vs a plain SQLite WAL commit. Throws
 // std::runtime_error naming what did not arrive.
@@ -90,7 +99,7 @@ engine::TableSpec lane_spec(const std::string& name, engine::CoherenceMode mode,
                             const BenchConfig& config);
 
 // Progress steps per round of each part (for "[k/n]").
-inline constexpr int kMicroSteps = 4;
+inline constexpr int kMicroSteps = 5;  // ring x2, L1 get, typed hit, RESP3
 inline constexpr int kLaneSteps = 3;
 
 // The run's context, printed above the table and written into the JSON.

@@ -29,6 +29,7 @@ double median(std::vector<double> v) {
 std::string value(double v, const std::string& unit) {
   if (!std::isfinite(v)) return "n/a";
   if (unit == "us") return floors::fmt(v < 10 ? "%.3f us" : "%.1f us", v);
+  if (unit == "% hits") return floors::fmt("%.2f %% hits", v);
   return floors::grouped(v) + ' ' + unit;
 }
 
@@ -80,7 +81,12 @@ void print_table(std::ostream& out, const RunInfo& info, const BenchConfig& c,
       << "| row | ours | baseline (same run) | ours / baseline | better |\n"
       << "|---|---|---|---|---|\n";
   for (const Row& r : rows) {
-    out << "| " << r.what << ": " << r.ours << " vs " << r.baseline << " | "
+    std::string also;
+    for (const auto& [name, figure] : r.also) {
+      also += (also.empty() ? " (" : ", ") + name + ' ' + value(figure, r.unit);
+    }
+    if (!also.empty()) also += ')';
+    out << "| " << r.what << ": " << r.ours << " vs " << r.baseline << also << " | "
         << value(r.ours_median(), r.unit) << " | " << value(r.base_median(), r.unit) << " | "
         << floors::fmt("%.2fx", r.ratio()) << " | " << (r.higher_better ? "higher" : "lower")
         << " |\n";
@@ -111,6 +117,8 @@ bool write_json(const std::string& path, const RunInfo& info, const BenchConfig&
   json out = json::array();
   for (const Row& r : rows) {
     // nlohmann writes a non-finite double as null, so a broken row cannot pass for a figure.
+    json also = json::object();
+    for (const auto& [name, figure] : r.also) also[name] = figure;
     out.push_back({{"id", r.id},
                    {"what", r.what},
                    {"ours", r.ours},
@@ -122,7 +130,8 @@ bool write_json(const std::string& path, const RunInfo& info, const BenchConfig&
                    {"ratio", r.ratio()},
                    {"ours_rounds", r.ours_rounds},
                    {"baseline_rounds", r.base_rounds},
-                   {"placement", r.placement}});
+                   {"placement", r.placement},
+                   {"also", also}});
   }
   j["rows"] = std::move(out);
   std::ofstream f(path);

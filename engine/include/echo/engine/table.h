@@ -57,7 +57,7 @@ class Table {
   Result<table::BrandedId> publish(std::string_view key, const T& value,
                                    std::optional<table::BrandedId> version = std::nullopt) const;
 
-  // Admin: deletes the key in L2 and L1, unconditionally (on_invalidate hears kInvalidate when
+  // Admin: deletes the key in L2 and L1, unconditionally (on_removal hears kInvalidate when
   // L1 held a row). True when L2 held the key.
   Result<bool> invalidate(std::string_view key) const;
 

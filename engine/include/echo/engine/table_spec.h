@@ -63,22 +63,23 @@ enum class KeyKind : std::uint8_t {
              // message is key:version (WIRE §2.2); the kind only namespaces the versions
 };
 
-// Why a row left L1, as a table's on_invalidate hears it.
-enum class InvalidateCause : std::uint8_t {
-  kMessage,     // a coherence message newer than the row (broadcast, job lane, publish elsewhere)
-  kInvalidate,  // the invalidate verb (admin: L2 and L1 deleted); version is empty
-  kFlush,       // the flush policy dropped every row (a full ring, a lost subscription); key and
-                // version are empty, one call per flush
-};
-std::string_view to_string(InvalidateCause c) noexcept;
+// Why a row left L1 (table/eviction.h): kMessage (a coherence message newer than the row, any
+// lane), kInvalidate (the invalidate verb), kFlush (the flush policy dropped every row: a full
+// ring, a lost subscription; key empty, one call per flush), kExpired (swept, or found expired
+// when evicting), kSize and kBytes (evicted to make room under max_size, max_bytes), kReplaced
+// (a fill or put of the same key replaced it).
+using table::RemovalCause;
+// Which row goes when the table is full: kS3Fifo (default), kLru, kClock, kSkip (the original's:
+// evict nothing, skip the insert). table/eviction.h says how each works and what a hit costs.
+using table::Eviction;
 
-// Runs on the table's writer thread for every row invalidated, with the row's key and the
-// message's version (14 bytes; empty for kInvalidate and kFlush). It holds up every row, message
-// and miss of the table while it runs: it must not block, must not call the engine's waiting
-// verbs (get, put, publish, ...), and should hand anything slow to another thread. A throw is
-// caught and counted (WriterStats::listener_throws).
-using InvalidateListener =
-    std::function<void(std::string_view key, std::string_view version, InvalidateCause cause)>;
+// Runs on the table's writer thread for every row that leaves L1, with the row's key, the
+// message's version for kMessage (14 bytes; empty otherwise) and the cause. It holds up every
+// row, message and miss of the table while it runs: it must not block, must not call the
+// engine's waiting verbs (get, put, publish, ...), and should hand anything slow to another
+// thread. A throw is caught and counted (WriterStats::listener_throws).
+using RemovalListener =
+    std::function<void(std::string_view key, std::string_view version, RemovalCause cause)>;
 
 // The value type of a typed table: set by typed<T>() (codec.h), read by Engine::table<T>() to
 // refuse a handle of another type. Empty (type == nullptr): bytes, as every untyped table.
@@ -137,7 +138,7 @@ struct TableSpec {
   Loader loader;                    // required
   KeyKind keys = KeyKind::kBranded;
   ValueType value{};                // typed<T>() sets it; empty: bytes
-  InvalidateListener on_invalidate;  // optional (see InvalidateListener)
+  RemovalListener on_removal;  // optional (see RemovalListener)
   // The table's own loader threads, started with the engine: 1..64. More than one lets misses of
   // different names load concurrently (the loader must then be thread-safe); one flight per name
   // still calls the loader once however many readers wait for it.
@@ -152,6 +153,11 @@ struct TableSpec {
   std::int64_t ttl_ms = 5000;       // 1 .. 2^40
   double jitter = 0.1;              // 0.0 .. 0.5
   std::size_t max_size = 100000;    // 1 .. 2^26 (the L1 index is allocated whole: table_spec.cc)
+  // 0: no byte bound; else 4096 .. 2^44: the most bytes L1's rows may hold, each charged its
+  // allocation (72 bytes of header and tail, the key, the value or decoded object, rounded up to
+  // 16: table::L1Map::row_charge). Either bound, or both, makes an insert evict.
+  std::size_t max_bytes = 0;
+  Eviction eviction = Eviction::kS3Fifo;  // who goes when L1 is full (see Eviction)
   std::int64_t sweep_ms = 1000;     // 1 .. 3,600,000
   L1Clock l1_clock = L1Clock::kWriter;  // a hit's expiry check (loader_timeout keeps exact time)
   // kWriter only: the longest an idle writer waits before it publishes the time again, 1..1000

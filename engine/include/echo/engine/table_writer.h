@@ -159,7 +159,7 @@ struct WriterStats {
   std::uint64_t loader_late = 0;               // loader answers that came after their timeout
                                                // (discarded)
   std::uint64_t pin_failures = 0;              // writer_cpu refused by the kernel: runs unpinned
-  std::uint64_t listener_throws = 0;           // on_invalidate threw (it must not): caught
+  std::uint64_t listener_throws = 0;           // on_removal threw (it must not): caught
   bool suspended = false;
   std::array<std::uint64_t, kLagBuckets> lag_histogram{};
   // Steady-clock ns (std::chrono::steady_clock) at the end of the last batch from the rings that
@@ -302,11 +302,13 @@ class TableWriter {
   void finish(std::string_view name, GetOutcome outcome);
   void note_drop(std::string_view name);
   void note_drop_hashed(std::uint64_t hash) noexcept;
-  // The map's DropListener: on_invalidate(kMessage) for each row a message dropped.
-  static void dropped(void* self, std::string_view name, std::string_view version) noexcept;
-  // on_invalidate, if set; a throw is counted in listener_throws_.
-  void tell(std::string_view name, std::string_view version, InvalidateCause cause) noexcept;
-  // Drops every row (the flush policy), telling on_invalidate once.
+  // The map's RemovalListener: on_removal for each row leaving L1 (messages, expiry, eviction,
+  // replacement).
+  static void removed(void* self, std::string_view name, std::string_view version,
+                      RemovalCause cause) noexcept;
+  // on_removal, if set; a throw is counted in listener_throws_.
+  void tell(std::string_view name, std::string_view version, RemovalCause cause) noexcept;
+  // Drops every row (the flush policy), telling on_removal once.
   void flush() noexcept;
   Applied apply_with_memory(std::string_view name, const table::BrandedId& version);
   void suspend(bool on);

@@ -8,6 +8,7 @@
 #include <echo/table/branded_id.h>
 #include <echo/table/coherence_frame.h>
 #include <echo/table/epoch.h>
+#include <echo/table/eviction.h>
 #include <echo/table/fill_guard.h>
 #include <echo/table/row_arena.h>
 
@@ -56,15 +57,6 @@ struct ValueLayout {
   bool bytes() const noexcept { return size == 0; }
 };
 
-// Told of every row a coherence message dropped (apply_coherence, apply_batch, apply_hashed),
-// once the row is unlinked (a read of its name from then on misses): the row's name and the
-// message's version (14 bytes). Writer thread, inside the apply: it must
-// not block, throw or call the map. The engine's on_invalidate rides on it.
-struct DropListener {
-  void (*fn)(void* ctx, std::string_view name, std::string_view version) noexcept = nullptr;
-  void* ctx = nullptr;
-};
-
 // How a read tells a live row from an expired one (the writer always keeps `clock`).
 enum class ReadClock : std::uint8_t {
   // Every read calls the map's clock: exact to the clock's resolution. A vDSO call per hit: on
@@ -89,6 +81,14 @@ struct L1Config {
   // 2^26 buckets are 512 MiB of index (and >= 4 GiB of rows when full); 2^30 rows asked for
   // 8 GiB before the first row.
   std::size_t max_size = 100000;
+  // 0: no byte bound; else 4096 .. 2^44: the most bytes the linked rows may hold, each row
+  // charged what the arena gave it (row_charge(): a 72-byte header and tail, the name, the
+  // value or object, rounded up to 16). The index (16 bytes per max_size row) and the ghost
+  // (S3-FIFO: 8 bytes per max_size row) are sized by max_size and not charged. A row larger
+  // than the whole bound is not cached (kFullSkip).
+  std::size_t max_bytes = 0;
+  // Who goes when an insert finds the map full (eviction.h). kSkip is the original's.
+  Eviction eviction = Eviction::kS3Fifo;
   std::uint64_t seed = 0x5EEDull;  // jitter PRNG seed (tests pin it)
   MonotonicClock clock = &steady_clock_ms;
   ReadClock read_clock = ReadClock::kCall;
@@ -96,7 +96,7 @@ struct L1Config {
   // collapses into a floor (fill_guard.h); it starts at 1024. 0 = 4 * max_size, at least 1024.
   std::size_t tombstone_capacity = 0;
   ValueLayout layout{};  // bytes unless set (checked: size, align, decode present)
-  DropListener on_drop{};
+  RemovalListener on_removal{};
 };
 
 // WIRE §4.4 verdicts.
@@ -108,7 +108,8 @@ enum class InsertVerdict : std::uint8_t {
   kReplaced,          // replaced the row for that name (its old version was not newer)
   kRefusedOlder,      // fill only: the current row is newer (fill_refused++)
   kRefusedTombstone,  // a coherence message newer than this version was already seen
-  kFullSkip,          // size == max_size and nothing had expired (full_skips++)
+  kFullSkip,          // kSkip: the map was full and nothing had expired; any policy: the row
+                      // alone is larger than max_bytes (full_skips++)
   kRefusedDecode,     // an object layout's decode refused the bytes (decode_errors++;
                       // decode_error() says why)
 };
@@ -144,6 +145,13 @@ struct L1Stats {
   std::uint64_t reader_slot_refusals = 0;
   // Values an object layout's decode refused (the put or fill was answered with the error).
   std::uint64_t decode_errors = 0;
+  // Rows that left, by cause (RemovalCause): evicted under max_size, under max_bytes; expired
+  // (swept, or found expired by an eviction or a full kSkip map); invalidated (a message, erase,
+  // clear); replaced by a fill or put of the same name. swept and coh_applied stay as WIRE
+  // names them (a part of expired, of invalidated).
+  std::uint64_t evicted_size = 0, evicted_bytes = 0, expired = 0, invalidated = 0, replaced = 0;
+  // The linked rows' charged bytes (L1Config::max_bytes; row_charge()).
+  std::uint64_t bytes = 0;
 };
 
 class L1Map {
@@ -196,6 +204,9 @@ class L1Map {
   // retire list runs through the rows), so a coherence apply (apply_coherence, apply_batch)
   // allocates only when the fill guard doubles (at most log2(tombstone_capacity / 1024) times
   // over the map's life), and cannot throw: a doubling that fails collapses into the floor.
+  // A fill or put that finds the map full (max_size rows, or max_bytes with its row) evicts by
+  // the policy first (L1Config::eviction; each row told to the listener with its cause), so
+  // the bounds hold at every moment; kSkip evicts nothing and skips instead (kFullSkip).
 
   // A fill (WIRE §4.3, DESIGN fill guard): refused if the current row is newer than `version`
   // (fill_refused++) or if a remembered coherence message is newer (fill_refused++). Equal
@@ -239,10 +250,12 @@ class L1Map {
   Verdict apply_hashed(std::uint64_t hash, const BrandedId& version) noexcept;
   // The same comparison for a batch (the ring's apply function); returns how many applied.
   std::size_t apply_batch(std::span<const CoherenceMessage> messages) noexcept;
-  // Deletes the row unconditionally (admin invalidate). True if there was one. Not counted.
+  // Deletes the row unconditionally (admin invalidate). True if there was one. Counted in
+  // invalidated; the listener is not told (the caller knows).
   bool erase(std::string_view name) noexcept;
   bool erase(const BrandedId& name) noexcept { return erase(name.view()); }
-  // Flush policy: drops every row (tombstones are kept: they are still true). Not counted.
+  // Flush policy: drops every row (tombstones are kept: they are still true). Counted in
+  // invalidated; the listener is not told (the caller knows).
   // Walks the whole index unless the map is empty (then it returns at once: a flush storm on
   // an emptied map costs nothing per pass).
   void clear() noexcept;
@@ -266,6 +279,13 @@ class L1Map {
   // Writer thread: value bytes held (linked and not yet freed rows).
   std::size_t value_bytes() const noexcept { return value_bytes_; }
   std::size_t bucket_count() const noexcept { return mask_ + 1; }
+  // What a row of this name and value size is charged against max_bytes (its allocation: the
+  // 24-byte header, the name, the value or object, the 48-byte tail, aligned, rounded up to
+  // 16). Any thread.
+  std::size_t row_charge(std::size_t name_size, std::size_t value_size) const noexcept;
+  // Writer thread: the linked rows' charged bytes (max_bytes's measure).
+  std::size_t bytes() const noexcept { return bytes_; }
+  Eviction eviction() const noexcept { return eviction_; }
   std::int64_t now() const noexcept { return clock_(); }
   std::int64_t ttl_ms() const noexcept { return ttl_ms_; }
   std::int64_t jitter_span_ms() const noexcept { return jitter_span_; }
@@ -273,6 +293,9 @@ class L1Map {
   // The tombstone held for `name`, if any. Writer thread (tests, diagnostics).
   std::optional<IdBytes> tombstone(std::string_view name) const;
   std::optional<IdBytes> tombstone(const BrandedId& name) const { return tombstone(name.view()); }
+  // The eviction mark of `name`'s row (S3-FIFO's count, CLOCK's bit), -1 with no row. Writer
+  // thread (tests, diagnostics).
+  int mark(std::string_view name) const noexcept;
   const ValueLayout& layout() const noexcept { return layout_; }
   // Walks of the whole index so far (clear, sweep, a full map's expiry pass). Writer thread.
   std::uint64_t index_walks() const noexcept { return index_walks_; }
@@ -286,23 +309,37 @@ class L1Map {
  private:
   // One allocation: this header (what a hit reads first), the name's name_size bytes, then (at
   // value_offset, aligned for an object layout) value_size bytes of value or the decoded
-  // object, then the cold tail (hash, retire link, version: 8-aligned, at tail_offset()). A hit
-  // reads the header, the name and the value, which are adjacent: a 32-byte struct under a name
-  // of up to 8 bytes fills the row's first 64 bytes. Everything but `next` and
-  // Tail::retired_next is immutable once published. Here, not in l1_map.cc, so visit() inlines.
+  // object, then the cold tail (hash, queue and retire links, version: 8-aligned, at
+  // tail_offset()). A hit reads the header, the name and the value, which are adjacent: a
+  // 32-byte struct under a name of up to 8 bytes fills the row's first 64 bytes. Everything but
+  // `next`, `mark`, the tail's links and Tail::stamp is immutable once published. Here, not in
+  // l1_map.cc, so visit() inlines.
   struct Row {
     std::atomic<Row*> next;  // writer stores (release), readers load (seq_cst, see lookup())
     std::int64_t expires_at;
     std::uint32_t value_size;
     std::uint16_t value_offset;  // from the row's first byte
     std::uint8_t name_size;      // 1 .. kMaxNameSize
+    // The eviction mark in the line a hit already reads: S3-FIFO's 2-bit count, CLOCK's bit.
+    // A hit stores count + 1 only while the count is below the policy's limit (mark_limit_),
+    // and the writer lowers it as the row goes round; both relaxed: a racing pair loses a
+    // count, never a row (the writer alone decides, and frees nothing a reader can reach).
+    mutable std::atomic<std::uint8_t> mark;
 
     struct Tail {
-      std::uint64_t hash;  // hash_key(name): the writer's (apply_hashed), no reader's
-      // The retire list's link, written by the writer once the row is unlinked; no reader reads
-      // it, so readers still standing on the row race with nothing.
-      Row* retired_next;
+      std::uint64_t hash;  // hash_key(name): the writer's (apply_hashed, the ghost), no reader's
+      // Writer only, never read by a reader (so readers still standing on the row race with
+      // nothing): the newer neighbour in the row's eviction queue while it is in one, then,
+      // once it is unlinked and out of its queue, the retire list's link.
+      Row* link;
+      union {
+        Row* older;              // kS3Fifo, kClock: the older neighbour in its queue
+        std::size_t heap_slot;   // kLru: its place in the writer's heap
+      };
+      // kLru: the ticket of its last hit (readers store, relaxed) or of its insert.
+      mutable std::atomic<std::uint64_t> stamp;
       IdBytes version;
+      std::uint8_t queue;  // the Queue holding it (writer only)
     };
     static std::size_t tail_offset(std::size_t value_end) noexcept {
       return (value_end + alignof(Tail) - 1) & ~(alignof(Tail) - 1);
@@ -321,6 +358,7 @@ class L1Map {
     char* value() noexcept { return reinterpret_cast<char*>(this) + value_offset; }
   };
   static_assert(sizeof(Row) == 24, "a hit's header: 24 bytes, the name right after it");
+  static_assert(sizeof(std::atomic<std::uint8_t>) == 1, "the mark fills the header's last byte");
   static_assert(kMaxNameSize <= 255, "Row::name_size is one byte");
   struct alignas(kCacheLine) ReaderShard {
     // Written only by the thread owning this shard index (store(load + 1), relaxed); read by
@@ -328,7 +366,7 @@ class L1Map {
     std::atomic<std::uint64_t> hits{0};
     std::atomic<std::uint64_t> misses{0};
   };
-  // Retired rows chained through Row::Tail::retired_next (writer-only; readers never read it).
+  // Retired rows chained through Row::Tail::link (writer-only; readers never read it).
   struct RetireChain {
     Row* head = nullptr;
     Row* tail = nullptr;
@@ -340,7 +378,8 @@ class L1Map {
     std::atomic<std::uint64_t> coh_applied{0}, coh_stale{0}, swept{0}, sweeps{0}, full_skips{0},
         fill_refused{0}, put_refused{0}, retired_pending{0}, tombstones{0}, tombstone_collapses{0},
         retired_bytes{0}, retired_since{0},  // retired_since: `since` of the oldest chain
-        decode_errors{0};
+        decode_errors{0}, evicted_size{0}, evicted_bytes{0}, expired{0}, invalidated{0},
+        replaced{0}, bytes{0};
   };
 
   const Row* lookup(std::string_view name, std::uint64_t hash) const noexcept;
@@ -376,6 +415,7 @@ class L1Map {
   Row* make_row(std::string_view name, std::uint64_t hash, std::string_view value,
                 const IdBytes& version, std::int64_t expires_at);
   static std::size_t row_bytes(const Row* row) noexcept;
+  std::size_t value_offset(std::size_t name_size) const noexcept;
   void unlink(std::atomic<Row*>* link, Row* row) noexcept;
   void retire(Row* row) noexcept;
   void publish_retired() noexcept;
@@ -391,24 +431,83 @@ class L1Map {
   void check_writer(const char* op) const noexcept;
   InsertVerdict refused_decode() noexcept;
 
+  // ---- Eviction (l1_eviction.cc): writer thread, but for touch().
+  enum Queue : std::uint8_t { kNoQueue, kSmall, kMain, kHeap };
+  // A FIFO threaded through its rows' tails (link: newer, older), oldest first.
+  struct Fifo {
+    Row* oldest = nullptr;
+    Row* newest = nullptr;
+    std::size_t rows = 0, bytes = 0;
+  };
+  struct HeapEntry {
+    std::uint64_t stamp;  // the row's stamp when the writer last looked (<= its stamp now)
+    Row* row;
+  };
+  // Where a row was, for a replacement to take its place (take_out, put_back).
+  struct Place {
+    Queue queue;
+    std::uint8_t mark;
+  };
+  // A hit's mark: any reader, on a live row it is returning, inside its section. One load and
+  // one compare on a line the hit already reads; the store (touch) only while the mark is
+  // below the policy's limit, so a hot row's hit writes nothing (kSkip's limit is 0).
+  void mark_hit(const Row* r) const noexcept {
+    if (r->mark.load(std::memory_order_relaxed) < mark_limit_) [[unlikely]] touch(r);
+  }
+  [[gnu::noinline]] void touch(const Row* r) const noexcept;
+  // The bytes a row is charged against max_bytes: its allocation, as the arena rounds it.
+  static std::size_t charge(std::size_t row_bytes) noexcept {
+    return (row_bytes + RowArena::kGranule - 1) & ~(RowArena::kGranule - 1);
+  }
+  // A linked row enters the policy's queue (a new name: S3-FIFO's ghost picks the queue).
+  void admit(Row* row) noexcept;  // kLru: upsert() reserved the heap's room
+  // A row leaves its queue (it is being unlinked, or replaced: put_back puts its successor
+  // where it was, at the newer end, with its mark).
+  Place take_out(Row* row) noexcept;
+  void put_back(Row* row, Place place) noexcept;
+  // Evicts until one more row (new_row) and `need` more bytes fit: true, or false (kSkip with
+  // nothing expired, or nothing left to evict).
+  bool make_room(std::size_t need, bool new_row, std::int64_t now) noexcept;
+  // The next row the policy lets go (still linked and queued), or nullptr if none is queued.
+  Row* victim(std::int64_t now) noexcept;
+  // Unlinks, dequeues, counts, tells and retires a linked row.
+  void evict(Row* row, RemovalCause cause) noexcept;
+  // Counts a removal and tells the listener (after the unlink, before the retire).
+  void removed(const Row* row, std::string_view version, RemovalCause cause) noexcept;
+  void push(Fifo& q, Queue which, Row* row) noexcept;
+  void drop(Fifo& q, Row* row) noexcept;
+  void heap_push(Row* row, std::uint64_t stamp);
+  void heap_remove(std::size_t slot) noexcept;
+  void heap_place(std::size_t slot, HeapEntry e) noexcept;
+  void heap_sift_down(std::size_t slot) noexcept;
+  void heap_sift_up(std::size_t slot) noexcept;
+
   // Readers' read-mostly line: set in the constructor; only published_now_ is written after.
   alignas(kCacheLine) std::unique_ptr<std::atomic<Row*>[]> buckets_;
   std::size_t mask_;
   MonotonicClock clock_;
   std::unique_ptr<ReaderShard[]> shards_;
   ReadClock read_clock_;
+  Eviction eviction_;
+  std::uint8_t mark_limit_;  // a hit marks its row while row.mark < this (touch())
   // kNone's published time, never moved: no row has expired by it.
   static constexpr std::int64_t kNoTime = std::numeric_limits<std::int64_t>::min();
   // The readers' time under kPublished: written by tick() only when it moved (at most once per
   // tick of the clock), so this line stays in the readers' caches between ticks. relaxed: a
   // time, guarding no data; it only ever grows, and is never ahead of the clock.
   std::atomic<std::int64_t> published_now_;
+  // kLru: the access counter every hit and insert takes a ticket from (fetch_add, relaxed: the
+  // tickets' own total order is the order kept; they guard no data). Its own line: readers
+  // write it.
+  alignas(kCacheLine) mutable std::atomic<std::uint64_t> lru_clock_{0};
 
   // Writer state.
   alignas(kCacheLine) std::atomic<std::size_t> size_{0};
   std::size_t max_size_;
   ValueLayout layout_;
-  DropListener on_drop_;
+  RemovalListener on_removal_;
+  std::size_t max_bytes_;  // 0: none
+  std::size_t bytes_ = 0;  // the linked rows' charge()
   std::string decode_error_;
   std::int64_t ttl_ms_;
   std::int64_t jitter_span_;
@@ -422,6 +521,9 @@ class L1Map {
   std::size_t untagged_rows_ = 0, retired_rows_ = 0, retired_bytes_ = 0;
   std::uint64_t index_walks_ = 0;
   TombstoneTable tombstones_;
+  Fifo small_, main_;              // kS3Fifo: both; kClock: main_
+  std::vector<HeapEntry> heap_;    // kLru: a min-heap of stamps
+  GhostFilter ghost_;              // kS3Fifo
   WriterCounters counters_;
   // Bumped (relaxed fetch_add) by reader threads refused a slot: its own line, so that rare
   // path never writes the readers' or the writer's lines.
