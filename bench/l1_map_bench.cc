@@ -32,6 +32,7 @@ namespace {
 
 using echo::table::BrandedId;
 using echo::table::CoherenceMessage;
+using echo::table::Eviction;
 using echo::table::InsertVerdict;
 using echo::table::L1Config;
 using echo::table::L1Map;
@@ -495,11 +496,23 @@ std::uint64_t apply_batches(benchmark::State& state, Count message_count, Refill
   return applied;
 }
 
+// Coherence drops on a full map. evict: the rows sit in the policy's queues (0 skip: none, the
+// baseline; 1 S3-FIFO; 2 LRU; 3 CLOCK), so each drop also takes its row out of its queue.
+Eviction policy_arg(std::int64_t a) {
+  switch (a) {
+    case 1: return Eviction::kS3Fifo;
+    case 2: return Eviction::kLru;
+    case 3: return Eviction::kClock;
+    default: return Eviction::kSkip;
+  }
+}
+
 void BM_L1Map_ApplyDrops(benchmark::State& state) {
   const auto rows = static_cast<std::size_t>(state.range(0));
   L1Config c;
   c.max_size = rows;
   c.ttl_ms = 3'600'000;
+  c.eviction = policy_arg(state.range(1));
   L1Map map(c);
   std::vector<BrandedId> ids;
   for (std::size_t i = 0; i < rows; ++i) ids.push_back(name_id(i));
@@ -521,6 +534,45 @@ void BM_L1Map_ApplyDrops(benchmark::State& state) {
       });
   state.counters["applied_ratio"] =
       static_cast<double>(applied) / static_cast<double>(state.iterations() * kDropBatch);
+}
+
+// Fills of new names, a batch per iteration. full 1: the map is at max_size, so every fill
+// evicts a row by the policy first; full 0 (the baseline): the same fills into a map with room
+// for them all (max_size twice the rows, emptied between rounds).
+void BM_L1Map_FillEvicting(benchmark::State& state) {
+  const auto rows = static_cast<std::size_t>(state.range(0));
+  const bool full = state.range(2) != 0;
+  L1Config c;
+  c.max_size = full ? rows : 2 * rows;
+  c.ttl_ms = 3'600'000;
+  c.eviction = policy_arg(state.range(1));
+  L1Map map(c);
+  std::vector<BrandedId> ids;
+  for (std::size_t i = 0; i < 2 * rows; ++i) ids.push_back(name_id(i));
+  const BrandedId v = ver(1);
+  for (std::size_t i = 0; i < rows; ++i) map.put(ids[i], value_bytes(), v);
+  std::size_t next = rows;  // the next name to fill: rows..2*rows-1, then 0..rows-1, ...
+  std::size_t filled = 0;
+  for (auto _ : state) {
+    if (filled + kDropBatch > rows) {
+      state.PauseTiming();
+      if (!full) {  // room again for the next round's fills
+        map.clear();
+        map.reclaim();
+        for (std::size_t i = 0; i < rows; ++i) map.put(ids[(next + rows + i) % (2 * rows)], value_bytes(), v);
+      }
+      filled = 0;
+      state.ResumeTiming();
+    }
+    for (std::size_t j = 0; j < kDropBatch; ++j) {
+      map.put(ids[next], value_bytes(), v);
+      next = next + 1 == 2 * rows ? 0 : next + 1;
+    }
+    filled += kDropBatch;
+  }
+  if (map.size() > c.max_size) state.SkipWithError("over max_size");
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * kDropBatch));
+  state.counters["evicted"] = static_cast<double>(map.stats().evicted_size);
 }
 
 #ifdef ECHO_HAVE_ABSL
@@ -633,7 +685,12 @@ BENCHMARK(BM_FlatHashMap_GetHit)->Threads(1)->Threads(2)->UseRealTime();
 BENCHMARK(BM_FlatHashMap_ApplyDrops)->ArgName("rows")->Arg(10'000)->Arg(1'000'000);
 BENCHMARK(BM_FlatHashMap_MemoryPerRow)->Iterations(1)->Unit(benchmark::kMillisecond);
 #endif
-BENCHMARK(BM_L1Map_ApplyDrops)->ArgName("rows")->Arg(10'000)->Arg(1'000'000);
+BENCHMARK(BM_L1Map_ApplyDrops)
+    ->ArgNames({"rows", "evict"})
+    ->ArgsProduct({{10'000, 1'000'000}, {0, 1, 2, 3}});
+BENCHMARK(BM_L1Map_FillEvicting)
+    ->ArgNames({"rows", "evict", "full"})
+    ->ArgsProduct({{10'000, 1'000'000}, {1, 2, 3}, {0, 1}});
 BENCHMARK(BM_L1Map_MemoryPerRow)->Iterations(1)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_SharedMutexMap_MemoryPerRow)->Iterations(1)->Unit(benchmark::kMillisecond);
 

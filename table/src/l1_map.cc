@@ -2,7 +2,8 @@
 // The L1 map: a fixed-size chained hash index of immutable rows. The writer publishes a row with
 // one release store of a pointer and never changes it afterwards; replacing or deleting a row
 // unlinks it and hands it to epoch-based reclamation (epoch.h), which frees it once no reader
-// section that could have seen it is still open.
+// section that could have seen it is still open. Which row goes when the map is full (the
+// eviction queues, a hit's mark) is l1_eviction.cc's.
 //
 // Why this technique (bench/l1_map_bench.cc; 2-vCPU VM shared with other builds, so figures
 // are same-run ratios, p50 per get, 100k rows of 64 bytes, all hits):

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <latch>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -318,10 +319,11 @@ TEST_F(BroadcastLane, JitterSpreadsExpiryAndTheSweeperTakesEveryRow) {
 }
 
 // ---- 4.1 E6 bound ----
-TEST_F(BroadcastLane, AFullTableSkipsInsertsButServesEveryRead) {
+TEST_F(BroadcastLane, AFullTableSkipsInsertsButServesEveryRead) {  // the original's policy
   LoaderProbe loader;
   auto spec = table_spec("quotes", "AST", CoherenceMode::kBroadcast, loader.answer("px=100.00"));
   spec.max_size = 100;
+  spec.eviction = engine::Eviction::kSkip;
   auto a = node(1, {spec});
   ASSERT_TRUE(a);
   std::vector<BrandedId> live, more;
@@ -350,6 +352,50 @@ TEST_F(BroadcastLane, AFullTableSkipsInsertsButServesEveryRead) {
   std::printf("[ E6 ] max_size 100: size %llu, full_skips %llu, served %d of 150\n",
               static_cast<unsigned long long>(l1.size), static_cast<unsigned long long>(l1.full_skips),
               served);
+}
+
+// E6 under the default policy (S3-FIFO): the table evicts instead of skipping, keeps the names
+// read again, holds max_bytes, and on_removal hears each eviction with its cause.
+TEST_F(BroadcastLane, AFullTableEvictsByDefaultKeepingTheRowsReadAgain) {
+  LoaderProbe loader;
+  auto spec = table_spec("quotes", "AST", CoherenceMode::kBroadcast, loader.answer("px=100.00"));
+  spec.max_size = 100;
+  spec.max_bytes = 8000;  // a row here is charged 96 bytes (14-byte id, 9-byte value): 83 rows
+  auto heard = std::make_shared<std::vector<engine::RemovalCause>>();
+  auto mu = std::make_shared<std::mutex>();
+  spec.on_removal = [heard, mu](std::string_view, std::string_view, engine::RemovalCause c) {
+    std::lock_guard lock(*mu);
+    heard->push_back(c);
+  };
+  auto a = node(1, {spec});
+  ASSERT_TRUE(a);
+  std::vector<BrandedId> hot, cold;
+  for (int i = 0; i < 20; ++i) hot.push_back(fresh_id("AST"));
+  for (int i = 0; i < 300; ++i) cold.push_back(fresh_id("AST"));
+  for (const auto& n : hot) ASSERT_TRUE(a->get("quotes", n.view()));
+  for (const auto& n : hot) ASSERT_TRUE(a->get("quotes", n.view()));  // a hit: marked
+  for (const auto& n : cold) ASSERT_TRUE(a->get("quotes", n.view()));
+  const auto l1 = a->stats().tables[0].l1;
+  EXPECT_LE(l1.bytes, 8000u);
+  EXPECT_GE(l1.bytes, 8000u - 96u);
+  EXPECT_EQ(l1.size, 83u);
+  EXPECT_EQ(l1.full_skips, 0u);
+  EXPECT_EQ(l1.evicted_size + l1.evicted_bytes, 320u - l1.size);
+  int hot_in_l1 = 0;
+  for (const auto& n : hot) {
+    auto r = a->get("quotes", n.view());
+    hot_in_l1 += r && r->source == Source::kL1;
+  }
+  EXPECT_EQ(hot_in_l1, 20) << "the rows read again survive 300 cold names";
+  std::lock_guard lock(*mu);
+  EXPECT_EQ(heard->size(), l1.evicted_size + l1.evicted_bytes);
+  for (const auto c : *heard) {
+    EXPECT_TRUE(c == engine::RemovalCause::kSize || c == engine::RemovalCause::kBytes);
+  }
+  std::printf("[ E6s3 ] s3fifo, max_size 100, max_bytes 8000: size %llu, bytes %llu, evicted "
+              "%llu, %d of 20 hot rows kept\n",
+              static_cast<unsigned long long>(l1.size), static_cast<unsigned long long>(l1.bytes),
+              static_cast<unsigned long long>(l1.evicted_size + l1.evicted_bytes), hot_in_l1);
 }
 
 // ---- 4.2 F2 newer-wins ----

@@ -320,7 +320,7 @@ TEST_F(TypedTableTest, BytesTheCodecRefusesAreATypedCountedError) {
   EXPECT_FALSE(ran);
 }
 
-TEST_F(TypedTableTest, OnInvalidateHearsEachDropOnTheWriterThread) {
+TEST_F(TypedTableTest, OnRemovalHearsEachDropOnTheWriterThread) {
   struct Heard {
     std::string key, version;
     RemovalCause cause;

@@ -20,7 +20,7 @@ namespace echo::table {
 namespace {
 
 constexpr std::size_t kNames = 512;
-constexpr auto kRunFor = std::chrono::milliseconds(2500);
+constexpr auto kRunFor = std::chrono::milliseconds(1500);  // per eviction policy
 
 BrandedId name_id(std::uint64_t n) { return *BrandedId::encode("USR", 7'000'000 + n); }
 BrandedId ver(std::uint64_t n) { return *BrandedId::encode("TXN", 9'000'000 + n); }
@@ -49,11 +49,18 @@ std::string encode_value(const BrandedId& name, const BrandedId& version, std::u
   return ::testing::AssertionSuccess();
 }
 
-TEST(L1MapStress, ReadersNeverSeeTornOrDroppedRowsWhileTheWriterChurns) {
+// Each eviction policy: rows evicted (and, under S3-FIFO, bounded by bytes too) while readers
+// stand on them and mark them.
+class L1MapStress : public ::testing::TestWithParam<Eviction> {};
+
+TEST_P(L1MapStress, ReadersNeverSeeTornOrDroppedRowsWhileTheWriterChurns) {
   L1Config cfg;
-  cfg.max_size = 400;  // fewer slots than names: full_skips and reclaim-on-full happen too
+  cfg.max_size = 400;  // fewer slots than names: evictions (or full_skips) happen too
   cfg.ttl_ms = 20;
   cfg.jitter = 0.25;
+  cfg.eviction = GetParam();
+  // S3-FIFO under a byte bound as well: ~300 of its 96..224-byte rows.
+  if (cfg.eviction == Eviction::kS3Fifo) cfg.max_bytes = 300 * 160;
   L1Map map(cfg);
 
   std::vector<BrandedId> names;
@@ -176,9 +183,17 @@ TEST(L1MapStress, ReadersNeverSeeTornOrDroppedRowsWhileTheWriterChurns) {
   EXPECT_GT(s.sweeps, 0u);
   EXPECT_GT(ops, 1000);
   EXPECT_EQ(s.retired_pending, 0u);  // readers gone: everything retired is freed
+  if (cfg.eviction != Eviction::kSkip) EXPECT_GT(s.evicted_size + s.evicted_bytes, 0u);
+  if (cfg.max_bytes != 0) EXPECT_LE(s.bytes, cfg.max_bytes);
+  EXPECT_EQ(s.bytes, map.bytes());
 }
 
-TEST(L1MapStress, ARowHeldAcrossMergedRetireBatchesStaysIntactUntilItsReaderLeaves) {
+INSTANTIATE_TEST_SUITE_P(Policies, L1MapStress,
+                         ::testing::Values(Eviction::kS3Fifo, Eviction::kLru, Eviction::kClock,
+                                           Eviction::kSkip),
+                         [](const auto& info) { return std::string(to_string(info.param)); });
+
+TEST(L1MapStressHeld, ARowHeldAcrossMergedRetireBatchesStaysIntactUntilItsReaderLeaves) {
   L1Config cfg;
   cfg.max_size = 64;
   cfg.ttl_ms = 1'000'000;

@@ -31,6 +31,8 @@ TEST(TableSpec, DefaultsAreValid) {
   EXPECT_EQ(s.ttl_ms, 5000);
   EXPECT_DOUBLE_EQ(s.jitter, 0.1);
   EXPECT_EQ(s.max_size, 100000u);
+  EXPECT_EQ(s.max_bytes, 0u);
+  EXPECT_EQ(s.eviction, Eviction::kS3Fifo);
   EXPECT_EQ(s.sweep_ms, 1000);
   EXPECT_EQ(s.l1_clock, L1Clock::kWriter);
   EXPECT_EQ(s.clock_tick_ms, 4);
@@ -56,6 +58,15 @@ TEST(TableSpec, EachBadKnobIsNamed) {
   s = good();
   s.max_size = (std::size_t{1} << 26) + 1;  // the index would be 1 GiB before the first row
   expect_refused(s, "max_size");
+  s = good();
+  s.max_bytes = 4095;
+  expect_refused(s, "max_bytes must lie in 4096..");
+  s = good();
+  s.max_bytes = (std::size_t{1} << 44) + 1;
+  expect_refused(s, "max_bytes");
+  s = good();
+  s.eviction = static_cast<Eviction>(7);
+  expect_refused(s, "eviction must be s3fifo, lru, clock or skip");
   s = good();
   s.sweep_ms = 0;
   expect_refused(s, "sweep_ms");

@@ -410,7 +410,8 @@ void e5_jitter(GateRun& run, const DrillTarget& target) {
 
 void e6_bound(GateRun& run, const DrillTarget& target) {
   run.stage(
-      "bound (AST, max_size 100, ttl 60 s); 51 names filled and live, then 150 more cold "
+      "bound (AST, max_size 100, eviction skip: the original's policy, ttl 60 s); 51 names "
+      "filled and live, then 150 more cold "
       "names read; then a put on a live name");
   run.derive(
       "the first 49 of the 150 fit; with nothing expired the other 101 are full skips, "
@@ -424,7 +425,12 @@ void e6_bound(GateRun& run, const DrillTarget& target) {
   Engine node(
       node_options(target, 107),
       {TableSpec{
-          .name = "bound", .kind = "AST", .loader = by_name, .ttl_ms = 60000, .max_size = 100}});
+          .name = "bound",
+          .kind = "AST",
+          .loader = by_name,
+          .ttl_ms = 60000,
+          .max_size = 100,
+          .eviction = engine::Eviction::kSkip}});
   if (!run.expect(!node.start(), "the node starts")) return;
   table::Minter drill(kDrillNode);
   std::vector<BrandedId> live, late;
