@@ -12,7 +12,7 @@ ops="$build/perf/perf_ops"
 command -v valgrind >/dev/null || { echo "callgrind_ops: valgrind not installed" >&2; exit 2; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-for op in ring l1_hit apply_drop decode_push typed_hit handle_hit flat_hit; do
+for op in ring l1_hit apply_drop decode_push typed_first_hit typed_hit handle_hit flat_hit; do
   out="$work/$op.out"
   valgrind --tool=callgrind --toggle-collect="echo_perf_$op" --callgrind-out-file="$out" \
     "$ops" "$n" >/dev/null 2>"$work/$op.log" || { cat "$work/$op.log" >&2; exit 1; }

@@ -2,7 +2,7 @@
 // The L1 map's eviction (eviction.h): the queues a policy keeps its rows in, the victim it picks
 // when an insert finds the map full, and a hit's mark. Everything here but touch() runs on the
 // writer thread; the queues and the heap are the writer's alone, threaded through the rows'
-// cold tails, which no reader reads. A reader's only part is the mark (S3-FIFO, CLOCK) or the
+// links, which no reader reads. A reader's only part is the mark (S3-FIFO, CLOCK) or the
 // stamp (LRU) of a row it hits, stored relaxed: the writer reads them as hints, and a row it
 // evicts is unlinked and retired like any other, so a reader standing on it still reads a whole
 // row until its section ends.
@@ -120,36 +120,36 @@ int L1Map::mark(std::string_view name) const noexcept {
 // ---------------------------------------------------------------------------------------------
 // Queues (writer)
 
-void L1Map::push(Fifo& q, Queue which, Row* row) noexcept {
-  Row::Tail& t = row->tail();
-  t.queue = which;
-  t.link = nullptr;
-  t.older = q.newest;
+void L1Map::push(Fifo& q, Queue which, Row* row, std::size_t charged) noexcept {
+  row->tail().queue = which;
+  Row::Links& l = row->links();
+  l.newer = nullptr;
+  l.older = q.newest;
   if (q.newest != nullptr) {
-    q.newest->tail().link = row;
+    q.newest->links().newer = row;
   } else {
     q.oldest = row;
   }
   q.newest = row;
   ++q.rows;
-  q.bytes += charge(row_bytes(row));
+  q.bytes += charged;
 }
 
-void L1Map::drop(Fifo& q, Row* row) noexcept {
-  Row::Tail& t = row->tail();
-  Row* older = t.older;
-  Row* newer = t.link;
-  (older != nullptr ? older->tail().link : q.oldest) = newer;
-  (newer != nullptr ? newer->tail().older : q.newest) = older;
-  t.link = nullptr;
-  t.older = nullptr;
+void L1Map::drop(Fifo& q, Row* row, std::size_t charged) noexcept {
+  Row::Links& l = row->links();
+  Row* older = l.older;
+  Row* newer = l.newer;
+  (older != nullptr ? older->links().newer : q.oldest) = newer;
+  (newer != nullptr ? newer->links().older : q.newest) = older;
+  l.newer = nullptr;
+  l.older = nullptr;
   --q.rows;
-  q.bytes -= charge(row_bytes(row));
+  q.bytes -= charged;
 }
 
 void L1Map::heap_place(std::size_t slot, HeapEntry e) noexcept {
   heap_[slot] = e;
-  e.row->tail().heap_slot = slot;
+  e.row->links().heap_slot = slot;
 }
 
 void L1Map::heap_sift_up(std::size_t slot) noexcept {
@@ -197,53 +197,56 @@ void L1Map::heap_remove(std::size_t slot) noexcept {
 }
 
 void L1Map::admit(Row* row) noexcept {
+  const std::size_t charged = charge(row_bytes(row));
   switch (eviction_) {
     case Eviction::kS3Fifo: {
       // The ghost remembers about as many names as main holds (the paper's 90% of the map).
       const std::size_t window = std::max<std::size_t>(1, size() * 9 / 10);
       if (ghost_.take(row->tail().hash, window)) {
-        push(main_, kMain, row);
+        push(main_, kMain, row, charged);
       } else {
-        push(small_, kSmall, row);
+        push(small_, kSmall, row, charged);
       }
       break;
     }
-    case Eviction::kClock: push(main_, kMain, row); break;
+    case Eviction::kClock: push(main_, kMain, row, charged); break;
     // upsert() reserved the heap's room: no allocation here.
     case Eviction::kLru: heap_push(row, lru_clock_.fetch_add(1, std::memory_order_relaxed) + 1); break;
     case Eviction::kSkip: break;
   }
-  bytes_ += charge(row_bytes(row));
+  bytes_ += charged;
   counters_.bytes.store(bytes_, std::memory_order_relaxed);
 }
 
 L1Map::Place L1Map::take_out(Row* row) noexcept {
   Row::Tail& t = row->tail();
   const Place p{static_cast<Queue>(t.queue), row->mark.load(std::memory_order_relaxed)};
+  const std::size_t charged = charge(row_bytes(row));
   switch (p.queue) {
-    case kSmall: drop(small_, row); break;
-    case kMain: drop(main_, row); break;
-    case kHeap: heap_remove(t.heap_slot); break;
+    case kSmall: drop(small_, row, charged); break;
+    case kMain: drop(main_, row, charged); break;
+    case kHeap: heap_remove(row->links().heap_slot); break;
     case kNoQueue: break;
   }
   t.queue = kNoQueue;
-  bytes_ -= charge(row_bytes(row));
+  bytes_ -= charged;
   counters_.bytes.store(bytes_, std::memory_order_relaxed);
   return p;
 }
 
 void L1Map::put_back(Row* row, Place place) noexcept {
+  const std::size_t charged = charge(row_bytes(row));
   switch (place.queue) {
     case kSmall:
     case kMain:
       row->mark.store(place.mark, std::memory_order_relaxed);
-      push(place.queue == kSmall ? small_ : main_, place.queue, row);
+      push(place.queue == kSmall ? small_ : main_, place.queue, row, charged);
       break;
     // The heap lost an entry in take_out() and regains one: no allocation.
     case kHeap: heap_push(row, lru_clock_.fetch_add(1, std::memory_order_relaxed) + 1); break;
     case kNoQueue: break;
   }
-  bytes_ += charge(row_bytes(row));
+  bytes_ += charged;
   counters_.bytes.store(bytes_, std::memory_order_relaxed);
 }
 
@@ -276,9 +279,10 @@ L1Map::Row* L1Map::victim(std::int64_t now) noexcept {
       if (t->mark.load(std::memory_order_relaxed) == 0 || last_chance || expired(t, now)) {
         return t;
       }
-      drop(small_, t);
+      const std::size_t charged = charge(row_bytes(t));
+      drop(small_, t, charged);
       t->mark.store(0, std::memory_order_relaxed);
-      push(main_, kMain, t);
+      push(main_, kMain, t, charged);
       continue;
     }
     // Main (and CLOCK's one queue): a marked row goes round again, one mark less.
@@ -287,8 +291,9 @@ L1Map::Row* L1Map::victim(std::int64_t now) noexcept {
     const std::uint8_t m = t->mark.load(std::memory_order_relaxed);
     if (m == 0 || last_chance || expired(t, now)) return t;
     t->mark.store(static_cast<std::uint8_t>(m - 1), std::memory_order_relaxed);
-    drop(main_, t);
-    push(main_, kMain, t);
+    const std::size_t charged = charge(row_bytes(t));
+    drop(main_, t, charged);
+    push(main_, kMain, t, charged);
   }
 }
 

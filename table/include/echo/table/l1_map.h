@@ -280,8 +280,8 @@ class L1Map {
   std::size_t value_bytes() const noexcept { return value_bytes_; }
   std::size_t bucket_count() const noexcept { return mask_ + 1; }
   // What a row of this name and value size is charged against max_bytes (its allocation: the
-  // 24-byte header, the name, the value or object, the 48-byte tail, aligned, rounded up to
-  // 16). Any thread.
+  // 16-byte links, the 24-byte header, the name, the value or object, the 32-byte tail,
+  // aligned, rounded up to 16). Any thread.
   std::size_t row_charge(std::size_t name_size, std::size_t value_size) const noexcept;
   // Writer thread: the linked rows' charged bytes (max_bytes's measure).
   std::size_t bytes() const noexcept { return bytes_; }
@@ -307,13 +307,15 @@ class L1Map {
   static constexpr std::size_t kRetireBatches = 32;
 
  private:
-  // One allocation: this header (what a hit reads first), the name's name_size bytes, then (at
-  // value_offset, aligned for an object layout) value_size bytes of value or the decoded
-  // object, then the cold tail (hash, queue and retire links, version: 8-aligned, at
-  // tail_offset()). A hit reads the header, the name and the value, which are adjacent: a
-  // 32-byte struct under a name of up to 8 bytes fills the row's first 64 bytes. Everything but
-  // `next`, `mark`, the tail's links and Tail::stamp is immutable once published. Here, not in
-  // l1_map.cc, so visit() inlines.
+  // One allocation: the writer's queue links (Links, 16 bytes, just before the row's address),
+  // this header (what a hit reads first), the name's name_size bytes, then (at value_offset,
+  // aligned for an object layout) value_size bytes of value or the decoded object, then the
+  // cold tail (hash, stamp, version: 8-aligned, at tail_offset()). A hit reads the header, the
+  // name and the value, which are adjacent: a 32-byte struct under a name of up to 8 bytes
+  // fills the row's first 64 bytes. The links sit at a fixed place before the header so that
+  // the writer reaches a queue neighbour's in one (prefetchable) miss, without first reading
+  // its header to find its tail (apply_batch). Everything but `next`, `mark`, the links and
+  // Tail::stamp is immutable once published. Here, not in l1_map.cc, so visit() inlines.
   struct Row {
     std::atomic<Row*> next;  // writer stores (release), readers load (seq_cst, see lookup())
     std::int64_t expires_at;
@@ -326,16 +328,21 @@ class L1Map {
     // count, never a row (the writer alone decides, and frees nothing a reader can reach).
     mutable std::atomic<std::uint8_t> mark;
 
+    // Writer only, never read by a reader (so readers still standing on the row race with
+    // nothing).
+    struct Links {
+      // The newer neighbour in the row's eviction queue while it is in one; once it is unlinked
+      // and out of its queue, the retire list's link.
+      Row* newer;
+      union {
+        Row* older;             // kS3Fifo, kClock: the older neighbour in its queue
+        std::size_t heap_slot;  // kLru: its place in the writer's heap
+      };
+    };
+    Links& links() noexcept { return *(reinterpret_cast<Links*>(this) - 1); }
+
     struct Tail {
       std::uint64_t hash;  // hash_key(name): the writer's (apply_hashed, the ghost), no reader's
-      // Writer only, never read by a reader (so readers still standing on the row race with
-      // nothing): the newer neighbour in the row's eviction queue while it is in one, then,
-      // once it is unlinked and out of its queue, the retire list's link.
-      Row* link;
-      union {
-        Row* older;              // kS3Fifo, kClock: the older neighbour in its queue
-        std::size_t heap_slot;   // kLru: its place in the writer's heap
-      };
       // kLru: the ticket of its last hit (readers store, relaxed) or of its insert.
       mutable std::atomic<std::uint64_t> stamp;
       IdBytes version;
@@ -359,6 +366,7 @@ class L1Map {
   };
   static_assert(sizeof(Row) == 24, "a hit's header: 24 bytes, the name right after it");
   static_assert(sizeof(std::atomic<std::uint8_t>) == 1, "the mark fills the header's last byte");
+  static_assert(sizeof(Row::Links) == 16, "the links keep the header at the arena's 16 alignment");
   static_assert(kMaxNameSize <= 255, "Row::name_size is one byte");
   struct alignas(kCacheLine) ReaderShard {
     // Written only by the thread owning this shard index (store(load + 1), relaxed); read by
@@ -366,7 +374,7 @@ class L1Map {
     std::atomic<std::uint64_t> hits{0};
     std::atomic<std::uint64_t> misses{0};
   };
-  // Retired rows chained through Row::Tail::link (writer-only; readers never read it).
+  // Retired rows chained through Row::Links::newer (writer-only; readers never read it).
   struct RetireChain {
     Row* head = nullptr;
     Row* tail = nullptr;
@@ -433,7 +441,7 @@ class L1Map {
 
   // ---- Eviction (l1_eviction.cc): writer thread, but for touch().
   enum Queue : std::uint8_t { kNoQueue, kSmall, kMain, kHeap };
-  // A FIFO threaded through its rows' tails (link: newer, older), oldest first.
+  // A FIFO threaded through its rows' links (newer, older), oldest first.
   struct Fifo {
     Row* oldest = nullptr;
     Row* newest = nullptr;
@@ -474,8 +482,9 @@ class L1Map {
   void evict(Row* row, RemovalCause cause) noexcept;
   // Counts a removal and tells the listener (after the unlink, before the retire).
   void removed(const Row* row, std::string_view version, RemovalCause cause) noexcept;
-  void push(Fifo& q, Queue which, Row* row) noexcept;
-  void drop(Fifo& q, Row* row) noexcept;
+  // `charged`: the row's charge() (the queue's bytes).
+  void push(Fifo& q, Queue which, Row* row, std::size_t charged) noexcept;
+  void drop(Fifo& q, Row* row, std::size_t charged) noexcept;
   void heap_push(Row* row, std::uint64_t stamp);
   void heap_remove(std::size_t slot) noexcept;
   void heap_place(std::size_t slot, HeapEntry e) noexcept;
