@@ -55,8 +55,9 @@ step "debug-only checks (second writer / producer aborts): the ring and map unit
 # The sanitizer trees define NDEBUG, which compiles these checks (and their death tests) away.
 configure build/debug -DCMAKE_BUILD_TYPE=Debug -DECHO_TEST_KINDS=unit -DECHO_BUILD_BENCH=OFF \
   -DECHO_BUILD_CLI=OFF -DECHO_BUILD_EXAMPLES=OFF
-cmake --build build/debug -j "$jobs" --target spsc_ring_test l1_map_test
-record_ctest debug --test-dir build/debug -R 'unit\.(spsc_ring_test|l1_map_test)$' --output-on-failure
+cmake --build build/debug -j "$jobs" --target spsc_ring_test l1_map_test l1_eviction_test
+record_ctest debug --test-dir build/debug -R 'unit\.(spsc_ring_test|l1_map_test|l1_eviction_test)$' \
+  --output-on-failure
 
 step "stress under TSan"
 configure build/tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DECHO_SANITIZE=thread \

@@ -186,6 +186,8 @@ L1Map::L1Map(const L1Config& config)
       read_clock_(config.read_clock),
       eviction_(config.eviction),
       mark_limit_(mark_limit(config.eviction)),
+      relink_late_((config.eviction == Eviction::kS3Fifo || config.eviction == Eviction::kClock) &&
+                   config.max_size > kRelinkAtOnceRows),
       published_now_(config.read_clock == ReadClock::kPublished ? config.clock() : kNoTime),
       max_size_(config.max_size),
       layout_(config.layout),
@@ -203,7 +205,7 @@ L1Map::L1Map(const L1Config& config)
 L1Map::~L1Map() {
   const auto free_chain = [this](Row* r) {
     while (r != nullptr) {
-      Row* next = r->links().newer;
+      Row* next = r->tail().retired_next;
       free_row(r);
       r = next;
     }
@@ -399,10 +401,6 @@ std::size_t L1Map::row_charge(std::size_t name_size, std::size_t value_size) con
                 sizeof(Row::Tail));
 }
 
-std::size_t L1Map::row_bytes(const Row* row) noexcept {
-  return sizeof(Row::Links) + Row::tail_offset(std::size_t{row->value_offset} + row->value_size) +
-         sizeof(Row::Tail);
-}
 
 L1Map::Row* L1Map::make_row(std::string_view name, std::uint64_t hash, std::string_view value,
                             const IdBytes& version, std::int64_t expires_at) {
@@ -457,9 +455,9 @@ void L1Map::unlink(std::atomic<Row*>* link, Row* row) noexcept {
 }
 
 void L1Map::retire(Row* row) noexcept {
-  row->links().newer = nullptr;
+  row->tail().retired_next = nullptr;
   if (untagged_.tail != nullptr) {
-    untagged_.tail->links().newer = row;
+    untagged_.tail->tail().retired_next = row;
   } else {
     untagged_.head = row;
     untagged_.since = clock_();  // once per chain: at most once per kReclaimBatch retires
@@ -505,7 +503,7 @@ void L1Map::reclaim() noexcept {
       // Join the newest batch under the newer tag: its rows then wait for a later epoch than
       // they needed, which only delays their free.
       RetireChain& newest = batches_[(batch_head_ + batch_count_ - 1) % kRetireBatches];
-      newest.tail->links().newer = untagged_.head;
+      newest.tail->tail().retired_next = untagged_.head;
       newest.tail = untagged_.tail;
       newest.epoch = untagged_.epoch;
     } else {
@@ -519,8 +517,9 @@ void L1Map::reclaim() noexcept {
   const std::uint64_t oldest = epoch::min_active();
   // Tags never decrease from the oldest batch to the newest, so the freeable batches come first.
   while (batch_count_ != 0 && batches_[batch_head_].epoch < oldest) {
+    relink_left(batches_[batch_head_].head);
     for (Row* r = batches_[batch_head_].head; r != nullptr;) {
-      Row* next = r->links().newer;
+      Row* next = r->tail().retired_next;
       --retired_rows_;
       retired_bytes_ -= row_bytes(r);
       free_row(r);
@@ -626,6 +625,37 @@ InsertVerdict L1Map::put(std::string_view name, std::string_view value, const Br
   return upsert(name, value, version, /*is_fill=*/false);
 }
 
+// Here, not in l1_eviction.cc, so that the coherence apply inlines them (BM_L1Map_ApplyDrops).
+inline void L1Map::leave(Row* row) noexcept {
+  Row::Tail& t = row->tail();
+  if (!relink_late_ || (t.queue != kSmall && t.queue != kMain)) {
+    take_out(row);  // LRU's heap, or no queue (skip)
+    return;
+  }
+  const std::size_t charged = charge(row_bytes(row));
+  Fifo& q = t.queue == kSmall ? small_ : main_;
+  --q.rows;
+  q.bytes -= charged;
+  t.queue |= kLeft;
+  bytes_ -= charged;
+  counters_.bytes.store(bytes_, std::memory_order_relaxed);
+}
+
+void L1Map::removed(const Row* row, std::string_view version, RemovalCause cause) noexcept {
+  switch (cause) {
+    case RemovalCause::kMessage:
+    case RemovalCause::kInvalidate:
+    case RemovalCause::kFlush: bump(counters_.invalidated); break;
+    case RemovalCause::kExpired: bump(counters_.expired); break;
+    case RemovalCause::kSize: bump(counters_.evicted_size); break;
+    case RemovalCause::kBytes: bump(counters_.evicted_bytes); break;
+    case RemovalCause::kReplaced: bump(counters_.replaced); break;
+  }
+  // After the unlink (a listener that reads the name again must miss it), before the retire
+  // (which may free the row once no reader holds it).
+  if (on_removal_.fn != nullptr) on_removal_.fn(on_removal_.ctx, row->name_view(), version, cause);
+}
+
 Verdict L1Map::apply_one(std::string_view name, std::uint64_t h, const IdBytes& version,
                          std::int64_t now) noexcept {
   tombstones_.remember(h, version, now);
@@ -634,7 +664,7 @@ Verdict L1Map::apply_one(std::string_view name, std::uint64_t h, const IdBytes& 
   if (std::atomic<Row*>* link = find_link(name, h)) {
     Row* row = link->load(std::memory_order_relaxed);
     if (newer(view(version), view(row->version()))) {
-      take_out(row);
+      leave(row);
       unlink(link, row);
       removed(row, view(version), RemovalCause::kMessage);
       retire(row);
@@ -658,7 +688,7 @@ Verdict L1Map::apply_hashed(std::uint64_t hash, const BrandedId& version) noexce
   for (Row* r = link->load(std::memory_order_relaxed); r != nullptr;
        r = link->load(std::memory_order_relaxed)) {
     if (r->tail().hash == hash && newer(view(v), view(r->version()))) {
-      take_out(r);
+      leave(r);
       unlink(link, r);  // link now points past r
       removed(r, view(v), RemovalCause::kMessage);
       retire(r);
@@ -683,16 +713,11 @@ Verdict L1Map::apply_coherence(std::string_view name, const BrandedId& version) 
 std::size_t L1Map::apply_batch(std::span<const CoherenceMessage> messages) noexcept {
   check_writer("apply_batch");
   // Each message costs up to four dependent cache misses (tombstone, bucket, the row the bucket
-  // points to, then the row's tail with its version), and a drop under a FIFO policy two more:
-  // its queue neighbours' links, one stage later. Four prefetch stages keep several in flight
-  // (BM_L1Map_ApplyDrops, S3-FIFO against skip, interleaved: 0.86-1.01x at 10k rows, 0.71-0.82x
-  // at 1M, where the neighbours' two lines are the difference; starting the stages earlier under
-  // a FIFO policy, 6/3/2 messages ahead, measured the same).
+  // points to, then the row's tail with its version). Three prefetch stages keep several in
+  // flight: BM_L1Map_ApplyDrops. (A drop leaves its eviction queue's links to reclaim(): leave().)
   constexpr std::size_t kBucketAhead = 8;
-  const bool fifo = eviction_ == Eviction::kS3Fifo || eviction_ == Eviction::kClock;
   constexpr std::size_t kRowAhead = 4;
   constexpr std::size_t kTailAhead = 2;
-  constexpr std::size_t kNeighboursAhead = 2;
   const std::int64_t now = clock_();
   const std::size_t n = messages.size();
   // Each message's hash, computed once (a branded name: hash_name is hash_key's 14-byte case):
@@ -713,22 +738,12 @@ std::size_t L1Map::apply_batch(std::span<const CoherenceMessage> messages) noexc
       const std::uint64_t h = hashes[(i + kRowAhead) % kBucketAhead];
       if (const Row* head = buckets_[h & mask_].load(std::memory_order_relaxed)) {
         __builtin_prefetch(head);
-        if (fifo) __builtin_prefetch(&const_cast<Row*>(head)->links());  // may be the line before
       }
     }
     if (i + kTailAhead < n) {
       const std::uint64_t h = hashes[(i + kTailAhead) % kBucketAhead];
       if (const Row* head = buckets_[h & mask_].load(std::memory_order_relaxed)) {
         __builtin_prefetch(&head->tail());  // the header, prefetched two messages ago, says where
-      }
-    }
-    if (fifo && i + kNeighboursAhead < n) {
-      const std::uint64_t h = hashes[(i + kNeighboursAhead) % kBucketAhead];
-      if (Row* head = buckets_[h & mask_].load(std::memory_order_relaxed)) {
-        // Its links, prefetched three messages ago, name the rows a drop rewrites.
-        const Row::Links& l = head->links();
-        if (l.newer != nullptr) __builtin_prefetch(&l.newer->links(), 1);
-        if (l.older != nullptr) __builtin_prefetch(&l.older->links(), 1);
       }
     }
     applied += apply_one(messages[i].name.view(), hashes[i % kBucketAhead],
@@ -770,7 +785,15 @@ void L1Map::clear() noexcept {
   }
   size_.store(0, std::memory_order_relaxed);
   earliest_expiry_ = std::numeric_limits<std::int64_t>::max();
-  // Every queue emptied with the index (not told: the caller knows; the engine tells kFlush).
+  // Every queue emptied with the index (not told: the caller knows; the engine tells kFlush),
+  // and the rows that left them, still threaded through them, no longer are.
+  const auto forget = [](Row* r) noexcept {
+    for (; r != nullptr; r = r->tail().retired_next) r->tail().queue = kNoQueue;
+  };
+  forget(untagged_.head);
+  for (std::size_t k = 0; k < batch_count_; ++k) {
+    forget(batches_[(batch_head_ + k) % kRetireBatches].head);
+  }
   small_ = Fifo{};
   main_ = Fifo{};
   heap_.clear();

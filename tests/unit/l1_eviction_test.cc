@@ -192,6 +192,91 @@ TEST(L1Eviction, LruMatchesAListModelOverRandomScripts) {
   }
 }
 
+// Bound by rows (a small map: a drop relinks its queue at once), and by bytes in a map of more
+// than L1Map::kRelinkAtOnceRows rows (a drop leaves the relinking to reclaim()).
+class ClockModel : public ::testing::TestWithParam<bool> {};
+
+TEST_P(ClockModel, MatchesAQueueModelThroughDropsReclaimsAndClears) {
+  const bool by_bytes = GetParam();
+  // The model: a queue of (name, mark), oldest first. A hit sets the mark; a fill into a full
+  // map sends marked rows round (unmarked) and evicts the first unmarked; a replacement moves
+  // the name to the newer end with its mark; a drop (coherence message) takes it out. In the
+  // map a drop leaves its row threaded through the queue until reclaim() frees it: evictions
+  // step over such rows, reclaim() relinks them, clear() forgets them; the model sees none of
+  // that, so any slip shows as a wrong victim (or, under ASan, a use after free).
+  std::mt19937_64 rng(23);
+  for (int round = 0; round < 20; ++round) {
+    Recorder rec;
+    std::size_t cap = 3 + rng() % 10;
+    // Every row here is charged 96 bytes (a 2-4 byte name, an 8-byte value).
+    if (by_bytes) cap = 43 + rng() % 20;
+    L1Map m(by_bytes ? config(Eviction::kClock, 40000, &rec, cap * 96)
+                     : config(Eviction::kClock, cap, &rec));
+    ASSERT_EQ(m.row_charge(4, 8), 96u);
+    std::list<std::pair<std::string, bool>> model;
+    const auto find = [&model](const std::string& n) {
+      return std::find_if(model.begin(), model.end(), [&n](const auto& e) { return e.first == n; });
+    };
+    for (int step = 0; step < 3000; ++step) {
+      const std::string n = "n" + std::to_string(rng() % (cap * 3));
+      const auto at = find(n);
+      switch (rng() % 10) {
+        case 0:
+        case 1:
+        case 2: {
+          std::string v;
+          ASSERT_EQ(m.get(n, v), at != model.end()) << n;
+          if (at != model.end()) at->second = true;
+          break;
+        }
+        case 3:
+        case 4:
+        case 5: {
+          std::vector<std::string> want;
+          bool mark = false;
+          if (at != model.end()) {
+            mark = at->second;
+            model.erase(at);
+          } else if (model.size() == cap) {
+            while (model.front().second) {
+              model.push_back({model.front().first, false});
+              model.pop_front();
+            }
+            want.push_back(model.front().first);
+            model.pop_front();
+          }
+          put(m, n);
+          ASSERT_EQ(rec.evicted(), want) << "step " << step;
+          model.push_back({n, mark});
+          break;
+        }
+        case 6:
+        case 7:
+          m.apply_coherence(n, ver(g_version++));
+          if (at != model.end()) model.erase(at);
+          break;
+        case 8:
+          m.reclaim();
+          break;
+        default:
+          if (rng() % 50 == 0) {
+            m.clear();
+            model.clear();
+          }
+          break;
+      }
+      rec.heard.clear();
+      ASSERT_EQ(m.size(), model.size());
+    }
+    // Every row the drops left behind is relinked and freed once no reader holds it.
+    m.reclaim();
+    EXPECT_EQ(m.stats().retired_pending, 0u);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Bounds, ClockModel, ::testing::Values(false, true),
+                         [](const auto& p) { return p.param ? "bytes" : "rows"; });
+
 TEST(L1Eviction, ClockGivesEachMarkedRowOneMoreTrip) {
   Recorder rec;
   L1Map m(config(Eviction::kClock, 4, &rec));
