@@ -559,7 +559,9 @@ void BM_L1Map_FillEvicting(benchmark::State& state) {
       if (!full) {  // room again for the next round's fills
         map.clear();
         map.reclaim();
-        for (std::size_t i = 0; i < rows; ++i) map.put(ids[(next + rows + i) % (2 * rows)], value_bytes(), v);
+        for (std::size_t i = 0; i < rows; ++i) {
+          map.put(ids[(next + rows + i) % (2 * rows)], value_bytes(), v);
+        }
       }
       filled = 0;
       state.ResumeTiming();

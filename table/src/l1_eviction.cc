@@ -120,7 +120,8 @@ void L1Map::touch(const Row* r) const noexcept {
 int L1Map::mark(std::string_view name) const noexcept {
   check_writer("mark");
   std::atomic<Row*>* link = find_link(name, hash_key(name));
-  return link == nullptr ? -1 : link->load(std::memory_order_relaxed)->mark.load(std::memory_order_relaxed);
+  if (link == nullptr) return -1;
+  return link->load(std::memory_order_relaxed)->mark.load(std::memory_order_relaxed);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -217,7 +218,9 @@ void L1Map::admit(Row* row) noexcept {
     }
     case Eviction::kClock: push(main_, kMain, row, charged); break;
     // upsert() reserved the heap's room: no allocation here.
-    case Eviction::kLru: heap_push(row, lru_clock_.fetch_add(1, std::memory_order_relaxed) + 1); break;
+    case Eviction::kLru:
+      heap_push(row, lru_clock_.fetch_add(1, std::memory_order_relaxed) + 1);
+      break;
     case Eviction::kSkip: break;
   }
   bytes_ += charged;

@@ -134,8 +134,9 @@ const L1Config& validated(const L1Config& c) {
                                 std::to_string(c.max_size) + ")");
   }
   if (c.max_bytes != 0 && (c.max_bytes < kMinBytes || c.max_bytes > kMaxBytes)) {
-    throw std::invalid_argument("L1Config.max_bytes must be 0 (no bound) or lie in [4096, 2^44] (got " +
-                                std::to_string(c.max_bytes) + ")");
+    throw std::invalid_argument(
+        "L1Config.max_bytes must be 0 (no bound) or lie in [4096, 2^44] (got " +
+        std::to_string(c.max_bytes) + ")");
   }
   if (c.eviction > Eviction::kSkip) {
     throw std::invalid_argument(
@@ -410,7 +411,8 @@ L1Map::Row* L1Map::make_row(std::string_view name, std::uint64_t hash, std::stri
   const bool object = !layout_.bytes();
   const std::size_t size = object ? layout_.size : value.size();
   const std::size_t offset = value_offset(name.size());
-  const std::size_t bytes = sizeof(Row::Links) + Row::tail_offset(offset + size) + sizeof(Row::Tail);
+  const std::size_t bytes =
+      sizeof(Row::Links) + Row::tail_offset(offset + size) + sizeof(Row::Tail);
   void* p = arena_.allocate(bytes);
   new (p) Row::Links{nullptr, {nullptr}};
   Row* r = new (static_cast<char*>(p) + sizeof(Row::Links)) Row;

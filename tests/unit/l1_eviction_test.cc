@@ -67,7 +67,9 @@ void hit(const L1Map& m, std::string_view name, int times = 1) {
   std::string v;
   for (int i = 0; i < times; ++i) ASSERT_TRUE(m.get(name, v)) << name;
 }
-std::vector<std::string> names(std::initializer_list<const char*> l) { return {l.begin(), l.end()}; }
+std::vector<std::string> names(std::initializer_list<const char*> l) {
+  return {l.begin(), l.end()};
+}
 
 TEST(L1Eviction, S3FifoSmallQueuePromotesRowsHitThereAndGhostsTheRest) {
   Recorder rec;

@@ -150,13 +150,16 @@ void run_hit_ratio(const BenchConfig& c, Progress& progress, std::vector<Row>& r
   std::vector<Trace> traces;
   for (const double alpha : {0.7, 0.99, 1.2}) {
     const Zipf zipf(kKeys, alpha);
-    for (const std::size_t pct : {1, 10}) traces.push_back(zipf_trace(alpha, pct, requests, zipf, key_of));
+    for (const std::size_t pct : {1, 10}) {
+      traces.push_back(zipf_trace(alpha, pct, requests, zipf, key_of));
+    }
     if (alpha == 0.99) {
       traces.push_back(scan_trace(requests, zipf, key_of));
       traces.push_back(shifting_trace(requests, zipf, key_of));
     }
   }
-  const std::string one = placement_of(c, "the bench thread (reads, and the put after a miss)", false);
+  const std::string one =
+      placement_of(c, "the bench thread (reads, and the put after a miss)", false);
   for (const Trace& t : traces) {
     progress.step(t.what, 0, 1);
     Row r;

@@ -82,9 +82,9 @@ struct L1Config {
   // 8 GiB before the first row.
   std::size_t max_size = 100000;
   // 0: no byte bound; else 4096 .. 2^44: the most bytes the linked rows may hold, each row
-  // charged what the arena gave it (row_charge(): a 72-byte header and tail, the name, the
-  // value or object, rounded up to 16). The index (16 bytes per max_size row) and the ghost
-  // (S3-FIFO: 8 bytes per max_size row) are sized by max_size and not charged. A row larger
+  // charged what the arena gave it (row_charge(): 72 bytes of links, header and tail, the
+  // name, the value or object, rounded up to 16). The index (16 bytes per max_size row) and the
+  // ghost (S3-FIFO: 8 bytes per max_size row) are sized by max_size and not charged. A row larger
   // than the whole bound is not cached (kFullSkip).
   std::size_t max_bytes = 0;
   // Who goes when an insert finds the map full (eviction.h). kSkip is the original's.
