@@ -76,10 +76,10 @@ class GhostFilter {
   std::size_t memory_bytes() const noexcept {
     return slots_ ? (mask_ + 1) * 2 * sizeof(std::uint64_t) : 0;
   }
-  // Slots for `capacity` names, as constructed (tests, memory_bytes).
-  static std::size_t slots(std::size_t capacity) noexcept;
 
  private:
+  // Slots for `capacity` names: a power of two >= 16, or 0 for capacity 0.
+  static std::size_t slots(std::size_t capacity) noexcept;
   std::unique_ptr<std::uint64_t[]> slots_;  // bucket b: slots_[2b], slots_[2b + 1]
   std::size_t mask_ = 0;                    // buckets - 1
   std::uint32_t seq_ = 0;                   // adds so far (wraps; ages are differences)

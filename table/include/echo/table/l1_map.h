@@ -285,7 +285,6 @@ class L1Map {
   std::size_t row_charge(std::size_t name_size, std::size_t value_size) const noexcept;
   // Writer thread: the linked rows' charged bytes (max_bytes's measure).
   std::size_t bytes() const noexcept { return bytes_; }
-  Eviction eviction() const noexcept { return eviction_; }
   std::int64_t now() const noexcept { return clock_(); }
   std::int64_t ttl_ms() const noexcept { return ttl_ms_; }
   std::int64_t jitter_span_ms() const noexcept { return jitter_span_; }
