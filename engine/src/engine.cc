@@ -127,6 +127,10 @@ struct Engine::Impl {
   using Channels = std::unordered_map<std::string, Slot*, ChannelHash, std::equal_to<>>;
   Channels by_channel;  // broadcast lanes' channels
   Channels by_lead;     // job lanes' lead channels
+  Channels by_prefix;   // tracking lanes' key prefixes, ecc:{t}:
+  // The subscriber's CLIENT TRACKING command (every tracking table's prefix): sent at start and
+  // after every reconnect; EngineStats::tracking_sends / tracking_refusals.
+  std::atomic<std::uint64_t> tracking_sends{0}, tracking_refusals{0};
   // Mints through the process's one cell (table::process_minter) under options.node_id.
   table::BrandedId mint(std::string_view ns) const {
     return table::process_minter().mint(ns, options.node_id).value();
@@ -474,11 +478,12 @@ struct Engine::Impl {
   }
   // The L1 row of a write L2 already holds (put, publish): the writer's put, waited for up to
   // get_timeout. Any application thread.
+  // `guard`: a tracking table's forget_token, taken before L2 was written (TableWriter::put).
   Result<BrandedId> put_l1(Slot& slot, std::string_view name, std::string_view value,
-                           const BrandedId& version) {
+                           const BrandedId& version, std::uint64_t guard = TableWriter::kNoGuard) {
     auto promise = std::make_shared<std::promise<void>>();
     auto future = promise->get_future();
-    slot.writer->put(name, std::string(value), version, [promise] { promise->set_value(); });
+    slot.writer->put(name, std::string(value), version, [promise] { promise->set_value(); }, guard);
     if (future.wait_for(options.get_timeout) != std::future_status::ready) {
       return table::Unexpected{make_error_code(Errc::kTimeout)};
     }
@@ -554,27 +559,40 @@ struct Engine::Impl {
         LoadOutcome out;
         out.version = loaded.version.value_or(minted);
         out.value = std::move(loaded.value);
-        std::string framed = frame_l2_value(*out.version, out.value);
+        // Framed: put_l2 stores it unless L2 holds a newer version. Raw (no version to compare):
+        // SET NX, so a value another program wrote meanwhile is never overwritten.
+        const bool raw = slot.spec.l2_format == L2Format::kRaw;
+        std::string framed = raw ? out.value : frame_l2_value(*out.version, out.value);
         std::string key = key_of(slot, name);
         std::string ttl = std::to_string(slot.spec.ttl_ms);
-        io->loop().post([this, key = std::move(key), framed = std::move(framed), ttl = std::move(ttl),
-                         out = std::move(out), done = std::move(done)]() mutable {
+        io->loop().post([this, raw, key = std::move(key), framed = std::move(framed),
+                         ttl = std::move(ttl), out = std::move(out), done = std::move(done)]() mutable {
           if (io_closing) return done(LoadOutcome{make_error_code(Errc::kStopped)});
           auto state = std::make_shared<std::pair<LoadOutcome, std::function<void(LoadOutcome)>>>(
               std::move(out), std::move(done));
-          const std::string_view keys[] = {key};
-          const std::string_view argv[] = {framed, ttl};
-          const auto ec = issue_script(put_l2, keys, argv, [state](std::error_code e, const io::Resp3Value& r) {
+          auto answer = [state, raw](std::error_code e, const io::Resp3Value& r) {
             auto& [o, cb] = *state;
             if (e) {
               o.ec = e;
+            } else if (raw) {
+              if (r.is_null()) {
+                o.stored = false;  // NX lost: L2 holds a value now; the flight reads it
+              } else if (r.type() == io::Resp3Type::simple_string && r.str() == "OK") {
+                o.stored = true;
+              } else {
+                o.ec = unexpected();
+              }
             } else if (r.type() != io::Resp3Type::integer) {
               o.ec = unexpected();
             } else {
               o.stored = r.integer() == 1;
             }
             cb(std::move(o));
-          });
+          };
+          const std::string_view keys[] = {key};
+          const std::string_view argv[] = {framed, ttl};
+          const auto ec = raw ? issue({"SET", key, framed, "PX", ttl, "NX"}, std::move(answer))
+                              : issue_script(put_l2, keys, argv, std::move(answer));
           if (ec) {
             state->first.ec = ec;
             state->second(std::move(state->first));
@@ -611,6 +629,65 @@ struct Engine::Impl {
     }
     ring.publish(CoherenceItem{*message, steady_ns(), 0});  // refusals counted by the ring
   }
+  // A tracking invalidation for one tracking table (kKey: the key, its prefix stripped).
+  void forget(Slot& slot, Forget what, std::string_view key = {}) {
+    if (pushes_closed) return;
+    slot.pushes.store(slot.pushes.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    // The item's message means nothing here (no version travels): any valid id fills it.
+    static const BrandedId kUnversioned = BrandedId::parse("AST0KHTOWnGLuC").value();
+    CoherenceItem item{table::CoherenceMessage{kUnversioned, kUnversioned}, steady_ns(), 0};
+    item.forget = what;
+    if (what == Forget::kKey) item.text_hash = table::hash_key(key);
+    slot.ring->publish(std::move(item));  // refusals counted by the ring
+  }
+  // ["invalidate", [keys]] or ["invalidate", nil] (WIRE §4.5). A key under no tracking table's
+  // prefix is unrouted (the server sends only the prefixes asked for).
+  void on_invalidate(const io::Resp3Value& keys) {
+    if (keys.is_null()) {
+      for (const auto& [prefix, slot] : by_prefix) forget(*slot, Forget::kAll);
+      return;
+    }
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      const std::string_view key = keys[i].str();
+      // ecc:{t}:key: the prefix ends at the first "}:" (a table name has no brace).
+      const std::size_t close = key.find("}:");
+      auto it = close == std::string_view::npos ? by_prefix.end()
+                                                : by_prefix.find(key.substr(0, close + 2));
+      if (it == by_prefix.end() || key.size() == close + 2) {
+        unrouted.fetch_add(1, std::memory_order_relaxed);
+        continue;
+      }
+      forget(*it->second, Forget::kKey, key.substr(close + 2));
+    }
+  }
+  // CLIENT TRACKING ON BCAST PREFIX ecc:{t}: ... for every tracking table (empty: none).
+  std::vector<std::string> tracking_command() const {
+    if (by_prefix.empty()) return {};
+    std::vector<std::string> args{"CLIENT", "TRACKING", "ON", "BCAST"};
+    for (const auto& [prefix, slot] : by_prefix) args.insert(args.end(), {"PREFIX", prefix});
+    return args;
+  }
+  // After a reconnect (loop thread): invalidations were lost while the socket was down, so the
+  // tables stay suspended (the disconnect policy) until the command is answered +OK; then each
+  // flushes and caches again. A refusal leaves them suspended (counted, said once).
+  void resend_tracking() {
+    const std::vector<std::string> args = tracking_command();
+    if (args.empty() || io_closing) return;
+    add(tracking_sends);
+    std::vector<std::string_view> views(args.begin(), args.end());
+    const auto ec = sub->call(views, [this](std::error_code e, const io::Resp3Value& r) {
+      if (e || r.type() != io::Resp3Type::simple_string || r.str() != "OK") {
+        if (tracking_refusals.fetch_add(1, std::memory_order_relaxed) == 0) {
+          std::fprintf(stderr, "echo::engine: CLIENT TRACKING refused after a reconnect (%s): "
+                       "tracking tables stay suspended\n", e ? e.message().c_str() : std::string(r.str()).c_str());
+        }
+        return;
+      }
+      for (const auto& [prefix, slot] : by_prefix) slot->writer->subscription_confirmed();
+    });
+    if (ec) add(tracking_refusals);  // the socket went again: the next reconnect resends
+  }
+
   // A message on `channel`: a broadcast lane's or a lead. False when no table listens there.
   bool route(std::string_view channel, std::string_view payload) {
     if (auto it = by_channel.find(channel); it != by_channel.end()) {
@@ -643,6 +720,8 @@ struct Engine::Impl {
     const std::string_view kind = push[0].str();
     if (kind == "message" && push.size() == 3) {
       if (!route(push[1].str(), push[2].str())) unrouted.fetch_add(1, std::memory_order_relaxed);
+    } else if (kind == "invalidate" && push.size() == 2 && !by_prefix.empty()) {
+      on_invalidate(push[1]);
     } else if (kind == "subscribe") {
       if (Slot* slot = by_channel_name(push[1].str())) {
         slot->writer->subscription_confirmed();
@@ -659,6 +738,8 @@ struct Engine::Impl {
       for (auto& s : slots) {
         if (s->ring != nullptr) s->writer->subscription_lost();
       }
+    } else if (event == io::ConnEvent::kReconnected) {
+      resend_tracking();  // the channels' SUBSCRIBEs went already; their pushes confirm them
     }
   }
 
@@ -755,6 +836,15 @@ Engine::Engine(EngineOptions options, std::vector<TableSpec> tables)
     if (slot->spec.coherence == CoherenceMode::kBroadcast) {
       slot->ring = &slot->writer->add_ring(slot->spec.full_policy);
       impl_->by_channel.emplace(slot->channel, slot.get());
+    } else if (slot->spec.coherence == CoherenceMode::kTracking) {
+      // Each master tracks only its own keys: a cluster would need a tracking connection per
+      // master (and a flush when any of them is lost). Not built; refused rather than half-done.
+      if (impl_->options.mode == ServerMode::kCluster) {
+        throw ConfigError("table '" + slot->spec.name +
+                          "': coherence tracking needs mode single (a cluster is not supported)");
+      }
+      slot->ring = &slot->writer->add_ring(slot->spec.full_policy);
+      impl_->by_prefix.emplace(table::tracking_prefix(slot->spec.name).value(), slot.get());
     } else if (slot->spec.coherence == CoherenceMode::kJob) {
       // Never refuses: the consumer publishes only into free slots (credits).
       slot->job_ring = &slot->writer->add_ring(ring::FullPolicy::kDrop);
@@ -890,7 +980,7 @@ std::error_code Engine::start_once(std::chrono::milliseconds timeout) {
     d.ssub = std::make_unique<ShardedSubscriber>(*d.cluster, d.connection_options("ssub"),
                                                  std::move(channels), std::move(h));
     d.ssub->start();
-  } else if (!channels.empty()) {
+  } else if (!channels.empty() || !d.by_prefix.empty()) {
     d.sub = std::make_unique<io::Connection>(
         d.io->loop(), d.connection_options("sub"),
         [&d](const io::Resp3Value& push) { d.on_push(push); },
@@ -905,6 +995,21 @@ std::error_code Engine::start_once(std::chrono::milliseconds timeout) {
         stop();
         return ec;
       }
+    }
+    if (auto args = d.tracking_command(); !args.empty()) {
+      // WIRE §4.5: anything but +OK fails the start. Pushes go to this (RESP3) connection itself.
+      d.add(d.tracking_sends);
+      auto r = d.sub->call_blocking(std::move(args));
+      const io::Resp3Value v = r.reply.view();
+      if (r.ec || v.type() != io::Resp3Type::simple_string || v.str() != "OK") {
+        std::fprintf(stderr, "echo::engine: CLIENT TRACKING refused at start: %s\n",
+                     r.ec && r.ec != io::IoErrc::kServerError ? r.ec.message().c_str()
+                                                              : std::string(v.str()).c_str());
+        d.add(d.tracking_refusals);
+        stop();
+        return make_error_code(Errc::kTrackingRefused);
+      }
+      for (const auto& [prefix, slot] : d.by_prefix) slot->writer->subscription_confirmed();
     }
   }
   // Caching starts only once each lane confirmed delivery: the server's subscription
@@ -1053,11 +1158,17 @@ Result<BrandedId> Engine::put(TableRef& ref, std::string_view key, std::string_v
   auto name = Impl::gate(*slot, key);
   if (!name) return table::Unexpected{name.error()};
   if (!version) version = d.mint(slot->spec.kind);
-  auto reply = d.command({"SET", d.key_of(*slot, *name), frame_l2_value(*version, value), "PX",
-                          std::to_string(slot->spec.ttl_ms)});
+  // Tracking: the guard is read before the SET leaves, so any invalidation of a later write
+  // (which the server sends after running ours) moves it before the row could be cached.
+  const bool tracking = slot->spec.coherence == CoherenceMode::kTracking;
+  const std::uint64_t guard = tracking ? slot->writer->forget_token(*name) : TableWriter::kNoGuard;
+  auto reply = d.command({"SET", d.key_of(*slot, *name),
+                          slot->spec.l2_format == L2Format::kRaw ? std::string(value)
+                                                                 : frame_l2_value(*version, value),
+                          "PX", std::to_string(slot->spec.ttl_ms)});
   if (!reply) return table::Unexpected{reply.error()};
   if (reply->view().str() != "OK") return table::Unexpected{unexpected()};
-  return d.put_l1(*slot, *name, value, *version);
+  return d.put_l1(*slot, *name, value, *version, guard);
 }
 
 Result<BrandedId> Engine::publish(std::string_view table, std::string_view id,
@@ -1071,6 +1182,7 @@ Result<BrandedId> Engine::publish(TableRef& ref, std::string_view key, std::stri
   Impl::Slot* slot = &ref;
   switch (slot->spec.coherence) {
     case CoherenceMode::kNone:
+    case CoherenceMode::kTracking:  // the SET is the announcement: the server invalidates
       return put(ref, key, value, version);
     case CoherenceMode::kJob:
       return publish(slot->spec.name, *slot->publish_group, key, value, version);
@@ -1329,6 +1441,9 @@ Result<bool> Engine::drop_l2(std::string_view table, std::string_view id, const 
   if (slot == nullptr) return table::Unexpected{make_error_code(Errc::kNoSuchCache)};
   auto name = Impl::gate(*slot, id);
   if (!name) return table::Unexpected{name.error()};
+  if (slot->spec.l2_format == L2Format::kRaw) {
+    return table::Unexpected{make_error_code(Errc::kNotVersioned)};
+  }
   auto reply = d.script(d.drop_l2, {d.key_of(*slot, *name)}, {std::string(version.view())});
   if (!reply) return table::Unexpected{reply.error()};
   if (reply->view().type() != io::Resp3Type::integer) return table::Unexpected{unexpected()};
@@ -1406,6 +1521,8 @@ EngineStats Engine::stats() const {
     if (out.cluster) out.cluster->resubscribes = impl_->ssub->resubscribes();
   }
   out.unrouted_pushes = impl_->unrouted.load(std::memory_order_relaxed);
+  out.tracking_sends = impl_->tracking_sends.load(std::memory_order_relaxed);
+  out.tracking_refusals = impl_->tracking_refusals.load(std::memory_order_relaxed);
   const auto ld = [](const std::atomic<std::uint64_t>& c) {
     return c.load(std::memory_order_relaxed);
   };

@@ -32,6 +32,8 @@ std::string_view to_string(Errc e) noexcept {
     case Errc::kBadKey: return "bad_key";
     case Errc::kWrongType: return "wrong_type";
     case Errc::kLoaderTimeout: return "loader_timeout";
+    case Errc::kTrackingRefused: return "tracking_refused";
+    case Errc::kNotVersioned: return "not_versioned";
   }
   return "unknown";
 }

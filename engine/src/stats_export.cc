@@ -95,6 +95,12 @@ constexpr Field<WriterStats> kWriterFields[] = {
      "flights answered loader_timeout"},
     {"loader_late", &WriterStats::loader_late, Kind::kCounter,
      "loader answers that came after their flight's loader_timeout (discarded)"},
+    {"forgotten_fills", &WriterStats::forgotten_fills, Kind::kCounter,
+     "tracking: fills an invalidation overtook, answered but not cached"},
+    {"forgotten_puts", &WriterStats::forgotten_puts, Kind::kCounter,
+     "tracking: puts an invalidation overtook, not cached"},
+    {"held_fills", &WriterStats::held_fills, Kind::kCounter,
+     "fills held by the fill_hold fault injection"},
 };
 
 constexpr Field<ring::RingStats> kRingFields[] = {
@@ -354,6 +360,9 @@ void render_snapshot(Exposition& e, const json& s) {
   e.sample("echostore_engine_unrouted_pushes_total", "counter",
            "pushes for no declared table, or not messages", base,
            count_of(need(s, "unrouted_pushes"), "unrouted_pushes"));
+  e.sample("echostore_engine_tracking_refusals_total", "counter",
+           "CLIENT TRACKING commands refused or lost (the tracking tables stay suspended)", base,
+           count_of(s.value("tracking_refusals", json(0)), "tracking_refusals"));
   for (const json& t : need(s, "tables")) {
     Labels tl = base;
     tl.emplace_back("table", need(t, "name").get<std::string>());
@@ -434,6 +443,7 @@ std::string to_json(const StatsSnapshot& snapshot) {
   out["node"] = snapshot.node;
   out["unix_ms"] = snapshot.unix_ms;
   out["unrouted_pushes"] = snapshot.engine.unrouted_pushes;
+  out["tracking_refusals"] = snapshot.engine.tracking_refusals;
   json tables = json::array();
   for (const auto& t : snapshot.engine.tables) {
     json jt;

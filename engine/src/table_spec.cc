@@ -29,6 +29,15 @@ std::string_view to_string(CoherenceMode m) noexcept {
     case CoherenceMode::kNone: return "none";
     case CoherenceMode::kBroadcast: return "broadcast";
     case CoherenceMode::kJob: return "job";
+    case CoherenceMode::kTracking: return "tracking";
+  }
+  return "?";
+}
+
+std::string_view to_string(L2Format f) noexcept {
+  switch (f) {
+    case L2Format::kFramed: return "framed";
+    case L2Format::kRaw: return "raw";
   }
   return "?";
 }
@@ -86,7 +95,21 @@ void validate(const TableSpec& spec) {
     refuse(spec, e.what());
   }
   check_range<std::size_t>(spec, "max_batch", spec.max_batch, 1, spec.ring_capacity);
-  if (spec.coherence > CoherenceMode::kJob) refuse(spec, "coherence must be none, broadcast or job");
+  if (spec.coherence > CoherenceMode::kTracking) {
+    refuse(spec, "coherence must be none, broadcast, job or tracking");
+  }
+  if (spec.l2_format == L2Format::kRaw) {
+    // Only the tracking lane needs no version in L2: the others order messages by it.
+    if (spec.coherence != CoherenceMode::kTracking) {
+      refuse(spec, "l2_format raw needs coherence tracking (the other lanes order by the version "
+                   "in L2's frame), got coherence " + std::string(to_string(spec.coherence)));
+    }
+  } else if (spec.l2_format != L2Format::kFramed) {
+    refuse(spec, "l2_format must be framed or raw");
+  }
+  if (const auto h = spec.fill_hold.count(); h != 0) {
+    check_range<std::int64_t>(spec, "fill_hold (us)", h, 1, 10'000'000);
+  }
   if (spec.l1_clock > L1Clock::kSweep) {
     refuse(spec, "l1_clock must be writer, coarse, exact or sweep");
   }

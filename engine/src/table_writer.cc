@@ -76,7 +76,10 @@ TableWriter::TableWriter(const TableSpec& spec, WriterPorts ports, unsigned node
           spec, spec.on_removal ? table::RemovalListener{&TableWriter::removed, this}
                                 : table::RemovalListener{}))),
       bell_(spec.writer_wait),
-      suspended_(spec.coherence != CoherenceMode::kNone) {
+      suspended_(spec.coherence != CoherenceMode::kNone),
+      forget_seq_(spec.coherence == CoherenceMode::kTracking
+                      ? std::make_unique<std::atomic<std::uint32_t>[]>(kForgetSlots)
+                      : nullptr) {
   suspended_flag_.store(suspended_, std::memory_order_relaxed);
   acks_.reserve(spec_.max_batch);  // the drain lambda is noexcept: it must not allocate
 }
@@ -149,8 +152,9 @@ void TableWriter::miss(std::string_view name, GetCallback done) {
   post(MissCmd{std::string(name), std::move(done)});
 }
 void TableWriter::put(std::string_view name, std::string value,
-                      const table::BrandedId& version, std::function<void()> done) {
-  post(PutCmd{std::string(name), std::move(value), version, std::move(done)});
+                      const table::BrandedId& version, std::function<void()> done,
+                      std::uint64_t guard) {
+  post(PutCmd{std::string(name), std::move(value), version, std::move(done), guard});
 }
 void TableWriter::erase(std::string_view name, std::function<void()> done) {
   post(EraseCmd{std::string(name), std::move(done)});
@@ -166,6 +170,15 @@ void TableWriter::apply_and_remember(std::string_view name, const table::Branded
 void TableWriter::subscription_lost() { post(LostCmd{now_ms()}); }
 void TableWriter::subscription_confirmed() { post(ConfirmedCmd{}); }
 void TableWriter::sync(std::function<void()> done) { post(SyncCmd{std::move(done)}); }
+
+std::uint64_t TableWriter::forget_token(std::string_view name) const noexcept {
+  if (!forget_seq_) return 0;
+  // Relaxed: the writer alone moves these, only ever forward, and it compares a token with its
+  // own latest values. A token read before an invalidation's bump can only differ from them
+  // later (the guard refuses), and a token that missed an earlier bump refuses too (a refill).
+  const std::uint64_t epoch = forget_epoch_.load(std::memory_order_relaxed);
+  return epoch << 32 | forget_slot(table::hash_key(name)).load(std::memory_order_relaxed);
+}
 
 std::int64_t TableWriter::now_ms() const noexcept { return map_->now(); }
 
@@ -212,6 +225,8 @@ void TableWriter::run(std::stop_token stop) {
     // flight a tick before its loader_timeout).
     const std::int64_t exact = load_timers_.empty() ? 0 : table::steady_clock_ms();
     const std::int64_t next_load = expire_loads(exact);
+    const std::int64_t held_now = held_.empty() ? 0 : steady_ns();
+    const std::int64_t next_held = release_held(held_now);
     if (work != 0) continue;
     map_->reclaim();
     // Wake for the next sweep, or sooner for a serve_stale deadline (waiting for the sweep alone
@@ -220,8 +235,12 @@ void TableWriter::run(std::stop_token stop) {
     std::int64_t wait = (stale_deadline_ >= 0 ? std::min(next_sweep, stale_deadline_) : next_sweep) - now;
     if (next_load >= 0) wait = std::min(wait, next_load - exact);
     if (spec_.l1_clock == L1Clock::kWriter) wait = std::min(wait, spec_.clock_tick_ms);
-    const auto deadline = std::chrono::steady_clock::now() +
-                          std::chrono::milliseconds(std::max<std::int64_t>(0, wait));
+    auto deadline = std::chrono::steady_clock::now() +
+                    std::chrono::milliseconds(std::max<std::int64_t>(0, wait));
+    if (next_held >= 0) {
+      deadline = std::min(deadline, std::chrono::steady_clock::time_point(
+                                        std::chrono::nanoseconds(next_held)));
+    }
     bell_.wait_until(
         [this]() noexcept {
           for (const auto& r : rings_) {
@@ -262,6 +281,12 @@ std::size_t TableWriter::drain_rings() {
         const std::size_t bucket =
             lag <= 0 ? 0 : std::min<std::size_t>(std::bit_width(static_cast<std::uint64_t>(lag)) - 1, kLagBuckets - 1);
         bump(lag_[bucket]);
+        if (item.forget != Forget::kNo) {
+          // The tracking lane: no version, no memory, no ticket (it counts its own verdicts).
+          if (forget(item)) dropped_decoded = item.decoded_ns;
+          ++via_memory;
+          continue;
+        }
         // The job lane carries a text key's bytes; the broadcast lane only its hash.
         const bool by_hash = item.text && item.key_size == 0;
         const std::string_view name = !item.text ? item.message.name.view()
@@ -275,6 +300,10 @@ std::size_t TableWriter::drain_rings() {
                                                                      : table::Verdict::kStale,
                                  a == Applied::kRememberedStale});
           ++via_memory;
+          if (spec_.on_message) {
+            hear(Heard{name, table::hash_key(name), item.message.version.view(), false,
+                       a == Applied::kApplied});
+          }
           continue;
         }
         const auto verdict = by_hash ? map_->apply_hashed(item.text_hash, item.message.version)
@@ -290,6 +319,10 @@ std::size_t TableWriter::drain_rings() {
           } else {
             note_drop(name);
           }
+        }
+        if (spec_.on_message) {
+          hear(Heard{name, by_hash ? item.text_hash : table::hash_key(name),
+                     item.message.version.view(), false, verdict == table::Verdict::kApplied});
         }
       }
       bump(applied_, applied);
@@ -359,6 +392,46 @@ void TableWriter::tell(std::string_view name, std::string_view version,
 void TableWriter::flush() noexcept {
   if (map_->size() != 0) tell({}, {}, RemovalCause::kFlush);
   map_->clear();
+  // Tracking: a put or fill begun before the flush may hold what an invalidation lost meanwhile
+  // would have dropped (the writer alone stores it: load and store).
+  if (forget_seq_) {
+    forget_epoch_.store(forget_epoch_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    forget_flights(0, true);
+  }
+}
+
+bool TableWriter::forget(const CoherenceItem& item) noexcept {
+  if (item.forget == Forget::kAll) {
+    const bool held = map_->size() != 0;
+    bump(held ? applied_ : stale_);
+    flush();
+    hear(Heard{{}, 0, {}, true, held});
+    return held;
+  }
+  const bool dropped = map_->forget_hashed(item.text_hash) == table::Verdict::kApplied;
+  bump(dropped ? applied_ : stale_);
+  std::atomic<std::uint32_t>& seq = forget_slot(item.text_hash);
+  seq.store(seq.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  forget_flights(item.text_hash, false);
+  hear(Heard{{}, item.text_hash, {}, false, dropped});
+  return dropped;
+}
+
+void TableWriter::forget_flights(std::uint64_t hash, bool all) noexcept {
+  for (auto& [key, flight] : flights_) {
+    if ((all || flight.hash == hash) && flight.forgotten_at == Flight::kNotForgotten) {
+      flight.forgotten_at = flight.waiters.size();
+    }
+  }
+}
+
+void TableWriter::hear(const Heard& heard) noexcept {
+  if (!spec_.on_message) return;
+  try {
+    spec_.on_message(heard);
+  } catch (...) {
+    bump(listener_throws_);  // documented must-not-throw: counted, never let through the drain
+  }
 }
 
 void TableWriter::handle(Command& cmd) {
@@ -374,6 +447,10 @@ void TableWriter::handle(Command& cmd) {
         } else if constexpr (std::is_same_v<T, PutCmd>) {
           if (suspended_) {
             map_->erase(c.name);  // not caching: make sure no older row survives either
+          } else if (c.guard != kNoGuard && c.guard != forget_token(c.name)) {
+            // Tracking: an invalidation came after L2 was written, maybe of a later write.
+            map_->erase(c.name);
+            bump(forgotten_puts_);
           } else if (map_->put(c.name, c.value, c.version) == table::InsertVerdict::kRefusedDecode) {
             // L2 holds what the table's codec refuses: no row, and no older row either.
             map_->erase(c.name);
@@ -390,6 +467,10 @@ void TableWriter::handle(Command& cmd) {
           const auto verdict = map_->apply_coherence(c.name, c.version);
           bump(verdict == table::Verdict::kApplied ? applied_ : stale_);
           if (!flights_.empty()) note_drop(c.name);
+          if (spec_.on_message) {
+            hear(Heard{c.name, table::hash_key(c.name), c.version.view(), false,
+                       verdict == table::Verdict::kApplied});
+          }
           c.done(verdict);
         } else if constexpr (std::is_same_v<T, RememberCmd>) {
           c.done(apply_with_memory(c.name, c.version));
@@ -447,7 +528,9 @@ void TableWriter::on_miss(MissCmd& cmd) {
 }
 
 void TableWriter::start_fetch(std::string_view name, Flight& flight) {
+  // A read sent from here on follows every drop and invalidation applied so far.
   flight.overtaken = false;
+  flight.forgotten_at = Flight::kNotForgotten;
   ports_.fetch(name, [this, key = std::string(name), id = flight.id](L2Fetch fetch) {
     post(FetchedCmd{key, id, std::move(fetch)});
   });
@@ -493,6 +576,14 @@ table::BrandedId TableWriter::mint_version(std::string_view name) const {
 void TableWriter::on_fetched(FetchedCmd& cmd) {
   Flight* flight = find_flight(cmd.name, cmd.flight);
   if (flight == nullptr) return;
+  if (spec_.fill_hold.count() > 0 && !cmd.held && cmd.fetch.stored) {
+    // Fault injection: the answer waits while messages keep coming (release_held).
+    cmd.held = true;
+    bump(held_fills_);
+    held_.push_back(HeldFetch{steady_ns() + std::chrono::nanoseconds(spec_.fill_hold).count(),
+                              std::move(cmd)});
+    return;
+  }
   if (restart_if_overtaken(cmd.name, *flight)) return;
   if (cmd.fetch.ec) {
     finish(cmd.name, GetOutcome{cmd.fetch.ec});
@@ -513,18 +604,33 @@ void TableWriter::on_fetched(FetchedCmd& cmd) {
                 });
     return;
   }
-  auto row = split_l2_frame(*cmd.fetch.stored);
-  if (!row) {
-    bump(corrupt_frames_);
-    finish(cmd.name, GetOutcome{make_error_code(Errc::kCorruptL2Frame)});
-    return;
-  }
   GetOutcome out;
-  out.value = std::string(row->value);
-  out.version = row->version;
   out.source = Source::kL2;
+  if (spec_.l2_format == L2Format::kRaw) {
+    // No version in L2: the row carries this node's stamp, minted when the flight began.
+    out.value = std::move(*cmd.fetch.stored);
+    out.version = flight->minted;
+  } else {
+    auto row = split_l2_frame(*cmd.fetch.stored);
+    if (!row) {
+      bump(corrupt_frames_);
+      finish(cmd.name, GetOutcome{make_error_code(Errc::kCorruptL2Frame)});
+      return;
+    }
+    out.value = std::string(row->value);
+    out.version = row->version;
+  }
   bump(l2_hits_);
   finish(cmd.name, std::move(out));
+}
+
+std::int64_t TableWriter::release_held(std::int64_t now_ns) {
+  while (!held_.empty() && held_.front().due_ns <= now_ns) {
+    FetchedCmd cmd = std::move(held_.front().cmd);
+    held_.pop_front();
+    on_fetched(cmd);
+  }
+  return held_.empty() ? -1 : held_.front().due_ns;
 }
 
 void TableWriter::on_loaded(LoadedCmd& cmd) {
@@ -576,6 +682,9 @@ std::int64_t TableWriter::expire_loads(std::int64_t now) {
 void TableWriter::finish(std::string_view name, GetOutcome outcome) {
   auto it = flights_.find(std::string(name));
   if (it == flights_.end()) return;
+  if (it->second.forgotten_at != Flight::kNotForgotten && !outcome.ec) {
+    return serve_forgotten(name, it->second, std::move(outcome));
+  }
   std::vector<GetCallback> waiters = std::move(it->second.waiters);
   flights_.erase(it);
   if (!outcome.ec && outcome.version) {
@@ -595,6 +704,28 @@ void TableWriter::finish(std::string_view name, GetOutcome outcome) {
     waiters[i](std::move(copy));
   }
   if (!waiters.empty()) waiters.back()(std::move(outcome));
+}
+
+void TableWriter::serve_forgotten(std::string_view name, Flight& flight, GetOutcome outcome) {
+  // The read may predate the write the invalidation announced: those who asked before the
+  // invalidation reached this node may have it (their read began before), nobody may keep it.
+  bump(forgotten_fills_);
+  const std::size_t early = std::min(flight.forgotten_at, flight.waiters.size());
+  std::vector<GetCallback> served(std::make_move_iterator(flight.waiters.begin()),
+                                  std::make_move_iterator(flight.waiters.begin() + early));
+  flight.waiters.erase(flight.waiters.begin(), flight.waiters.begin() + early);
+  flight.forgotten_at = Flight::kNotForgotten;
+  if (flight.waiters.empty()) {
+    flights_.erase(std::string(name));
+  } else {
+    // The rest asked after it: a fresh read (no restart budget: each round answers someone).
+    flight.minted = mint_version(name);
+    start_fetch(name, flight);
+  }
+  for (auto& w : served) {
+    GetOutcome copy = outcome;
+    w(std::move(copy));
+  }
 }
 
 WriterStats TableWriter::stats() const {
@@ -620,6 +751,9 @@ WriterStats TableWriter::stats() const {
   s.listener_throws = ld(listener_throws_);
   s.loader_timeouts = ld(loader_timeouts_);
   s.loader_late = ld(loader_late_);
+  s.forgotten_fills = ld(forgotten_fills_);
+  s.forgotten_puts = ld(forgotten_puts_);
+  s.held_fills = ld(held_fills_);
   s.suspended = suspended_flag_.load(std::memory_order_relaxed);
   for (std::size_t i = 0; i < kLagBuckets; ++i) s.lag_histogram[i] = ld(lag_[i]);
   s.last_applied_ns = last_applied_ns_.load(std::memory_order_relaxed);

@@ -678,21 +678,17 @@ Verdict L1Map::apply_one(std::string_view name, std::uint64_t h, const IdBytes& 
   return Verdict::kStale;
 }
 
-Verdict L1Map::apply_hashed(std::uint64_t hash, const BrandedId& version) noexcept {
-  check_writer("apply_hashed");
-  const IdBytes v = id_bytes(version);
-  tombstones_.remember(hash, v, clock_());
-  counters_.tombstones.store(tombstones_.size(), std::memory_order_relaxed);
-  counters_.tombstone_collapses.store(tombstones_.collapses(), std::memory_order_relaxed);
+template <class Drop>
+bool L1Map::drop_hashed(std::uint64_t hash, std::string_view told, Drop drop) noexcept {
   bool applied = false;
   std::atomic<Row*>* link = &buckets_[hash & mask_];
   // relaxed: only this (writer) thread stores these pointers.
   for (Row* r = link->load(std::memory_order_relaxed); r != nullptr;
        r = link->load(std::memory_order_relaxed)) {
-    if (r->tail().hash == hash && newer(view(v), view(r->version()))) {
+    if (r->tail().hash == hash && drop(r)) {
       leave(r);
       unlink(link, r);  // link now points past r
-      removed(r, view(v), RemovalCause::kMessage);
+      removed(r, told, RemovalCause::kMessage);
       retire(r);
       applied = true;
     } else {
@@ -700,7 +696,23 @@ Verdict L1Map::apply_hashed(std::uint64_t hash, const BrandedId& version) noexce
     }
   }
   bump(applied ? counters_.coh_applied : counters_.coh_stale);
+  return applied;
+}
+
+Verdict L1Map::apply_hashed(std::uint64_t hash, const BrandedId& version) noexcept {
+  check_writer("apply_hashed");
+  const IdBytes v = id_bytes(version);
+  tombstones_.remember(hash, v, clock_());
+  counters_.tombstones.store(tombstones_.size(), std::memory_order_relaxed);
+  counters_.tombstone_collapses.store(tombstones_.collapses(), std::memory_order_relaxed);
+  const bool applied =
+      drop_hashed(hash, view(v), [&v](const Row* r) { return newer(view(v), view(r->version())); });
   return applied ? Verdict::kApplied : Verdict::kStale;
+}
+
+Verdict L1Map::forget_hashed(std::uint64_t hash) noexcept {
+  check_writer("forget_hashed");
+  return drop_hashed(hash, {}, [](const Row*) { return true; }) ? Verdict::kApplied : Verdict::kStale;
 }
 
 Verdict L1Map::apply_coherence(std::string_view name, const BrandedId& version) noexcept {

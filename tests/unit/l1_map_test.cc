@@ -354,6 +354,24 @@ TEST(L1Map, G6ShuffledStreamsConvergeToExactCounts) {
   for (int i = 100; i < 200; ++i) EXPECT_EQ(read_value(m, name_id(i)), "at-v2") << i;
 }
 
+TEST(L1Map, ForgetHashedDropsTheRowWhateverItsVersionAndRemembersNothing) {
+  set_now(0);
+  L1Map m(config());
+  const BrandedId n = name_id(8), other = name_id(9);
+  ASSERT_EQ(m.insert_fill(n, "v9", ver(9)), InsertVerdict::kInserted);
+  ASSERT_EQ(m.insert_fill(other, "o", ver(1)), InsertVerdict::kInserted);
+  const auto applied = m.stats().coh_applied;
+  EXPECT_EQ(m.forget_hashed(table::hash_key(n.view())), Verdict::kApplied);
+  EXPECT_EQ(read_value(m, n), "<miss>");
+  EXPECT_EQ(read_value(m, other), "o") << "only the rows of that hash go";
+  EXPECT_EQ(m.stats().coh_applied, applied + 1);
+  EXPECT_EQ(m.forget_hashed(table::hash_key(n.view())), Verdict::kStale) << "no row: stale";
+  // No version travelled, so none guards: an older fill is accepted again (the writer's
+  // invalidation sequence guards tracking fills instead).
+  EXPECT_FALSE(m.tombstone(n).has_value());
+  EXPECT_EQ(m.insert_fill(n, "v1", ver(1)), InsertVerdict::kInserted);
+}
+
 TEST(L1Map, FillGuardRefusesFillsOlderThanADropEvenWithoutARow) {
   set_now(0);
   L1Map m(config());

@@ -694,5 +694,100 @@ TEST(TableWriter, AJobLaneTextItemDropsItsRowByKeyAndFeedsTheMemoryUnderTheKey) 
   w.stop();
 }
 
+// ---- the tracking lane's guard (no versions: an invalidation sequence per key) ----
+
+CoherenceItem forget_item(std::string_view key) {
+  CoherenceItem item{{id("AST", 1), id("AST", 1)}, 0, 0};
+  item.forget = Forget::kKey;
+  item.text_hash = table::hash_key(key);
+  return item;
+}
+
+void publish_and_settle(TableWriter& w, CoherenceRing& ring, const CoherenceItem& item) {
+  const auto before = w.stats().applied + w.stats().stale;
+  ASSERT_TRUE(ring.try_publish(CoherenceItem(item)));
+  for (int i = 0; i < 5000 && w.stats().applied + w.stats().stale == before; ++i) {
+    std::this_thread::sleep_for(1ms);
+  }
+  ASSERT_GT(w.stats().applied + w.stats().stale, before);
+}
+
+// The classic race, staged: the GET reads v1, the write of v2 lands and its invalidation is
+// applied while the reply is on the wire. The reader that asked before gets v1 (its read began
+// before the invalidation reached the node); one that asks after gets v2; L1 never holds v1.
+TEST(TableWriter, TrackingAFillAnInvalidationOvertookIsServedNotCachedAndLateRidersReadAgain) {
+  FakeL2 l2;
+  TableWriter w(spec(CoherenceMode::kTracking), l2.ports(), 1);
+  auto& ring = w.add_ring(ring::FullPolicy::kFlush);
+  w.start();
+  w.subscription_confirmed();
+  sync(w);
+  const auto name = id("AST", 300);
+  l2.set(name, id("TXN", 10), "v1");
+  l2.set_park(true);
+  std::promise<GetOutcome> early, late;
+  w.miss(name, [&early](GetOutcome&& o) { early.set_value(std::move(o)); });
+  sync(w);  // the GET ran and saw v1
+  l2.set(name, id("TXN", 20), "v2");
+  publish_and_settle(w, ring, forget_item(name.view()));
+  w.miss(name, [&late](GetOutcome&& o) { late.set_value(std::move(o)); });
+  sync(w);  // joined the flight after the invalidation
+  l2.set_park(false);
+  l2.release_all();
+  const GetOutcome e = early.get_future().get();
+  ASSERT_FALSE(e.ec);
+  EXPECT_EQ(e.value, "v1");
+  const GetOutcome l = late.get_future().get();
+  ASSERT_FALSE(l.ec);
+  EXPECT_EQ(l.value, "v2") << "a reader that asked after the invalidation got the old value";
+  EXPECT_EQ(w.stats().forgotten_fills, 1u);
+  const GetOutcome again = get_via(w, name);
+  EXPECT_EQ(again.value, "v2");
+  EXPECT_EQ(again.source, Source::kL1) << "the re-read (after the invalidation) was cached";
+  w.stop();
+}
+
+TEST(TableWriter, TrackingAPutAnInvalidationOvertookIsNotCachedAndAFlushMovesEveryToken) {
+  FakeL2 l2;
+  TableWriter w(spec(CoherenceMode::kTracking), l2.ports(), 1);
+  auto& ring = w.add_ring(ring::FullPolicy::kFlush);
+  w.start();
+  w.subscription_confirmed();
+  sync(w);
+  const auto name = id("AST", 301), other = id("AST", 302);
+  auto put = [&w](const BrandedId& n, std::uint64_t guard) {
+    std::promise<void> done;
+    w.put(n.view(), "mine", id("TXN", 5), [&done] { done.set_value(); }, guard);
+    done.get_future().wait();
+  };
+  // The token, then (while the put's SET is on the wire) another write's invalidation lands.
+  const std::uint64_t token = w.forget_token(name.view());
+  publish_and_settle(w, ring, forget_item(name.view()));
+  put(name, token);
+  EXPECT_EQ(w.map().size(), 0u) << "a put older than an invalidation it could not see was cached";
+  EXPECT_EQ(w.stats().forgotten_puts, 1u);
+  // Nothing since the token: cached.
+  put(name, w.forget_token(name.view()));
+  EXPECT_EQ(w.map().size(), 1u);
+  // Another name's invalidation leaves this one's token alone (unless they share a slot).
+  const std::uint64_t mine = w.forget_token(other.view());
+  publish_and_settle(w, ring, forget_item(name.view()));
+  EXPECT_EQ(w.map().size(), 0u) << "the invalidation dropped the row whatever its version";
+  if (w.forget_token(other.view()) == mine) {
+    put(other, mine);
+    EXPECT_EQ(w.map().size(), 1u);
+  }
+  // An invalidate with a nil key list: every row goes, every token moves.
+  const std::uint64_t before_flush = w.forget_token(other.view());
+  CoherenceItem all = forget_item("");
+  all.forget = Forget::kAll;
+  publish_and_settle(w, ring, all);
+  EXPECT_EQ(w.map().size(), 0u);
+  EXPECT_NE(w.forget_token(other.view()), before_flush);
+  put(other, before_flush);
+  EXPECT_EQ(w.map().size(), 0u);
+  w.stop();
+}
+
 }  // namespace
 }  // namespace echo::engine

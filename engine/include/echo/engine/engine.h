@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // The public façade. An Engine owns one io thread (io_uring; a command connection and, when a
-// table declares the broadcast lane, a subscriber connection), one writer thread per table, and
+// table declares the broadcast or tracking lane, a subscriber connection), one writer thread per
+// table, and
 // each table's own loader threads (TableSpec::loader_threads). Reads hit L1 on the caller's
 // thread; everything that changes L1 reaches the table's writer as a message (DESIGN "Threads and
 // data flow").
@@ -126,6 +127,8 @@ struct EngineStats {
   std::optional<ClusterCounters> cluster;
   FanOutCounters fan_out;
   std::uint64_t unrouted_pushes = 0;  // pushes for no declared table, or not messages
+  // Tracking tables: CLIENT TRACKING commands sent (start, each reconnect) and refused or lost.
+  std::uint64_t tracking_sends = 0, tracking_refusals = 0;
 };
 
 template <class T>
@@ -143,6 +146,7 @@ class Engine {
   // job-lane table's first membership beat), then starts the writers. Owner thread; blocks up to
   // `timeout`. Returns the first failure: member_conflict when another process beats as this
   // node_id in a job-lane table's membership (job_consumer.h, "Two processes, one node id").
+  // tracking_refused when a tracking table's CLIENT TRACKING is answered other than +OK.
   // host_unresolved when the host (or a seed) does not resolve, the kernel's error when the
   // io_uring or a thread cannot be made; it never throws for a knob the constructor accepted.
   // A timeout beyond 24 h is taken as 24 h.

@@ -29,6 +29,10 @@ enum class Errc : int {
   kWrongType,        // a typed handle asked for a table of another value type
   kLoaderTimeout,    // the table's loader did not answer within its loader_timeout (never
                      // cached; its late answer is discarded)
+  kTrackingRefused,  // start(): CLIENT TRACKING ON BCAST PREFIX ... was answered other than +OK
+                     // (a tracking table's lane; the reply's text is logged)
+  kNotVersioned,     // a verb that orders versions (drop_l2) on a table whose L2 values carry
+                     // none (l2_format raw)
 };
 
 const std::error_category& engine_category() noexcept;

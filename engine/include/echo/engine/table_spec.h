@@ -32,6 +32,23 @@ enum class CoherenceMode : std::uint8_t {
   kNone,       // TTL only
   kBroadcast,  // PUBLISH ecc:{t}:coh -> RESP3 push -> ring -> writer (at-most-once)
   kJob,        // a job per message on ecc.coh.<t> (at-least-once); no subscription
+  // The server's own invalidation (WIRE §4.5): CLIENT TRACKING ON BCAST PREFIX ecc:{t}: on the
+  // subscriber connection; any change to a key under the prefix (a SET by anyone, an expiry, an
+  // eviction) pushes `invalidate`, and the writer drops that row whatever its version; a nil key
+  // list (FLUSHALL, FLUSHDB) drops every row. No versions travel, so fills are guarded by a
+  // per-key invalidation sequence instead (TableWriter: a fill that an invalidation overtook is
+  // served but not cached). The node's own writes invalidate its rows too (NOLOOP would not help:
+  // the writes leave on the command connection, the invalidations come on the subscriber's), so
+  // a put's row is usually gone a round trip later and the next read refills. Single server only.
+  kTracking,
+};
+
+// How a table's L2 values are laid out (WIRE §3).
+enum class L2Format : std::uint8_t {
+  kFramed,  // version(14) ‖ value: the original's frame, every lane
+  kRaw,     // the value bytes alone (kTracking only): a table over keys that programs other than
+            // EchoStore write. A row's version is then this node's stamp (minted in the table's
+            // kind when the row was read), not a writer's; drop_l2 answers not_versioned.
 };
 
 // What a table does after its subscription was down (messages were lost meanwhile).
@@ -81,6 +98,23 @@ using table::Eviction;
 using RemovalListener =
     std::function<void(std::string_view key, std::string_view version, RemovalCause cause)>;
 
+// A coherence message as the writer applied it (MessageProbe): the key (empty when the ring
+// carried only its hash: a text-key broadcast message, a tracking invalidation), table::hash_key
+// of the key (always), the message's version (14 bytes; empty for a tracking invalidation) and
+// `all` for a tracking flush (FLUSHALL: every row dropped; key empty, key_hash 0).
+struct Heard {
+  std::string_view key;
+  std::uint64_t key_hash = 0;
+  std::string_view version;
+  bool all = false;
+  bool dropped = false;  // a row went (for `all`: the table held rows)
+};
+// Runs on the table's writer thread after each coherence message it applied, any lane, any
+// verdict: from then on no read of this node returns a row older than the message (the referee's
+// "message reached the node"). Diagnostics and tests; must not block; a throw is counted as
+// on_removal's (WriterStats::listener_throws).
+using MessageProbe = std::function<void(const Heard& heard)>;
+
 // The value type of a typed table: set by typed<T>() (codec.h), read by Engine::table<T>() to
 // refuse a handle of another type. Empty (type == nullptr): bytes, as every untyped table.
 struct ValueType {
@@ -108,6 +142,7 @@ class Key {
 
 std::string_view to_string(CoherenceMode m) noexcept;
 std::string_view to_string(DisconnectPolicy p) noexcept;
+std::string_view to_string(L2Format f) noexcept;
 
 // A loader's answer for a name missing from L1 and L2 (WIRE §4.3): a value (its version minted
 // by the engine in the table's kind at flight start), a value with its own version, or an error
@@ -164,6 +199,12 @@ struct TableSpec {
   // ms. Each wake costs the writer's thread a few microseconds (250 a second at 4 ms).
   std::int64_t clock_tick_ms = 4;
   CoherenceMode coherence = CoherenceMode::kNone;
+  L2Format l2_format = L2Format::kFramed;  // kRaw only with coherence kTracking
+  MessageProbe on_message;                 // optional (see MessageProbe)
+  // Fault injection (the referee, chaos tests; 0 = off, else 1..10,000,000 us): every fill's L2
+  // answer waits this long before the writer inserts it, while the writer applies messages
+  // meanwhile: the classic fill race, staged on purpose.
+  std::chrono::microseconds fill_hold{0};
   std::size_t ring_capacity = 4096;   // power of two, 2 .. 2^30
   std::size_t max_batch = 256;        // 1 .. ring_capacity: items applied per drain pass
   ring::FullPolicy full_policy = ring::FullPolicy::kFlush;  // broadcast lane on a full ring

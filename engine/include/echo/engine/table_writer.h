@@ -35,6 +35,13 @@
 
 namespace echo::engine {
 
+// What a tracking invalidation asks of the writer (kNo: a versioned message, every other lane).
+enum class Forget : std::uint8_t {
+  kNo,
+  kKey,  // drop every row of text_hash, whatever its version (WIRE §4.5)
+  kAll,  // drop every row: an invalidate with a nil key list (FLUSHALL, FLUSHDB)
+};
+
 // One coherence message in flight from an io thread to a table writer.
 struct CoherenceItem {
   table::CoherenceMessage message;
@@ -52,6 +59,7 @@ struct CoherenceItem {
   };
   bool text = false;
   std::uint8_t key_size = 0;  // 1..200 when `key` is the one set
+  Forget forget = Forget::kNo;  // a tracking invalidation: by text_hash, or all; message unused
   std::string_view text_key() const noexcept { return {key, key_size}; }
 };
 static_assert(sizeof(CoherenceItem) == 64, "a ring slot: one cache line");
@@ -159,7 +167,11 @@ struct WriterStats {
   std::uint64_t loader_late = 0;               // loader answers that came after their timeout
                                                // (discarded)
   std::uint64_t pin_failures = 0;              // writer_cpu refused by the kernel: runs unpinned
-  std::uint64_t listener_throws = 0;           // on_removal threw (it must not): caught
+  std::uint64_t listener_throws = 0;           // on_removal or on_message threw (they must not)
+  // The tracking lane's guard (no versions): fills an invalidation overtook, answered to the
+  // readers that asked before it and not cached; puts an invalidation overtook, not cached.
+  std::uint64_t forgotten_fills = 0, forgotten_puts = 0;
+  std::uint64_t held_fills = 0;                // fills held by the fill_hold fault injection
   bool suspended = false;
   std::array<std::uint64_t, kLagBuckets> lag_histogram{};
   // Steady-clock ns (std::chrono::steady_clock) at the end of the last batch from the rings that
@@ -198,9 +210,13 @@ class TableWriter {
   void miss(std::string_view name, GetCallback done);
   void miss(const table::BrandedId& name, GetCallback done) { miss(name.view(), std::move(done)); }
   // A put that L2 already stored: insert into L1 (no version compare; the fill guard's
-  // tombstones still refuse an older put), then done().
+  // tombstones still refuse an older put), then done(). `guard`: a tracking table's
+  // forget_token(name), taken before the L2 write was sent: when an invalidation of the name
+  // (or a flush) was applied since, the row is not cached (an invalidation of a later write may
+  // be among them); kNoGuard on every other lane.
+  static constexpr std::uint64_t kNoGuard = ~std::uint64_t{0};
   void put(std::string_view name, std::string value, const table::BrandedId& version,
-           std::function<void()> done);
+           std::function<void()> done, std::uint64_t guard = kNoGuard);
   void put(const table::BrandedId& name, std::string value, const table::BrandedId& version,
            std::function<void()> done) {
     put(name.view(), std::move(value), version, std::move(done));
@@ -233,6 +249,11 @@ class TableWriter {
   void subscription_confirmed();
   // Runs `done` on the writer thread after every command posted before it.
   void sync(std::function<void()> done);
+  // The tracking lane's invalidation sequence for `name` (any thread; a relaxed read): changes
+  // whenever the writer applies an invalidation of a name that shares its slot, or any flush.
+  // The version-less twin of the fill guard: put() compares it to the one taken before L2 was
+  // written.
+  std::uint64_t forget_token(std::string_view name) const noexcept;
 
   // ---- any thread ----
   const table::L1Map& map() const noexcept { return *map_; }
@@ -245,9 +266,9 @@ class TableWriter {
 
  private:
   struct MissCmd { std::string name; GetCallback done; };
-  struct FetchedCmd { std::string name; std::uint64_t flight; L2Fetch fetch; };
+  struct FetchedCmd { std::string name; std::uint64_t flight; L2Fetch fetch; bool held = false; };
   struct LoadedCmd { std::string name; std::uint64_t flight; LoadOutcome load; };
-  struct PutCmd { std::string name; std::string value; table::BrandedId version; std::function<void()> done; };
+  struct PutCmd { std::string name; std::string value; table::BrandedId version; std::function<void()> done; std::uint64_t guard; };
   struct EraseCmd { std::string name; std::function<void()> done; };
   // name: a branded id's 14 bytes or a text key (in std::string's small buffer up to 15 bytes).
   struct ApplyCmd { std::string name; table::BrandedId version; std::function<void(WriterAnswer<table::Verdict>)> done; };
@@ -268,6 +289,11 @@ class TableWriter {
     bool overtaken = false;   // a newer drop for this name was applied while in flight
     int restarts = 0;
     std::shared_ptr<LoadClaim> load;  // the loader call under way (loader_timeout only)
+    // Tracking: how many waiters had asked when the first invalidation of the name (or a flush)
+    // overtook this flight; kNotForgotten while none did. Those get its answer, uncached; the
+    // rest asked after the invalidation reached this node, and the flight reads again for them.
+    static constexpr std::size_t kNotForgotten = ~std::size_t{0};
+    std::size_t forgotten_at = kNotForgotten;
   };
   // A loader call's deadline. Every one is its start plus the table's one loader_timeout, so a
   // FIFO holds them in deadline order.
@@ -300,6 +326,24 @@ class TableWriter {
   // A loader version for `name`: minted now, and past the fill guard's floor for it.
   table::BrandedId mint_version(std::string_view name) const;
   void finish(std::string_view name, GetOutcome outcome);
+  // A tracking flight an invalidation overtook: answers its first forgotten_at waiters with
+  // `outcome`, caches nothing, and reads again for the rest (if any).
+  void serve_forgotten(std::string_view name, Flight& flight, GetOutcome outcome);
+  // A tracking invalidation (one name by hash, or all): drops the rows, moves the guard, marks
+  // the flights it overtook. True when a row went.
+  bool forget(const CoherenceItem& item) noexcept;
+  void forget_flights(std::uint64_t hash, bool all) noexcept;
+  std::atomic<std::uint32_t>& forget_slot(std::uint64_t hash) const noexcept {
+    return forget_seq_[hash & (kForgetSlots - 1)];
+  }
+  // on_message, if set (a throw counted in listener_throws_).
+  void hear(const Heard& heard) noexcept;
+  // fill_hold: L2 answers waiting to be applied, in deadline order (one fixed hold).
+  struct HeldFetch {
+    std::int64_t due_ns;
+    FetchedCmd cmd;
+  };
+  std::int64_t release_held(std::int64_t now_ns);  // next due, or -1
   void note_drop(std::string_view name);
   void note_drop_hashed(std::uint64_t hash) noexcept;
   // The map's RemovalListener: on_removal for each row leaving L1 (messages, expiry, eviction,
@@ -342,13 +386,19 @@ class TableWriter {
   bool suspended_ = true;  // a broadcast or job table caches once its lane confirms delivery
   std::int64_t stale_deadline_ = -1; // serve_stale: when to suspend if still not resubscribed
   std::deque<LoadTimer> load_timers_;  // loader_timeout > 0 only
+  std::deque<HeldFetch> held_;         // fill_hold > 0 only
+  // The tracking lane's invalidation sequence: one counter per slot of names (by hash), plus an
+  // epoch every flush moves. Written by the writer only; read by put() callers anywhere.
+  static constexpr std::size_t kForgetSlots = 4096;
+  std::unique_ptr<std::atomic<std::uint32_t>[]> forget_seq_;
+  std::atomic<std::uint32_t> forget_epoch_{0};
 
   // Counters: written by the writer thread (relaxed load+store), read anywhere.
   std::atomic<std::uint64_t> applied_{0}, stale_{0}, fills_{0}, l2_hits_{0}, coalesced_{0},
       load_errors_{0}, corrupt_frames_{0}, flight_restarts_{0}, ring_flushes_{0},
       disconnect_flushes_{0}, suspended_fills_{0}, puts_{0}, erases_{0}, commands_{0}, passes_{0},
       remembered_stale_{0}, pin_failures_{0}, listener_throws_{0}, loader_timeouts_{0},
-      loader_late_{0};
+      loader_late_{0}, forgotten_fills_{0}, forgotten_puts_{0}, held_fills_{0};
   std::atomic<bool> suspended_flag_{false};
   std::array<std::atomic<std::uint64_t>, kLagBuckets> lag_{};
   std::atomic<std::int64_t> last_applied_ns_{0}, last_decoded_ns_{0};

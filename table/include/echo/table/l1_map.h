@@ -248,6 +248,11 @@ class L1Map {
   // and the fill guard remembers the version under that hash, as apply_coherence does. Two names
   // of one 64-bit hash both go: a drop costs a refill, never a stale read. Writer thread.
   Verdict apply_hashed(std::uint64_t hash, const BrandedId& version) noexcept;
+  // An unversioned invalidation (the tracking lane, WIRE §4.5): every row whose name hashes to
+  // `hash` goes, whatever its version (told to the listener as kMessage with an empty version);
+  // nothing is remembered (no version to guard with: the writer's invalidation sequence guards
+  // the fills). kApplied when a row went (coh_applied), else kStale (coh_stale). Writer thread.
+  Verdict forget_hashed(std::uint64_t hash) noexcept;
   // The same comparison for a batch (the ring's apply function); returns how many applied.
   std::size_t apply_batch(std::span<const CoherenceMessage> messages) noexcept;
   // Deletes the row unconditionally (admin invalidate). True if there was one. Counted in
@@ -507,6 +512,10 @@ class L1Map {
   void evict(Row* row, RemovalCause cause) noexcept;
   // Counts a removal and tells the listener (after the unlink, before the retire).
   void removed(const Row* row, std::string_view version, RemovalCause cause) noexcept;
+  // apply_hashed's and forget_hashed's walk: every row of `hash` that drop(row) accepts goes (told
+  // as kMessage with `told`); counts coh_applied or coh_stale; true when a row went.
+  template <class Drop>
+  bool drop_hashed(std::uint64_t hash, std::string_view told, Drop drop) noexcept;
   // `charged`: the row's charge() (the queue's bytes).
   void push(Fifo& q, Queue which, Row* row, std::size_t charged) noexcept;
   void drop(Fifo& q, Row* row, std::size_t charged) noexcept;
