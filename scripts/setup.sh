@@ -9,8 +9,11 @@ packages=(
   libboost-dev libconcurrentqueue-dev libreaderwriterqueue-dev liburing-dev libhiredis-dev
   libsqlite3-dev libabsl-dev libcli11-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  redis-server redis-tools
+  redis-server redis-tools locales
 )
+
+sudo_cmd=()
+if [[ $(id -u) -ne 0 ]]; then sudo_cmd=(sudo); fi
 
 missing=()
 for p in "${packages[@]}"; do
@@ -21,11 +24,18 @@ done
 
 if ((${#missing[@]})); then
   echo "setup: installing ${missing[*]}"
-  sudo_cmd=()
-  if [[ $(id -u) -ne 0 ]]; then sudo_cmd=(sudo); fi
   "${sudo_cmd[@]}" apt-get update -q
   # The tests start their own servers; keep the package's service from starting on 6379.
   DEBIAN_FRONTEND=noninteractive RUNLEVEL=1 "${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
 else
   echo "setup: every package is present"
+fi
+
+# The collation test starts a redis-server under en_US.UTF-8 (Lua's string order follows the
+# server's LC_COLLATE): the locale must exist.
+if ! locale -a 2>/dev/null | grep -qix 'en_US\.utf-\?8'; then
+  echo "setup: generating the en_US.UTF-8 locale"
+  "${sudo_cmd[@]}" sed -i 's/^# *\(en_US\.UTF-8 UTF-8\)/\1/' /etc/locale.gen
+  grep -q '^en_US.UTF-8 UTF-8' /etc/locale.gen || echo 'en_US.UTF-8 UTF-8' | "${sudo_cmd[@]}" tee -a /etc/locale.gen >/dev/null
+  "${sudo_cmd[@]}" locale-gen
 fi

@@ -20,6 +20,7 @@
 #include <unordered_set>
 #include <utility>
 
+#include "shared_relay.h"
 #include "sharded_subscriber.h"
 
 #include <echo/engine/l2_frame.h>
@@ -175,6 +176,11 @@ struct Engine::Impl {
   bool pushes_closed = false;
   // Publishes the stats snapshot into L2 while running (options.stats_publish > 0).
   std::jthread stats_publisher;
+  // The shared-queue relay (TableSpec::job_relay) and, on a single server, its parking
+  // connection and that connection's CLIENT ID (stop() unblocks its BLPOP with CLIENT UNBLOCK).
+  std::unique_ptr<SharedQueueRelay> relay;
+  std::unique_ptr<io::Connection> relay_park;
+  std::string relay_client;
 
   explicit Impl(EngineOptions o) : options(std::move(o)) {}
 
@@ -751,6 +757,7 @@ struct Engine::Impl {
     c.label = std::move(label);
     c.client_name = "echostore-" + c.label;
     c.version_value = options.version_value;
+    c.version_accept = options.version_accept;
     c.call_timeout = options.call_timeout;
     c.heartbeat = options.heartbeat;
     return c;
@@ -1029,6 +1036,10 @@ std::error_code Engine::start_once(std::chrono::milliseconds timeout) {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
   }
+  if (auto ec = start_relay()) {
+    stop();
+    return ec;
+  }
   if (d.options.stats_publish.count() > 0) {
     // One SET per table per period, best effort: a missed one only lets the key age (PX 3 periods).
     d.stats_publisher = std::jthread([this](std::stop_token stop) {
@@ -1053,6 +1064,14 @@ std::error_code Engine::start_once(std::chrono::milliseconds timeout) {
 void Engine::stop() {
   auto& d = *impl_;
   d.stats_publisher = std::jthread();  // requests stop and joins
+  if (d.relay) {
+    // Its BLPOP parks up to a beat: CLIENT UNBLOCK ends it (a park that begins just after costs
+    // at most that beat). The relay's calls run while the io thread still does.
+    d.relay->stop([&d] {
+      if (!d.relay_client.empty() && d.cmd) (void)d.command({"CLIENT", "UNBLOCK", d.relay_client});
+    });
+    d.relay.reset();
+  }
   d.running.store(false, std::memory_order_seq_cst);  // seq_cst: see Impl::Inflight
   // Blocking calls already posted finish on the still-running io thread.
   while (d.inflight.load(std::memory_order_seq_cst) != 0) {
@@ -1085,6 +1104,7 @@ void Engine::stop() {
   }
   d.ssub.reset();
   d.sub.reset();
+  d.relay_park.reset();
   d.cluster.reset();
   d.cmd.reset();  // fails the consumers' calls in flight (their callbacks name the consumers)
   // The consumers (their parking connections) go while the io thread still runs the loop, like
@@ -1102,6 +1122,58 @@ void Engine::stop() {
 }
 
 bool Engine::running() const noexcept { return impl_->running.load(std::memory_order_acquire); }
+
+std::error_code Engine::start_relay() {
+  auto& d = *impl_;
+  std::vector<SharedQueueRelay::Table> relayed;
+  std::int64_t beat_ms = 60'000;
+  for (auto& s : d.slots) {
+    if (s->spec.coherence != CoherenceMode::kJob || !s->spec.job_relay) continue;
+    relayed.push_back({&s->spec, JobLaneKeys::for_table(s->spec.name)});
+    beat_ms = std::min(beat_ms, s->spec.job_beat_ms);
+  }
+  if (relayed.empty()) return {};
+  const std::chrono::milliseconds beat(beat_ms);
+  SharedQueueRelay::Ports ports;
+  ports.command = [&d](std::vector<std::string> args) { return d.command(std::move(args)); };
+  ports.script = [&d](const io::Script& s, std::vector<std::string> keys, std::vector<std::string> argv) {
+    return d.script(s, std::move(keys), std::move(argv));
+  };
+  ports.fan_out = [this](const TableSpec& spec, const BrandedId& group, const BrandedId& job,
+                         std::string_view name, const BrandedId& version) -> std::error_code {
+    auto r = fan_out(spec.name, group, job, name, version, {}, /*to_shared=*/false);
+    return r ? std::error_code{} : static_cast<std::error_code>(r.error());
+  };
+  if (d.cluster) {
+    // The wake lists hash to several slots (no one BLPOP takes them all): poll every beat.
+    ports.park = [](const std::vector<std::string>&, std::chrono::milliseconds t) {
+      std::this_thread::sleep_for(t);
+    };
+  } else {
+    io::ConnectionOptions park = d.connection_options("relay");
+    park.call_timeout = beat + std::chrono::seconds(2);  // WIRE §5.4: the park's call timeout
+    d.relay_park = std::make_unique<io::Connection>(d.io->loop(), std::move(park));
+    d.relay_park->start();
+    if (auto ec = d.relay_park->wait_ready(d.options.call_timeout)) return ec;
+    auto id = d.relay_park->call_blocking({"CLIENT", "ID"});
+    if (id.ec) return id.ec;
+    if (id.reply.view().type() == io::Resp3Type::integer) {
+      d.relay_client = std::to_string(id.reply.view().integer());
+    }
+    ports.park = [&d](const std::vector<std::string>& lists, std::chrono::milliseconds t) {
+      std::vector<std::string> args{"BLPOP"};
+      args.insert(args.end(), lists.begin(), lists.end());
+      char seconds[32];
+      std::snprintf(seconds, sizeof seconds, "%.3f", static_cast<double>(t.count()) / 1000.0);
+      args.emplace_back(seconds);
+      // A lost connection answers at once: wait out the beat rather than spin on the errors.
+      if (d.relay_park->call_blocking(std::move(args)).ec) std::this_thread::sleep_for(t);
+    };
+  }
+  d.relay = std::make_unique<SharedQueueRelay>(std::move(relayed), std::move(ports), beat);
+  d.relay->start();
+  return {};
+}
 
 Result<Got> Engine::get(std::string_view table, std::string_view id) {
   return impl_->on_table(table, [&](TableRef& ref) { return get(ref, id); });
@@ -1303,7 +1375,8 @@ Result<Applied> Engine::apply_and_remember(std::string_view table, std::string_v
 Result<std::vector<MemberAdmission>> Engine::fan_out(std::string_view table, const BrandedId& group,
                                                      const BrandedId& job, std::string_view id,
                                                      const BrandedId& version,
-                                                     std::vector<std::string> row_set) {
+                                                     std::vector<std::string> row_set,
+                                                     bool to_shared) {
   auto& d = *impl_;
   Impl::add(d.fan_enqueues);
   if (!table::check_table_name(table)) return table::Unexpected{make_error_code(Errc::kNoSuchCache)};
@@ -1355,7 +1428,7 @@ Result<std::vector<MemberAdmission>> Engine::fan_out(std::string_view table, con
   }
   std::vector<MemberAdmission> out;
   std::unordered_set<std::string> sent;  // in the second round: who has the job already
-  bool shared = spec.job_shared_queue;
+  bool shared = spec.job_shared_queue && to_shared;
   for (;;) {
     std::vector<Impl::Call> batch;
     std::vector<std::string> targets;
@@ -1523,6 +1596,13 @@ EngineStats Engine::stats() const {
   out.unrouted_pushes = impl_->unrouted.load(std::memory_order_relaxed);
   out.tracking_sends = impl_->tracking_sends.load(std::memory_order_relaxed);
   out.tracking_refusals = impl_->tracking_refusals.load(std::memory_order_relaxed);
+  if (impl_->relay) {
+    const RelayCounters r = impl_->relay->stats();
+    out.relay_claimed = r.claimed;
+    out.relay_relayed = r.relayed;
+    out.relay_malformed = r.malformed;
+    out.relay_errors = r.errors;
+  }
   const auto ld = [](const std::atomic<std::uint64_t>& c) {
     return c.load(std::memory_order_relaxed);
   };

@@ -147,6 +147,14 @@ void LocalServer::spawn() {
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
+  // The child's environment, built here (the child may only make async-signal-safe calls).
+  std::string lc_all = "LC_ALL=" + options_.locale;
+  std::vector<char*> envp;
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (options_.locale.empty() || std::strncmp(*e, "LC_ALL=", 7) != 0) envp.push_back(*e);
+  }
+  if (!options_.locale.empty()) envp.push_back(lc_all.data());
+  envp.push_back(nullptr);
 
   const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
@@ -155,7 +163,7 @@ void LocalServer::spawn() {
     // Child: only async-signal-safe calls until exec.
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent) ::_exit(127);
-    ::execvp(argv[0], argv.data());
+    ::execvpe(argv[0], argv.data(), envp.data());
     ::_exit(127);
   }
   pid_ = pid;

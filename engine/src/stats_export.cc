@@ -363,6 +363,13 @@ void render_snapshot(Exposition& e, const json& s) {
   e.sample("echostore_engine_tracking_refusals_total", "counter",
            "CLIENT TRACKING commands refused or lost (the tracking tables stay suspended)", base,
            count_of(s.value("tracking_refusals", json(0)), "tracking_refusals"));
+  for (const auto& [key, help] : {std::pair<const char*, const char*>{"relay_claimed", "shared-queue jobs the relay claimed"},
+                                  {"relay_relayed", "shared-queue jobs fanned out to the member queues and completed"},
+                                  {"relay_malformed", "shared-queue jobs that were no message of their table (retried)"},
+                                  {"relay_errors", "relay claims, fan-outs or completions that failed (the lease returns the job)"}}) {
+    e.sample(std::string("echostore_engine_") + key + "_total", "counter", help, base,
+             count_of(s.value(key, json(0)), key));
+  }
   for (const json& t : need(s, "tables")) {
     Labels tl = base;
     tl.emplace_back("table", need(t, "name").get<std::string>());
@@ -444,6 +451,10 @@ std::string to_json(const StatsSnapshot& snapshot) {
   out["unix_ms"] = snapshot.unix_ms;
   out["unrouted_pushes"] = snapshot.engine.unrouted_pushes;
   out["tracking_refusals"] = snapshot.engine.tracking_refusals;
+  out["relay_claimed"] = snapshot.engine.relay_claimed;
+  out["relay_relayed"] = snapshot.engine.relay_relayed;
+  out["relay_malformed"] = snapshot.engine.relay_malformed;
+  out["relay_errors"] = snapshot.engine.relay_errors;
   json tables = json::array();
   for (const auto& t : snapshot.engine.tables) {
     json jt;

@@ -275,7 +275,9 @@ void ClusterClient::fence(bool after_set) {
   const std::string_view get[] = {"GET", key};
   call(get, [this, after_set, key, want](std::error_code ec, const Resp3Value& v) {
     if (closing_ || fenced_) return;
-    if (!ec && v.type() == Resp3Type::bulk_string && v.str() == want) return become_ready();
+    if (!ec && v.type() == Resp3Type::bulk_string && fence_accepts(options_.connection, v.str())) {
+      return become_ready();
+    }
     if (!ec && v.is_null() && !after_set) {
       const std::string_view set[] = {"SET", key, want, "NX"};
       call(set, [this](std::error_code, const Resp3Value&) {

@@ -39,6 +39,11 @@ bool is_ok(const Resp3Value& v) noexcept {
 
 // --- Boot ----------------------------------------------------------------------------------
 
+bool fence_accepts(const ConnectionOptions& o, std::string_view held) noexcept {
+  return held == o.version_value ||
+         std::find(o.version_accept.begin(), o.version_accept.end(), held) != o.version_accept.end();
+}
+
 // A boot step answered by a server that cannot serve yet: LOADING (a restart reading its data
 // back), BUSY (a script or function past its time limit), MASTERDOWN (a replica cut off from its
 // master). None says anything about us, and each passes: so not WIRE §6's fatal refusal, but a
@@ -141,7 +146,7 @@ void Connection::boot_fence_check(bool after_set) {
   enqueue_internal(get, [this, after_set](std::error_code ec, const Resp3Value& v) {
     if (ec && ec != IoErrc::kServerError) return;
     if (boot_transient(v)) return;
-    if (v.type() == Resp3Type::bulk_string && v.str() == options_.version_value) return booted();
+    if (v.type() == Resp3Type::bulk_string && fence_accepts(options_, v.str())) return booted();
     if (v.is_error() && starts_with(v.str(), "MOVED ")) return stop_fatal(IoErrc::kClusterNode);
     if (v.is_null() && !after_set) {
       // Unclaimed: claim it (NX, so a concurrent claimer's value wins) and read back.

@@ -5,8 +5,11 @@
 -- ARGV[1]  v, the incoming 14-byte branded version
 -- returns  1 when the row was deleted (stored frame shorter than 14 bytes, or v newer),
 --          0 when the key is missing or the stored version is equal or newer (kept).
--- Payload bytes 4..14 compare in byte order: Lua's string `<` follows strcmp/strcoll, which is
--- byte order under the C locale that redis-server runs Lua in.
+-- Payload bytes 4..14 compare in byte order (payload_newer), never by the server's collation.
+-- #include payload_newer
+if string.len(ARGV[1]) < 14 then
+  return redis.error_reply('EMQARG version shorter than 14 bytes')
+end
 local stored = redis.call('GET', KEYS[1])
 if not stored then
   return 0
@@ -15,7 +18,7 @@ if string.len(stored) < 14 then
   redis.call('DEL', KEYS[1])
   return 1
 end
-if string.sub(ARGV[1], 4, 14) > string.sub(stored, 4, 14) then
+if payload_newer(ARGV[1], stored) then
   redis.call('DEL', KEYS[1])
   return 1
 end

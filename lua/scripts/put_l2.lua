@@ -7,13 +7,13 @@
 -- ARGV[2]  ttl in ms (PX), a positive decimal
 -- returns  1 when stored (no row, a corrupt row shorter than 14 bytes, or an older version),
 --          0 when the stored version is equal or newer (kept, nothing written).
+-- #include payload_newer
 local incoming = ARGV[1]
 if string.len(incoming) < 14 then
   return redis.error_reply('EMQFRAME framed value shorter than 14 bytes')
 end
 local stored = redis.call('GET', KEYS[1])
-if stored and string.len(stored) >= 14 and
-    string.sub(incoming, 4, 14) <= string.sub(stored, 4, 14) then
+if stored and string.len(stored) >= 14 and not payload_newer(incoming, stored) then
   return 0
 end
 redis.call('SET', KEYS[1], incoming, 'PX', ARGV[2])

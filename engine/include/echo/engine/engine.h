@@ -63,7 +63,15 @@ struct EngineOptions {
   std::chrono::milliseconds call_timeout{5000};  // a blocking L2 call; 1..3,600,000 ms
   std::chrono::milliseconds heartbeat{30000};    // idle PING on each connection; 0 = off,
                                                  // else at most 3,600,000 ms
-  std::string version_value = "echomq:2.0.0";    // the {emq}:version fence; not empty
+  // The {emq}:version fence (WIRE §5.1): the value this engine claims when the key is unset (not
+  // empty), and the others it accepts as sharing the wire. The chapters' bus writes echomq:2.0.0,
+  // the original's current code echomq:3.0.0; every key and script the coherence lanes use
+  // (genqueue, gclaim, complete, retry, reap, promote; the job hash's state, attempts, payload,
+  // group) is the same in both, and 3.0.0's additions (flow fields read by complete and retry,
+  // lock keys, admin verbs) are optional fields our jobs never carry: either era's consumer
+  // claims and completes the other's jobs. README "Beside the original".
+  std::string version_value = "echomq:2.0.0";
+  std::vector<std::string> version_accept = {"echomq:2.0.0", "echomq:3.0.0"};
   // Every this often, SET ecc:{t}:stats:<node_id> to each table's JSON stats snapshot, PX three
   // periods (stats_export.h; `echostore stats` reads them). 0 = off, else 100..3,600,000 ms.
   std::chrono::milliseconds stats_publish{0};
@@ -129,6 +137,8 @@ struct EngineStats {
   std::uint64_t unrouted_pushes = 0;  // pushes for no declared table, or not messages
   // Tracking tables: CLIENT TRACKING commands sent (start, each reconnect) and refused or lost.
   std::uint64_t tracking_sends = 0, tracking_refusals = 0;
+  // The shared-queue relay (TableSpec::job_relay), summed over this engine's relaying tables.
+  std::uint64_t relay_claimed = 0, relay_relayed = 0, relay_malformed = 0, relay_errors = 0;
 };
 
 template <class T>
@@ -298,11 +308,14 @@ class Engine {
 
  private:
   std::error_code start_once(std::chrono::milliseconds timeout);  // start() less its catch
+  std::error_code start_relay();  // the shared-queue relay, when a job-lane table has job_relay
   // `row_set`: a command (publish's SET) that leads the first pipeline; its error is the answer.
+  // `to_shared`: false for the relay (the job came from the shared queue).
   Result<std::vector<MemberAdmission>> fan_out(std::string_view table, const table::BrandedId& group,
                                                const table::BrandedId& job, std::string_view id,
                                                const table::BrandedId& version,
-                                               std::vector<std::string> row_set = {});
+                                               std::vector<std::string> row_set = {},
+                                               bool to_shared = true);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

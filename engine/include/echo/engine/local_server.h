@@ -17,6 +17,9 @@ struct LocalServerOptions {
   std::string binary = "redis-server";  // looked up on PATH; $ECHO_REDIS_SERVER overrides
   std::string password;                 // non-empty: --requirepass
   std::vector<std::string> extra_args;  // e.g. {"--cluster-enabled", "yes"}
+  // Non-empty: the server runs with LC_ALL set to it (redis-server takes LC_COLLATE from its
+  // environment, and Lua's string comparisons follow it: the collation test).
+  std::string locale;
   std::chrono::milliseconds ready_timeout{10000};
 };
 

@@ -223,6 +223,14 @@ struct TableSpec {
   int job_max_attempts = 3;                // 1 .. 1000: then the job is dead
   std::size_t job_credits = 1024;          // 1 .. ring_capacity: claimed, not yet applied
   bool job_shared_queue = false;           // enqueue also feeds ecc.coh.<t> (original consumers)
+  // The relay (WIRE §5.5): this member also consumes the shared queue ecc.coh.<t> as the
+  // original's consumers do, admits each job it claims into every live member queue (under the
+  // job's own id) and then completes it there. On by default: without it a job an original
+  // writer admits (genqueue) reaches no EchoStore node, and each serves the old row until its
+  // TTL. It costs a thread and a parked connection per engine (for all its relaying tables) and
+  // one empty claim per wake another consumer won. Off where no original writer shares the
+  // server and nothing else feeds the shared queue.
+  bool job_relay = true;
   // The lead: this node listens on the table's lead channel (JobLaneKeys::lead) and applies what
   // arrives there at once, and its enqueue PUBLISHes the message there one round trip before it
   // admits the job. The job still comes (at-least-once); its apply then finds the row gone. Off:

@@ -54,7 +54,9 @@ struct ConnectionOptions {
   std::string label = "conn";      // the stats label
   bool fence = true;               // check {emq}:version at every boot
   std::string version_key = "{emq}:version";
-  std::string version_value = "echomq:2.0.0";
+  std::string version_value = "echomq:2.0.0";  // claimed (SET NX) when the key is unset
+  // Other values the fence accepts as sharing this wire (never written): see fence_accepts().
+  std::vector<std::string> version_accept;
   std::size_t max_pending = 10000;                        // >= 1; calls waiting for replies
   std::chrono::milliseconds connect_timeout{3000};        // >= 1 ms
   std::chrono::milliseconds boot_timeout{3000};           // per boot reply; >= 1 ms
@@ -71,6 +73,10 @@ struct ConnectionOptions {
   // address, or a port outside 1..65535, keeps the last target. host/port in options() follow.
   std::function<DialTarget()> target;
 };
+
+// The {emq}:version fence's verdict on the value a server holds: version_value, or one of
+// version_accept.
+bool fence_accepts(const ConnectionOptions& o, std::string_view held) noexcept;
 
 enum class ConnStatus : std::uint8_t { kIdle, kConnecting, kBooting, kReady, kBackoff, kStopped };
 std::string_view to_string(ConnStatus s) noexcept;
