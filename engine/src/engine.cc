@@ -20,6 +20,7 @@
 #include <unordered_set>
 #include <utility>
 
+#include "node_lease.h"
 #include "shared_relay.h"
 #include "sharded_subscriber.h"
 
@@ -38,12 +39,6 @@ using Clock = std::chrono::steady_clock;
 std::int64_t steady_ns() noexcept {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
       .count();
-}
-
-io::Script embedded_script(std::string_view name) {
-  const lua::Script* s = lua::find_script(name);
-  if (s == nullptr) throw std::logic_error("missing embedded script " + std::string(name));
-  return io::Script{std::string(s->sha1), std::string(s->source)};
 }
 
 std::error_code unexpected() { return make_error_code(Errc::kUnexpectedReply); }
@@ -132,10 +127,20 @@ struct Engine::Impl {
   // The subscriber's CLIENT TRACKING command (every tracking table's prefix): sent at start and
   // after every reconnect; EngineStats::tracking_sends / tracking_refusals.
   std::atomic<std::uint64_t> tracking_sends{0}, tracking_refusals{0};
-  // Mints through the process's one cell (table::process_minter) under options.node_id.
-  table::BrandedId mint(std::string_view ns) const {
-    return table::process_minter().mint(ns, options.node_id).value();
+  // The node lease (node_lease.h): built with the engine, taken in start(); minting waits for it.
+  std::unique_ptr<NodeLease> lease;
+  int current_node() const noexcept { return lease ? lease->current() : -1; }
+  // Mints through the process's one cell (table::process_minter) under the leased node:
+  // no_node_lease without one, kind for a bad namespace.
+  Result<BrandedId> mint(std::string_view ns) const {
+    const int node = current_node();
+    if (node < 0) return table::Unexpected{make_error_code(Errc::kNoNodeLease)};
+    auto id = table::process_minter().mint(ns, static_cast<unsigned>(node));
+    if (!id) return table::Unexpected{make_error_code(Errc::kKind)};
+    return *id;
   }
+  // The leased node as the member queues and stats keys name it.
+  std::string node_name() const { return std::to_string(lease ? lease->node() : -1); }
   io::Script put_l2 = embedded_script("put_l2");
   io::Script drop_l2 = embedded_script("drop_l2");
   io::Script publish_l2 = embedded_script("publish_l2");
@@ -522,6 +527,7 @@ struct Engine::Impl {
   // ---- the writer's ports (called on the writer thread; never block) ----
   WriterPorts ports_for(Slot& slot) {
     WriterPorts p;
+    p.node = [this] { return current_node(); };
     p.fetch = [this, &slot](std::string_view name, std::function<void(L2Fetch)> done) {
       std::string key = key_of(slot, name);
       io->loop().post([this, key = std::move(key), done = std::move(done)]() mutable {
@@ -823,11 +829,24 @@ Engine::Engine(EngineOptions options, std::vector<TableSpec> tables)
     throw ConfigError("cluster_seeds is set but mode is single (set mode = ServerMode::kCluster)");
   }
   check_connection_knobs(impl_->options, by_seeds);
+  // Built now, taken in start(): the writers ask it for their node from their own threads.
+  impl_->lease = std::make_unique<NodeLease>(
+      [d = impl_.get()](const io::Script& s, std::vector<std::string> keys,
+                        std::vector<std::string> argv) {
+        return d->script(s, std::move(keys), std::move(argv));
+      },
+      impl_->options.node_id == EngineOptions::kAutoNode ? -1
+                                                         : static_cast<int>(impl_->options.node_id),
+      impl_->options.node_lease);
   if (const auto p = impl_->options.stats_publish.count(); p != 0 && (p < 100 || p > 3600000)) {
     throw ConfigError("stats_publish must be 0 (off) or lie in 100..3,600,000 ms, got " + std::to_string(p));
   }
-  if (impl_->options.node_id > table::kMaxNode) {
-    throw ConfigError("node_id must lie in 0..1023, got " + std::to_string(impl_->options.node_id));
+  if (impl_->options.node_id > table::kMaxNode && impl_->options.node_id != EngineOptions::kAutoNode) {
+    throw ConfigError("node_id must be auto (EngineOptions::kAutoNode) or lie in 0..1023, got " +
+                      std::to_string(impl_->options.node_id));
+  }
+  if (const auto l = impl_->options.node_lease.count(); l < 1000 || l > 3'600'000) {
+    throw ConfigError("node_lease must lie in 1000..3,600,000 ms, got " + std::to_string(l));
   }
   for (auto& spec : tables) {
     validate(spec);
@@ -855,7 +874,6 @@ Engine::Engine(EngineOptions options, std::vector<TableSpec> tables)
     } else if (slot->spec.coherence == CoherenceMode::kJob) {
       // Never refuses: the consumer publishes only into free slots (credits).
       slot->job_ring = &slot->writer->add_ring(ring::FullPolicy::kDrop);
-      slot->publish_group = impl_->mint("PRT");
       if (slot->spec.job_lead) {
         slot->lead_ring = &slot->writer->add_ring(ring::FullPolicy::kDrop);
         impl_->by_lead.emplace(JobLaneKeys::for_table(slot->spec.name).lead, slot.get());
@@ -932,6 +950,14 @@ std::error_code Engine::start_once(std::chrono::milliseconds timeout) {
       return make_error_code(Errc::kWrongMode);
     }
   }
+  // The node lease before anything that mints or names this node (member queues, stats keys).
+  if (auto ec = d.lease->acquire(deadline)) {
+    stop();
+    return ec;
+  }
+  for (auto& s : d.slots) {
+    if (s->spec.coherence == CoherenceMode::kJob) s->publish_group = d.mint("PRT").value();
+  }
   for (auto& s : d.slots) {
     if (s->job_ring == nullptr) continue;
     io::ConnectionOptions park = d.connection_options("park-" + s->spec.name);
@@ -940,7 +966,7 @@ std::error_code Engine::start_once(std::chrono::milliseconds timeout) {
       // Every key of this node's member queue shares its hash tag: the router sends each call to
       // that shard, and the consumer parks on a connection to the same master.
       const std::uint16_t slot = io::hash_slot(
-          JobLaneKeys::for_table(s->spec.name).member_base(std::to_string(d.options.node_id)));
+          JobLaneKeys::for_table(s->spec.name).member_base(d.node_name()));
       const auto owner = d.cluster->address_of(slot);
       const auto at = owner.host.empty() ? d.seeds().front() : owner;
       park.host = at.host;
@@ -966,7 +992,7 @@ std::error_code Engine::start_once(std::chrono::milliseconds timeout) {
       port = CommandPort::of(*d.cmd);
     }
     s->consumer = std::make_unique<JobConsumer>(d.io->loop(), std::move(port), std::move(park),
-                                                *s->writer, *s->job_ring, std::to_string(d.options.node_id));
+                                                *s->writer, *s->job_ring, d.node_name());
     s->consumer->start();
   }
   std::vector<std::string> channels;  // every broadcast lane's, then every lead's
@@ -1044,7 +1070,7 @@ std::error_code Engine::start_once(std::chrono::milliseconds timeout) {
     // One SET per table per period, best effort: a missed one only lets the key age (PX 3 periods).
     d.stats_publisher = std::jthread([this](std::stop_token stop) {
       const auto period = impl_->options.stats_publish;
-      const std::string node = std::to_string(impl_->options.node_id);
+      const std::string node = impl_->node_name();
       const std::string px = std::to_string(3 * period.count());
       std::mutex mu;
       std::condition_variable_any cv;
@@ -1064,6 +1090,7 @@ std::error_code Engine::start_once(std::chrono::milliseconds timeout) {
 void Engine::stop() {
   auto& d = *impl_;
   d.stats_publisher = std::jthread();  // requests stop and joins
+  if (d.lease) d.lease->release();  // while the command connection still runs
   if (d.relay) {
     // Its BLPOP parks up to a beat: CLIENT UNBLOCK ends it (a park that begins just after costs
     // at most that beat). The relay's calls run while the io thread still does.
@@ -1229,7 +1256,11 @@ Result<BrandedId> Engine::put(TableRef& ref, std::string_view key, std::string_v
   Impl::Slot* slot = &ref;
   auto name = Impl::gate(*slot, key);
   if (!name) return table::Unexpected{name.error()};
-  if (!version) version = d.mint(slot->spec.kind);
+  if (!version) {
+    auto minted = d.mint(slot->spec.kind);  // no_node_lease without a lease
+    if (!minted) return table::Unexpected{minted.error()};
+    version = *minted;
+  }
   // Tracking: the guard is read before the SET leaves, so any invalidation of a later write
   // (which the server sends after running ours) moves it before the row could be cached.
   const bool tracking = slot->spec.coherence == CoherenceMode::kTracking;
@@ -1263,7 +1294,11 @@ Result<BrandedId> Engine::publish(TableRef& ref, std::string_view key, std::stri
   }
   auto name = Impl::gate(*slot, key);
   if (!name) return table::Unexpected{name.error()};
-  if (!version) version = d.mint(slot->spec.kind);
+  if (!version) {
+    auto minted = d.mint(slot->spec.kind);  // no_node_lease without a lease
+    if (!minted) return table::Unexpected{minted.error()};
+    version = *minted;
+  }
   // The message: name:version, 29 bytes (WIRE §2.1), or key:version for a text key (§2.2).
   std::string message;
   if (slot->spec.keys == KeyKind::kText) {
@@ -1290,7 +1325,11 @@ Result<BrandedId> Engine::publish(std::string_view table, const BrandedId& group
   if (slot == nullptr) return table::Unexpected{make_error_code(Errc::kNoSuchCache)};
   auto name = Impl::gate(*slot, id);  // a branded id of the table's kind, or a text key
   if (!name) return table::Unexpected{name.error()};
-  if (!version) version = d.mint(slot->spec.kind);
+  if (!version) {
+    auto minted = d.mint(slot->spec.kind);  // no_node_lease without a lease
+    if (!minted) return table::Unexpected{minted.error()};
+    version = *minted;
+  }
   std::vector<std::string> set{"SET", d.key_of(*slot, *name), frame_l2_value(*version, value),
                                "PX", std::to_string(slot->spec.ttl_ms)};
   if (d.options.mode == ServerMode::kCluster) {
@@ -1300,7 +1339,9 @@ Result<BrandedId> Engine::publish(std::string_view table, const BrandedId& group
     if (!reply) return table::Unexpected{reply.error()};
     if (reply->view().str() != "OK") return table::Unexpected{unexpected()};
   }
-  auto admitted = fan_out(table, group, d.mint("JOB"), *name, *version, std::move(set));
+  auto job = d.mint("JOB");
+  if (!job) return table::Unexpected{job.error()};
+  auto admitted = fan_out(table, group, *job, *name, *version, std::move(set));
   // No live member: the row is in L2 and no L1 holds it (a member not live drops its rows when it
   // beats again), so the write is complete.
   if (!admitted && admitted.error() != make_error_code(Errc::kNoLiveMember)) {
@@ -1335,7 +1376,9 @@ Result<std::int64_t> Engine::broadcast(std::string_view table, std::string_view 
 
 Result<std::vector<MemberAdmission>> Engine::enqueue(std::string_view table, const BrandedId& group,
                                                      std::string_view id, const BrandedId& version) {
-  auto admitted = fan_out(table, group, impl_->mint("JOB"), id, version);
+  auto job = impl_->mint("JOB");
+  if (!job) return table::Unexpected{job.error()};
+  auto admitted = fan_out(table, group, *job, id, version);
   if (!admitted) Impl::add(impl_->fan_errors);
   return admitted;
 }
@@ -1552,11 +1595,9 @@ Result<table::Verdict> Engine::apply_coherence(std::string_view table, std::stri
                                            });
 }
 
-Result<BrandedId> Engine::mint(std::string_view ns) {
-  auto id = table::process_minter().mint(ns, impl_->options.node_id);
-  if (!id) return table::Unexpected{make_error_code(Errc::kKind)};
-  return *id;
-}
+Result<BrandedId> Engine::mint(std::string_view ns) { return impl_->mint(ns); }
+
+int Engine::node_id() const noexcept { return impl_->lease ? impl_->lease->node() : -1; }
 
 std::vector<TableInfo> Engine::directory() const {
   std::vector<TableInfo> out;
@@ -1596,6 +1637,13 @@ EngineStats Engine::stats() const {
   out.unrouted_pushes = impl_->unrouted.load(std::memory_order_relaxed);
   out.tracking_sends = impl_->tracking_sends.load(std::memory_order_relaxed);
   out.tracking_refusals = impl_->tracking_refusals.load(std::memory_order_relaxed);
+  if (impl_->lease) {
+    out.node_id = impl_->lease->node();
+    const NodeLeaseCounters l = impl_->lease->stats();
+    out.node_renewals = l.renewals;
+    out.node_lapses = l.lapses;
+    out.node_taken = l.taken;
+  }
   if (impl_->relay) {
     const RelayCounters r = impl_->relay->stats();
     out.relay_claimed = r.claimed;

@@ -34,6 +34,9 @@ std::string_view to_string(Errc e) noexcept {
     case Errc::kLoaderTimeout: return "loader_timeout";
     case Errc::kTrackingRefused: return "tracking_refused";
     case Errc::kNotVersioned: return "not_versioned";
+    case Errc::kNoFreeNode: return "no_free_node";
+    case Errc::kNodeTaken: return "node_taken";
+    case Errc::kNoNodeLease: return "no_node_lease";
   }
   return "unknown";
 }

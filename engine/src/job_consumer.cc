@@ -24,11 +24,6 @@
 namespace echo::engine {
 namespace {
 
-io::Script script(std::string_view name) {
-  const lua::Script* s = lua::find_script(name);
-  if (s == nullptr) throw std::logic_error("missing embedded script " + std::string(name));
-  return io::Script{std::string(s->sha1), std::string(s->source)};
-}
 
 std::int64_t as_int(const io::Resp3Value& v) {
   if (v.type() == io::Resp3Type::integer) return v.integer();
@@ -46,9 +41,17 @@ std::string seconds_text(std::int64_t ms) {
   return buf;
 }
 
-// This process's owner token for its member queues: host:pid:random (job_consumer.h, "Two
-// processes, one node id"). The random part tells apart two consumers of one process (two engines
-// under the same node id) and a pid the system gave again.
+}  // namespace
+
+io::Script embedded_script(std::string_view name) {
+  const lua::Script* s = lua::find_script(name);
+  if (s == nullptr) throw std::logic_error("missing embedded script " + std::string(name));
+  return io::Script{std::string(s->sha1), std::string(s->source)};
+}
+
+// host:pid:random (job_consumer.h, "Two processes, one node id"; the node leases). The random
+// part tells apart two consumers of one process (two engines under the same node id) and a pid
+// the system gave again.
 std::string owner_token() {
   char host[256] = {};
   if (::gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
@@ -59,8 +62,6 @@ std::string owner_token() {
                 static_cast<unsigned long long>(r));
   return buf;
 }
-
-}  // namespace
 
 std::string JobLaneKeys::member_base(std::string_view member) const {
   return "emq:{" + queue + "|" + std::string(member) + "}:";
@@ -77,10 +78,10 @@ JobLaneKeys JobLaneKeys::for_table(std::string_view table) {
 }
 
 JobLaneScripts JobLaneScripts::embedded() {
-  return {script("gclaim"),      script("complete"),    script("retry"),
-          script("promote"),     script("reap"),        script("member_beat"),
-          script("member_reap"), script("member_drop"), script("member_enqueue"),
-          script("member_park")};
+  const auto e = embedded_script;
+  return {e("gclaim"),      e("complete"),    e("retry"),          e("promote"),
+          e("reap"),        e("member_beat"), e("member_reap"),    e("member_drop"),
+          e("member_enqueue"), e("member_park")};
 }
 
 CommandPort CommandPort::of(io::Connection& c) {

@@ -306,6 +306,12 @@ std::size_t TableWriter::drain_rings() {
           }
           continue;
         }
+        // A message no newer than the drop the guard remembers for the name tells its flights
+        // nothing: that drop already restarted every flight begun before it, and every later one
+        // read L2 after it (a job behind its own lead, a replay). Restarting them again only
+        // spends their restart budget (kMaxRestarts, then `contended`) on a hot name.
+        std::optional<table::IdBytes> known;
+        if (!flights_.empty() && !by_hash) known = map_->tombstone(name);
         const auto verdict = by_hash ? map_->apply_hashed(item.text_hash, item.message.version)
                                      : map_->apply_coherence(name, item.message.version);
         if (verdict == table::Verdict::kApplied) {
@@ -316,7 +322,7 @@ std::size_t TableWriter::drain_rings() {
         if (!flights_.empty()) {
           if (by_hash) {
             note_drop_hashed(item.text_hash);
-          } else {
+          } else if (!known || table::newer(item.message.version.view(), table::view(*known))) {
             note_drop(name);
           }
         }
@@ -561,16 +567,19 @@ void TableWriter::restart(std::string_view name, Flight& flight) {
   start_fetch(name, flight);
 }
 
-table::BrandedId TableWriter::mint_version(std::string_view name) const {
+std::optional<table::BrandedId> TableWriter::mint_version(std::string_view name) const {
+  const int leased = ports_.node ? ports_.node() : static_cast<int>(node_id_);
+  if (leased < 0) return std::nullopt;  // no node lease: nothing may be minted now
+  const auto node = static_cast<unsigned>(leased);
   // Past the fill guard's floor for the name: a drop minted elsewhere in this same millisecond
   // under a higher node id is newer than a plain mint here, and its tombstone would refuse the
   // loader's value. (The kind is validated at construction, the node at the engine's: no error.)
   if (const auto floor = map_->fill_floor(name)) {
     if (const auto parsed = table::BrandedId::parse(table::view(*floor))) {
-      return table::process_minter().mint_after(spec_.kind, node_id_, *parsed).value();
+      return table::process_minter().mint_after(spec_.kind, node, *parsed).value();
     }
   }
-  return table::process_minter().mint(spec_.kind, node_id_).value();
+  return table::process_minter().mint(spec_.kind, node).value();
 }
 
 void TableWriter::on_fetched(FetchedCmd& cmd) {
@@ -591,6 +600,11 @@ void TableWriter::on_fetched(FetchedCmd& cmd) {
   }
   if (!cmd.fetch.stored) {
     // L2 nil: the loader runs once for the whole flight, within the table's loader_timeout.
+    if (!flight->minted) flight->minted = mint_version(cmd.name);
+    if (!flight->minted) {
+      finish(cmd.name, GetOutcome{make_error_code(Errc::kNoNodeLease)});
+      return;
+    }
     std::shared_ptr<LoadClaim> claim;
     if (spec_.loader_timeout.count() > 0) {
       claim = std::make_shared<LoadClaim>();
@@ -598,7 +612,7 @@ void TableWriter::on_fetched(FetchedCmd& cmd) {
       load_timers_.push_back(LoadTimer{table::steady_clock_ms() + spec_.loader_timeout.count(),
                                        cmd.name, cmd.flight, claim});
     }
-    ports_.load(cmd.name, flight->minted, std::move(claim),
+    ports_.load(cmd.name, *flight->minted, std::move(claim),
                 [this, name = cmd.name, id = cmd.flight](LoadOutcome load) {
                   post(LoadedCmd{name, id, std::move(load)});
                 });
@@ -607,7 +621,9 @@ void TableWriter::on_fetched(FetchedCmd& cmd) {
   GetOutcome out;
   out.source = Source::kL2;
   if (spec_.l2_format == L2Format::kRaw) {
-    // No version in L2: the row carries this node's stamp, minted when the flight began.
+    // No version in L2: the row carries this node's stamp, minted when the flight began (or
+    // now; without a node lease, none: the value is answered and not cached).
+    if (!flight->minted) flight->minted = mint_version(cmd.name);
     out.value = std::move(*cmd.fetch.stored);
     out.version = flight->minted;
   } else {

@@ -175,7 +175,12 @@ TEST_F(Publish, WithTheCommandConnectionKilledMidCallNoMessageLacksItsRowAndNoRo
   constexpr int kPublishers = 3;
   constexpr int kKills = 40;
   const std::string t = "killed";
-  auto a = node(1, {table_spec(t, "AST", CoherenceMode::kBroadcast, answering("px=0"))});
+  // The connection is down most of the run (killed as soon as it answers a few calls): a lease
+  // that outlives the run, or its renewals (on that connection) would let it lapse and the
+  // publishers' mints fail no_node_lease, as they should.
+  engine::EngineOptions o = node_options(server(), 1);
+  o.node_lease = std::chrono::minutes(5);
+  auto a = start_node(o, {table_spec(t, "AST", CoherenceMode::kBroadcast, answering("px=0"))});
   ASSERT_TRUE(a);
   const std::string channel = table::coherence_channel(t).value();
 

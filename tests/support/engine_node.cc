@@ -30,6 +30,10 @@ engine::EngineOptions node_options(const std::string& host, int port, unsigned n
   o.host = host;
   o.port = port;
   o.node_id = node;
+  // Short enough that a node restarted under its id after a SIGKILL starts within start()'s
+  // timeout (it waits for the predecessor's lease to lapse), long enough for an ASan run's
+  // stalls (held 2.7 s past each renewal, renewed every second).
+  o.node_lease = std::chrono::seconds(3);
   return o;
 }
 
@@ -42,7 +46,15 @@ engine::EngineOptions node_options(const engine::LocalCluster& cluster, unsigned
   o.mode = engine::ServerMode::kCluster;
   o.cluster_seeds = cluster.seeds();
   o.node_id = node;
+  // Longer than a failover of the master that holds the lease keys (the cluster drills kill
+  // masters; a lapse would stop the test's minting), and no test restarts a cluster node.
+  o.node_lease = std::chrono::seconds(30);
   return o;
+}
+
+std::unique_ptr<engine::Engine> start_node(engine::EngineOptions options,
+                                           std::vector<engine::TableSpec> tables) {
+  return start(std::move(options), std::move(tables), nullptr, std::nullopt);
 }
 
 std::unique_ptr<engine::Engine> start_node(const engine::LocalServer& server, unsigned node,

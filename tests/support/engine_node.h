@@ -26,6 +26,9 @@ engine::EngineOptions node_options(const engine::LocalCluster& cluster, unsigned
 // given (use_journal, before start), and starts it: within the engine's default 5 s on a single
 // server, within 15 s on a cluster (its map and one subscription per shard, on a loaded machine).
 // A failure to start is a test failure, and nullptr.
+// An engine of `options` (node_options' with changes), started; nullptr and a test failure if not.
+std::unique_ptr<engine::Engine> start_node(engine::EngineOptions options,
+                                           std::vector<engine::TableSpec> tables);
 std::unique_ptr<engine::Engine> start_node(const engine::LocalServer& server, unsigned node,
                                            std::vector<engine::TableSpec> tables,
                                            engine::Journal* journal = nullptr);

@@ -201,6 +201,59 @@ TEST(TableWriter, FlightOvertakenByNewerDropRereadsL2) {
   EXPECT_EQ(get_via(w, name).source, Source::kL1);
 }
 
+// A message no newer than the drop the guard already holds for the name (a job behind its own
+// lead, a replay) restarts no flight: the first drop restarted those begun before it, and the
+// re-read went out after it. Restarting again would only spend the flight's budget.
+TEST(TableWriter, AMessageNoNewerThanTheRememberedDropRestartsNoFlight) {
+  FakeL2 l2;
+  TableWriter w(spec(CoherenceMode::kBroadcast), l2.ports(), 1);
+  auto& ring = w.add_ring(ring::FullPolicy::kFlush);
+  w.start();
+  w.subscription_confirmed();
+  sync(w);
+  const auto name = id("AST", 104), v1 = id("TXN", 10), v2 = id("TXN", 20), v3 = id("TXN", 30);
+  l2.set(name, v1, "old");
+  l2.set_park(true);
+  std::promise<GetOutcome> p;
+  w.miss(name, [&p](GetOutcome&& o) { p.set_value(std::move(o)); });
+  sync(w);  // the read of v1 is parked
+  auto applied = [&w] { return w.stats().applied + w.stats().stale; };
+  auto publish = [&](const BrandedId& v) {
+    const auto before = applied();
+    ASSERT_TRUE(ring.try_publish(CoherenceItem{{name, v}, 0, 0}));
+    for (int i = 0; i < 5000 && applied() == before; ++i) std::this_thread::sleep_for(1ms);
+    ASSERT_GT(applied(), before);
+  };
+  l2.set(name, v2, "new");
+  publish(v2);      // overtakes the flight
+  l2.release_all();  // the v1 answer lands: the flight reads again (parked)
+  for (int i = 0; i < 5000 && w.stats().flight_restarts == 0; ++i) std::this_thread::sleep_for(1ms);
+  ASSERT_EQ(w.stats().flight_restarts, 1u);
+  publish(v2);  // the same version again (the job behind its lead)
+  publish(v1);  // and an older one (a late replay)
+  l2.release_all();  // the re-read's answer: v2
+  auto got = p.get_future().get();
+  ASSERT_FALSE(got.ec);
+  EXPECT_EQ(got.value, "new");
+  EXPECT_EQ(w.stats().flight_restarts, 1u) << "a message that said nothing new restarted the flight";
+  // A newer one still does.
+  l2.set(name, v3, "v3");
+  publish(v3);  // drops the cached v2 (no flight)
+  std::promise<GetOutcome> q;
+  w.miss(name, [&q](GetOutcome&& o) { q.set_value(std::move(o)); });
+  sync(w);  // its read of v3 is parked
+  const auto v4 = id("TXN", 40);
+  l2.set(name, v4, "v4");
+  publish(v4);
+  l2.set_park(false);
+  l2.release_all();
+  auto newest = q.get_future().get();
+  ASSERT_FALSE(newest.ec);
+  EXPECT_EQ(newest.value, "v4");
+  EXPECT_EQ(w.stats().flight_restarts, 2u);
+  w.stop();
+}
+
 // A drop that overtakes a flight of a name L2 lacks: the flight reads again, finds nil again, and
 // runs the loader. The loader's value must go to L2 (and L1) under a version minted after that
 // drop: under the flight's first version it sat in L2 as post-drop data under a pre-drop version,

@@ -496,6 +496,9 @@ TableSpec park_table(const std::string& name, std::int64_t beat_ms) {
   };
   t.coherence = CoherenceMode::kJob;
   t.job_beat_ms = beat_ms;
+  // The gate watches one member's park; a relay (WIRE §5.5) is a second parked consumer, of the
+  // shared queue, that claims and maintains once a beat: not part of what is measured.
+  t.job_relay = false;
   return t;
 }
 

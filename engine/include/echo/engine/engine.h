@@ -56,7 +56,16 @@ struct EngineOptions {
   std::string cluster_seeds;
   int cluster_max_redirects = 5;       // kCluster: MOVED/ASK per call, 0..16
   std::string password;
-  unsigned node_id = 0;                // 0..1023: this process's minting node
+  // This engine's minting node: kAutoNode (the default) leases the first free node in 0..1023 at
+  // start; 0..1023 leases that one (start fails node_taken when another process holds it). Either
+  // way the lease ({ecc}:node:<n>, renewed every third of node_lease) is what lets the engine
+  // mint: two live processes never mint under one node (WIRE §5.5). node_id() says which.
+  static constexpr unsigned kAutoNode = ~0u;
+  unsigned node_id = kAutoNode;
+  // How long a node lease lives unrenewed: 1000..3,600,000 ms. A process cut off from the server
+  // for longer stops minting (puts without a version, loader fills answer no_node_lease) until
+  // a renewal holds the lease again.
+  std::chrono::milliseconds node_lease{15000};
   io::LoopOptions io{};                // io thread: wait mode, CPU pinning
   std::chrono::milliseconds get_timeout{10000};  // a miss's wait for its flight (WIRE: 10 s);
                                                  // 1..3,600,000 ms
@@ -137,6 +146,9 @@ struct EngineStats {
   std::uint64_t unrouted_pushes = 0;  // pushes for no declared table, or not messages
   // Tracking tables: CLIENT TRACKING commands sent (start, each reconnect) and refused or lost.
   std::uint64_t tracking_sends = 0, tracking_refusals = 0;
+  // The node lease: the node (-1 before start), renewals confirmed, lapses (minting stopped).
+  int node_id = -1;
+  std::uint64_t node_renewals = 0, node_lapses = 0, node_taken = 0;
   // The shared-queue relay (TableSpec::job_relay), summed over this engine's relaying tables.
   std::uint64_t relay_claimed = 0, relay_relayed = 0, relay_malformed = 0, relay_errors = 0;
 };
@@ -157,6 +169,8 @@ class Engine {
   // `timeout`. Returns the first failure: member_conflict when another process beats as this
   // node_id in a job-lane table's membership (job_consumer.h, "Two processes, one node id").
   // tracking_refused when a tracking table's CLIENT TRACKING is answered other than +OK.
+  // no_free_node (node_id auto, all 1024 leased) or node_taken (an explicit node_id another
+  // process leases): the node lease, taken before anything mints.
   // host_unresolved when the host (or a seed) does not resolve, the kernel's error when the
   // io_uring or a thread cannot be made; it never throws for a knob the constructor accepted.
   // A timeout beyond 24 h is taken as 24 h.
@@ -275,8 +289,11 @@ class Engine {
   // §4.4's verdict.
   Result<table::Verdict> apply_coherence(std::string_view table, std::string_view id,
                                          const table::BrandedId& version);
-  // Mints a version in `ns` (3 bytes A-Z) on this engine's node.
+  // Mints a version in `ns` (3 bytes A-Z) on this engine's node: kind for a bad namespace,
+  // no_node_lease while the engine holds no lease (before start, or lapsed).
   Result<table::BrandedId> mint(std::string_view ns);
+  // The node this engine leased at start (fixed for the run), -1 before. Any thread.
+  int node_id() const noexcept;
 
   // ---- Typed handles (table.h). ----
   // The handle on a declared table of T values (typed<T>() in its declaration; std::string for

@@ -33,6 +33,11 @@ enum class Errc : int {
                      // (a tracking table's lane; the reply's text is logged)
   kNotVersioned,     // a verb that orders versions (drop_l2) on a table whose L2 values carry
                      // none (l2_format raw)
+  kNoFreeNode,       // start(): node_id auto, and every node 0..1023 is leased ({ecc}:node:<n>)
+  kNodeTaken,        // start(): the explicit node_id is leased by another process
+  kNoNodeLease,      // this engine holds no node lease now (not started, or the lease lapsed:
+                     // partitioned past node_lease, or taken): it mints nothing until it holds
+                     // one again (WIRE §5.5)
 };
 
 const std::error_category& engine_category() noexcept;

@@ -127,6 +127,13 @@ struct JobLaneKeys {
   static JobLaneKeys for_table(std::string_view table);
 };
 
+// An owner token, host:pid:random, new at every call: tells this consumer's (or lease's) writes
+// from another process's, or another engine's in this process.
+std::string owner_token();
+// The embedded script `name` (lua/scripts/<name>.lua) in EVALSHA form; std::logic_error when the
+// build embedded none of that name.
+io::Script embedded_script(std::string_view name);
+
 // The embedded scripts the lane calls (the io connection's EVALSHA form).
 struct JobLaneScripts {
   io::Script gclaim, complete, retry, promote, reap, member_beat, member_reap, member_drop,

@@ -148,6 +148,10 @@ struct WriterPorts {
   std::function<void(std::string_view name, const table::BrandedId& minted,
                      std::shared_ptr<LoadClaim> claim, std::function<void(LoadOutcome)> done)>
       load;
+  // The node this process may mint under now, or -1 while it holds no lease (the engine's node
+  // lease: loader versions are then refused with no_node_lease). Unset: the constructor's node.
+  // Called on the writer thread; must not block.
+  std::function<int()> node;
 };
 
 // Lag from decode (io thread) to apply (writer), power-of-two buckets of nanoseconds: bucket k
@@ -283,8 +287,9 @@ class TableWriter {
   struct Flight {
     std::uint64_t id;
     std::uint64_t hash;       // hash_key(name): a text key's message finds its flight by it
-    table::BrandedId minted;  // the version a plain loader value gets (minted at flight start
-                              // and again at each restart)
+    // The version a plain loader value gets (minted at flight start, again at each restart;
+    // empty while the process held no node lease then: minted when the loader is asked)
+    std::optional<table::BrandedId> minted;
     std::vector<GetCallback> waiters;
     bool overtaken = false;   // a newer drop for this name was applied while in flight
     int restarts = 0;
@@ -323,8 +328,9 @@ class TableWriter {
   bool restart_if_overtaken(std::string_view name, Flight& flight);
   // Reads L2 again under a newly minted loader version, or answers `contended` past kMaxRestarts.
   void restart(std::string_view name, Flight& flight);
-  // A loader version for `name`: minted now, and past the fill guard's floor for it.
-  table::BrandedId mint_version(std::string_view name) const;
+  // A loader version for `name`: minted now, and past the fill guard's floor for it; empty while
+  // the process holds no node lease (WriterPorts::node).
+  std::optional<table::BrandedId> mint_version(std::string_view name) const;
   void finish(std::string_view name, GetOutcome outcome);
   // A tracking flight an invalidation overtook: answers its first forgotten_at waiters with
   // `outcome`, caches nothing, and reads again for the rest (if any).

@@ -1,0 +1,86 @@
+// SPDX-License-Identifier: MIT
+// The node lease (WIRE §5.5 "Node leases", DESIGN "Beyond the original" 12): two live processes
+// never mint under one node id. At start the engine leases {ecc}:node:<n> (SET NX PX, by its
+// owner token): the node_id it was given, or with node_id auto the first free one in 0..1023
+// (node_lease.lua). A keeper thread renews it every third of the lease (node_renew.lua:
+// compare-and-extend, or take it again when it lapsed and is still free), and every 100 ms after
+// a renewal that got no answer. The lease counts as held until `send time + lease - lease/10` of
+// the last renewal the server confirmed: the server's own expiry runs from when it ran the
+// renewal, later than we sent it, and the tenth absorbs a clock running fast by up to 10%. Past
+// that moment, or once a renewal finds the key taken by another token, current() answers -1 and
+// the engine mints nothing (no_node_lease) until a renewal holds the lease again. The node never
+// changes within a run: a lease another process took stays lost until it frees the key (said
+// once on stderr).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <echo/engine/error.h>
+#include <echo/io/connection.h>
+#include <echo/io/resp3_value.h>
+
+namespace echo::engine {
+
+struct NodeLeaseCounters {
+  std::uint64_t renewals = 0;  // renewals the server confirmed (extended or taken again)
+  std::uint64_t lapses = 0;    // times the lease stopped counting as held (minting stopped)
+  std::uint64_t taken = 0;     // renewals that found another token on the key
+};
+
+class NodeLease {
+ public:
+  // A script on the command path, blocking (the engine's Impl::script).
+  using ScriptFn = std::function<Result<io::Resp3Owned>(
+      const io::Script&, std::vector<std::string> keys, std::vector<std::string> argv)>;
+
+  // `wanted`: 0..1023, or -1 for the first free node.
+  NodeLease(ScriptFn script, int wanted, std::chrono::milliseconds lease);
+  ~NodeLease();  // stop()
+  NodeLease(const NodeLease&) = delete;
+  NodeLease& operator=(const NodeLease&) = delete;
+
+  // Takes the lease (owner thread, at start): {} and the keeper running, or kNoFreeNode,
+  // kNodeTaken, or the call's error. An explicit node another token holds is asked for again
+  // until `deadline`: a crashed predecessor's lease lapses within one lease, and its successor
+  // under the same node_id then starts (within start()'s timeout).
+  std::error_code acquire(std::chrono::steady_clock::time_point deadline);
+  // Stops the keeper and gives the lease back while still held. Idempotent.
+  void release();
+
+  // The node this process may mint under now, or -1 (before acquire, after release, or while
+  // lapsed). Any thread; two relaxed loads and a clock read.
+  int current() const noexcept;
+  // The node leased at start (fixed for the run), -1 before.
+  int node() const noexcept { return node_.load(std::memory_order_relaxed); }
+  NodeLeaseCounters stats() const;
+
+ private:
+  void keep(std::stop_token stop);
+  bool renew();  // true when the server answered (extended, taken again, or held by another)
+  static std::int64_t now_ns() noexcept;
+
+  ScriptFn script_;
+  const int wanted_;
+  const std::chrono::milliseconds lease_;
+  const std::string token_;
+  const io::Script lease_script_, renew_script_, release_script_;
+  std::atomic<int> node_{-1};  // written once by acquire(), before valid_until_
+  std::string key_;
+  // Held until this steady-clock time (ns); 0: not held. Written by the keeper (and acquire).
+  std::atomic<std::int64_t> valid_until_{0};
+  std::atomic<bool> lost_{false};  // another token holds the key
+  std::atomic<std::uint64_t> renewals_{0}, lapses_{0}, taken_{0};
+  std::mutex mu_;
+  std::condition_variable_any cv_;
+  std::jthread keeper_;
+};
+
+}  // namespace echo::engine
