@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // `echostore`: the command-line program. Subcommands: id (mint, decode), drill, journal, stats,
-// bench.
+// bench, referee.
 #include <hiredis/hiredis.h>
 #include <sqlite3.h>
 
@@ -20,6 +20,7 @@
 #include "bench_cmd.h"
 #include "drill/drill.h"
 #include "journal_cmd.h"
+#include "referee/referee.h"
 #include "stats_cmd.h"
 
 namespace {
@@ -127,6 +128,8 @@ int main(int argc, char** argv) {
   cli::add_stats_command(app, stats_exit);
   int bench_exit = 0;
   cli::add_bench_command(app, bench_exit);
+  int referee_exit = 0;
+  cli::referee::add_referee_command(app, referee_exit);
 
   try {
     app.parse(argc, argv);
@@ -139,6 +142,7 @@ int main(int argc, char** argv) {
   if (app.got_subcommand("journal")) return journal_exit;
   if (app.got_subcommand("stats")) return stats_exit;
   if (app.got_subcommand("bench")) return bench_exit;
+  if (app.got_subcommand("referee")) return referee_exit;
   if (mint->parsed()) return id_mint(ns, node);
   if (decode->parsed()) return id_decode(text);
   if (drill_cmd->parsed()) return cluster ? cli::drill_cluster(std::cout) : drill(server);

@@ -366,7 +366,10 @@ void render_snapshot(Exposition& e, const json& s) {
   for (const auto& [key, help] : {std::pair<const char*, const char*>{"relay_claimed", "shared-queue jobs the relay claimed"},
                                   {"relay_relayed", "shared-queue jobs fanned out to the member queues and completed"},
                                   {"relay_malformed", "shared-queue jobs that were no message of their table (retried)"},
-                                  {"relay_errors", "relay claims, fan-outs or completions that failed (the lease returns the job)"}}) {
+                                  {"relay_errors", "relay claims, fan-outs or completions that failed (the lease returns the job)"},
+                                  {"node_renewals", "node lease renewals the server confirmed"},
+                                  {"node_lapses", "times the node lease stopped counting as held (minting stopped)"},
+                                  {"node_taken", "node lease renewals that found another process on the node"}}) {
     e.sample(std::string("echostore_engine_") + key + "_total", "counter", help, base,
              count_of(s.value(key, json(0)), key));
   }
@@ -455,6 +458,9 @@ std::string to_json(const StatsSnapshot& snapshot) {
   out["relay_relayed"] = snapshot.engine.relay_relayed;
   out["relay_malformed"] = snapshot.engine.relay_malformed;
   out["relay_errors"] = snapshot.engine.relay_errors;
+  out["node_renewals"] = snapshot.engine.node_renewals;
+  out["node_lapses"] = snapshot.engine.node_lapses;
+  out["node_taken"] = snapshot.engine.node_taken;
   json tables = json::array();
   for (const auto& t : snapshot.engine.tables) {
     json jt;

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: MIT
 // The `echostore` program as an operator meets it: every usage error exits 2, --server is parsed
 // strictly, `stats` refuses a value that is not a snapshot by node, `journal replay` that skipped
-// malformed intents is not a success, and `bench --json` with a path that is not UTF-8 writes its
-// file instead of aborting. Runs the program built beside this test (ECHO_CLI_PATH) against a
-// real server started here; registered only when the CLI is built (ECHO_BUILD_CLI).
+// malformed intents is not a success, `bench --json` with a path that is not UTF-8 writes its
+// file instead of aborting, and a short `referee` run shows both sides of the face-off. Runs the
+// program built beside this test (ECHO_CLI_PATH) against a real server started here; registered
+// only when the CLI is built (ECHO_BUILD_CLI).
 #include <echo/engine/journal.h>
 #include <echo/engine/stats_export.h>
 #include <echo/table/branded_id.h>
@@ -14,6 +15,7 @@
 #include <sys/wait.h>
 
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -183,6 +185,38 @@ TEST_F(CliTest, BenchJsonToAPathThatIsNotUtf8IsWritten) {
   EXPECT_EQ(r.status, 0) << r.err.substr(r.err.size() > 2000 ? r.err.size() - 2000 : 0);
   const std::string text = slurp(path);
   EXPECT_NE(text.find("figures-\xEF\xBF\xBD.json"), std::string::npos) << text.substr(0, 300);
+}
+
+TEST_F(CliTest, RefereeFindsNoStaleEchoStoreReadAndSeesTheClassicRace) {
+  // Every EchoStore lane: 0 stale reads and 0 permanently stale rows. Each classic contestant:
+  // at least one row left stale, or the referee has not shown it can see the race it measures.
+  // The classic race comes from the last writes of hot names landing while a fill of theirs is
+  // held (2 ms; a few of them per contestant at --quick's write rate), not from the run's length.
+  TempDir dir;
+  const std::string path = (dir.path() / "referee.json").string();
+  const Ran r =
+      run_cli({"referee", "--server", server_arg(), "--quick", "--seconds", "2", "--json", path});
+  EXPECT_EQ(r.status, 0) << r.out << r.err.substr(r.err.size() > 2000 ? r.err.size() - 2000 : 0);
+  const auto j = nlohmann::json::parse(slurp(path), nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << slurp(path);
+  std::vector<std::string> names;
+  for (const auto& c : j.at("contestants")) {
+    const std::string name = c.at("name");
+    names.push_back(name);
+    ASSERT_TRUE(c.at("ran").get<bool>()) << name << ": " << c.value("failure", "");
+    EXPECT_GT(c.at("reads").get<std::uint64_t>(), 0u) << name;
+    EXPECT_GT(c.at("writes").get<std::uint64_t>(), 0u) << name;
+    if (name.starts_with("echostore_")) {
+      EXPECT_EQ(c.at("stale_reads").get<std::uint64_t>(), 0u) << name;
+      EXPECT_EQ(c.at("permanently_stale").get<std::uint64_t>(), 0u) << name;
+    } else {
+      EXPECT_GE(c.at("permanently_stale").get<std::uint64_t>(), 1u) << name;
+    }
+  }
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"echostore_broadcast", "echostore_job", "echostore_tracking",
+                                      "classic_tracking", "deletion_synchronised"}));
+  EXPECT_NE(r.out.find("| echostore_tracking |"), std::string::npos) << r.out;
 }
 
 }  // namespace
