@@ -287,6 +287,19 @@ TEST_F(TrackingLane, TheNodesOwnPutIsInvalidatedToo) {
   EXPECT_GT(applied(*b, "limits"), before) << "b's row went by the server's invalidation";
 }
 
+// WIRE §4.5: anything but +OK to CLIENT TRACKING fails the start. An ACL that forbids the
+// subcommand (the boot's CLIENT SETNAME still passes) makes the server answer NOPERM.
+TEST_F(TrackingLane, ATrackingCommandTheServerRefusesFailsTheStart) {
+  ASSERT_TRUE(command(client(), "ACL SETUSER default -client|tracking"));
+  Engine e(node_options(server(), 1), {tracking_spec("limits", answering("x"))});
+  const std::error_code ec = e.start(std::chrono::seconds(5));
+  ASSERT_TRUE(command(client(), "ACL SETUSER default +@all"));
+  EXPECT_EQ(ec, make_error_code(Errc::kTrackingRefused)) << ec.message();
+  EXPECT_EQ(ec.message(), "tracking_refused");
+  EXPECT_EQ(e.stats().tracking_refusals, 1u);
+  EXPECT_FALSE(e.running());
+}
+
 TEST_F(TrackingLane, ConfigurationRefusals) {
   auto raw_broadcast = raw_spec("px");
   raw_broadcast.coherence = CoherenceMode::kBroadcast;
