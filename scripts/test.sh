@@ -7,8 +7,9 @@
 #   build/tsan     stress tests under TSan
 #   build/fuzz     libFuzzer targets (clang), each run for ECHO_FUZZ_SECONDS (default 30)
 #   build/release  the CLI, the benchmarks (built, not timed), `echostore bench --quick --json`
-#                  (every row present and finite), the instruction-count check, and the installed
-#                  package proven by the consumer project in tests/package
+#                  (every row present and finite), a short `echostore referee` (both sides of the
+#                  face-off), the instruction-count check, and the installed package proven by
+#                  the consumer project in tests/package
 # Exits non-zero on the first failure; ends with "N passed, M failed".
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -98,6 +99,9 @@ build/release/cli/echostore --help >/dev/null
 # The side-by-side suite runs every row against its own server; the check reads its JSON (every
 # row present, every figure and ratio finite), never the figures' size (a shared VM's noise).
 record bench-quick bash perf/check_bench.sh build/release
+# The Cache Referee, short: it exits non-zero unless EchoStore's three lanes show 0 stale reads
+# and 0 permanently stale rows and the classic contestants show the race it measures.
+record referee-quick build/release/cli/echostore referee --quick --seconds 2
 if command -v valgrind >/dev/null; then  # instructions per hot op vs perf/baseline.txt (+10% fails)
   record perf-ops bash perf/check_ops.sh build/release
 fi
