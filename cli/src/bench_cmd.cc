@@ -7,7 +7,6 @@
 
 #include <echo/engine/local_server.h>
 #include <echo/harness/placement.h>
-#include <echo/io/cluster_map.h>
 
 #include <charconv>
 #include <chrono>
@@ -19,6 +18,7 @@
 #include <vector>
 
 #include "bench/bench.h"
+#include "server_target.h"
 
 namespace echo::cli {
 namespace {
@@ -131,37 +131,23 @@ std::string command_line(const BenchArgs& a) {
 int run(const BenchArgs& a) {
   bench::BenchConfig c;
   if (!configure(a, c)) return 2;
-  DrillTarget target;
-  std::unique_ptr<engine::LocalServer> own;
   bench::RunInfo info = bench::machine_info();
   info.command = command_line(a);
-  try {
-    if (!c.only.empty() && c.only != "lanes") {
-      info.server = "no server (--only " + c.only + ")";
-    } else if (a.server.empty()) {
-      own = std::make_unique<engine::LocalServer>();
-      target = {own->host(), own->port()};
-      info.server = "redis-server " + own->version() + " on " + target.host + ':' +
-                    std::to_string(target.port) + " (started by the bench)";
-    } else {
-      const auto address = io::parse_address(a.server);
-      if (!address) {
-        std::cerr << "echostore bench: --server wants HOST:PORT (port 1..65535), got '" << a.server
-                  << "'\n";
-        return 2;
-      }
-      target = {address->host, address->port};
-      info.server = "server " + a.server + " (given)";
-    }
-  } catch (const std::exception& e) {
-    std::cerr << "echostore bench: " << e.what() << '\n';
-    return 1;
+  ServerTarget server;
+  if (!c.only.empty() && c.only != "lanes") {
+    info.server = "no server (--only " + c.only + ")";
+  } else if (const int rc = open_server("bench", a.server, server); rc != 0) {
+    return rc;
+  } else {
+    info.server = server.described;
   }
+  const DrillTarget& target = server.target;
   if (c.process_cpu >= 0 && !harness::pin_thread(c.process_cpu)) {
     std::cerr << "echostore bench: cannot pin the bench to CPU " << c.process_cpu << '\n';
     return 1;
   }
-  if (own && c.server_cpu >= 0 && !harness::pin_process(own->pid(), c.server_cpu)) {
+  if (server.own && c.server_cpu >= 0 &&
+      !harness::pin_process(server.own->pid(), c.server_cpu)) {
     std::cerr << "echostore bench: cannot pin redis-server to CPU " << c.server_cpu << '\n';
     return 1;
   }

@@ -64,33 +64,30 @@ void SharedQueueRelay::maintain(const Table& t) {
   }
 }
 
-bool SharedQueueRelay::drain(const Table& t, const std::stop_token& stop) {
+void SharedQueueRelay::drain(const Table& t, const std::stop_token& stop) {
   const std::string& q = t.keys.qbase;
   const std::string lease = std::to_string(t.spec->job_lease_ms);
-  bool any = false;
   while (!stop.stop_requested()) {
     // WIRE §5.3: a paused queue answers empty without the script.
     auto paused = ports_.command({"HGET", q + "meta", "paused"});
     if (!paused || !paused->view().is_null()) {
       if (!paused) bump(errors_);
-      return any;
+      return;
     }
     auto r = ports_.script(scripts_.gclaim, {q + "ring", q + "active"}, {q, lease});
     if (!r) {
       bump(errors_);
-      return any;
+      return;
     }
     const io::Resp3Value v = r->view();
-    if (v.type() != io::Resp3Type::array || v.size() < 4) return any;  // empty
+    if (v.type() != io::Resp3Type::array || v.size() < 4) return;  // empty
     bump(claimed_);
     std::vector<std::string> job;
     for (std::size_t i = 0; i < 4; ++i) job.emplace_back(v[i].type() == io::Resp3Type::integer
                                                              ? std::to_string(v[i].integer())
                                                              : std::string(v[i].str()));
     settle(t, job);
-    any = true;
   }
-  return any;
 }
 
 void SharedQueueRelay::settle(const Table& t, const std::vector<std::string>& job) {

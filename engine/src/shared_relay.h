@@ -77,8 +77,8 @@ class SharedQueueRelay {
  private:
   void run(std::stop_token stop);
   void maintain(const Table& t);
-  // Claims until the shared queue answers empty (or `stop`); true when it relayed anything.
-  bool drain(const Table& t, const std::stop_token& stop);
+  // Claims until the shared queue answers empty (or `stop`).
+  void drain(const Table& t, const std::stop_token& stop);
   void settle(const Table& t, const std::vector<std::string>& job);
   void retry(const Table& t, std::string_view id, std::string_view token, std::string reason);
   static void bump(std::atomic<std::uint64_t>& c, std::uint64_t n = 1) noexcept {

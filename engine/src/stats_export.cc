@@ -350,6 +350,33 @@ std::string batch_bound(std::size_t k) {  // bucket k is [2^k, 2^(k+1)) items
   return std::to_string((std::uint64_t{1} << (k + 1)) - 1);
 }
 
+// The engine-wide counters beside unrouted_pushes (absent from an older snapshot: 0).
+struct EngineCounter {
+  const char* key;
+  const char* help;
+  std::uint64_t EngineStats::*field;
+};
+constexpr EngineCounter kEngineCounters[] = {
+    {"tracking_sends", "CLIENT TRACKING commands sent (start, each reconnect)",
+     &EngineStats::tracking_sends},
+    {"tracking_refusals",
+     "CLIENT TRACKING commands refused or lost (the tracking tables stay suspended)",
+     &EngineStats::tracking_refusals},
+    {"relay_claimed", "shared-queue jobs the relay claimed", &EngineStats::relay_claimed},
+    {"relay_relayed", "shared-queue jobs fanned out to the member queues and completed",
+     &EngineStats::relay_relayed},
+    {"relay_malformed", "shared-queue jobs that were no message of their table (retried)",
+     &EngineStats::relay_malformed},
+    {"relay_errors",
+     "relay claims, fan-outs or completions that failed (the lease returns the job)",
+     &EngineStats::relay_errors},
+    {"node_renewals", "node lease renewals the server confirmed", &EngineStats::node_renewals},
+    {"node_lapses", "times the node lease stopped counting as held (minting stopped)",
+     &EngineStats::node_lapses},
+    {"node_taken", "node lease renewals that found another process on the node",
+     &EngineStats::node_taken},
+};
+
 void render_snapshot(Exposition& e, const json& s) {
   if (!s.is_object() || s.value("format", "") != "echostore-stats/1") {
     throw std::invalid_argument("stats snapshot: not an echostore-stats/1 object");
@@ -360,18 +387,9 @@ void render_snapshot(Exposition& e, const json& s) {
   e.sample("echostore_engine_unrouted_pushes_total", "counter",
            "pushes for no declared table, or not messages", base,
            count_of(need(s, "unrouted_pushes"), "unrouted_pushes"));
-  e.sample("echostore_engine_tracking_refusals_total", "counter",
-           "CLIENT TRACKING commands refused or lost (the tracking tables stay suspended)", base,
-           count_of(s.value("tracking_refusals", json(0)), "tracking_refusals"));
-  for (const auto& [key, help] : {std::pair<const char*, const char*>{"relay_claimed", "shared-queue jobs the relay claimed"},
-                                  {"relay_relayed", "shared-queue jobs fanned out to the member queues and completed"},
-                                  {"relay_malformed", "shared-queue jobs that were no message of their table (retried)"},
-                                  {"relay_errors", "relay claims, fan-outs or completions that failed (the lease returns the job)"},
-                                  {"node_renewals", "node lease renewals the server confirmed"},
-                                  {"node_lapses", "times the node lease stopped counting as held (minting stopped)"},
-                                  {"node_taken", "node lease renewals that found another process on the node"}}) {
-    e.sample(std::string("echostore_engine_") + key + "_total", "counter", help, base,
-             count_of(s.value(key, json(0)), key));
+  for (const EngineCounter& c : kEngineCounters) {
+    e.sample(std::string("echostore_engine_") + c.key + "_total", "counter", c.help, base,
+             count_of(s.value(c.key, json(0)), c.key));
   }
   for (const json& t : need(s, "tables")) {
     Labels tl = base;
@@ -453,14 +471,7 @@ std::string to_json(const StatsSnapshot& snapshot) {
   out["node"] = snapshot.node;
   out["unix_ms"] = snapshot.unix_ms;
   out["unrouted_pushes"] = snapshot.engine.unrouted_pushes;
-  out["tracking_refusals"] = snapshot.engine.tracking_refusals;
-  out["relay_claimed"] = snapshot.engine.relay_claimed;
-  out["relay_relayed"] = snapshot.engine.relay_relayed;
-  out["relay_malformed"] = snapshot.engine.relay_malformed;
-  out["relay_errors"] = snapshot.engine.relay_errors;
-  out["node_renewals"] = snapshot.engine.node_renewals;
-  out["node_lapses"] = snapshot.engine.node_lapses;
-  out["node_taken"] = snapshot.engine.node_taken;
+  for (const EngineCounter& c : kEngineCounters) out[c.key] = snapshot.engine.*c.field;
   json tables = json::array();
   for (const auto& t : snapshot.engine.tables) {
     json jt;

@@ -117,6 +117,7 @@ void TableWriter::stop() {
   }
   flights_.clear();
   load_timers_.clear();
+  held_.clear();
 }
 
 void TableWriter::drain_stopped() {
@@ -262,9 +263,12 @@ std::size_t TableWriter::drain_rings() {
     //   nothing (retired rows chain through themselves; a refused doubling collapses the guard
     //   into its floor): the static_assert below holds it to that;
     // - acks_ is reserved to max_batch in the constructor and a drain hands at most max_batch;
-    // - note_drop looks flights up by a 14-byte key, inside std::string's small buffer, or
-    //   (a text key's message) walks them by hash: no allocation;
-    // - on_removal (removed()) is the user's, documented not to throw, and caught anyway;
+    // - apply_message's tombstone lookup allocates nothing; its flight lookup (only while
+    //   flights are in flight) builds a std::string of the name: a 14-byte id stays in the
+    //   small buffer, a job-lane text key past 15 bytes allocates (a bad_alloc terminates, as
+    //   the memory's below); a broadcast text message walks the flights by hash;
+    // - on_removal (removed()) and on_message (hear()) are the user's, documented not to throw,
+    //   and caught anyway;
     // - the journal's applied memory (memory_, job lane with a journal only) takes its locks and
     //   allocates (a new name's entry, the flusher's queue). A bad_alloc there calls
     //   std::terminate, by choice: the item's verdict cannot be recorded, and answering it
@@ -300,36 +304,24 @@ std::size_t TableWriter::drain_rings() {
                                                                      : table::Verdict::kStale,
                                  a == Applied::kRememberedStale});
           ++via_memory;
-          if (spec_.on_message) {
-            hear(Heard{name, table::hash_key(name), item.message.version.view(), false,
-                       a == Applied::kApplied});
-          }
           continue;
         }
-        // A message no newer than the drop the guard remembers for the name tells its flights
-        // nothing: that drop already restarted every flight begun before it, and every later one
-        // read L2 after it (a job behind its own lead, a replay). Restarting them again only
-        // spends their restart budget (kMaxRestarts, then `contended`) on a hot name.
-        std::optional<table::IdBytes> known;
-        if (!flights_.empty() && !by_hash) known = map_->tombstone(name);
-        const auto verdict = by_hash ? map_->apply_hashed(item.text_hash, item.message.version)
-                                     : map_->apply_coherence(name, item.message.version);
+        table::Verdict verdict;
+        if (by_hash) {
+          verdict = map_->apply_hashed(item.text_hash, item.message.version);
+          if (!flights_.empty()) note_drop_hashed(item.text_hash);
+          if (spec_.on_message) {
+            hear(Heard{{}, item.text_hash, item.message.version.view(), false,
+                       verdict == table::Verdict::kApplied});
+          }
+        } else {
+          verdict = apply_message(name, item.message.version);
+        }
         if (verdict == table::Verdict::kApplied) {
           ++applied;
           dropped_decoded = item.decoded_ns;
         }
         if (item.ticket != 0) acks_.push_back(JobAck{item.ticket, verdict});
-        if (!flights_.empty()) {
-          if (by_hash) {
-            note_drop_hashed(item.text_hash);
-          } else if (!known || table::newer(item.message.version.view(), table::view(*known))) {
-            note_drop(name);
-          }
-        }
-        if (spec_.on_message) {
-          hear(Heard{name, by_hash ? item.text_hash : table::hash_key(name),
-                     item.message.version.view(), false, verdict == table::Verdict::kApplied});
-        }
       }
       bump(applied_, applied);
       bump(stale_, items.size() - applied - via_memory);
@@ -357,14 +349,33 @@ std::size_t TableWriter::drain_rings() {
   return total;
 }
 
+table::Verdict TableWriter::apply_message(std::string_view name, const table::BrandedId& version) {
+  // A message no newer than the drop the guard remembers for the name tells its flights nothing:
+  // that drop already restarted every flight begun before it, and every later one read L2 after
+  // it (a job behind its own lead, a replay). Restarting them again would only spend their
+  // restart budget (kMaxRestarts, then `contended`) on a hot name. (A name whose tombstone went
+  // into the guard's floor has none here: its flights are restarted, as before.)
+  std::optional<table::IdBytes> known;
+  if (!flights_.empty()) known = map_->tombstone(name);
+  const auto verdict = map_->apply_coherence(name, version);
+  if (!flights_.empty() && (!known || table::newer(version.view(), table::view(*known)))) {
+    note_drop(name);
+  }
+  if (spec_.on_message) {
+    hear(Heard{name, table::hash_key(name), version.view(), false,
+               verdict == table::Verdict::kApplied});
+  }
+  return verdict;
+}
+
 Applied TableWriter::apply_with_memory(std::string_view name, const table::BrandedId& version) {
   if (memory_.stale && memory_.stale(name, version)) {
     bump(remembered_stale_);  // no lookup, no counters, no row
+    if (spec_.on_message) hear(Heard{name, table::hash_key(name), version.view(), false, false});
     return Applied::kRememberedStale;
   }
-  const auto verdict = map_->apply_coherence(name, version);
+  const auto verdict = apply_message(name, version);
   bump(verdict == table::Verdict::kApplied ? applied_ : stale_);
-  if (!flights_.empty()) note_drop(name);
   if (memory_.remember) memory_.remember(name, version);  // even when stale (WIRE §8)
   return verdict == table::Verdict::kApplied ? Applied::kApplied : Applied::kStale;
 }
@@ -409,8 +420,8 @@ void TableWriter::flush() noexcept {
 bool TableWriter::forget(const CoherenceItem& item) noexcept {
   if (item.forget == Forget::kAll) {
     const bool held = map_->size() != 0;
-    bump(held ? applied_ : stale_);
     flush();
+    bump(held ? applied_ : stale_);  // after the effect, as every verdict is counted
     hear(Heard{{}, 0, {}, true, held});
     return held;
   }
@@ -470,13 +481,8 @@ void TableWriter::handle(Command& cmd) {
           if (!flights_.empty()) note_drop(c.name);
           c.done();
         } else if constexpr (std::is_same_v<T, ApplyCmd>) {
-          const auto verdict = map_->apply_coherence(c.name, c.version);
+          const auto verdict = apply_message(c.name, c.version);
           bump(verdict == table::Verdict::kApplied ? applied_ : stale_);
-          if (!flights_.empty()) note_drop(c.name);
-          if (spec_.on_message) {
-            hear(Heard{c.name, table::hash_key(c.name), c.version.view(), false,
-                       verdict == table::Verdict::kApplied});
-          }
           c.done(verdict);
         } else if constexpr (std::is_same_v<T, RememberCmd>) {
           c.done(apply_with_memory(c.name, c.version));

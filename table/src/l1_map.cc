@@ -402,7 +402,6 @@ std::size_t L1Map::row_charge(std::size_t name_size, std::size_t value_size) con
                 sizeof(Row::Tail));
 }
 
-
 L1Map::Row* L1Map::make_row(std::string_view name, std::uint64_t hash, std::string_view value,
                             const IdBytes& version, std::int64_t expires_at) {
   if (value.size() > std::numeric_limits<std::uint32_t>::max()) {

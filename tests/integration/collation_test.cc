@@ -8,9 +8,8 @@
 
 #include <string>
 
-#include <echo/lua/scripts.h>
-
 #include "engine_nodes.h"
+#include "support/script_client.h"
 
 namespace echo::test {
 namespace {
@@ -49,13 +48,10 @@ TEST_F(CollatedServer, TheOldStringComparisonMisordersAPairThatBytesOrder) {
 }
 
 TEST_F(CollatedServer, PutL2AndDropL2OrderByBytes) {
-  const lua::Script* put = lua::find_script("put_l2");
-  ASSERT_NE(put, nullptr);
   const std::string key = "ecc:{quotes}:AST0KHTOWnGLuC";
   const std::string older = std::string(kOlder) + "old", newer = std::string(kNewer) + "new";
   auto put_l2 = [&](const std::string& framed) {
-    RedisReply r = command(client(), "EVAL %b 1 %b %b 60000", put->source.data(), put->source.size(),
-                           key.data(), key.size(), framed.data(), framed.size());
+    RedisReply r = run_script(client(), "put_l2", {key}, {framed, "60000"});
     EXPECT_TRUE(r && r->type == REDIS_REPLY_INTEGER) << (r && r->str ? r->str : "no reply");
     return r && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
   };

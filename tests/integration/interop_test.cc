@@ -6,10 +6,10 @@
 
 #include <string>
 
-#include <echo/lua/scripts.h>
 #include <echo/table/coherence_frame.h>
 
 #include "engine_nodes.h"
+#include "support/script_client.h"
 
 namespace echo::test {
 namespace {
@@ -49,20 +49,8 @@ struct Original {
   redisContext* c;
   std::string base;  // emq:{ecc.coh.<t>}:
 
-  RedisReply eval(const char* name, std::vector<std::string> keys, std::vector<std::string> argv) {
-    const lua::Script* s = lua::find_script(name);
-    EXPECT_NE(s, nullptr) << name;
-    std::vector<std::string> args{"EVAL", std::string(s->source), std::to_string(keys.size())};
-    args.insert(args.end(), keys.begin(), keys.end());
-    args.insert(args.end(), argv.begin(), argv.end());
-    std::vector<const char*> p;
-    std::vector<std::size_t> n;
-    for (const auto& a : args) {
-      p.push_back(a.data());
-      n.push_back(a.size());
-    }
-    return RedisReply(static_cast<redisReply*>(
-        redisCommandArgv(c, static_cast<int>(p.size()), p.data(), n.data())));
+  RedisReply eval(const char* name, const Args& keys, const Args& argv) {
+    return run_script(c, name, keys, argv);  // EVALSHA, as the original calls them (WIRE §6)
   }
   // The original's writer: genqueue into the shared queue (WIRE §5.3), lane `g`.
   long long genqueue(const BrandedId& job, const std::string& payload, const BrandedId& g) {

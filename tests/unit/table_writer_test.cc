@@ -82,12 +82,13 @@ struct FakeL2 {
     std::lock_guard lock(mu);
     park = on;
   }
-  void release_all() {
+  // Answers every parked read; from then on reads answer at once, unless `keep_parking`.
+  void release_all(bool keep_parking = false) {
     std::vector<std::function<void()>> now;
     {
       std::lock_guard lock(mu);
       now.swap(parked);
-      park = false;
+      park = keep_parking;
     }
     for (auto& f : now) f();
   }
@@ -123,6 +124,29 @@ table::Verdict apply_via(TableWriter& w, const BrandedId& name, const BrandedId&
   auto answer = p.get_future().get();
   EXPECT_TRUE(answer.has_value()) << answer.error().message();
   return answer ? *answer : table::Verdict::kStale;
+}
+
+// A writer of `mode` with one ring (flush policy), started, its lane confirmed: caching.
+struct RingWriter {
+  explicit RingWriter(CoherenceMode mode)
+      : w(spec(mode), l2.ports(), 1), ring(w.add_ring(ring::FullPolicy::kFlush)) {
+    w.start();
+    w.subscription_confirmed();
+    sync(w);
+  }
+  FakeL2 l2;
+  TableWriter w;
+  CoherenceRing& ring;
+};
+
+// Publishes `item` into the ring and waits until the writer applied it (either verdict).
+void publish_and_settle(TableWriter& w, CoherenceRing& ring, const CoherenceItem& item) {
+  const auto before = w.stats().applied + w.stats().stale;
+  ASSERT_TRUE(ring.try_publish(CoherenceItem(item)));
+  for (int i = 0; i < 5000 && w.stats().applied + w.stats().stale == before; ++i) {
+    std::this_thread::sleep_for(1ms);
+  }
+  ASSERT_GT(w.stats().applied + w.stats().stale, before);
 }
 
 TEST(TableWriter, MissFillsFromL2ThenHits) {
@@ -205,34 +229,31 @@ TEST(TableWriter, FlightOvertakenByNewerDropRereadsL2) {
 // lead, a replay) restarts no flight: the first drop restarted those begun before it, and the
 // re-read went out after it. Restarting again would only spend the flight's budget.
 TEST(TableWriter, AMessageNoNewerThanTheRememberedDropRestartsNoFlight) {
-  FakeL2 l2;
-  TableWriter w(spec(CoherenceMode::kBroadcast), l2.ports(), 1);
-  auto& ring = w.add_ring(ring::FullPolicy::kFlush);
-  w.start();
-  w.subscription_confirmed();
-  sync(w);
+  RingWriter rw(CoherenceMode::kBroadcast);
+  auto& [l2, w, ring] = rw;
   const auto name = id("AST", 104), v1 = id("TXN", 10), v2 = id("TXN", 20), v3 = id("TXN", 30);
   l2.set(name, v1, "old");
   l2.set_park(true);
   std::promise<GetOutcome> p;
   w.miss(name, [&p](GetOutcome&& o) { p.set_value(std::move(o)); });
   sync(w);  // the read of v1 is parked
-  auto applied = [&w] { return w.stats().applied + w.stats().stale; };
   auto publish = [&](const BrandedId& v) {
-    const auto before = applied();
-    ASSERT_TRUE(ring.try_publish(CoherenceItem{{name, v}, 0, 0}));
-    for (int i = 0; i < 5000 && applied() == before; ++i) std::this_thread::sleep_for(1ms);
-    ASSERT_GT(applied(), before);
+    publish_and_settle(w, ring, CoherenceItem{{name, v}, 0, 0});
   };
   l2.set(name, v2, "new");
-  publish(v2);      // overtakes the flight
-  l2.release_all();  // the v1 answer lands: the flight reads again (parked)
+  publish(v2);  // overtakes the flight
+  l2.release_all(/*keep_parking=*/true);  // the v1 answer lands: the flight reads again, parked
   for (int i = 0; i < 5000 && w.stats().flight_restarts == 0; ++i) std::this_thread::sleep_for(1ms);
   ASSERT_EQ(w.stats().flight_restarts, 1u);
-  publish(v2);  // the same version again (the job behind its lead)
+  publish(v2);  // the same version again (the job behind its lead), the re-read still parked
   publish(v1);  // and an older one (a late replay)
-  l2.release_all();  // the re-read's answer: v2
-  auto got = p.get_future().get();
+  l2.release_all(/*keep_parking=*/true);  // the re-read's answer: v2
+  auto first = p.get_future();
+  if (first.wait_for(5s) != std::future_status::ready) {
+    ADD_FAILURE() << "the flight read again after a message that said nothing new";
+    l2.release_all(/*keep_parking=*/true);
+  }
+  auto got = first.get();
   ASSERT_FALSE(got.ec);
   EXPECT_EQ(got.value, "new");
   EXPECT_EQ(w.stats().flight_restarts, 1u) << "a message that said nothing new restarted the flight";
@@ -245,8 +266,7 @@ TEST(TableWriter, AMessageNoNewerThanTheRememberedDropRestartsNoFlight) {
   const auto v4 = id("TXN", 40);
   l2.set(name, v4, "v4");
   publish(v4);
-  l2.set_park(false);
-  l2.release_all();
+  l2.release_all();  // the v3 answer: overtaken, so it reads again (v4, at once)
   auto newest = q.get_future().get();
   ASSERT_FALSE(newest.ec);
   EXPECT_EQ(newest.value, "v4");
@@ -756,25 +776,12 @@ CoherenceItem forget_item(std::string_view key) {
   return item;
 }
 
-void publish_and_settle(TableWriter& w, CoherenceRing& ring, const CoherenceItem& item) {
-  const auto before = w.stats().applied + w.stats().stale;
-  ASSERT_TRUE(ring.try_publish(CoherenceItem(item)));
-  for (int i = 0; i < 5000 && w.stats().applied + w.stats().stale == before; ++i) {
-    std::this_thread::sleep_for(1ms);
-  }
-  ASSERT_GT(w.stats().applied + w.stats().stale, before);
-}
-
 // The classic race, staged: the GET reads v1, the write of v2 lands and its invalidation is
 // applied while the reply is on the wire. The reader that asked before gets v1 (its read began
 // before the invalidation reached the node); one that asks after gets v2; L1 never holds v1.
 TEST(TableWriter, TrackingAFillAnInvalidationOvertookIsServedNotCachedAndLateRidersReadAgain) {
-  FakeL2 l2;
-  TableWriter w(spec(CoherenceMode::kTracking), l2.ports(), 1);
-  auto& ring = w.add_ring(ring::FullPolicy::kFlush);
-  w.start();
-  w.subscription_confirmed();
-  sync(w);
+  RingWriter rw(CoherenceMode::kTracking);
+  auto& [l2, w, ring] = rw;
   const auto name = id("AST", 300);
   l2.set(name, id("TXN", 10), "v1");
   l2.set_park(true);
@@ -801,12 +808,8 @@ TEST(TableWriter, TrackingAFillAnInvalidationOvertookIsServedNotCachedAndLateRid
 }
 
 TEST(TableWriter, TrackingAPutAnInvalidationOvertookIsNotCachedAndAFlushMovesEveryToken) {
-  FakeL2 l2;
-  TableWriter w(spec(CoherenceMode::kTracking), l2.ports(), 1);
-  auto& ring = w.add_ring(ring::FullPolicy::kFlush);
-  w.start();
-  w.subscription_confirmed();
-  sync(w);
+  RingWriter rw(CoherenceMode::kTracking);
+  auto& [l2, w, ring] = rw;
   const auto name = id("AST", 301), other = id("AST", 302);
   auto put = [&w](const BrandedId& n, std::uint64_t guard) {
     std::promise<void> done;

@@ -3,8 +3,6 @@
 // redis-server on a free loopback port unless --server names one, mints the names, runs every
 // contestant in turn (progress on stderr), prints the table and the verdicts, and exits 1 when a
 // verdict fails or a contestant could not run.
-#include <echo/engine/local_server.h>
-#include <echo/io/cluster_map.h>
 #include <echo/table/branded_id.h>
 
 #include <iostream>
@@ -12,6 +10,7 @@
 
 #include "bench/bench.h"
 #include "referee/referee.h"
+#include "server_target.h"
 
 namespace echo::cli::referee {
 namespace {
@@ -44,28 +43,10 @@ int run(const RefereeArgs& a) {
 
   RunHeader header;
   header.command = command_line(a);
-  DrillTarget target;
-  std::unique_ptr<engine::LocalServer> own;
-  try {
-    if (a.server.empty()) {
-      own = std::make_unique<engine::LocalServer>();
-      target = {own->host(), own->port()};
-      header.server = "redis-server " + own->version() + " on " + target.host + ':' +
-                      std::to_string(target.port) + " (started by the referee)";
-    } else {
-      const auto address = io::parse_address(a.server);
-      if (!address) {
-        std::cerr << "echostore referee: --server wants HOST:PORT (port 1..65535), got '"
-                  << a.server << "'\n";
-        return 2;
-      }
-      target = {address->host, address->port};
-      header.server = "server " + a.server + " (given)";
-    }
-  } catch (const std::exception& e) {
-    std::cerr << "echostore referee: " << e.what() << '\n';
-    return 1;
-  }
+  ServerTarget server;
+  if (const int rc = open_server("referee", a.server, server); rc != 0) return rc;
+  header.server = server.described;
+  const DrillTarget& target = server.target;
   const bench::RunInfo info = bench::machine_info();
   header.machine = "echostore " + info.version + " (" + info.commit + ") | " + info.compiler +
                    " | " + std::to_string(info.cores) + " cores, " + info.model + " | " +

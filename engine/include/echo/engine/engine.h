@@ -215,6 +215,7 @@ class Engine {
   // - job: the job-lane overload below, under the lane group the engine minted for this table at
   //   construction (namespace PRT; one lane per writer engine, as a journal's group is one lane
   //   per writer process).
+  // - tracking: put (the SET is the announcement: the server invalidates every tracking node).
   // - none: put (nothing to announce; TTL is the only coherence).
   // Blocks; any application thread (not the io thread, not a writer, not a loader). no_such_cache,
   // kind (nothing on the wire), stopped, timeout, or the connection's error. On a connection error

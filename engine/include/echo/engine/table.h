@@ -53,7 +53,8 @@ class Table {
   // One-call write: the L2 row and its announcement together (Engine::publish): on a broadcast
   // table one script, atomic (no node hears the message before the row exists, and a lost
   // connection never leaves a row unannounced), then the L1 row; on a job-lane table the SET and
-  // the job in one pipeline; on a table of coherence none, put. Answers the version.
+  // the job in one pipeline; on a tracking table or one of coherence none, put (the tracking
+  // lane's server announces the SET itself). Answers the version.
   Result<table::BrandedId> publish(std::string_view key, const T& value,
                                    std::optional<table::BrandedId> version = std::nullopt) const;
 

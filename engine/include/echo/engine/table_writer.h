@@ -360,6 +360,9 @@ class TableWriter {
   void tell(std::string_view name, std::string_view version, RemovalCause cause) noexcept;
   // Drops every row (the flush policy), telling on_removal once.
   void flush() noexcept;
+  // One versioned message on `name` (a branded id, or a text key's bytes): the map's verdict,
+  // the flights it overtook marked, on_message told. The caller counts it.
+  table::Verdict apply_message(std::string_view name, const table::BrandedId& version);
   Applied apply_with_memory(std::string_view name, const table::BrandedId& version);
   void suspend(bool on);
   Flight* find_flight(std::string_view name, std::uint64_t id);

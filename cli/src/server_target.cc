@@ -1,0 +1,36 @@
+// SPDX-License-Identifier: MIT
+#include "server_target.h"
+
+#include <exception>
+#include <iostream>
+
+#include <echo/io/cluster_map.h>
+
+namespace echo::cli {
+
+int open_server(std::string_view command, const std::string& server, ServerTarget& out) {
+  try {
+    if (server.empty()) {
+      out.own = std::make_unique<engine::LocalServer>();
+      out.target = {out.own->host(), out.own->port()};
+      out.described = "redis-server " + out.own->version() + " on " + out.target.host + ':' +
+                      std::to_string(out.target.port) + " (started by the " +
+                      std::string(command) + ")";
+      return 0;
+    }
+    const auto address = io::parse_address(server);
+    if (!address) {
+      std::cerr << "echostore " << command << ": --server wants HOST:PORT (port 1..65535), got '"
+                << server << "'\n";
+      return 2;
+    }
+    out.target = {address->host, address->port};
+    out.described = "server " + server + " (given)";
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "echostore " << command << ": " << e.what() << '\n';
+    return 1;
+  }
+}
+
+}  // namespace echo::cli
