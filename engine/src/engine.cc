@@ -7,10 +7,12 @@
 #include <echo/engine/engine.h>
 
 #include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <condition_variable>
 #include <deque>
+#include <filesystem>
 #include <future>
 #include <mutex>
 #include <thread>
@@ -766,11 +768,39 @@ struct Engine::Impl {
     c.version_accept = options.version_accept;
     c.call_timeout = options.call_timeout;
     c.heartbeat = options.heartbeat;
+    c.tls = options.tls;
     return c;
   }
 };
 
 namespace {
+
+// EngineOptions::tls: the files must be there and readable now (the connections load them in
+// start(); a typo should not wait for it).
+void check_tls_knobs(const io::TlsOptions& t) {
+  if (!t.enabled) return;
+  if (t.cert_file.empty() != t.key_file.empty()) {
+    throw ConfigError(std::string("tls.") + (t.cert_file.empty() ? "cert_file" : "key_file") +
+                      " is empty while tls." + (t.cert_file.empty() ? "key_file" : "cert_file") +
+                      " is set: a client certificate needs both (or neither)");
+  }
+  auto readable = [](const char* knob, const std::string& path) {
+    if (path.empty()) return;
+    std::error_code ec;
+    const bool file = std::filesystem::is_regular_file(path, ec);
+    if (!file || ::access(path.c_str(), R_OK) != 0) {
+      throw ConfigError(std::string("tls.") + knob + " '" + path +
+                        (file ? "' cannot be read" : "' does not exist or is not a file"));
+    }
+  };
+  readable("ca_file", t.ca_file);
+  readable("cert_file", t.cert_file);
+  readable("key_file", t.key_file);
+  if (t.server_name.size() > 255) {
+    throw ConfigError("tls.server_name must be at most 255 bytes, got " +
+                      std::to_string(t.server_name.size()));
+  }
+}
 
 // The knobs the connections and the io loop would otherwise refuse only in start(), and the
 // durations the engine adds to a clock (a bound keeps every deadline inside the clock's range).
@@ -801,6 +831,7 @@ void check_connection_knobs(const EngineOptions& o, bool by_seeds) {
   if (o.io.entries < 8 || o.io.entries > 32768) {
     throw ConfigError("io.entries must lie in 8..32768, got " + std::to_string(o.io.entries));
   }
+  check_tls_knobs(o.tls);
   if (o.io.cpu < -1 || o.io.cpu >= CPU_SETSIZE) {
     throw ConfigError("io.cpu must be -1 (unpinned) or a CPU index 0.." +
                       std::to_string(CPU_SETSIZE - 1) + ", got " + std::to_string(o.io.cpu));
@@ -937,6 +968,9 @@ std::error_code Engine::start_once(std::chrono::milliseconds timeout) {
     d.cmd = std::make_unique<io::Connection>(d.io->loop(), d.connection_options("cmd"));
     d.cmd->start();
     if (auto ec = d.cmd->wait_ready(left())) {
+      if (const std::string why = d.cmd->fatal_detail(); !why.empty()) {
+        std::fprintf(stderr, "echo::engine: %s at start: %s\n", ec.message().c_str(), why.c_str());
+      }
       stop();
       return ec == io::IoErrc::kClusterNode ? make_error_code(Errc::kWrongMode) : ec;
     }

@@ -141,6 +141,10 @@ LocalCluster::LocalCluster(LocalClusterOptions options) : options_(std::move(opt
                    // Any replica may take over, however long ago it last heard its master.
                    "--cluster-replica-validity-factor", "0", "--cluster-allow-replica-migration",
                    "no"};
+  so.tls = options_.tls;
+  if (so.tls.enabled()) {
+    so.extra_args.insert(so.extra_args.end(), {"--tls-cluster", "yes", "--tls-replication", "yes"});
+  }
   for (int i = 0; i < total; ++i) servers_.push_back(std::make_unique<LocalServer>(so));
   create();
 }
@@ -218,6 +222,16 @@ std::string LocalCluster::seeds() const {
   return out;
 }
 
+std::string LocalCluster::tls_seeds() const {
+  std::string out;
+  for (const auto& s : servers_) {
+    if (!s->running()) continue;
+    if (!out.empty()) out += ',';
+    out += s->host() + ":" + std::to_string(s->tls_port());
+  }
+  return out;
+}
+
 std::vector<int> LocalCluster::ports() const {
   std::vector<int> out;
   for (const auto& s : servers_) out.push_back(s->port());
@@ -267,7 +281,8 @@ std::vector<ClusterNodeInfo> LocalCluster::nodes() const {
     n.port = std::atoi(addr.c_str() + colon + 1);
     n.master = flags.find("master") != std::string::npos;
     for (std::size_t i = 0; i < servers_.size(); ++i) {
-      if (servers_[i]->port() == n.port) {
+      // Under tls-cluster the cluster names each node by its TLS port.
+      if (servers_[i]->port() == n.port || (n.port != 0 && servers_[i]->tls_port() == n.port)) {
         n.index = static_cast<int>(i);
         n.running = servers_[i]->running();
       }
@@ -303,7 +318,10 @@ int LocalCluster::master_of(std::uint16_t slot) const {
   if (!c) throw std::runtime_error("LocalCluster: cannot connect to a running node");
   const int port = slot_port(c.get(), slot);
   for (std::size_t i = 0; i < servers_.size(); ++i) {
-    if (servers_[i]->port() == port && servers_[i]->running()) return static_cast<int>(i);
+    if ((servers_[i]->port() == port || servers_[i]->tls_port() == port) &&
+        servers_[i]->running()) {
+      return static_cast<int>(i);
+    }
   }
   throw std::runtime_error("LocalCluster: no running master serves slot " + std::to_string(slot));
 }

@@ -232,7 +232,7 @@ void ClusterClient::topology_answer(Node* from, bool shards, std::error_code ec,
     return stop_fatal(IoErrc::kTopologyRefused);  // a single server: the mode is wrong
   }
   std::optional<std::vector<SlotRange>> ranges;
-  if (!ec) ranges = shards ? parse_cluster_shards(v) : parse_cluster_slots(v);
+  if (!ec) ranges = shards ? parse_cluster_shards(v, options_.connection.tls.enabled) : parse_cluster_slots(v);
   if (!ranges || ranges->empty()) {
     bump(refresh_failures_);
     refresh_wanted_ = true;  // the tick asks again, of the next ready node

@@ -18,6 +18,8 @@
 #include <future>
 #include <stdexcept>
 
+#include "tls_session.h"
+
 namespace echo::io {
 
 namespace {
@@ -139,6 +141,10 @@ Connection::Connection(UringLoop& loop, ConnectionOptions options, PushFn on_pus
     addr_len_ = res->ai_addrlen;
     ::freeaddrinfo(res);
   }
+  if (o.tls.enabled) {
+    tls_ctx_ = TlsContext::for_options(o.tls);  // throws invalid_argument naming the file knob
+    tls_in_.resize(kRecvChunk);
+  }
   rng_.seed(o.jitter_seed != 0 ? o.jitter_seed : std::random_device{}());
   backoff_ = o.backoff_initial;
   IoOp* ops[] = {&connect_op_, &recv_op_, &send_op_, &flush_op_, &tick_op_, &backoff_op_};
@@ -232,6 +238,11 @@ ConnectionStats Connection::stats() const {
   return s;
 }
 
+std::string Connection::fatal_detail() const {
+  std::lock_guard lock(status_mu_);
+  return fatal_detail_;
+}
+
 // --- Connect -------------------------------------------------------------------------------
 
 void Connection::begin_connect() {
@@ -261,12 +272,19 @@ void Connection::on_connect(IoOp& op, int res) noexcept {
                                  : make_error_code(IoErrc::kConnectFailed));
     return;
   }
+  if (self->tls_ctx_) return self->start_tls();
   self->boot();
 }
 
 // --- Receive and dispatch ------------------------------------------------------------------
 
 void Connection::arm_recv() {
+  if (tls_) {
+    // Ciphertext: the session decrypts it into the decoder (tls_received).
+    recv_len_ = tls_in_.size();
+    loop_.recv(fd_.get(), tls_in_.data(), tls_in_.size(), recv_op_, /*poll_first=*/!last_recv_full_);
+    return;
+  }
   std::span<char> room = decoder_.prepare(std::max(kRecvChunk, decoder_.wanted()));
   recv_len_ = room.size();
   // A receive that did not fill its buffer drained the socket: the next one can only wait.
@@ -277,6 +295,7 @@ void Connection::on_recv(IoOp& op, int res) noexcept {
   auto* self = static_cast<Connection*>(op.context);
   if (self->closing_) return self->maybe_finish_close();
   if (!self->fd_) return;
+  if (self->tls_) return self->tls_received(res);
   if (res <= 0) {
     self->lose(make_error_code(IoErrc::kDisconnected));
     return;
@@ -353,6 +372,10 @@ void Connection::on_flush(IoOp& op, int) noexcept {
 }
 
 void Connection::send_some() {
+  if (tls_ctx_) {
+    if (tls_) tls_send_some();  // before the session exists nothing can be queued
+    return;
+  }
   if (sending_.empty()) {
     if (out_.empty()) return;
     std::swap(out_, sending_);
@@ -373,7 +396,11 @@ void Connection::on_send(IoOp& op, int res) noexcept {
   }
   bump(self->bytes_out_, static_cast<std::uint64_t>(res));
   self->last_io_ = Clock::now();
-  self->sending_.consume(static_cast<std::size_t>(res));
+  if (self->tls_ctx_) {
+    self->tls_sent_ += static_cast<std::size_t>(res);
+  } else {
+    self->sending_.consume(static_cast<std::size_t>(res));
+  }
   self->send_some();
 }
 
@@ -425,6 +452,9 @@ void Connection::on_tick(IoOp& op, int) noexcept {
   const ConnStatus s = self->status_.load(std::memory_order_relaxed);
   if (s == ConnStatus::kStopped) return;  // fatal: the tick ends with the connection
   const auto now = Clock::now();
+  if (self->tls_handshaking_ && now - self->tls_began_ > self->options_.boot_timeout) {
+    self->lose(make_error_code(IoErrc::kTimeout));  // a peer that never finishes the handshake
+  }
   if ((s == ConnStatus::kBooting || s == ConnStatus::kReady) && !self->fifo_.empty()) {
     const milliseconds limit =
         s == ConnStatus::kBooting ? self->options_.boot_timeout : self->options_.call_timeout;
@@ -447,6 +477,13 @@ void Connection::on_tick(IoOp& op, int) noexcept {
 
 void Connection::drop_socket() {
   ++conn_gen_;
+  if (tls_) {
+    tls_goodbye();
+    tls_.reset();
+  }
+  tls_out_.clear();  // keeps its storage: an in-flight send may still read it (see sending_)
+  tls_sent_ = 0;
+  tls_handshaking_ = false;
   if (fd_) {
     // shutdown() completes the pending recv/send at once (they hold their own file reference,
     // so closing alone would not); their late completions see !fd_ and are ignored.
@@ -513,11 +550,12 @@ void Connection::redial() {
   lose(make_error_code(IoErrc::kDisconnected));
 }
 
-void Connection::stop_fatal(std::error_code cause) {
+void Connection::stop_fatal(std::error_code cause, std::string detail) {
   drop_socket();
   {
     std::lock_guard lock(status_mu_);
     fatal_ = cause;
+    fatal_detail_ = std::move(detail);
   }
   set_status(ConnStatus::kStopped);
   fail_pending(cause);

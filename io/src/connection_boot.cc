@@ -62,7 +62,7 @@ bool Connection::boot_transient(const Resp3Value& v) {
 void Connection::boot() {
   set_status(ConnStatus::kBooting);
   decoder_.reset();
-  arm_recv();
+  if (!recv_op_.armed) arm_recv();  // TLS: the handshake's receive may have armed it already
   if (options_.protocol == Protocol::kResp2) return boot_resp2();
   std::vector<std::string_view> hello = {"HELLO", "3"};
   if (!options_.password.empty()) {
@@ -174,6 +174,7 @@ void Connection::booted() {
     schedule_flush();
   }
   set_status(ConnStatus::kReady);
+  ever_ready_ = true;
   if (lost_since_ready_) {
     lost_since_ready_ = false;
     bump(reconnects_);

@@ -56,6 +56,14 @@ struct EngineOptions {
   std::string cluster_seeds;
   int cluster_max_redirects = 5;       // kCluster: MOVED/ASK per call, 0..16
   std::string password;
+  // TLS on every connection this engine opens (command, subscriber, job-lane parkers, the relay,
+  // each cluster node's, the sharded subscriber's): off by default. With enabled, ca_file (empty
+  // = the system store), cert_file and key_file (a client certificate: both or neither) must name
+  // readable PEM files (ConfigError naming the knob, e.g. "tls.key_file"); server_name (empty =
+  // the host dialled) is sent as SNI and checked in the server's certificate. start() answers
+  // io tls_verify or tls_handshake when the server's certificate or the handshake is refused.
+  // A cluster over TLS needs tls-cluster yes on its nodes, so its topology names TLS ports.
+  io::TlsOptions tls;
   // This engine's minting node: kAutoNode (the default) leases the first free node in 0..1023 at
   // start; 0..1023 leases that one (start fails node_taken when another process holds it). Either
   // way the lease ({ecc}:node:<n>, renewed every third of node_lease) is what lets the engine

@@ -3,7 +3,8 @@
 // RESP2 fallback, AUTH, SELECT, CLIENT SETNAME, the {emq}:version fence), pairs pipelined replies
 // with their callers through a FIFO, routes RESP3 pushes to a handler, calls scripts by EVALSHA
 // with one NOSCRIPT reload, beats when idle, and on socket loss fails every in-flight caller,
-// reconnects with jittered backoff, re-fences, resubscribes and tells its owner.
+// reconnects with jittered backoff, re-fences, resubscribes and tells its owner. With
+// ConnectionOptions::tls it speaks TLS first (connection_tls.cc), on the same loop thread.
 #pragma once
 
 #include <sys/socket.h>
@@ -29,10 +30,14 @@
 #include <echo/io/resp3_decoder.h>
 #include <echo/io/resp3_value.h>
 #include <echo/io/resp_encoder.h>
+#include <echo/io/tls_options.h>
 #include <echo/io/unique_fd.h>
 #include <echo/io/uring_loop.h>
 
 namespace echo::io {
+
+class TlsContext;  // io/src/tls_session.h: OpenSSL stays out of this header
+class TlsSession;
 
 enum class Protocol : std::uint8_t { kAuto, kResp2, kResp3 };
 
@@ -72,6 +77,8 @@ struct ConnectionOptions {
   // target that moves (a cluster slot's master after a failover). A host that is not a numeric
   // address, or a port outside 1..65535, keeps the last target. host/port in options() follow.
   std::function<DialTarget()> target;
+  // TLS after the TCP connect (tls_options.h; off by default). Its files load in the constructor.
+  TlsOptions tls;
 };
 
 // The {emq}:version fence's verdict on the value a server holds: version_value, or one of
@@ -87,7 +94,7 @@ enum class ConnEvent : std::uint8_t {
   kDisconnected,  // the socket was lost (cause in the error_code); callers already failed
   kReconnected,   // booted again after a loss, re-fenced, channels resubscribed
   kStopped,       // fatal (auth_refused, boot_refused, unexpected_hello, version_fence,
-                  // cluster_node) or closed
+                  // cluster_node, tls_verify, tls_handshake at first boot) or closed
 };
 
 // WIRE §6 stats, a snapshot. Counters are single-writer (the loop thread), read relaxed: each is
@@ -105,7 +112,7 @@ struct ConnectionStats {
   std::uint64_t reconnects = 0;    // successful boots after a loss
   std::uint64_t script_loads = 0;  // SCRIPT LOADs after NOSCRIPT
   std::uint64_t evalsha_calls = 0; // EVALSHAs written
-  std::uint64_t bytes_out = 0;
+  std::uint64_t bytes_out = 0;     // bytes the socket took (TLS: ciphertext, handshakes included)
   std::uint64_t wire_errors = 0;   // replies with no caller, and bytes the decoder refused
   std::uint64_t boot_retries = 0;  // boots a server answered LOADING, BUSY or MASTERDOWN: retried
   std::uint64_t push_refusals = 0;  // (un)subscribe verbs the server refused (NOPERM, MOVED, ...)
@@ -134,7 +141,8 @@ struct OwnedResult {
 
 class Connection {
  public:
-  // Binds to `loop` and checks the options (std::invalid_argument naming the knob). Does not
+  // Binds to `loop` and checks the options (std::invalid_argument naming the knob; with TLS on,
+  // loads its files: a missing or unreadable CA, certificate or key is refused here). Does not
   // connect: start() does. Any thread. Handlers run on the loop thread.
   Connection(UringLoop& loop, ConnectionOptions options, PushFn on_push = {}, EventFn on_event = {});
   // Fails every waiter with `closed`, cancels every operation and waits until the ring holds no
@@ -185,6 +193,10 @@ class Connection {
   // Any thread; relaxed snapshot (see ConnectionStats).
   ConnectionStats stats() const;
   ConnStatus status() const noexcept { return status_.load(std::memory_order_acquire); }
+  // Why the connection stopped, in words, when the cause carries more than its code: for
+  // tls_verify and tls_handshake, X509's or OpenSSL's reason ("certificate verify failed: unable
+  // to get local issuer certificate"). Empty otherwise. Any thread; takes a mutex; allocates.
+  std::string fatal_detail() const;
   UringLoop& loop() noexcept { return loop_; }
   const ConnectionOptions& options() const noexcept { return options_; }
 
@@ -229,7 +241,13 @@ class Connection {
   void booted();
   void drop_socket();
   void lose(std::error_code cause);
-  void stop_fatal(std::error_code cause);
+  void stop_fatal(std::error_code cause, std::string detail = {});
+  // TLS (connection_tls.cc), loop thread.
+  void start_tls();
+  void tls_received(int res);
+  void tls_send_some();
+  void tls_failed();
+  void tls_goodbye();
   void fail_pending(std::error_code ec);
   void schedule_reconnect();
   void set_status(ConnStatus s);
@@ -261,6 +279,19 @@ class Connection {
   bool last_recv_full_ = true;      // it filled its buffer: more may be waiting in the socket
   std::uint64_t conn_gen_ = 0;  // bumped at every socket loss; dispatch stops when it changes
 
+  // TLS (loop thread; tls_ctx_ set once in the constructor when options_.tls.enabled). The
+  // session lives with its socket. tls_in_ is what the receive fills; tls_out_ from tls_sent_ on
+  // is what the kernel is sending (like sending_: cleared at a loss, refilled only once the old
+  // send completed).
+  std::shared_ptr<TlsContext> tls_ctx_;
+  std::unique_ptr<TlsSession> tls_;
+  std::vector<char> tls_in_;
+  std::string tls_out_;
+  std::size_t tls_sent_ = 0;
+  bool tls_handshaking_ = false;
+  std::chrono::steady_clock::time_point tls_began_{};
+  bool ever_ready_ = false;  // booted once: later TLS handshake failures are losses, not fatal
+
   // Boot and reconnect (loop thread).
   bool lost_since_ready_ = false;
   bool started_ = false;
@@ -276,6 +307,7 @@ class Connection {
   mutable std::mutex status_mu_;
   std::condition_variable status_cv_;
   std::error_code fatal_;  // guarded by status_mu_
+  std::string fatal_detail_;  // guarded by status_mu_
   std::function<void()> closed_;  // set by the destructor; run when quiescent
 
   std::atomic<std::uint64_t> pushes_{0}, overloads_{0}, commands_{0}, pipelines_{0}, replies_{0},

@@ -27,6 +27,12 @@ enum class IoErrc : int {
   kClusterDown,        // cluster: no reachable master served the call's slot within route_timeout
   kTopologyRefused,    // cluster: no seed answered CLUSTER SHARDS / SLOTS with a usable map
   kClusterNode,        // a single-server connection's boot was answered MOVED: a cluster (fatal)
+  kTlsHandshake,       // the TLS handshake failed, or the server refused us right after it (an
+                       // alert: a client certificate required, a protocol version refused, a peer
+                       // that is not TLS). Fatal before the first ready; later a socket loss.
+                       // Connection::fatal_detail() carries OpenSSL's reason.
+  kTlsVerify,          // the server's certificate failed verification (chain or name): fatal.
+                       // Connection::fatal_detail() names X509's reason.
 };
 
 const std::error_category& io_category() noexcept;
