@@ -13,6 +13,7 @@
 #include <thread>
 
 #include <echo/engine/local_server.h>
+#include <echo/engine/local_tls.h>
 #include <echo/harness/machine.h>
 #include <echo/io/cluster_map.h>
 #include <echo/table/branded_id.h>
@@ -20,6 +21,7 @@
 #include "bench_cmd.h"
 #include "drill/drill.h"
 #include "journal_cmd.h"
+#include "server_target.h"
 #include "referee/referee.h"
 #include "stats_cmd.h"
 
@@ -66,13 +68,23 @@ int id_decode(const std::string& text) {
   return 0;
 }
 
-int drill(const std::string& server) {
+int drill(const std::string& server, const cli::TlsArgs& tls) {
+  std::unique_ptr<engine::LocalTlsFiles> own_tls;
   std::unique_ptr<engine::LocalServer> own;
   cli::DrillTarget target;
   try {
     if (server.empty()) {
-      own = std::make_unique<engine::LocalServer>();
+      // The drill's server also listens for TLS (gate T1), with certificates made now.
+      own_tls = std::make_unique<engine::LocalTlsFiles>();
+      engine::LocalServerOptions o;
+      o.tls.cert_file = own_tls->server_cert();
+      o.tls.key_file = own_tls->server_key();
+      o.tls.ca_file = own_tls->ca_file();
+      own = std::make_unique<engine::LocalServer>(o);
       target = {own->host(), own->port()};
+      target.tls_port = own->tls_port();
+      target.tls.enabled = true;
+      target.tls.ca_file = own_tls->ca_file();
     } else {
       const auto address = io::parse_address(server);
       if (!address) {
@@ -80,6 +92,16 @@ int drill(const std::string& server) {
                                     "'");
       }
       target = {address->host, address->port};
+      if (tls.given() || !tls.port.empty()) {
+        const auto port = io::parse_address("h:" + tls.port);
+        if (!tls.given() || !port) {
+          throw std::invalid_argument(
+              "TLS against --server wants --tls-port PORT (1..65535) and --tls-ca (or another "
+              "--tls-* flag)");
+        }
+        target.tls_port = port->port;
+        target.tls = cli::tls_options(tls);
+      }
     }
   } catch (const std::exception& e) {
     std::cerr << "echostore drill: " << e.what() << '\n';
@@ -118,6 +140,11 @@ int main(int argc, char** argv) {
   auto* drill_cmd = app.add_subcommand("drill", "Run every gate against a real server");
   drill_cmd->add_option("--server", server,
                         "HOST:PORT of a server to use (default: start redis-server on loopback)");
+  cli::TlsArgs drill_tls;
+  cli::add_tls_flags(drill_cmd, drill_tls);
+  drill_cmd->add_option("--tls-port", drill_tls.port,
+                        "the TLS port of --server, for gate T1 (a started server listens on one "
+                        "with certificates made at run time)");
   bool cluster = false;
   drill_cmd->add_flag("--cluster", cluster,
                       "start a local cluster (3 masters, 3 replicas) and run the cluster gates");
@@ -145,6 +172,6 @@ int main(int argc, char** argv) {
   if (app.got_subcommand("referee")) return referee_exit;
   if (mint->parsed()) return id_mint(ns, node);
   if (decode->parsed()) return id_decode(text);
-  if (drill_cmd->parsed()) return cluster ? cli::drill_cluster(std::cout) : drill(server);
+  if (drill_cmd->parsed()) return cluster ? cli::drill_cluster(std::cout) : drill(server, drill_tls);
   return 2;
 }
