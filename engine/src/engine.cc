@@ -961,6 +961,9 @@ std::error_code Engine::start_once(std::chrono::milliseconds timeout) {
     d.cluster = std::make_unique<io::ClusterClient>(d.io->loop(), std::move(co));
     d.cluster->start();
     if (auto ec = d.cluster->wait_ready(left())) {
+      if (const std::string why = d.cluster->fatal_detail(); !why.empty()) {
+        std::fprintf(stderr, "echo::engine: %s at start: %s\n", ec.message().c_str(), why.c_str());
+      }
       stop();
       return ec;
     }

@@ -133,6 +133,12 @@ ClusterClient::Node& ClusterClient::node_for(const NodeAddress& addr) {
           if (!fenced_ || refresh_wanted_) ask_topology();
           retry_held();
         } else {
+          if (event == ConnEvent::kStopped && !fenced_ &&
+              (cause == IoErrc::kTlsVerify || cause == IoErrc::kTlsHandshake)) {
+            // Every node shares the TLS options: a refusal before the first map is the
+            // configuration's, not this node's. The loss below still tells the owner.
+            stop_fatal(cause, raw->conn->fatal_detail());
+          }
           if (on_event_) on_event_(ClusterEvent::kNodeLost, raw->addr, cause);
           refresh();
         }
@@ -306,10 +312,17 @@ void ClusterClient::become_ready() {
   }
 }
 
-void ClusterClient::stop_fatal(std::error_code cause) {
+std::string ClusterClient::fatal_detail() const {
+  std::lock_guard lock(status_mu_);
+  return fatal_detail_;
+}
+
+void ClusterClient::stop_fatal(std::error_code cause, std::string detail) {
   {
     std::lock_guard lock(status_mu_);
+    if (fatal_) return;  // each seed refused by TLS stops the client: the first one says why
     fatal_ = cause;
+    fatal_detail_ = std::move(detail);
   }
   status_cv_.notify_all();
   if (on_event_) on_event_(ClusterEvent::kStopped, {}, cause);

@@ -20,10 +20,10 @@ constexpr std::size_t kPlainChunk = 16 * 1024;  // one TLS record's worth of pla
 void Connection::start_tls() {
   set_status(ConnStatus::kBooting);
   // The name to check and send as SNI: the knob, else the host dialled now (retarget moves it).
-  const std::string& name =
-      !options_.tls.server_name.empty() ? options_.tls.server_name : options_.host;
-  tls_ = std::make_unique<TlsSession>(tls_ctx_, options_.unix_path.empty() ? name : std::string(),
-                                      options_.tls.verify);
+  // A Unix socket has no host to check: only server_name, when given, is.
+  std::string name = options_.tls.server_name;
+  if (name.empty() && options_.unix_path.empty()) name = options_.host;
+  tls_ = std::make_unique<TlsSession>(tls_ctx_, name, options_.tls.verify);
   tls_handshaking_ = true;
   tls_began_ = std::chrono::steady_clock::now();
   last_recv_full_ = false;

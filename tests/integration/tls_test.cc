@@ -379,5 +379,14 @@ TEST_F(TlsCluster, PutGetAndPublishAcrossSlotsGoOverTlsToEveryMaster) {
   }
 }
 
+TEST_F(TlsCluster, AWrongCaIsRefusedAtStartWithTlsVerify) {
+  engine::EngineOptions o = tls_node(23);
+  o.tls.ca_file = files_->other_ca_file();
+  Engine e(o, {table_spec("tqwrong", "AST", CoherenceMode::kBroadcast, answering("l"))});
+  const auto began = Clock::now();
+  EXPECT_EQ(e.start(std::chrono::seconds(10)), io::IoErrc::kTlsVerify);
+  EXPECT_LT(Clock::now() - began, 5s) << "a verification failure must not wait for a timeout";
+}
+
 }  // namespace
 }  // namespace echo::test
