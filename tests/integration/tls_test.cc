@@ -151,6 +151,58 @@ TEST_F(Tls, JobLaneOverTlsEveryMemberDropsTheRowAndReadsTheNewValue) {
   EXPECT_TRUE(eventually([&] { return m->stats().tables.at(0).consumer->completed >= 1; }));
 }
 
+// Replies far larger than one TLS record (16 KiB) arrive in partial records across many receives;
+// the decoder sees the same bytes as on a plain socket.
+TEST_F(Tls, AValueOfManyRecordsRoundTripsThroughTheConnector) {
+  io::LoopThread loop;
+  io::ConnectionOptions o;
+  o.port = server_->tls_port();
+  o.fence = false;
+  o.tls = client_tls(*files_);
+  {
+    io::Connection c(loop.loop(), o);
+    c.start();
+    ASSERT_FALSE(c.wait_ready(5s));
+    std::string big(3u << 20, '\0');
+    for (std::size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>('a' + i % 23);
+    const std::string key = "tls:big:" + fresh_id("AST").str();
+    ASSERT_FALSE(c.call_blocking({"SET", key, big}).ec);
+    for (int i = 0; i < 3; ++i) {
+      auto r = c.call_blocking({"GET", key});
+      ASSERT_FALSE(r.ec) << r.ec.message();
+      ASSERT_EQ(r.reply.view().str().size(), big.size());
+      EXPECT_TRUE(r.reply.view().str() == big) << "the value came back changed";
+    }
+    for (int i = 0; i < 200; ++i) ASSERT_FALSE(c.call_blocking({"PING"}).ec) << i;
+    EXPECT_EQ(c.stats().wire_errors, 0u);
+    (void)c.call_blocking({"DEL", key});
+  }
+  loop.join();
+}
+
+// A server restart is a socket loss like any other: the connector dials again, runs a fresh
+// handshake (a new session on the same context) and boots.
+TEST_F(Tls, AServerRestartIsALossAndTheConnectorHandshakesAgain) {
+  engine::LocalServerOptions so;
+  so.tls = server_tls(*files_);
+  engine::LocalServer own(so);
+  io::LoopThread loop;
+  io::ConnectionOptions o;
+  o.port = own.tls_port();
+  o.fence = false;
+  o.tls = client_tls(*files_);
+  {
+    io::Connection c(loop.loop(), o);
+    c.start();
+    ASSERT_FALSE(c.wait_ready(5s));
+    own.restart();
+    ASSERT_TRUE(eventually([&] { return c.stats().reconnects >= 1; }, 15s)) << "never reconnected";
+    EXPECT_FALSE(c.call_blocking({"PING"}).ec);
+    EXPECT_TRUE(c.fatal_detail().empty());
+  }
+  loop.join();
+}
+
 TEST_F(Tls, AWrongCaIsRefusedAtStartWithTlsVerifyNamingTheFailure) {
   io::TlsOptions wrong = client_tls(*files_);
   wrong.ca_file = files_->other_ca_file();

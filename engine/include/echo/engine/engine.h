@@ -179,6 +179,9 @@ class Engine {
   // tracking_refused when a tracking table's CLIENT TRACKING is answered other than +OK.
   // no_free_node (node_id auto, all 1024 leased) or node_taken (an explicit node_id another
   // process leases): the node lease, taken before anything mints.
+  // io tls_verify (the server's certificate failed the chain or name check) or tls_handshake
+  // (the handshake or an alert right after it: a client certificate required, not a TLS peer)
+  // with EngineOptions::tls; the reason is written to stderr.
   // host_unresolved when the host (or a seed) does not resolve, the kernel's error when the
   // io_uring or a thread cannot be made; it never throws for a knob the constructor accepted.
   // A timeout beyond 24 h is taken as 24 h.
