@@ -26,6 +26,7 @@ namespace {
 struct BenchArgs {
   std::string server, json, ring_capacity, max_batch, wait, rounds, placement, only;
   bool quick = false;
+  AuthArgs auth;
 };
 
 // Whole decimal numbers only ("4096", not "4k", "-1" or "4096x").
@@ -205,7 +206,11 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   bench->add_option("--only", args->only,
                     "one part of the suite: micro (ring, L1, RESP3), hit_ratio (eviction "
                     "policies on generated traces) or lanes (the rows against a server)");
-  bench->callback([args, &exit_code] { exit_code = run(*args); });
+  add_auth_options(bench, args->auth);
+  bench->callback([args, &exit_code] {
+    apply_auth(args->auth);
+    exit_code = run(*args);
+  });
 }
 
 }  // namespace echo::cli

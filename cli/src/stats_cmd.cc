@@ -9,6 +9,7 @@
 
 #include <echo/engine/stats_export.h>
 #include <echo/harness/hiredis.h>
+#include <echo/harness/stage.h>
 #include <echo/io/cluster_map.h>
 #include <hiredis/hiredis.h>
 
@@ -16,12 +17,15 @@
 #include <string>
 #include <vector>
 
+#include "server_target.h"
+
 namespace echo::cli {
 namespace {
 
 struct StatsArgs {
   std::string server, table;
   bool json = false;
+  AuthArgs auth;
 };
 
 using harness::Context;
@@ -52,6 +56,10 @@ int run(const StatsArgs& a) {
   if (!c || c->err) {
     std::cerr << "echostore stats: cannot reach " << a.server << ": "
               << (c ? c->errstr : "out of memory") << "\n";
+    return 1;
+  }
+  if (const std::string refused = harness::authenticate(c.get()); !refused.empty()) {
+    std::cerr << "echostore stats: " << a.server << " refused AUTH: " << refused << "\n";
     return 1;
   }
   const std::string pattern = glob_escape(engine::stats_key(a.table, "")) + "*";
@@ -113,7 +121,11 @@ void add_stats_command(CLI::App& app, int& exit_code) {
   stats->add_option("--server", args->server, "HOST:PORT of the table's server")->required();
   stats->add_option("--table", args->table, "the table")->required();
   stats->add_flag("--json", args->json, "print the snapshots as a JSON array");
-  stats->callback([args, &exit_code] { exit_code = run(*args); });
+  add_auth_options(stats, args->auth);
+  stats->callback([args, &exit_code] {
+    apply_auth(args->auth);
+    exit_code = run(*args);
+  });
 }
 
 }  // namespace echo::cli

@@ -27,6 +27,8 @@ enum class IoErrc : int {
   kClusterDown,        // cluster: no reachable master served the call's slot within route_timeout
   kTopologyRefused,    // cluster: no seed answered CLUSTER SHARDS / SLOTS with a usable map
   kClusterNode,        // a single-server connection's boot was answered MOVED: a cluster (fatal)
+  kNoPermission,       // the server's ACL refused a boot command (NOPERM): the user lacks a
+                       // command or key the connection needs (fatal)
 };
 
 const std::error_category& io_category() noexcept;
