@@ -27,6 +27,7 @@ struct BenchArgs {
   std::string server, json, ring_capacity, max_batch, wait, rounds, placement, only;
   bool quick = false;
   TlsArgs tls;
+  AuthArgs auth;
 };
 
 // Whole decimal numbers only ("4096", not "4k", "-1" or "4096x").
@@ -211,11 +212,15 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   bench->add_option("--only", args->only,
                     "one part of the suite: micro (ring, L1, RESP3), hit_ratio (eviction "
                     "policies on generated traces) or lanes (the rows against a server)");
+  add_auth_options(bench, args->auth);
   add_tls_flags(bench, args->tls);
   bench->add_option("--tls-port", args->tls.port,
                     "the TLS port of --server, for the tls_vs_plain row (a started server "
                     "listens on one with certificates made at run time)");
-  bench->callback([args, &exit_code] { exit_code = run(*args); });
+  bench->callback([args, &exit_code] {
+    apply_auth(args->auth);
+    exit_code = run(*args);
+  });
 }
 
 }  // namespace echo::cli

@@ -12,17 +12,19 @@
 #include <optional>
 #include <thread>
 
+#include <echo/engine/engine.h>
 #include <echo/engine/local_server.h>
 #include <echo/engine/local_tls.h>
 #include <echo/harness/machine.h>
+#include <echo/harness/stage.h>
 #include <echo/io/cluster_map.h>
 #include <echo/table/branded_id.h>
 
 #include "bench_cmd.h"
 #include "drill/drill.h"
 #include "journal_cmd.h"
-#include "server_target.h"
 #include "referee/referee.h"
+#include "server_target.h"
 #include "stats_cmd.h"
 
 namespace {
@@ -68,6 +70,18 @@ int id_decode(const std::string& text) {
   return 0;
 }
 
+// Before any gate: one connection boots as the engine's do (engine::probe_server) within 2 s,
+// or the drill stops with the cause in words: a wrong password, an ACL denial, a peer that is
+// not Redis, a foreign fence, or nothing answering.
+bool server_answers(const cli::DrillTarget& target) {
+  const auto options = harness::node_options(target.host, target.port, 0);
+  const engine::Error e = engine::probe_server(options, std::chrono::seconds(2));
+  if (!e) return true;
+  std::cerr << "echostore drill: the server at " << target.host << ':' << target.port
+            << " cannot be used (" << e.code.message() << "): " << e.message() << '\n';
+  return false;
+}
+
 int drill(const std::string& server, const cli::TlsArgs& tls) {
   std::unique_ptr<engine::LocalTlsFiles> own_tls;
   std::unique_ptr<engine::LocalServer> own;
@@ -107,6 +121,7 @@ int drill(const std::string& server, const cli::TlsArgs& tls) {
     std::cerr << "echostore drill: " << e.what() << '\n';
     return 2;
   }
+  if (!server_answers(target)) return 1;
   std::string version = "unknown";
   if (own) version = own->version();
   std::cout << "header: redis-server " << version << " on " << target.host << ':' << target.port
@@ -140,6 +155,8 @@ int main(int argc, char** argv) {
   auto* drill_cmd = app.add_subcommand("drill", "Run every gate against a real server");
   drill_cmd->add_option("--server", server,
                         "HOST:PORT of a server to use (default: start redis-server on loopback)");
+  cli::AuthArgs auth;
+  cli::add_auth_options(drill_cmd, auth);
   cli::TlsArgs drill_tls;
   cli::add_tls_flags(drill_cmd, drill_tls);
   drill_cmd->add_option("--tls-port", drill_tls.port,
@@ -172,6 +189,7 @@ int main(int argc, char** argv) {
   if (app.got_subcommand("referee")) return referee_exit;
   if (mint->parsed()) return id_mint(ns, node);
   if (decode->parsed()) return id_decode(text);
+  if (drill_cmd->parsed()) cli::apply_auth(auth);
   if (drill_cmd->parsed()) return cluster ? cli::drill_cluster(std::cout) : drill(server, drill_tls);
   return 2;
 }

@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: MIT
 #include "server_target.h"
 
+#include <cstdlib>
 #include <exception>
 #include <iostream>
 
+#include <echo/harness/stage.h>
 #include <echo/io/cluster_map.h>
 
 namespace echo::cli {
@@ -76,6 +78,22 @@ int open_server(std::string_view command, const std::string& server, ServerTarge
     std::cerr << "echostore " << command << ": " << e.what() << '\n';
     return 1;
   }
+}
+
+void add_auth_options(CLI::App* command, AuthArgs& args) {
+  command->add_option("--user", args.user, "ACL user name (default: default)");
+  command->add_option("--password", args.password,
+                      "ACL password (default: $REDISCLI_AUTH, else none)");
+}
+
+void apply_auth(const AuthArgs& args) {
+  harness::Credentials c;
+  c.username = args.user;
+  c.password = args.password;
+  if (c.password.empty()) {
+    if (const char* env = std::getenv("REDISCLI_AUTH")) c.password = env;
+  }
+  harness::set_credentials(std::move(c));
 }
 
 }  // namespace echo::cli

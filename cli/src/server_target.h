@@ -44,4 +44,15 @@ struct ServerTarget {
 int open_server(std::string_view command, const std::string& server, ServerTarget& out,
                 const TlsArgs* tls = nullptr);
 
+// --user and --password, as redis-cli takes them: the password may come from REDISCLI_AUTH
+// instead (a password on the command line is visible to every user of the machine).
+struct AuthArgs {
+  std::string user = "default";
+  std::string password;
+};
+void add_auth_options(CLI::App* command, AuthArgs& args);
+// Makes them the credentials every node and plain connection of the command presents
+// (harness::set_credentials); REDISCLI_AUTH when --password was not given. Before connecting.
+void apply_auth(const AuthArgs& args);
+
 }  // namespace echo::cli

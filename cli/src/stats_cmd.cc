@@ -11,6 +11,7 @@
 
 #include <echo/engine/stats_export.h>
 #include <echo/harness/hiredis.h>
+#include <echo/harness/stage.h>
 #include <echo/io/cluster_map.h>
 #include <echo/io/connection.h>
 #include <echo/io/uring_loop.h>
@@ -21,6 +22,8 @@
 #include <string>
 #include <vector>
 
+#include "server_target.h"
+
 namespace echo::cli {
 namespace {
 
@@ -28,6 +31,7 @@ struct StatsArgs {
   std::string server, table;
   bool json = false;
   TlsArgs tls;
+  AuthArgs auth;
 };
 
 // Over TLS (hiredis 0.14 has none): the connector itself, one blocking call at a time. Every
@@ -42,12 +46,14 @@ bool read_over_tls(const StatsArgs& a, const io::NodeAddress& at, const std::str
   o.fence = false;
   o.label = "stats";
   o.tls = tls_options(a.tls);
+  o.username = harness::credentials().username;  // --user/--password, as the plain path's AUTH
+  o.password = harness::credentials().password;
   bool ok = true;
   try {
     io::Connection c(loop.loop(), o);
     c.start();
     if (auto ec = c.wait_ready(std::chrono::seconds(5))) {
-      const std::string why = c.fatal_detail();
+      const std::string why = c.cause();
       std::cerr << "echostore stats: cannot reach " << a.server << ": " << ec.message()
                 << (why.empty() ? "" : " (" + why + ")") << "\n";
       ok = false;
@@ -122,6 +128,10 @@ int read_plain(const StatsArgs& a, const io::NodeAddress& at, const std::string&
               << (c ? c->errstr : "out of memory") << "\n";
     return 1;
   }
+  if (const std::string refused = harness::authenticate(c.get()); !refused.empty()) {
+    std::cerr << "echostore stats: " << a.server << " refused AUTH: " << refused << "\n";
+    return 1;
+  }
   std::vector<std::string> keys;
   std::string cursor = "0";
   do {
@@ -186,8 +196,12 @@ void add_stats_command(CLI::App& app, int& exit_code) {
   stats->add_option("--server", args->server, "HOST:PORT of the table's server")->required();
   stats->add_option("--table", args->table, "the table")->required();
   stats->add_flag("--json", args->json, "print the snapshots as a JSON array");
+  add_auth_options(stats, args->auth);
   add_tls_flags(stats, args->tls);
-  stats->callback([args, &exit_code] { exit_code = run(*args); });
+  stats->callback([args, &exit_code] {
+    apply_auth(args->auth);
+    exit_code = run(*args);
+  });
 }
 
 }  // namespace echo::cli

@@ -137,7 +137,7 @@ ClusterClient::Node& ClusterClient::node_for(const NodeAddress& addr) {
               (cause == IoErrc::kTlsVerify || cause == IoErrc::kTlsHandshake)) {
             // Every node shares the TLS options: a refusal before the first map is the
             // configuration's, not this node's. The loss below still tells the owner.
-            stop_fatal(cause, raw->conn->fatal_detail());
+            stop_fatal(cause, raw->conn->cause());
           }
           if (on_event_) on_event_(ClusterEvent::kNodeLost, raw->addr, cause);
           refresh();
@@ -312,9 +312,9 @@ void ClusterClient::become_ready() {
   }
 }
 
-std::string ClusterClient::fatal_detail() const {
+std::string ClusterClient::cause() const {
   std::lock_guard lock(status_mu_);
-  return fatal_detail_;
+  return cause_;
 }
 
 void ClusterClient::stop_fatal(std::error_code cause, std::string detail) {
@@ -322,7 +322,7 @@ void ClusterClient::stop_fatal(std::error_code cause, std::string detail) {
     std::lock_guard lock(status_mu_);
     if (fatal_) return;  // each seed refused by TLS stops the client: the first one says why
     fatal_ = cause;
-    fatal_detail_ = std::move(detail);
+    cause_ = std::move(detail);
   }
   status_cv_.notify_all();
   if (on_event_) on_event_(ClusterEvent::kStopped, {}, cause);

@@ -2,13 +2,14 @@
 // The connection's TLS half: after the TCP connect, the handshake on the loop thread (ciphertext
 // in through the same io_uring receive, out through the same io_uring send, OpenSSL between them
 // on memory BIOs), then every record both ways; failures typed (tls_verify, tls_handshake) with
-// OpenSSL's reason kept for fatal_detail(); close_notify sent at close and honoured when received.
+// OpenSSL's reason kept for cause(); close_notify sent at close and honoured when received.
 #include <echo/io/connection.h>
 
 #include <sys/socket.h>
 
 #include <algorithm>
 
+#include "connection_text.h"
 #include "tls_session.h"
 
 namespace echo::io {
@@ -26,6 +27,7 @@ void Connection::start_tls() {
   tls_ = std::make_unique<TlsSession>(tls_ctx_, name, options_.tls.verify);
   tls_handshaking_ = true;
   tls_began_ = std::chrono::steady_clock::now();
+  boot_step_ = "TLS handshake";
   last_recv_full_ = false;
   decoder_.reset();
   // The first step writes the ClientHello into the session; the flush sends it.
@@ -39,10 +41,21 @@ void Connection::tls_received(int res) {
     // The peer closed the socket without close_notify (or the socket failed): a loss. During a
     // first handshake the server would have sent an alert if it refused us: a silent close is
     // retried like any other loss.
-    lose(make_error_code(IoErrc::kDisconnected));
+    std::string detail = where() + (res == 0 ? std::string(" closed the connection")
+                                             : ": " + std::system_category().message(-res));
+    if (status_.load(std::memory_order_relaxed) == ConnStatus::kBooting) {
+      detail += " during the " + std::string(boot_step_);
+    }
+    lose(make_error_code(IoErrc::kDisconnected), std::move(detail));
     return;
   }
   last_recv_full_ = static_cast<std::size_t>(res) == recv_len_;
+  if (tls_handshaking_ && first_bytes_.size() < kShownBytes) {
+    // What a peer that is not TLS said instead (a RESP error, an HTTP status), for the cause.
+    first_bytes_.append(tls_in_.data(),
+                        std::min<std::size_t>(kShownBytes - first_bytes_.size(),
+                                              static_cast<std::size_t>(res)));
+  }
   last_io_ = std::chrono::steady_clock::now();
   tls_->feed(std::span<const char>(tls_in_.data(), static_cast<std::size_t>(res)));
   if (tls_handshaking_) {
@@ -70,8 +83,8 @@ void Connection::tls_received(int res) {
       continue;
     }
     if (n == TlsSession::kWantMore) break;
-    if (n == TlsSession::kClosed) {
-      lose(make_error_code(IoErrc::kDisconnected));  // close_notify: the server is going away
+    if (n == TlsSession::kClosed) {  // close_notify: the server is going away
+      lose(make_error_code(IoErrc::kDisconnected), where() + " closed the TLS session");
       return;
     }
     return tls_failed();
@@ -99,15 +112,18 @@ void Connection::tls_send_some() {
 
 void Connection::tls_failed() {
   const std::error_code cause = tls_->failure();
-  std::string detail = tls_->detail();
+  std::string detail = where() + ": " + tls_->detail();
+  if (tls_handshaking_ && cause == IoErrc::kTlsHandshake && !first_bytes_.empty()) {
+    detail += "; its first bytes: \"" + escaped(first_bytes_) + "\": is this a TLS port?";
+  }
   // A certificate that fails verification never becomes acceptable by retrying; any other TLS
   // failure before the first ready (an alert for a missing client certificate, a server that is
   // not TLS) is a configuration error too. After a ready, a failed handshake is a loss (a server
   // restarting), and a broken record a protocol error.
   if (cause == IoErrc::kTlsVerify || !ever_ready_) return stop_fatal(cause, std::move(detail));
-  if (tls_handshaking_) return lose(cause);
+  if (tls_handshaking_) return lose(cause, std::move(detail));
   bump(wire_errors_);
-  lose(make_error_code(IoErrc::kProtocolError));
+  lose(make_error_code(IoErrc::kProtocolError), std::move(detail));
 }
 
 void Connection::tls_goodbye() {

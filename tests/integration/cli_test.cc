@@ -14,6 +14,8 @@
 #include <sqlite3.h>
 #include <sys/wait.h>
 
+#include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -117,6 +119,38 @@ TEST_F(CliTest, ServerIsParsedStrictly) {
       {"journal", "replay", file.string(), "--server", server_arg() + "x", "--table", "limits"});
   EXPECT_EQ(r.status, 2) << r.out << r.err;
   EXPECT_NE(r.err.find("HOST:PORT"), std::string::npos) << r.err;
+}
+
+// The drill checks its server before any gate: a refused password stops it within 2 s, exit 1,
+// naming the cause in the server's words; the same user with its password passes the check
+// (the drill then runs; stopped here at its first gate's output by reading only the header).
+TEST_F(CliTest, DrillStopsAtOnceNamingWhyTheServerCannotBeUsed) {
+  command(client(), "ACL SETUSER drill on >right ~* &* +@all");
+  const auto t0 = std::chrono::steady_clock::now();
+  const Ran r = run_cli({"drill", "--server", server_arg(), "--user", "drill", "--password", "wrong"});
+  const auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_EQ(r.status, 1) << r.out << r.err;
+  EXPECT_NE(r.err.find("auth_refused"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("WRONGPASS"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out.find("stage"), std::string::npos) << "no gate ran: " << r.out;
+  EXPECT_LT(took, std::chrono::seconds(3)) << "2 s for the check, plus the program's start";
+  command(client(), "ACL DELUSER drill");
+}
+
+TEST_F(CliTest, StatsReadsThePasswordFromRedisCliAuth) {
+  command(client(), "ACL SETUSER watcher on >pw ~* &* +@all");
+  // Wrong through the environment: refused, named.
+  ::setenv("REDISCLI_AUTH", "nope", 1);
+  Ran r = run_cli({"stats", "--server", server_arg(), "--table", "t", "--user", "watcher"});
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_NE(r.err.find("WRONGPASS"), std::string::npos) << r.err;
+  // Right through the environment: it reads (no node publishes table t: exit 1, saying so).
+  ::setenv("REDISCLI_AUTH", "pw", 1);
+  r = run_cli({"stats", "--server", server_arg(), "--table", "t", "--user", "watcher"});
+  ::unsetenv("REDISCLI_AUTH");
+  EXPECT_EQ(r.err.find("WRONGPASS"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("no node"), std::string::npos) << r.err;
+  command(client(), "ACL DELUSER watcher");
 }
 
 TEST_F(CliTest, StatsRefusesAValueThatIsNotASnapshotByNode) {

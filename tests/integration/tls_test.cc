@@ -76,7 +76,7 @@ class Tls : public ::testing::Test {
     o.tls = client_tls(*files_);
     return o;
   }
-  // One io::Connection's verdict on `tls` against `port`, and its fatal_detail().
+  // One io::Connection's verdict on `tls` against `port`, and its cause().
   static std::pair<std::error_code, std::string> connect_once(int port, io::TlsOptions tls) {
     io::LoopThread loop;
     io::ConnectionOptions o;
@@ -87,7 +87,7 @@ class Tls : public ::testing::Test {
     auto c = std::make_unique<io::Connection>(loop.loop(), o);
     c->start();
     const std::error_code ec = c->wait_ready(std::chrono::seconds(5));
-    std::string detail = c->fatal_detail();
+    std::string detail = c->cause();
     c.reset();
     loop.join();
     return {ec, detail};
@@ -198,7 +198,7 @@ TEST_F(Tls, AServerRestartIsALossAndTheConnectorHandshakesAgain) {
     own.restart();
     ASSERT_TRUE(eventually([&] { return c.stats().reconnects >= 1; }, 15s)) << "never reconnected";
     EXPECT_FALSE(c.call_blocking({"PING"}).ec);
-    EXPECT_TRUE(c.fatal_detail().empty());
+    EXPECT_EQ(c.status(), io::ConnStatus::kReady);
   }
   loop.join();
 }
@@ -219,7 +219,9 @@ TEST_F(Tls, AWrongCaIsRefusedAtStartWithTlsVerifyNamingTheFailure) {
   o.tls = wrong;
   Engine e(o, {quotes_spec(LoaderProbe{})});
   const auto began = Clock::now();
-  EXPECT_EQ(e.start(), io::IoErrc::kTlsVerify);
+  const engine::Error refused = e.start();
+  EXPECT_EQ(refused, io::IoErrc::kTlsVerify) << refused.message();
+  EXPECT_NE(refused.detail.find("certificate verify failed"), std::string::npos) << refused.detail;
   EXPECT_LT(Clock::now() - began, 4s) << "a verification failure must not wait for a timeout";
 }
 
@@ -293,7 +295,9 @@ TEST_F(Tls, AServerRequiringAClientCertificateServesOnlyAClientWithOne) {
   o.tls = client_tls(*files_);
   {
     Engine refused(o, {quotes_spec(LoaderProbe{})});
-    EXPECT_EQ(refused.start(), io::IoErrc::kTlsHandshake);
+    const engine::Error err = refused.start();
+    EXPECT_EQ(err, io::IoErrc::kTlsHandshake) << err.message();
+    EXPECT_NE(err.detail.find("certificate required"), std::string::npos) << err.detail;
   }
   o.tls.cert_file = files_->client_cert();
   o.tls.key_file = files_->client_key();
@@ -436,7 +440,9 @@ TEST_F(TlsCluster, AWrongCaIsRefusedAtStartWithTlsVerify) {
   o.tls.ca_file = files_->other_ca_file();
   Engine e(o, {table_spec("tqwrong", "AST", CoherenceMode::kBroadcast, answering("l"))});
   const auto began = Clock::now();
-  EXPECT_EQ(e.start(std::chrono::seconds(10)), io::IoErrc::kTlsVerify);
+  const engine::Error refused = e.start(std::chrono::seconds(10));
+  EXPECT_EQ(refused, io::IoErrc::kTlsVerify) << refused.message();
+  EXPECT_NE(refused.detail.find("certificate verify failed"), std::string::npos) << refused.detail;
   EXPECT_LT(Clock::now() - began, 5s) << "a verification failure must not wait for a timeout";
 }
 

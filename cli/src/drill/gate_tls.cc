@@ -93,8 +93,9 @@ void tls_gate(GateRun& run, const DrillTarget& target) {
     io::Connection conn(lt.loop(), o);
     conn.start();
     const std::error_code ec = conn.wait_ready(5s);
-    const std::string why = conn.fatal_detail();
-    run.expect(ec == io::IoErrc::kTlsVerify && why.find("certificate verify failed") == 0,
+    const std::string why = conn.cause();
+    run.expect(ec == io::IoErrc::kTlsVerify &&
+                   why.find("certificate verify failed") != std::string::npos,
                "an unrelated CA stops the connector with tls_verify (" + ec.message() + ": " +
                    why + ")");
   }

@@ -83,9 +83,9 @@ class ClusterClient {
   // connection refused by TLS before the first map (tls_verify, tls_handshake: one CA and one
   // client certificate serve every node) stops the client with that cause.
   std::error_code wait_ready(std::chrono::milliseconds timeout);
-  // The stopping node connection's Connection::fatal_detail() (TLS's reason), else empty. Any
+  // The stopping node connection's Connection::cause() (TLS's reason), else empty. Any
   // thread; takes a mutex.
-  std::string fatal_detail() const;
+  std::string cause() const;
 
   // --- Loop thread only; never block. `done` runs once, on the loop thread. ---
   // Routed by command_slot(args); a keyless command goes to any ready master.
@@ -167,7 +167,7 @@ class ClusterClient {
   std::condition_variable status_cv_;
   bool ready_ = false;
   std::error_code fatal_;
-  std::string fatal_detail_;  // guarded by status_mu_
+  std::string cause_;  // guarded by status_mu_
   std::function<void()> closed_;
 
   std::atomic<std::uint64_t> moved_{0}, ask_{0}, tryagain_{0}, refreshes_{0}, refresh_failures_{0},

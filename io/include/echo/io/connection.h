@@ -41,6 +41,16 @@ class TlsSession;
 
 enum class Protocol : std::uint8_t { kAuto, kResp2, kResp3 };
 
+// What the owner hears (on the loop thread).
+enum class ConnEvent : std::uint8_t {
+  kReady,         // first successful boot
+  kDisconnected,  // the socket was lost (cause in the error_code); callers already failed
+  kReconnected,   // booted again after a loss, re-fenced, channels resubscribed
+  kStopped,       // fatal (auth_refused, no_permission, boot_refused, unexpected_hello,
+                  // version_fence, cluster_node, protocol_error or tls_handshake before the first
+                  // boot, tls_verify; cause() says more) or closed
+};
+
 // Where a connection should dial now (ConnectionOptions::target); an empty host keeps the last.
 struct DialTarget {
   std::string host;  // numeric (an IP literal): it is resolved on the loop thread
@@ -79,6 +89,10 @@ struct ConnectionOptions {
   std::function<DialTarget()> target;
   // TLS after the TCP connect (tls_options.h; off by default). Its files load in the constructor.
   TlsOptions tls;
+  // Told of every ConnEvent before the owner's handler, on the loop thread, with the label and
+  // cause() in words (empty for kReady and kReconnected): an application's watcher (the engine's
+  // EventSink). Must not block and must not call into the connection.
+  std::function<void(ConnEvent event, std::string_view label, std::string_view cause)> observer;
 };
 
 // The {emq}:version fence's verdict on the value a server holds: version_value, or one of
@@ -88,14 +102,6 @@ bool fence_accepts(const ConnectionOptions& o, std::string_view held) noexcept;
 enum class ConnStatus : std::uint8_t { kIdle, kConnecting, kBooting, kReady, kBackoff, kStopped };
 std::string_view to_string(ConnStatus s) noexcept;
 
-// What the owner hears (on the loop thread).
-enum class ConnEvent : std::uint8_t {
-  kReady,         // first successful boot
-  kDisconnected,  // the socket was lost (cause in the error_code); callers already failed
-  kReconnected,   // booted again after a loss, re-fenced, channels resubscribed
-  kStopped,       // fatal (auth_refused, boot_refused, unexpected_hello, version_fence,
-                  // cluster_node, tls_verify, tls_handshake at first boot) or closed
-};
 
 // WIRE §6 stats, a snapshot. Counters are single-writer (the loop thread), read relaxed: each is
 // exact, a snapshot of several is approximate while the connection runs.
@@ -155,8 +161,17 @@ class Connection {
   // Begins connecting. Any thread; never blocks.
   void start();
   // Blocks until the connection is ready (→ {}), stopped (→ its fatal error) or `timeout`
-  // passes (→ timeout). Any thread but the loop's.
+  // passes (→ timeout). Any thread but the loop's. A connection that has never been ready stops
+  // at the first definitive answer (auth_refused, no_permission, boot_refused, unexpected_hello,
+  // version_fence, cluster_node, and protocol_error: bytes that are not RESP before the first
+  // boot finished; with TLS, tls_verify, and tls_handshake before the first boot); it keeps dialling through refusals, closes and silence, which a restarting
+  // server also shows, so those end in timeout. cause() says which in words either way.
   std::error_code wait_ready(std::chrono::milliseconds timeout);
+  // The last failure in words: the fatal one once stopped, else the last loss (a refused
+  // connect, a boot step with no answer, the bytes a peer sent that were not RESP, X509's or
+  // OpenSSL's reason for a TLS refusal: "127.0.0.1:6380: certificate verify failed: ..."),
+  // naming the address and the boot step. Empty before any failure. Any thread; takes a mutex.
+  std::string cause() const;
 
   // --- Loop thread only; never block; each returns {} or an error (then `done` is never run). ---
   // One command; `done` runs on the loop thread with its reply. disconnected / overloaded.
@@ -193,10 +208,6 @@ class Connection {
   // Any thread; relaxed snapshot (see ConnectionStats).
   ConnectionStats stats() const;
   ConnStatus status() const noexcept { return status_.load(std::memory_order_acquire); }
-  // Why the connection stopped, in words, when the cause carries more than its code: for
-  // tls_verify and tls_handshake, X509's or OpenSSL's reason ("certificate verify failed: unable
-  // to get local issuer certificate"). Empty otherwise. Any thread; takes a mutex; allocates.
-  std::string fatal_detail() const;
   UringLoop& loop() noexcept { return loop_; }
   const ConnectionOptions& options() const noexcept { return options_; }
 
@@ -240,8 +251,11 @@ class Connection {
   bool boot_transient(const Resp3Value& v);
   void booted();
   void drop_socket();
-  void lose(std::error_code cause);
+  void lose(std::error_code cause, std::string detail = {});
   void stop_fatal(std::error_code cause, std::string detail = {});
+  void tell(ConnEvent event, std::error_code cause);  // the observer, then the owner
+  void boot_refusal(std::string_view step, const Resp3Value& v);
+  std::string where() const;  // "127.0.0.1:6380" or the Unix path
   // TLS (connection_tls.cc), loop thread.
   void start_tls();
   void tls_received(int res);
@@ -276,6 +290,7 @@ class Connection {
   std::deque<Pending> fifo_;
   std::set<std::string, std::less<>> channels_;
   std::size_t recv_len_ = 0;        // size of the receive in flight
+  const char* recv_buf_ = nullptr;  // where it lands (in the decoder's buffer)
   bool last_recv_full_ = true;      // it filled its buffer: more may be waiting in the socket
   std::uint64_t conn_gen_ = 0;  // bumped at every socket loss; dispatch stops when it changes
 
@@ -290,10 +305,12 @@ class Connection {
   std::size_t tls_sent_ = 0;
   bool tls_handshaking_ = false;
   std::chrono::steady_clock::time_point tls_began_{};
-  bool ever_ready_ = false;  // booted once: later TLS handshake failures are losses, not fatal
 
   // Boot and reconnect (loop thread).
   bool lost_since_ready_ = false;
+  bool ever_ready_ = false;          // set at the first boot; protocol errors before it are fatal
+  std::string_view boot_step_;       // the boot command awaiting its answer ("HELLO", ...)
+  std::string first_bytes_;          // the first bytes this socket received (at most 24), for causes
   bool started_ = false;
   bool closing_ = false;
   int proto_ = 0;
@@ -307,7 +324,7 @@ class Connection {
   mutable std::mutex status_mu_;
   std::condition_variable status_cv_;
   std::error_code fatal_;  // guarded by status_mu_
-  std::string fatal_detail_;  // guarded by status_mu_
+  std::string cause_;      // guarded by status_mu_: cause()
   std::function<void()> closed_;  // set by the destructor; run when quiescent
 
   std::atomic<std::uint64_t> pushes_{0}, overloads_{0}, commands_{0}, pipelines_{0}, replies_{0},
