@@ -68,6 +68,7 @@ void Connection::tls_received(int res) {
         return;
       case TlsSession::Step::kDone:
         tls_handshaking_ = false;
+        first_bytes_.clear();  // from here on the plaintext's, as a plain socket keeps them
         boot();  // queues HELLO behind the handshake's last flight; arms the receive
         if (!tls_) return;
         break;   // records that came with the last flight (session tickets) are read below
@@ -79,6 +80,10 @@ void Connection::tls_received(int res) {
     std::span<char> room = decoder_.prepare(std::max(kPlainChunk, decoder_.wanted()));
     const long n = tls_->read(room);
     if (n > 0) {
+      if (first_bytes_.size() < kShownBytes) {
+        first_bytes_.append(room.data(), std::min<std::size_t>(kShownBytes - first_bytes_.size(),
+                                                               static_cast<std::size_t>(n)));
+      }
       decoder_.commit(static_cast<std::size_t>(n));
       continue;
     }
