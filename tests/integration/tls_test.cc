@@ -225,6 +225,20 @@ TEST_F(Tls, AWrongCaIsRefusedAtStartWithTlsVerifyNamingTheFailure) {
   EXPECT_LT(Clock::now() - began, 4s) << "a verification failure must not wait for a timeout";
 }
 
+// TLS 1.2 as well as 1.3: a server that offers only 1.2 serves the connector (no renegotiation
+// either way), and verify off accepts a certificate no trusted CA signed (the transport alone).
+TEST_F(Tls, ATls12OnlyServerServesAndVerifyOffAcceptsAnUntrustedChain) {
+  engine::LocalServerOptions so;
+  so.tls = server_tls(*files_);
+  so.extra_args = {"--tls-protocols", "TLSv1.2"};
+  engine::LocalServer v12(so);
+  EXPECT_FALSE(connect_once(v12.tls_port(), client_tls(*files_)).first);
+  io::TlsOptions unverified = client_tls(*files_);
+  unverified.ca_file = files_->other_ca_file();
+  unverified.verify = false;
+  EXPECT_FALSE(connect_once(server_->tls_port(), unverified).first);
+}
+
 TEST_F(Tls, AServerNameTheCertificateDoesNotCarryIsRefused) {
   io::TlsOptions named = client_tls(*files_);
   named.server_name = "localhost";  // in the certificate's SAN: accepted
