@@ -294,6 +294,11 @@ std::vector<ClusterNodeInfo> LocalCluster::nodes() const {
 
 namespace {
 
+// True when `port` is one of `s`'s: the cluster names a node by its TLS port under tls-cluster.
+bool serves(const LocalServer& s, int port) {
+  return port != 0 && (s.port() == port || s.tls_port() == port);
+}
+
 // The port serving `slot` in node `c`'s CLUSTER SLOTS, or 0.
 int slot_port(redisContext* c, std::uint16_t slot) {
   ReplyPtr r = run(c, {"CLUSTER", "SLOTS"});
@@ -318,8 +323,7 @@ int LocalCluster::master_of(std::uint16_t slot) const {
   if (!c) throw std::runtime_error("LocalCluster: cannot connect to a running node");
   const int port = slot_port(c.get(), slot);
   for (std::size_t i = 0; i < servers_.size(); ++i) {
-    if ((servers_[i]->port() == port || servers_[i]->tls_port() == port) &&
-        servers_[i]->running()) {
+    if (serves(*servers_[i], port) && servers_[i]->running()) {
       return static_cast<int>(i);
     }
   }
@@ -349,13 +353,13 @@ int LocalCluster::wait_failover(std::uint16_t slot, int old_master, milliseconds
       auto c = connect(servers_[i]->host(), servers_[i]->port());
       if (!c) return false;
       const int port = slot_port(c.get(), slot);
-      if (port == 0 || port == servers_.at(old_master)->port()) return false;
+      if (port == 0 || serves(*servers_.at(old_master), port)) return false;
       if (agreed != -1 && agreed != port) return false;
       agreed = port;
     }
     if (!healthy()) return false;
     for (std::size_t i = 0; i < servers_.size(); ++i) {
-      if (servers_[i]->port() == agreed) promoted = static_cast<int>(i);
+      if (serves(*servers_[i], agreed)) promoted = static_cast<int>(i);
     }
     return promoted >= 0;
   });
@@ -399,12 +403,11 @@ void LocalCluster::finish_migration(std::uint16_t slot, int target) {
       admin(n.index, {"CLUSTER", "SETSLOT", s, "NODE", target_id});
     }
   }
-  const int port = to.port();
   wait_until("every node to see the slot's new owner", milliseconds(30000), [&] {
     for (std::size_t i = 0; i < servers_.size(); ++i) {
       if (!servers_[i]->running()) continue;
       auto c = connect(servers_[i]->host(), servers_[i]->port());
-      if (!c || slot_port(c.get(), slot) != port) return false;
+      if (!c || !serves(to, slot_port(c.get(), slot))) return false;
     }
     return true;
   });
