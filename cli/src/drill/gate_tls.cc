@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// Gate T1 (issue 27): the connector and the broadcast lane over TLS, against the server's TLS
+// Gate T1: the connector and the broadcast lane over TLS, against the server's TLS
 // listener (the drill's own server listens on one with certificates made at run time; a given
 // --server needs --tls-port and --tls-ca). Two engines over TLS: a publish drops the peer's row
 // and the new value is read through; a connector trusting an unrelated CA stops with tls_verify
@@ -87,6 +87,8 @@ void tls_gate(GateRun& run, const DrillTarget& target) {
     io::ConnectionOptions o;
     o.host = target.host;
     o.port = target.tls_port;
+    o.username = harness::credentials().username;
+    o.password = harness::credentials().password;
     o.fence = false;
     o.tls = target.tls;
     o.tls.ca_file = unrelated.other_ca_file();
@@ -102,6 +104,8 @@ void tls_gate(GateRun& run, const DrillTarget& target) {
   io::ConnectionOptions plain;
   plain.host = target.host;
   plain.port = target.port;
+  plain.username = harness::credentials().username;
+  plain.password = harness::credentials().password;
   plain.fence = false;
   io::ConnectionOptions tls = plain;
   tls.port = target.tls_port;
@@ -115,7 +119,7 @@ void tls_gate(GateRun& run, const DrillTarget& target) {
   }
 }
 
-void add_tls_gates(std::vector<Gate>& gates) { gates.push_back({"T1", "TLS (issue 27)", tls_gate}); }
+void add_tls_gates(std::vector<Gate>& gates) { gates.push_back({"T1", "TLS", tls_gate}); }
 
 const GateGroup kGroup{4500, add_tls_gates};
 
