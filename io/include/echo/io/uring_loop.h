@@ -49,7 +49,8 @@ struct LoopOptions {
 };
 
 // One operation in flight. The owner keeps it alive until its completion has run (or until the
-// loop is destroyed); `complete` runs on the loop thread with the CQE's res (>= 0 or -errno).
+// loop is destroyed); `complete` runs on the loop thread with the result (>= 0 or -errno) and
+// must not block.
 struct IoOp {
   using Complete = void (*)(IoOp& op, int res) noexcept;
   Complete complete = nullptr;
@@ -125,7 +126,7 @@ class UringLoop {
   // Counters (loop thread; read them after run() returns or from a posted closure).
   struct Stats {
     std::uint64_t iterations = 0;   // wait cycles
-    std::uint64_t completions = 0;  // CQEs dispatched to an IoOp
+    std::uint64_t completions = 0;  // results dispatched to an IoOp (CQEs, or epoll's)
     std::uint64_t posted = 0;       // closures run from post()
     std::uint64_t wakes = 0;        // eventfd wakes consumed
   };
