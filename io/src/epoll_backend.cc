@@ -46,9 +46,9 @@ struct Record {
   int res = 0;
   char* buf = nullptr;
   std::size_t len = 0;
-  Clock::time_point deadline{};  // timer, connect
-  std::uint64_t seq = 0;         // arming order: equal deadlines fire in it
-  std::uint32_t heap_at = kNone; // position in the timer heap
+  Clock::time_point deadline{};   // timer, connect
+  std::uint64_t seq = 0;          // arming order: equal deadlines fire in it
+  std::uint32_t heap_at = kNone;  // position in the timer heap
   std::uint32_t next_free = kNone;
 };
 
@@ -317,10 +317,9 @@ struct EpollBackend::State {
     if (!timers.empty()) {
       const auto left = records[timers.front()].deadline - now;
       // Rounded up: a timer never fires early.
-      const long long due = left.count() <= 0
-                                ? 0
-                                : (std::chrono::duration_cast<std::chrono::nanoseconds>(left)
-                                       .count() + 999'999) / 1'000'000;
+      const long long left_ns =
+          std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
+      const long long due = left_ns <= 0 ? 0 : (left_ns + 999'999) / 1'000'000;
       ms = ms < 0 ? due : std::min(ms, due);
     }
     return static_cast<int>(std::min<long long>(ms, INT_MAX));

@@ -19,9 +19,9 @@ namespace echo::io::detail {
 
 // How long one wait cycle may sleep when nothing is ready.
 enum class Wait : std::uint8_t {
-  kPoll,   // not at all (busy-poll)
+  kPoll,     // not at all (busy-poll)
   kUpTo1ms,  // at most 1 ms (a bounded run_until must not sleep past its deadline)
-  kBlock,  // until something completes (or, on epoll, the next timer is due)
+  kBlock,    // until something completes (or, on epoll, the next timer is due)
 };
 
 // Runs one completion: clears `armed` first (the callback may re-arm the op), counts it.

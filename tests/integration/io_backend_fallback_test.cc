@@ -69,10 +69,17 @@ int child_main(int argc, char** argv) {
   auto after = a.get("quotes", name.view());
   const auto sa = a.stats();
   const auto sb = b.stats();
-  write_line(1, std::string("lane ") + std::string(io::to_string(sa.io_backend)) + " " +
-                    std::string(io::to_string(sb.io_backend)) + " " +
-                    (!dropped ? "kept" : !after ? "error" : after->source == Source::kL2 ? "l2" : "l1") +
-                    " " + (after ? after->value : "-") + " | " + sa.io_fallback_reason);
+  std::string read = "l1";  // where a's read after the publish came from
+  if (!dropped) {
+    read = "kept";
+  } else if (!after) {
+    read = "error";
+  } else if (after->source == Source::kL2) {
+    read = "l2";
+  }
+  write_line(1, "lane " + std::string(io::to_string(sa.io_backend)) + " " +
+                    std::string(io::to_string(sb.io_backend)) + " " + read + " " +
+                    (after ? after->value : "-") + " | " + sa.io_fallback_reason);
   return 0;
 }
 

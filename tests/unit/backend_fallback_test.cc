@@ -26,8 +26,8 @@ struct Outcome {
   bool filtered = false;
   Backend backend = Backend::kAuto;
   std::string reason;
-  int error = 0;              // the std::system_error's errno when construction threw
-  bool posted_ran = false;    // a post ran on the loop (it works, not merely constructs)
+  int error = 0;            // the std::system_error's errno when construction threw
+  bool posted_ran = false;  // a post ran on the loop (it works, not merely constructs)
 };
 
 // Builds a loop with `backend` on a thread whose io_uring_setup answers `err`.
