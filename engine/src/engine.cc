@@ -1747,6 +1747,10 @@ EngineStats Engine::stats() const {
     if (s->consumer) t.consumer = s->consumer->stats();
     out.tables.push_back(std::move(t));
   }
+  if (impl_->io) {
+    out.io_backend = impl_->io->loop().backend();
+    out.io_fallback_reason = std::string(impl_->io->loop().fallback_reason());
+  }
   if (impl_->cmd) out.connections.push_back(impl_->cmd->stats());
   if (impl_->sub) out.connections.push_back(impl_->sub->stats());
   if (impl_->cluster) {

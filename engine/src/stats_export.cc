@@ -391,6 +391,21 @@ void render_snapshot(Exposition& e, const json& s) {
     e.sample(std::string("echostore_engine_") + c.key + "_total", "counter", c.help, base,
              count_of(s.value(c.key, json(0)), c.key));
   }
+  // The io loop's backend (absent from an older snapshot: no sample).
+  if (const auto it = s.find("io_backend"); it != s.end()) {
+    if (!it->is_string()) throw std::invalid_argument("stats snapshot: 'io_backend' is no string");
+    Labels bl = base;
+    bl.emplace_back("backend", it->get<std::string>());
+    e.sample("echostore_engine_io_backend", "gauge", "1 for the kernel interface the io loop runs",
+             bl, 1);
+    const json& reason = s.value("io_fallback_reason", json(""));
+    if (!reason.is_string()) {
+      throw std::invalid_argument("stats snapshot: 'io_fallback_reason' is no string");
+    }
+    e.sample("echostore_engine_io_fallback", "gauge",
+             "1 when the io loop fell back from io_uring to epoll (the kernel refused io_uring)",
+             base, reason.get<std::string>().empty() ? 0 : 1);
+  }
   for (const json& t : need(s, "tables")) {
     Labels tl = base;
     tl.emplace_back("table", need(t, "name").get<std::string>());
@@ -472,6 +487,8 @@ std::string to_json(const StatsSnapshot& snapshot) {
   out["unix_ms"] = snapshot.unix_ms;
   out["unrouted_pushes"] = snapshot.engine.unrouted_pushes;
   for (const EngineCounter& c : kEngineCounters) out[c.key] = snapshot.engine.*c.field;
+  out["io_backend"] = std::string(io::to_string(snapshot.engine.io_backend));
+  out["io_fallback_reason"] = snapshot.engine.io_fallback_reason;
   json tables = json::array();
   for (const auto& t : snapshot.engine.tables) {
     json jt;

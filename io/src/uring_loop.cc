@@ -1,91 +1,78 @@
 // SPDX-License-Identifier: MIT
-// The io_uring loop: ring setup, SQE helpers, the wait cycle (block or busy-poll), CQE dispatch to
-// IoOp records, and the cross-thread post queue (moodycamel MPSC + one coalesced eventfd wake).
+// UringLoop's backend-independent half: picking the backend (with auto's fallback to epoll), the
+// cross-thread post queue (moodycamel MPSC + one coalesced eventfd wake), deferred work, and the
+// wait cycle that drains them around each backend wait. The kernel side is in uring_backend.cc
+// and epoll_backend.cc.
 #include <echo/io/uring_loop.h>
 
-// concurrentqueue.h first: <linux/fs.h> (via liburing) defines a BLOCK_SIZE macro it would trip on.
 #include <concurrentqueue/concurrentqueue.h>
-#include <liburing.h>
 #include <pthread.h>
 #include <sched.h>
 #include <sys/eventfd.h>
+#include <unistd.h>
 
 #include <cassert>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <future>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <system_error>
 
 #include <echo/io/unique_fd.h>
 
+#include "loop_backends.h"
+
 namespace echo::io {
 
-static_assert(sizeof(__kernel_timespec) == sizeof(IoOp::timespec),
-              "IoOp::timespec is the storage the kernel reads as __kernel_timespec");
-
-namespace {
-
-// Owns the ring: io_uring_queue_exit exactly once, on destruction. Move-only by construction.
-class Ring {
- public:
-  Ring(unsigned entries, bool single_thread_taskrun) {
-    io_uring_params params{};
-    if (single_thread_taskrun) {
-      // Disabled until the running thread enables it: that thread becomes the single issuer.
-      params.flags = IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN |
-                     IORING_SETUP_R_DISABLED;
-    }
-    const int rc = io_uring_queue_init_params(entries, &ring_, &params);
-    if (rc < 0) throw std::system_error(-rc, std::system_category(), "io_uring_queue_init");
+std::string_view to_string(Backend b) noexcept {
+  switch (b) {
+    case Backend::kAuto: return "auto";
+    case Backend::kUring: return "uring";
+    case Backend::kEpoll: return "epoll";
   }
-  ~Ring() { io_uring_queue_exit(&ring_); }
-  Ring(const Ring&) = delete;
-  Ring& operator=(const Ring&) = delete;
-  io_uring* get() noexcept { return &ring_; }
-
- private:
-  io_uring ring_{};
-};
-
-// CQEs whose user_data is this tag belong to no IoOp (link timeouts, cancel requests).
-constexpr std::uint64_t kNoOp = 0;
-
-__kernel_timespec to_timespec(std::chrono::nanoseconds d) noexcept {
-  if (d.count() < 0) d = std::chrono::nanoseconds(0);
-  __kernel_timespec ts{};
-  ts.tv_sec = d.count() / 1'000'000'000;
-  ts.tv_nsec = d.count() % 1'000'000'000;
-  return ts;
+  return "unknown";
 }
 
-}  // namespace
-
 struct UringLoop::Impl {
-  Impl(unsigned entries, bool single_thread_taskrun)
-      : ring(entries, single_thread_taskrun), wake_fd(::eventfd(0, EFD_CLOEXEC)) {
+  Impl() : wake_fd(::eventfd(0, EFD_CLOEXEC)) {
     if (!wake_fd) throw std::system_error(errno, std::system_category(), "eventfd");
   }
-  Ring ring;
+  // Exactly one of the two is engaged; the verbs branch on `epoll`.
+  std::optional<detail::UringBackend> uring;
+  std::optional<detail::EpollBackend> epoll;
+  // Blocking: io_uring's read waits on it; the epoll backend reads it only once it is readable.
   UniqueFd wake_fd;
   std::uint64_t wake_value = 0;  // the eventfd read lands here
   IoOp wake_op;
   moodycamel::ConcurrentQueue<std::function<void()>> posted;
-  std::thread::id issuer{};  // single_thread_taskrun: the thread that enabled the ring
   std::vector<IoOp*> deferred, running_deferred;  // swapped each pass; capacity is kept
-
-  // A free SQE; when the SQ is full, submits what is queued to make room (never blocks).
-  io_uring_sqe* sqe() noexcept {
-    io_uring_sqe* s = io_uring_get_sqe(ring.get());
-    while (s == nullptr) {
-      io_uring_submit(ring.get());
-      s = io_uring_get_sqe(ring.get());
-    }
-    return s;
-  }
 };
+
+namespace {
+
+// Runs `verb` on whichever backend is engaged: one well-predicted branch, no virtual call.
+template <class Verb>
+void on_backend(std::optional<detail::UringBackend>& uring,
+                std::optional<detail::EpollBackend>& epoll, Verb&& verb) {
+  if (epoll) {
+    verb(*epoll);
+  } else {
+    verb(*uring);
+  }
+}
+
+// The one stderr line a kAuto fallback prints, once per process however many loops fall back.
+void say_fallback_once(const std::string& reason) {
+  static std::once_flag said;
+  std::call_once(said, [&] { std::fprintf(stderr, "echostore: %s; using epoll\n", reason.c_str()); });
+}
+
+}  // namespace
 
 UringLoop::UringLoop(LoopOptions options) : options_(options) {
   if (options_.entries < 8 || options_.entries > 32768) {
@@ -96,7 +83,26 @@ UringLoop::UringLoop(LoopOptions options) : options_(options) {
     throw std::invalid_argument("LoopOptions::cpu must be -1 (no pinning) or a CPU index, got " +
                                 std::to_string(options_.cpu));
   }
-  impl_ = std::make_unique<Impl>(options_.entries, options_.single_thread_taskrun);
+  impl_ = std::make_unique<Impl>();
+  if (options_.backend != Backend::kEpoll) {
+    try {
+      impl_->uring.emplace(options_.entries, options_.single_thread_taskrun);
+      backend_ = Backend::kUring;
+    } catch (const std::system_error& e) {
+      // EPERM: a seccomp profile (Docker's default) or kernel.io_uring_disabled; ENOSYS: a kernel
+      // built without io_uring. Anything else (ENOMEM, EINVAL for a flag) is a real failure.
+      const int err = e.code().value();
+      const bool refused = e.code().category() == std::system_category() &&
+                           (err == EPERM || err == ENOSYS);
+      if (options_.backend == Backend::kUring || !refused) throw;
+      fallback_reason_ = std::string("io_uring refused (") + std::strerror(err) + ")";
+    }
+  }
+  if (!impl_->uring) {
+    impl_->epoll.emplace(options_.entries);
+    backend_ = Backend::kEpoll;
+    if (!fallback_reason_.empty()) say_fallback_once(fallback_reason_);
+  }
   impl_->deferred.reserve(64);
   impl_->running_deferred.reserve(64);
   impl_->wake_op.context = this;
@@ -115,10 +121,9 @@ UringLoop::~UringLoop() {
 }
 
 void UringLoop::arm_wake() {
-  io_uring_sqe* s = impl_->sqe();
-  io_uring_prep_read(s, impl_->wake_fd.get(), &impl_->wake_value, sizeof impl_->wake_value, 0);
-  impl_->wake_op.armed = true;
-  io_uring_sqe_set_data64(s, reinterpret_cast<std::uint64_t>(&impl_->wake_op));
+  on_backend(impl_->uring, impl_->epoll, [this](auto& b) {
+    b.watch_wake(impl_->wake_fd.get(), &impl_->wake_value, impl_->wake_op);
+  });
 }
 
 void UringLoop::post(std::function<void()> fn) {
@@ -217,23 +222,7 @@ void UringLoop::loop_until(const std::function<bool()>* done,
     std::fprintf(stderr, "echo::io::UringLoop: run() entered by a second thread\n");
     std::abort();
   }
-  io_uring* ring = impl_->ring.get();
-  if (options_.single_thread_taskrun) {
-    if (impl_->issuer == std::thread::id{}) {
-      // liburing 2.3 declares io_uring_enable_rings() but its .so does not export it: the
-      // exported raw register call does the same.
-      const int rc = io_uring_register(ring->ring_fd, IORING_REGISTER_ENABLE_RINGS, nullptr, 0);
-      if (rc < 0) {
-        std::fprintf(stderr, "echo::io::UringLoop: io_uring_enable_rings failed (%d)\n", rc);
-        std::abort();
-      }
-      impl_->issuer = std::this_thread::get_id();
-    } else if (impl_->issuer != std::this_thread::get_id()) {
-      std::fprintf(stderr, "echo::io::UringLoop: single_thread_taskrun loop run by a second "
-                           "thread (the kernel would refuse every submission)\n");
-      std::abort();
-    }
-  }
+  on_backend(impl_->uring, impl_->epoll, [](auto& b) { b.claim_thread(); });
   const bool busy = options_.wait == WaitMode::kBusyPoll;
   if (busy) wake_pending_.store(true, std::memory_order_seq_cst);  // producers never write
   if (!impl_->wake_op.armed) arm_wake();
@@ -245,93 +234,44 @@ void UringLoop::loop_until(const std::function<bool()>* done,
     ++stats_.iterations;
     drain_posted();
     run_deferred();
-    if (busy || done != nullptr) {
-      // A bounded run must not sleep past its deadline: it waits at most 1 ms per cycle.
-      if (busy) {
-        io_uring_submit(ring);
-        // Socket completions finish as task work in this task; a spinner that never enters
-        // the kernel only runs it when an IPI lands. Entering with GETEVENTS (no sleep) runs it
-        // now: BM_Connection_PingRoundTrip_BusyPoll in bench/io_bench.cc shows the difference.
-        if (io_uring_cq_ready(ring) == 0) io_uring_get_events(ring);
-      } else {
-        __kernel_timespec ts = to_timespec(std::chrono::milliseconds(1));
-        io_uring_cqe* cqe = nullptr;
-        io_uring_submit_and_wait_timeout(ring, &cqe, 1, &ts, nullptr);
-      }
-    } else {
-      io_uring_submit_and_wait(ring, 1);
-    }
-    io_uring_cqe* cqe = nullptr;
-    while (io_uring_peek_cqe(ring, &cqe) == 0 && cqe != nullptr) {
-      const std::uint64_t data = io_uring_cqe_get_data64(cqe);
-      const int res = cqe->res;
-      io_uring_cqe_seen(ring, cqe);
-      if (data == kNoOp) continue;
-      IoOp* op = reinterpret_cast<IoOp*>(data);
-      op->armed = false;
-      ++stats_.completions;
-      op->complete(*op, res);
-    }
+    // A bounded run must not sleep past its deadline: it waits at most 1 ms per cycle.
+    const detail::Wait wait = busy               ? detail::Wait::kPoll
+                              : done != nullptr ? detail::Wait::kUpTo1ms
+                                                : detail::Wait::kBlock;
+    on_backend(impl_->uring, impl_->epoll,
+               [this, wait](auto& b) { b.cycle(wait, stats_.completions); });
   }
   drain_posted();
   run_deferred();
-  io_uring_submit(ring);
+  on_backend(impl_->uring, impl_->epoll, [](auto& b) { b.flush(); });
   stop_.store(false, std::memory_order_relaxed);  // only this thread reads it from here on
   if (busy) wake_pending_.store(false, std::memory_order_seq_cst);
   owner_.store(std::thread::id{}, std::memory_order_release);  // pairs with running()'s acquire
 }
 
 void UringLoop::recv(int fd, void* buf, std::size_t len, IoOp& op, bool poll_first) noexcept {
-  io_uring_sqe* s = impl_->sqe();
-  io_uring_prep_recv(s, fd, buf, len, 0);
-  if (poll_first) s->ioprio |= IORING_RECVSEND_POLL_FIRST;
-  op.armed = true;
-  io_uring_sqe_set_data64(s, reinterpret_cast<std::uint64_t>(&op));
+  on_backend(impl_->uring, impl_->epoll, [&](auto& b) { b.recv(fd, buf, len, op, poll_first); });
 }
 
 void UringLoop::send(int fd, const void* buf, std::size_t len, IoOp& op) noexcept {
-  io_uring_sqe* s = impl_->sqe();
-  io_uring_prep_send(s, fd, buf, len, MSG_NOSIGNAL);
-  op.armed = true;
-  io_uring_sqe_set_data64(s, reinterpret_cast<std::uint64_t>(&op));
+  on_backend(impl_->uring, impl_->epoll, [&](auto& b) { b.send(fd, buf, len, op); });
 }
 
 void UringLoop::connect(int fd, const sockaddr* addr, socklen_t len,
                         std::chrono::milliseconds timeout, IoOp& op) noexcept {
-  // Two linked SQEs must be adjacent: make room for both before taking the first.
-  if (io_uring_sq_space_left(impl_->ring.get()) < 2) io_uring_submit(impl_->ring.get());
-  io_uring_sqe* s = impl_->sqe();
-  io_uring_prep_connect(s, fd, addr, len);
-  s->flags |= IOSQE_IO_LINK;
-  op.armed = true;
-  io_uring_sqe_set_data64(s, reinterpret_cast<std::uint64_t>(&op));
-  auto* ts = reinterpret_cast<__kernel_timespec*>(op.timespec);
-  *ts = to_timespec(timeout);
-  io_uring_sqe* t = impl_->sqe();
-  io_uring_prep_link_timeout(t, ts, 0);
-  io_uring_sqe_set_data64(t, kNoOp);
+  on_backend(impl_->uring, impl_->epoll, [&](auto& b) { b.connect(fd, addr, len, timeout, op); });
 }
 
 void UringLoop::after(std::chrono::nanoseconds delay, IoOp& op) noexcept {
-  auto* ts = reinterpret_cast<__kernel_timespec*>(op.timespec);
-  *ts = to_timespec(delay);
-  io_uring_sqe* s = impl_->sqe();
-  io_uring_prep_timeout(s, ts, 0, 0);
-  op.armed = true;
-  io_uring_sqe_set_data64(s, reinterpret_cast<std::uint64_t>(&op));
+  on_backend(impl_->uring, impl_->epoll, [&](auto& b) { b.after(delay, op); });
 }
 
 void UringLoop::cancel(IoOp& op) noexcept {
-  if (!op.armed) return;
-  io_uring_sqe* s = impl_->sqe();
-  io_uring_prep_cancel64(s, reinterpret_cast<std::uint64_t>(&op), 0);
-  io_uring_sqe_set_data64(s, kNoOp);
+  on_backend(impl_->uring, impl_->epoll, [&](auto& b) { b.cancel(op); });
 }
 
 void UringLoop::cancel_fd(int fd) noexcept {
-  io_uring_sqe* s = impl_->sqe();
-  io_uring_prep_cancel_fd(s, fd, IORING_ASYNC_CANCEL_ALL);
-  io_uring_sqe_set_data64(s, kNoOp);
+  on_backend(impl_->uring, impl_->epoll, [&](auto& b) { b.cancel_fd(fd); });
 }
 
 LoopThread::LoopThread(LoopOptions options) : loop_(options) {

@@ -30,6 +30,7 @@
 #include <echo/io/unique_fd.h>
 #include <echo/io/uring_loop.h>
 
+#include "support/io_backend.h"
 #include "support/on_loop.h"
 #include "support/poll.h"
 
@@ -259,7 +260,7 @@ TEST_P(HostileReply, EndsInATypedErrorAndACleanReconnect) {
   });
   Events events;
   {
-    LoopThread lt;
+    LoopThread lt(test::test_loop_options());
     Connection conn(lt.loop(), fake_options(fake.port()), {}, events.fn());
     conn.start();
     ASSERT_EQ(conn.wait_ready(5s), std::error_code{});
@@ -286,7 +287,7 @@ TEST(FakeServer, AReplyWithNoCallerIsCountedAndDropped) {
     if (cmd.size() == 2 && cmd[1] == "twice") return Action{"+OK\r\n+EXTRA\r\n"};
     return FakeServer::good(cmd);
   });
-  LoopThread lt;
+  LoopThread lt(test::test_loop_options());
   Connection conn(lt.loop(), fake_options(fake.port()));
   conn.start();
   ASSERT_EQ(conn.wait_ready(5s), std::error_code{});
@@ -307,7 +308,7 @@ TEST(FakeServer, AReplyOfManyElementsWithinTheBoundIsAnswered) {
     }
     return FakeServer::good(cmd);
   });
-  LoopThread lt;
+  LoopThread lt(test::test_loop_options());
   Connection conn(lt.loop(), fake_options(fake.port()));
   conn.start();
   ASSERT_EQ(conn.wait_ready(5s), std::error_code{});
@@ -325,7 +326,7 @@ TEST(FakeServer, PushesBeforeAReplyGoToThePushHandler) {
     return FakeServer::good(cmd);
   });
   std::atomic<int> pushes{0};
-  LoopThread lt;
+  LoopThread lt(test::test_loop_options());
   Connection conn(lt.loop(), fake_options(fake.port()),
                   [&](const Resp3Value& v) {
                     if (v.size() == 3 && v[2].str() == "x") pushes.fetch_add(1, std::memory_order_relaxed);
@@ -391,7 +392,7 @@ TEST(FakeServer, GarbageDuringARebootIsALossAndItBootsAgain) {
     if (conn == 1 && cmd[0] == "HELLO") return Action{"!!!\r\n"};
     return FakeServer::good(cmd);
   });
-  LoopThread lt;
+  LoopThread lt(test::test_loop_options());
   Connection conn(lt.loop(), fake_options(fake.port()));
   conn.start();
   ASSERT_EQ(conn.wait_ready(5s), std::error_code{});
@@ -407,7 +408,7 @@ TEST(FakeServer, ASilentBootTimesOutAndRetries) {
     if (conn == 0 && cmd[0] == "HELLO") return Action{"", Action::kStall};
     return FakeServer::good(cmd);
   });
-  LoopThread lt;
+  LoopThread lt(test::test_loop_options());
   Connection conn(lt.loop(), fake_options(fake.port()));
   conn.start();
   ASSERT_EQ(conn.wait_ready(5s), std::error_code{});
@@ -425,7 +426,7 @@ TEST(FakeServer, HelloRefusedUnderAutoFallsBackToResp2) {
     if (cmd[0] == "HELLO") return Action{"-ERR unknown command 'HELLO'\r\n"};
     return FakeServer::good(cmd);
   });
-  LoopThread lt;
+  LoopThread lt(test::test_loop_options());
   Connection conn(lt.loop(), fake_options(fake.port()));
   conn.start();
   ASSERT_EQ(conn.wait_ready(5s), std::error_code{});
@@ -442,7 +443,7 @@ TEST(FakeServer, HelloRefusedUnderExplicitResp3IsUnexpectedHello) {
     if (cmd[0] == "HELLO") return Action{"-ERR unknown command 'HELLO'\r\n"};
     return FakeServer::good(cmd);
   });
-  LoopThread lt;
+  LoopThread lt(test::test_loop_options());
   ConnectionOptions o = fake_options(fake.port());
   o.protocol = Protocol::kResp3;
   Connection conn(lt.loop(), o);
@@ -457,7 +458,7 @@ TEST(FakeServer, ARefusedSelectIsFatalBootRefused) {
     if (cmd[0] == "SELECT") return Action{"-ERR DB index is out of range\r\n"};
     return FakeServer::good(cmd);
   });
-  LoopThread lt;
+  LoopThread lt(test::test_loop_options());
   ConnectionOptions o = fake_options(fake.port());
   o.db = 99;
   Connection conn(lt.loop(), o);
@@ -470,7 +471,7 @@ TEST(FakeServer, ANonStringFenceIsVersionFence) {
     if (cmd[0] == "GET") return Action{":42\r\n"};
     return FakeServer::good(cmd);
   });
-  LoopThread lt;
+  LoopThread lt(test::test_loop_options());
   Connection conn(lt.loop(), fake_options(fake.port()));
   conn.start();
   EXPECT_EQ(conn.wait_ready(5s), IoErrc::kVersionFence);
@@ -489,7 +490,7 @@ TEST(FakeServer, ARefusedConnectBacksOffAndKeepsTrying) {
     ::getsockname(probe.get(), reinterpret_cast<sockaddr*>(&addr), &len);
     port = ntohs(addr.sin_port);
   }
-  LoopThread lt;
+  LoopThread lt(test::test_loop_options());
   Connection conn(lt.loop(), fake_options(port));
   conn.start();
   EXPECT_EQ(conn.wait_ready(150ms), IoErrc::kTimeout);
@@ -523,7 +524,7 @@ TEST(FakeServer, AMapOrAMovedNamingAHostThatDoesNotResolveFailsTheCallNotTheProc
     return FakeServer::good(cmd);
   });
   port = fake.port();
-  LoopThread lt;
+  LoopThread lt(test::test_loop_options());
   ClusterOptions o;
   o.seeds = {NodeAddress{"127.0.0.1", port}};
   o.connection = fake_options(port);
@@ -652,7 +653,7 @@ bool settled(const ClusterClient& cc) {
 // without its caller having asked.
 TEST(FakeServer, AnAskRedirectAtTheTargetsPendingBoundLeavesNoAskingForTheNextCaller) {
   AskingPair pair;
-  LoopThread lt;
+  LoopThread lt(test::test_loop_options());
   ClusterOptions o = pair.options();
   o.connection.max_pending = 1;
   ClusterClient cc(lt.loop(), o);
@@ -685,7 +686,7 @@ TEST(FakeServer, AskingAndItsCommandAreAdmittedTogetherOrRefusedTogether) {
     }
     return FakeServer::good(cmd);
   });
-  LoopThread lt;
+  LoopThread lt(test::test_loop_options());
   ConnectionOptions o = fake_options(fake.port());
   o.fence = false;
   o.max_pending = 1;
@@ -726,7 +727,7 @@ TEST(FakeServer, AskingAndItsCommandAreAdmittedTogetherOrRefusedTogether) {
 // node sends it back with MOVED: two more redirects against max_redirects for one call.
 TEST(FakeServer, AnAskRedirectedEvalshaResentAfterNoscriptIsAskedForAgain) {
   AskingPair pair;
-  LoopThread lt;
+  LoopThread lt(test::test_loop_options());
   ClusterClient cc(lt.loop(), pair.options());
   cc.start();
   ASSERT_EQ(cc.wait_ready(5s), std::error_code{});

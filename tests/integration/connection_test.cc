@@ -20,6 +20,7 @@
 #include <echo/io/connection.h>
 #include <echo/io/uring_loop.h>
 
+#include "support/io_backend.h"
 #include "support/on_loop.h"
 #include "support/poll.h"
 #include "support/redis_fixture.h"
@@ -85,7 +86,7 @@ class ConnectionTest : public SingleServerTest {
     o.backoff_max = 200ms;
     return o;
   }
-  LoopThread lt_;
+  LoopThread lt_{test::test_loop_options()};
 };
 
 TEST_F(ConnectionTest, BootsOnResp3SelectsNamesAndClaimsTheFence) {
@@ -538,7 +539,7 @@ class ConnectionAuthTest : public ::testing::Test {
     return o;
   }
   static std::unique_ptr<engine::LocalServer> server_;
-  LoopThread lt_;
+  LoopThread lt_{test::test_loop_options()};
 };
 std::unique_ptr<engine::LocalServer> ConnectionAuthTest::server_;
 
@@ -576,7 +577,7 @@ TEST(ConnectionUnixSocket, BootsOverAUnixSocket) {
                             ("echo-conn-" + std::to_string(::getpid()) + ".sock")).string();
   engine::LocalServer server(engine::LocalServerOptions{
       .extra_args = {"--unixsocket", path, "--unixsocketperm", "700"}});
-  LoopThread lt;
+  LoopThread lt(test::test_loop_options());
   ConnectionOptions o;
   o.unix_path = path;
   Connection conn(lt.loop(), o);
@@ -588,7 +589,7 @@ TEST(ConnectionUnixSocket, BootsOverAUnixSocket) {
 }
 
 TEST(ConnectionOptionsCheck, RefusesOutOfRangeKnobs) {
-  LoopThread lt;
+  LoopThread lt(test::test_loop_options());
   ConnectionOptions o;
   o.port = 0;
   EXPECT_THROW(Connection(lt.loop(), o), std::invalid_argument);
@@ -598,6 +599,16 @@ TEST(ConnectionOptionsCheck, RefusesOutOfRangeKnobs) {
   o.max_pending = 1;
   o.backoff_max = std::chrono::milliseconds(10);
   EXPECT_THROW(Connection(lt.loop(), o), std::invalid_argument);
+}
+
+TEST(ConnectionLoop, RunsOnTheBackendTheRunAsksFor) {
+  // The epoll registration of this suite (tests/CMakeLists.txt) must not quietly run io_uring.
+  LoopThread lt(test::test_loop_options());
+  const Backend asked = test::test_io_backend();
+  if (asked != Backend::kAuto) {
+    EXPECT_EQ(lt.loop().backend(), asked);
+  }
+  EXPECT_NE(lt.loop().backend(), Backend::kAuto);
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "support/engine_node.h"
 
+#include "support/io_backend.h"
+
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -20,6 +22,12 @@ std::unique_ptr<engine::Engine> start(engine::EngineOptions options,
   const std::error_code ec = timeout ? e->start(*timeout) : e->start();
   EXPECT_FALSE(ec) << "node " << id << " did not start: " << ec.message();
   if (ec) return nullptr;
+  // A run registered for one backend proves it runs there (auto may land on either).
+  const io::Backend asked = test_io_backend();
+  if (asked != io::Backend::kAuto) {
+    EXPECT_EQ(e->stats().io_backend, asked)
+        << "node " << id << " runs on " << io::to_string(e->stats().io_backend);
+  }
   return e;
 }
 
@@ -34,6 +42,7 @@ engine::EngineOptions node_options(const std::string& host, int port, unsigned n
   // timeout (it waits for the predecessor's lease to lapse), long enough for an ASan run's
   // stalls (held 2.7 s past each renewal, renewed every second).
   o.node_lease = std::chrono::seconds(3);
+  o.io = test_loop_options(o.io);
   return o;
 }
 
@@ -49,6 +58,7 @@ engine::EngineOptions node_options(const engine::LocalCluster& cluster, unsigned
   // Longer than a failover of the master that holds the lease keys (the cluster drills kill
   // masters; a lapse would stop the test's minting), and no test restarts a cluster node.
   o.node_lease = std::chrono::seconds(30);
+  o.io = test_loop_options(o.io);
   return o;
 }
 

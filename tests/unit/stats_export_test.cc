@@ -294,6 +294,33 @@ TEST(StatsExport, TheJobLanesFanOutCountersShowInBothFormats) {
   EXPECT_EQ(prometheus_from_json({older.dump()}).find("echostore_fan_out_"), std::string::npos);
 }
 
+TEST(StatsExport, TheIoBackendAndItsFallbackShowInBothFormats) {
+  StatsSnapshot s = sample_snapshot("7");
+  s.engine.io_backend = io::Backend::kEpoll;
+  s.engine.io_fallback_reason = "io_uring refused (Operation not permitted)";
+  const std::string text = to_json(s);
+  const auto j = nlohmann::json::parse(text);
+  EXPECT_EQ(j.at("io_backend"), "epoll");
+  EXPECT_EQ(j.at("io_fallback_reason"), "io_uring refused (Operation not permitted)");
+  const std::string prom = to_prometheus(s);
+  EXPECT_NE(prom.find("echostore_engine_io_backend{node=\"7\",backend=\"epoll\"} 1\n"),
+            std::string::npos);
+  EXPECT_NE(prom.find("echostore_engine_io_fallback{node=\"7\"} 1\n"), std::string::npos);
+  EXPECT_EQ(prometheus_from_json({text}), prom);
+  // io_uring as asked: no fallback.
+  s.engine.io_backend = io::Backend::kUring;
+  s.engine.io_fallback_reason.clear();
+  const std::string uring = to_prometheus(s);
+  EXPECT_NE(uring.find("echostore_engine_io_backend{node=\"7\",backend=\"uring\"} 1\n"),
+            std::string::npos);
+  EXPECT_NE(uring.find("echostore_engine_io_fallback{node=\"7\"} 0\n"), std::string::npos);
+  // A snapshot published before the keys existed still renders, without the samples.
+  auto older = j;
+  older.erase("io_backend");
+  older.erase("io_fallback_reason");
+  EXPECT_EQ(prometheus_from_json({older.dump()}).find("echostore_engine_io_"), std::string::npos);
+}
+
 TEST(StatsExport, TwoNodesMergeIntoOneFamilyEach) {
   const std::string text =
       prometheus_from_json({to_json(sample_snapshot("1")), to_json(sample_snapshot("2"))});

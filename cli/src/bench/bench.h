@@ -88,7 +88,7 @@ void run_hit_ratio(const BenchConfig& config, Progress& progress, std::vector<Ro
 inline constexpr int kHitRatioSteps = 8;  // traces (one step each, not per round)
 
 // The rows against `target`: broadcast lane vs the PUBLISH floor, job lane vs broadcast lane,
-// remembered lane vs job lane, journal pair vs a plain SQLite WAL commit. Throws
+// remembered lane vs job lane, the broadcast lane on epoll vs io_uring, journal pair vs a plain SQLite WAL commit. Throws
 // std::runtime_error naming what did not arrive.
 void run_lanes(const BenchConfig& config, const DrillTarget& target, Progress& progress,
                std::vector<Row>& rows);
@@ -100,7 +100,7 @@ engine::TableSpec lane_spec(const std::string& name, engine::CoherenceMode mode,
 
 // Progress steps per round of each part (for "[k/n]").
 inline constexpr int kMicroSteps = 5;  // ring x2, L1 get, typed hit, RESP3
-inline constexpr int kLaneSteps = 3;
+inline constexpr int kLaneSteps = 4;
 
 // The run's context, printed above the table and written into the JSON.
 struct RunInfo {

@@ -4,7 +4,8 @@
 // Each message is timed from the send to the row gone from R's L1, one at a time, observed by
 // the drill's waiter (floors::spin_until) for the floor and for the engine alike; R re-puts the
 // row between messages, untimed. The journal row compares a record+mark pair with a plain
-// SQLite WAL commit, as the drill's H6 does.
+// SQLite WAL commit, as the drill's H6 does. The epoll row runs the broadcast lane into two more
+// receivers alike but for their io backend (io_uring, epoll), message by message.
 #include <echo/engine/engine.h>
 #include <echo/engine/journal.h>
 #include <echo/harness/plain_wal.h>
@@ -15,6 +16,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <iostream>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -35,6 +37,7 @@ using floors::Clock;
 using table::BrandedId;
 
 constexpr unsigned kReceiver = 901, kSender = 902, kMinter = 903, kJournalNode = 904;
+constexpr unsigned kUringReceiver = 907, kEpollReceiver = 908;  // 905: the pair row's journal
 constexpr int kWarmup = 20;  // messages per lane before the first round, unmeasured
 
 // One message through a lane: R re-puts the row at an older version (untimed), then `send`
@@ -129,6 +132,24 @@ void run_lanes(const BenchConfig& c, const DrillTarget& target, Progress& progre
        lane_spec(mem, CoherenceMode::kNone, c), no_lead(lane_spec(bare, CoherenceMode::kNone, c))});
   if (auto ec = r.start()) throw std::runtime_error("node R did not start: " + ec.message());
   if (auto ec = s.start()) throw std::runtime_error("node S did not start: " + ec.message());
+  // epoll_vs_uring's receivers, each with its own broadcast table. Where the kernel refuses
+  // io_uring the row is left out (and said so), the rest of the run goes on.
+  const std::string bcu = "bench_bcu_" + run_id, bce = "bench_bce_" + run_id;
+  auto on_backend = [&](unsigned id, io::Backend b) {
+    engine::EngineOptions o = node(id);
+    o.io.backend = b;
+    return o;
+  };
+  Engine ru(on_backend(kUringReceiver, io::Backend::kUring),
+            {lane_spec(bcu, CoherenceMode::kBroadcast, c)});
+  Engine re(on_backend(kEpollReceiver, io::Backend::kEpoll),
+            {lane_spec(bce, CoherenceMode::kBroadcast, c)});
+  const std::error_code uring_refused = ru.start();
+  if (auto ec = re.start()) throw std::runtime_error("the epoll node did not start: " + ec.message());
+  if (uring_refused) {
+    std::cerr << "echostore bench: epoll_vs_uring left out: the io_uring node did not start ("
+              << uring_refused.message() << ")\n";
+  }
   floors::Redis plain(target);
   auto member = [&](const std::string& t) {
     floors::Reply z =
@@ -142,14 +163,18 @@ void run_lanes(const BenchConfig& c, const DrillTarget& target, Progress& progre
   }
 
   const BrandedId name = minter.mint("AST").value();
-  const std::string channel = table::coherence_channel(bc).value();
-  auto publish = [&](const BrandedId& v) {
-    const auto frame = table::make_frame(name, v);
-    const std::string_view bytes = table::view(frame);
-    floors::Reply reply =
-        plain.command("PUBLISH %b %b", channel.data(), channel.size(), bytes.data(), bytes.size());
-    return reply && reply->type == REDIS_REPLY_INTEGER && reply->integer == 1;
+  // A plain hiredis PUBLISH of the newer version on table t's channel (one subscriber: R's).
+  auto publish_on = [&](const std::string& t) {
+    return [&, channel = table::coherence_channel(t).value()](const BrandedId& v) {
+      const auto frame = table::make_frame(name, v);
+      const std::string_view bytes = table::view(frame);
+      floors::Reply reply = plain.command("PUBLISH %b %b", channel.data(), channel.size(),
+                                          bytes.data(), bytes.size());
+      return reply && reply->type == REDIS_REPLY_INTEGER && reply->integer == 1;
+    };
   };
+  const auto publish = publish_on(bc), publish_uring = publish_on(bcu),
+             publish_epoll = publish_on(bce);
   auto broadcast = [&](const BrandedId& v) {
     auto heard = s.broadcast(bc, name.view(), v);
     return heard && *heard == 1;
@@ -181,6 +206,8 @@ void run_lanes(const BenchConfig& c, const DrillTarget& target, Progress& progre
     (void)one_message(r, job, name, minter, enqueue);
     (void)one_message(r, bare, name, minter, enqueue_bare);
     (void)one_message(r, mem, name, minter, remembered);
+    if (!uring_refused) (void)one_message(ru, bcu, name, minter, publish_uring);
+    (void)one_message(re, bce, name, minter, publish_epoll);
   }
 
   const std::string placement = placement_of(
@@ -209,6 +236,8 @@ void run_lanes(const BenchConfig& c, const DrillTarget& target, Progress& progre
                              "Engine::enqueue, no lead", "Engine::broadcast (broadcast lane)");
   Row mem_row = row("remembered_vs_job", "remembered lane (journal bound), send -> row gone",
                     "Journal::intend_and_enqueue", "Engine::enqueue (job lane, no journal)");
+  Row epoll_row = row("epoll_vs_uring", "broadcast lane, PUBLISH -> row gone, by io backend",
+                      "receiver's io loop on epoll", "receiver's io loop on io_uring");
   Row pair_row = row("journal_vs_sqlite", "journal record+mark pair", "Journal record+mark",
                      "plain SQLite WAL commit");
   pair_row.placement = placement_of(
@@ -276,6 +305,17 @@ void run_lanes(const BenchConfig& c, const DrillTarget& target, Progress& progre
       tls_row->base_rounds.push_back(job_row.base_rounds.back());  // via_bc's median, plain
     }
 
+    progress.step("broadcast lane on epoll vs io_uring", round, c.rounds);
+    if (!uring_refused) {
+      std::vector<double> on_uring, on_epoll;
+      for (int i = 0; i < n; ++i) {  // interleaved: a noisy neighbour hits both
+        on_uring.push_back(one_message(ru, bcu, name, minter, publish_uring));
+        on_epoll.push_back(one_message(re, bce, name, minter, publish_epoll));
+      }
+      epoll_row.ours_rounds.push_back(median_of(std::move(on_epoll)));
+      epoll_row.base_rounds.push_back(median_of(std::move(on_uring)));
+    }
+
     progress.step("journal record+mark pair vs plain SQLite WAL commit", round, c.rounds);
     auto t0 = Clock::now();
     for (int i = 0; i < n; ++i) {
@@ -296,6 +336,7 @@ void run_lanes(const BenchConfig& c, const DrillTarget& target, Progress& progre
   rows.push_back(std::move(job_applied_row));
   rows.push_back(std::move(bare_applied_row));
   rows.push_back(std::move(mem_row));
+  if (!uring_refused) rows.push_back(std::move(epoll_row));
   rows.push_back(std::move(pair_row));
   if (tls_row) rows.push_back(std::move(*tls_row));
 }

@@ -79,7 +79,8 @@ struct EngineOptions {
   // for longer stops minting (puts without a version, loader fills answer no_node_lease) until
   // a renewal holds the lease again.
   std::chrono::milliseconds node_lease{15000};
-  io::LoopOptions io{};                // io thread: wait mode, CPU pinning
+  io::LoopOptions io{};                // io thread: wait mode, CPU pinning, backend (auto:
+                                       // io_uring, epoll where the kernel refuses it)
   std::chrono::milliseconds get_timeout{10000};  // a miss's wait for its flight (WIRE: 10 s);
                                                  // 1..3,600,000 ms
   std::chrono::milliseconds call_timeout{5000};  // a blocking L2 call; 1..3,600,000 ms
@@ -170,6 +171,11 @@ struct EngineStats {
   std::uint64_t node_renewals = 0, node_lapses = 0, node_taken = 0;
   // The shared-queue relay (TableSpec::job_relay), summed over this engine's relaying tables.
   std::uint64_t relay_claimed = 0, relay_relayed = 0, relay_malformed = 0, relay_errors = 0;
+  // The io thread's loop (EngineOptions::io.backend): kUring or kEpoll once started (kAuto
+  // before), and why an auto loop fell back to epoll ("io_uring refused (Operation not
+  // permitted)"; empty when it did not).
+  io::Backend io_backend = io::Backend::kAuto;
+  std::string io_fallback_reason;
 };
 
 // Boots one connection to the server `options` names, as the engine's own connections boot

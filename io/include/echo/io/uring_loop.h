@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: MIT
-// The io thread's engine: one io_uring driving many sockets and timers on one thread. Operations
-// are caller-owned IoOp records (no allocation per operation); their completions run on the loop
-// thread. Other threads hand work over with post(), which is lock-free and wakes a blocked loop
-// through one coalesced eventfd write. Waiting is either blocking or busy-polling the CQ.
+// The io thread's engine: one io_uring (or, where the kernel refuses io_uring, one epoll set)
+// driving many sockets and timers on one thread. Operations are caller-owned IoOp records (no
+// allocation per operation); their completions run on the loop thread. Other threads hand work
+// over with post(), which is lock-free and wakes a blocked loop through one coalesced eventfd
+// write. Waiting is either blocking or busy-polling. Both backends keep one contract: the verbs
+// below and their completion results, so nothing above the loop knows which one runs.
 #pragma once
 
 #include <sys/socket.h>
@@ -13,6 +15,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <thread>
 
 namespace echo::io {
@@ -22,31 +25,49 @@ enum class WaitMode : std::uint8_t {
   kBusyPoll,  // never sleep: spin on the completion queue (for a pinned, dedicated core)
 };
 
+// Which kernel interface drives the loop.
+enum class Backend : std::uint8_t {
+  kAuto,   // io_uring; epoll when the kernel refuses io_uring_setup with EPERM or ENOSYS (a
+           // container's seccomp profile, kernel.io_uring_disabled, a kernel without it)
+  kUring,  // io_uring or nothing: a refusal throws std::system_error
+  kEpoll,  // epoll readiness plus non-blocking syscalls; never tries io_uring
+};
+// "auto", "uring", "epoll".
+std::string_view to_string(Backend b) noexcept;
+
 struct LoopOptions {
-  unsigned entries = 256;            // SQ size; 8 .. 32768
+  unsigned entries = 256;            // io_uring: SQ size; epoll: events per epoll_wait; 8 .. 32768
   WaitMode wait = WaitMode::kBlock;
+  Backend backend = Backend::kAuto;  // default auto: io_uring, falling back to epoll (see Backend)
   int cpu = -1;                      // pin the loop thread to this CPU; -1 = no pinning
   // IORING_SETUP_SINGLE_ISSUER | DEFER_TASKRUN: completions run as task work only when this
   // thread asks for events, which saves a wakeup per completion. The price: every run() /
   // run_until() must be on the one thread that first ran the loop (a second thread aborts), so a
-  // Connection must be destroyed while that thread runs the loop, or on that thread.
+  // Connection must be destroyed while that thread runs the loop, or on that thread. io_uring
+  // only: the epoll backend ignores it.
   bool single_thread_taskrun = false;
 };
 
 // One operation in flight. The owner keeps it alive until its completion has run (or until the
-// loop is destroyed); `complete` runs on the loop thread with the CQE's res (>= 0 or -errno).
+// loop is destroyed); `complete` runs on the loop thread with the result (>= 0 or -errno) and
+// must not block.
 struct IoOp {
   using Complete = void (*)(IoOp& op, int res) noexcept;
   Complete complete = nullptr;
   void* context = nullptr;   // the owner, for `complete` to find its object
   bool armed = false;        // set by the loop at submission, cleared before `complete` runs
-  std::int64_t timespec[2] = {0, 0};  // storage for timer / link-timeout durations
+  // Backend-private storage: the io_uring backend's timer / link-timeout duration (the kernel
+  // reads it as __kernel_timespec), the epoll backend's record of the operation.
+  std::int64_t timespec[2] = {0, 0};
 };
 
 class UringLoop {
  public:
-  // Creates the ring and the wake eventfd. Throws std::invalid_argument naming a bad knob, or
-  // std::system_error when the kernel refuses io_uring. Any thread.
+  // Creates the ring (or the epoll set) and the wake eventfd. Throws std::invalid_argument naming
+  // a bad knob, or std::system_error when the kernel refuses the backend (kUring: io_uring with
+  // any error; kAuto: io_uring with an error other than EPERM/ENOSYS, or epoll). A kAuto loop that
+  // falls back says so once per process on stderr ("echostore: io_uring refused (<reason>); using
+  // epoll") and keeps the reason in fallback_reason(). Any thread.
   explicit UringLoop(LoopOptions options = {});
   // The loop must not be running; operations still in flight are abandoned with the ring.
   ~UringLoop();
@@ -80,9 +101,12 @@ class UringLoop {
   // True while some thread is inside run()/run_until(). Any thread; acquire.
   bool running() const noexcept;
 
-  // --- Loop thread only. Each queues one SQE (submitted at the next wait) and never blocks. ---
+  // --- Loop thread only. Each queues one operation and never blocks; its completion never runs
+  // inside the verb. io_uring: one SQE, submitted at the next wait. epoll: the syscall is tried
+  // at once without waiting (MSG_DONTWAIT, a non-blocking connect: the epoll backend sets
+  // O_NONBLOCK on a socket handed to connect()), else the fd is watched until it is ready. ---
   // poll_first: the caller knows the socket is drained (it just consumed everything), so the
-  // kernel arms its poll at once instead of trying a receive that must fail first.
+  // loop waits for readiness at once instead of trying a receive that must fail first.
   void recv(int fd, void* buf, std::size_t len, IoOp& op, bool poll_first = false) noexcept;
   void send(int fd, const void* buf, std::size_t len, IoOp& op) noexcept;
   // connect(2) with a deadline: completes with -ECANCELED when the timeout fires first.
@@ -102,12 +126,17 @@ class UringLoop {
   // Counters (loop thread; read them after run() returns or from a posted closure).
   struct Stats {
     std::uint64_t iterations = 0;   // wait cycles
-    std::uint64_t completions = 0;  // CQEs dispatched to an IoOp
+    std::uint64_t completions = 0;  // results dispatched to an IoOp (CQEs, or epoll's)
     std::uint64_t posted = 0;       // closures run from post()
     std::uint64_t wakes = 0;        // eventfd wakes consumed
   };
   const Stats& stats() const noexcept { return stats_; }
   const LoopOptions& options() const noexcept { return options_; }
+  // The backend that runs: kUring or kEpoll, never kAuto. Any thread; fixed at construction.
+  Backend backend() const noexcept { return backend_; }
+  // Why a kAuto loop runs on epoll ("io_uring refused (Operation not permitted)"); empty when it
+  // did not fall back. Any thread; fixed at construction.
+  std::string_view fallback_reason() const noexcept { return fallback_reason_; }
 
  private:
   struct Impl;
@@ -117,6 +146,8 @@ class UringLoop {
   void arm_wake();
 
   LoopOptions options_;
+  Backend backend_ = Backend::kUring;
+  std::string fallback_reason_;
   std::unique_ptr<Impl> impl_;
   Stats stats_;
   // Set by run() on entry / cleared on exit (release); read by running()/in_loop_thread().
