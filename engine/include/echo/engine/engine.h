@@ -43,9 +43,12 @@
 
 namespace echo::engine {
 
-// Where L2 lives: one server, or a Valkey/Redis Cluster (commands routed by slot, the broadcast
-// lane on sharded pub/sub). Checked at construction; start() fails if the server disagrees.
-enum class ServerMode : std::uint8_t { kSingle, kCluster };
+// Where L2 lives: one server, a Valkey/Redis Cluster (commands routed by slot, the broadcast
+// lane on sharded pub/sub), or one master found and followed through Redis Sentinel (every
+// connection dials the master the sentinels name; a +switch-master moves them all, and the
+// subscriber's loss applies the disconnect policy: README "Sentinel"). Checked at construction;
+// start() fails if the server disagrees.
+enum class ServerMode : std::uint8_t { kSingle, kCluster, kSentinel };
 
 struct EngineOptions {
   std::string host = "127.0.0.1";      // 1..255 bytes, no space or control byte; resolved in
@@ -55,6 +58,16 @@ struct EngineOptions {
   // kCluster: seed nodes "host:port,host:port,..." (empty: host:port above); any live node serves.
   std::string cluster_seeds;
   int cluster_max_redirects = 5;       // kCluster: MOVED/ASK per call, 0..16
+  // kSentinel (and only then; host and port are ignored): the sentinels "host:port,host:port,..."
+  // (1 or more; names resolved in start(), host_unresolved when one does not), asked in turn, and
+  // the name they monitor the master under (sentinel_master: 1..255 bytes, no space or control
+  // byte). Default: both empty. start() answers sentinel_unknown_master when the first sentinel
+  // that answers does not know the name, no_sentinel when none answers.
+  std::string sentinels;
+  std::string sentinel_master;
+  // The sentinels' own requirepass (HELLO 3 AUTH default <it>); empty (the default): none. The
+  // master's is `password` below.
+  std::string sentinel_password;
   std::string password;
   // This engine's minting node: kAutoNode (the default) leases the first free node in 0..1023 at
   // start; 0..1023 leases that one (start fails node_taken when another process holds it). Either
@@ -138,10 +151,22 @@ struct FanOutCounters {
   std::uint64_t lead_receivers = 0;    // the subscribers the server said heard them, summed
 };
 
+// ServerMode::kSentinel: the watcher's counters.
+struct SentinelCounters {
+  std::string master;               // "host:port" the engine's connections dial now
+  std::uint64_t switches = 0;       // master changes followed (+switch-master, or found on a re-ask)
+  std::uint64_t reconnects = 0;     // the watcher's sentinel connection lost and booted again
+                                    // (on the next sentinel of the list)
+  std::uint64_t asks = 0;           // get-master-addr-by-name answered with an address
+  std::uint64_t role_refusals = 0;  // connections that found the named master answering ROLE as
+                                    // a replica (a demoted master): dropped, the sentinels re-asked
+};
+
 struct EngineStats {
   std::vector<TableStats> tables;
   std::vector<io::ConnectionStats> connections;
   std::optional<ClusterCounters> cluster;
+  std::optional<SentinelCounters> sentinel;
   FanOutCounters fan_out;
   std::uint64_t unrouted_pushes = 0;  // pushes for no declared table, or not messages
   // Tracking tables: CLIENT TRACKING commands sent (start, each reconnect) and refused or lost.
@@ -171,6 +196,7 @@ class Engine {
   // tracking_refused when a tracking table's CLIENT TRACKING is answered other than +OK.
   // no_free_node (node_id auto, all 1024 leased) or node_taken (an explicit node_id another
   // process leases): the node lease, taken before anything mints.
+  // ServerMode::kSentinel: sentinel_unknown_master, no_sentinel, not_master (errc.h).
   // host_unresolved when the host (or a seed) does not resolve, the kernel's error when the
   // io_uring or a thread cannot be made; it never throws for a knob the constructor accepted.
   // A timeout beyond 24 h is taken as 24 h.
