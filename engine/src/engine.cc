@@ -162,6 +162,10 @@ struct Engine::Impl {
   // ServerMode::kSentinel: the master's address and its changes (sentinel_watch.h). Built in
   // start() before any connection, which all dial its master() (connection_options()).
   std::unique_ptr<SentinelWatch> sentinel;
+  // The connections a switch redials (cmd, sub, the relay's park), registered on the loop thread
+  // once each exists (follow()), so a switch never reads a pointer the owner thread is writing.
+  // Loop thread only; cleared when io_closing is set.
+  std::vector<io::Connection*> sentinel_followers;
   std::unique_ptr<io::Connection> cmd, sub;
   // ServerMode::kCluster: the slot router replaces `cmd`, the sharded subscriber `sub`.
   std::unique_ptr<io::ClusterClient> cluster;
@@ -755,7 +759,7 @@ struct Engine::Impl {
         if (s->ring != nullptr) s->writer->subscription_lost();
       }
     } else if (event == io::ConnEvent::kReconnected) {
-      check_role(*sub);
+      if (!io_closing) check_role(*sub);
       resend_tracking();  // the channels' SUBSCRIBEs went already; their pushes confirm them
     }
   }
@@ -783,9 +787,15 @@ struct Engine::Impl {
   // the subscriptions (rows written on the old master may be lost in the failover).
   void on_master_switch() {
     if (io_closing) return;
-    if (cmd) cmd->redial();
-    if (sub) sub->redial();
-    if (relay_park) relay_park->redial();
+    for (io::Connection* c : sentinel_followers) c->redial();
+  }
+  // Owner thread, once `c` is built: a switch from now on redials it. A switch before this
+  // closure runs is caught by the connection's next reconnect (its target) or ROLE check.
+  void follow(io::Connection* c) {
+    if (!sentinel) return;
+    io->loop().post([this, c] {
+      if (!io_closing) sentinel_followers.push_back(c);
+    });
   }
 
   io::ConnectionOptions connection_options(std::string label) const {
@@ -1028,6 +1038,8 @@ std::error_code Engine::start_once(std::chrono::milliseconds timeout) {
         return ec;
       }
       on_cmd_event = [&d](io::ConnEvent event, std::error_code) {
+        // io_closing: stop() is destroying d.cmd.
+        if (d.io_closing) return;
         if (event == io::ConnEvent::kReady || event == io::ConnEvent::kReconnected) {
           d.check_role(*d.cmd);
         }
@@ -1036,6 +1048,7 @@ std::error_code Engine::start_once(std::chrono::milliseconds timeout) {
     d.cmd = std::make_unique<io::Connection>(d.io->loop(), d.connection_options("cmd"),
                                              io::PushFn{}, std::move(on_cmd_event));
     d.cmd->start();
+    d.follow(d.cmd.get());
     if (auto ec = d.cmd->wait_ready(left())) {
       stop();
       return ec == io::IoErrc::kClusterNode ? make_error_code(Errc::kWrongMode) : ec;
@@ -1134,6 +1147,7 @@ std::error_code Engine::start_once(std::chrono::milliseconds timeout) {
         [&d](const io::Resp3Value& push) { d.on_push(push); },
         [&d](io::ConnEvent event, std::error_code) { d.on_sub_event(event); });
     d.sub->start();
+    d.follow(d.sub.get());
     if (auto ec = d.sub->wait_ready(left())) {
       stop();
       return ec;
@@ -1237,6 +1251,7 @@ void Engine::stop() {
     std::promise<void> marked;
     d.io->loop().post([&d, &marked] {
       d.io_closing = true;
+      d.sentinel_followers.clear();
       if (d.sentinel) d.sentinel->stop_on_loop();
       for (auto& s : d.slots) {
         if (s->consumer) s->consumer->stop_on_loop();
@@ -1298,6 +1313,7 @@ std::error_code Engine::start_relay() {
     park.call_timeout = beat + std::chrono::seconds(2);  // WIRE §5.4: the park's call timeout
     d.relay_park = std::make_unique<io::Connection>(d.io->loop(), std::move(park));
     d.relay_park->start();
+    d.follow(d.relay_park.get());
     if (auto ec = d.relay_park->wait_ready(d.options.call_timeout)) return ec;
     auto id = d.relay_park->call_blocking({"CLIENT", "ID"});
     if (id.ec) return id.ec;
