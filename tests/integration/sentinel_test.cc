@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "integration/engine_nodes.h"
+#include "integration/journal_lane.h"
 #include "support/redis_fixture.h"
 #include "support/sentinel_fixture.h"
 
@@ -150,9 +151,29 @@ TEST_F(SentinelDiscovery, ConfigErrorsNameTheKnob) {
   refused(single, "mode is not sentinel");
 }
 
+// sentinel_password: the sentinels' requirepass, presented at the watcher's HELLO; a wrong one
+// fails start with the connector's auth_refused.
+TEST(SentinelAuth, SentinelPasswordIsPresentedAndAWrongOneFailsStart) {
+  std::string error;
+  auto group = start_for_suite<SentinelGroup>(
+      error, SentinelGroupOptions{.sentinels = 1, .quorum = 1, .password = "s3cret"});
+  ASSERT_TRUE(group) << "SentinelGroup: " << error;
+  auto e = start_on(sentinel_node_options(*group, 1), {});
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->stats().sentinel->master, at(group->server(0).port()));
+  auto wrong = sentinel_node_options(*group, 2);
+  wrong.sentinel_password = "wrong";
+  engine::Engine refused(std::move(wrong), {});
+  EXPECT_EQ(refused.start(std::chrono::seconds(20)), io::IoErrc::kAuthRefused);
+}
+
+// The watcher's sentinel dies: it moves to the next one in the list. A switch after that is
+// followed, and the tracking lane's CLIENT TRACKING is sent again on the new master (its
+// invalidations reach this node from there).
 TEST_F(SentinelFailover, WatcherMovesToTheNextSentinelAndFollowsASwitchAfter) {
   auto e = start_on(sentinel_node_options(group(), 1),
-                    {table_spec("quotes", "AST", CoherenceMode::kBroadcast, answering("l"))});
+                    {table_spec("quotes", "AST", CoherenceMode::kBroadcast, answering("l")),
+                     table_spec("tracked", "AST", CoherenceMode::kTracking, answering("l"))});
   ASSERT_TRUE(e);
   const int old_master = group().server(0).port();
   group().sentinel(0).stop();  // the watcher's: the first listed
@@ -166,6 +187,19 @@ TEST_F(SentinelFailover, WatcherMovesToTheNextSentinelAndFollowsASwitchAfter) {
   const BrandedId name = fresh_id("AST");
   ASSERT_TRUE(eventually([&] { return bool(e->put("quotes", name.view(), "after")); }, 20s));
   EXPECT_EQ(SentinelGroup::admin(promoted, {"GET", l2_key("quotes", name)}).substr(14), "after");
+  // Tracking on the new master: a row cached here is dropped when another client writes its key.
+  const BrandedId row = fresh_id("AST");
+  ASSERT_TRUE(eventually([&] { return bool(e->put("tracked", row.view(), "t1")); }, 20s));
+  ASSERT_TRUE(eventually([&] {
+    auto got = e->get("tracked", row.view());
+    return got && got->value == "t1" && l1_holds(*e, "tracked", row);
+  }, 20s));
+  SentinelGroup::admin(promoted, {"SET", l2_key("tracked", row),
+                                  engine::frame_l2_value(fresh_id("AST"), "t2"), "PX", "60000"});
+  ASSERT_TRUE(eventually([&] {
+    auto got = e->get("tracked", row.view());
+    return got && got->value == "t2";
+  }, 20s)) << "no invalidation from the new master";
 }
 
 // A master that is demoted behind the sentinels' back (REPLICAOF another server, its clients
@@ -193,6 +227,57 @@ TEST_F(SentinelFailover, DemotedMasterIsRefusedUntilItAnswersRoleMasterAgain) {
       [&] { return flushes() > flushes_before && !writer_of(*e, "quotes").stats().suspended; },
       20s));
   EXPECT_EQ(e->stats().sentinel->switches, 0u);  // the sentinels named A throughout
+}
+
+// The job lane across a switch: the consumer's commands go through the command connection
+// (redialled at the switch) and its parking connection follows at its next beat (its target asks
+// the watcher), so after the failover writers hand jobs straight to it again on the new master.
+TEST_F(SentinelFailover, JobLaneParkFollowsTheSwitchAndHandOffsResume) {
+  const std::string t = "sfo";
+  constexpr unsigned kConsumer = 7;
+  constexpr int kJobs = 6;
+  auto w = start_on(sentinel_node_options(group(), 70), {writer_spec(t)});
+  auto c = start_on(sentinel_node_options(group(), kConsumer), {lane_spec(t)});
+  ASSERT_TRUE(w && c);
+  const BrandedId lane = fresh_id("PRT");
+  auto consumer = [&] { return c->stats().tables.front().consumer.value(); };
+  // One job at a time, each waited for; a refused enqueue (the switch under way) is sent again.
+  auto run_jobs = [&](const char* phase) {
+    for (int i = 0; i < kJobs; ++i) {
+      const BrandedId name = fresh_id("AST"), v = w->mint("AST").value();
+      const std::uint64_t before = consumer().completed;
+      ASSERT_TRUE(eventually([&] { return bool(w->enqueue(t, lane, name.view(), v)); }, 20s))
+          << phase << ": job " << i << " never admitted";
+      ASSERT_TRUE(eventually([&] { return consumer().completed >= before + 1; }, 20s))
+          << phase << ": job " << i << " never completed";
+    }
+  };
+  const auto s0 = consumer();
+  run_jobs("before the failover");
+  const auto s1 = consumer();
+  EXPECT_GE(s1.handed_off - s0.handed_off, 1u) << "no hand-off even before the failover";
+
+  const int old_master = group().server(0).port();
+  group().failover(20s);
+  const int promoted = group().wait_switch(old_master, milliseconds(30000));
+  for (auto* e : {w.get(), c.get()}) {
+    ASSERT_TRUE(eventually([&] { return e->stats().sentinel->master == at(promoted); }, 20s));
+  }
+  // A beat later the park dials the new master and the consumer lists its credits there.
+  const auto s2 = consumer();
+  ASSERT_TRUE(eventually([&] { return consumer().parks > s2.parks; }, 20s))
+      << "no park on the promoted master";
+  run_jobs("after the failover");
+  const auto s3 = consumer();
+  const std::uint64_t handed = s3.handed_off - s2.handed_off, claimed = s3.claimed - s2.claimed;
+  EXPECT_GE(handed + claimed, static_cast<std::uint64_t>(kJobs));
+  EXPECT_GE(handed, static_cast<std::uint64_t>(kJobs / 2))
+      << "hand-offs did not resume on the promoted master (claimed " << claimed << ")";
+  std::printf("[ sentinel park ] before: %llu of %d handed off; after the switch: %llu handed "
+              "off, %llu claimed of %d\n",
+              static_cast<unsigned long long>(s1.handed_off - s0.handed_off), kJobs,
+              static_cast<unsigned long long>(handed), static_cast<unsigned long long>(claimed),
+              kJobs);
 }
 
 TEST_F(SentinelFailover, DrillEveryNodeAgreesWithL2AfterSentinelFailoverUnderLoad) {

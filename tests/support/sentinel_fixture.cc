@@ -38,9 +38,14 @@ ContextPtr connect(int port) {
   return c;
 }
 
-ReplyPtr run(int port, const std::vector<std::string>& args) {
+// `args` on 127.0.0.1:port, after AUTH `password` when one is given.
+ReplyPtr run(int port, const std::vector<std::string>& args, const std::string& password = {}) {
   auto c = connect(port);
   if (!c) return nullptr;
+  if (!password.empty()) {
+    ReplyPtr auth(static_cast<redisReply*>(redisCommand(c.get(), "AUTH %s", password.c_str())));
+    if (!auth || auth->type == REDIS_REPLY_ERROR) return auth;
+  }
   std::vector<const char*> argv;
   std::vector<std::size_t> lens;
   for (const auto& a : args) {
@@ -120,8 +125,12 @@ SentinelProcess::SentinelProcess(const SentinelGroupOptions& options, int master
          << "sentinel failover-timeout " << options.master_name << " "
          << options.failover_timeout.count() << "\n"
          << "sentinel parallel-syncs " << options.master_name << " 1\n";
+    if (!options.password.empty()) {
+      conf << "requirepass " << options.password << "\n"
+           << "sentinel sentinel-pass " << options.password << "\n";
+    }
     conf.close();
-    if (spawn(binary)) return;
+    if (spawn(binary, options.password)) return;
   }
   std::error_code ec;
   std::filesystem::remove_all(dir_, ec);
@@ -136,7 +145,7 @@ SentinelProcess::~SentinelProcess() {
   std::filesystem::remove_all(dir_, ec);
 }
 
-bool SentinelProcess::spawn(const std::string& binary) {
+bool SentinelProcess::spawn(const std::string& binary, const std::string& password) {
   std::string bin = binary, conf = (dir_ / "sentinel.conf").string();
   char* argv[] = {bin.data(), conf.data(), nullptr};
   const pid_t parent = ::getpid();
@@ -156,7 +165,7 @@ bool SentinelProcess::spawn(const std::string& binary) {
       pid_ = -1;
       return true;
     }
-    ReplyPtr r = run(port_, {"PING"});
+    ReplyPtr r = run(port_, {"PING"}, password);
     return str(r.get()) == "PONG";
   });
   if (up && pid_ > 0) return true;
@@ -205,13 +214,14 @@ bool SentinelGroup::ready() const {
   ReplyPtr info = run(replica, {"INFO", "replication"});
   if (str(info.get()).find("master_link_status:up") == std::string::npos) return false;
   for (const auto& s : sentinels_) {
-    ReplyPtr m = run(s->port(), {"SENTINEL", "MASTER", options_.master_name});
+    ReplyPtr m = run(s->port(), {"SENTINEL", "MASTER", options_.master_name}, options_.password);
     auto f = fields(m.get());
     if (f["flags"] != "master" || f["num-slaves"] != "1" ||
         f["num-other-sentinels"] != std::to_string(options_.sentinels - 1)) {
       return false;
     }
-    ReplyPtr rs = run(s->port(), {"SENTINEL", "REPLICAS", options_.master_name});
+    ReplyPtr rs =
+        run(s->port(), {"SENTINEL", "REPLICAS", options_.master_name}, options_.password);
     if (!rs || rs->type != REDIS_REPLY_ARRAY || rs->elements != 1) return false;
     auto r = fields(rs->element[0]);
     if (r["flags"] != "slave" || r["master-link-status"] != "ok" ||
@@ -234,7 +244,7 @@ std::string SentinelGroup::sentinels() const {
 
 int SentinelGroup::named_master(std::size_t i) const {
   ReplyPtr r = run(sentinels_.at(i)->port(),
-                   {"SENTINEL", "get-master-addr-by-name", options_.master_name});
+                   {"SENTINEL", "get-master-addr-by-name", options_.master_name}, options_.password);
   if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 2) return 0;
   return std::atoi(str(r->element[1]).c_str());
 }
@@ -242,7 +252,8 @@ int SentinelGroup::named_master(std::size_t i) const {
 void SentinelGroup::failover(std::chrono::milliseconds timeout, std::size_t via) {
   std::string last;
   const bool ok = wait_for(timeout, [&] {
-    ReplyPtr r = run(sentinels_.at(via)->port(), {"SENTINEL", "FAILOVER", options_.master_name});
+    ReplyPtr r = run(sentinels_.at(via)->port(), {"SENTINEL", "FAILOVER", options_.master_name},
+                     options_.password);
     last = r ? str(r.get()) : "(no reply)";
     return last == "OK";
   });
@@ -292,6 +303,7 @@ engine::EngineOptions sentinel_node_options(const SentinelGroup& group, unsigned
   o.mode = engine::ServerMode::kSentinel;
   o.sentinels = group.sentinels();
   o.sentinel_master = group.master_name();
+  o.sentinel_password = group.password();
   o.node_id = node;
   // Longer than a failover (the lease keys may be lost with the old master's last writes).
   o.node_lease = std::chrono::seconds(30);

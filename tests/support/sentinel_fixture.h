@@ -28,6 +28,8 @@ struct SentinelGroupOptions {
   std::chrono::milliseconds down_after{1000};   // sentinel down-after-milliseconds
   std::chrono::milliseconds failover_timeout{10000};
   std::chrono::milliseconds ready_timeout{30000};  // start until every sentinel is ready
+  // Non-empty: each sentinel's requirepass (and sentinel-pass, which they present to each other).
+  std::string password;
   std::string binary = "redis-sentinel";        // on PATH; $ECHO_REDIS_SENTINEL overrides
 };
 
@@ -46,7 +48,7 @@ class SentinelProcess {
   void stop() noexcept;  // SIGTERM, SIGKILL after 5 s; reaps. Idempotent.
 
  private:
-  bool spawn(const std::string& binary);
+  bool spawn(const std::string& binary, const std::string& password);
   int port_ = 0;
   pid_t pid_ = -1;
   std::filesystem::path dir_;
@@ -59,6 +61,7 @@ class SentinelGroup {
   ~SentinelGroup();
 
   const std::string& master_name() const noexcept { return options_.master_name; }
+  const std::string& password() const noexcept { return options_.password; }
   // "127.0.0.1:p1,127.0.0.1:p2,...": EngineOptions::sentinels.
   std::string sentinels() const;
   // The two data servers: 0 started as the master, 1 as its replica (roles swap at a failover).
