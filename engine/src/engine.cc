@@ -770,13 +770,14 @@ struct Engine::Impl {
   // a loss (its reconnect backs off and dials master() again; the subscriber's loss suspends and
   // flushes as any loss does) and asks the sentinels again, so a switch we missed is found.
   // Commands pipelined behind ROLE before its answer may reach that replica: writes fail
-  // (READONLY), reads may be old; the subscriber's flush at its next confirmation drops them.
+  // (READONLY), reads may be old. A sentinel demotes a master with CLIENT KILL TYPE normal and
+  // TYPE pubsub, so the subscriber is lost too, and its flush at the next confirmation drops them.
   void check_role(io::Connection& c) {
     if (!sentinel || io_closing) return;
     (void)c.call({"ROLE"}, [this, &c](std::error_code e, const io::Resp3Value& r) {
       // A loss is checked again at the reconnect; a refused ROLE (an ACL) proves nothing.
       if (io_closing || e) return;
-      if (!e && r.type() == io::Resp3Type::array && r.size() >= 1 && r[0].str() == "master") return;
+      if (r.type() == io::Resp3Type::array && r.size() >= 1 && r[0].str() == "master") return;
       sentinel->suspect();
       c.redial();
     });
@@ -1768,6 +1769,7 @@ EngineStats Engine::stats() const {
     if (out.cluster) out.cluster->resubscribes = impl_->ssub->resubscribes();
   }
   if (impl_->sentinel) {
+    if (auto c = impl_->sentinel->connection_stats()) out.connections.push_back(std::move(*c));
     const SentinelWatchCounters w = impl_->sentinel->stats();
     out.sentinel = SentinelCounters{w.master, w.switches, w.reconnects, w.asks, w.role_refusals};
   }

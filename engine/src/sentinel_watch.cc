@@ -218,6 +218,11 @@ void SentinelWatch::adopt(std::string host, int port) {
   if (changed && !first && !closing_ && on_switch_) on_switch_();
 }
 
+std::optional<io::ConnectionStats> SentinelWatch::connection_stats() const {
+  if (!conn_) return std::nullopt;
+  return conn_->stats();
+}
+
 SentinelWatchCounters SentinelWatch::stats() const {
   std::lock_guard lock(mu_);
   return counters_;

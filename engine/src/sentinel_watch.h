@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -62,6 +63,8 @@ class SentinelWatch {
   // Loop thread, before teardown: no more questions, no more switches.
   void stop_on_loop() { closing_ = true; }
   SentinelWatchCounters stats() const;  // any thread
+  // The sentinel connection's own stats (label "sentinel"), once start() built it. Any thread.
+  std::optional<io::ConnectionStats> connection_stats() const;
 
  private:
   io::DialTarget next_sentinel();  // the sentinel connection's target (loop thread)

@@ -8,6 +8,7 @@
 #include <echo/engine/engine.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <memory>
@@ -88,6 +89,11 @@ TEST_F(SentinelDiscovery, EngineFindsTheMasterThroughTheSentinelsAndPutsAndGets)
   EXPECT_EQ(s.sentinel->master, at(master));
   EXPECT_GE(s.sentinel->asks, 1u);
   EXPECT_EQ(s.sentinel->switches, 0u);
+  const auto watcher = std::find_if(s.connections.begin(), s.connections.end(),
+                                    [](const io::ConnectionStats& c) { return c.label == "sentinel"; });
+  ASSERT_NE(watcher, s.connections.end());
+  EXPECT_EQ(watcher->status, io::ConnStatus::kReady);
+  EXPECT_EQ(watcher->protocol, 3);  // +switch-master arrives as a push
   EXPECT_EQ(loader.runs(), 0);
 }
 
