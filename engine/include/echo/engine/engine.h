@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // The public façade. An Engine owns one io thread (io_uring; a command connection and, when a
-// table declares the broadcast or tracking lane, a subscriber connection), one writer thread per
-// table, and
+// table declares the broadcast or tracking lane, a subscriber connection; under
+// ServerMode::kSentinel also one connection to a sentinel), one writer thread per table, and
 // each table's own loader threads (TableSpec::loader_threads). Reads hit L1 on the caller's
 // thread; everything that changes L1 reaches the table's writer as a message (DESIGN "Threads and
 // data flow").
