@@ -888,9 +888,6 @@ void check_sentinel_knobs(const EngineOptions& o) {
     throw ConfigError("sentinel_master must be the monitored master's name, 1..255 bytes with no "
                       "space or control byte, got '" + o.sentinel_master + "'");
   }
-  if (!o.cluster_seeds.empty()) {
-    throw ConfigError("cluster_seeds is set but mode is sentinel (sentinels names the servers)");
-  }
 }
 
 }  // namespace

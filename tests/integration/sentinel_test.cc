@@ -131,32 +131,6 @@ TEST_F(SentinelDiscovery, NoReachableSentinelFailsStart) {
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(15));
 }
 
-TEST_F(SentinelDiscovery, ConfigErrorsNameTheKnob) {
-  const auto refused = [](engine::EngineOptions o, const std::string& knob) {
-    try {
-      engine::Engine e(std::move(o), {});
-      ADD_FAILURE() << "accepted; expected a ConfigError naming " << knob;
-    } catch (const engine::ConfigError& err) {
-      EXPECT_NE(std::string(err.what()).find(knob), std::string::npos) << err.what();
-    }
-  };
-  engine::EngineOptions o;
-  o.mode = engine::ServerMode::kSentinel;
-  o.sentinel_master = "m";
-  refused(o, "sentinels");  // none listed
-  o.sentinels = "127.0.0.1:0";
-  refused(o, "sentinels");  // port outside 1..65535
-  o.sentinels = "127.0.0.1:26379";
-  o.sentinel_master = "two words";
-  refused(o, "sentinel_master");
-  o.sentinel_master = "";
-  refused(o, "sentinel_master");
-  engine::EngineOptions single;
-  single.port = 7000;
-  single.sentinels = "127.0.0.1:26379";
-  refused(single, "mode is not sentinel");
-}
-
 // sentinel_password: the sentinels' requirepass, presented at the watcher's HELLO; a wrong one
 // fails start with the connector's auth_refused.
 TEST(SentinelAuth, SentinelPasswordIsPresentedAndAWrongOneFailsStart) {
