@@ -203,6 +203,15 @@ void SentinelWatch::on_push(const io::Resp3Value& push) {
 }
 
 void SentinelWatch::adopt(std::string host, int port) {
+  // A connection's target must be a numeric address. Sentinels name masters by IP unless told
+  // to announce host names (announce-hostnames yes): then this resolves it, on the loop thread.
+  std::string numeric = numeric_host(host);
+  if (numeric.empty()) {
+    std::fprintf(stderr, "echo::engine: the sentinels name master '%s' at '%s', which does not "
+                 "resolve: not followed\n", options_.master_name.c_str(), host.c_str());
+    return;
+  }
+  host = std::move(numeric);
   bool changed = false, first = false;
   {
     std::lock_guard lock(mu_);
