@@ -171,7 +171,8 @@ void SentinelWatch::ask() {
           // An error reply or a garbled one (not a sentinel, or no such command): the next one.
           std::fprintf(stderr, "echo::engine: sentinel %s:%d answered no master address: %s\n",
                        conn_->options().host.c_str(), conn_->options().port,
-                       e ? e.message().c_str() : std::string(r.str()).c_str());
+                       e && e != io::IoErrc::kServerError ? e.message().c_str()
+                                                          : std::string(r.str()).c_str());
           conn_->redial();
           return;
         }
