@@ -24,6 +24,7 @@
 #include <echo/engine/codec.h>
 #include <echo/engine/engine.h>
 #include <echo/engine/local_server.h>
+#include <echo/engine/local_tls.h>
 #include <echo/harness/hiredis.h>
 #include <echo/harness/lane.h>
 #include <echo/harness/placement.h>
@@ -57,6 +58,9 @@ using echo::engine::TableSpec;
 using echo::table::BrandedId;
 
 echo::engine::LocalServer* g_server = nullptr;
+// The server's TLS listener's files (it listens on both ports: the TLS rows against the plain
+// ones on one server, in one run).
+echo::engine::LocalTlsFiles* g_tls = nullptr;
 
 // ---- placement ----
 
@@ -147,6 +151,14 @@ void report(benchmark::State& state, const std::string& bench, const Placement& 
 // The run's nodes: nothing on the wire but the measured traffic (no heartbeat).
 EngineOptions node(unsigned id, int cpu) {
   return echo::harness::quiet_node_options(g_server->host(), g_server->port(), id, cpu);
+}
+
+// The same node over TLS (the server's TLS port, the run's CA).
+EngineOptions tls_node(unsigned id, int cpu) {
+  EngineOptions o = echo::harness::quiet_node_options(g_server->host(), g_server->tls_port(), id, cpu);
+  o.tls.enabled = true;
+  o.tls.ca_file = g_tls->ca_file();
+  return o;
 }
 
 void start_or_throw(Engine& e) {
@@ -289,11 +301,15 @@ void BM_Hiredis_HandOffToDeliver(benchmark::State& state, const Placement& p) {
 // Engine::broadcast on node S (one hop through S's io thread) instead of a plain hiredis PUBLISH.
 class BroadcastProbe {
  public:
-  BroadcastProbe(const Placement& p, const char* table, unsigned id, bool via_engine)
+  // `tls`: both nodes speak TLS to the server's TLS port (the sender must be the engine then).
+  BroadcastProbe(const Placement& p, const char* table, unsigned id, bool via_engine,
+                 bool tls = false)
       : table_(table),
         via_engine_(via_engine),
-        r_(node(id, p.receiver_cpu), {lane_table(table, CoherenceMode::kBroadcast, p.receiver_cpu)}),
-        s_(node(id + 1, p.sender_cpu), {lane_table(table, CoherenceMode::kNone, p.sender_cpu)}),
+        r_((tls ? tls_node : node)(id, p.receiver_cpu),
+           {lane_table(table, CoherenceMode::kBroadcast, p.receiver_cpu)}),
+        s_((tls ? tls_node : node)(id + 1, p.sender_cpu),
+           {lane_table(table, CoherenceMode::kNone, p.sender_cpu)}),
         pub_(connect()),
         channel_(echo::table::coherence_channel(table).value()),
         minter_(100 + id),
@@ -352,6 +368,24 @@ void BM_BroadcastLane_PublishToDrop(benchmark::State& state, const Placement& p,
   applied.sort();
   g_results[via_engine ? "broadcast_engine_applied" : "broadcast_applied"][p.name] = std::move(applied);
   report(state, via_engine ? "broadcast_engine" : "broadcast", p, std::move(samples));
+}
+
+// The same as BroadcastToDrop with both nodes over TLS (issue 27): Engine::broadcast on S ->
+// TLS record -> server -> TLS record -> R's io thread decrypts -> ring -> row gone. Its baseline
+// is BM_BroadcastLane_BroadcastToDrop, plain, same server, same run.
+void BM_BroadcastLane_TlsBroadcastToDrop(benchmark::State& state, const Placement& p) {
+  place(p);
+  BroadcastProbe probe(p, "tlsboard", 31, /*via_engine=*/true, /*tls=*/true);
+  Samples applied;
+  for (int i = 0; i < 200; ++i) probe.one(nullptr, applied, nullptr);
+  Samples samples;
+  for (auto _ : state) {
+    if (!probe.one(&samples, applied, &state)) {
+      state.SkipWithError("a broadcast over TLS was not applied");
+      break;
+    }
+  }
+  report(state, "broadcast_engine_tls", p, std::move(samples));
 }
 
 // ---- the job lane ----
@@ -847,6 +881,14 @@ void print_table() {
                 "(the original: 762 ns vs 31 us, 40x)\n",
                 p.name, hit * 1000, get, hit > 0 ? get / hit : 0, miss);
   }
+  for (const Placement& p : kPlacements) {
+    const double plain = median("broadcast_engine", p.name), tls = median("broadcast_engine_tls", p.name);
+    if (plain == 0 || tls == 0) continue;
+    std::printf("%-10s | broadcast (Engine) over TLS %.1f / %.1f us (p50/p99) vs plain %.1f / %.1f us: "
+                "tls/plain %.2fx (goal <= 1.10x, issue 27)\n",
+                p.name, tls, p99("broadcast_engine_tls", p.name), plain, p99("broadcast_engine", p.name),
+                tls / plain);
+  }
   std::printf("goals: broadcast lane median <= 1.15x the floor (issue 5); job lane median <= 1.3x the "
               "broadcast lane's (issue 6). bc(E): sent by Engine::broadcast, the same verb shape as "
               "Engine::enqueue; bc(P): sent by a plain hiredis PUBLISH.\n");
@@ -856,7 +898,13 @@ void print_table() {
 
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
-  echo::engine::LocalServer server;
+  echo::engine::LocalTlsFiles tls;
+  g_tls = &tls;
+  echo::engine::LocalServerOptions server_options;
+  server_options.tls.cert_file = tls.server_cert();
+  server_options.tls.key_file = tls.server_key();
+  server_options.tls.ca_file = tls.ca_file();
+  echo::engine::LocalServer server(server_options);
   g_server = &server;
   const int n = messages();
   for (const Placement& p : kPlacements) {
@@ -868,6 +916,8 @@ int main(int argc, char** argv) {
     benchmark::RegisterBenchmark(("BM_BroadcastLane_PublishToDrop" + tag).c_str(), BM_BroadcastLane_PublishToDrop, p, false)
         ->Iterations(n)->UseManualTime()->Unit(benchmark::kMicrosecond);
     benchmark::RegisterBenchmark(("BM_BroadcastLane_BroadcastToDrop" + tag).c_str(), BM_BroadcastLane_PublishToDrop, p, true)
+        ->Iterations(n)->UseManualTime()->Unit(benchmark::kMicrosecond);
+    benchmark::RegisterBenchmark(("BM_BroadcastLane_TlsBroadcastToDrop" + tag).c_str(), BM_BroadcastLane_TlsBroadcastToDrop, p)
         ->Iterations(n)->UseManualTime()->Unit(benchmark::kMicrosecond);
     benchmark::RegisterBenchmark(("BM_JobLane_EnqueueToDrop" + tag).c_str(), BM_JobLane_EnqueueToDrop, p)
         ->Iterations(std::max(2000, n / 5))->UseManualTime()->Unit(benchmark::kMicrosecond);

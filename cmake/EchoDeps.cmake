@@ -9,6 +9,7 @@ find_package(Threads REQUIRED)
 find_package(Boost 1.74 REQUIRED)                       # Boost::headers (Lockfree is header-only)
 find_package(SQLite3 REQUIRED)                          # SQLite::SQLite3
 find_package(nlohmann_json 3 REQUIRED)                  # nlohmann_json::nlohmann_json (stats export)
+find_package(OpenSSL 3 REQUIRED)                        # OpenSSL::SSL (io's TLS; Debian's libssl-dev)
 pkg_check_modules(echo_liburing REQUIRED IMPORTED_TARGET GLOBAL liburing>=2.1)
 pkg_check_modules(echo_hiredis REQUIRED IMPORTED_TARGET GLOBAL hiredis>=0.14)
 

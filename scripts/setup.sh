@@ -9,7 +9,7 @@ packages=(
   libboost-dev libconcurrentqueue-dev libreaderwriterqueue-dev liburing-dev libhiredis-dev
   libsqlite3-dev libabsl-dev libcli11-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  redis-server redis-tools redis-sentinel locales
+  redis-server redis-tools redis-sentinel locales libssl-dev openssl
 )
 
 sudo_cmd=()

@@ -89,8 +89,12 @@ for fuzzer in build/fuzz/tests/fuzz/*_fuzz; do
 done
 
 step "release: CLI, benchmarks, instruction counts, installed package"
-configure build/release -DCMAKE_BUILD_TYPE=Release -DECHO_BUILD_TESTS=OFF -DECHO_BUILD_BENCH=ON
+configure build/release -DCMAKE_BUILD_TYPE=Release -DECHO_BUILD_BENCH=ON -DECHO_BUILD_TESTS=ON \
+  -DECHO_TEST_KINDS=cli
 cmake --build build/release -j "$jobs"
+# The program as an operator meets it (tests/integration/cli_test.cc): usage errors, strict
+# --server, stats and journal refusals, credentials, the drill's check of its server.
+record_ctest cli --test-dir build/release -L cli --output-on-failure
 # The drill is README command 1, not part of this suite: its latency and throughput gates derive
 # bands from floors on a shared machine (performance belongs to benchmarks, never to a timed
 # test), and its correctness claims are the integration tests' (tests/integration/*). Its F6

@@ -26,6 +26,8 @@ namespace {
 struct BenchArgs {
   std::string server, json, ring_capacity, max_batch, wait, rounds, placement, only;
   bool quick = false;
+  TlsArgs tls;
+  AuthArgs auth;
 };
 
 // Whole decimal numbers only ("4096", not "4k", "-1" or "4096x").
@@ -125,6 +127,11 @@ std::string command_line(const BenchArgs& a) {
   add("--placement", a.placement);
   add("--only", a.only);
   add("--json", a.json);
+  add("--tls-port", a.tls.port);
+  add("--tls-ca", a.tls.ca);
+  add("--tls-cert", a.tls.cert);
+  add("--tls-key", a.tls.key);
+  add("--tls-server-name", a.tls.server_name);
   return out;
 }
 
@@ -136,7 +143,7 @@ int run(const BenchArgs& a) {
   ServerTarget server;
   if (!c.only.empty() && c.only != "lanes") {
     info.server = "no server (--only " + c.only + ")";
-  } else if (const int rc = open_server("bench", a.server, server); rc != 0) {
+  } else if (const int rc = open_server("bench", a.server, server, &a.tls); rc != 0) {
     return rc;
   } else {
     info.server = server.described;
@@ -205,7 +212,15 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   bench->add_option("--only", args->only,
                     "one part of the suite: micro (ring, L1, RESP3), hit_ratio (eviction "
                     "policies on generated traces) or lanes (the rows against a server)");
-  bench->callback([args, &exit_code] { exit_code = run(*args); });
+  add_auth_options(bench, args->auth);
+  add_tls_flags(bench, args->tls);
+  bench->add_option("--tls-port", args->tls.port,
+                    "the TLS port of --server, for the tls_vs_plain row (a started server "
+                    "listens on one with certificates made at run time)");
+  bench->callback([args, &exit_code] {
+    apply_auth(args->auth);
+    exit_code = run(*args);
+  });
 }
 
 }  // namespace echo::cli

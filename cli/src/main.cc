@@ -12,8 +12,11 @@
 #include <optional>
 #include <thread>
 
+#include <echo/engine/engine.h>
 #include <echo/engine/local_server.h>
+#include <echo/engine/local_tls.h>
 #include <echo/harness/machine.h>
+#include <echo/harness/stage.h>
 #include <echo/io/cluster_map.h>
 #include <echo/table/branded_id.h>
 
@@ -21,6 +24,7 @@
 #include "drill/drill.h"
 #include "journal_cmd.h"
 #include "referee/referee.h"
+#include "server_target.h"
 #include "stats_cmd.h"
 
 namespace {
@@ -66,13 +70,35 @@ int id_decode(const std::string& text) {
   return 0;
 }
 
-int drill(const std::string& server) {
+// Before any gate: one connection boots as the engine's do (engine::probe_server) within 2 s,
+// or the drill stops with the cause in words: a wrong password, an ACL denial, a peer that is
+// not Redis, a foreign fence, or nothing answering.
+bool server_answers(const cli::DrillTarget& target) {
+  const auto options = harness::node_options(target.host, target.port, 0);
+  const engine::Error e = engine::probe_server(options, std::chrono::seconds(2));
+  if (!e) return true;
+  std::cerr << "echostore drill: the server at " << target.host << ':' << target.port
+            << " cannot be used (" << e.code.message() << "): " << e.message() << '\n';
+  return false;
+}
+
+int drill(const std::string& server, const cli::TlsArgs& tls) {
+  std::unique_ptr<engine::LocalTlsFiles> own_tls;
   std::unique_ptr<engine::LocalServer> own;
   cli::DrillTarget target;
   try {
     if (server.empty()) {
-      own = std::make_unique<engine::LocalServer>();
+      // The drill's server also listens for TLS (gate T1), with certificates made now.
+      own_tls = std::make_unique<engine::LocalTlsFiles>();
+      engine::LocalServerOptions o;
+      o.tls.cert_file = own_tls->server_cert();
+      o.tls.key_file = own_tls->server_key();
+      o.tls.ca_file = own_tls->ca_file();
+      own = std::make_unique<engine::LocalServer>(o);
       target = {own->host(), own->port()};
+      target.tls_port = own->tls_port();
+      target.tls.enabled = true;
+      target.tls.ca_file = own_tls->ca_file();
     } else {
       const auto address = io::parse_address(server);
       if (!address) {
@@ -80,11 +106,22 @@ int drill(const std::string& server) {
                                     "'");
       }
       target = {address->host, address->port};
+      if (tls.given() || !tls.port.empty()) {
+        const auto port = io::parse_address("h:" + tls.port);
+        if (!tls.given() || !port) {
+          throw std::invalid_argument(
+              "TLS against --server wants --tls-port PORT (1..65535) and --tls-ca (or another "
+              "--tls-* flag)");
+        }
+        target.tls_port = port->port;
+        target.tls = cli::tls_options(tls);
+      }
     }
   } catch (const std::exception& e) {
     std::cerr << "echostore drill: " << e.what() << '\n';
     return 2;
   }
+  if (!server_answers(target)) return 1;
   std::string version = "unknown";
   if (own) version = own->version();
   std::cout << "header: redis-server " << version << " on " << target.host << ':' << target.port
@@ -118,6 +155,13 @@ int main(int argc, char** argv) {
   auto* drill_cmd = app.add_subcommand("drill", "Run every gate against a real server");
   drill_cmd->add_option("--server", server,
                         "HOST:PORT of a server to use (default: start redis-server on loopback)");
+  cli::AuthArgs auth;
+  cli::add_auth_options(drill_cmd, auth);
+  cli::TlsArgs drill_tls;
+  cli::add_tls_flags(drill_cmd, drill_tls);
+  drill_cmd->add_option("--tls-port", drill_tls.port,
+                        "the TLS port of --server, for gate T1 (a started server listens on one "
+                        "with certificates made at run time)");
   bool cluster = false;
   drill_cmd->add_flag("--cluster", cluster,
                       "start a local cluster (3 masters, 3 replicas) and run the cluster gates");
@@ -145,6 +189,7 @@ int main(int argc, char** argv) {
   if (app.got_subcommand("referee")) return referee_exit;
   if (mint->parsed()) return id_mint(ns, node);
   if (decode->parsed()) return id_decode(text);
-  if (drill_cmd->parsed()) return cluster ? cli::drill_cluster(std::cout) : drill(server);
+  if (drill_cmd->parsed()) cli::apply_auth(auth);
+  if (drill_cmd->parsed()) return cluster ? cli::drill_cluster(std::cout) : drill(server, drill_tls);
   return 2;
 }

@@ -7,10 +7,12 @@
 #include <echo/engine/engine.h>
 
 #include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <condition_variable>
 #include <deque>
+#include <filesystem>
 #include <future>
 #include <mutex>
 #include <thread>
@@ -24,6 +26,7 @@
 #include "sentinel_watch.h"
 #include "shared_relay.h"
 #include "sharded_subscriber.h"
+#include "thread_name.h"
 
 #include <echo/engine/l2_frame.h>
 #include <echo/engine/stats_export.h>
@@ -44,6 +47,23 @@ std::int64_t steady_ns() noexcept {
 
 std::error_code unexpected() { return make_error_code(Errc::kUnexpectedReply); }
 
+// What every connection of an engine shares: the address, credentials, fence and timeouts.
+io::ConnectionOptions base_connection_options(const EngineOptions& options, std::string label) {
+  io::ConnectionOptions c;
+  c.host = options.host;
+  c.port = options.port;
+  c.username = options.username;
+  c.password = options.password;
+  c.label = std::move(label);
+  c.client_name = "echostore-" + c.label;
+  c.version_value = options.version_value;
+  c.version_accept = options.version_accept;
+  c.call_timeout = options.call_timeout;
+  c.heartbeat = options.heartbeat;
+  c.tls = options.tls;
+  return c;
+}
+
 // One table's loader threads (TableSpec::loader_threads): run its loader (which may block) off
 // the writer and io threads, and off every other table's loaders, so a slow loader holds up only
 // its own table's misses. The destructor waits for the calls under way (a thread cannot be
@@ -53,7 +73,10 @@ class LoaderPool {
   explicit LoaderPool(int threads) {
     threads_.reserve(static_cast<std::size_t>(threads));
     for (int i = 0; i < threads; ++i) {
-      threads_.emplace_back([this](std::stop_token stop) { run(stop); });
+      threads_.emplace_back([this](std::stop_token stop) {
+        name_this_thread("echo-load");
+        run(stop);
+      });
     }
   }
   ~LoaderPool() {
@@ -344,6 +367,10 @@ struct Engine::Impl {
       return table::Unexpected{make_error_code(io::IoErrc::kTimeout)};
     }
     io::OwnedResult r = future.get();
+    if (r.ec == io::IoErrc::kServerError) {
+      // The server's words ("NOPERM this user has no permissions to run the 'evalsha' command").
+      return table::Unexpected{Error(r.ec, std::string(r.reply.view().str()))};
+    }
     if (r.ec) return table::Unexpected{r.ec};
     return std::move(r.reply);
   }
@@ -536,6 +563,13 @@ struct Engine::Impl {
   WriterPorts ports_for(Slot& slot) {
     WriterPorts p;
     p.node = [this] { return current_node(); };
+    p.log = options.log;
+    if (options.on_event) {
+      p.on_suspend = [this, &slot](bool suspended) {
+        options.on_event(Event{suspended ? EventKind::kSuspended : EventKind::kResumed,
+                               slot.spec.name, {}});
+      };
+    }
     p.fetch = [this, &slot](std::string_view name, std::function<void(L2Fetch)> done) {
       std::string key = key_of(slot, name);
       io->loop().post([this, key = std::move(key), done = std::move(done)]() mutable {
@@ -698,8 +732,10 @@ struct Engine::Impl {
     const auto ec = sub->call(views, [this](std::error_code e, const io::Resp3Value& r) {
       if (e || r.type() != io::Resp3Type::simple_string || r.str() != "OK") {
         if (tracking_refusals.fetch_add(1, std::memory_order_relaxed) == 0) {
-          std::fprintf(stderr, "echo::engine: CLIENT TRACKING refused after a reconnect (%s): "
-                       "tracking tables stay suspended\n", e ? e.message().c_str() : std::string(r.str()).c_str());
+          log_line(options.log, LogLevel::kError, "engine",
+                   "CLIENT TRACKING refused after a reconnect (" +
+                       (e ? e.message() : std::string(r.str())) +
+                       "): tracking tables stay suspended");
         }
         return;
       }
@@ -761,6 +797,7 @@ struct Engine::Impl {
     } else if (event == io::ConnEvent::kReconnected) {
       if (!io_closing) check_role(*sub);
       resend_tracking();  // the channels' SUBSCRIBEs went already; their pushes confirm them
+      if (options.on_event) options.on_event(Event{EventKind::kResubscribed, "sub", {}});
     }
   }
 
@@ -800,9 +837,7 @@ struct Engine::Impl {
   }
 
   io::ConnectionOptions connection_options(std::string label) const {
-    io::ConnectionOptions c;
-    c.host = options.host;
-    c.port = options.port;
+    io::ConnectionOptions c = base_connection_options(options, std::move(label));
     if (sentinel) {
       io::DialTarget m = sentinel->master();
       c.host = std::move(m.host);
@@ -813,18 +848,45 @@ struct Engine::Impl {
         return sentinel->master();
       };
     }
-    c.password = options.password;
-    c.label = std::move(label);
-    c.client_name = "echostore-" + c.label;
-    c.version_value = options.version_value;
-    c.version_accept = options.version_accept;
-    c.call_timeout = options.call_timeout;
-    c.heartbeat = options.heartbeat;
+    if (options.on_event) {
+      c.observer = [this](io::ConnEvent event, std::string_view who, std::string_view cause) {
+        static constexpr EventKind kKinds[] = {EventKind::kConnected, EventKind::kLost,
+                                               EventKind::kReconnected, EventKind::kLost};
+        options.on_event(Event{kKinds[static_cast<int>(event)], who, cause});
+      };
+    }
     return c;
   }
 };
 
 namespace {
+
+// EngineOptions::tls: the files must be there and readable now (the connections load them in
+// start(); a typo should not wait for it).
+void check_tls_knobs(const io::TlsOptions& t) {
+  if (!t.enabled) return;
+  if (t.cert_file.empty() != t.key_file.empty()) {
+    throw ConfigError(std::string("tls.") + (t.cert_file.empty() ? "cert_file" : "key_file") +
+                      " is empty while tls." + (t.cert_file.empty() ? "key_file" : "cert_file") +
+                      " is set: a client certificate needs both (or neither)");
+  }
+  auto readable = [](const char* knob, const std::string& path) {
+    if (path.empty()) return;
+    std::error_code ec;
+    const bool file = std::filesystem::is_regular_file(path, ec);
+    if (!file || ::access(path.c_str(), R_OK) != 0) {
+      throw ConfigError(std::string("tls.") + knob + " '" + path +
+                        (file ? "' cannot be read" : "' does not exist or is not a file"));
+    }
+  };
+  readable("ca_file", t.ca_file);
+  readable("cert_file", t.cert_file);
+  readable("key_file", t.key_file);
+  if (t.server_name.size() > 255) {
+    throw ConfigError("tls.server_name must be at most 255 bytes, got " +
+                      std::to_string(t.server_name.size()));
+  }
+}
 
 // The knobs the connections and the io loop would otherwise refuse only in start(), and the
 // durations the engine adds to a clock (a bound keeps every deadline inside the clock's range).
@@ -852,9 +914,16 @@ void check_connection_knobs(const EngineOptions& o, bool by_seeds) {
         o.host + "'");
   }
   if (o.version_value.empty()) throw ConfigError("version_value must not be empty");
+  if (o.username.empty() || o.username.size() > 255 ||
+      std::any_of(o.username.begin(), o.username.end(),
+                  [](char c) { return static_cast<unsigned char>(c) <= 0x20; })) {
+    throw ConfigError("username must be 1..255 bytes with no space or control byte, got '" +
+                      o.username + "'");
+  }
   if (o.io.entries < 8 || o.io.entries > 32768) {
     throw ConfigError("io.entries must lie in 8..32768, got " + std::to_string(o.io.entries));
   }
+  check_tls_knobs(o.tls);
   if (o.io.cpu < -1 || o.io.cpu >= CPU_SETSIZE) {
     throw ConfigError("io.cpu must be -1 (unpinned) or a CPU index 0.." +
                       std::to_string(CPU_SETSIZE - 1) + ", got " + std::to_string(o.io.cpu));
@@ -924,7 +993,7 @@ Engine::Engine(EngineOptions options, std::vector<TableSpec> tables)
       },
       impl_->options.node_id == EngineOptions::kAutoNode ? -1
                                                          : static_cast<int>(impl_->options.node_id),
-      impl_->options.node_lease);
+      impl_->options.node_lease, impl_->options.log);
   if (const auto p = impl_->options.stats_publish.count(); p != 0 && (p < 100 || p > 3600000)) {
     throw ConfigError("stats_publish must be 0 (off) or lie in 100..3,600,000 ms, got " + std::to_string(p));
   }
@@ -973,7 +1042,7 @@ Engine::Engine(EngineOptions options, std::vector<TableSpec> tables)
 
 Engine::~Engine() { stop(); }
 
-std::error_code Engine::start(std::chrono::milliseconds timeout) {
+Error Engine::start(std::chrono::milliseconds timeout) {
   // A deadline beyond a day is a day: Clock::now() + milliseconds::max() would overflow.
   timeout = std::min<std::chrono::milliseconds>(timeout, std::chrono::hours(24));
   // The constructor checked every knob; what remains can only fail here: the host does not
@@ -981,16 +1050,63 @@ std::error_code Engine::start(std::chrono::milliseconds timeout) {
   // refuses the io_uring or a thread. An error code, as for any other failed start.
   try {
     return start_once(timeout);
-  } catch (const std::invalid_argument&) {
+  } catch (const std::invalid_argument& e) {
     stop();
-    return make_error_code(Errc::kHostUnresolved);
+    return Error(Errc::kHostUnresolved, e.what());
   } catch (const std::system_error& e) {
     stop();
-    return e.code();
+    return Error(e.code(), e.what());
   }
 }
 
-std::error_code Engine::start_once(std::chrono::milliseconds timeout) {
+namespace {
+
+// A connection that did not become ready, as start() answers it: the code, and the cause in
+// words (the server's refusal, or for a timeout the last attempt's failure).
+Error not_ready(std::error_code ec, const io::Connection& c, std::chrono::milliseconds waited) {
+  std::string cause = c.cause();
+  if (ec == io::IoErrc::kTimeout) {
+    cause = "no answer from " + c.options().host + ":" + std::to_string(c.options().port) +
+            " made the " + c.options().label + " connection ready within " +
+            std::to_string(waited.count()) + " ms" +
+            (cause.empty() ? std::string() : "; the last attempt: " + cause);
+  }
+  return Error(ec, std::move(cause));
+}
+
+}  // namespace
+
+Error probe_server(const EngineOptions& options, std::chrono::milliseconds timeout) {
+  io::ConnectionOptions c = base_connection_options(options, "probe");
+  c.heartbeat = std::chrono::milliseconds(0);
+  if (options.mode == ServerMode::kCluster) {
+    const auto seeds = options.cluster_seeds.empty()
+                           ? std::string(options.host + ":" + std::to_string(options.port))
+                           : options.cluster_seeds;
+    const auto first = io::parse_address(seeds.substr(0, seeds.find(',')));
+    if (!first) return Error(Errc::kHostUnresolved, "cluster_seeds: '" + seeds + "'");
+    c.host = first->host;
+    c.port = first->port;
+    c.fence = false;
+  }
+  // A step's deadline inside the probe's, so that a silent peer is named before the probe ends.
+  const auto step = std::max(std::chrono::milliseconds(1), timeout * 2 / 3);
+  c.connect_timeout = std::min(c.connect_timeout, step);
+  c.boot_timeout = std::min(c.boot_timeout, step);
+  try {
+    io::LoopThread lt;
+    io::Connection conn(lt.loop(), c);
+    conn.start();
+    const std::error_code ec = conn.wait_ready(timeout);
+    return ec ? not_ready(ec, conn, timeout) : Error{};
+  } catch (const std::invalid_argument& e) {
+    return Error(Errc::kHostUnresolved, e.what());
+  } catch (const std::system_error& e) {
+    return Error(e.code(), e.what());
+  }
+}
+
+Error Engine::start_once(std::chrono::milliseconds timeout) {
   auto& d = *impl_;
   if (d.running.load(std::memory_order_acquire)) return {};
   // One run per Engine. A second would restart the writers on new threads over rings whose
@@ -1004,6 +1120,7 @@ std::error_code Engine::start_once(std::chrono::milliseconds timeout) {
                     std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
   };
   d.io = std::make_unique<io::LoopThread>(d.options.io);
+  d.io->loop().post([] { name_this_thread("echo-io"); });
   for (auto& s : d.slots) {
     s->loaders = std::make_unique<LoaderPool>(s->spec.loader_threads);
     s->writer->start();
@@ -1017,8 +1134,9 @@ std::error_code Engine::start_once(std::chrono::milliseconds timeout) {
     d.cluster = std::make_unique<io::ClusterClient>(d.io->loop(), std::move(co));
     d.cluster->start();
     if (auto ec = d.cluster->wait_ready(left())) {
+      std::string why = d.cluster->cause();  // a node's TLS refusal, in words
       stop();
-      return ec;
+      return Error(ec, std::move(why));
     }
   } else {
     io::EventFn on_cmd_event;
@@ -1047,9 +1165,12 @@ std::error_code Engine::start_once(std::chrono::milliseconds timeout) {
                                              io::PushFn{}, std::move(on_cmd_event));
     d.cmd->start();
     d.follow(d.cmd.get());
-    if (auto ec = d.cmd->wait_ready(left())) {
+    const auto waited = left();
+    if (auto ec = d.cmd->wait_ready(waited)) {
+      Error e = not_ready(ec, *d.cmd, waited);
       stop();
-      return ec == io::IoErrc::kClusterNode ? make_error_code(Errc::kWrongMode) : ec;
+      if (ec == io::IoErrc::kClusterNode) e.code = make_error_code(Errc::kWrongMode);
+      return e;
     }
   }
   d.running.store(true, std::memory_order_release);
@@ -1062,8 +1183,11 @@ std::error_code Engine::start_once(std::chrono::milliseconds timeout) {
                           role->view().size() >= 1 && role->view()[0].str() == "master";
       if (master) break;
       if (Clock::now() >= deadline) {
+        const std::string at = d.sentinel->stats().master;
         stop();
-        return make_error_code(Errc::kNotMaster);
+        return Error(Errc::kNotMaster, "the master the sentinels name, " + at +
+                                           ", did not answer ROLE as a master before start's "
+                                           "deadline");
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
@@ -1146,9 +1270,11 @@ std::error_code Engine::start_once(std::chrono::milliseconds timeout) {
         [&d](io::ConnEvent event, std::error_code) { d.on_sub_event(event); });
     d.sub->start();
     d.follow(d.sub.get());
-    if (auto ec = d.sub->wait_ready(left())) {
+    const auto waited = left();
+    if (auto ec = d.sub->wait_ready(waited)) {
+      Error e = not_ready(ec, *d.sub, waited);
       stop();
-      return ec;
+      return e;
     }
     for (const auto& channel : channels) {
       if (auto ec = d.sub->subscribe_blocking(channel)) {
@@ -1162,12 +1288,12 @@ std::error_code Engine::start_once(std::chrono::milliseconds timeout) {
       auto r = d.sub->call_blocking(std::move(args));
       const io::Resp3Value v = r.reply.view();
       if (r.ec || v.type() != io::Resp3Type::simple_string || v.str() != "OK") {
-        std::fprintf(stderr, "echo::engine: CLIENT TRACKING refused at start: %s\n",
-                     r.ec && r.ec != io::IoErrc::kServerError ? r.ec.message().c_str()
-                                                              : std::string(v.str()).c_str());
+        std::string why = "CLIENT TRACKING ON BCAST was answered " +
+                          (r.ec && r.ec != io::IoErrc::kServerError ? r.ec.message()
+                                                                    : std::string(v.str()));
         d.add(d.tracking_refusals);
         stop();
-        return make_error_code(Errc::kTrackingRefused);
+        return Error(Errc::kTrackingRefused, std::move(why));
       }
       for (const auto& [prefix, slot] : d.by_prefix) slot->writer->subscription_confirmed();
     }
@@ -1196,6 +1322,7 @@ std::error_code Engine::start_once(std::chrono::milliseconds timeout) {
   if (d.options.stats_publish.count() > 0) {
     // One SET per table per period, best effort: a missed one only lets the key age (PX 3 periods).
     d.stats_publisher = std::jthread([this](std::stop_token stop) {
+      name_this_thread("echo-stats");
       const auto period = impl_->options.stats_publish;
       const std::string node = impl_->node_name();
       const std::string px = std::to_string(3 * period.count());
@@ -1280,7 +1407,7 @@ void Engine::stop() {
 
 bool Engine::running() const noexcept { return impl_->running.load(std::memory_order_acquire); }
 
-std::error_code Engine::start_relay() {
+Error Engine::start_relay() {
   auto& d = *impl_;
   std::vector<SharedQueueRelay::Table> relayed;
   std::int64_t beat_ms = 60'000;
@@ -1312,7 +1439,9 @@ std::error_code Engine::start_relay() {
     d.relay_park = std::make_unique<io::Connection>(d.io->loop(), std::move(park));
     d.relay_park->start();
     d.follow(d.relay_park.get());
-    if (auto ec = d.relay_park->wait_ready(d.options.call_timeout)) return ec;
+    if (auto ec = d.relay_park->wait_ready(d.options.call_timeout)) {
+      return not_ready(ec, *d.relay_park, d.options.call_timeout);
+    }
     auto id = d.relay_park->call_blocking({"CLIENT", "ID"});
     if (id.ec) return id.ec;
     if (id.reply.view().type() == io::Resp3Type::integer) {

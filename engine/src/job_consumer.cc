@@ -267,11 +267,10 @@ void JobConsumer::enter(bool was_live) {
             conflicted_ = true;
             if (registered_) writer_.subscription_lost();
             confirm_owed_ = true;
-            std::fprintf(stderr,
-                         "echo::engine::JobConsumer: table %s, member %s: another process (%s) "
-                         "beats as this member too (a node id used twice); this node caches "
-                         "nothing of the table until it is alone\n",
-                         spec_.name.c_str(), member_.c_str(), owner_seen_.c_str());
+            writer_.log(LogLevel::kError, "job",
+                        "member " + member_ + ": another process (" + owner_seen_ +
+                            ") beats as this member too (a node id used twice); this node "
+                            "caches nothing of the table until it is alone");
           }
         } else if (conflicted_ && now_ms - twin_seen_ms_ > member_ttl_ms_ + spec_.job_beat_ms) {
           // A twin that still beats writes at least once per member ttl, and our next beat

@@ -35,6 +35,8 @@
 #include <echo/ring/doorbell.h>
 #include <echo/table/names.h>
 
+#include "thread_name.h"
+
 namespace echo::engine {
 namespace {
 
@@ -590,6 +592,7 @@ struct Journal::Impl {
   // coming (no caller pays a wake), sleeps after kQuietTicks empty ticks until the next submit.
   // And checkpoints when the WAL passed kCheckpointPages.
   void flush_loop() {
+    name_this_thread("echo-jrnl");
     std::unique_lock lock(mu);
     int quiet = 0;
     while (!stopping) {

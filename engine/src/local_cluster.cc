@@ -141,6 +141,10 @@ LocalCluster::LocalCluster(LocalClusterOptions options) : options_(std::move(opt
                    // Any replica may take over, however long ago it last heard its master.
                    "--cluster-replica-validity-factor", "0", "--cluster-allow-replica-migration",
                    "no"};
+  so.tls = options_.tls;
+  if (so.tls.enabled()) {
+    so.extra_args.insert(so.extra_args.end(), {"--tls-cluster", "yes", "--tls-replication", "yes"});
+  }
   for (int i = 0; i < total; ++i) servers_.push_back(std::make_unique<LocalServer>(so));
   create();
 }
@@ -218,6 +222,16 @@ std::string LocalCluster::seeds() const {
   return out;
 }
 
+std::string LocalCluster::tls_seeds() const {
+  std::string out;
+  for (const auto& s : servers_) {
+    if (!s->running()) continue;
+    if (!out.empty()) out += ',';
+    out += s->host() + ":" + std::to_string(s->tls_port());
+  }
+  return out;
+}
+
 std::vector<int> LocalCluster::ports() const {
   std::vector<int> out;
   for (const auto& s : servers_) out.push_back(s->port());
@@ -267,7 +281,8 @@ std::vector<ClusterNodeInfo> LocalCluster::nodes() const {
     n.port = std::atoi(addr.c_str() + colon + 1);
     n.master = flags.find("master") != std::string::npos;
     for (std::size_t i = 0; i < servers_.size(); ++i) {
-      if (servers_[i]->port() == n.port) {
+      // Under tls-cluster the cluster names each node by its TLS port.
+      if (servers_[i]->port() == n.port || (n.port != 0 && servers_[i]->tls_port() == n.port)) {
         n.index = static_cast<int>(i);
         n.running = servers_[i]->running();
       }
@@ -278,6 +293,11 @@ std::vector<ClusterNodeInfo> LocalCluster::nodes() const {
 }
 
 namespace {
+
+// True when `port` is one of `s`'s: the cluster names a node by its TLS port under tls-cluster.
+bool serves(const LocalServer& s, int port) {
+  return port != 0 && (s.port() == port || s.tls_port() == port);
+}
 
 // The port serving `slot` in node `c`'s CLUSTER SLOTS, or 0.
 int slot_port(redisContext* c, std::uint16_t slot) {
@@ -303,7 +323,9 @@ int LocalCluster::master_of(std::uint16_t slot) const {
   if (!c) throw std::runtime_error("LocalCluster: cannot connect to a running node");
   const int port = slot_port(c.get(), slot);
   for (std::size_t i = 0; i < servers_.size(); ++i) {
-    if (servers_[i]->port() == port && servers_[i]->running()) return static_cast<int>(i);
+    if (serves(*servers_[i], port) && servers_[i]->running()) {
+      return static_cast<int>(i);
+    }
   }
   throw std::runtime_error("LocalCluster: no running master serves slot " + std::to_string(slot));
 }
@@ -331,13 +353,13 @@ int LocalCluster::wait_failover(std::uint16_t slot, int old_master, milliseconds
       auto c = connect(servers_[i]->host(), servers_[i]->port());
       if (!c) return false;
       const int port = slot_port(c.get(), slot);
-      if (port == 0 || port == servers_.at(old_master)->port()) return false;
+      if (port == 0 || serves(*servers_.at(old_master), port)) return false;
       if (agreed != -1 && agreed != port) return false;
       agreed = port;
     }
     if (!healthy()) return false;
     for (std::size_t i = 0; i < servers_.size(); ++i) {
-      if (servers_[i]->port() == agreed) promoted = static_cast<int>(i);
+      if (serves(*servers_[i], agreed)) promoted = static_cast<int>(i);
     }
     return promoted >= 0;
   });
@@ -381,12 +403,11 @@ void LocalCluster::finish_migration(std::uint16_t slot, int target) {
       admin(n.index, {"CLUSTER", "SETSLOT", s, "NODE", target_id});
     }
   }
-  const int port = to.port();
   wait_until("every node to see the slot's new owner", milliseconds(30000), [&] {
     for (std::size_t i = 0; i < servers_.size(); ++i) {
       if (!servers_[i]->running()) continue;
       auto c = connect(servers_[i]->host(), servers_[i]->port());
-      if (!c || slot_port(c.get(), slot) != port) return false;
+      if (!c || !serves(to, slot_port(c.get(), slot))) return false;
     }
     return true;
   });

@@ -113,6 +113,10 @@ LocalServer::LocalServer(LocalServerOptions options) : options_(std::move(option
     port_ = free_loopback_port();
     if (port_ == 6379) continue;
     if (cluster && (port_ + 10000 > 65535 || !loopback_port_free(port_ + 10000))) continue;
+    if (options_.tls.enabled()) {
+      tls_port_ = free_loopback_port();
+      if (tls_port_ == 6379 || tls_port_ == port_) continue;
+    }
     ++attempt;
     spawn();
     if (running()) return;
@@ -142,6 +146,17 @@ void LocalServer::spawn() {
                                    "--logfile", (dir_ / "redis.log").string()};
   if (!options_.password.empty()) {
     args.insert(args.end(), {"--requirepass", options_.password});
+  }
+  if (options_.tls.enabled()) {
+    const auto& t = options_.tls;
+    args.insert(args.end(), {"--tls-port", std::to_string(tls_port_), "--tls-cert-file",
+                             t.cert_file, "--tls-key-file", t.key_file, "--tls-ca-cert-file",
+                             t.ca_file, "--tls-auth-clients", t.auth_clients});
+    // The bus follows the TLS port under tls-cluster: pin it where the constructor probed.
+    const auto& extra = options_.extra_args;
+    if (std::find(extra.begin(), extra.end(), "--cluster-enabled") != extra.end()) {
+      args.insert(args.end(), {"--cluster-port", std::to_string(port_ + 10000)});
+    }
   }
   args.insert(args.end(), options_.extra_args.begin(), options_.extra_args.end());
   std::vector<char*> argv;

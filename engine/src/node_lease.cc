@@ -7,10 +7,13 @@
 #include <echo/engine/errc.h>
 #include <echo/engine/job_consumer.h>
 
+#include "thread_name.h"
+
 namespace echo::engine {
 
-NodeLease::NodeLease(ScriptFn script, int wanted, std::chrono::milliseconds lease)
+NodeLease::NodeLease(ScriptFn script, int wanted, std::chrono::milliseconds lease, LogSink log)
     : script_(std::move(script)),
+      log_(std::move(log)),
       wanted_(wanted),
       lease_(lease),
       token_(owner_token()),
@@ -36,7 +39,7 @@ NodeLeaseCounters NodeLease::stats() const {
   return {ld(renewals_), ld(lapses_), ld(taken_)};
 }
 
-std::error_code NodeLease::acquire(std::chrono::steady_clock::time_point deadline) {
+Error NodeLease::acquire(std::chrono::steady_clock::time_point deadline) {
   std::int64_t sent = 0, got = -2;
   for (;;) {
     sent = now_ns();
@@ -67,6 +70,7 @@ std::error_code NodeLease::acquire(std::chrono::steady_clock::time_point deadlin
 }
 
 void NodeLease::keep(std::stop_token stop) {
+  name_this_thread("echo-lease");
   std::unique_lock lock(mu_);
   // Every third of the lease; after a renewal that got no answer (a dropped connection, a
   // failover under way) every 100 ms, so that a blip costs no lapse.
@@ -88,7 +92,8 @@ bool NodeLease::renew() {
   if (answered && r->view().integer() > 0) {
     renewals_.fetch_add(1, std::memory_order_relaxed);
     if (r->view().integer() == 2) {
-      std::fprintf(stderr, "echo::engine: node %d: the lease had lapsed and is held again\n", node());
+      log_line(log_, LogLevel::kInfo, "node_lease",
+               "node " + std::to_string(node()) + ": the lease had lapsed and is held again");
     }
     lost_.store(false, std::memory_order_relaxed);
     valid_until_.store(sent + std::chrono::nanoseconds(lease_ - lease_ / 10).count(),
@@ -98,10 +103,10 @@ bool NodeLease::renew() {
     taken_.fetch_add(1, std::memory_order_relaxed);
     valid_until_.store(0, std::memory_order_relaxed);
     if (!lost_.exchange(true, std::memory_order_relaxed)) {
-      std::fprintf(stderr,
-                   "echo::engine: node %d: the lease is held by another process; this engine "
-                   "mints nothing until it can take the node back\n",
-                   node());
+      log_line(log_, LogLevel::kError, "node_lease",
+               "node " + std::to_string(node()) +
+                   ": the lease is held by another process; this engine mints nothing until it "
+                   "can take the node back");
     }
   }
   // An error or no answer changes nothing here: the lease ends at valid_until on its own.

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include <echo/engine/error.h>
+#include <echo/engine/log.h>
 #include <echo/io/connection.h>
 #include <echo/io/resp3_value.h>
 
@@ -42,7 +43,8 @@ class NodeLease {
       const io::Script&, std::vector<std::string> keys, std::vector<std::string> argv)>;
 
   // `wanted`: 0..1023, or -1 for the first free node.
-  NodeLease(ScriptFn script, int wanted, std::chrono::milliseconds lease);
+  // `log`: where its two lines (a lapse healed, the node taken by another process) go.
+  NodeLease(ScriptFn script, int wanted, std::chrono::milliseconds lease, LogSink log = {});
   ~NodeLease();  // stop()
   NodeLease(const NodeLease&) = delete;
   NodeLease& operator=(const NodeLease&) = delete;
@@ -51,7 +53,7 @@ class NodeLease {
   // kNodeTaken, or the call's error. An explicit node another token holds is asked for again
   // until `deadline`: a crashed predecessor's lease lapses within one lease, and its successor
   // under the same node_id then starts (within start()'s timeout).
-  std::error_code acquire(std::chrono::steady_clock::time_point deadline);
+  Error acquire(std::chrono::steady_clock::time_point deadline);
   // Stops the keeper and gives the lease back while still held. Idempotent.
   void release();
 
@@ -68,6 +70,7 @@ class NodeLease {
   static std::int64_t now_ns() noexcept;
 
   ScriptFn script_;
+  LogSink log_;
   const int wanted_;
   const std::chrono::milliseconds lease_;
   const std::string token_;

@@ -50,12 +50,11 @@ SentinelWatch::SentinelWatch(io::UringLoop& loop, SentinelWatchOptions options,
 
 SentinelWatch::~SentinelWatch() { conn_.reset(); }
 
-std::error_code SentinelWatch::start(std::chrono::steady_clock::time_point deadline) {
+Error SentinelWatch::start(std::chrono::steady_clock::time_point deadline) {
   for (auto& s : options_.sentinels) {
     std::string numeric = numeric_host(s.host);
     if (numeric.empty()) {
-      std::fprintf(stderr, "echo::engine: sentinel host '%s' does not resolve\n", s.host.c_str());
-      return make_error_code(Errc::kHostUnresolved);
+      return Error(Errc::kHostUnresolved, "sentinel host '" + s.host + "' does not resolve");
     }
     s.host = std::move(numeric);
   }
@@ -96,10 +95,22 @@ std::error_code SentinelWatch::start(std::chrono::steady_clock::time_point deadl
   cv_.wait_until(lock, deadline,
                  [&] { return !master_.host.empty() || unknown_ || fatal_ || dials_ > n; });
   if (!master_.host.empty()) return {};
-  if (unknown_) return make_error_code(Errc::kSentinelUnknownMaster);
-  if (fatal_) return fatal_;
-  if (dials_ > n) return make_error_code(Errc::kNoSentinel);
-  return make_error_code(io::IoErrc::kTimeout);
+  if (unknown_) {
+    return Error(Errc::kSentinelUnknownMaster,
+                 "sentinel " + unknown_at_ + " does not monitor master '" + options_.master_name + "'");
+  }
+  lock.unlock();
+  const std::string last = conn_->cause();  // takes the connection's own mutex
+  const std::string tail = last.empty() ? std::string() : "; the last: " + last;
+  lock.lock();
+  if (fatal_) return Error(fatal_, "sentinel connection stopped" + tail);
+  if (dials_ > n) {
+    return Error(Errc::kNoSentinel, "none of the " + std::to_string(n) +
+                                        " sentinels answered the address of master '" +
+                                        options_.master_name + "'" + tail);
+  }
+  return Error(io::IoErrc::kTimeout, "no sentinel answered the address of master '" +
+                                         options_.master_name + "' in time" + tail);
 }
 
 io::DialTarget SentinelWatch::master() const {
@@ -155,6 +166,7 @@ void SentinelWatch::ask() {
             std::lock_guard lock(mu_);
             first = !unknown_;
             unknown_ = true;
+            unknown_at_ = conn_->options().host + ":" + std::to_string(conn_->options().port);
           }
           cv_.notify_all();
           if (first) {

@@ -17,6 +17,7 @@
 #include <system_error>
 #include <vector>
 
+#include <echo/engine/error.h>
 #include <echo/io/cluster_map.h>
 #include <echo/io/connection.h>
 #include <echo/io/uring_loop.h>
@@ -50,10 +51,11 @@ class SentinelWatch {
   SentinelWatch& operator=(const SentinelWatch&) = delete;
 
   // Owner thread; blocks until the first sentinel that answers gives the master's address, or
-  // `deadline`. Errors: host_unresolved (a sentinel's host), sentinel_unknown_master (the
-  // sentinel answered nil: the name is logged to stderr), no_sentinel (every sentinel was tried
-  // and none answered), timeout.
-  std::error_code start(std::chrono::steady_clock::time_point deadline);
+  // `deadline`. Errors, each with its cause in words (Error::detail): host_unresolved (a
+  // sentinel's host), sentinel_unknown_master (the sentinel answered nil; the detail names the
+  // master and the sentinel), no_sentinel (every sentinel was tried and none answered; the last
+  // one's cause), the connector's fatal one (auth_refused: a wrong sentinel_password), timeout.
+  Error start(std::chrono::steady_clock::time_point deadline);
   // The master to dial: {} before start() found one. Any thread (a mutex; the connections ask it
   // before each reconnect, on the loop thread).
   io::DialTarget master() const;
@@ -84,6 +86,7 @@ class SentinelWatch {
   std::condition_variable cv_;
   io::DialTarget master_;
   bool unknown_ = false;       // a sentinel answered nil for our name
+  std::string unknown_at_;     // which one ("host:port")
   std::error_code fatal_;      // the sentinel connection stopped (auth_refused, ...)
   std::size_t dials_ = 0;      // connects begun, the first included
   SentinelWatchCounters counters_;

@@ -5,6 +5,8 @@
 #include <echo/engine/errc.h>
 #include <echo/table/coherence_frame.h>
 
+#include "thread_name.h"
+
 namespace echo::engine {
 
 SharedQueueRelay::SharedQueueRelay(std::vector<Table> tables, Ports ports,
@@ -32,6 +34,7 @@ RelayCounters SharedQueueRelay::stats() const {
 }
 
 void SharedQueueRelay::run(std::stop_token stop) {
+  name_this_thread("echo-relay");
   auto next_maintenance = std::chrono::steady_clock::time_point{};
   while (!stop.stop_requested()) {
     // WIRE §5.4 step 2 once a beat: return lapsed leases (a relay or consumer that died holding

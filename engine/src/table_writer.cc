@@ -19,6 +19,8 @@
 #include <echo/engine/errc.h>
 #include <echo/engine/l2_frame.h>
 
+#include "thread_name.h"
+
 namespace echo::engine {
 namespace {
 
@@ -184,6 +186,7 @@ std::uint64_t TableWriter::forget_token(std::string_view name) const noexcept {
 std::int64_t TableWriter::now_ms() const noexcept { return map_->now(); }
 
 void TableWriter::run(std::stop_token stop) {
+  name_this_thread("echo-w:" + spec_.name);
   if (spec_.writer_cpu >= 0) {
     cpu_set_t set;
     CPU_ZERO(&set);
@@ -192,10 +195,9 @@ void TableWriter::run(std::stop_token stop) {
     // the writer then runs where the scheduler puts it, counted and said once.
     if (const int rc = pthread_setaffinity_np(pthread_self(), sizeof set, &set); rc != 0) {
       bump(pin_failures_);
-      std::fprintf(stderr,
-                   "echo::engine::TableWriter: table %s: cannot pin the writer to CPU %d (%s); it "
-                   "runs unpinned\n",
-                   spec_.name.c_str(), spec_.writer_cpu, std::strerror(rc));
+      log(LogLevel::kWarn, "writer",
+          "cannot pin the writer to CPU " + std::to_string(spec_.writer_cpu) + " (" +
+              std::strerror(rc) + "); it runs unpinned");
     }
   }
   std::vector<Command> batch;
@@ -509,6 +511,7 @@ void TableWriter::handle(Command& cmd) {
 
 void TableWriter::suspend(bool on) {
   if (on) flush();
+  if (on != suspended_ && ports_.on_suspend) ports_.on_suspend(on);
   suspended_ = on;
   suspended_flag_.store(on, std::memory_order_relaxed);
 }

@@ -8,11 +8,23 @@
 
 namespace echo::harness {
 
+namespace {
+Credentials& stored_credentials() {
+  static Credentials c;
+  return c;
+}
+}  // namespace
+
+void set_credentials(Credentials c) { stored_credentials() = std::move(c); }
+const Credentials& credentials() noexcept { return stored_credentials(); }
+
 engine::EngineOptions node_options(const std::string& host, int port, unsigned node_id,
                                    int io_cpu) {
   engine::EngineOptions o;
   o.host = host;
   o.port = port;
+  o.username = credentials().username;
+  o.password = credentials().password;
   o.node_id = node_id;
   o.io.cpu = io_cpu;
   return o;
@@ -30,6 +42,8 @@ engine::EngineOptions cluster_node_options(const std::string& seeds, unsigned no
   engine::EngineOptions o;
   o.mode = engine::ServerMode::kCluster;
   o.cluster_seeds = seeds;
+  o.username = credentials().username;
+  o.password = credentials().password;
   o.node_id = node_id;
   return o;
 }

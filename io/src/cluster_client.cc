@@ -133,6 +133,12 @@ ClusterClient::Node& ClusterClient::node_for(const NodeAddress& addr) {
           if (!fenced_ || refresh_wanted_) ask_topology();
           retry_held();
         } else {
+          if (event == ConnEvent::kStopped && !fenced_ &&
+              (cause == IoErrc::kTlsVerify || cause == IoErrc::kTlsHandshake)) {
+            // Every node shares the TLS options: a refusal before the first map is the
+            // configuration's, not this node's. The loss below still tells the owner.
+            stop_fatal(cause, raw->conn->cause());
+          }
           if (on_event_) on_event_(ClusterEvent::kNodeLost, raw->addr, cause);
           refresh();
         }
@@ -232,7 +238,7 @@ void ClusterClient::topology_answer(Node* from, bool shards, std::error_code ec,
     return stop_fatal(IoErrc::kTopologyRefused);  // a single server: the mode is wrong
   }
   std::optional<std::vector<SlotRange>> ranges;
-  if (!ec) ranges = shards ? parse_cluster_shards(v) : parse_cluster_slots(v);
+  if (!ec) ranges = shards ? parse_cluster_shards(v, options_.connection.tls.enabled) : parse_cluster_slots(v);
   if (!ranges || ranges->empty()) {
     bump(refresh_failures_);
     refresh_wanted_ = true;  // the tick asks again, of the next ready node
@@ -306,10 +312,17 @@ void ClusterClient::become_ready() {
   }
 }
 
-void ClusterClient::stop_fatal(std::error_code cause) {
+std::string ClusterClient::cause() const {
+  std::lock_guard lock(status_mu_);
+  return cause_;
+}
+
+void ClusterClient::stop_fatal(std::error_code cause, std::string detail) {
   {
     std::lock_guard lock(status_mu_);
+    if (fatal_) return;  // each seed refused by TLS stops the client: the first one says why
     fatal_ = cause;
+    cause_ = std::move(detail);
   }
   status_cv_.notify_all();
   if (on_event_) on_event_(ClusterEvent::kStopped, {}, cause);

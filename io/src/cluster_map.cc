@@ -161,7 +161,7 @@ std::optional<Redirect> parse_redirect(std::string_view text) {
   return r;
 }
 
-std::optional<std::vector<SlotRange>> parse_cluster_shards(const Resp3Value& reply) {
+std::optional<std::vector<SlotRange>> parse_cluster_shards(const Resp3Value& reply, bool tls) {
   if (reply.type() != Resp3Type::array) return std::nullopt;
   std::vector<SlotRange> out;
   for (const Resp3Value shard : reply) {
@@ -176,7 +176,8 @@ std::optional<std::vector<SlotRange>> parse_cluster_shards(const Resp3Value& rep
       const auto role = field(node, "role");
       const auto health = field(node, "health");
       if (!role || role->str() != "master" || !health || health->str() != "online") continue;
-      const auto port = field(node, "port");
+      const auto tls_port = tls ? field(node, "tls-port") : std::nullopt;
+      const auto port = tls_port ? tls_port : field(node, "port");
       const auto endpoint = field(node, "endpoint");
       const auto ip = field(node, "ip");
       const auto id = field(node, "id");

@@ -18,6 +18,9 @@
 #include <future>
 #include <stdexcept>
 
+#include "connection_text.h"
+#include "tls_session.h"
+
 namespace echo::io {
 
 namespace {
@@ -139,6 +142,10 @@ Connection::Connection(UringLoop& loop, ConnectionOptions options, PushFn on_pus
     addr_len_ = res->ai_addrlen;
     ::freeaddrinfo(res);
   }
+  if (o.tls.enabled) {
+    tls_ctx_ = TlsContext::for_options(o.tls);  // throws invalid_argument naming the file knob
+    tls_in_.resize(kRecvChunk);
+  }
   rng_.seed(o.jitter_seed != 0 ? o.jitter_seed : std::random_device{}());
   backoff_ = o.backoff_initial;
   IoOp* ops[] = {&connect_op_, &recv_op_, &send_op_, &flush_op_, &tick_op_, &backoff_op_};
@@ -211,6 +218,36 @@ std::error_code Connection::wait_ready(std::chrono::milliseconds timeout) {
   return fatal_ ? fatal_ : make_error_code(IoErrc::kClosed);
 }
 
+std::string Connection::cause() const {
+  std::lock_guard lock(status_mu_);
+  return cause_;
+}
+
+std::string Connection::where() const {
+  if (!options_.unix_path.empty()) return options_.unix_path;
+  return options_.host + ":" + std::to_string(options_.port);
+}
+
+std::string escaped(std::string_view bytes) {
+  std::string out;
+  for (const char c : bytes) {
+    const auto b = static_cast<unsigned char>(c);
+    if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (b < 0x20 || b >= 0x7F || c == '"' || c == '\\') {
+      static constexpr char kHex[] = "0123456789abcdef";
+      out += "\\x";
+      out += kHex[b >> 4];
+      out += kHex[b & 15];
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 ConnectionStats Connection::stats() const {
   ConnectionStats s;
   s.label = options_.label;
@@ -257,18 +294,33 @@ void Connection::on_connect(IoOp& op, int res) noexcept {
   if (self->closing_) return self->maybe_finish_close();
   if (!self->fd_) return;  // a stale completion of a socket already dropped
   if (res < 0) {
-    self->lose(res == -ECANCELED ? make_error_code(IoErrc::kTimeout)
-                                 : make_error_code(IoErrc::kConnectFailed));
+    if (res == -ECANCELED) {
+      self->lose(make_error_code(IoErrc::kTimeout),
+                 "connect to " + self->where() + " did not finish within " +
+                     std::to_string(self->options_.connect_timeout.count()) + " ms");
+    } else {
+      self->lose(make_error_code(IoErrc::kConnectFailed),
+                 "connect to " + self->where() + ": " + std::system_category().message(-res));
+    }
     return;
   }
+  self->first_bytes_.clear();
+  if (self->tls_ctx_) return self->start_tls();
   self->boot();
 }
 
 // --- Receive and dispatch ------------------------------------------------------------------
 
 void Connection::arm_recv() {
+  if (tls_) {
+    // Ciphertext: the session decrypts it into the decoder (tls_received).
+    recv_len_ = tls_in_.size();
+    loop_.recv(fd_.get(), tls_in_.data(), tls_in_.size(), recv_op_, /*poll_first=*/!last_recv_full_);
+    return;
+  }
   std::span<char> room = decoder_.prepare(std::max(kRecvChunk, decoder_.wanted()));
   recv_len_ = room.size();
+  recv_buf_ = room.data();
   // A receive that did not fill its buffer drained the socket: the next one can only wait.
   loop_.recv(fd_.get(), room.data(), room.size(), recv_op_, /*poll_first=*/!last_recv_full_);
 }
@@ -277,11 +329,23 @@ void Connection::on_recv(IoOp& op, int res) noexcept {
   auto* self = static_cast<Connection*>(op.context);
   if (self->closing_) return self->maybe_finish_close();
   if (!self->fd_) return;
+  if (self->tls_) return self->tls_received(res);
   if (res <= 0) {
-    self->lose(make_error_code(IoErrc::kDisconnected));
+    std::string detail = self->where() + (res == 0 ? std::string(" closed the connection")
+                                              : ": " + std::system_category().message(-res));
+    if (self->status_.load(std::memory_order_relaxed) == ConnStatus::kBooting) {
+      detail += " during the boot's " + std::string(self->boot_step_);
+      if (!self->first_bytes_.empty()) detail += " after sending \"" + escaped(self->first_bytes_) + "\"";
+    }
+    self->lose(make_error_code(IoErrc::kDisconnected), std::move(detail));
     return;
   }
   self->last_recv_full_ = static_cast<std::size_t>(res) == self->recv_len_;
+  if (self->first_bytes_.size() < kShownBytes) {
+    const std::size_t take = std::min<std::size_t>(kShownBytes - self->first_bytes_.size(),
+                                                   static_cast<std::size_t>(res));
+    self->first_bytes_.append(self->recv_buf_, take);
+  }
   self->decoder_.commit(static_cast<std::size_t>(res));
   self->last_io_ = Clock::now();
   const std::uint64_t gen = self->conn_gen_;
@@ -296,7 +360,15 @@ void Connection::dispatch() {
     if (r.status == Resp3Status::need_more) return;
     if (r.status == Resp3Status::error) {
       bump(wire_errors_);
-      lose(make_error_code(IoErrc::kProtocolError));
+      std::string detail = where() + " sent bytes that are not RESP (" +
+                           std::string(to_string(r.error)) + ")";
+      if (!ever_ready_) {
+        detail += " in answer to the boot's " + std::string(boot_step_) + "; its first bytes: \"" +
+                  escaped(first_bytes_) + "\": is this a Redis/Valkey server?";
+        stop_fatal(make_error_code(IoErrc::kProtocolError), std::move(detail));
+      } else {
+        lose(make_error_code(IoErrc::kProtocolError), std::move(detail));
+      }
       return;
     }
     if (r.value.type() == Resp3Type::push) {
@@ -353,6 +425,10 @@ void Connection::on_flush(IoOp& op, int) noexcept {
 }
 
 void Connection::send_some() {
+  if (tls_ctx_) {
+    if (tls_) tls_send_some();  // before the session exists nothing can be queued
+    return;
+  }
   if (sending_.empty()) {
     if (out_.empty()) return;
     std::swap(out_, sending_);
@@ -373,7 +449,11 @@ void Connection::on_send(IoOp& op, int res) noexcept {
   }
   bump(self->bytes_out_, static_cast<std::uint64_t>(res));
   self->last_io_ = Clock::now();
-  self->sending_.consume(static_cast<std::size_t>(res));
+  if (self->tls_ctx_) {
+    self->tls_sent_ += static_cast<std::size_t>(res);
+  } else {
+    self->sending_.consume(static_cast<std::size_t>(res));
+  }
   self->send_some();
 }
 
@@ -425,10 +505,27 @@ void Connection::on_tick(IoOp& op, int) noexcept {
   const ConnStatus s = self->status_.load(std::memory_order_relaxed);
   if (s == ConnStatus::kStopped) return;  // fatal: the tick ends with the connection
   const auto now = Clock::now();
+  if (self->tls_handshaking_ && now - self->tls_began_ > self->options_.boot_timeout) {
+    // A peer that never finishes the handshake (a plain port waits for a newline that a
+    // ClientHello never sends): a loss like a silent boot step, retried.
+    self->lose(make_error_code(IoErrc::kTimeout),
+               self->where() + ": no TLS handshake within " +
+                   std::to_string(self->options_.boot_timeout.count()) +
+                   " ms (is it a TLS port?)");
+  }
   if ((s == ConnStatus::kBooting || s == ConnStatus::kReady) && !self->fifo_.empty()) {
     const milliseconds limit =
         s == ConnStatus::kBooting ? self->options_.boot_timeout : self->options_.call_timeout;
-    if (now - self->fifo_.front().sent > limit) self->lose(make_error_code(IoErrc::kTimeout));
+    if (now - self->fifo_.front().sent > limit) {
+      std::string detail = self->where() + " did not answer ";
+      detail += s == ConnStatus::kBooting ? "the boot's " + std::string(self->boot_step_)
+                                          : std::string("a call");
+      detail += " within " + std::to_string(limit.count()) + " ms";
+      if (s == ConnStatus::kBooting && !self->first_bytes_.empty()) {
+        detail += " (it sent \"" + escaped(self->first_bytes_) + "\" and then nothing)";
+      }
+      self->lose(make_error_code(IoErrc::kTimeout), std::move(detail));
+    }
   }
   if (self->status_.load(std::memory_order_relaxed) == ConnStatus::kReady &&
       self->options_.heartbeat.count() > 0 && self->fifo_.empty() &&
@@ -447,6 +544,13 @@ void Connection::on_tick(IoOp& op, int) noexcept {
 
 void Connection::drop_socket() {
   ++conn_gen_;
+  if (tls_) {
+    tls_goodbye();
+    tls_.reset();
+  }
+  tls_out_.clear();  // keeps its storage: an in-flight send may still read it (see sending_)
+  tls_sent_ = 0;
+  tls_handshaking_ = false;
   if (fd_) {
     // shutdown() completes the pending recv/send at once (they hold their own file reference,
     // so closing alone would not); their late completions see !fd_ and are ignored.
@@ -473,13 +577,17 @@ void Connection::fail_pending(std::error_code ec) {
   }
 }
 
-void Connection::lose(std::error_code cause) {
+void Connection::lose(std::error_code cause, std::string detail) {
+  {
+    std::lock_guard lock(status_mu_);
+    cause_ = detail.empty() ? where() + ": " + cause.message() : std::move(detail);
+  }
   const bool was_ready = status_.load(std::memory_order_relaxed) == ConnStatus::kReady;
   drop_socket();
   set_status(ConnStatus::kBackoff);
   if (was_ready) lost_since_ready_ = true;
   fail_pending(make_error_code(IoErrc::kDisconnected));
-  if (was_ready && on_event_) on_event_(ConnEvent::kDisconnected, cause);
+  if (was_ready) tell(ConnEvent::kDisconnected, cause);
   if (!closing_ && status_.load(std::memory_order_relaxed) == ConnStatus::kBackoff) {
     schedule_reconnect();
   }
@@ -513,17 +621,27 @@ void Connection::redial() {
   lose(make_error_code(IoErrc::kDisconnected));
 }
 
-void Connection::stop_fatal(std::error_code cause) {
+void Connection::stop_fatal(std::error_code cause, std::string detail) {
   drop_socket();
   {
     std::lock_guard lock(status_mu_);
     fatal_ = cause;
+    cause_ = detail.empty() ? where() + ": " + cause.message() : std::move(detail);
   }
   set_status(ConnStatus::kStopped);
   fail_pending(cause);
   loop_.cancel(tick_op_);
   loop_.cancel(backoff_op_);
-  if (on_event_) on_event_(ConnEvent::kStopped, cause);
+  tell(ConnEvent::kStopped, cause);
+}
+
+void Connection::tell(ConnEvent event, std::error_code cause) {
+  if (options_.observer) {
+    const bool failed = event == ConnEvent::kDisconnected || event == ConnEvent::kStopped;
+    const std::string words = failed ? this->cause() : std::string();
+    options_.observer(event, options_.label, words);
+  }
+  if (on_event_) on_event_(event, cause);
 }
 
 void Connection::begin_close() {

@@ -26,6 +26,19 @@ bool auth_refusal(const Resp3Value& v) noexcept {
   return v.is_error() && (starts_with(v.str(), "NOAUTH") || starts_with(v.str(), "WRONGPASS"));
 }
 
+bool no_permission(const Resp3Value& v) noexcept {
+  return v.is_error() && starts_with(v.str(), "NOPERM");
+}
+
+// A reply in words for a cause: an error's text, a simple string, else its type.
+std::string shown(const Resp3Value& v) {
+  if (v.is_error() || v.type() == Resp3Type::simple_string || v.type() == Resp3Type::bulk_string) {
+    std::string s(v.str().substr(0, 160));
+    return v.is_error() ? s : "'" + s + "'";
+  }
+  return v.is_null() ? std::string("nil") : "a reply of type " + std::string(to_string(v.type()));
+}
+
 bool is_ok(const Resp3Value& v) noexcept {
   return v.type() == Resp3Type::simple_string && v.str() == "OK";
 }
@@ -48,6 +61,14 @@ bool fence_accepts(const ConnectionOptions& o, std::string_view held) noexcept {
 // back), BUSY (a script or function past its time limit), MASTERDOWN (a replica cut off from its
 // master). None says anything about us, and each passes: so not WIRE §6's fatal refusal, but a
 // socket loss (close, back off, dial again), counted in boot_retries. True when it was one.
+// A boot step answered with a refusal: fatal, typed by what the server said, its words kept.
+void Connection::boot_refusal(std::string_view step, const Resp3Value& v) {
+  const IoErrc code = auth_refusal(v)    ? IoErrc::kAuthRefused
+                      : no_permission(v) ? IoErrc::kNoPermission
+                                         : IoErrc::kBootRefused;
+  stop_fatal(code, std::string(step) + " at " + where() + " was answered " + shown(v));
+}
+
 bool Connection::boot_transient(const Resp3Value& v) {
   if (!v.is_error()) return false;
   const std::string_view e = v.str();
@@ -55,30 +76,37 @@ bool Connection::boot_transient(const Resp3Value& v) {
     return false;
   }
   bump(boot_retries_);
-  lose(make_error_code(IoErrc::kServerError));
+  lose(make_error_code(IoErrc::kServerError),
+       std::string(boot_step_) + " at " + where() + " was answered " + shown(v) + " (retried)");
   return true;
 }
 
 void Connection::boot() {
   set_status(ConnStatus::kBooting);
   decoder_.reset();
-  arm_recv();
+  if (!recv_op_.armed) arm_recv();  // TLS: the handshake's receive may have armed it already
   if (options_.protocol == Protocol::kResp2) return boot_resp2();
   std::vector<std::string_view> hello = {"HELLO", "3"};
   if (!options_.password.empty()) {
     hello.insert(hello.end(), {"AUTH", options_.username, options_.password});
   }
+  boot_step_ = "HELLO";
   enqueue_internal(hello, [this](std::error_code ec, const Resp3Value& v) {
     if (ec && ec != IoErrc::kServerError) return;  // the socket went; lose() has the rest
     if (boot_transient(v)) return;
-    if (auth_refusal(v)) return stop_fatal(IoErrc::kAuthRefused);
+    if (auth_refusal(v) || no_permission(v)) {
+      return boot_refusal(options_.password.empty() ? "HELLO 3" : "HELLO 3 AUTH " + options_.username, v);
+    }
     if (v.is_error()) {
       if (options_.protocol == Protocol::kAuto) return boot_resp2();
-      return stop_fatal(IoErrc::kUnexpectedHello);
+      return stop_fatal(IoErrc::kUnexpectedHello, "HELLO 3 at " + where() + " was answered " +
+                                                      shown(v) + " (protocol 3 was asked for)");
     }
     const auto proto = v.find("proto");
     if (v.type() != Resp3Type::map || !proto || proto->integer() != 3) {
-      return stop_fatal(IoErrc::kUnexpectedHello);
+      return stop_fatal(IoErrc::kUnexpectedHello,
+                        "HELLO 3 at " + where() + " was answered " + shown(v) +
+                            ", not a map with proto 3: is this a Redis/Valkey server?");
     }
     proto_ = 3;
     boot_select();
@@ -91,24 +119,22 @@ void Connection::boot_resp2() {
   std::vector<std::string_view> auth = {"AUTH"};
   if (options_.username != "default") auth.push_back(options_.username);
   auth.push_back(options_.password);
+  boot_step_ = "AUTH";
   enqueue_internal(auth, [this](std::error_code ec, const Resp3Value& v) {
     if (ec && ec != IoErrc::kServerError) return;
     if (boot_transient(v)) return;
-    if (auth_refusal(v)) return stop_fatal(IoErrc::kAuthRefused);
-    if (!is_ok(v)) return stop_fatal(IoErrc::kBootRefused);
+    if (!is_ok(v)) return boot_refusal("AUTH", v);
     boot_ping();
   });
 }
 
 void Connection::boot_ping() {
   const std::string_view ping[] = {"PING"};
+  boot_step_ = "PING";
   enqueue_internal(ping, [this](std::error_code ec, const Resp3Value& v) {
     if (ec && ec != IoErrc::kServerError) return;
     if (boot_transient(v)) return;
-    if (auth_refusal(v)) return stop_fatal(IoErrc::kAuthRefused);
-    if (v.type() != Resp3Type::simple_string || v.str() != "PONG") {
-      return stop_fatal(IoErrc::kBootRefused);
-    }
+    if (v.type() != Resp3Type::simple_string || v.str() != "PONG") return boot_refusal("PING", v);
     boot_select();
   });
 }
@@ -117,10 +143,11 @@ void Connection::boot_select() {
   if (options_.db == 0) return boot_setname();
   const std::string db = std::to_string(options_.db);
   const std::string_view select[] = {"SELECT", db};
+  boot_step_ = "SELECT";
   enqueue_internal(select, [this](std::error_code ec, const Resp3Value& v) {
     if (ec && ec != IoErrc::kServerError) return;
     if (boot_transient(v)) return;
-    if (!is_ok(v)) return stop_fatal(IoErrc::kBootRefused);
+    if (!is_ok(v)) return boot_refusal("SELECT " + std::to_string(options_.db), v);
     boot_setname();
   });
 }
@@ -128,10 +155,11 @@ void Connection::boot_select() {
 void Connection::boot_setname() {
   if (options_.client_name.empty()) return boot_fence();
   const std::string_view setname[] = {"CLIENT", "SETNAME", options_.client_name};
+  boot_step_ = "CLIENT SETNAME";
   enqueue_internal(setname, [this](std::error_code ec, const Resp3Value& v) {
     if (ec && ec != IoErrc::kServerError) return;
     if (boot_transient(v)) return;
-    if (!is_ok(v)) return stop_fatal(IoErrc::kBootRefused);
+    if (!is_ok(v)) return boot_refusal("CLIENT SETNAME", v);
     boot_fence();
   });
 }
@@ -143,21 +171,34 @@ void Connection::boot_fence() {
 
 void Connection::boot_fence_check(bool after_set) {
   const std::string_view get[] = {"GET", options_.version_key};
+  boot_step_ = "GET {emq}:version";
   enqueue_internal(get, [this, after_set](std::error_code ec, const Resp3Value& v) {
     if (ec && ec != IoErrc::kServerError) return;
     if (boot_transient(v)) return;
     if (v.type() == Resp3Type::bulk_string && fence_accepts(options_, v.str())) return booted();
-    if (v.is_error() && starts_with(v.str(), "MOVED ")) return stop_fatal(IoErrc::kClusterNode);
+    if (v.is_error() && starts_with(v.str(), "MOVED ")) {
+      return stop_fatal(IoErrc::kClusterNode, "GET " + options_.version_key + " at " + where() +
+                                                  " was answered " + shown(v) +
+                                                  ": a cluster node (use the cluster mode)");
+    }
+    if (no_permission(v)) return boot_refusal("GET " + options_.version_key, v);
     if (v.is_null() && !after_set) {
       // Unclaimed: claim it (NX, so a concurrent claimer's value wins) and read back.
       const std::string_view set[] = {"SET", options_.version_key, options_.version_value, "NX"};
-      enqueue_internal(set, [this](std::error_code ec2, const Resp3Value&) {
+      boot_step_ = "SET {emq}:version NX";
+      enqueue_internal(set, [this](std::error_code ec2, const Resp3Value& v2) {
         if (ec2 && ec2 != IoErrc::kServerError) return;
+        if (no_permission(v2)) return boot_refusal("SET " + options_.version_key + " NX", v2);
         boot_fence_check(true);
       });
       return;
     }
-    stop_fatal(IoErrc::kVersionFence);
+    std::string accepted = options_.version_value;
+    for (const std::string& a : options_.version_accept) {
+      if (a != options_.version_value) accepted += ", " + a;
+    }
+    stop_fatal(IoErrc::kVersionFence, options_.version_key + " at " + where() + " holds " +
+                                          shown(v) + "; this connection accepts " + accepted);
   });
 }
 
@@ -173,13 +214,15 @@ void Connection::booted() {
     }
     schedule_flush();
   }
+  ever_ready_ = true;
+  boot_step_ = {};
   set_status(ConnStatus::kReady);
   if (lost_since_ready_) {
     lost_since_ready_ = false;
     bump(reconnects_);
-    if (on_event_) on_event_(ConnEvent::kReconnected, {});
+    tell(ConnEvent::kReconnected, {});
   } else {
-    if (on_event_) on_event_(ConnEvent::kReady, {});
+    tell(ConnEvent::kReady, {});
   }
 }
 

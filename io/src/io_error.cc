@@ -41,6 +41,9 @@ std::string_view to_string(IoErrc e) noexcept {
     case IoErrc::kClusterDown: return "cluster_down";
     case IoErrc::kTopologyRefused: return "topology_refused";
     case IoErrc::kClusterNode: return "cluster_node";
+    case IoErrc::kNoPermission: return "no_permission";
+    case IoErrc::kTlsHandshake: return "tls_handshake";
+    case IoErrc::kTlsVerify: return "tls_verify";
   }
   return "unknown";
 }

@@ -1,11 +1,14 @@
 // SPDX-License-Identifier: MIT
 // The `echostore` program as an operator meets it: every usage error exits 2, --server is parsed
-// strictly, `stats` refuses a value that is not a snapshot by node, `journal replay` that skipped
+// strictly, `stats` refuses a value that is not a snapshot by node and reads over TLS with
+// --tls-* (a wrong CA refused by name), `journal replay` that skipped
 // malformed intents is not a success, `bench --json` with a path that is not UTF-8 writes its
 // file instead of aborting, and a short `referee` run shows both sides of the face-off. Runs the
 // program built beside this test (ECHO_CLI_PATH) against a real server started here; registered
 // only when the CLI is built (ECHO_BUILD_CLI).
 #include <echo/engine/journal.h>
+#include <echo/engine/local_server.h>
+#include <echo/engine/local_tls.h>
 #include <echo/engine/stats_export.h>
 #include <echo/table/branded_id.h>
 #include <fcntl.h>
@@ -14,6 +17,8 @@
 #include <sqlite3.h>
 #include <sys/wait.h>
 
+#include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -117,6 +122,67 @@ TEST_F(CliTest, ServerIsParsedStrictly) {
       {"journal", "replay", file.string(), "--server", server_arg() + "x", "--table", "limits"});
   EXPECT_EQ(r.status, 2) << r.out << r.err;
   EXPECT_NE(r.err.find("HOST:PORT"), std::string::npos) << r.err;
+}
+
+// The drill checks its server before any gate: a refused password stops it within 2 s, exit 1,
+// naming the cause in the server's words; the same user with its password passes the check
+// (the drill then runs; stopped here at its first gate's output by reading only the header).
+TEST_F(CliTest, DrillStopsAtOnceNamingWhyTheServerCannotBeUsed) {
+  command(client(), "ACL SETUSER drill on >right ~* &* +@all");
+  const auto t0 = std::chrono::steady_clock::now();
+  const Ran r = run_cli({"drill", "--server", server_arg(), "--user", "drill", "--password", "wrong"});
+  const auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_EQ(r.status, 1) << r.out << r.err;
+  EXPECT_NE(r.err.find("auth_refused"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("WRONGPASS"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out.find("stage"), std::string::npos) << "no gate ran: " << r.out;
+  EXPECT_LT(took, std::chrono::seconds(3)) << "2 s for the check, plus the program's start";
+  command(client(), "ACL DELUSER drill");
+}
+
+TEST_F(CliTest, StatsReadsThePasswordFromRedisCliAuth) {
+  command(client(), "ACL SETUSER watcher on >pw ~* &* +@all");
+  // Wrong through the environment: refused, named.
+  ::setenv("REDISCLI_AUTH", "nope", 1);
+  Ran r = run_cli({"stats", "--server", server_arg(), "--table", "t", "--user", "watcher"});
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_NE(r.err.find("WRONGPASS"), std::string::npos) << r.err;
+  // Right through the environment: it reads (no node publishes table t: exit 1, saying so).
+  ::setenv("REDISCLI_AUTH", "pw", 1);
+  r = run_cli({"stats", "--server", server_arg(), "--table", "t", "--user", "watcher"});
+  ::unsetenv("REDISCLI_AUTH");
+  EXPECT_EQ(r.err.find("WRONGPASS"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("no node"), std::string::npos) << r.err;
+  command(client(), "ACL DELUSER watcher");
+}
+
+// --tls-*: stats reads over TLS (the server's TLS listener, certificates made here); a CA that did
+// not sign the server's certificate is refused naming X509's reason; TLS flags that cannot apply
+// (bench or drill against --server with no --tls-port) are usage errors.
+TEST_F(CliTest, StatsSpeaksTlsAndAWrongCaIsRefusedByName) {
+  engine::LocalTlsFiles files;
+  engine::LocalServerOptions so;
+  so.tls.cert_file = files.server_cert();
+  so.tls.key_file = files.server_key();
+  so.tls.ca_file = files.ca_file();
+  engine::LocalServer tls_server(so);
+  const std::string at = tls_server.host() + ":" + std::to_string(tls_server.tls_port());
+  Ran r = run_cli({"stats", "--server", at, "--table", "t", "--tls-ca", files.ca_file()});
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_NE(r.err.find("no node"), std::string::npos) << r.err;
+  r = run_cli({"stats", "--server", at, "--table", "t", "--tls-ca", files.other_ca_file()});
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_NE(r.err.find("tls_verify"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("certificate verify failed"), std::string::npos) << r.err;
+  r = run_cli({"stats", "--server", at, "--table", "t", "--tls-ca", files.ca_file(),
+               "--tls-server-name", "cache.echostore.invalid"});
+  EXPECT_NE(r.err.find("hostname mismatch"), std::string::npos) << r.err;
+  r = run_cli({"bench", "--server", server_arg(), "--only", "lanes", "--tls-ca", files.ca_file()});
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("--tls-port"), std::string::npos) << r.err;
+  r = run_cli({"drill", "--server", server_arg(), "--tls-port", "6380"});
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("--tls-ca"), std::string::npos) << r.err;
 }
 
 TEST_F(CliTest, StatsRefusesAValueThatIsNotASnapshotByNode) {

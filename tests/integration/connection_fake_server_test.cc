@@ -339,18 +339,67 @@ TEST(FakeServer, PushesBeforeAReplyGoToThePushHandler) {
   EXPECT_EQ(conn.stats().pushes, 3u);
 }
 
-TEST(FakeServer, GarbageDuringBootReconnectsAndBoots) {
-  FakeServer fake([](int conn, const std::vector<std::string>& cmd) {
-    if (conn == 0 && cmd[0] == "HELLO") return Action{"!!!\r\n"};
+// Before the first boot finished, bytes that are not RESP are the server's definitive answer (a
+// port that is not Redis): the connector stops with protocol_error at once, dials no more, and
+// cause() shows what came and which boot step it answered.
+class HostileFirstBoot : public ::testing::TestWithParam<HostileCase> {};
+
+TEST_P(HostileFirstBoot, EndsWaitReadyWithTheCauseInWords) {
+  const HostileCase& c = GetParam();
+  FakeServer fake([&](int, const std::vector<std::string>& cmd) {
+    if (cmd[0] == "HELLO") return Action{c.bytes, c.then};
+    return FakeServer::good(cmd);
+  });
+  LoopThread lt;
+  Connection conn(lt.loop(), fake_options(fake.port()));
+  conn.start();
+  const auto t0 = std::chrono::steady_clock::now();
+  if (c.counts_wire_error) {
+    EXPECT_EQ(conn.wait_ready(5s), IoErrc::kProtocolError);
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s) << "at once, not at a timeout";
+    EXPECT_EQ(conn.status(), ConnStatus::kStopped);
+    EXPECT_EQ(fake.connections(), 1) << "a definitive answer is not dialled again";
+    EXPECT_NE(conn.cause().find("not RESP"), std::string::npos) << conn.cause();
+    EXPECT_NE(conn.cause().find("HELLO"), std::string::npos) << conn.cause();
+    EXPECT_NE(conn.cause().find("first bytes"), std::string::npos) << conn.cause();
+  } else {
+    // A close or silence is also what a restarting server shows: it keeps dialling, and the
+    // caller's timeout comes with the last attempt's cause.
+    EXPECT_EQ(conn.wait_ready(1500ms), IoErrc::kTimeout);
+    EXPECT_TRUE(eventually([&] { return fake.connections() >= 2; })) << "it keeps trying";
+    const std::string cause = conn.cause();
+    EXPECT_NE(cause.find("HELLO"), std::string::npos) << cause;
+    if (c.then == Action::kClose) {
+      EXPECT_NE(cause.find("closed the connection"), std::string::npos) << cause;
+    } else {
+      EXPECT_NE(cause.find("did not answer"), std::string::npos) << cause;
+    }
+    if (!c.bytes.empty()) {
+      EXPECT_NE(cause.find("$10\\r\\nabc"), std::string::npos) << cause;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(FakeServer, HostileFirstBoot, ::testing::ValuesIn(hostile_cases()),
+                         [](const auto& p) { return std::string(p.param.name); });
+
+TEST(FakeServer, GarbageDuringARebootIsALossAndItBootsAgain) {
+  // Ready once; then the socket is lost, and the next boot's HELLO is answered with garbage: a
+  // connection that was ready keeps its owner's promise to reconnect (the server was Redis).
+  FakeServer fake([&](int conn, const std::vector<std::string>& cmd) {
+    if (conn == 0 && cmd.size() == 2 && cmd[1] == "drop") return Action{"", Action::kClose};
+    if (conn == 1 && cmd[0] == "HELLO") return Action{"!!!\r\n"};
     return FakeServer::good(cmd);
   });
   LoopThread lt;
   Connection conn(lt.loop(), fake_options(fake.port()));
   conn.start();
   ASSERT_EQ(conn.wait_ready(5s), std::error_code{});
-  EXPECT_EQ(fake.connections(), 2);
+  EXPECT_EQ(conn.call_blocking({"GET", "drop"}).ec, IoErrc::kDisconnected);
+  ASSERT_TRUE(eventually([&] { return fake.connections() >= 3 && conn.status() == ConnStatus::kReady; }))
+      << conn.cause();
   EXPECT_EQ(conn.stats().wire_errors, 1u);
-  EXPECT_EQ(conn.stats().reconnects, 0u) << "it had never been ready";
+  EXPECT_EQ(conn.stats().reconnects, 1u);
 }
 
 TEST(FakeServer, ASilentBootTimesOutAndRetries) {

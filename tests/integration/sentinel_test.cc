@@ -111,12 +111,11 @@ TEST_F(SentinelDiscovery, UnknownMasterNameFailsStartNamingIt) {
   auto o = sentinel_node_options(group(), 3);
   o.sentinel_master = "no-such-master";
   engine::Engine e(std::move(o), {});
-  testing::internal::CaptureStderr();
-  const std::error_code ec = e.start(std::chrono::seconds(20));
-  const std::string said = testing::internal::GetCapturedStderr();
-  EXPECT_EQ(ec, Errc::kSentinelUnknownMaster) << ec.message();
-  EXPECT_EQ(ec.message(), "sentinel_unknown_master");
-  EXPECT_NE(said.find("'no-such-master'"), std::string::npos) << said;
+  const engine::Error err = e.start(std::chrono::seconds(20));
+  EXPECT_EQ(err, Errc::kSentinelUnknownMaster) << err;
+  EXPECT_EQ(err.code.message(), "sentinel_unknown_master");
+  EXPECT_NE(err.message().find("does not monitor master 'no-such-master'"), std::string::npos)
+      << err.message();
   EXPECT_FALSE(e.running());
 }
 
@@ -125,8 +124,11 @@ TEST_F(SentinelDiscovery, NoReachableSentinelFailsStart) {
   o.sentinels = at(engine::free_loopback_port()) + "," + at(engine::free_loopback_port());
   engine::Engine e(std::move(o), {});
   const auto t0 = std::chrono::steady_clock::now();
-  const std::error_code ec = e.start(std::chrono::seconds(30));
-  EXPECT_EQ(ec, Errc::kNoSentinel) << ec.message();
+  const engine::Error err = e.start(std::chrono::seconds(30));
+  EXPECT_EQ(err, Errc::kNoSentinel) << err;
+  // The detail names the master and the last sentinel's cause (its refused connect).
+  EXPECT_NE(err.message().find("none of the 2 sentinels"), std::string::npos) << err.message();
+  EXPECT_NE(err.message().find("127.0.0.1:"), std::string::npos) << err.message();
   // Both were tried, each refused at once: well before the start's own deadline.
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(15));
 }
@@ -144,7 +146,8 @@ TEST(SentinelAuth, SentinelPasswordIsPresentedAndAWrongOneFailsStart) {
   auto wrong = sentinel_node_options(*group, 2);
   wrong.sentinel_password = "wrong";
   engine::Engine refused(std::move(wrong), {});
-  EXPECT_EQ(refused.start(std::chrono::seconds(20)), io::IoErrc::kAuthRefused);
+  const engine::Error err = refused.start(std::chrono::seconds(20));
+  EXPECT_EQ(err, io::IoErrc::kAuthRefused) << err;
 }
 
 // The watcher's sentinel dies: it moves to the next one in the list. A switch after that is

@@ -173,6 +173,33 @@ TEST(ClusterShards, ReadsTheResp2FlatForm) {
   });
 }
 
+// A node listing both ports (tls-cluster on Redis 7: "tls-port" beside the plaintext "port"): a
+// TLS client dials the TLS one, a plain client the plain one; a node with no tls-port keeps
+// "port" for both (under tls-cluster its "port" already is the TLS one).
+TEST(ClusterShards, ATlsClientDialsTheTlsPort) {
+  const std::string both = "*1\r\n*4\r\n" + bulk("slots") + "*2\r\n:0\r\n:16383\r\n" +
+                           bulk("nodes") + "*1\r\n*12\r\n" + bulk("id") + bulk("n1") +
+                           bulk("port") + ":7005\r\n" + bulk("tls-port") + ":8005\r\n" +
+                           bulk("ip") + bulk("10.0.0.5") + bulk("role") + bulk("master") +
+                           bulk("health") + bulk("online");
+  with_reply(both, [](const Resp3Value& v) {
+    const auto plain = parse_cluster_shards(v);
+    const auto tls = parse_cluster_shards(v, /*tls=*/true);
+    ASSERT_TRUE(plain && tls);
+    EXPECT_EQ(plain->front().master, (NodeAddress{"10.0.0.5", 7005}));
+    EXPECT_EQ(tls->front().master, (NodeAddress{"10.0.0.5", 8005}));
+  });
+  const std::string port_only = "*1\r\n*4\r\n" + bulk("slots") + "*2\r\n:0\r\n:16383\r\n" +
+                                bulk("nodes") + "*1\r\n*10\r\n" + bulk("id") + bulk("n1") +
+                                bulk("port") + ":8005\r\n" + bulk("ip") + bulk("10.0.0.5") +
+                                bulk("role") + bulk("master") + bulk("health") + bulk("online");
+  with_reply(port_only, [](const Resp3Value& v) {
+    const auto tls = parse_cluster_shards(v, /*tls=*/true);
+    ASSERT_TRUE(tls);
+    EXPECT_EQ(tls->front().master, (NodeAddress{"10.0.0.5", 8005}));
+  });
+}
+
 // A fragmented slot space: one shard owning every other slot, each its own range (8,192 pairs),
 // and a RESP2 flat node whose field list ends in a key with no value. Every range comes back, in
 // order (the walk takes the pairs in one pass: indexing each would be quadratic on the loop).

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -215,6 +216,32 @@ void run_lanes(const BenchConfig& c, const DrillTarget& target, Progress& progre
       "the bench thread (it commits itself when the connection is free) and the journal's flusher",
       false);
 
+  // tls_vs_plain (issue 27): the same broadcast lane, Engine::broadcast on S -> the row gone from
+  // R, with both nodes over TLS (their own pair, on the server's TLS port) against the plain pair
+  // above, message by message in the same rounds.
+  std::optional<Row> tls_row;
+  std::unique_ptr<Engine> rt, st;
+  const std::string bct = "bench_bct_" + run_id;
+  if (target.tls_port > 0) {
+    auto tls_node = [&](unsigned id) {
+      engine::EngineOptions o = harness::node_options(target.host, target.tls_port, id, c.process_cpu);
+      o.tls = target.tls;
+      return o;
+    };
+    rt = std::make_unique<Engine>(tls_node(kReceiver + 10),
+                                  std::vector<TableSpec>{lane_spec(bct, CoherenceMode::kBroadcast, c)});
+    st = std::make_unique<Engine>(tls_node(kSender + 10),
+                                  std::vector<TableSpec>{lane_spec(bct, CoherenceMode::kNone, c)});
+    if (auto ec = rt->start()) throw std::runtime_error("node R (TLS) did not start: " + ec.message());
+    if (auto ec = st->start()) throw std::runtime_error("node S (TLS) did not start: " + ec.message());
+    tls_row = row("tls_vs_plain", "broadcast lane over TLS, Engine::broadcast -> row gone",
+                  "both nodes over TLS (OpenSSL, memory BIOs)", "both nodes plain (same lane, server, run)");
+  }
+  auto broadcast_tls = [&](const BrandedId& v) {
+    auto heard = st->broadcast(bct, name.view(), v);
+    return heard && *heard == 1;
+  };
+  for (int i = 0; rt && i < kWarmup; ++i) (void)one_message(*rt, bct, name, minter, broadcast_tls);
   const std::string floor_channel = "echostore:bench:floor:" + run_id;
   engine::Journal jj(harness::journal_options(dir.path() / "pair",
                                               minter.mint("PRT").value().str(), kJournalNode + 1));
@@ -223,7 +250,7 @@ void run_lanes(const BenchConfig& c, const DrillTarget& target, Progress& progre
   for (int round = 0; round < c.rounds; ++round) {
     progress.step("broadcast lane vs PUBLISH floor", round, c.rounds);
     bc_row.base_rounds.push_back(floors::publish_floor(target, floor_channel, n).median());
-    std::vector<double> lane, via_bc, via_job, via_mem, at_bc, at_job, at_bare;
+    std::vector<double> lane, via_bc, via_job, via_mem, at_bc, at_job, at_bare, via_tls;
     for (int i = 0; i < n; ++i) lane.push_back(one_message(r, bc, name, minter, publish));
     bc_row.ours_rounds.push_back(median_of(std::move(lane)));
 
@@ -233,6 +260,7 @@ void run_lanes(const BenchConfig& c, const DrillTarget& target, Progress& progre
       via_job.push_back(one_message(r, job, name, minter, enqueue, &at_job));
       (void)one_message(r, bare, name, minter, enqueue_bare, &at_bare);
       via_mem.push_back(one_message(r, mem, name, minter, remembered));
+      if (rt) via_tls.push_back(one_message(*rt, bct, name, minter, broadcast_tls));
     }
     const double job_median = median_of(std::move(via_job)), at_bc_median = median_of(at_bc);
     job_row.ours_rounds.push_back(job_median);
@@ -243,6 +271,10 @@ void run_lanes(const BenchConfig& c, const DrillTarget& target, Progress& progre
     bare_applied_row.base_rounds.push_back(at_bc_median);
     mem_row.ours_rounds.push_back(median_of(std::move(via_mem)));
     mem_row.base_rounds.push_back(job_median);
+    if (tls_row) {
+      tls_row->ours_rounds.push_back(median_of(std::move(via_tls)));
+      tls_row->base_rounds.push_back(job_row.base_rounds.back());  // via_bc's median, plain
+    }
 
     progress.step("journal record+mark pair vs plain SQLite WAL commit", round, c.rounds);
     auto t0 = Clock::now();
@@ -265,6 +297,7 @@ void run_lanes(const BenchConfig& c, const DrillTarget& target, Progress& progre
   rows.push_back(std::move(bare_applied_row));
   rows.push_back(std::move(mem_row));
   rows.push_back(std::move(pair_row));
+  if (tls_row) rows.push_back(std::move(*tls_row));
 }
 
 }  // namespace echo::cli::bench

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include <echo/io/tls_options.h>
+
 namespace echo::engine {
 class LocalCluster;
 }
@@ -24,6 +26,9 @@ struct DrillTarget {
   // a master of it). Empty / null for the single-server gates.
   std::string cluster_seeds;
   engine::LocalCluster* cluster = nullptr;
+  // The server's TLS listener (tls_port > 0) and how to reach it: bench's tls_vs_plain row.
+  int tls_port = 0;
+  io::TlsOptions tls;
 };
 
 // One gate's run: its narration and its assertions.

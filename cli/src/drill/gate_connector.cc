@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include <echo/harness/hiredis.h>
+#include <echo/harness/stage.h>
 #include <echo/io/connection.h>
 #include <echo/io/uring_loop.h>
 
@@ -31,6 +33,8 @@ ConnectionOptions drill_options(const DrillTarget& target) {
   ConnectionOptions o;
   o.host = target.host;
   o.port = target.port;
+  o.username = harness::credentials().username;
+  o.password = harness::credentials().password;
   o.label = "drill";
   o.version_key = kDrillFenceKey;
   return o;
@@ -46,7 +50,10 @@ void connector(GateRun& run, const DrillTarget& target) {
             "and sends nothing; 1,000 PING round trips through the connection");
   std::unique_ptr<redisContext, void (*)(redisContext*)> c(
       redisConnect(target.host.c_str(), target.port), redisFree);
-  if (!run.expect(c && !c->err, "connected to the drill's server")) return;
+  if (!run.expect(c && !c->err && harness::authenticate(c.get()).empty(),
+                  "connected to the drill's server")) {
+    return;
+  }
   plain(c.get(), "DEL %s", kDrillFenceKey);
 
   io::LoopThread lt;

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <echo/harness/hiredis.h>
+#include <echo/harness/stage.h>
 #include <echo/table/branded_id.h>
 #include <echo/table/coherence_frame.h>
 #include <echo/table/names.h>
@@ -74,7 +76,8 @@ void vocabulary(GateRun& run, const DrillTarget& target) {
   // The frame on the real server, byte for byte.
   std::unique_ptr<redisContext, void (*)(redisContext*)> c(
       redisConnect(target.host.c_str(), target.port), redisFree);
-  if (run.expect(c && !c->err, "connected to the drill's server")) {
+  if (run.expect(c && !c->err && harness::authenticate(c.get()).empty(),
+                 "connected to the drill's server")) {
     const std::string key = l2_key("drill", "AST0KHTOWnGLuC").value();
     auto* set = static_cast<redisReply*>(
         redisCommand(c.get(), "SET %b %b PX 5000", key.data(), key.size(), f->data(), f->size()));

@@ -11,6 +11,7 @@
 // reader GETs the key over its own blocking connection, holds the value the same fill hold as
 // EchoStore's fills (race 1), then inserts it, unguarded: whatever was deleted meanwhile.
 #include <echo/harness/hiredis.h>
+#include <echo/harness/stage.h>
 #include <echo/io/connection.h>
 #include <echo/io/uring_loop.h>
 
@@ -135,6 +136,8 @@ class ClassicCache final : public Contestant {
     io::ConnectionOptions o;
     o.host = stage_->target.host;
     o.port = stage_->target.port;
+    o.username = harness::credentials().username;
+    o.password = harness::credentials().password;
     o.protocol = io::Protocol::kResp3;  // the pushes
     o.fence = false;                    // a plain client: no EchoMQ version key
     o.label = std::string(name()) + "-" + std::to_string(n);

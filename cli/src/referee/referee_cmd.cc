@@ -21,6 +21,7 @@ struct RefereeArgs {
   std::string server, json;
   int seconds = 0;  // 0: the default (10, or 3 with --quick)
   bool quick = false;
+  AuthArgs auth;
 };
 
 std::string command_line(const RefereeArgs& a) {
@@ -99,7 +100,11 @@ void add_referee_command(CLI::App& app, int& exit_code) {
       ->check(CLI::Range(1, 600));
   cmd->add_option("--json", args->json, "also write the figures, workload and verdicts to FILE");
   cmd->add_flag("--quick", args->quick, "500 names and 3 s per contestant (a smoke run)");
-  cmd->callback([args, &exit_code] { exit_code = run(*args); });
+  add_auth_options(cmd, args->auth);
+  cmd->callback([args, &exit_code] {
+    apply_auth(args->auth);
+    exit_code = run(*args);
+  });
 }
 
 }  // namespace echo::cli::referee

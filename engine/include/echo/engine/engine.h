@@ -35,6 +35,7 @@
 #include <echo/engine/error.h>
 #include <echo/engine/job_consumer.h>
 #include <echo/engine/journal.h>
+#include <echo/engine/log.h>
 #include <echo/engine/table_spec.h>
 #include <echo/engine/table_writer.h>
 #include <echo/io/connection.h>
@@ -68,7 +69,19 @@ struct EngineOptions {
   // The sentinels' own requirepass (HELLO 3 AUTH default <it>); empty (the default): none. The
   // master's is `password` below.
   std::string sentinel_password;
+  // ACL credentials (HELLO 3 AUTH <username> <password>; AUTH under the RESP2 fallback). An
+  // empty password sends none (the server's default user, nopass). README "Least privilege"
+  // gives the ACL line with every command and key the engine needs.
+  std::string username = "default";
   std::string password;
+  // TLS on every connection this engine opens (command, subscriber, job-lane parkers, the relay,
+  // each cluster node's, the sharded subscriber's): off by default. With enabled, ca_file (empty
+  // = the system store), cert_file and key_file (a client certificate: both or neither) must name
+  // readable PEM files (ConfigError naming the knob, e.g. "tls.key_file"); server_name (empty =
+  // the host dialled) is sent as SNI and checked in the server's certificate. start() answers
+  // io tls_verify or tls_handshake when the server's certificate or the handshake is refused.
+  // A cluster over TLS needs tls-cluster yes on its nodes, so its topology names TLS ports.
+  io::TlsOptions tls;
   // This engine's minting node: kAutoNode (the default) leases the first free node in 0..1023 at
   // start; 0..1023 leases that one (start fails node_taken when another process holds it). Either
   // way the lease ({ecc}:node:<n>, renewed every third of node_lease) is what lets the engine
@@ -97,6 +110,12 @@ struct EngineOptions {
   // Every this often, SET ecc:{t}:stats:<node_id> to each table's JSON stats snapshot, PX three
   // periods (stats_export.h; `echostore stats` reads them). 0 = off, else 100..3,600,000 ms.
   std::chrono::milliseconds stats_publish{0};
+  // Operational hooks (log.h): where the engine's lines go (empty: one line each on stderr), and
+  // a watcher of connection events (connected, lost with its cause, reconnected, resubscribed;
+  // on the io thread) and table events (suspended, resumed; on the table's writer thread). Both
+  // must not block and must not call into the engine.
+  LogSink log;
+  EventSink on_event;
 };
 
 // A read's answer.
@@ -178,6 +197,16 @@ struct EngineStats {
   std::uint64_t relay_claimed = 0, relay_relayed = 0, relay_malformed = 0, relay_errors = 0;
 };
 
+// Boots one connection to the server `options` names, as the engine's own connections boot
+// (HELLO 3 with the credentials, then the {emq}:version fence), and closes it: {} when it became
+// ready within `timeout`, else start()'s first-failure answer with the cause in words (a wrong
+// password, an ACL denial, bytes that are not RESP, a foreign fence; timeout naming the last
+// attempt when nothing answered). In cluster mode it boots on the first seed, without the fence
+// (the router checks that on its slot's master). Any thread but an engine's io thread; blocks up
+// to `timeout`; throws nothing (a host that does not resolve answers host_unresolved). What
+// `echostore drill --server` runs before its gates.
+Error probe_server(const EngineOptions& options, std::chrono::milliseconds timeout);
+
 template <class T>
 class Table;  // table.h: a typed handle on one declared table
 
@@ -197,12 +226,21 @@ class Engine {
   // no_free_node (node_id auto, all 1024 leased) or node_taken (an explicit node_id another
   // process leases): the node lease, taken before anything mints.
   // ServerMode::kSentinel: sentinel_unknown_master, no_sentinel, not_master (errc.h).
+  // io tls_verify (the server's certificate failed the chain or name check) or tls_handshake
+  // (the handshake or an alert right after it: a client certificate required, not a TLS peer)
+  // with EngineOptions::tls; the detail carries X509's or OpenSSL's reason.
   // host_unresolved when the host (or a seed) does not resolve, the kernel's error when the
   // io_uring or a thread cannot be made; it never throws for a knob the constructor accepted.
+  // The server's first definitive answer ends start() at once, with the connector's code and
+  // the server's words in Error::detail: auth_refused (WRONGPASS), no_permission (an ACL
+  // denial), protocol_error (a peer that is not Redis: the bytes it sent), version_fence (the
+  // value held), boot_refused, unexpected_hello, wrong_mode. timeout only when nothing answered
+  // in time; its detail names the last attempt ("connect to 127.0.0.1:7000: Connection
+  // refused", "127.0.0.1:7000 did not answer the boot's HELLO within 3000 ms").
   // A timeout beyond 24 h is taken as 24 h.
   // An Engine runs once: start() after stop(), or after a start() that failed, answers stopped
   // (construct a new Engine); start() while running answers success.
-  std::error_code start(std::chrono::milliseconds timeout = std::chrono::seconds(5));
+  Error start(std::chrono::milliseconds timeout = std::chrono::seconds(5));
   // Stops the writers, the loader threads and the io thread; waiters get `stopped`. Idempotent.
   // Waits for every loader call under way to return (a thread cannot be cancelled; a loader
   // that never returns keeps stop() from returning).
@@ -351,8 +389,8 @@ class Engine {
   bool running() const noexcept;
 
  private:
-  std::error_code start_once(std::chrono::milliseconds timeout);  // start() less its catch
-  std::error_code start_relay();  // the shared-queue relay, when a job-lane table has job_relay
+  Error start_once(std::chrono::milliseconds timeout);  // start() less its catch
+  Error start_relay();  // the shared-queue relay, when a job-lane table has job_relay
   // `row_set`: a command (publish's SET) that leads the first pipeline; its error is the answer.
   // `to_shared`: false for the relay (the job came from the shared queue).
   Result<std::vector<MemberAdmission>> fan_out(std::string_view table, const table::BrandedId& group,

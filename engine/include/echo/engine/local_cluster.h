@@ -25,6 +25,9 @@ struct LocalClusterOptions {
   std::chrono::milliseconds node_timeout{2000};
   std::chrono::milliseconds ready_timeout{60000};  // creation until healthy
   std::string cli_binary = "redis-cli";            // $ECHO_REDIS_CLI overrides
+  // enabled(): every node also listens for TLS, and the bus and replication speak TLS
+  // (tls-cluster, tls-replication): the topology then names each node's TLS port.
+  LocalServerTls tls;
 };
 
 // One node as the cluster sees it.
@@ -50,6 +53,8 @@ class LocalCluster {
   const std::string& host() const noexcept { return servers_.front()->host(); }
   // "127.0.0.1:p1,127.0.0.1:p2,..." of the running nodes: a seed list for a cluster client.
   std::string seeds() const;
+  // The same with each node's TLS port (LocalClusterOptions::tls).
+  std::string tls_seeds() const;
   std::vector<int> ports() const;
 
   // Every node's id, port and current role (asks a running node).

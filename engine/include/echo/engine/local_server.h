@@ -13,6 +13,15 @@
 
 namespace echo::engine {
 
+// A TLS listener beside the plain one (LocalTlsFiles makes the files). The plain port stays open
+// on 127.0.0.1 for the readiness probe and the admin helpers (hiredis 0.14 speaks no TLS); what
+// a test or the bench points its engine at is tls_port().
+struct LocalServerTls {
+  std::string cert_file, key_file, ca_file;  // PEM; all three, or no TLS listener
+  std::string auth_clients = "optional";     // --tls-auth-clients: "no", "optional" or "yes"
+  bool enabled() const noexcept { return !cert_file.empty(); }
+};
+
 struct LocalServerOptions {
   std::string binary = "redis-server";  // looked up on PATH; $ECHO_REDIS_SERVER overrides
   std::string password;                 // non-empty: --requirepass
@@ -21,6 +30,7 @@ struct LocalServerOptions {
   // environment, and Lua's string comparisons follow it: the collation test).
   std::string locale;
   std::chrono::milliseconds ready_timeout{10000};
+  LocalServerTls tls;  // enabled(): --tls-port on a second free port (and, clustered, the bus)
 };
 
 class LocalServer {
@@ -34,6 +44,7 @@ class LocalServer {
 
   const std::string& host() const noexcept { return host_; }
   int port() const noexcept { return port_; }
+  int tls_port() const noexcept { return tls_port_; }  // 0 without LocalServerOptions::tls
   pid_t pid() const noexcept { return pid_; }
   bool running() const noexcept { return pid_ > 0; }
 
@@ -54,6 +65,7 @@ class LocalServer {
   LocalServerOptions options_;
   std::string host_ = "127.0.0.1";
   int port_ = 0;
+  int tls_port_ = 0;
   pid_t pid_ = -1;
   std::filesystem::path dir_;
 };

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include <echo/engine/error.h>
+#include <echo/engine/log.h>
 #include <echo/engine/table_spec.h>
 #include <echo/ring/doorbell.h>
 #include <echo/ring/spsc_ring.h>
@@ -152,6 +153,12 @@ struct WriterPorts {
   // lease: loader versions are then refused with no_node_lease). Unset: the constructor's node.
   // Called on the writer thread; must not block.
   std::function<int()> node;
+  // Told when the table stops caching (true: its subscription was lost under the flush policy)
+  // and when it caches again (false: the subscription confirmed, L1 flushed). Writer thread;
+  // must not block. Unset: nobody is told.
+  std::function<void(bool suspended)> on_suspend;
+  // Where the writer's (and its job consumer's) few lines go (log.h); empty: stderr.
+  LogSink log;
 };
 
 // Lag from decode (io thread) to apply (writer), power-of-two buckets of nanoseconds: bucket k
@@ -206,6 +213,10 @@ class TableWriter {
 
   // Starts the writer thread (pinned when spec.writer_cpu >= 0). Owner thread.
   void start();
+  // One line through the ports' log sink as component "<what>:<table>" (log.h). Any thread.
+  void log(LogLevel level, std::string_view what, std::string_view message) const {
+    log_line(ports_.log, level, std::string(what) + ":" + spec_.name, message);
+  }
   // Stops and joins; waiters of unfinished flights get `stopped`. Owner thread; idempotent.
   void stop();
 

@@ -23,8 +23,13 @@ using Reply = std::unique_ptr<redisReply, FreeWith<freeReplyObject>>;
 using Context = std::unique_ptr<redisContext, FreeWith<redisFree>>;
 
 // A connection to host:port with a 5 s reply timeout (a lost reply fails the measurement instead
-// of hanging it); throws std::runtime_error naming the address when it cannot connect.
+// of hanging it), authenticated with stage.h's credentials() when they carry a password; throws
+// std::runtime_error naming the address when it cannot connect or the server refuses the AUTH.
 Context connect(const std::string& host, int port);
+
+// AUTH [user] password on `c` with stage.h's credentials(), when they carry one. Empty when it
+// succeeded or there was nothing to send, else the server's refusal or the transport's error.
+std::string authenticate(redisContext* c);
 
 // One command, printf-style as redisCommand (%s, %b with a length). Null on a transport error.
 template <class... Args>

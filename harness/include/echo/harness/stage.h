@@ -16,6 +16,17 @@
 
 namespace echo::harness {
 
+// The ACL credentials every staged node (node_options, cluster_node_options) and every plain
+// connection (hiredis.h's connect) presents: the CLI's --user/--password (or REDISCLI_AUTH). Set
+// once, before anything connects (not thread-safe against connects in flight). An empty password
+// presents none.
+struct Credentials {
+  std::string username = "default";
+  std::string password;
+};
+void set_credentials(Credentials c);
+const Credentials& credentials() noexcept;
+
 // A node of the server at host:port minting as `node_id`, its io thread on CPU `io_cpu`
 // (-1: unpinned); every other knob at its default.
 engine::EngineOptions node_options(const std::string& host, int port, unsigned node_id,

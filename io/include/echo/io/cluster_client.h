@@ -79,8 +79,13 @@ class ClusterClient {
 
   // Connects to the seeds and asks for the map. Any thread; never blocks.
   void start();
-  // Blocks until ready (→ {}), stopped (→ its cause) or timeout. Not the loop thread.
+  // Blocks until ready (→ {}), stopped (→ its cause) or timeout. Not the loop thread. A node
+  // connection refused by TLS before the first map (tls_verify, tls_handshake: one CA and one
+  // client certificate serve every node) stops the client with that cause.
   std::error_code wait_ready(std::chrono::milliseconds timeout);
+  // The stopping node connection's Connection::cause() (TLS's reason), else empty. Any
+  // thread; takes a mutex.
+  std::string cause() const;
 
   // --- Loop thread only; never block. `done` runs once, on the loop thread. ---
   // Routed by command_slot(args); a keyless command goes to any ready master.
@@ -130,7 +135,7 @@ class ClusterClient {
   void apply(const std::vector<SlotRange>& ranges);
   void fence(bool after_set);
   void become_ready();
-  void stop_fatal(std::error_code cause);
+  void stop_fatal(std::error_code cause, std::string detail = {});  // the first cause stays
   Node* any_ready() noexcept;
   static void bump(std::atomic<std::uint64_t>& c, std::uint64_t n = 1) noexcept {
     c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
@@ -162,6 +167,7 @@ class ClusterClient {
   std::condition_variable status_cv_;
   bool ready_ = false;
   std::error_code fatal_;
+  std::string cause_;  // guarded by status_mu_
   std::function<void()> closed_;
 
   std::atomic<std::uint64_t> moved_{0}, ask_{0}, tryagain_{0}, refreshes_{0}, refresh_failures_{0},

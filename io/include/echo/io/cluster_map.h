@@ -64,7 +64,10 @@ struct SlotRange {
 // CLUSTER SHARDS (Redis 7+, Valkey): per shard the slot ranges and the one node whose role is
 // master and health online (a shard whose master is failed contributes no ranges). Works on the
 // RESP3 map form and the RESP2 flat-array form. nullopt when the reply has not that shape.
-std::optional<std::vector<SlotRange>> parse_cluster_shards(const Resp3Value& reply);
+// `tls`: the client speaks TLS, so a node's "tls-port" is the one to dial (a node listing none
+// has its "port" taken: under tls-cluster that is its TLS port).
+std::optional<std::vector<SlotRange>> parse_cluster_shards(const Resp3Value& reply,
+                                                           bool tls = false);
 // CLUSTER SLOTS (every version): [first, last, [host, port, id?, ...], replicas...]...
 std::optional<std::vector<SlotRange>> parse_cluster_slots(const Resp3Value& reply);
 

@@ -3,7 +3,8 @@
 // RESP2 fallback, AUTH, SELECT, CLIENT SETNAME, the {emq}:version fence), pairs pipelined replies
 // with their callers through a FIFO, routes RESP3 pushes to a handler, calls scripts by EVALSHA
 // with one NOSCRIPT reload, beats when idle, and on socket loss fails every in-flight caller,
-// reconnects with jittered backoff, re-fences, resubscribes and tells its owner.
+// reconnects with jittered backoff, re-fences, resubscribes and tells its owner. With
+// ConnectionOptions::tls it speaks TLS first (connection_tls.cc), on the same loop thread.
 #pragma once
 
 #include <sys/socket.h>
@@ -29,12 +30,26 @@
 #include <echo/io/resp3_decoder.h>
 #include <echo/io/resp3_value.h>
 #include <echo/io/resp_encoder.h>
+#include <echo/io/tls_options.h>
 #include <echo/io/unique_fd.h>
 #include <echo/io/uring_loop.h>
 
 namespace echo::io {
 
+class TlsContext;  // io/src/tls_session.h: OpenSSL stays out of this header
+class TlsSession;
+
 enum class Protocol : std::uint8_t { kAuto, kResp2, kResp3 };
+
+// What the owner hears (on the loop thread).
+enum class ConnEvent : std::uint8_t {
+  kReady,         // first successful boot
+  kDisconnected,  // the socket was lost (cause in the error_code); callers already failed
+  kReconnected,   // booted again after a loss, re-fenced, channels resubscribed
+  kStopped,       // fatal (auth_refused, no_permission, boot_refused, unexpected_hello,
+                  // version_fence, cluster_node, protocol_error or tls_handshake before the first
+                  // boot, tls_verify; cause() says more) or closed
+};
 
 // Where a connection should dial now (ConnectionOptions::target); an empty host keeps the last.
 struct DialTarget {
@@ -72,6 +87,12 @@ struct ConnectionOptions {
   // target that moves (a cluster slot's master after a failover). A host that is not a numeric
   // address, or a port outside 1..65535, keeps the last target. host/port in options() follow.
   std::function<DialTarget()> target;
+  // TLS after the TCP connect (tls_options.h; off by default). Its files load in the constructor.
+  TlsOptions tls;
+  // Told of every ConnEvent before the owner's handler, on the loop thread, with the label and
+  // cause() in words (empty for kReady and kReconnected): an application's watcher (the engine's
+  // EventSink). Must not block and must not call into the connection.
+  std::function<void(ConnEvent event, std::string_view label, std::string_view cause)> observer;
 };
 
 // The {emq}:version fence's verdict on the value a server holds: version_value, or one of
@@ -81,14 +102,6 @@ bool fence_accepts(const ConnectionOptions& o, std::string_view held) noexcept;
 enum class ConnStatus : std::uint8_t { kIdle, kConnecting, kBooting, kReady, kBackoff, kStopped };
 std::string_view to_string(ConnStatus s) noexcept;
 
-// What the owner hears (on the loop thread).
-enum class ConnEvent : std::uint8_t {
-  kReady,         // first successful boot
-  kDisconnected,  // the socket was lost (cause in the error_code); callers already failed
-  kReconnected,   // booted again after a loss, re-fenced, channels resubscribed
-  kStopped,       // fatal (auth_refused, boot_refused, unexpected_hello, version_fence,
-                  // cluster_node) or closed
-};
 
 // WIRE §6 stats, a snapshot. Counters are single-writer (the loop thread), read relaxed: each is
 // exact, a snapshot of several is approximate while the connection runs.
@@ -105,7 +118,7 @@ struct ConnectionStats {
   std::uint64_t reconnects = 0;    // successful boots after a loss
   std::uint64_t script_loads = 0;  // SCRIPT LOADs after NOSCRIPT
   std::uint64_t evalsha_calls = 0; // EVALSHAs written
-  std::uint64_t bytes_out = 0;
+  std::uint64_t bytes_out = 0;     // bytes the socket took (TLS: ciphertext, handshakes included)
   std::uint64_t wire_errors = 0;   // replies with no caller, and bytes the decoder refused
   std::uint64_t boot_retries = 0;  // boots a server answered LOADING, BUSY or MASTERDOWN: retried
   std::uint64_t push_refusals = 0;  // (un)subscribe verbs the server refused (NOPERM, MOVED, ...)
@@ -134,7 +147,8 @@ struct OwnedResult {
 
 class Connection {
  public:
-  // Binds to `loop` and checks the options (std::invalid_argument naming the knob). Does not
+  // Binds to `loop` and checks the options (std::invalid_argument naming the knob; with TLS on,
+  // loads its files: a missing or unreadable CA, certificate or key is refused here). Does not
   // connect: start() does. Any thread. Handlers run on the loop thread.
   Connection(UringLoop& loop, ConnectionOptions options, PushFn on_push = {}, EventFn on_event = {});
   // Fails every waiter with `closed`, cancels every operation and waits until the ring holds no
@@ -147,8 +161,17 @@ class Connection {
   // Begins connecting. Any thread; never blocks.
   void start();
   // Blocks until the connection is ready (→ {}), stopped (→ its fatal error) or `timeout`
-  // passes (→ timeout). Any thread but the loop's.
+  // passes (→ timeout). Any thread but the loop's. A connection that has never been ready stops
+  // at the first definitive answer (auth_refused, no_permission, boot_refused, unexpected_hello,
+  // version_fence, cluster_node, and protocol_error: bytes that are not RESP before the first
+  // boot finished; with TLS, tls_verify, and tls_handshake before the first boot); it keeps dialling through refusals, closes and silence, which a restarting
+  // server also shows, so those end in timeout. cause() says which in words either way.
   std::error_code wait_ready(std::chrono::milliseconds timeout);
+  // The last failure in words: the fatal one once stopped, else the last loss (a refused
+  // connect, a boot step with no answer, the bytes a peer sent that were not RESP, X509's or
+  // OpenSSL's reason for a TLS refusal: "127.0.0.1:6380: certificate verify failed: ..."),
+  // naming the address and the boot step. Empty before any failure. Any thread; takes a mutex.
+  std::string cause() const;
 
   // --- Loop thread only; never block; each returns {} or an error (then `done` is never run). ---
   // One command; `done` runs on the loop thread with its reply. disconnected / overloaded.
@@ -228,8 +251,17 @@ class Connection {
   bool boot_transient(const Resp3Value& v);
   void booted();
   void drop_socket();
-  void lose(std::error_code cause);
-  void stop_fatal(std::error_code cause);
+  void lose(std::error_code cause, std::string detail = {});
+  void stop_fatal(std::error_code cause, std::string detail = {});
+  void tell(ConnEvent event, std::error_code cause);  // the observer, then the owner
+  void boot_refusal(std::string_view step, const Resp3Value& v);
+  std::string where() const;  // "127.0.0.1:6380" or the Unix path
+  // TLS (connection_tls.cc), loop thread.
+  void start_tls();
+  void tls_received(int res);
+  void tls_send_some();
+  void tls_failed();
+  void tls_goodbye();
   void fail_pending(std::error_code ec);
   void schedule_reconnect();
   void set_status(ConnStatus s);
@@ -258,11 +290,27 @@ class Connection {
   std::deque<Pending> fifo_;
   std::set<std::string, std::less<>> channels_;
   std::size_t recv_len_ = 0;        // size of the receive in flight
+  const char* recv_buf_ = nullptr;  // where it lands (in the decoder's buffer)
   bool last_recv_full_ = true;      // it filled its buffer: more may be waiting in the socket
   std::uint64_t conn_gen_ = 0;  // bumped at every socket loss; dispatch stops when it changes
 
+  // TLS (loop thread; tls_ctx_ set once in the constructor when options_.tls.enabled). The
+  // session lives with its socket. tls_in_ is what the receive fills; tls_out_ from tls_sent_ on
+  // is what the kernel is sending (like sending_: cleared at a loss, refilled only once the old
+  // send completed).
+  std::shared_ptr<TlsContext> tls_ctx_;
+  std::unique_ptr<TlsSession> tls_;
+  std::vector<char> tls_in_;
+  std::string tls_out_;
+  std::size_t tls_sent_ = 0;
+  bool tls_handshaking_ = false;
+  std::chrono::steady_clock::time_point tls_began_{};
+
   // Boot and reconnect (loop thread).
   bool lost_since_ready_ = false;
+  bool ever_ready_ = false;          // set at the first boot; protocol errors before it are fatal
+  std::string_view boot_step_;       // the boot command awaiting its answer ("HELLO", ...)
+  std::string first_bytes_;          // the first bytes this socket received (at most 24), for causes
   bool started_ = false;
   bool closing_ = false;
   int proto_ = 0;
@@ -276,6 +324,7 @@ class Connection {
   mutable std::mutex status_mu_;
   std::condition_variable status_cv_;
   std::error_code fatal_;  // guarded by status_mu_
+  std::string cause_;      // guarded by status_mu_: cause()
   std::function<void()> closed_;  // set by the destructor; run when quiescent
 
   std::atomic<std::uint64_t> pushes_{0}, overloads_{0}, commands_{0}, pipelines_{0}, replies_{0},

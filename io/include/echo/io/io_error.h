@@ -27,6 +27,14 @@ enum class IoErrc : int {
   kClusterDown,        // cluster: no reachable master served the call's slot within route_timeout
   kTopologyRefused,    // cluster: no seed answered CLUSTER SHARDS / SLOTS with a usable map
   kClusterNode,        // a single-server connection's boot was answered MOVED: a cluster (fatal)
+  kNoPermission,       // the server's ACL refused a boot command (NOPERM): the user lacks a
+                       // command or key the connection needs (fatal)
+  kTlsHandshake,       // the TLS handshake failed, or the server refused us right after it (an
+                       // alert: a client certificate required, a protocol version refused, a peer
+                       // that is not TLS). Fatal before the first ready; later a socket loss.
+                       // Connection::cause() carries OpenSSL's reason.
+  kTlsVerify,          // the server's certificate failed verification (chain or name): fatal.
+                       // Connection::cause() names X509's reason.
 };
 
 const std::error_category& io_category() noexcept;
