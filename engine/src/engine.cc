@@ -23,6 +23,7 @@
 #include <utility>
 
 #include "node_lease.h"
+#include "sentinel_watch.h"
 #include "shared_relay.h"
 #include "sharded_subscriber.h"
 #include "thread_name.h"
@@ -181,6 +182,13 @@ struct Engine::Impl {
   static constexpr std::size_t kMembershipsKept = 1024;
 
   std::unique_ptr<io::LoopThread> io;
+  // ServerMode::kSentinel: the master's address and its changes (sentinel_watch.h). Built in
+  // start() before any connection, which all dial its master() (connection_options()).
+  std::unique_ptr<SentinelWatch> sentinel;
+  // The connections a switch redials (cmd, sub, the relay's park), registered on the loop thread
+  // once each exists (follow()), so a switch never reads a pointer the owner thread is writing.
+  // Loop thread only; cleared when io_closing is set.
+  std::vector<io::Connection*> sentinel_followers;
   std::unique_ptr<io::Connection> cmd, sub;
   // ServerMode::kCluster: the slot router replaces `cmd`, the sharded subscriber `sub`.
   std::unique_ptr<io::ClusterClient> cluster;
@@ -787,13 +795,59 @@ struct Engine::Impl {
         if (s->ring != nullptr) s->writer->subscription_lost();
       }
     } else if (event == io::ConnEvent::kReconnected) {
+      if (!io_closing) check_role(*sub);
       resend_tracking();  // the channels' SUBSCRIBEs went already; their pushes confirm them
       if (options.on_event) options.on_event(Event{EventKind::kResubscribed, "sub", {}});
     }
   }
 
+  // ---- ServerMode::kSentinel (loop thread) ----
+  // A connection that (re)booted on the master the sentinels named asks it ROLE: a demoted
+  // master (back as a replica) must not serve us. Anything but "master" drops the connection as
+  // a loss (its reconnect backs off and dials master() again; the subscriber's loss suspends and
+  // flushes as any loss does) and asks the sentinels again, so a switch we missed is found.
+  // Commands pipelined behind ROLE before its answer may reach that replica: writes fail
+  // (READONLY), reads may be old. A sentinel demotes a master with CLIENT KILL TYPE normal and
+  // TYPE pubsub, so the subscriber is lost too, and its flush at the next confirmation drops them.
+  void check_role(io::Connection& c) {
+    if (!sentinel || io_closing) return;
+    (void)c.call({"ROLE"}, [this, &c](std::error_code e, const io::Resp3Value& r) {
+      // A loss is checked again at the reconnect; a refused ROLE (an ACL) proves nothing.
+      if (io_closing || e) return;
+      if (r.type() == io::Resp3Type::array && r.size() >= 1 && r[0].str() == "master") return;
+      sentinel->suspect();
+      c.redial();
+    });
+  }
+  // The watcher heard a new master: every connection that is up redials (the job lane's parking
+  // connections follow at their next beat: JobConsumer::follow_park asks their target). The
+  // subscriber's redial is a loss: its tables suspend, and flush when the new master confirms
+  // the subscriptions (rows written on the old master may be lost in the failover).
+  void on_master_switch() {
+    if (io_closing) return;
+    for (io::Connection* c : sentinel_followers) c->redial();
+  }
+  // Owner thread, once `c` is built: a switch from now on redials it. A switch before this
+  // closure runs is caught by the connection's next reconnect (its target) or ROLE check.
+  void follow(io::Connection* c) {
+    if (!sentinel) return;
+    io->loop().post([this, c] {
+      if (!io_closing) sentinel_followers.push_back(c);
+    });
+  }
+
   io::ConnectionOptions connection_options(std::string label) const {
     io::ConnectionOptions c = base_connection_options(options, std::move(label));
+    if (sentinel) {
+      io::DialTarget m = sentinel->master();
+      c.host = std::move(m.host);
+      c.port = m.port;
+      // Loop thread, before each reconnect: the master as the sentinels name it now.
+      c.target = [this]() -> io::DialTarget {
+        if (io_closing || !sentinel) return {};
+        return sentinel->master();
+      };
+    }
     if (options.on_event) {
       c.observer = [this](io::ConnEvent event, std::string_view who, std::string_view cause) {
         static constexpr EventKind kKinds[] = {EventKind::kConnected, EventKind::kLost,
@@ -876,11 +930,43 @@ void check_connection_knobs(const EngineOptions& o, bool by_seeds) {
   }
 }
 
+// ServerMode::kSentinel's knobs, and their absence in the other modes.
+void check_sentinel_knobs(const EngineOptions& o) {
+  if (o.mode != ServerMode::kSentinel) {
+    if (!o.sentinels.empty() || !o.sentinel_master.empty()) {
+      throw ConfigError("sentinels / sentinel_master are set but mode is not sentinel (set mode = "
+                        "ServerMode::kSentinel)");
+    }
+    return;
+  }
+  if (o.sentinels.empty()) {
+    throw ConfigError("sentinels must list 1 or more sentinels as host:port,host:port,... when mode "
+                      "is sentinel");
+  }
+  try {
+    (void)io::parse_seeds(o.sentinels);
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError(std::string("sentinels: ") + e.what());
+  }
+  const bool name_ok = o.sentinel_master.size() >= 1 && o.sentinel_master.size() <= 255 &&
+                       std::none_of(o.sentinel_master.begin(), o.sentinel_master.end(), [](char c) {
+                         const auto b = static_cast<unsigned char>(c);
+                         return b <= 0x20 || b == 0x7F;
+                       });
+  if (!name_ok) {
+    throw ConfigError("sentinel_master must be the monitored master's name, 1..255 bytes with no "
+                      "space or control byte, got '" + o.sentinel_master + "'");
+  }
+}
+
 }  // namespace
 
 Engine::Engine(EngineOptions options, std::vector<TableSpec> tables)
     : impl_(std::make_unique<Impl>(std::move(options))) {
-  const bool by_seeds = impl_->options.mode == ServerMode::kCluster && !impl_->options.cluster_seeds.empty();
+  const bool sentinel_mode = impl_->options.mode == ServerMode::kSentinel;
+  // Sentinel mode dials what the sentinels name: host and port are not used.
+  const bool by_seeds = sentinel_mode || (impl_->options.mode == ServerMode::kCluster &&
+                                          !impl_->options.cluster_seeds.empty());
   if (!by_seeds && (impl_->options.port < 1 || impl_->options.port > 65535)) {
     throw ConfigError("port must lie in 1..65535, got " + std::to_string(impl_->options.port));
   }
@@ -895,8 +981,9 @@ Engine::Engine(EngineOptions options, std::vector<TableSpec> tables)
                         std::to_string(impl_->options.cluster_max_redirects));
     }
   } else if (!impl_->options.cluster_seeds.empty()) {
-    throw ConfigError("cluster_seeds is set but mode is single (set mode = ServerMode::kCluster)");
+    throw ConfigError("cluster_seeds is set but mode is not cluster (set mode = ServerMode::kCluster)");
   }
+  check_sentinel_knobs(impl_->options);
   check_connection_knobs(impl_->options, by_seeds);
   // Built now, taken in start(): the writers ask it for their node from their own threads.
   impl_->lease = std::make_unique<NodeLease>(
@@ -1052,8 +1139,32 @@ Error Engine::start_once(std::chrono::milliseconds timeout) {
       return Error(ec, std::move(why));
     }
   } else {
-    d.cmd = std::make_unique<io::Connection>(d.io->loop(), d.connection_options("cmd"));
+    io::EventFn on_cmd_event;
+    if (d.options.mode == ServerMode::kSentinel) {
+      SentinelWatchOptions so;
+      so.sentinels = io::parse_seeds(d.options.sentinels);
+      so.master_name = d.options.sentinel_master;
+      so.password = d.options.sentinel_password;
+      so.call_timeout = d.options.call_timeout;
+      so.heartbeat = d.options.heartbeat;
+      d.sentinel = std::make_unique<SentinelWatch>(d.io->loop(), std::move(so),
+                                                   [&d] { d.on_master_switch(); });
+      if (auto ec = d.sentinel->start(deadline)) {
+        stop();
+        return ec;
+      }
+      on_cmd_event = [&d](io::ConnEvent event, std::error_code) {
+        // io_closing: stop() is destroying d.cmd.
+        if (d.io_closing) return;
+        if (event == io::ConnEvent::kReady || event == io::ConnEvent::kReconnected) {
+          d.check_role(*d.cmd);
+        }
+      };
+    }
+    d.cmd = std::make_unique<io::Connection>(d.io->loop(), d.connection_options("cmd"),
+                                             io::PushFn{}, std::move(on_cmd_event));
     d.cmd->start();
+    d.follow(d.cmd.get());
     const auto waited = left();
     if (auto ec = d.cmd->wait_ready(waited)) {
       Error e = not_ready(ec, *d.cmd, waited);
@@ -1063,7 +1174,25 @@ Error Engine::start_once(std::chrono::milliseconds timeout) {
     }
   }
   d.running.store(true, std::memory_order_release);
-  if (d.options.mode == ServerMode::kSingle) {
+  if (d.sentinel) {
+    // The master the sentinels named must say so before anything is written there (a failover
+    // under way names the old master until it ends): ROLE until it does, or start's deadline.
+    while (true) {
+      auto role = d.command({"ROLE"});
+      const bool master = role && role->view().type() == io::Resp3Type::array &&
+                          role->view().size() >= 1 && role->view()[0].str() == "master";
+      if (master) break;
+      if (Clock::now() >= deadline) {
+        const std::string at = d.sentinel->stats().master;
+        stop();
+        return Error(Errc::kNotMaster, "the master the sentinels name, " + at +
+                                           ", did not answer ROLE as a master before start's "
+                                           "deadline");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  if (d.options.mode != ServerMode::kCluster) {
     // A cluster node would answer MOVED to most keys: refuse the mismatch at start.
     auto info = d.command({"INFO", "cluster"});
     if (info && info->view().str().find("cluster_enabled:1") != std::string_view::npos) {
@@ -1140,6 +1269,7 @@ Error Engine::start_once(std::chrono::milliseconds timeout) {
         [&d](const io::Resp3Value& push) { d.on_push(push); },
         [&d](io::ConnEvent event, std::error_code) { d.on_sub_event(event); });
     d.sub->start();
+    d.follow(d.sub.get());
     const auto waited = left();
     if (auto ec = d.sub->wait_ready(waited)) {
       Error e = not_ready(ec, *d.sub, waited);
@@ -1246,6 +1376,8 @@ void Engine::stop() {
     std::promise<void> marked;
     d.io->loop().post([&d, &marked] {
       d.io_closing = true;
+      d.sentinel_followers.clear();
+      if (d.sentinel) d.sentinel->stop_on_loop();
       for (auto& s : d.slots) {
         if (s->consumer) s->consumer->stop_on_loop();
       }
@@ -1266,6 +1398,7 @@ void Engine::stop() {
   // The writers are stopped for good (start() refuses a second run), but their ack sinks named
   // the consumers just destroyed.
   for (auto& s : d.slots) s->writer->set_ack_sink(nullptr);
+  d.sentinel.reset();  // last of the connections: the others' targets asked it
   if (d.io) d.io->join();
   d.io.reset();
   d.io_closing = false;
@@ -1305,6 +1438,7 @@ Error Engine::start_relay() {
     park.call_timeout = beat + std::chrono::seconds(2);  // WIRE §5.4: the park's call timeout
     d.relay_park = std::make_unique<io::Connection>(d.io->loop(), std::move(park));
     d.relay_park->start();
+    d.follow(d.relay_park.get());
     if (auto ec = d.relay_park->wait_ready(d.options.call_timeout)) {
       return not_ready(ec, *d.relay_park, d.options.call_timeout);
     }
@@ -1763,6 +1897,11 @@ EngineStats Engine::stats() const {
     auto subs = impl_->ssub->stats();
     out.connections.insert(out.connections.end(), subs.begin(), subs.end());
     if (out.cluster) out.cluster->resubscribes = impl_->ssub->resubscribes();
+  }
+  if (impl_->sentinel) {
+    if (auto c = impl_->sentinel->connection_stats()) out.connections.push_back(std::move(*c));
+    const SentinelWatchCounters w = impl_->sentinel->stats();
+    out.sentinel = SentinelCounters{w.master, w.switches, w.reconnects, w.asks, w.role_refusals};
   }
   out.unrouted_pushes = impl_->unrouted.load(std::memory_order_relaxed);
   out.tracking_sends = impl_->tracking_sends.load(std::memory_order_relaxed);

@@ -37,6 +37,9 @@ std::string_view to_string(Errc e) noexcept {
     case Errc::kNoFreeNode: return "no_free_node";
     case Errc::kNodeTaken: return "node_taken";
     case Errc::kNoNodeLease: return "no_node_lease";
+    case Errc::kSentinelUnknownMaster: return "sentinel_unknown_master";
+    case Errc::kNoSentinel: return "no_sentinel";
+    case Errc::kNotMaster: return "not_master";
   }
   return "unknown";
 }

@@ -181,6 +181,17 @@ constexpr Field<ClusterCounters> kClusterFields[] = {
      "sharded subscriptions made again after a move or a loss"},
 };
 
+constexpr Field<SentinelCounters> kSentinelFields[] = {
+    {"switches", &SentinelCounters::switches, Kind::kCounter,
+     "master changes followed (+switch-master, or found on a re-ask)"},
+    {"reconnects", &SentinelCounters::reconnects, Kind::kCounter,
+     "sentinel connection booted again (on the next sentinel)"},
+    {"asks", &SentinelCounters::asks, Kind::kCounter,
+     "get-master-addr-by-name answered with an address"},
+    {"role_refusals", &SentinelCounters::role_refusals, Kind::kCounter,
+     "connections that found the named master answering ROLE as a replica"},
+};
+
 constexpr Field<FanOutCounters> kFanOutFields[] = {
     {"enqueues", &FanOutCounters::enqueues, Kind::kCounter, "job-lane enqueue calls"},
     {"admitted", &FanOutCounters::admitted, Kind::kCounter, "member queues that took a new job"},
@@ -446,6 +457,14 @@ void render_snapshot(Exposition& e, const json& s) {
   if (auto it = s.find("cluster"); it != s.end() && !it->is_null()) {
     render_fields(e, "cluster", *it, base, kClusterFields);
   }
+  // Sentinel mode only, as the cluster's; the master the node dials is a label of an info gauge.
+  if (auto it = s.find("sentinel"); it != s.end() && !it->is_null()) {
+    render_fields(e, "sentinel", *it, base, kSentinelFields);
+    Labels ml = base;
+    ml.emplace_back("master", need(*it, "master").get<std::string>());
+    e.sample("echostore_sentinel_master", "gauge",
+             "1, labelled with the master (host:port) the sentinels name now", ml, 1);
+  }
   if (auto it = s.find("fan_out"); it != s.end() && !it->is_null()) {  // older nodes: none
     render_fields(e, "fan_out", *it, base, kFanOutFields);
   }
@@ -523,6 +542,13 @@ std::string to_json(const StatsSnapshot& snapshot) {
   out["connections"] = std::move(connections);
   const auto& cluster = snapshot.engine.cluster;
   out["cluster"] = cluster ? fields_json(*cluster, kClusterFields) : json(nullptr);
+  if (const auto& sentinel = snapshot.engine.sentinel) {
+    json js = fields_json(*sentinel, kSentinelFields);
+    js["master"] = sentinel->master;
+    out["sentinel"] = std::move(js);
+  } else {
+    out["sentinel"] = json(nullptr);
+  }
   out["fan_out"] = fields_json(snapshot.engine.fan_out, kFanOutFields);
   json journals = json::array();
   for (const auto& j : snapshot.journals) {

@@ -98,5 +98,51 @@ TEST(EngineOptions, AHostThatDoesNotResolveIsAnErrorCodeFromStart) {
   EXPECT_EQ(e.start(), make_error_code(Errc::kStopped));  // an Engine runs once
 }
 
+EngineOptions sentinel_mode() {
+  EngineOptions o;  // host and port unset: sentinel mode does not use them
+  o.mode = ServerMode::kSentinel;
+  o.sentinels = "127.0.0.1:26379,127.0.0.1:26380";
+  o.sentinel_master = "mymaster";
+  return o;
+}
+
+TEST(EngineOptions, SentinelKnobsAreCheckedAtConstruction) {
+  EXPECT_NO_THROW(Engine(sentinel_mode(), {}));
+  auto o = sentinel_mode();
+  o.sentinels.clear();
+  expect_refused(o, "sentinels must list 1 or more");
+  o.sentinels = "127.0.0.1:0";
+  expect_refused(o, "sentinels: ");  // port outside 1..65535
+  o.sentinels = "127.0.0.1:26379,";
+  expect_refused(o, "sentinels: ");  // an empty entry
+  o = sentinel_mode();
+  o.sentinel_master.clear();
+  expect_refused(o, "sentinel_master");
+  o.sentinel_master = "two words";
+  expect_refused(o, "sentinel_master");
+  o.sentinel_master = std::string(256, 'm');
+  expect_refused(o, "sentinel_master");
+  o = sentinel_mode();
+  o.cluster_seeds = "127.0.0.1:7000";
+  expect_refused(o, "cluster_seeds is set but mode is not cluster");
+  // The sentinel knobs in another mode are a mistake, not ignored.
+  auto single = good();
+  single.sentinels = "127.0.0.1:26379";
+  expect_refused(single, "mode is not sentinel");
+  single = good();
+  single.sentinel_master = "mymaster";
+  expect_refused(single, "mode is not sentinel");
+}
+
+TEST(EngineOptions, ASentinelHostThatDoesNotResolveIsAnErrorCodeFromStart) {
+  auto o = sentinel_mode();
+  o.sentinels = "no-such-host.invalid:26379";
+  Engine e(o, {});
+  std::error_code ec;
+  ASSERT_NO_THROW(ec = e.start(std::chrono::seconds(5)));
+  EXPECT_EQ(ec, make_error_code(Errc::kHostUnresolved)) << ec.message();
+  EXPECT_FALSE(e.running());
+}
+
 }  // namespace
 }  // namespace echo::engine

@@ -271,6 +271,30 @@ TEST(StatsExport, ClusterCountersShowInBothFormatsOnlyInClusterMode) {
   EXPECT_EQ(prometheus_from_json({older.dump()}).find("echostore_cluster_"), std::string::npos);
 }
 
+TEST(StatsExport, SentinelCountersShowInBothFormatsOnlyInSentinelMode) {
+  StatsSnapshot s = sample_snapshot("7");
+  EXPECT_TRUE(nlohmann::json::parse(to_json(s)).at("sentinel").is_null());
+  EXPECT_EQ(to_prometheus(s).find("echostore_sentinel_"), std::string::npos);
+  s.engine.sentinel = SentinelCounters{"127.0.0.1:6380", 2, 1, 5, 3};
+  const std::string text = to_json(s);
+  const auto j = nlohmann::json::parse(text).at("sentinel");
+  EXPECT_EQ(j.at("master"), "127.0.0.1:6380");
+  const std::pair<const char*, std::uint64_t> expected[] = {
+      {"switches", 2}, {"reconnects", 1}, {"asks", 5}, {"role_refusals", 3}};
+  const std::string prom = to_prometheus(s);
+  for (const auto& [key, value] : expected) {
+    EXPECT_EQ(j.at(key).get<std::uint64_t>(), value) << key;
+    const std::string name = "echostore_sentinel_" + std::string(key) + "_total";
+    EXPECT_NE(prom.find("# TYPE " + name + " counter\n"), std::string::npos) << name;
+    EXPECT_NE(prom.find(name + "{node=\"7\"} " + std::to_string(value) + "\n"), std::string::npos)
+        << name;
+  }
+  EXPECT_NE(prom.find("echostore_sentinel_master{node=\"7\",master=\"127.0.0.1:6380\"} 1\n"),
+            std::string::npos)
+      << prom;
+  EXPECT_EQ(prometheus_from_json({text}), prom);
+}
+
 TEST(StatsExport, TheJobLanesFanOutCountersShowInBothFormats) {
   StatsSnapshot s = sample_snapshot("7");
   s.engine.fan_out = FanOutCounters{9, 7, 2, 1, 3, 4};

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // The public façade. An Engine owns one io thread (io_uring; a command connection and, when a
-// table declares the broadcast or tracking lane, a subscriber connection), one writer thread per
-// table, and
+// table declares the broadcast or tracking lane, a subscriber connection; under
+// ServerMode::kSentinel also one connection to a sentinel), one writer thread per table, and
 // each table's own loader threads (TableSpec::loader_threads). Reads hit L1 on the caller's
 // thread; everything that changes L1 reaches the table's writer as a message (DESIGN "Threads and
 // data flow").
@@ -44,9 +44,12 @@
 
 namespace echo::engine {
 
-// Where L2 lives: one server, or a Valkey/Redis Cluster (commands routed by slot, the broadcast
-// lane on sharded pub/sub). Checked at construction; start() fails if the server disagrees.
-enum class ServerMode : std::uint8_t { kSingle, kCluster };
+// Where L2 lives: one server, a Valkey/Redis Cluster (commands routed by slot, the broadcast
+// lane on sharded pub/sub), or one master found and followed through Redis Sentinel (every
+// connection dials the master the sentinels name; a +switch-master moves them all, and the
+// subscriber's loss applies the disconnect policy: README "Sentinel"). Checked at construction;
+// start() fails if the server disagrees.
+enum class ServerMode : std::uint8_t { kSingle, kCluster, kSentinel };
 
 struct EngineOptions {
   std::string host = "127.0.0.1";      // 1..255 bytes, no space or control byte; resolved in
@@ -56,6 +59,16 @@ struct EngineOptions {
   // kCluster: seed nodes "host:port,host:port,..." (empty: host:port above); any live node serves.
   std::string cluster_seeds;
   int cluster_max_redirects = 5;       // kCluster: MOVED/ASK per call, 0..16
+  // kSentinel (and only then; host and port are ignored): the sentinels "host:port,host:port,..."
+  // (1 or more; names resolved in start(), host_unresolved when one does not), asked in turn, and
+  // the name they monitor the master under (sentinel_master: 1..255 bytes, no space or control
+  // byte). Default: both empty. start() answers sentinel_unknown_master when the first sentinel
+  // that answers does not know the name, no_sentinel when none answers.
+  std::string sentinels;
+  std::string sentinel_master;
+  // The sentinels' own requirepass (HELLO 3 AUTH default <it>); empty (the default): none. The
+  // master's is `password` below.
+  std::string sentinel_password;
   // ACL credentials (HELLO 3 AUTH <username> <password>; AUTH under the RESP2 fallback). An
   // empty password sends none (the server's default user, nopass). README "Least privilege"
   // gives the ACL line with every command and key the engine needs.
@@ -158,10 +171,22 @@ struct FanOutCounters {
   std::uint64_t lead_receivers = 0;    // the subscribers the server said heard them, summed
 };
 
+// ServerMode::kSentinel: the watcher's counters.
+struct SentinelCounters {
+  std::string master;               // "host:port" the engine's connections dial now
+  std::uint64_t switches = 0;       // master changes followed (+switch-master, or found on a re-ask)
+  std::uint64_t reconnects = 0;     // the watcher's sentinel connection lost and booted again
+                                    // (on the next sentinel of the list)
+  std::uint64_t asks = 0;           // get-master-addr-by-name answered with an address
+  std::uint64_t role_refusals = 0;  // connections that found the named master answering ROLE as
+                                    // a replica (a demoted master): dropped, the sentinels re-asked
+};
+
 struct EngineStats {
   std::vector<TableStats> tables;
   std::vector<io::ConnectionStats> connections;
   std::optional<ClusterCounters> cluster;
+  std::optional<SentinelCounters> sentinel;
   FanOutCounters fan_out;
   std::uint64_t unrouted_pushes = 0;  // pushes for no declared table, or not messages
   // Tracking tables: CLIENT TRACKING commands sent (start, each reconnect) and refused or lost.
@@ -206,6 +231,7 @@ class Engine {
   // tracking_refused when a tracking table's CLIENT TRACKING is answered other than +OK.
   // no_free_node (node_id auto, all 1024 leased) or node_taken (an explicit node_id another
   // process leases): the node lease, taken before anything mints.
+  // ServerMode::kSentinel: sentinel_unknown_master, no_sentinel, not_master (errc.h).
   // io tls_verify (the server's certificate failed the chain or name check) or tls_handshake
   // (the handshake or an alert right after it: a client certificate required, not a TLS peer)
   // with EngineOptions::tls; the detail carries X509's or OpenSSL's reason.

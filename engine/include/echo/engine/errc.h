@@ -38,6 +38,12 @@ enum class Errc : int {
   kNoNodeLease,      // this engine holds no node lease now (not started, or the lease lapsed:
                      // partitioned past node_lease, or taken): it mints nothing until it holds
                      // one again (WIRE §5.5)
+  kSentinelUnknownMaster,  // start(), ServerMode::kSentinel: the first sentinel that answered
+                           // does not monitor EngineOptions::sentinel_master (the name is logged)
+  kNoSentinel,       // start(), ServerMode::kSentinel: every sentinel listed was tried and none
+                     // answered the master's address
+  kNotMaster,        // start(), ServerMode::kSentinel: the address the sentinels give answered
+                     // ROLE as a replica until start's deadline (a failover under way)
 };
 
 const std::error_category& engine_category() noexcept;

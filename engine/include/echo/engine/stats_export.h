@@ -6,7 +6,7 @@
 // print the same families; several nodes' snapshots merge into one exposition (label node=).
 //
 // Names: echostore_<thing>_<counter>, <thing> in l1, writer, ring, consumer, table, connection,
-// journal, cluster (cluster mode only), engine; monotonic counters end in _total (TYPE counter);
+// journal, cluster (cluster mode only), sentinel (sentinel mode only), engine; monotonic counters end in _total (TYPE counter);
 // occupancy, size, capacity, max batch, in-flight, masters and flags are gauges. Labels: node=,
 // table=, ring= (the ring's index in its table), connection=, journal=. Two histograms with
 // cumulative `le` buckets and a _count: echostore_writer_lag_seconds (decode on the io thread →
@@ -51,7 +51,8 @@ StatsSnapshot only_table(StatsSnapshot snapshot, std::string_view table);
 // "tables":[{"name","pushes","garbage","l1":{...},"writer":{...,"lag_ns_histogram":[40]},
 // "rings":[{...,"batch_histogram":[32]}],"consumer":{...}|null}],"connections":[{...}],
 // "cluster":{"moved","ask","refreshes","held","held_expired","redirect_limit","masters",
-// "resubscribes"}|null,"journals":[{...}]}. Any thread; allocates. Throws nothing but bad_alloc:
+// "resubscribes"}|null,"sentinel":{"switches","reconnects","asks","role_refusals","master"}|null,
+// "journals":[{...}]}. Any thread; allocates. Throws nothing but bad_alloc:
 // a string that is not UTF-8 (a node label, a journal's path) is written with U+FFFD in place of
 // each byte that is not.
 std::string to_json(const StatsSnapshot& snapshot);
