@@ -160,11 +160,16 @@ TEST_F(Hooks, EveryEngineThreadIsNamed) {
   auto spec = table_spec("quotes", "AST", engine::CoherenceMode::kBroadcast, answering("px"));
   auto n = node(43, {spec});
   ASSERT_TRUE(n);
-  ASSERT_TRUE(eventually([] { return thread_names().contains("echo-io"); }));
+  // Each thread names itself as it begins: wait for all of them (a loaded machine may not have
+  // run a loader thread's first line yet when start() returns).
+  const std::vector<std::string> wanted = {"echo-io", "echo-w:quotes", "echo-load", "echo-lease"};
+  EXPECT_TRUE(eventually([&] {
+    const auto names = thread_names();
+    return std::all_of(wanted.begin(), wanted.end(),
+                       [&](const std::string& w) { return names.contains(w); });
+  })) << "named threads missing";
   const auto names = thread_names();
-  EXPECT_TRUE(names.contains("echo-w:quotes"));
-  EXPECT_TRUE(names.contains("echo-load"));
-  EXPECT_TRUE(names.contains("echo-lease"));
+  for (const auto& w : wanted) EXPECT_TRUE(names.contains(w)) << w;
 }
 
 }  // namespace
