@@ -116,6 +116,29 @@ TEST(UringLoopTaskrun, TimersAndSocketsWorkWithSingleThreadTaskrun) {
   EXPECT_EQ(got.result.get_future().get(), 2);
 }
 
+TEST_P(Loop, TimersAndSocketsWorkWhenBusyPolling) {
+  // Busy-poll never sleeps in the kernel: a timer and a receive must still complete.
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  UniqueFd a(sv[0]), b(sv[1]);
+  LoopThread lt(on_backend(LoopOptions{.wait = WaitMode::kBusyPoll}));
+  Recorded timer, got;
+  char in[8] = {};
+  const auto t0 = std::chrono::steady_clock::now();
+  lt.loop().post([&] {
+    lt.loop().after(20ms, timer.op);
+    lt.loop().recv(b.get(), in, sizeof in, got.op, /*poll_first=*/true);
+  });
+  auto fired = timer.result.get_future();
+  ASSERT_EQ(fired.wait_for(5s), std::future_status::ready);
+  EXPECT_EQ(fired.get(), -ETIME);
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, 19ms);
+  ASSERT_EQ(::send(a.get(), "xy", 2, 0), 2);
+  auto received = got.result.get_future();
+  ASSERT_EQ(received.wait_for(5s), std::future_status::ready);
+  EXPECT_EQ(received.get(), 2);
+}
+
 TEST_P(Loop, PostedWorkRunsOnTheLoopThread) {
   LoopThread lt(on_backend());
   std::promise<bool> on_loop;
