@@ -551,42 +551,53 @@ TEST_F(BroadcastLane, AStormOfFiveHundredDropsLosesNoneAndAMidStormFillDoesNotWa
 
   // The storm: one PUBLISH after another from a plain client (the wire), each heard by both
   // nodes; halfway through, b is asked for a cold name, which must be filled while the storm is
-  // still running rather than after it.
+  // still running rather than after it. No clock decides that: once its 500 names are sent, the
+  // storm keeps going (re-sending versions already applied: stale to the writer) until the fill
+  // has answered, up to kMaxExtra more. A writer that left the fill behind its ring until the
+  // storm ended would run the storm to that cap.
+  constexpr int kMaxExtra = 200000;
   RedisClient pub = connect_client(server());
   const std::string channel = table::coherence_channel("quotes").value();
-  std::atomic<bool> halfway{false};
+  std::atomic<bool> halfway{false}, filled{false};
   std::atomic<int> heard_total{0};
-  Clock::time_point storm_end;
+  int extra = 0;
   double storm_ms = 0;
   std::thread storm([&] {
     const auto t0 = Clock::now();
-    for (int i = 0; i < kNames; ++i) {
-      if (i == kNames / 2) halfway.store(true);
-      const std::string frame = frame_text(names[i], v2[i]);
+    auto publish = [&](int i) {
+      const std::string frame = frame_text(names[static_cast<std::size_t>(i)],
+                                           v2[static_cast<std::size_t>(i)]);
       RedisReply r = command(pub.get(), "PUBLISH %b %b", channel.data(), channel.size(),
                              frame.data(), frame.size());
       if (r && r->type == REDIS_REPLY_INTEGER) heard_total.fetch_add(static_cast<int>(r->integer));
+    };
+    for (int i = 0; i < kNames; ++i) {
+      if (i == kNames / 2) halfway.store(true);
+      publish(i);
     }
-    storm_end = Clock::now();
-    storm_ms = std::chrono::duration<double, std::milli>(storm_end - t0).count();
+    storm_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    while (!filled.load() && extra < kMaxExtra) publish(extra++ % kNames);
   });
   while (!halfway.load()) std::this_thread::yield();
   const BrandedId cold = fresh_id("AST");
   const auto f0 = Clock::now();
   auto fill = b->get("quotes", cold.view());
-  const auto fill_end = Clock::now();
-  const double fill_ms = std::chrono::duration<double, std::milli>(fill_end - f0).count();
+  const double fill_ms = std::chrono::duration<double, std::milli>(Clock::now() - f0).count();
+  filled.store(true);
   storm.join();
   ASSERT_TRUE(fill) << fill.error().message();
   EXPECT_EQ(fill->source, Source::kLoader);
+  EXPECT_LT(extra, kMaxExtra) << "the fill waited for the storm";
 
-  ASSERT_TRUE(eventually([&] { return ring_applied(*b, "quotes") >= kNames; }));
+  const auto sent = static_cast<std::uint64_t>(kNames + extra);
+  ASSERT_TRUE(eventually([&] { return ring_applied(*b, "quotes") >= sent; }));
   const auto ring = writer_of(*b, "quotes").ring_stats().front();
-  EXPECT_EQ(heard_total.load(), 2 * kNames);
-  EXPECT_EQ(ring.published, static_cast<std::uint64_t>(kNames));
-  EXPECT_EQ(ring.applied, static_cast<std::uint64_t>(kNames));
+  EXPECT_EQ(heard_total.load(), 2 * static_cast<int>(sent));
+  EXPECT_EQ(ring.published, sent);
+  EXPECT_EQ(ring.applied, sent);
   EXPECT_EQ(ring.dropped, 0u);
   EXPECT_EQ(writer_of(*b, "quotes").stats().applied, static_cast<std::uint64_t>(kNames));
+  EXPECT_EQ(writer_of(*b, "quotes").stats().stale, static_cast<std::uint64_t>(extra));
   int left = 0;
   for (const auto& n : names) left += l1_holds(*b, "quotes", n);
   EXPECT_EQ(left, 0);
@@ -600,12 +611,9 @@ TEST_F(BroadcastLane, AStormOfFiveHundredDropsLosesNoneAndAMidStormFillDoesNotWa
   EXPECT_EQ(back->value, "px=109.00");
 
   std::printf("[ G5 ] %d PUBLISHes through the ring in %.1f ms, %llu dropped, largest batch %llu; "
-              "mid-storm fill %.2f ms\n",
+              "mid-storm fill %.2f ms, answered after %d re-sends\n",
               kNames, storm_ms, static_cast<unsigned long long>(ring.dropped),
-              static_cast<unsigned long long>(ring.max_batch), fill_ms);
-  EXPECT_LT(fill_end, storm_end) << "the fill waited for the storm";
-  EXPECT_LT(storm_ms, 2000.0);
-  EXPECT_LT(fill_ms, 50.0);
+              static_cast<unsigned long long>(ring.max_batch), fill_ms, extra);
 }
 
 }  // namespace
