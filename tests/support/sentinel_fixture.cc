@@ -17,19 +17,16 @@
 #include <stdexcept>
 #include <thread>
 
+#include "support/redis_fixture.h"
+
 namespace echo::test {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-struct ContextDeleter {
-  void operator()(redisContext* c) const noexcept { redisFree(c); }
-};
-using ContextPtr = std::unique_ptr<redisContext, ContextDeleter>;
-struct ReplyDeleter {
-  void operator()(redisReply* r) const noexcept { freeReplyObject(r); }
-};
-using ReplyPtr = std::unique_ptr<redisReply, ReplyDeleter>;
+// The blocking client's owners are redis_fixture.h's.
+using ContextPtr = RedisClient;
+using ReplyPtr = RedisReply;
 
 ContextPtr connect(int port) {
   ContextPtr c(redisConnectWithTimeout("127.0.0.1", port, timeval{1, 0}));
