@@ -46,6 +46,8 @@ record_ctest() {  # record_ctest <name> <ctest args...>: counts every test ctest
   fi
 }
 
+record doc-links bash scripts/check-doc-links.sh  # every relative link of README.md and docs/ resolves
+
 step "unit + integration under ASan+UBSan"
 configure_asan_tree
 cmake --build build/asan -j "$jobs"
