@@ -170,7 +170,8 @@ int main(int argc, char** argv) {
   auto* chaos_opt = drill_cmd->add_option(
       "--chaos", chaos.seconds,
       "run only the chaos drill for SECONDS (10..86400): three nodes behind fault proxies, random "
-      "network and server faults, every read judged, every heal converged");
+      "network and server faults, every read judged, every heal converged")
+      ->check(CLI::Range(10, 86400));
   drill_cmd->add_option("--seed", chaos.seed,
                         "the chaos drill's seed (default: drawn, and printed for a replay)")
       ->needs(chaos_opt);

@@ -411,6 +411,29 @@ TEST_F(EngineThroughProxy, HalfOpenServerToClientIsNoticedByTheHeartbeat) {
   expect_converges(name, "px=6");
 }
 
+TEST_F(EngineThroughProxy, TrickledPushesFallingBehindAreNoticedByTheHeartbeat) {
+  ASSERT_TRUE(a_ && w_);
+  const BrandedId name = seeded();
+  // A trickle passes ~1 kB/s while W publishes ~7 kB/s of pushes to A: A's subscriber keeps
+  // receiving bytes, ever further behind. Its heartbeat PING (sent every heartbeat, whatever
+  // arrives) queues behind the backlog, and a PONG overdue past call_timeout is a loss.
+  const auto t0 = Clock::now();
+  proxy_->trickle(true);
+  int n = 10;
+  const bool noticed = eventually([&] {
+    EXPECT_TRUE(w_->publish("quotes", name.view(), "px=" + std::to_string(++n)));
+    std::this_thread::sleep_for(10ms);
+    return events_.first(EventKind::kLost, "sub", t0).has_value();
+  }, 5s);
+  EXPECT_TRUE(noticed) << "a subscriber falling behind a trickle went unnoticed";
+  if (const auto lost = events_.first(EventKind::kLost, "sub", t0)) {
+    const double took = std::chrono::duration<double, std::milli>(*lost - t0).count();
+    EXPECT_LE(took, static_cast<double>(kNotice.count()) + 500.0);
+  }
+  proxy_->heal();
+  expect_converges(name, "px=" + std::to_string(n));
+}
+
 TEST_F(EngineThroughProxy, DelayTrickleAndCapDeliverEverythingAndLeaveNothingStale) {
   ASSERT_TRUE(a_ && w_);
   const BrandedId name = seeded();

@@ -386,7 +386,8 @@ void Run::schedule(Clock::time_point end, FaultInjector& injector, Figures& fig)
     out_ << "  fault " << std::setw(4) << ++fig.faults << ' ' << std::setw(14) << std::left
          << to_string(f.kind) << std::right << " node " << (f.node < 0 ? std::string("*") : std::to_string(f.node))
          << ": " << f.detail << " ->" << seen << " converged in " << static_cast<int>(took) << " ms"
-         << (off.empty() ? "" : " (" + std::to_string(off.size()) + " rows NOT converged)") << '\n';
+         << (off.empty() ? "" : " (" + std::to_string(off.size()) + " rows NOT converged)") << '\n'
+         << std::flush;  // a long run's progress, visible in a log file as it goes
     std::this_thread::sleep_for(std::chrono::milliseconds(std::uniform_int_distribution<int>(200, 600)(rng)));
   }
 }
@@ -434,7 +435,8 @@ int drill_chaos(const ChaosConfig& in, std::ostream& out) {
         << port << (own ? " (redis-server " + own->version() + ", started by the drill)" : " (given)")
         << " | " << kNodes << " nodes, each behind its own fault proxy | heartbeat "
         << kHeartbeat.count() << " ms, call_timeout " << kCallTimeout.count() << " ms"
-        << (debug ? "" : " | DEBUG refused by the server: debug_sleep not drawn") << '\n';
+        << (debug ? "" : " | DEBUG refused by the server: debug_sleep not drawn") << '\n'
+        << std::flush;
     run.stage_nodes(dir);
     std::vector<harness::FaultProxy*> proxies;
     for (auto& p : run.stage().proxies) proxies.push_back(p.get());
@@ -462,15 +464,17 @@ int drill_chaos(const ChaosConfig& in, std::ostream& out) {
       fig.phantom += t.phantom;
       if (fig.first_read_error.empty()) fig.first_read_error = t.first_error;
     }
+    // Relaxed: every thread that wrote these has joined (stop_threads), which orders them.
+    const auto get = [](const auto& a) { return a.load(std::memory_order_relaxed); };
     for (std::size_t k = 0; k < s.window_ns.size(); ++k) {
-      fig.window_ms[k] = static_cast<double>(s.window_ns[k].load()) / 1e6;
+      fig.window_ms[k] = static_cast<double>(get(s.window_ns[k])) / 1e6;
     }
-    fig.writes = s.writes.load();
-    fig.write_errors = s.write_errors.load();
-    fig.intents = s.intents.load();
-    fig.intent_errors = s.intent_errors.load();
-    fig.replayed = s.replayed.load();
-    fig.log_lines = s.log_lines.load();
+    fig.writes = get(s.writes);
+    fig.write_errors = get(s.write_errors);
+    fig.intents = get(s.intents);
+    fig.intent_errors = get(s.intent_errors);
+    fig.replayed = get(s.replayed);
+    fig.log_lines = get(s.log_lines);
     for (auto& e : s.nodes) e->stop();
   } catch (const std::exception& e) {
     out << "echostore drill --chaos: " << e.what() << '\n';
