@@ -350,6 +350,22 @@ void Run::schedule(Clock::time_point end, FaultInjector& injector, Figures& fig)
     std::this_thread::sleep_for(f.hold);
     injector.heal_all();
     const std::int64_t healed = now_ns();
+    const bool silencing = f.kind == FaultKind::kStall || f.kind == FaultKind::kHalfOpen ||
+                           f.kind == FaultKind::kHalfOpenUp || f.kind == FaultKind::kTrickle ||
+                           f.kind == FaultKind::kCap;
+    const bool abrupt = f.kind == FaultKind::kClose || f.kind == FaultKind::kKillPubsub;
+    if (abrupt) {  // every subscriber cut is back before the rows are compared (and timed)
+      const auto back = [&] {
+        for (int n = 0; n < kNodes; ++n) {
+          if (f.node >= 0 && n != f.node) continue;
+          if (s_.logs[static_cast<std::size_t>(n)].first(EventKind::kResubscribed, "sub", start) < 0) return false;
+        }
+        return true;
+      };
+      for (const auto until = Clock::now() + 5s; !back() && Clock::now() < until;) {
+        std::this_thread::sleep_for(2ms);
+      }
+    }
     double took = 0;
     const auto off = converge(kConvergeBound, fig, took);
     fig.converge_max_ms = std::max(fig.converge_max_ms, took);
@@ -359,10 +375,6 @@ void Run::schedule(Clock::time_point end, FaultInjector& injector, Figures& fig)
     // What the fault showed about detection (a silent connection noticed) and resubscribe.
     std::string seen;
     const auto ms = [](std::int64_t ns) { return static_cast<double>(ns) / 1e6; };
-    const bool silencing = f.kind == FaultKind::kStall || f.kind == FaultKind::kHalfOpen ||
-                           f.kind == FaultKind::kHalfOpenUp || f.kind == FaultKind::kTrickle ||
-                           f.kind == FaultKind::kCap;
-    const bool abrupt = f.kind == FaultKind::kClose || f.kind == FaultKind::kKillPubsub;
     // A silent connection's loss counts when told before the heal (the fault caused it); an
     // abrupt one's whenever it was told (a killed subscriber may be told after the kill returned).
     const std::int64_t settled = now_ns();
