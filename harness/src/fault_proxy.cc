@@ -158,14 +158,15 @@ void FaultProxy::Impl::accept_all() {
     if (c < 0) return;  // EAGAIN, or a connection that died in the backlog
     Fd client(c);
     if (refusing) {
-      client.abort();
+      // Counted before the RST leaves: a caller that saw the reset then sees the count.
       refused.fetch_add(1, std::memory_order_relaxed);
+      client.abort();
       continue;
     }
     Fd server(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
     if (server.fd < 0) {
-      client.abort();
       dial_failures.fetch_add(1, std::memory_order_relaxed);
+      client.abort();
       continue;
     }
     const int one = 1;
@@ -173,8 +174,8 @@ void FaultProxy::Impl::accept_all() {
     ::setsockopt(server.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     const int rc = ::connect(server.fd, reinterpret_cast<const sockaddr*>(&target), sizeof target);
     if (rc != 0 && errno != EINPROGRESS) {
-      client.abort();
       dial_failures.fetch_add(1, std::memory_order_relaxed);
+      client.abort();
       continue;
     }
     Pair& p = pairs.emplace_back();
