@@ -111,11 +111,13 @@ struct FaultProxy::Impl {
     std::uint64_t cap = 0;
     std::uint64_t release_held = 0;  // heal's generation: held chunks released now
     std::uint64_t close_req = 0, reset_req = 0;
+    std::uint64_t gen = 0;  // bumped by every change; the loop's turns say which they took
   };
   mutable std::mutex mu;
   std::condition_variable applied_cv;
   Faults faults;
   std::uint64_t close_done = 0, reset_done = 0, release_done = 0;  // under mu
+  std::uint64_t taken_gen = 0;  // under mu: the newest faults a turn of the loop copied
   bool stopping = false;
 
   // Counters: written by the loop (relaxed), faults by the callers.
@@ -129,14 +131,19 @@ struct FaultProxy::Impl {
     const std::uint64_t one = 1;
     [[maybe_unused]] const auto n = ::write(wake.fd, &one, sizeof one);
   }
+  // Applies `f` to the faults and returns once a turn of the loop has taken them (up to 1 s):
+  // a turn copies the faults once and runs on its copy, so without the wait bytes the caller
+  // sends right after could still be forwarded by a turn that began before the change.
   template <class F>
   void change(F&& f, bool counts = true) {
-    {
-      const std::lock_guard lock(mu);
-      f(faults);
-    }
+    std::unique_lock lock(mu);
+    f(faults);
+    const std::uint64_t gen = ++faults.gen;
+    lock.unlock();
     if (counts) fault_calls.fetch_add(1, std::memory_order_relaxed);
     poke();
+    lock.lock();
+    applied_cv.wait_for(lock, std::chrono::seconds(1), [&] { return taken_gen >= gen || stopping; });
   }
 
   void accept_all();
@@ -253,6 +260,10 @@ void FaultProxy::Impl::run() {
       if (stopping) break;
       f = faults;
       release = f.release_held != release_done;
+      if (taken_gen != f.gen) {
+        taken_gen = f.gen;
+        applied_cv.notify_all();  // change() waits for this turn
+      }
     }
     const auto now = Clock::now();
     if (f.close_req != close_done || f.reset_req != reset_done) {

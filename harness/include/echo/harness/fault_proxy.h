@@ -45,9 +45,11 @@ struct FaultProxyStats {
 
 // Thread contract: one internal thread (poll(2) over non-blocking sockets) owns the listener and
 // every pair; every public member may be called from any other thread at any time, is
-// thread-safe, and never blocks on network I/O. close_all and reset_all wait (up to ~1 s) for the
-// proxy's thread to have applied them, so a caller may assert on their effect when they return.
-// Each fault replaces the previous setting of the same fault and leaves the others in place.
+// thread-safe, and never blocks on network I/O. Each fault call returns once the proxy's thread
+// has taken it (a wait of one turn of its loop, at most ~1 s): bytes sent after it returns are
+// subject to it. close_all and reset_all return once every pair has been closed, so a caller may
+// assert on their effect. Each fault replaces the previous setting of the same fault and leaves
+// the others in place.
 class FaultProxy {
  public:
   // Binds 127.0.0.1:0 (an ephemeral port) and starts the thread. Throws std::invalid_argument for
