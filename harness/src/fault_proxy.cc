@@ -5,6 +5,8 @@
 // the faults allow it (no stall, not stopped, the cap's and the trickle's next-write time passed).
 #include <echo/harness/fault_proxy.h>
 
+#include "socket_fd.h"
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -34,32 +36,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
-
-// A socket closed on scope exit; abort() closes it with RST instead of FIN.
-struct Fd {
-  int fd = -1;
-  Fd() = default;
-  explicit Fd(int f) : fd(f) {}
-  Fd(Fd&& o) noexcept : fd(std::exchange(o.fd, -1)) {}
-  Fd& operator=(Fd&& o) noexcept {
-    if (this != &o) {
-      reset();
-      fd = std::exchange(o.fd, -1);
-    }
-    return *this;
-  }
-  ~Fd() { reset(); }
-  void reset() {
-    if (fd >= 0) ::close(fd);
-    fd = -1;
-  }
-  void abort() {
-    if (fd < 0) return;
-    const linger l{1, 0};
-    ::setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof l);
-    reset();
-  }
-};
+using detail::Fd;
 
 [[noreturn]] void fail(const std::string& call) {
   throw std::runtime_error("fault proxy: " + call + ": " + std::strerror(errno));
