@@ -386,6 +386,8 @@ void Run::schedule(Clock::time_point end, FaultInjector& injector, Figures& fig)
       const std::int64_t back = log.first(EventKind::kResubscribed, "sub", lost);
       if (silencing) {
         fig.detect_max_ms = std::max(fig.detect_max_ms, ms(lost - start));
+        double& by_kind = fig.detect_by_kind_ms[static_cast<std::size_t>(f.kind)];
+        by_kind = std::max(by_kind, ms(lost - start));
         ++fig.detections;
         seen += " sub lost after " + std::to_string(static_cast<int>(ms(lost - start))) + " ms;";
       }

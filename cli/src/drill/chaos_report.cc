@@ -66,6 +66,13 @@ bool print_report(std::ostream& out, const Figures& f) {
       << f.detections << " silent connections noticed) + resubscribe " << fixed(f.resub_max_ms, 1)
       << " ms (" << f.resubscribes << " measured)\n";
   out << "  staleness by fault      " << (windows.empty() ? "none" : windows) << " (ms)\n";
+  std::string detections;
+  for (int k = 0; k < kFaultKinds; ++k) {
+    const double d = f.detect_by_kind_ms[static_cast<std::size_t>(k)];
+    if (d > 0) detections += (detections.empty() ? "" : ", ") + std::string(to_string(static_cast<FaultKind>(k))) + ' ' + fixed(d, 1);
+  }
+  out << "  detection by fault      " << (detections.empty() ? "none" : detections)
+      << " (ms, fault start -> the subscriber's loss told)\n";
   out << "  journal intents         " << f.intents << " recorded, " << f.intent_errors
       << " writes or enqueues answered an error, " << f.replayed << " replayed ("
       << f.replay_errors << " replays failed), " << f.intents_lost << " lost\n";

@@ -33,6 +33,7 @@ struct Figures {
   // returned to the read's start. Longest per kind of the fault injected last ([kFaultKinds]: none).
   std::array<double, kFaultKinds + 1> window_ms{};
   double detect_max_ms = 0, resub_max_ms = 0;  // fault start -> loss told; loss -> resubscribed
+  std::array<double, kFaultKinds> detect_by_kind_ms{};  // the longest detection, per fault kind
   std::uint64_t detections = 0, resubscribes = 0;
   std::uint64_t intents = 0, intent_errors = 0, replayed = 0, replay_errors = 0, intents_lost = 0;
   std::uint64_t log_lines = 0;
