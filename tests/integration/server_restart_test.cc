@@ -254,5 +254,44 @@ TEST_F(Refusals, MaxmemoryNoevictionLosesNoJournaledIntentARefusedPutIsNotAnnoun
               refused.error().message().c_str());
 }
 
+// Expected: an error reply inside the job lane's fan-out pipeline (here WRONGTYPE: the member's
+// hand-off list replaced by a string, so member_enqueue's LPOP is refused) answers enqueue_job and
+// the job-lane publish as io server_error carrying the server's words, as every blocking verb's
+// server error does; so does the job-lane publish's SET refused over maxmemory. (The fan-out used
+// to answer the bare code, "server_error", whatever the server had said.)
+TEST_F(Refusals, AJobLaneFanOutRefusalAnswersServerErrorWithTheServersWords) {
+  const std::string t = "refusedlane";
+  const BrandedId group = fresh_id("PRT");
+  auto w = node(310, {writer_spec(t)});
+  auto c = node(312, {lane_spec(t)});
+  ASSERT_TRUE(w && c);
+  const std::string members = engine::JobLaneKeys::for_table(t).members;
+  ASSERT_TRUE(eventually(
+      [&] {
+        RedisReply r = command_argv(client(), {"ZSCORE", members, "312"});
+        return r && r->type == REDIS_REPLY_STRING;
+      },
+      10s));
+  const std::string parked = engine::JobLaneKeys::for_table(t).member_base("312") + "parked";
+  RedisReply set = command_argv(client(), {"SET", parked, "not a list"});
+  ASSERT_TRUE(set && set->type == REDIS_REPLY_STATUS) << text(set.get());
+  const BrandedId name = fresh_id("AST");
+  auto job = w->enqueue_job(t, group, fresh_id("JOB"), name.view(), w->mint("AST").value());
+  ASSERT_FALSE(job) << "an enqueue into a member whose hand-off list is a string succeeded";
+  EXPECT_EQ(job.error(), io::IoErrc::kServerError) << job.error();
+  EXPECT_NE(job.error().message().find("WRONGTYPE"), std::string::npos) << job.error().message();
+  RedisReply del = command_argv(client(), {"DEL", parked});
+  ASSERT_TRUE(del && del->type == REDIS_REPLY_INTEGER) << text(del.get());
+
+  ASSERT_NO_FATAL_FAILURE(refuse_writes());
+  auto published = w->publish(t, group, name.view(), "v", w->mint("AST").value());
+  ASSERT_FALSE(published) << "a job-lane publish's SET over maxmemory succeeded";
+  EXPECT_EQ(published.error(), io::IoErrc::kServerError) << published.error();
+  EXPECT_NE(published.error().message().find("OOM"), std::string::npos)
+      << published.error().message();
+  std::printf("[ fan-out refusal ] enqueue_job: %s\n[ fan-out refusal ] publish: %s\n",
+              job.error().message().c_str(), published.error().message().c_str());
+}
+
 }  // namespace
 }  // namespace echo::test
