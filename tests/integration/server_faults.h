@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -71,6 +72,26 @@ class EventLog {
   mutable std::mutex mutex_;
   std::vector<std::string> lines_;
 };
+
+// A version minted by `e` once it holds its node lease: a fault that blocks writes longer than
+// the lease (the tests' node_options lease 3 s; a CLIENT PAUSE WRITE of 3 s stops the renewals)
+// lapses it, and mint answers no_node_lease (typed; nothing else) until a renewal takes the node
+// again. Waits up to 10 s; nullopt, and a test failure, if it never holds it.
+inline std::optional<table::BrandedId> mint_when_leased(engine::Engine& e, std::string_view ns) {
+  std::optional<table::BrandedId> v;
+  std::string other;
+  const bool ok = eventually(
+      [&] {
+        auto m = e.mint(ns);
+        if (m) v = *m;
+        if (!m && m.error() != engine::Errc::kNoNodeLease) other = m.error().message();
+        return m.has_value();
+      },
+      std::chrono::seconds(10));
+  EXPECT_TRUE(ok) << "the node never held its lease again";
+  EXPECT_EQ(other, "") << "mint answered other than no_node_lease";
+  return v;
+}
 
 // True once `e`'s subscriber has booted again more than `reconnects_before` times in all, its
 // table `table` has flushed on that loss more than `flushes_before` times, and it caches again
