@@ -4,6 +4,8 @@
 // CLIENT PAUSE WRITE, and DEBUG SLEEP past the heartbeat. Each test states the outcome the engine
 // promises, then stages the fault on a real redis-server and asserts it. Restarts and maxmemory
 // are server_restart_test.cc.
+#include "server_faults.h"
+
 #include <hiredis/hiredis.h>
 
 #include <algorithm>
@@ -13,8 +15,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include "server_faults.h"
 
 namespace echo::test {
 namespace {
@@ -138,8 +138,9 @@ TEST_F(ServerFaults, ClientKillOfTheCommandConnectionFailsCallsTypedNeverHangsNe
   for (int k = 0; k < 5; ++k) {
     const auto before = conn_stats(*a, "cmd").reconnects;
     std::vector<long long> ids;
-    ASSERT_TRUE(eventually([&] { return (ids = client_ids(client(), "echostore-cmd")).size() == 1; }))
-        << "the node's command connection is not in CLIENT LIST";
+    ASSERT_TRUE(eventually([&] {
+      return (ids = client_ids(client(), "echostore-cmd")).size() == 1;
+    })) << "the node's command connection is not in CLIENT LIST";
     RedisReply r = command(client(), "CLIENT KILL ID %lld", ids[0]);
     ASSERT_TRUE(r && r->type == REDIS_REPLY_INTEGER && r->integer == 1) << text(r.get());
     ++kills;
@@ -159,9 +160,10 @@ TEST_F(ServerFaults, ClientKillOfTheCommandConnectionFailsCallsTypedNeverHangsNe
   const BrandedId last = *minted;
   ASSERT_TRUE(a->put("quotes", name.view(), "px=final", last));
   EXPECT_EQ(l2_raw(client(), l2_key("quotes", name)), engine::frame_l2_value(last, "px=final"));
-  std::printf("[ cmd kill ] %d kills: %d put+get pairs right, %d typed errors, 0 wrong, longest "
-              "pair %.1f ms\n",
-              kills, ok.load(), typed.load(), static_cast<double>(longest_us.load()) / 1000.0);
+  std::printf(
+      "[ cmd kill ] %d kills: %d put+get pairs right, %d typed errors, 0 wrong, longest "
+      "pair %.1f ms\n",
+      kills, ok.load(), typed.load(), static_cast<double>(longest_us.load()) / 1000.0);
 }
 
 // Expected: when the server kills the subscriber at its pubsub output-buffer limit (here 64kb
@@ -171,8 +173,10 @@ TEST_F(ServerFaults, ClientKillOfTheCommandConnectionFailsCallsTypedNeverHangsNe
 // thread when full (FullPolicy::kBlock), and its writer sleeps in on_message until the server has
 // killed the subscriber (seen in CLIENT LIST), so the io thread stops reading and the server's
 // output buffer for it grows past the limit.
-TEST_F(ServerFaults, OutputBufferLimitKillsASlowSubscriberWhichResubscribesFlushesAndServesNothingStale) {
-  RedisReply set = command(client(), "CONFIG SET client-output-buffer-limit %s", "pubsub 64kb 32kb 1");
+TEST_F(ServerFaults,
+       OutputBufferLimitKillsASlowSubscriberWhichResubscribesFlushesAndServesNothingStale) {
+  RedisReply set =
+      command(client(), "CONFIG SET client-output-buffer-limit %s", "pubsub 64kb 32kb 1");
   ASSERT_TRUE(set && set->type == REDIS_REPLY_STATUS) << text(set.get());
   struct Restore {
     redisContext* c;
@@ -199,7 +203,8 @@ TEST_F(ServerFaults, OutputBufferLimitKillsASlowSubscriberWhichResubscribesFlush
   const auto reconnects = conn_stats(*a, "sub").reconnects;
   const auto flushes = writer_of(*a, "quotes").stats().disconnect_flushes;
   std::vector<long long> subs;
-  ASSERT_TRUE(eventually([&] { return (subs = client_ids(client(), "echostore-sub")).size() == 1; }));
+  ASSERT_TRUE(
+      eventually([&] { return (subs = client_ids(client(), "echostore-sub")).size() == 1; }));
 
   // A flood of messages for other names, in pipelined batches, until a subscriber is gone.
   slow->store(true);
@@ -212,7 +217,8 @@ TEST_F(ServerFaults, OutputBufferLimitKillsASlowSubscriberWhichResubscribesFlush
     constexpr int kBatch = 5000;
     for (int i = 0; i < kBatch; ++i) {
       const std::string& f = frames[static_cast<std::size_t>(i) % frames.size()];
-      redisAppendCommand(client(), "PUBLISH %b %b", channel.data(), channel.size(), f.data(), f.size());
+      redisAppendCommand(client(), "PUBLISH %b %b", channel.data(), channel.size(), f.data(),
+                         f.size());
     }
     for (int i = 0; i < kBatch; ++i) {
       void* reply = nullptr;
@@ -242,11 +248,11 @@ TEST_F(ServerFaults, OutputBufferLimitKillsASlowSubscriberWhichResubscribesFlush
               static_cast<unsigned long long>(s.writer.disconnect_flushes));
 }
 
-
 // Expected, CLIENT PAUSE 500 WRITE (shorter than call_timeout, 5 s): a put waits for the pause
 // (the server holds the SET) and succeeds after it, with its row in L2 and L1; L1 hits go on
 // serving the old row meanwhile (they never leave the caller's thread).
-TEST_F(ServerFaults, ClientPauseWriteShorterThanCallTimeoutMakesAPutWaitThenSucceedWhileL1HitsGoOn) {
+TEST_F(ServerFaults,
+       ClientPauseWriteShorterThanCallTimeoutMakesAPutWaitThenSucceedWhileL1HitsGoOn) {
   LoaderProbe loader;
   auto a = node(1, {quotes_spec(loader)});
   ASSERT_TRUE(a);
@@ -280,9 +286,10 @@ TEST_F(ServerFaults, ClientPauseWriteShorterThanCallTimeoutMakesAPutWaitThenSucc
   auto after = a->get("quotes", name.view());
   ASSERT_TRUE(after && after->source == Source::kL1);
   EXPECT_EQ(after->version, v2);
-  std::printf("[ pause 500 ] the put returned after %.0f ms; %d L1 hits meanwhile (%d of the old "
-              "row)\n",
-              std::chrono::duration<double, std::milli>(waited).count(), hits, old_hits);
+  std::printf(
+      "[ pause 500 ] the put returned after %.0f ms; %d L1 hits meanwhile (%d of the old "
+      "row)\n",
+      std::chrono::duration<double, std::milli>(waited).count(), hits, old_hits);
 }
 
 // Expected, CLIENT PAUSE 3000 WRITE with call_timeout 1000 ms: the paused put's reply is overdue,
@@ -348,18 +355,20 @@ TEST_F(ServerFaults, ClientPauseWriteLongerThanCallTimeoutFailsThePutTypedWhileR
   ASSERT_TRUE(minted);
   const BrandedId v3 = *minted;
   engine::Result<BrandedId> again = table::Unexpected{engine::Error(engine::Errc::kStopped)};
-  ASSERT_TRUE(eventually([&] { return static_cast<bool>(again = a->put("quotes", name.view(), "px=103.00", v3)); }, 10s))
+  ASSERT_TRUE(eventually(
+      [&] { return static_cast<bool>(again = a->put("quotes", name.view(), "px=103.00", v3)); },
+      10s))
       << again.error().message();
   EXPECT_GE(Clock::now() - t0, 3000ms);
   auto after = a->get("quotes", name.view());
   ASSERT_TRUE(after);
   EXPECT_EQ(after->version, v3);
   EXPECT_EQ(l2_raw(client(), l2_key("quotes", name)), engine::frame_l2_value(v3, "px=103.00"));
-  std::printf("[ pause 3000 ] the put answered %s after %.0f ms; the other node's miss took %.1f "
-              "ms; %d L1 hits meanwhile\n",
-              put.error().message().c_str(),
-              std::chrono::duration<double, std::milli>(put_took).count(),
-              std::chrono::duration<double, std::milli>(miss_took).count(), old_hits);
+  std::printf(
+      "[ pause 3000 ] the put answered %s after %.0f ms; the other node's miss took %.1f "
+      "ms; %d L1 hits meanwhile\n",
+      put.error().message().c_str(), std::chrono::duration<double, std::milli>(put_took).count(),
+      std::chrono::duration<double, std::milli>(miss_took).count(), old_hits);
 }
 
 // Expected, DEBUG SLEEP 1 with heartbeat 100 ms and call_timeout 400 ms: the idle connections'
@@ -367,7 +376,8 @@ TEST_F(ServerFaults, ClientPauseWriteLongerThanCallTimeoutFailsThePutTypedWhileR
 // subscriber and redials; the subscriber's loss flushes the table at the resubscribe. A put made
 // while the server sleeps answers a typed connection error (its reply overdue), never a hang;
 // after the sleep puts succeed and the node reads its own newest row.
-TEST_F(ServerFaults, DebugSleepPastTheHeartbeatIsNoticedReconnectedAndFlushedAndAPutMeanwhileFailsTyped) {
+TEST_F(ServerFaults,
+       DebugSleepPastTheHeartbeatIsNoticedReconnectedAndFlushedAndAPutMeanwhileFailsTyped) {
   LoaderProbe loader;
   EventLog events;
   engine::EngineOptions o = node_options(server(), 1);
@@ -388,9 +398,10 @@ TEST_F(ServerFaults, DebugSleepPastTheHeartbeatIsNoticedReconnectedAndFlushedAnd
   ASSERT_TRUE(sleeper);
   ASSERT_EQ(redisAppendCommand(sleeper.get(), "DEBUG SLEEP 1"), REDIS_OK);
   for (int done = 0; done == 0;) ASSERT_EQ(redisBufferWrite(sleeper.get(), &done), REDIS_OK);
-  // The server reads the sleep before the put's SET: it was written first, and the SET leaves
-  // only after this pause (the server sleeps for 1000 ms from the moment it read it).
-  std::this_thread::sleep_for(50ms);
+  // The server reads the sleep before the put's SET whenever it runs within 200 ms of the sleep's
+  // write (written first). On a machine so loaded that it does not, both arrive in one turn and
+  // the SET may run first: the put then succeeds before the sleep, a right outcome too (below).
+  std::this_thread::sleep_for(200ms);
   const auto p0 = Clock::now();
   auto put = a->put("quotes", name.view(), "px=102.00", v2);
   const auto put_took = Clock::now() - p0;
@@ -399,9 +410,11 @@ TEST_F(ServerFaults, DebugSleepPastTheHeartbeatIsNoticedReconnectedAndFlushedAnd
   RedisReply slept_reply(static_cast<redisReply*>(slept));
   ASSERT_EQ(text(slept_reply.get()), "OK") << "DEBUG SLEEP was refused";
 
-  ASSERT_FALSE(put) << "a put succeeded while the server slept";
-  EXPECT_TRUE(connection_error(put.error())) << put.error();
-  EXPECT_LT(put_took, 400ms + 1s + 1s);
+  const bool before_sleep = put.has_value();
+  if (!before_sleep) {
+    EXPECT_TRUE(connection_error(put.error())) << put.error();
+    EXPECT_LT(put_took, 400ms + 1s + 1s);
+  }
   ASSERT_TRUE(eventually([&] { return conn_stats(*a, "cmd").reconnects > cmd_before; }, 10s))
       << events.text();
   ASSERT_TRUE(subscription_recovered(*a, "quotes", sub_before, flushes)) << events.text();
@@ -409,7 +422,7 @@ TEST_F(ServerFaults, DebugSleepPastTheHeartbeatIsNoticedReconnectedAndFlushedAnd
   // node reads whichever L2 holds, never a row L2 does not hold.
   const std::string held = l2_raw(client(), l2_key("quotes", name));
   const bool landed = held == engine::frame_l2_value(v2, "px=102.00");
-  ASSERT_TRUE(landed || held == engine::frame_l2_value(v1, "px=101.00")) << held;
+  ASSERT_TRUE(landed || (!before_sleep && held == engine::frame_l2_value(v1, "px=101.00"))) << held;
   auto read = a->get("quotes", name.view());
   ASSERT_TRUE(read) << read.error().message();
   EXPECT_EQ(read->version, landed ? v2 : v1);
@@ -425,9 +438,12 @@ TEST_F(ServerFaults, DebugSleepPastTheHeartbeatIsNoticedReconnectedAndFlushedAnd
   ASSERT_TRUE(after);
   EXPECT_EQ(after->version, v3);
   std::printf("[ debug sleep ] the put answered %s after %.0f ms (its SET %s); events:\n%s",
-              put.error().message().c_str(),
+              before_sleep ? "ok" : put.error().message().c_str(),
               std::chrono::duration<double, std::milli>(put_took).count(),
-              landed ? "ran after the sleep" : "never ran", events.text().c_str());
+              before_sleep ? "ran before the sleep"
+              : landed     ? "ran after the sleep"
+                           : "never ran",
+              events.text().c_str());
 }
 
 }  // namespace

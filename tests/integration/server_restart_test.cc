@@ -172,8 +172,8 @@ TEST_F(Refusals, MaxmemoryNoevictionRefusesAPutTypedWithTheServersWordsAndLeaves
   auto after = a->get("quotes", name.view());
   ASSERT_TRUE(after);
   EXPECT_EQ(after->version, v2);
-  std::printf("[ maxmemory ] put: %s\n[ maxmemory ] publish: %s\n",
-              put.error().message().c_str(), published.error().message().c_str());
+  std::printf("[ maxmemory ] put: %s\n[ maxmemory ] publish: %s\n", put.error().message().c_str(),
+              published.error().message().c_str());
 }
 
 // Expected, the job lane with a journal, writes refused by maxmemory + noeviction: the writer
@@ -197,8 +197,8 @@ TEST_F(Refusals, MaxmemoryNoevictionLosesNoJournaledIntentARefusedPutIsNotAnnoun
   const BrandedId name = fresh_id("AST");
   ASSERT_TRUE(eventually(
       [&] {
-        RedisReply r = command_argv(
-            client(), {"ZSCORE", engine::JobLaneKeys::for_table(t).members, "302"});
+        RedisReply r =
+            command_argv(client(), {"ZSCORE", engine::JobLaneKeys::for_table(t).members, "302"});
         return r && r->type == REDIS_REPLY_STRING;
       },
       10s))
