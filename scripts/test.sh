@@ -108,6 +108,11 @@ record bench-quick bash perf/check_bench.sh build/release
 # The Cache Referee, short: it exits non-zero unless EchoStore's three lanes show 0 stale reads
 # and 0 permanently stale rows and the classic contestants show the race it measures.
 record referee-quick build/release/cli/echostore referee --quick --seconds 2
+# The chaos drill (issue 29): three nodes behind fault proxies under random network and server
+# faults for 60 s; it exits non-zero unless 0 stale and 0 phantom reads, 0 permanently stale rows,
+# 0 writes lost in L2, 0 journal intents lost, and the longest staleness within the bound (the
+# heartbeat's detection + a resubscribe) measured in the same run. A failure prints its --seed.
+record chaos-60 build/release/cli/echostore drill --chaos 60
 if command -v valgrind >/dev/null; then  # instructions per hot op vs perf/baseline.txt (+10% fails)
   record perf-ops bash perf/check_ops.sh build/release
 fi

@@ -21,6 +21,7 @@
 #include <echo/table/branded_id.h>
 
 #include "bench_cmd.h"
+#include "drill/chaos.h"
 #include "drill/drill.h"
 #include "journal_cmd.h"
 #include "referee/referee.h"
@@ -165,6 +166,16 @@ int main(int argc, char** argv) {
   bool cluster = false;
   drill_cmd->add_flag("--cluster", cluster,
                       "start a local cluster (3 masters, 3 replicas) and run the cluster gates");
+  cli::chaos::ChaosConfig chaos;
+  auto* chaos_opt = drill_cmd->add_option(
+      "--chaos", chaos.seconds,
+      "run only the chaos drill for SECONDS (10..86400): three nodes behind fault proxies, random "
+      "network and server faults, every read judged, every heal converged")
+      ->check(CLI::Range(10, 86400));
+  drill_cmd->add_option("--seed", chaos.seed,
+                        "the chaos drill's seed (default: drawn, and printed for a replay)")
+      ->needs(chaos_opt);
+  chaos_opt->excludes("--cluster");
 
   int journal_exit = 0;
   cli::add_journal_command(app, journal_exit);
@@ -190,6 +201,10 @@ int main(int argc, char** argv) {
   if (mint->parsed()) return id_mint(ns, node);
   if (decode->parsed()) return id_decode(text);
   if (drill_cmd->parsed()) cli::apply_auth(auth);
+  if (drill_cmd->parsed() && chaos_opt->count() > 0) {
+    chaos.server = server;
+    return cli::chaos::drill_chaos(chaos, std::cout);
+  }
   if (drill_cmd->parsed()) return cluster ? cli::drill_cluster(std::cout) : drill(server, drill_tls);
   return 2;
 }

@@ -488,7 +488,7 @@ struct Engine::Impl {
       if (auto ec = set_failed(replies->front())) return table::Unexpected{ec};
     }
     for (std::size_t i = at; i < at + 2; ++i) {
-      if ((*replies)[i].ec) return table::Unexpected{(*replies)[i].ec};
+      if ((*replies)[i].ec) return table::Unexpected{reply_error((*replies)[i])};
     }
     add(fan_membership_reads);
     const io::Resp3Value epoch = (*replies)[at].reply.view(), list = (*replies)[at + 1].reply.view();
@@ -515,9 +515,16 @@ struct Engine::Impl {
     const char* verb = options.mode == ServerMode::kCluster ? "SPUBLISH" : "PUBLISH";
     return Call{nullptr, {}, {verb, keys.lead, payload}, true};
   }
+  // A pipelined call's failure as a verb answers it: server_error carries the server's words
+  // ("OOM command not allowed when used memory > 'maxmemory'.", "WRONGTYPE ..."), as blocking()'s
+  // do; any other code (disconnected, ...) says it all.
+  static Error reply_error(const io::OwnedResult& r) {
+    if (r.ec == io::IoErrc::kServerError) return Error(r.ec, std::string(r.reply.view().str()));
+    return Error(r.ec);
+  }
   // A SET's reply: its error, unexpected() for anything but +OK, else none.
-  static std::error_code set_failed(const io::OwnedResult& r) {
-    if (r.ec) return r.ec;
+  static Error set_failed(const io::OwnedResult& r) {
+    if (r.ec) return reply_error(r);
     const io::Resp3Value v = r.reply.view();
     if (v.type() != io::Resp3Type::simple_string || v.str() != "OK") return unexpected();
     return {};
@@ -1774,7 +1781,7 @@ Result<std::vector<MemberAdmission>> Engine::fan_out(std::string_view table, con
     // The first error wins: the queues that took the job hold it under this job id, so a retry
     // is a duplicate there and an admission where it failed.
     for (std::size_t i = first; i < replies->size(); ++i) {
-      if ((*replies)[i].ec) return table::Unexpected{(*replies)[i].ec};
+      if ((*replies)[i].ec) return table::Unexpected{Impl::reply_error((*replies)[i])};
     }
     for (std::size_t i = 0; i < targets.size(); ++i) {
       const io::Resp3Value r = (*replies)[first + i].reply.view();

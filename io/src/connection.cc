@@ -347,7 +347,7 @@ void Connection::on_recv(IoOp& op, int res) noexcept {
     self->first_bytes_.append(self->recv_buf_, take);
   }
   self->decoder_.commit(static_cast<std::size_t>(res));
-  self->last_io_ = Clock::now();
+  // Receiving does not touch last_io_ (the heartbeat's clock, on_tick): see there why.
   const std::uint64_t gen = self->conn_gen_;
   self->dispatch();
   if (gen == self->conn_gen_ && self->fd_ && !self->closing_) self->arm_recv();
@@ -527,6 +527,11 @@ void Connection::on_tick(IoOp& op, int) noexcept {
       self->lose(make_error_code(IoErrc::kTimeout), std::move(detail));
     }
   }
+  // The heartbeat: a PING when nothing was sent for `heartbeat` and no reply is awaited. last_io_
+  // is the last send, never a receive: a subscriber only receives, and a link that trickles its
+  // pushes (a congested path, a capped bandwidth) would otherwise never look idle, so no PING
+  // would measure how far behind the pushes run. The PONG queues behind them, and a backlog past
+  // call_timeout is a loss like a silent peer (fault_proxy_test, drill --chaos: issue 29).
   if (self->status_.load(std::memory_order_relaxed) == ConnStatus::kReady &&
       self->options_.heartbeat.count() > 0 && self->fifo_.empty() &&
       now - self->last_io_ >= self->options_.heartbeat) {

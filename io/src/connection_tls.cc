@@ -56,7 +56,7 @@ void Connection::tls_received(int res) {
                         std::min<std::size_t>(kShownBytes - first_bytes_.size(),
                                               static_cast<std::size_t>(res)));
   }
-  last_io_ = std::chrono::steady_clock::now();
+  // Receiving does not touch last_io_: the heartbeat counts from the last send (connection.cc).
   tls_->feed(std::span<const char>(tls_in_.data(), static_cast<std::size_t>(res)));
   if (tls_handshaking_) {
     switch (tls_->handshake()) {

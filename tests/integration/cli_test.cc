@@ -99,6 +99,9 @@ TEST_F(CliTest, EveryUsageErrorExitsTwo) {
       {"stats", "--table", "t"},
       {"journal", "frobnicate", "/tmp/journal-PRT0KHTOWnGLuC.db"},
       {"id", "decode", "USR0NgWEfAEJfs", "extra"},
+      {"drill", "--chaos", "5"},                  // the chaos drill runs 10..86400 s
+      {"drill", "--seed", "3"},                   // a seed is the chaos drill's alone
+      {"drill", "--chaos", "60", "--cluster"},    // the chaos drill runs on one server
   };
   for (const auto& args : bad) {
     const Ran r = run_cli(args);
