@@ -177,6 +177,10 @@ void MetricsEndpoint::admit(int fd) {
     bump(dropped_);
     return;  // `c` closes the socket
   }
+  // A fixed send buffer: the kernel's autotuning would let each client pin up to tcp_wmem's
+  // maximum (4 MiB by default) of an answer it does not read; the rest waits in `out`.
+  const int sndbuf = static_cast<int>(kSendBuffer);
+  (void)::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
   Client& ref = *c;
   clients_.push_back(std::move(c));
   connected_.store(clients_.size(), std::memory_order_relaxed);

@@ -27,6 +27,7 @@ class MetricsEndpoint {
   static constexpr std::size_t kMaxRequestBytes = 8192;  // a request's head, all of it
   static constexpr std::size_t kMaxClients = 16;         // served at once; more get a 503
   static constexpr auto kDeadline = std::chrono::seconds(2);  // accept → the answer sent
+  static constexpr std::size_t kSendBuffer = 64 * 1024;  // SO_SNDBUF of each client's socket
 
   // The exposition's text; runs on the loop thread for each GET /metrics, so it must not block
   // and must not wait for the loop (Engine::stats() reads relaxed counters and takes short locks
