@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -53,8 +54,16 @@ io::UniqueFd dial(int port) {
 std::string read_all(int fd) {
   std::string out;
   char buf[16384];
-  for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) out.append(buf, static_cast<std::size_t>(n));
-  return out;
+  for (;;) {
+    const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n > 0) {
+      out.append(buf, static_cast<std::size_t>(n));
+    } else if (n < 0 && errno == EINTR) {
+      continue;  // a signal the test process took (the timeout below is SO_RCVTIMEO's EAGAIN)
+    } else {
+      return out;
+    }
+  }
 }
 
 struct Answer {
@@ -204,7 +213,11 @@ TEST_F(MetricsEndpointTest, ASilentClientIsDroppedAtTheDeadlineWhileOthersAreSer
   for (int i = 0; i < 5; ++i) EXPECT_EQ(get(port).status, 200);  // the loop is not blocked
   EXPECT_LT(Clock::now() - t0, 1500ms) << "others waited for the silent client";
   char c;
-  EXPECT_EQ(::recv(silent.get(), &c, 1, 0), 0) << "the endpoint closes a silent client";
+  ssize_t n = -1;
+  do {
+    n = ::recv(silent.get(), &c, 1, 0);
+  } while (n < 0 && errno == EINTR);
+  EXPECT_EQ(n, 0) << "the endpoint closes a silent client";
   const auto waited = Clock::now() - t0;
   EXPECT_GE(waited, 1900ms);
   EXPECT_LT(waited, 4500ms);
@@ -239,7 +252,8 @@ TEST_F(MetricsEndpointTest, AClientThatNeverReadsHoldsUpNobody) {
   EXPECT_LT(Clock::now() - t0, 1500ms) << "a reader waited behind the stuck one";
   // At the deadline the stuck client is dropped with its answer unsent: it got a part only.
   ASSERT_TRUE(eventually([&] { return e->stats().metrics.dropped == 1; }, 5s));
-  EXPECT_EQ(e->stats().metrics.connected, 0u);
+  // Freed once its cancelled ops came back (a loop pass after the drop was counted).
+  EXPECT_TRUE(eventually([&] { return e->stats().metrics.connected == 0; }));
   timeval tv{5, 0};
   ::setsockopt(stuck.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   const std::string part = read_all(stuck.get());
