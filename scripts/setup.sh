@@ -10,6 +10,7 @@ packages=(
   libsqlite3-dev libabsl-dev libcli11-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   redis-server redis-tools redis-sentinel locales libssl-dev openssl
+  prometheus  # promtool: metrics_endpoint_test checks the /metrics exposition with it
 )
 
 sudo_cmd=()

@@ -22,6 +22,7 @@
 #include <unordered_set>
 #include <utility>
 
+#include "metrics_http.h"
 #include "node_lease.h"
 #include "sentinel_watch.h"
 #include "shared_relay.h"
@@ -128,6 +129,9 @@ struct Engine::TableRef {
   std::unique_ptr<LoaderPool> loaders;  // between start() and stop()
   std::optional<table::BrandedId> publish_group;  // job lane: publish's lane group without one given
   std::atomic<std::uint64_t> pushes{0}, garbage{0};
+  // TableStats' latencies: sampled reads (Engine::note_get, any reader thread), every loader call
+  // (its loader thread).
+  io::LatencyRecorder get_hit, get_miss, load;
 };
 
 struct Engine::Impl {
@@ -217,6 +221,9 @@ struct Engine::Impl {
   std::unique_ptr<SharedQueueRelay> relay;
   std::unique_ptr<io::Connection> relay_park;
   std::string relay_client;
+  // EngineOptions::metrics_port: opened in start(), closed in stop(); kept until destruction so
+  // stats() may read its counters from any thread.
+  std::unique_ptr<MetricsEndpoint> metrics;
 
   explicit Impl(EngineOptions o) : options(std::move(o)) {}
 
@@ -596,6 +603,7 @@ struct Engine::Impl {
       slot.loaders->post([this, &slot, name = std::string(asked), minted, claim = std::move(claim),
                           done = std::move(done)]() mutable {
         LoadResult result;
+        const std::int64_t t0 = detail::steady_ns();
         try {
           // A branded table's names passed its kind gate: they parse.
           result = slot.spec.keys == KeyKind::kText
@@ -606,6 +614,7 @@ struct Engine::Impl {
         } catch (...) {
           result = LoadError{"loader threw"};
         }
+        slot.load.record(detail::steady_ns() - t0);
         // Too late: the writer answered the flight loader_timeout. Nothing of this answer is
         // kept, in L2 either (the writer counts it loader_late).
         if (claim && !claim->claim_answer()) {
@@ -1001,6 +1010,7 @@ Engine::Engine(EngineOptions options, std::vector<TableSpec> tables)
       impl_->options.node_id == EngineOptions::kAutoNode ? -1
                                                          : static_cast<int>(impl_->options.node_id),
       impl_->options.node_lease, impl_->options.log);
+  MetricsEndpoint::check_options(impl_->options);  // ConfigError naming metrics_port / _bind
   if (const auto p = impl_->options.stats_publish.count(); p != 0 && (p < 100 || p > 3600000)) {
     throw ConfigError("stats_publish must be 0 (off) or lie in 100..3,600,000 ms, got " + std::to_string(p));
   }
@@ -1128,6 +1138,17 @@ Error Engine::start_once(std::chrono::milliseconds timeout) {
   };
   d.io = std::make_unique<io::LoopThread>(d.options.io);
   d.io->loop().post([] { name_this_thread("echo-io"); });
+  if (d.options.metrics_port != 0) {
+    // Bound now, so a port in use fails start() before anything dials; it accepts only at the
+    // end of start(), once everything stats() reads is in place.
+    d.metrics = std::make_unique<MetricsEndpoint>(d.io->loop(), [this] {
+      return to_prometheus(take_snapshot(*this, impl_->node_name()));
+    });
+    if (auto e = d.metrics->open(d.options.metrics_bind, d.options.metrics_port)) {
+      stop();
+      return e;
+    }
+  }
   for (auto& s : d.slots) {
     s->loaders = std::make_unique<LoaderPool>(s->spec.loader_threads);
     s->writer->start();
@@ -1345,12 +1366,14 @@ Error Engine::start_once(std::chrono::milliseconds timeout) {
       } while (!cv.wait_for(lock, stop, period, [&stop] { return stop.stop_requested(); }));
     });
   }
+  if (d.metrics) d.metrics->start();
   return {};
 }
 
 void Engine::stop() {
   auto& d = *impl_;
   d.stats_publisher = std::jthread();  // requests stop and joins
+  if (d.metrics) d.metrics->close();   // on the still-running io thread
   if (d.lease) d.lease->release();  // while the command connection still runs
   if (d.relay) {
     // Its BLPOP parks up to a beat: CLIENT UNBLOCK ends it (a park that begins just after costs
@@ -1470,7 +1493,17 @@ Error Engine::start_relay() {
 }
 
 Result<Got> Engine::get(std::string_view table, std::string_view id) {
-  return impl_->on_table(table, [&](TableRef& ref) { return get(ref, id); });
+  return impl_->on_table(table, [&](TableRef& ref) {
+    const bool timed = detail::sample_get();  // as Table<T>::get's
+    const std::int64_t t0 = timed ? detail::steady_ns() : 0;
+    auto r = get(ref, id);
+    if (timed) note_get(ref, r && r->source == Source::kL1, t0);
+    return r;
+  });
+}
+
+void Engine::note_get(TableRef& ref, bool hit, std::int64_t t0_ns) noexcept {
+  (hit ? ref.get_hit : ref.get_miss).record(detail::steady_ns() - t0_ns);
 }
 
 Result<Got> Engine::get(TableRef& ref, std::string_view key) {
@@ -1886,6 +1919,9 @@ EngineStats Engine::stats() const {
     t.pushes = s->pushes.load(std::memory_order_relaxed);
     t.garbage = s->garbage.load(std::memory_order_relaxed);
     if (s->consumer) t.consumer = s->consumer->stats();
+    t.get_hit_latency = s->get_hit.snapshot();
+    t.get_miss_latency = s->get_miss.snapshot();
+    t.load_latency = s->load.snapshot();
     out.tables.push_back(std::move(t));
   }
   if (impl_->io) {
@@ -1931,6 +1967,7 @@ EngineStats Engine::stats() const {
     return c.load(std::memory_order_relaxed);
   };
   const Impl& d = *impl_;
+  if (d.metrics) out.metrics = d.metrics->counters();
   out.fan_out = FanOutCounters{ld(d.fan_enqueues), ld(d.fan_admitted),         ld(d.fan_duplicates),
                                ld(d.fan_not_live), ld(d.fan_membership_reads), ld(d.fan_errors),
                                ld(d.fan_leads),    ld(d.fan_lead_receivers)};

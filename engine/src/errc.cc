@@ -40,6 +40,7 @@ std::string_view to_string(Errc e) noexcept {
     case Errc::kSentinelUnknownMaster: return "sentinel_unknown_master";
     case Errc::kNoSentinel: return "no_sentinel";
     case Errc::kNotMaster: return "not_master";
+    case Errc::kMetricsListen: return "metrics_listen";
   }
   return "unknown";
 }

@@ -8,218 +8,18 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
+
+#include "stats_fields.h"
 
 namespace echo::engine {
 namespace {
 
 using json = nlohmann::json;
 
-enum class Kind : std::uint8_t { kCounter, kGauge };
-
-template <class S>
-struct Field {
-  const char* key;
-  std::uint64_t S::*member;
-  Kind kind;
-  const char* help;
-};
-
-constexpr Field<table::L1Stats> kL1Fields[] = {
-    {"hits", &table::L1Stats::hits, Kind::kCounter, "L1 reads that found a live row"},
-    {"misses", &table::L1Stats::misses, Kind::kCounter, "L1 reads that found no live row"},
-    {"coh_applied", &table::L1Stats::coh_applied, Kind::kCounter,
-     "coherence drops applied (newer)"},
-    {"coh_stale", &table::L1Stats::coh_stale, Kind::kCounter, "coherence drops refused as stale"},
-    {"swept", &table::L1Stats::swept, Kind::kCounter, "expired rows removed by sweeps"},
-    {"sweeps", &table::L1Stats::sweeps, Kind::kCounter, "expiry sweeps run"},
-    {"full_skips", &table::L1Stats::full_skips, Kind::kCounter,
-     "inserts skipped: full under eviction skip, or a row larger than max_bytes"},
-    {"fill_refused", &table::L1Stats::fill_refused, Kind::kCounter,
-     "fills refused by the fill guard"},
-    {"put_refused", &table::L1Stats::put_refused, Kind::kCounter,
-     "puts refused by a newer tombstone"},
-    {"size", &table::L1Stats::size, Kind::kGauge, "rows in the map"},
-    {"bytes", &table::L1Stats::bytes, Kind::kGauge, "bytes the rows are charged (max_bytes)"},
-    {"evicted_size", &table::L1Stats::evicted_size, Kind::kCounter,
-     "rows evicted to make room under max_size"},
-    {"evicted_bytes", &table::L1Stats::evicted_bytes, Kind::kCounter,
-     "rows evicted to make room under max_bytes"},
-    {"expired", &table::L1Stats::expired, Kind::kCounter,
-     "rows removed past their expiry (swept, or found expired by an eviction)"},
-    {"invalidated", &table::L1Stats::invalidated, Kind::kCounter,
-     "rows removed by a coherence message, the invalidate verb or a flush"},
-    {"replaced", &table::L1Stats::replaced, Kind::kCounter,
-     "rows replaced by a fill or put of the same key"},
-    {"tombstones", &table::L1Stats::tombstones, Kind::kGauge, "tombstones held by the fill guard"},
-    {"tombstone_collapses", &table::L1Stats::tombstone_collapses, Kind::kCounter,
-     "tombstone sets collapsed to one floor"},
-    {"retired_pending", &table::L1Stats::retired_pending, Kind::kGauge,
-     "retired rows awaiting epoch reclamation"},
-    {"retired_bytes", &table::L1Stats::retired_bytes, Kind::kGauge,
-     "bytes of retired rows awaiting epoch reclamation"},
-    {"retired_age_ms", &table::L1Stats::retired_age_ms, Kind::kGauge,
-     "age of the oldest retired row not yet reclaimed (a stuck reader grows it)"},
-    {"reader_slot_refusals", &table::L1Stats::reader_slot_refusals, Kind::kCounter,
-     "reads answered as misses: the thread got no reader slot"},
-    {"decode_errors", &table::L1Stats::decode_errors, Kind::kCounter,
-     "values a typed table's codec refused (answered bad_value)"},
-};
-
-constexpr Field<WriterStats> kWriterFields[] = {
-    {"applied", &WriterStats::applied, Kind::kCounter, "ring items applied (newer)"},
-    {"stale", &WriterStats::stale, Kind::kCounter, "ring items refused as stale"},
-    {"fills", &WriterStats::fills, Kind::kCounter, "flights started by misses"},
-    {"l2_hits", &WriterStats::l2_hits, Kind::kCounter, "flights answered by L2"},
-    {"coalesced", &WriterStats::coalesced, Kind::kCounter, "misses that rode another flight"},
-    {"load_errors", &WriterStats::load_errors, Kind::kCounter, "loader failures"},
-    {"corrupt_frames", &WriterStats::corrupt_frames, Kind::kCounter, "L2 rows refused as corrupt"},
-    {"flight_restarts", &WriterStats::flight_restarts, Kind::kCounter,
-     "flights re-read after a newer drop overtook them"},
-    {"ring_flushes", &WriterStats::ring_flushes, Kind::kCounter,
-     "flush policy: table dropped after a ring refusal"},
-    {"disconnect_flushes", &WriterStats::disconnect_flushes, Kind::kCounter,
-     "flushes after a lost or regained subscription"},
-    {"suspended_fills", &WriterStats::suspended_fills, Kind::kCounter,
-     "fills answered but not cached while suspended"},
-    {"puts", &WriterStats::puts, Kind::kCounter, "puts inserted"},
-    {"erases", &WriterStats::erases, Kind::kCounter, "admin invalidations"},
-    {"commands", &WriterStats::commands, Kind::kCounter, "inbox commands run"},
-    {"passes", &WriterStats::passes, Kind::kCounter, "writer loop passes"},
-    {"remembered_stale", &WriterStats::remembered_stale, Kind::kCounter,
-     "job items the journal's applied memory answered"},
-    {"pin_failures", &WriterStats::pin_failures, Kind::kCounter,
-     "writer_cpu pins the kernel refused (the writer runs unpinned)"},
-    {"loader_timeouts", &WriterStats::loader_timeouts, Kind::kCounter,
-     "flights answered loader_timeout"},
-    {"loader_late", &WriterStats::loader_late, Kind::kCounter,
-     "loader answers that came after their flight's loader_timeout (discarded)"},
-    {"forgotten_fills", &WriterStats::forgotten_fills, Kind::kCounter,
-     "tracking: fills an invalidation overtook, answered but not cached"},
-    {"forgotten_puts", &WriterStats::forgotten_puts, Kind::kCounter,
-     "tracking: puts an invalidation overtook, not cached"},
-    {"held_fills", &WriterStats::held_fills, Kind::kCounter,
-     "fills held by the fill_hold fault injection"},
-};
-
-constexpr Field<ring::RingStats> kRingFields[] = {
-    {"capacity", &ring::RingStats::capacity, Kind::kGauge, "ring slots"},
-    {"occupancy", &ring::RingStats::occupancy, Kind::kGauge, "items waiting (approximate)"},
-    {"published", &ring::RingStats::published, Kind::kCounter, "items accepted"},
-    {"applied", &ring::RingStats::applied, Kind::kCounter, "items drained"},
-    {"dropped", &ring::RingStats::dropped, Kind::kCounter, "items refused under drop or flush"},
-    {"wakes", &ring::RingStats::wakes, Kind::kCounter, "wakes of a parked consumer"},
-    {"batches", &ring::RingStats::batches, Kind::kCounter, "non-empty drain passes"},
-    {"max_batch", &ring::RingStats::max_batch, Kind::kGauge, "largest drain pass"},
-    {"stalls", &ring::RingStats::stalls, Kind::kCounter, "block-policy publishes that waited"},
-    {"barrier_fallbacks", &ring::RingStats::barrier_fallbacks, Kind::kCounter,
-     "membarrier failures of the consumer's doorbell (then on the seq_cst handshake for good)"},
-};
-
-constexpr Field<JobConsumerStats> kConsumerFields[] = {
-    {"claimed", &JobConsumerStats::claimed, Kind::kCounter, "jobs claimed"},
-    {"handed_off", &JobConsumerStats::handed_off, Kind::kCounter, "jobs taken by hand-off"},
-    {"applied", &JobConsumerStats::applied, Kind::kCounter, "jobs applied (newer)"},
-    {"stale_applies", &JobConsumerStats::stale_applies, Kind::kCounter, "jobs applied as stale"},
-    {"completed", &JobConsumerStats::completed, Kind::kCounter, "jobs completed"},
-    {"complete_gone", &JobConsumerStats::complete_gone, Kind::kCounter, "completes of a gone job"},
-    {"complete_stale", &JobConsumerStats::complete_stale, Kind::kCounter,
-     "completes refused by the fencing token"},
-    {"complete_errors", &JobConsumerStats::complete_errors, Kind::kCounter,
-     "completes that failed"},
-    {"malformed", &JobConsumerStats::malformed, Kind::kCounter, "jobs refused as malformed"},
-    {"retried", &JobConsumerStats::retried, Kind::kCounter, "jobs sent back for retry"},
-    {"dead", &JobConsumerStats::dead, Kind::kCounter, "jobs declared dead"},
-    {"beats", &JobConsumerStats::beats, Kind::kCounter, "membership heartbeats"},
-    {"rejoins", &JobConsumerStats::rejoins, Kind::kCounter, "rejoins after a lost membership"},
-    {"reaped", &JobConsumerStats::reaped, Kind::kCounter, "expired leases reaped"},
-    {"promoted", &JobConsumerStats::promoted, Kind::kCounter, "delayed jobs promoted"},
-    {"members_reaped", &JobConsumerStats::members_reaped, Kind::kCounter, "dead members reaped"},
-    {"maintenance_errors", &JobConsumerStats::maintenance_errors, Kind::kCounter,
-     "reap, promote or member reclaim calls that failed"},
-    {"parks", &JobConsumerStats::parks, Kind::kCounter, "parks on an empty queue"},
-    {"wakes", &JobConsumerStats::wakes, Kind::kCounter, "parks woken by a job"},
-    {"empty_claims", &JobConsumerStats::empty_claims, Kind::kCounter, "claims that found nothing"},
-    {"in_flight", &JobConsumerStats::in_flight, Kind::kGauge, "jobs claimed, not yet applied"},
-    {"member_conflicts", &JobConsumerStats::member_conflicts, Kind::kCounter,
-     "beats that found another process beating as this member"},
-};
-
-constexpr Field<io::ConnectionStats> kConnectionFields[] = {
-    {"pushes", &io::ConnectionStats::pushes, Kind::kCounter, "RESP3 pushes received"},
-    {"pending", &io::ConnectionStats::pending, Kind::kGauge, "commands awaiting a reply"},
-    {"overloads", &io::ConnectionStats::overloads, Kind::kCounter, "commands refused as overload"},
-    {"commands", &io::ConnectionStats::commands, Kind::kCounter, "commands written"},
-    {"pipelines", &io::ConnectionStats::pipelines, Kind::kCounter, "socket sends with commands"},
-    {"replies", &io::ConnectionStats::replies, Kind::kCounter, "non-push replies received"},
-    {"reconnects", &io::ConnectionStats::reconnects, Kind::kCounter, "boots after a loss"},
-    {"script_loads", &io::ConnectionStats::script_loads, Kind::kCounter,
-     "SCRIPT LOADs after NOSCRIPT"},
-    {"evalsha_calls", &io::ConnectionStats::evalsha_calls, Kind::kCounter, "EVALSHAs written"},
-    {"bytes_out", &io::ConnectionStats::bytes_out, Kind::kCounter, "bytes written"},
-    {"wire_errors", &io::ConnectionStats::wire_errors, Kind::kCounter,
-     "replies with no caller and bytes refused"},
-    {"boot_retries", &io::ConnectionStats::boot_retries, Kind::kCounter,
-     "boots answered LOADING, BUSY or MASTERDOWN, retried"},
-    {"push_refusals", &io::ConnectionStats::push_refusals, Kind::kCounter,
-     "subscribe verbs the server refused"},
-};
-
-constexpr Field<ClusterCounters> kClusterFields[] = {
-    {"moved", &ClusterCounters::moved, Kind::kCounter, "MOVED redirects followed"},
-    {"ask", &ClusterCounters::ask, Kind::kCounter, "ASK redirects followed"},
-    {"refreshes", &ClusterCounters::refreshes, Kind::kCounter, "slot maps applied"},
-    {"held", &ClusterCounters::held, Kind::kCounter,
-     "calls held while their master was unreachable"},
-    {"held_expired", &ClusterCounters::held_expired, Kind::kCounter,
-     "held calls failed with cluster_down"},
-    {"redirect_limit", &ClusterCounters::redirect_limit, Kind::kCounter,
-     "calls failed with too_many_redirects"},
-    {"masters", &ClusterCounters::masters, Kind::kGauge, "masters in the current slot map"},
-    {"resubscribes", &ClusterCounters::resubscribes, Kind::kCounter,
-     "sharded subscriptions made again after a move or a loss"},
-};
-
-constexpr Field<SentinelCounters> kSentinelFields[] = {
-    {"switches", &SentinelCounters::switches, Kind::kCounter,
-     "master changes followed (+switch-master, or found on a re-ask)"},
-    {"reconnects", &SentinelCounters::reconnects, Kind::kCounter,
-     "sentinel connection booted again (on the next sentinel)"},
-    {"asks", &SentinelCounters::asks, Kind::kCounter,
-     "get-master-addr-by-name answered with an address"},
-    {"role_refusals", &SentinelCounters::role_refusals, Kind::kCounter,
-     "connections that found the named master answering ROLE as a replica"},
-};
-
-constexpr Field<FanOutCounters> kFanOutFields[] = {
-    {"enqueues", &FanOutCounters::enqueues, Kind::kCounter, "job-lane enqueue calls"},
-    {"admitted", &FanOutCounters::admitted, Kind::kCounter, "member queues that took a new job"},
-    {"duplicates", &FanOutCounters::duplicates, Kind::kCounter,
-     "member queues that already held the job"},
-    {"not_live", &FanOutCounters::not_live, Kind::kCounter, "listed members skipped as not live"},
-    {"membership_reads", &FanOutCounters::membership_reads, Kind::kCounter,
-     "membership reads (the epoch moved)"},
-    {"errors", &FanOutCounters::errors, Kind::kCounter, "enqueue calls that failed"},
-    {"leads", &FanOutCounters::leads, Kind::kCounter,
-     "lead pushes published before the admissions"},
-    {"lead_receivers", &FanOutCounters::lead_receivers, Kind::kCounter,
-     "subscribers that heard the lead pushes"},
-};
-
-constexpr Field<JournalStats> kJournalFields[] = {
-    {"intents", &JournalStats::intents, Kind::kGauge, "intent rows"},
-    {"pending_enqueue", &JournalStats::pending_enqueue, Kind::kGauge, "intents not yet enqueued"},
-    {"remembered", &JournalStats::remembered, Kind::kGauge, "rows in the applied memory"},
-    {"transactions", &JournalStats::transactions, Kind::kCounter, "commits made"},
-    {"grouped", &JournalStats::grouped, Kind::kCounter, "requests those commits carried"},
-    {"failed", &JournalStats::failed, Kind::kCounter,
-     "transactions SQLite refused (marks and upserts queued again)"},
-    {"checkpoints", &JournalStats::checkpoints, Kind::kCounter,
-     "WAL checkpoints the flusher ran beside the writers"},
-    {"inline_checkpoints", &JournalStats::inline_checkpoints, Kind::kCounter,
-     "WAL checkpoints a committing caller ran (the WAL past 4,000 frames)"},
-};
+using namespace stats_fields;  // Kind, Field and the k*Fields tables
 
 template <class S, std::size_t N>
 json fields_json(const S& s, const Field<S> (&fields)[N]) {
@@ -233,6 +33,10 @@ json array_json(const std::array<std::uint64_t, N>& a) {
   json out = json::array();
   for (auto v : a) out.push_back(v);
   return out;
+}
+
+json latency_json(const io::LatencySnapshot& l) {
+  return json{{"buckets", array_json(l.buckets)}, {"sum_ns", l.sum_ns}};
 }
 
 // ---- Prometheus ----
@@ -285,12 +89,19 @@ class Exposition {
               std::uint64_t value) {
     family(name, type, help).push_back(name + render_labels(labels) + ' ' + std::to_string(value));
   }
+  void sample_text(const std::string& name, const char* type, const char* help,
+                   const Labels& labels, const std::string& value) {
+    family(name, type, help).push_back(name + render_labels(labels) + ' ' + value);
+  }
   // A histogram from per-bucket counts: bucket k's upper bound is upper(k); the last bucket is
   // +Inf. At most `max_buckets` (the format's count: a bound is a power of two, and a snapshot
   // with more would shift past 63 bits), and a cumulative count that fits 64 bits.
+  // `sum` (already in the family's base unit) is written as _sum; absent (a snapshot from before
+  // the sums) writes none.
   template <class Upper>
   void histogram(const std::string& name, const char* help, const Labels& labels,
-                 const json& counts, std::size_t max_buckets, Upper upper) {
+                 const json& counts, std::size_t max_buckets, Upper upper,
+                 const std::optional<std::string>& sum = std::nullopt) {
     if (!counts.is_array() || counts.empty() || counts.size() > max_buckets) {
       throw std::invalid_argument("stats snapshot: " + name + " wants an array of 1.." +
                                   std::to_string(max_buckets) + " buckets");
@@ -308,6 +119,7 @@ class Exposition {
       with.emplace_back("le", k + 1 == n ? std::string("+Inf") : upper(k));
       lines.push_back(name + "_bucket" + render_labels(with) + ' ' + std::to_string(cumulative));
     }
+    if (sum) lines.push_back(name + "_sum" + render_labels(labels) + ' ' + *sum);
     lines.push_back(name + "_count" + render_labels(labels) + ' ' + std::to_string(cumulative));
   }
   std::string text() const {
@@ -345,6 +157,18 @@ template <class S, std::size_t N>
 void render_fields(Exposition& e, const std::string& thing, const json& j, const Labels& labels,
                    const Field<S> (&fields)[N]) {
   for (const auto& f : fields) {
+    const std::string_view key = f.key;
+    if (f.kind == Kind::kGauge && key.ends_with("_ms")) {
+      // Prometheus wants base units (promtool: "metric names should not contain abbreviated
+      // units"): a millisecond gauge of the snapshot is exposed in seconds.
+      char value[40];
+      std::snprintf(value, sizeof value, "%.3f",
+                    static_cast<double>(count_of(need(j, f.key), f.key)) / 1000.0);
+      e.sample_text("echostore_" + thing + '_' + std::string(key.substr(0, key.size() - 3)) +
+                        "_seconds",
+                    "gauge", f.help, labels, value);
+      continue;
+    }
     const bool counter = f.kind == Kind::kCounter;
     e.sample("echostore_" + thing + '_' + f.key + (counter ? "_total" : ""),
              counter ? "counter" : "gauge", f.help, labels, count_of(need(j, f.key), f.key));
@@ -355,6 +179,31 @@ std::string seconds_bound(std::size_t k) {  // bucket k is [2^k, 2^(k+1)) ns
   char buf[40];
   std::snprintf(buf, sizeof buf, "%.10g", std::ldexp(1.0, static_cast<int>(k) + 1) * 1e-9);
   return buf;
+}
+
+// A sum of nanoseconds as seconds, the base unit Prometheus wants.
+std::string seconds_of(std::uint64_t ns) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.9f", static_cast<double>(ns) * 1e-9);
+  return buf;
+}
+
+// The _sum of a histogram whose sum sits beside it in the snapshot under `key` (absent from an
+// older snapshot: no _sum).
+std::optional<std::string> seconds_sum(const json& parent, const char* key) {
+  const auto it = parent.find(key);
+  if (it == parent.end()) return std::nullopt;
+  return seconds_of(count_of(*it, key));
+}
+
+// A latency histogram written by latency_json, under `key` of `parent` (absent from an older
+// snapshot: no samples).
+void latency(Exposition& e, const std::string& name, const char* help, const Labels& labels,
+             const json& parent, const char* key) {
+  const auto it = parent.find(key);
+  if (it == parent.end()) return;
+  e.histogram(name, help, labels, need(*it, "buckets"), io::kLatencyBuckets, seconds_bound,
+              seconds_of(count_of(need(*it, "sum_ns"), "sum_ns")));
 }
 
 std::string batch_bound(std::size_t k) {  // bucket k is [2^k, 2^(k+1)) items
@@ -430,7 +279,18 @@ void render_snapshot(Exposition& e, const json& s) {
     e.sample("echostore_writer_suspended", "gauge", "1 while the table does not cache", tl,
              need(w, "suspended").get<bool>() ? 1 : 0);
     e.histogram("echostore_writer_lag_seconds", "time from decode (io thread) to apply (writer)",
-                tl, need(w, "lag_ns_histogram"), kLagBuckets, seconds_bound);
+                tl, need(w, "lag_ns_histogram"), kLagBuckets, seconds_bound,
+                seconds_sum(w, "lag_sum_ns"));
+    latency(e, "echostore_get_hit_latency_seconds",
+            "L1-hit reads, call to answer; sampled: 1 in 64 reads per thread is timed", tl, t,
+            "get_hit_latency");
+    latency(e, "echostore_get_miss_latency_seconds",
+            "reads L1 did not answer (L2, the loader, or an error), call to answer; sampled: 1 in "
+            "64 reads per thread is timed",
+            tl, t, "get_miss_latency");
+    latency(e, "echostore_load_latency_seconds",
+            "loader calls, call to return, on the table's loader threads; every call", tl, t,
+            "load_latency");
     std::size_t index = 0;
     for (const json& r : need(t, "rings")) {
       Labels rl = tl;
@@ -438,8 +298,10 @@ void render_snapshot(Exposition& e, const json& s) {
       render_fields(e, "ring", r, rl, kRingFields);
       e.sample("echostore_ring_flush_pending", "gauge", "1 while a flush refusal awaits the writer",
                rl, need(r, "flush_pending").get<bool>() ? 1 : 0);
+      // Every drained item is in exactly one pass: the sum of the batch sizes is `applied`.
       e.histogram("echostore_ring_batch_size", "items per non-empty drain pass", rl,
-                  need(r, "batch_histogram"), ring::kHistogramBuckets, batch_bound);
+                  need(r, "batch_histogram"), ring::kHistogramBuckets, batch_bound,
+                  std::to_string(count_of(need(r, "applied"), "applied")));
     }
     const json& c = need(t, "consumer");
     if (!c.is_null()) render_fields(e, "consumer", c, tl, kConsumerFields);
@@ -452,6 +314,10 @@ void render_snapshot(Exposition& e, const json& s) {
              cl, need(c, "status").get<std::string>() == "ready" ? 1 : 0);
     e.sample("echostore_connection_protocol", "gauge", "RESP protocol once booted (0 before)", cl,
              count_of(need(c, "protocol"), "protocol"));
+    latency(e, "echostore_l2_latency_seconds",
+            "L2 round trips: a command queued for the socket (io thread) to its reply decoded; "
+            "every reply",
+            cl, c, "reply_latency");
   }
   // Cluster mode only; a snapshot without the key (single server, or an older node) has none.
   if (auto it = s.find("cluster"); it != s.end() && !it->is_null()) {
@@ -467,6 +333,9 @@ void render_snapshot(Exposition& e, const json& s) {
   }
   if (auto it = s.find("fan_out"); it != s.end() && !it->is_null()) {  // older nodes: none
     render_fields(e, "fan_out", *it, base, kFanOutFields);
+  }
+  if (auto it = s.find("metrics"); it != s.end() && !it->is_null()) {  // older nodes: none
+    render_fields(e, "metrics", *it, base, kMetricsFields);
   }
   if (auto it = s.find("journals"); it != s.end()) {
     for (const json& j : *it) {
@@ -518,6 +387,7 @@ std::string to_json(const StatsSnapshot& snapshot) {
     json w = fields_json(t.writer, kWriterFields);
     w["suspended"] = t.writer.suspended;
     w["lag_ns_histogram"] = array_json(t.writer.lag_histogram);
+    w["lag_sum_ns"] = t.writer.lag_sum_ns;
     jt["writer"] = std::move(w);
     json rings = json::array();
     for (const auto& r : t.rings) {
@@ -528,6 +398,9 @@ std::string to_json(const StatsSnapshot& snapshot) {
     }
     jt["rings"] = std::move(rings);
     jt["consumer"] = t.consumer ? fields_json(*t.consumer, kConsumerFields) : json(nullptr);
+    jt["get_hit_latency"] = latency_json(t.get_hit_latency);
+    jt["get_miss_latency"] = latency_json(t.get_miss_latency);
+    jt["load_latency"] = latency_json(t.load_latency);
     tables.push_back(std::move(jt));
   }
   out["tables"] = std::move(tables);
@@ -537,6 +410,7 @@ std::string to_json(const StatsSnapshot& snapshot) {
     jc["label"] = c.label;
     jc["status"] = std::string(io::to_string(c.status));
     jc["protocol"] = c.protocol;
+    jc["reply_latency"] = latency_json(c.reply_latency);
     connections.push_back(std::move(jc));
   }
   out["connections"] = std::move(connections);
@@ -550,6 +424,7 @@ std::string to_json(const StatsSnapshot& snapshot) {
     out["sentinel"] = json(nullptr);
   }
   out["fan_out"] = fields_json(snapshot.engine.fan_out, kFanOutFields);
+  out["metrics"] = fields_json(snapshot.engine.metrics, kMetricsFields);
   json journals = json::array();
   for (const auto& j : snapshot.journals) {
     json jj = fields_json(j, kJournalFields);

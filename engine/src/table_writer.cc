@@ -282,11 +282,13 @@ std::size_t TableWriter::drain_rings() {
                     "the drain must not throw: the map's apply is noexcept");
       std::uint64_t applied = 0, via_memory = 0;  // apply_with_memory counts its own
       std::int64_t dropped_decoded = -1;  // the decode stamp of the batch's last effective drop
+      std::uint64_t lag_sum = 0;          // added to lag_sum_ns_ once per batch
       for (CoherenceItem& item : items) {
         const std::int64_t lag = t - item.decoded_ns;
         const std::size_t bucket =
             lag <= 0 ? 0 : std::min<std::size_t>(std::bit_width(static_cast<std::uint64_t>(lag)) - 1, kLagBuckets - 1);
         bump(lag_[bucket]);
+        lag_sum += lag > 0 ? static_cast<std::uint64_t>(lag) : 0;
         if (item.forget != Forget::kNo) {
           // The tracking lane: no version, no memory, no ticket (it counts its own verdicts).
           if (forget(item)) dropped_decoded = item.decoded_ns;
@@ -326,6 +328,7 @@ std::size_t TableWriter::drain_rings() {
         if (item.ticket != 0) acks_.push_back(JobAck{item.ticket, verdict});
       }
       bump(applied_, applied);
+      bump(lag_sum_ns_, lag_sum);
       bump(stale_, items.size() - applied - via_memory);
       // When the batch's rows were gone: what a lane's latency ends on (lanes_bench, drill F6).
       // Only a batch that dropped a row: a job whose lead dropped its row first, applied later
@@ -781,6 +784,7 @@ WriterStats TableWriter::stats() const {
   s.held_fills = ld(held_fills_);
   s.suspended = suspended_flag_.load(std::memory_order_relaxed);
   for (std::size_t i = 0; i < kLagBuckets; ++i) s.lag_histogram[i] = ld(lag_[i]);
+  s.lag_sum_ns = ld(lag_sum_ns_);
   s.last_applied_ns = last_applied_ns_.load(std::memory_order_relaxed);
   s.last_decoded_ns = last_decoded_ns_.load(std::memory_order_relaxed);
   return s;

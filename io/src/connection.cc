@@ -259,6 +259,7 @@ ConnectionStats Connection::stats() const {
   s.commands = commands_.load(std::memory_order_relaxed);
   s.pipelines = pipelines_.load(std::memory_order_relaxed);
   s.replies = replies_.load(std::memory_order_relaxed);
+  s.reply_latency = reply_latency_.snapshot();
   s.reconnects = reconnects_.load(std::memory_order_relaxed);
   s.script_loads = script_loads_.load(std::memory_order_relaxed);
   s.evalsha_calls = evalsha_calls_.load(std::memory_order_relaxed);
@@ -398,6 +399,8 @@ void Connection::dispatch() {
       Pending p = std::move(fifo_.front());
       fifo_.pop_front();
       pending_.store(fifo_.size(), std::memory_order_relaxed);
+      reply_latency_.record(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                Clock::now() - p.sent).count());
       if (p.done) {
         if (r.value.is_error()) {
           p.done(make_error_code(IoErrc::kServerError), r.value);

@@ -25,7 +25,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-enum class Kind : std::uint8_t { kRecv, kSend, kConnect, kTimer };
+enum class Kind : std::uint8_t { kRecv, kSend, kConnect, kTimer, kAccept };
+
+// Which of an fd's waiter lists an op joins: a pending accept waits for EPOLLIN as a receive does.
+constexpr bool reads(Kind k) noexcept { return k == Kind::kRecv || k == Kind::kAccept; }
 enum class Stage : std::uint8_t {
   kFree,     // on the free list
   kWaiting,  // on an fd's reader/writer list and/or in the timer heap
@@ -206,6 +209,12 @@ struct EpollBackend::State {
           r.res = -errno;
           return true;
         }
+        case Kind::kAccept:
+          n = ::accept4(r.fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+          // A connection reset before it was taken: the next one may be ready (io_uring, too,
+          // retries it internally rather than failing the op).
+          if (n < 0 && errno == ECONNABORTED) continue;
+          break;
         case Kind::kTimer:
           return false;
       }
@@ -254,7 +263,7 @@ struct EpollBackend::State {
     const int fd = records[i].fd;
     if (fd < 0) return make_ready(i, -EBADF);
     FdWatch& w = watch_of(fd);
-    auto& line = records[i].kind == Kind::kRecv ? w.readers : w.writers;
+    auto& line = reads(records[i].kind) ? w.readers : w.writers;
     if (line.empty() && try_first && attempt(i)) return make_ready(i, records[i].res);
     line.push_back(i);
     if (records[i].kind == Kind::kConnect) heap_push(i);
@@ -267,7 +276,7 @@ struct EpollBackend::State {
     if (r.heap_at != kNone) heap_remove(i);
     if (r.kind == Kind::kTimer || r.fd < 0) return;
     FdWatch& w = fds[static_cast<std::size_t>(r.fd)];
-    auto& line = r.kind == Kind::kRecv ? w.readers : w.writers;
+    auto& line = reads(r.kind) ? w.readers : w.writers;
     std::erase(line, i);
     if (w.readers.empty() && w.writers.empty()) w.armed = 0;
   }
@@ -385,6 +394,19 @@ void EpollBackend::connect(int fd, const sockaddr* addr, socklen_t len,
   // EINTR on a non-blocking connect: it goes on in the background, as EINPROGRESS says.
   if (errno != EINPROGRESS && errno != EINTR) return s.make_ready(i, -errno);
   s.start(i, /*try_first=*/false);
+}
+
+void EpollBackend::accept(int listen_fd, IoOp& op) noexcept {
+  State& s = *state_;
+  const std::uint32_t i = s.acquire(op, Kind::kAccept);
+  s.records[i].fd = listen_fd;
+  // accept4 has no per-call MSG_DONTWAIT: a blocking listener would block the loop in attempt().
+  const int flags = listen_fd < 0 ? -1 : ::fcntl(listen_fd, F_GETFL);
+  if (listen_fd >= 0 && (flags < 0 || ((flags & O_NONBLOCK) == 0 &&
+                                       ::fcntl(listen_fd, F_SETFL, flags | O_NONBLOCK) < 0))) {
+    return s.make_ready(i, -errno);
+  }
+  s.start(i, /*try_first=*/true);
 }
 
 void EpollBackend::after(std::chrono::nanoseconds delay, IoOp& op) noexcept {

@@ -48,6 +48,7 @@ class UringBackend {
   void send(int fd, const void* buf, std::size_t len, IoOp& op) noexcept;
   void connect(int fd, const sockaddr* addr, socklen_t len, std::chrono::milliseconds timeout,
                IoOp& op) noexcept;
+  void accept(int listen_fd, IoOp& op) noexcept;
   void after(std::chrono::nanoseconds delay, IoOp& op) noexcept;
   void cancel(IoOp& op) noexcept;
   void cancel_fd(int fd) noexcept;
@@ -77,6 +78,7 @@ class EpollBackend {
   void send(int fd, const void* buf, std::size_t len, IoOp& op) noexcept;
   void connect(int fd, const sockaddr* addr, socklen_t len, std::chrono::milliseconds timeout,
                IoOp& op) noexcept;
+  void accept(int listen_fd, IoOp& op) noexcept;
   void after(std::chrono::nanoseconds delay, IoOp& op) noexcept;
   void cancel(IoOp& op) noexcept;
   void cancel_fd(int fd) noexcept;

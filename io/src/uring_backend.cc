@@ -156,6 +156,13 @@ void UringBackend::connect(int fd, const sockaddr* addr, socklen_t len,
   io_uring_sqe_set_data64(t, kNoOp);
 }
 
+void UringBackend::accept(int listen_fd, IoOp& op) noexcept {
+  io_uring_sqe* s = ring_->sqe();
+  io_uring_prep_accept(s, listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+  op.armed = true;
+  io_uring_sqe_set_data64(s, reinterpret_cast<std::uint64_t>(&op));
+}
+
 void UringBackend::after(std::chrono::nanoseconds delay, IoOp& op) noexcept {
   auto* ts = reinterpret_cast<__kernel_timespec*>(op.timespec);
   *ts = to_timespec(delay);

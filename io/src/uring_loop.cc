@@ -262,6 +262,10 @@ void UringLoop::connect(int fd, const sockaddr* addr, socklen_t len,
   on_backend(impl_->uring, impl_->epoll, [&](auto& b) { b.connect(fd, addr, len, timeout, op); });
 }
 
+void UringLoop::accept(int listen_fd, IoOp& op) noexcept {
+  on_backend(impl_->uring, impl_->epoll, [&](auto& b) { b.accept(listen_fd, op); });
+}
+
 void UringLoop::after(std::chrono::nanoseconds delay, IoOp& op) noexcept {
   on_backend(impl_->uring, impl_->epoll, [&](auto& b) { b.after(delay, op); });
 }

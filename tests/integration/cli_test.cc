@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: MIT
 // The `echostore` program as an operator meets it: every usage error exits 2, --server is parsed
-// strictly, `stats` refuses a value that is not a snapshot by node and reads over TLS with
-// --tls-* (a wrong CA refused by name), `journal replay` that skipped
+// strictly, `stats` refuses a value that is not a snapshot by node, reads over TLS with
+// --tls-* (a wrong CA refused by name), reads every master of a cluster and redraws one screen
+// per refresh under --watch (bounded by --count), `journal replay` that skipped
 // malformed intents is not a success, `bench --json` and `--html` with paths that are not UTF-8
 // write their files instead of aborting (the page well-formed and holding every row), and a short `referee` run shows both sides of the face-off. Runs the
 // program built beside this test (ECHO_CLI_PATH) against a real server started here; registered
 // only when the CLI is built (ECHO_BUILD_CLI).
 #include <echo/engine/journal.h>
+#include <echo/engine/local_cluster.h>
 #include <echo/engine/local_server.h>
 #include <echo/engine/local_tls.h>
 #include <echo/engine/stats_export.h>
@@ -385,6 +387,130 @@ TEST_F(CliTest, RefereeFindsNoStaleEchoStoreReadAndSeesTheClassicRace) {
             (std::vector<std::string>{"echostore_broadcast", "echostore_job", "echostore_tracking",
                                       "classic_tracking", "deletion_synchronised"}));
   EXPECT_NE(r.out.find("| echostore_tracking |"), std::string::npos) << r.out;
+}
+
+// ---- stats on a cluster and --watch (issue 30, part 2) ----
+
+// A published snapshot of `table` by `node`: 42 rows, 90 hits and 10 misses, a ring 7/4096
+// full, lag samples in the [1024, 2048) ns bucket, one ready connection.
+std::string watch_snapshot(const std::string& table, const std::string& node) {
+  engine::StatsSnapshot s;
+  s.node = node;
+  engine::TableStats t;
+  t.name = table;
+  t.l1.size = 42;
+  t.l1.hits = 90;
+  t.l1.misses = 10;
+  t.writer.lag_histogram[10] = 100;
+  ring::RingStats r;
+  r.capacity = 4096;
+  r.occupancy = 7;
+  t.rings = {r};
+  s.engine.tables = {t};
+  io::ConnectionStats c;
+  c.label = "command";
+  c.status = io::ConnStatus::kReady;
+  s.engine.connections = {c};
+  return engine::to_json(s);
+}
+
+// On a cluster each table's stats keys live on the master of its hash tag's slot: stats asked on
+// one master finds the tables another master holds (CLUSTER SLOTS, then SCAN on each master).
+TEST(CliStatsCluster, ReadsEveryMasterOfACluster) {
+  std::unique_ptr<engine::LocalCluster> cluster;
+  try {
+    cluster = std::make_unique<engine::LocalCluster>(engine::LocalClusterOptions{.replicas = 0});
+  } catch (const std::exception& e) {
+    FAIL() << "the cluster did not start: " << e.what();
+  }
+  // Two tables whose keys sit on different masters.
+  const auto slot_of = [&](const std::string& table) {
+    return static_cast<std::uint16_t>(
+        std::stoi(cluster->admin(0, {"CLUSTER", "KEYSLOT", engine::stats_key(table, "1")})));
+  };
+  const std::string first = "quotes";
+  const int first_master = cluster->master_of(slot_of(first));
+  std::string second;
+  for (int i = 0; i < 100 && second.empty(); ++i) {
+    const std::string name = "table" + std::to_string(i);
+    if (cluster->master_of(slot_of(name)) != first_master) second = name;
+  }
+  ASSERT_FALSE(second.empty());
+  for (const std::string& table : {first, second}) {
+    const int m = cluster->master_of(slot_of(table));
+    cluster->admin(static_cast<std::size_t>(m),
+                   {"SET", engine::stats_key(table, "1"), watch_snapshot(table, "1")});
+  }
+  // Asked on the master that holds only the second table's key, found by asking (no --cluster).
+  const int asked = cluster->master_of(slot_of(second));
+  const std::string at = "127.0.0.1:" + std::to_string(cluster->server(static_cast<std::size_t>(asked)).port());
+  for (const bool flag : {false, true}) {
+    std::vector<std::string> args = {"stats", "--server", at, "--table", first, "--table", second};
+    if (flag) args.push_back("--cluster");
+    const Ran r = run_cli(args);
+    EXPECT_EQ(r.status, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find("table=\"" + first + "\""), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("table=\"" + second + "\""), std::string::npos) << r.out;
+  }
+}
+
+TEST_F(CliTest, StatsClusterOnASingleServerIsRefusedByName) {
+  command(client(), "SET %s %s", engine::stats_key("quotes", "1").c_str(),
+          watch_snapshot("quotes", "1").c_str());
+  const Ran r = run_cli({"stats", "--server", server_arg(), "--table", "quotes", "--cluster"});
+  EXPECT_EQ(r.status, 1) << r.out << r.err;
+  EXPECT_NE(r.err.find("not a cluster node"), std::string::npos) << r.err;
+  // Without --cluster the single server is read as before.
+  EXPECT_EQ(run_cli({"stats", "--server", server_arg(), "--table", "quotes"}).status, 0);
+}
+
+TEST_F(CliTest, StatsWatchRedrawsOneScreenPerRefreshAndStopsAtCount) {
+  command(client(), "SET %s %s", engine::stats_key("quotes", "1").c_str(),
+          watch_snapshot("quotes", "1").c_str());
+  command(client(), "SET %s %s", engine::stats_key("quotes", "2").c_str(),
+          watch_snapshot("quotes", "2").c_str());
+  const auto t0 = std::chrono::steady_clock::now();
+  const Ran r = run_cli(
+      {"stats", "--server", server_arg(), "--table", "quotes", "--watch", "0.3", "--count", "3"});
+  const auto took = std::chrono::steady_clock::now() - t0;
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_GE(took, std::chrono::milliseconds(550)) << "3 screens are 2 periods apart";
+  // Three screens, each begun with home + clear.
+  std::size_t screens = 0;
+  for (std::size_t at = 0; (at = r.out.find("\x1b[H\x1b[2J", at)) != std::string::npos; ++at) {
+    ++screens;
+  }
+  EXPECT_EQ(screens, 3u) << r.out;
+  const std::string last = r.out.substr(r.out.rfind("\x1b[H\x1b[2J"));
+  for (const char* word : {"TABLE", "ROWS", "HIT%", "DROPS/S", "RING", "LAG p99", "CONN u/d",
+                           "every 0.3s"}) {
+    EXPECT_NE(last.find(word), std::string::npos) << word << " in\n" << last;
+  }
+  // Two nodes of quotes: 84 rows, ring 14/8192, lag p99 in the bucket ending at 2048 ns, two
+  // ready connections. The first screen's hit ratio is since start (90.0); later ones, between
+  // refreshes with no new reads, "-", and drops/s 0.0.
+  const std::string first = r.out.substr(0, r.out.find("\x1b[H\x1b[2J", 1));
+  EXPECT_NE(first.find("90.0"), std::string::npos) << first;
+  std::istringstream rows(last);
+  std::string line, quotes;
+  while (std::getline(rows, line)) {
+    if (line.rfind("quotes", 0) == 0) quotes = line;
+  }
+  std::istringstream cols(quotes);
+  std::vector<std::string> c;
+  for (std::string w; cols >> w;) c.push_back(w);
+  ASSERT_EQ(c.size(), 8u) << quotes;
+  EXPECT_EQ(c[1], "2");        // nodes
+  EXPECT_EQ(c[2], "84");       // rows
+  EXPECT_EQ(c[3], "-");        // hit% between refreshes: no reads
+  EXPECT_EQ(c[4], "0.0");      // drops/s
+  EXPECT_EQ(c[5], "14/8192");  // ring occupancy
+  EXPECT_EQ(c[6], "2us");      // lag p99
+  EXPECT_EQ(c[7], "2/0");      // connections up/down
+}
+
+TEST_F(CliTest, StatsWatchWantsAPositivePeriod) {
+  EXPECT_EQ(run_cli({"stats", "--server", server_arg(), "--table", "q", "--watch", "0"}).status, 2);
 }
 
 }  // namespace

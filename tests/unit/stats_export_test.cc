@@ -103,7 +103,11 @@ bool is_sample(const std::string& l) {
       return false;
     }
   }
-  return i < l.size() && l[i] == ' ' && take_digits(l, i + 1);
+  if (i >= l.size() || l[i] != ' ') return false;
+  // An integer, or a histogram's _sum in seconds (digits '.' digits).
+  const std::size_t dot = l.find('.', i + 1);
+  if (dot == std::string::npos) return take_digits(l, i + 1);
+  return take_digits(l.substr(0, dot), i + 1) && take_digits(l, dot + 1);
 }
 // "# HELP name text" or "# TYPE name counter|gauge|histogram"; `type_of` gets the TYPE's name.
 bool is_help(const std::string& l) {
@@ -458,8 +462,10 @@ TEST(StatsExport, TheReclamationBacklogAndSlotRefusalsShowInBothFormats) {
   const std::string labels = "{node=\"7\",table=\"quotes\"} ";
   EXPECT_NE(prom.find("# TYPE echostore_l1_retired_bytes gauge\n"), std::string::npos);
   EXPECT_NE(prom.find("echostore_l1_retired_bytes" + labels + "38400\n"), std::string::npos);
-  EXPECT_NE(prom.find("# TYPE echostore_l1_retired_age_ms gauge\n"), std::string::npos);
-  EXPECT_NE(prom.find("echostore_l1_retired_age_ms" + labels + "90000\n"), std::string::npos);
+  // Exposed in seconds (Prometheus' base unit; promtool refuses "_ms" in a name).
+  EXPECT_NE(prom.find("# TYPE echostore_l1_retired_age_seconds gauge\n"), std::string::npos);
+  EXPECT_NE(prom.find("echostore_l1_retired_age_seconds" + labels + "90.000\n"), std::string::npos);
+  EXPECT_EQ(prom.find("retired_age_ms"), std::string::npos);
   EXPECT_NE(prom.find("# TYPE echostore_l1_reader_slot_refusals_total counter\n"),
             std::string::npos);
   EXPECT_NE(prom.find("echostore_l1_reader_slot_refusals_total" + labels + "5\n"),

@@ -39,6 +39,7 @@
 #include <echo/engine/table_spec.h>
 #include <echo/engine/table_writer.h>
 #include <echo/io/connection.h>
+#include <echo/io/latency_histogram.h>
 #include <echo/io/uring_loop.h>
 #include <echo/table/expected.h>
 
@@ -111,6 +112,14 @@ struct EngineOptions {
   // Every this often, SET ecc:{t}:stats:<node_id> to each table's JSON stats snapshot, PX three
   // periods (stats_export.h; `echostore stats` reads them). 0 = off, else 100..3,600,000 ms.
   std::chrono::milliseconds stats_publish{0};
+  // The metrics endpoint (metrics_http.h): an HTTP listener on metrics_bind:metrics_port that
+  // answers GET /metrics with the Prometheus text of this engine's snapshot (stats_export.h),
+  // served on the io thread without blocking it. 0 (the default) = off, else 1..65535; start()
+  // fails with the address and errno's words when the port cannot be bound. metrics_bind: an
+  // IPv4 literal, "127.0.0.1" by default (this host only); binding it beyond loopback (say
+  // "0.0.0.0") exposes every table's name and counters, unauthenticated: the operator's choice.
+  int metrics_port = 0;
+  std::string metrics_bind = "127.0.0.1";
   // Operational hooks (log.h): where the engine's lines go (empty: one line each on stderr), and
   // a watcher of connection events (connected, lost with its cause, reconnected, resubscribed;
   // on the io thread) and table events (suspended, resumed; on the table's writer thread). Both
@@ -141,6 +150,25 @@ struct MemberAdmission {
   Admission admission;
 };
 
+// Reads timed per reading thread: 1 in kGetSampleEvery (a power of two). At 64 the sample costs
+// about one thread-local increment per read (the measurement: docs of TableStats' latencies).
+inline constexpr unsigned kGetSampleEvery = 64;
+static_assert((kGetSampleEvery & (kGetSampleEvery - 1)) == 0, "the sample test is a mask");
+
+namespace detail {
+// True on every kGetSampleEvery-th read of the calling thread. Reader thread; no atomic, no
+// syscall, no allocation.
+inline bool sample_get() noexcept {
+  thread_local unsigned reads = 0;
+  return (++reads & (kGetSampleEvery - 1)) == 0;
+}
+inline std::int64_t steady_ns() noexcept {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+}  // namespace detail
+
 struct TableStats {
   std::string name;
   std::optional<JobConsumerStats> consumer;  // job-lane tables
@@ -149,6 +177,22 @@ struct TableStats {
   std::vector<ring::RingStats> rings;
   // Pushes routed and frames refused: the broadcast lane's, or the job lane's lead (job_lead).
   std::uint64_t pushes = 0, garbage = 0;
+  // Reads timed on a sample, 1 in kGetSampleEvery per reading thread (an L1 hit costs ~50-130 ns:
+  // two clock reads on every one would cost more than the read): hits (answered from L1) and
+  // misses (L2, the loader, or an error), caller's call → its answer.
+  io::LatencySnapshot get_hit_latency, get_miss_latency;
+  // Every loader call, on the loader thread: call → return (or throw).
+  io::LatencySnapshot load_latency;
+};
+
+// The metrics endpoint's counters (EngineOptions::metrics_port; zero while it is off).
+struct MetricsCounters {
+  std::uint64_t requests = 0;                  // requests answered (any status)
+  std::uint64_t ok = 0, client_errors = 0;     // 2xx; 4xx (400, 404, 405, 431: past 8 KiB)
+  std::uint64_t server_errors = 0;             // 5xx (503: more than 16 clients at once)
+  std::uint64_t dropped = 0;                   // clients closed unanswered: the 2 s deadline,
+                                               // a socket error, a close before a whole request
+  std::uint64_t connected = 0;                 // clients connected now (gauge)
 };
 
 // ServerMode::kCluster: the router's counters (io::ClusterStats) and the sharded subscriber's.
@@ -201,6 +245,7 @@ struct EngineStats {
   // permitted)"; empty when it did not).
   io::Backend io_backend = io::Backend::kAuto;
   std::string io_fallback_reason;
+  MetricsCounters metrics;
 };
 
 // Boots one connection to the server `options` names, as the engine's own connections boot
@@ -380,6 +425,8 @@ class Engine {
   TableRef& resolve(std::string_view name, const std::type_info& type);
   static const table::L1Map& l1_of(const TableRef& ref) noexcept;
   static std::string_view name_of(const TableRef& ref) noexcept;
+  // The sampled read timing (TableStats::get_hit_latency): records now - t0_ns (steady clock).
+  static void note_get(TableRef& ref, bool hit, std::int64_t t0_ns) noexcept;
   Result<Got> get(TableRef& ref, std::string_view key);
   Result<table::BrandedId> put(TableRef& ref, std::string_view key, std::string_view bytes,
                                std::optional<table::BrandedId> version);

@@ -44,6 +44,8 @@ enum class Errc : int {
                      // answered the master's address
   kNotMaster,        // start(), ServerMode::kSentinel: the address the sentinels give answered
                      // ROLE as a replica until start's deadline (a failover under way)
+  kMetricsListen,    // start(): the metrics endpoint could not listen on metrics_bind:
+                     // metrics_port (the detail names the address and errno's words)
 };
 
 const std::error_category& engine_category() noexcept;

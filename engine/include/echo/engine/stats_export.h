@@ -6,13 +6,18 @@
 // print the same families; several nodes' snapshots merge into one exposition (label node=).
 //
 // Names: echostore_<thing>_<counter>, <thing> in l1, writer, ring, consumer, table, connection,
-// journal, cluster (cluster mode only), sentinel (sentinel mode only), engine; monotonic counters end in _total (TYPE counter);
-// occupancy, size, capacity, max batch, in-flight, masters and flags are gauges. Labels: node=,
-// table=, ring= (the ring's index in its table), connection=, journal=. Two histograms with
-// cumulative `le` buckets and a _count: echostore_writer_lag_seconds (decode on the io thread →
-// apply on the writer; bucket bounds are powers of two of nanoseconds) and
-// echostore_ring_batch_size (items per drain pass). Neither carries a _sum: the engine counts
-// buckets only, and an invented sum would be a lie.
+// journal, cluster (cluster mode only), sentinel (sentinel mode only), metrics (the endpoint),
+// engine; monotonic counters end in _total (TYPE counter); occupancy, size, capacity, max batch,
+// in-flight, masters and flags are gauges (memory: echostore_l1_size rows, echostore_l1_bytes,
+// echostore_l1_retired_pending and _retired_bytes). Labels: node=, table=, ring= (the ring's
+// index in its table), connection=, journal=. Histograms follow Prometheus: cumulative `le`
+// buckets, le="+Inf" equal to _count, and _sum in the base unit. Latencies are in seconds, with
+// power-of-two bucket bounds of nanoseconds: echostore_writer_lag_seconds (decode on the io thread
+// → apply on the writer), echostore_get_hit_latency_seconds and _get_miss_latency_seconds (1 in
+// kGetSampleEvery reads per thread is timed, and the HELP line says so),
+// echostore_load_latency_seconds (each loader call) and echostore_l2_latency_seconds (each
+// command's round trip, per connection). echostore_ring_batch_size counts items per drain pass;
+// its _sum is the ring's applied count (every drained item is in exactly one pass).
 #pragma once
 
 #include <echo/engine/engine.h>
@@ -48,11 +53,14 @@ std::string stats_key(std::string_view table, std::string_view node);
 StatsSnapshot only_table(StatsSnapshot snapshot, std::string_view table);
 
 // One JSON object: {"format":"echostore-stats/1","node","unix_ms","unrouted_pushes",
-// "tables":[{"name","pushes","garbage","l1":{...},"writer":{...,"lag_ns_histogram":[40]},
-// "rings":[{...,"batch_histogram":[32]}],"consumer":{...}|null}],"connections":[{...}],
-// "cluster":{"moved","ask","refreshes","held","held_expired","redirect_limit","masters",
-// "resubscribes"}|null,"sentinel":{"switches","reconnects","asks","role_refusals","master"}|null,
-// "journals":[{...}]}. Any thread; allocates. Throws nothing but bad_alloc:
+// "tables":[{"name","pushes","garbage","l1":{...},"writer":{...,"lag_ns_histogram":[40],
+// "lag_sum_ns"},"rings":[{...,"batch_histogram":[32]}],"consumer":{...}|null,
+// "get_hit_latency":L,"get_miss_latency":L,"load_latency":L}],"connections":[{...,
+// "reply_latency":L}],"cluster":{"moved","ask","refreshes","held","held_expired",
+// "redirect_limit","masters","resubscribes"}|null,"sentinel":{"switches","reconnects","asks",
+// "role_refusals","master"}|null,"metrics":{"requests","ok","client_errors","server_errors",
+// "dropped","connected"},"journals":[{...}]}, where L is {"buckets":[40],"sum_ns"}. Any thread;
+// allocates. Throws nothing but bad_alloc:
 // a string that is not UTF-8 (a node label, a journal's path) is written with U+FFFD in place of
 // each byte that is not.
 std::string to_json(const StatsSnapshot& snapshot);
@@ -65,7 +73,10 @@ std::string to_prometheus(const StatsSnapshot& snapshot);
 // Prometheus text of several snapshots as to_json wrote them (one per node), each family's
 // samples together under one # HELP/# TYPE. Throws std::invalid_argument naming what is wrong
 // when a snapshot is not JSON or not in this format: a missing key, a counter that is not a
-// non-negative integer, a histogram of more buckets than the format's (40 lag, 32 batch).
+// non-negative integer, a histogram of more buckets than the format's (40 lag and latency, 32
+// batch). The keys added with the sums and latencies ("lag_sum_ns", the four latency objects,
+// "metrics") may be absent: a snapshot an older node published renders without them (its lag
+// histogram without _sum), so a fleet mid-upgrade still merges into one exposition.
 std::string prometheus_from_json(const std::vector<std::string>& snapshots);
 
 }  // namespace echo::engine

@@ -108,14 +108,21 @@ const table::L1Map& Table<T>::l1() const noexcept {
 template <class T>
 template <class Fn>
 Result<Source> Table<T>::read(std::string_view key, Fn&& fn) const {
+  // 1 in kGetSampleEvery reads per thread is timed (TableStats::get_hit_latency): a branch on a
+  // thread-local counter here, the clock reads only on the sample.
+  const bool timed = detail::sample_get();
+  const std::int64_t t0 = timed ? detail::steady_ns() : 0;
   // The hit needs no key gate: only gated keys ever enter L1, so a bad key simply misses here
   // and the miss path refuses it.
   if (l1_->visit(key, [&fn](std::string_view value, std::string_view version) {
         call(fn, value, version);
       })) {
+    if (timed) [[unlikely]] Engine::note_get(*ref_, true, t0);
     return Source::kL1;
   }
-  return read_miss(key, fn);
+  auto r = read_miss(key, fn);
+  if (timed) [[unlikely]] Engine::note_get(*ref_, false, t0);
+  return r;
 }
 
 template <class T>
@@ -144,6 +151,8 @@ Result<Source> Table<T>::read_miss(std::string_view key, Fn& fn) const {
 
 template <class T>
 Result<T> Table<T>::get(std::string_view key) const {
+  const bool timed = detail::sample_get();  // as read()'s
+  const std::int64_t t0 = timed ? detail::steady_ns() : 0;
   std::optional<T> hit;
   if (l1_->visit(key, [&hit](std::string_view value, std::string_view) {
         if constexpr (std::is_same_v<T, std::string>) {
@@ -152,9 +161,12 @@ Result<T> Table<T>::get(std::string_view key) const {
           hit.emplace(*std::launder(reinterpret_cast<const T*>(value.data())));
         }
       })) {
+    if (timed) [[unlikely]] Engine::note_get(*ref_, true, t0);
     return std::move(*hit);
   }
-  return get_miss(key);
+  auto r = get_miss(key);
+  if (timed) [[unlikely]] Engine::note_get(*ref_, false, t0);
+  return r;
 }
 
 template <class T>

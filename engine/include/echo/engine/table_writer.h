@@ -185,6 +185,7 @@ struct WriterStats {
   std::uint64_t held_fills = 0;                // fills held by the fill_hold fault injection
   bool suspended = false;
   std::array<std::uint64_t, kLagBuckets> lag_histogram{};
+  std::uint64_t lag_sum_ns = 0;  // the sum of every lag lag_histogram counts (negatives as 0)
   // Steady-clock ns (std::chrono::steady_clock) at the end of the last batch from the rings that
   // dropped a row (0: none yet): the moment its rows were gone from L1. A batch of stale items
   // leaves it (a job finding the row its lead dropped).
@@ -421,6 +422,7 @@ class TableWriter {
       loader_late_{0}, forgotten_fills_{0}, forgotten_puts_{0}, held_fills_{0};
   std::atomic<bool> suspended_flag_{false};
   std::array<std::atomic<std::uint64_t>, kLagBuckets> lag_{};
+  std::atomic<std::uint64_t> lag_sum_ns_{0};  // one relaxed add per batch, not per item
   std::atomic<std::int64_t> last_applied_ns_{0}, last_decoded_ns_{0};
 };
 

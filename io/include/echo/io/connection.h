@@ -27,6 +27,7 @@
 #include <vector>
 
 #include <echo/io/io_error.h>
+#include <echo/io/latency_histogram.h>
 #include <echo/io/resp3_decoder.h>
 #include <echo/io/resp3_value.h>
 #include <echo/io/resp_encoder.h>
@@ -122,6 +123,10 @@ struct ConnectionStats {
   std::uint64_t wire_errors = 0;   // replies with no caller, and bytes the decoder refused
   std::uint64_t boot_retries = 0;  // boots a server answered LOADING, BUSY or MASTERDOWN: retried
   std::uint64_t push_refusals = 0;  // (un)subscribe verbs the server refused (NOPERM, MOVED, ...)
+  // A command's round trip: queued for the socket (the pass that writes it) → its reply decoded
+  // on the loop thread. Every non-push reply with a place in the FIFO (boot, heartbeat and
+  // script reloads included; a (un)subscribe's confirmations are pushes, not counted).
+  LatencySnapshot reply_latency;
 };
 
 // A script called by SHA; `sha` is the lowercase hex SHA1 of `source` (the caller's promise,
@@ -330,6 +335,7 @@ class Connection {
   std::atomic<std::uint64_t> pushes_{0}, overloads_{0}, commands_{0}, pipelines_{0}, replies_{0},
       reconnects_{0}, script_loads_{0}, evalsha_calls_{0}, bytes_out_{0}, wire_errors_{0},
       boot_retries_{0}, push_refusals_{0}, pending_{0};
+  LatencyRecorder reply_latency_;  // recorded on the loop thread, read anywhere
 };
 
 }  // namespace echo::io

@@ -112,6 +112,11 @@ class UringLoop {
   // connect(2) with a deadline: completes with -ECANCELED when the timeout fires first.
   void connect(int fd, const sockaddr* addr, socklen_t len, std::chrono::milliseconds timeout,
                IoOp& op) noexcept;
+  // accept4(2) on a listening socket: completes with the new connection's fd (>= 0, already
+  // SOCK_NONBLOCK | SOCK_CLOEXEC; the completion owns it) or -errno; one connection per arming.
+  // io_uring: one accept SQE. epoll: the epoll backend sets O_NONBLOCK on `listen_fd` (as it does
+  // on a socket handed to connect()), tries accept4 at once, else waits for EPOLLIN.
+  void accept(int listen_fd, IoOp& op) noexcept;
   // A one-shot timer; completes with -ETIME when it fires, -ECANCELED when cancelled.
   void after(std::chrono::nanoseconds delay, IoOp& op) noexcept;
   // Cancels `op` if it is armed (its completion still runs, usually with -ECANCELED).
