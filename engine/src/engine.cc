@@ -1569,7 +1569,16 @@ Result<BrandedId> Engine::put(TableRef& ref, std::string_view key, std::string_v
                           slot->spec.l2_format == L2Format::kRaw ? std::string(value)
                                                                  : frame_l2_value(*version, value),
                           "PX", std::to_string(slot->spec.ttl_ms)});
-  if (!reply) return table::Unexpected{reply.error()};
+  if (!reply) {
+    // Lost or overdue, not refused: the SET may still run (its bytes had left; the chaos drill
+    // saw one land after a stall, and DEBUG SLEEP shows the same). A put announces nothing, so
+    // this node drops its older row itself, as the message of `version` would: its next read
+    // goes to L2. A SET that never ran costs one cached row.
+    if (reply.error().code != make_error_code(io::IoErrc::kServerError)) {
+      slot->writer->apply(*name, *version, [](WriterAnswer<table::Verdict>) {});
+    }
+    return table::Unexpected{reply.error()};
+  }
   if (reply->view().str() != "OK") return table::Unexpected{unexpected()};
   return d.put_l1(*slot, *name, value, *version, guard);
 }

@@ -446,5 +446,50 @@ TEST_F(ServerFaults,
               events.text().c_str());
 }
 
+TEST_F(ServerFaults, APutWhoseReplyIsOverdueMayLandAndTheNodeDropsItsOlderRowItself) {
+  // DEBUG SLEEP 1 holds the put's SET past call_timeout (400 ms): the command connection is
+  // dropped and the put answers a connection error, but the SET was in the server's socket and
+  // runs when it wakes. The subscriber's heartbeat (5 s) outlasts the sleep, so no flush drops
+  // the cached row: the put itself must, or the node would serve v1 while L2 holds v2 (a put
+  // announces nothing). Expected: the next read is v2, from L2.
+  LoaderProbe loader;
+  engine::EngineOptions o = node_options(server(), 1);
+  o.heartbeat = std::chrono::milliseconds(5000);
+  o.call_timeout = std::chrono::milliseconds(400);
+  auto a = start_node(o, {quotes_spec(loader)});
+  ASSERT_TRUE(a);
+  const BrandedId name = fresh_id("AST");
+  const BrandedId v1 = a->mint("AST").value(), v2 = a->mint("AST").value();
+  ASSERT_TRUE(a->put("quotes", name.view(), "px=101.00", v1));
+  auto cached = a->get("quotes", name.view());
+  ASSERT_TRUE(cached && cached->version == v1);
+  const auto flushes = writer_of(*a, "quotes").stats().disconnect_flushes;
+
+  RedisClient sleeper = connect_client(server());
+  ASSERT_TRUE(sleeper);
+  ASSERT_EQ(redisAppendCommand(sleeper.get(), "DEBUG SLEEP 1"), REDIS_OK);
+  for (int done = 0; done == 0;) ASSERT_EQ(redisBufferWrite(sleeper.get(), &done), REDIS_OK);
+  std::this_thread::sleep_for(200ms);  // the server is asleep: the SET waits in its socket
+  auto put = a->put("quotes", name.view(), "px=102.00", v2);
+  void* slept = nullptr;
+  ASSERT_EQ(redisGetReply(sleeper.get(), &slept), REDIS_OK);
+  RedisReply slept_reply(static_cast<redisReply*>(slept));
+  ASSERT_EQ(text(slept_reply.get()), "OK") << "DEBUG SLEEP was refused";
+  // On a machine so loaded that the SET runs before the sleep, the put succeeds: the read below
+  // must then be v2 as well (the outcome this test exists for is the failed one, printed).
+  if (!put) EXPECT_TRUE(connection_error(put.error())) << put.error();
+  std::printf("[ overdue put ] %s\n", put ? "the SET ran before the sleep: the put succeeded"
+                                          : "the put failed; its SET ran after the sleep");
+  ASSERT_TRUE(eventually(
+      [&] { return l2_raw(client(), l2_key("quotes", name)) == engine::frame_l2_value(v2, "px=102.00"); },
+      5s))
+      << "the SET never landed: " << l2_raw(client(), l2_key("quotes", name));
+  EXPECT_EQ(writer_of(*a, "quotes").stats().disconnect_flushes, flushes)
+      << "the subscriber was lost: the flush, not the put, dropped the row";
+  auto read = a->get("quotes", name.view());
+  ASSERT_TRUE(read) << read.error().message();
+  EXPECT_EQ(read->version, v2) << "the node served its older row while L2 held the put's";
+}
+
 }  // namespace
 }  // namespace echo::test
