@@ -8,8 +8,10 @@
 
 #include <algorithm>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -99,6 +101,24 @@ TEST_F(IoThreads, TablesLandOnDistinctIoThreadsAndBothReceiveTheirPushes) {
   }
 }
 
+// The pubsub clients the server lists now, by client name (echostore-sub, echostore-sub:1): id.
+std::map<std::string, std::string> pubsub_clients(redisContext* c) {
+  std::map<std::string, std::string> out;
+  RedisReply list = command(c, "CLIENT LIST TYPE pubsub");
+  if (!list || list->type != REDIS_REPLY_STRING) return out;
+  std::istringstream lines(std::string(list->str, list->len));
+  for (std::string line; std::getline(lines, line);) {
+    std::string id, name;
+    std::istringstream fields(line);
+    for (std::string f; fields >> f;) {
+      if (f.rfind("id=", 0) == 0) id = f.substr(3);
+      if (f.rfind("name=", 0) == 0) name = f.substr(5);
+    }
+    out[name] = id;
+  }
+  return out;
+}
+
 // CLIENT KILL of io thread 1's subscriber: quotes (its table) suspends and flushes when the
 // subscription is back; fx, on io thread 0, never suspends and keeps its row.
 TEST_F(IoThreads, LosingOneThreadsSubscriberSuspendsOnlyItsTables) {
@@ -108,46 +128,29 @@ TEST_F(IoThreads, LosingOneThreadsSubscriberSuspendsOnlyItsTables) {
   ASSERT_TRUE(a);
   const auto q = fresh_id("AST");
   const auto f = fresh_id("FXR");
+  auto flushes = [&](const char* t) { return writer_of(*a, t).stats().disconnect_flushes; };
+  auto suspended = [&](const char* t) { return writer_of(*a, t).stats().suspended; };
+  const auto subs = pubsub_clients(client());
+  ASSERT_TRUE(subs.count("echostore-sub") == 1 && subs.count("echostore-sub:1") == 1)
+      << "each io thread subscribes on its own connection";
+  const auto quotes_flushes = flushes("quotes"), fx_flushes = flushes("fx");
   ASSERT_TRUE(a->put("quotes", q.view(), "px=1", a->mint("AST").value()));
   ASSERT_TRUE(a->put("fx", f.view(), "px=2", a->mint("FXR").value()));
-  const auto flushes_before = writer_of(*a, "quotes").stats().disconnect_flushes;
-  RedisReply killed = command(client(), "CLIENT KILL TYPE pubsub");
-  ASSERT_TRUE(killed && killed->type == REDIS_REPLY_INTEGER && killed->integer == 2)
-      << "both io threads' subscribers are pubsub clients";
-  // Both subscribers went and came back; now io thread 1's alone.
-  ASSERT_TRUE(eventually([&] {
-    return writer_of(*a, "quotes").stats().disconnect_flushes > flushes_before &&
-           !writer_of(*a, "quotes").stats().suspended && !writer_of(*a, "fx").stats().suspended;
-  })) << "the subscribers did not come back";
-  ASSERT_TRUE(a->put("quotes", q.view(), "px=3", a->mint("AST").value()));
-  ASSERT_TRUE(a->put("fx", f.view(), "px=4", a->mint("FXR").value()));
-  const auto fx_flushes = writer_of(*a, "fx").stats().disconnect_flushes;
-  const auto quotes_flushes = writer_of(*a, "quotes").stats().disconnect_flushes;
-  // CLIENT KILL has no NAME filter: find io thread 1's subscriber (client name
-  // echostore-sub:1) in CLIENT LIST and kill it by id.
-  RedisReply list = command(client(), "CLIENT LIST TYPE pubsub");
-  ASSERT_TRUE(list && list->type == REDIS_REPLY_STRING);
-  const std::string text(list->str, list->len);
-  std::string victim;
-  for (std::size_t at = 0; at < text.size();) {
-    const std::size_t end = std::min(text.find('\n', at), text.size());
-    const std::string line = text.substr(at, end - at);
-    if (line.find(" name=echostore-sub:1 ") != std::string::npos && line.rfind("id=", 0) == 0) {
-      victim = line.substr(3, line.find(' ') - 3);
-    }
-    at = end + 1;
-  }
-  ASSERT_FALSE(victim.empty()) << "no client named echostore-sub:1 in\n" << text;
-  killed = command(client(), "CLIENT KILL ID %s", victim.c_str());
+  ASSERT_TRUE(l1_holds(*a, "quotes", q) && l1_holds(*a, "fx", f));
+  // CLIENT KILL has no NAME filter: io thread 1's subscriber by its id.
+  RedisReply killed = command(client(), "CLIENT KILL ID %s", subs.at("echostore-sub:1").c_str());
   ASSERT_TRUE(killed && killed->type == REDIS_REPLY_INTEGER && killed->integer == 1);
   ASSERT_TRUE(eventually([&] {
-    return writer_of(*a, "quotes").stats().disconnect_flushes > quotes_flushes &&
-           !writer_of(*a, "quotes").stats().suspended;
+    return flushes("quotes") > quotes_flushes && !suspended("quotes") &&
+           pubsub_clients(client()).count("echostore-sub:1") == 1;
   })) << "io thread 1's subscriber did not come back";
-  EXPECT_EQ(writer_of(*a, "fx").stats().disconnect_flushes, fx_flushes)
+  EXPECT_EQ(flushes("fx"), fx_flushes)
       << "fx lives on io thread 0: another thread's loss must not flush it";
+  EXPECT_FALSE(suspended("fx"));
   EXPECT_TRUE(l1_holds(*a, "fx", f)) << "fx kept its row";
   EXPECT_FALSE(l1_holds(*a, "quotes", q)) << "quotes flushed at its resubscribe";
+  EXPECT_EQ(pubsub_clients(client()).at("echostore-sub"), subs.at("echostore-sub"))
+      << "io thread 0's subscriber was never redialled";
 }
 
 TEST_F(IoThreads, KnobOutOfRangeOrOutsideModeSingleIsRefused) {
