@@ -1169,9 +1169,9 @@ Error Engine::start_once(std::chrono::milliseconds timeout) {
   for (int k = 1; k < d.options.io_threads; ++k) {
     io::LoopOptions lo = d.options.io;
     lo.cpu = -1;  // io.cpu pins io thread 0 only
-    auto& x = d.extra_io.emplace_back();
-    x.loop = std::make_unique<io::LoopThread>(lo);
-    x.loop->loop().post([k] { name_this_thread("echo-io:" + std::to_string(k)); });
+    auto loop = std::make_unique<io::LoopThread>(lo);  // may throw: stop() sees only built ones
+    loop->loop().post([k] { name_this_thread("echo-io:" + std::to_string(k)); });
+    d.extra_io.push_back(Impl::ExtraIo{std::move(loop), nullptr});
   }
   for (auto& s : d.slots) {
     s->loaders = std::make_unique<LoaderPool>(s->spec.loader_threads);
