@@ -33,18 +33,24 @@ endif()
 # echo_library(<folder> [SOURCES ...] [PUBLIC_DEPS ...] [PRIVATE_DEPS ...])
 # Declares echostore_<folder> (alias echostore::<folder>, exported as echostore::<folder>) with
 # public headers in <folder>/include. A folder without sources becomes an INTERFACE library.
+# Static by default, shared with -DBUILD_SHARED_LIBS=ON (libechostore_<folder>.so.<major.minor>,
+# SONAME on the minor version: the package's compatibility is SameMinorVersion). Header-only
+# private dependencies belong in PRIVATE_DEPS wrapped in $<BUILD_INTERFACE:...>, so the exported
+# package never asks a consumer for them.
 function(echo_library folder)
   cmake_parse_arguments(ARG "" "" "SOURCES;PUBLIC_DEPS;PRIVATE_DEPS" ${ARGN})
   set(tgt echostore_${folder})
   if(ARG_SOURCES)
-    add_library(${tgt} STATIC ${ARG_SOURCES})
+    add_library(${tgt} ${ARG_SOURCES})
     target_include_directories(${tgt} PUBLIC
       $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}/include>
       $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
     target_link_libraries(${tgt} PUBLIC ${ARG_PUBLIC_DEPS}
                           PRIVATE ${ARG_PRIVATE_DEPS} $<BUILD_INTERFACE:echo_build_flags>)
     target_compile_features(${tgt} PUBLIC cxx_std_20)
-    set_target_properties(${tgt} PROPERTIES POSITION_INDEPENDENT_CODE ON)
+    set_target_properties(${tgt} PROPERTIES POSITION_INDEPENDENT_CODE ON
+                          VERSION ${PROJECT_VERSION}
+                          SOVERSION ${PROJECT_VERSION_MAJOR}.${PROJECT_VERSION_MINOR})
   else()
     add_library(${tgt} INTERFACE)
     target_include_directories(${tgt} INTERFACE

@@ -24,7 +24,7 @@ namespace echo::cli {
 namespace {
 
 struct BenchArgs {
-  std::string server, json, ring_capacity, max_batch, wait, rounds, placement, only;
+  std::string server, json, html, ring_capacity, max_batch, wait, rounds, placement, only;
   std::optional<std::string> load;  // --load given: its rates ("" when bare)
   std::string load_text;            // what CLI11 parsed into --load
   bool quick = false;
@@ -151,6 +151,7 @@ std::string command_line(const BenchArgs& a) {
   add("--only", a.only);
   if (a.load) out += a.load->empty() ? " --load" : " --load " + *a.load;
   add("--json", a.json);
+  add("--html", a.html);
   add("--tls-port", a.tls.port);
   add("--tls-ca", a.tls.ca);
   add("--tls-cert", a.tls.cert);
@@ -219,6 +220,10 @@ int run(const BenchArgs& a) {
       return 1;
     }
   }
+  if (!a.html.empty() && !bench::write_html(a.html, info, c, rows)) {
+    std::cerr << "echostore bench: cannot write " << a.html << '\n';
+    return 1;
+  }
   return 0;
 }
 
@@ -232,6 +237,9 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   bench->add_option("--server", args->server,
                     "HOST:PORT of a server to use (default: start redis-server on loopback)");
   bench->add_option("--json", args->json, "also write the figures, machine and commit to FILE");
+  bench->add_option("--html", args->html,
+                    "also write one self-contained page to FILE: ratio bars, the lanes' "
+                    "percentile curves beside their baselines', the table");
   bench->add_flag("--quick", args->quick, "3 short rounds instead of 7 (a smoke run)");
   bench->add_option("--ring-capacity", args->ring_capacity,
                     "the lane tables' and the ring row's capacity (power of two, default 4096)");

@@ -2,8 +2,8 @@
 // The `echostore` program as an operator meets it: every usage error exits 2, --server is parsed
 // strictly, `stats` refuses a value that is not a snapshot by node and reads over TLS with
 // --tls-* (a wrong CA refused by name), `journal replay` that skipped
-// malformed intents is not a success, `bench --json` with a path that is not UTF-8 writes its
-// file instead of aborting, and a short `referee` run shows both sides of the face-off. Runs the
+// malformed intents is not a success, `bench --json` and `--html` with paths that are not UTF-8
+// write their files instead of aborting (the page well-formed and holding every row), and a short `referee` run shows both sides of the face-off. Runs the
 // program built beside this test (ECHO_CLI_PATH) against a real server started here; registered
 // only when the CLI is built (ECHO_BUILD_CLI).
 #include <echo/engine/journal.h>
@@ -17,6 +17,8 @@
 #include <sqlite3.h>
 #include <sys/wait.h>
 
+#include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -241,16 +243,113 @@ TEST_F(CliTest, JournalReplayThatSkippedMalformedIntentsIsNotASuccess) {
   EXPECT_NE(r.err.find("1 malformed intents were skipped"), std::string::npos) << r.err;
 }
 
-TEST_F(CliTest, BenchJsonToAPathThatIsNotUtf8IsWritten) {
+// Whether `text` is well-formed XML as far as the bench's page uses it: every element closed in
+// order, attributes quoted, only the five predefined entities and numeric references, no raw
+// '<' or '&' in text, no control byte. Returns "" or what is wrong and where.
+std::string xml_problem(const std::string& text) {
+  std::vector<std::string> open;
+  std::size_t i = 0;
+  auto where = [&] { return " at byte " + std::to_string(i); };
+  while (i < text.size()) {
+    const char c = text[i];
+    if (static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t' && c != '\r') {
+      return "a control byte" + where();
+    }
+    if (c == '&') {
+      const auto semi = text.find(';', i);
+      const std::string ref = semi == std::string::npos ? "" : text.substr(i, semi - i + 1);
+      static const std::vector<std::string> kNamed{"&amp;", "&lt;", "&gt;", "&quot;", "&apos;"};
+      const bool numeric = ref.size() > 3 && ref[1] == '#';
+      if (!numeric && std::find(kNamed.begin(), kNamed.end(), ref) == kNamed.end()) {
+        return "a bare '&'" + where();
+      }
+      i = semi + 1;
+      continue;
+    }
+    if (c != '<') {
+      ++i;
+      continue;
+    }
+    if (text.compare(i, 2, "<!") == 0) {  // the doctype
+      const auto end = text.find('>', i);
+      if (end == std::string::npos) return "an unclosed declaration" + where();
+      i = end + 1;
+      continue;
+    }
+    const bool closing = text.compare(i, 2, "</") == 0;
+    std::size_t j = i + (closing ? 2 : 1);
+    const std::size_t name_start = j;
+    while (j < text.size() && (std::isalnum(static_cast<unsigned char>(text[j])) || text[j] == '-'))
+      ++j;
+    const std::string name = text.substr(name_start, j - name_start);
+    if (name.empty()) return "a '<' that starts no tag" + where();
+    bool self_closing = false;
+    while (j < text.size() && text[j] != '>') {  // attributes: name="value"
+      if (text[j] == '"' || text[j] == '\'') {
+        const auto close = text.find(text[j], j + 1);
+        if (close == std::string::npos) return "an unclosed attribute" + where();
+        if (text.find('<', j + 1) < close) return "a '<' in an attribute" + where();
+        j = close + 1;
+        continue;
+      }
+      if (text[j] == '/' && j + 1 < text.size() && text[j + 1] == '>') self_closing = true;
+      if (text[j] == '=' && (j + 1 >= text.size() || (text[j + 1] != '"' && text[j + 1] != '\''))) {
+        return "an unquoted attribute" + where();
+      }
+      ++j;
+    }
+    if (j >= text.size()) return "an unclosed tag" + where();
+    if (closing) {
+      if (open.empty() || open.back() != name) {
+        return "</" + name + "> closes " + (open.empty() ? "nothing" : "<" + open.back() + ">") +
+               where();
+      }
+      open.pop_back();
+    } else if (!self_closing) {
+      open.push_back(name);
+    }
+    i = j + 1;
+  }
+  return open.empty() ? "" : "<" + open.back() + "> is never closed";
+}
+
+TEST(BenchHtmlCheck, SeesWhatIsNotWellFormed) {
+  EXPECT_EQ(xml_problem("<!DOCTYPE html><a x=\"1\"><b/>&amp;&#39;</a>"), "");
+  EXPECT_NE(xml_problem("<a><b></a></b>"), "");
+  EXPECT_NE(xml_problem("<a>x & y</a>"), "");
+  EXPECT_NE(xml_problem("<a x=1></a>"), "");
+  EXPECT_NE(xml_problem("<a>"), "");
+}
+
+TEST_F(CliTest, BenchJsonAndHtmlToPathsThatAreNotUtf8AreWrittenWhole) {
   // The path is in the JSON's command line; nlohmann's dump threw (type_error 316) outside any
-  // catch: std::terminate after the whole run.
+  // catch: std::terminate after the whole run. The page holds the same command line, every row
+  // (a bar, a table line) and a percentile curve for each lane row that kept its messages.
   TempDir dir;
   const std::string path = (dir.path() / "figures-\xFF.json").string();
-  const Ran r =
-      run_cli({"bench", "--server", server_arg(), "--quick", "--rounds", "1", "--json", path});
+  const std::string page = (dir.path() / "figures-\xFF.html").string();
+  const Ran r = run_cli({"bench", "--server", server_arg(), "--quick", "--rounds", "1", "--json",
+                         path, "--html", page});
   EXPECT_EQ(r.status, 0) << r.err.substr(r.err.size() > 2000 ? r.err.size() - 2000 : 0);
   const std::string text = slurp(path);
   EXPECT_NE(text.find("figures-\xEF\xBF\xBD.json"), std::string::npos) << text.substr(0, 300);
+  const std::string html = slurp(page);
+  ASSERT_FALSE(html.empty());
+  EXPECT_EQ(xml_problem(html), "");
+  const auto j = nlohmann::json::parse(text, nullptr, false);
+  ASSERT_FALSE(j.is_discarded());
+  ASSERT_GE(j.at("rows").size(), 10u);
+  for (const auto& row : j.at("rows")) {
+    const std::string id = row.at("id");
+    EXPECT_NE(html.find("<g class=\"bar\" data-row=\"" + id + "\">"), std::string::npos) << id;
+    EXPECT_NE(html.find("<tr data-row=\"" + id + "\">"), std::string::npos) << id;
+  }
+  for (const char* lane : {"broadcast_vs_floor", "job_vs_broadcast", "remembered_vs_job"}) {
+    EXPECT_NE(html.find("role=\"img\" data-row=\"" + std::string(lane) + "\""),
+              std::string::npos)
+        << lane;
+  }
+  EXPECT_NE(html.find("<polyline"), std::string::npos);
 }
 
 TEST_F(CliTest, RefereeFindsNoStaleEchoStoreReadAndSeesTheClassicRace) {

@@ -64,6 +64,9 @@ struct Row {
   std::vector<double> ours_rounds, base_rounds;
   // Other contenders run beside the two (the hit-ratio rows: CLOCK, skip): name and figure.
   std::vector<std::pair<std::string, double>> also;
+  // Every message's latency behind the rounds' medians (the lane rows; empty for the rows
+  // measured in aggregate): the percentile curves of --html.
+  std::vector<double> ours_samples, base_samples;
 
   double ours_median() const;
   double base_median() const;
@@ -136,6 +139,10 @@ void print_table(std::ostream& out, const RunInfo& info, const BenchConfig& conf
                  const std::vector<Row>& rows);
 // False when `path` cannot be written.
 bool write_json(const std::string& path, const RunInfo& info, const BenchConfig& config,
+                const std::vector<Row>& rows);
+// One self-contained page (html.cc): machine and knobs, ratio bars, the lane rows' percentile
+// curves beside their baselines', the table. False when `path` cannot be written.
+bool write_html(const std::string& path, const RunInfo& info, const BenchConfig& config,
                 const std::vector<Row>& rows);
 
 }  // namespace echo::cli::bench

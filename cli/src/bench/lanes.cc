@@ -90,6 +90,12 @@ double median_of(std::vector<double> v) {
   return s.median();
 }
 
+// The round's median; its samples kept too, for --html's percentile curves.
+double keep(const std::vector<double>& v, std::vector<double>& samples) {
+  samples.insert(samples.end(), v.begin(), v.end());
+  return median_of(v);
+}
+
 }  // namespace
 
 TableSpec lane_spec(const std::string& name, CoherenceMode mode, const BenchConfig& c) {
@@ -278,10 +284,11 @@ void run_lanes(const BenchConfig& c, const DrillTarget& target, Progress& progre
   const int n = c.messages;
   for (int round = 0; round < c.rounds; ++round) {
     progress.step("broadcast lane vs PUBLISH floor", round, c.rounds);
-    bc_row.base_rounds.push_back(floors::publish_floor(target, floor_channel, n).median());
+    bc_row.base_rounds.push_back(
+        keep(floors::publish_floor(target, floor_channel, n).us, bc_row.base_samples));
     std::vector<double> lane, via_bc, via_job, via_mem, at_bc, at_job, at_bare, via_tls;
     for (int i = 0; i < n; ++i) lane.push_back(one_message(r, bc, name, minter, publish));
-    bc_row.ours_rounds.push_back(median_of(std::move(lane)));
+    bc_row.ours_rounds.push_back(keep(lane, bc_row.ours_samples));
 
     progress.step("job lane vs broadcast lane, remembered lane vs job lane", round, c.rounds);
     for (int i = 0; i < n; ++i) {
@@ -291,18 +298,19 @@ void run_lanes(const BenchConfig& c, const DrillTarget& target, Progress& progre
       via_mem.push_back(one_message(r, mem, name, minter, remembered));
       if (rt) via_tls.push_back(one_message(*rt, bct, name, minter, broadcast_tls));
     }
-    const double job_median = median_of(std::move(via_job)), at_bc_median = median_of(at_bc);
+    const double job_median = keep(via_job, job_row.ours_samples),
+                 at_bc_median = median_of(at_bc);
     job_row.ours_rounds.push_back(job_median);
-    job_row.base_rounds.push_back(median_of(std::move(via_bc)));
+    job_row.base_rounds.push_back(keep(via_bc, job_row.base_samples));
     job_applied_row.ours_rounds.push_back(median_of(std::move(at_job)));
     job_applied_row.base_rounds.push_back(at_bc_median);
     bare_applied_row.ours_rounds.push_back(median_of(std::move(at_bare)));
     bare_applied_row.base_rounds.push_back(at_bc_median);
-    mem_row.ours_rounds.push_back(median_of(std::move(via_mem)));
-    mem_row.base_rounds.push_back(job_median);
+    mem_row.ours_rounds.push_back(keep(via_mem, mem_row.ours_samples));
+    mem_row.base_rounds.push_back(keep(via_job, mem_row.base_samples));
     if (tls_row) {
-      tls_row->ours_rounds.push_back(median_of(std::move(via_tls)));
-      tls_row->base_rounds.push_back(job_row.base_rounds.back());  // via_bc's median, plain
+      tls_row->ours_rounds.push_back(keep(via_tls, tls_row->ours_samples));
+      tls_row->base_rounds.push_back(keep(via_bc, tls_row->base_samples));  // plain
     }
 
     progress.step("broadcast lane on epoll vs io_uring", round, c.rounds);
@@ -312,8 +320,8 @@ void run_lanes(const BenchConfig& c, const DrillTarget& target, Progress& progre
         on_uring.push_back(one_message(ru, bcu, name, minter, publish_uring));
         on_epoll.push_back(one_message(re, bce, name, minter, publish_epoll));
       }
-      epoll_row.ours_rounds.push_back(median_of(std::move(on_epoll)));
-      epoll_row.base_rounds.push_back(median_of(std::move(on_uring)));
+      epoll_row.ours_rounds.push_back(keep(on_epoll, epoll_row.ours_samples));
+      epoll_row.base_rounds.push_back(keep(on_uring, epoll_row.base_samples));
     }
 
     progress.step("journal record+mark pair vs plain SQLite WAL commit", round, c.rounds);

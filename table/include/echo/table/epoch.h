@@ -164,8 +164,12 @@ class ReadGuard {
   // Prints "echo::table::ReadGuard <what> on a thread that did not build it ..." and aborts.
   // Out of line: cold.
   [[noreturn]] static void wrong_thread(const char* what) noexcept;
+  // The building thread (debug builds only; a release build leaves it empty and never reads it:
+  // the member is there in both so the layout does not depend on NDEBUG).
 #ifndef NDEBUG
   std::thread::id owner_ = std::this_thread::get_id();
+#else
+  std::thread::id owner_{};
 #endif
   bool protecting_;
 };

@@ -572,9 +572,7 @@ class L1Map {
   // Bumped (relaxed fetch_add) by reader threads refused a slot: its own line, so that rare
   // path never writes the readers' or the writer's lines.
   alignas(kCacheLine) mutable std::atomic<std::uint64_t> slot_refusals_{0};
-#ifndef NDEBUG
-  mutable std::atomic<std::thread::id> writer_{};
-#endif
+  mutable std::atomic<std::thread::id> writer_{};  // debug builds' one-writer check only
 };
 
 }  // namespace echo::table

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // Debug-build enforcement of a structural rule (STYLE.md, Concurrency): one producer per ring,
 // one consumer per ring. The first thread to use a side claims it; another thread aborts with a
-// message. Release builds (NDEBUG) compile this to nothing.
+// message. Release builds (NDEBUG) compile the check to nothing; the member stays, so the class
+// layout is the same under NDEBUG and without it (the installed headers serve both).
 #pragma once
 
 #include <atomic>
@@ -29,9 +30,7 @@ class OwnerCheck {
   }
 
  private:
-#ifndef NDEBUG
-  std::atomic<std::thread::id> owner_{};
-#endif
+  std::atomic<std::thread::id> owner_{};  // used by debug builds only
 };
 
 }  // namespace echo::ring::detail
