@@ -117,10 +117,13 @@ class FloorSubscriber {
 
 struct Contender {
   std::vector<double> p50, p99, p999;
+  std::vector<double> samples;  // every delivered message's latency, every round (--html)
   int sustained = 0, rounds = 0;
   std::uint64_t scheduled = 0, lost = 0;  // summed over the rounds
   double worst_late = 0;                  // the sender's worst end, fraction of the span
-  void add(const OpenLoopFigures& f) {
+  void add(const OpenLoopFigures& f, const OpenLoopRun& run) {
+    const std::vector<double> us = run.latencies_us();
+    samples.insert(samples.end(), us.begin(), us.end());
     scheduled += f.scheduled;
     lost += f.scheduled - f.delivered;
     worst_late = std::max(worst_late, f.end_late_fraction);
@@ -197,7 +200,8 @@ void run_open_loop(const BenchConfig& c, const DrillTarget& target, Progress& pr
         const PublishStream s = stream_of(floor_channel, base, n);
         OpenLoopRun run(rate, n);
         FloorSubscriber sub(target, floor_channel, run, base);
-        floor[k].add(run_schedule(target, run, s));
+        const OpenLoopFigures f = run_schedule(target, run, s);
+        floor[k].add(f, run);
       };
       auto run_lane = [&] {
         const std::uint64_t base = fresh_base(n);
@@ -205,8 +209,9 @@ void run_open_loop(const BenchConfig& c, const DrillTarget& target, Progress& pr
         OpenLoopRun& run = *lane_runs.emplace_back(std::make_unique<OpenLoopRun>(rate, n));
         hook->base.store(base, std::memory_order_relaxed);
         hook->run.store(&run, std::memory_order_release);  // pairs with the hook's acquire
-        lane[k].add(run_schedule(target, run, s));
+        const OpenLoopFigures f = run_schedule(target, run, s);
         hook->run.store(nullptr, std::memory_order_release);
+        lane[k].add(f, run);
         // The next run starts on an empty ring (a run that lost messages may leave some queued).
         (void)floors::eventually([&] {
           for (const auto& ring : r.writer(t)->ring_stats()) {
@@ -247,6 +252,8 @@ void run_open_loop(const BenchConfig& c, const DrillTarget& target, Progress& pr
     x.placement = placement;
     x.ours_rounds = lane[k].p999;
     x.base_rounds = floor[k].p999;
+    x.ours_samples = std::move(lane[k].samples);
+    x.base_samples = std::move(floor[k].samples);
     x.also = {{"lane p50", median(lane[k].p50)},
               {"lane p99", median(lane[k].p99)},
               {"floor p50", median(floor[k].p50)},

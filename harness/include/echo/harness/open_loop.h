@@ -88,6 +88,18 @@ class OpenLoopRun {
   std::uint64_t delivered() const noexcept { return delivered_.load(std::memory_order_acquire); }
   std::uint64_t last_sent() const noexcept { return last_sent_; }  // owner, once the sender joined
 
+  // Each delivered message's latency from its due time, in us, in schedule order. Owner thread,
+  // as figures().
+  std::vector<double> latencies_us() const {
+    std::vector<double> us;
+    us.reserve(delivered());
+    for (std::uint64_t i = 0; i < count_; ++i) {
+      const std::int64_t at = observed_[i].load(std::memory_order_relaxed);
+      if (at != 0) us.push_back(static_cast<double>(at - due_ns(i)) / 1e3);
+    }
+    return us;
+  }
+
   // Owner thread, once the sender joined and delivered() was read. `tolerance`: the sender may end
   // this fraction of the schedule's span late and still count as on schedule (0.05 = 5%).
   OpenLoopFigures figures(double tolerance) const {
@@ -95,12 +107,7 @@ class OpenLoopRun {
     f.scheduled = count_;
     f.delivered = delivered();
     f.strays = strays_.load(std::memory_order_relaxed);
-    std::vector<double> us;
-    us.reserve(f.delivered);
-    for (std::uint64_t i = 0; i < count_; ++i) {
-      const std::int64_t at = observed_[i].load(std::memory_order_relaxed);
-      if (at != 0) us.push_back(static_cast<double>(at - due_ns(i)) / 1e3);
-    }
+    std::vector<double> us = latencies_us();
     if (!us.empty()) {
       f.max_us = *std::max_element(us.begin(), us.end());
       f.p999_us = nearest_rank(us, 0.999);
