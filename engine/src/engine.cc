@@ -1166,6 +1166,8 @@ Error Engine::start_once(std::chrono::milliseconds timeout) {
   };
   d.io = std::make_unique<io::LoopThread>(d.options.io);
   d.io->loop().post([] { name_this_thread("echo-io:0"); });
+  // Reserved once: stats() on another thread may walk the vector while it grows here.
+  d.extra_io.reserve(static_cast<std::size_t>(d.options.io_threads - 1));
   for (int k = 1; k < d.options.io_threads; ++k) {
     io::LoopOptions lo = d.options.io;
     lo.cpu = -1;  // io.cpu pins io thread 0 only
