@@ -25,6 +25,8 @@ namespace {
 
 struct BenchArgs {
   std::string server, json, html, ring_capacity, max_batch, wait, rounds, placement, only;
+  std::optional<std::string> load;  // --load given: its rates ("" when bare)
+  std::string load_text;            // what CLI11 parsed into --load
   bool quick = false;
   TlsArgs tls;
   AuthArgs auth;
@@ -54,10 +56,31 @@ bool configure(const BenchArgs& a, bench::BenchConfig& c) {
     c.messages = 50;
   }
   if (!a.only.empty()) {
-    if (a.only != "micro" && a.only != "hit_ratio" && a.only != "lanes") {
-      return bad("--only wants micro, hit_ratio or lanes, got '" + a.only + "'");
+    if (a.only != "micro" && a.only != "hit_ratio" && a.only != "lanes" &&
+        a.only != "io_threads" && a.only != "open_loop") {
+      return bad("--only wants micro, hit_ratio, lanes, io_threads or open_loop, got '" + a.only +
+                 "'");
     }
     c.only = a.only;
+  }
+  if (a.load || c.only == "open_loop") {
+    if (!c.only.empty() && c.only != "open_loop") {
+      return bad("--load runs the open-loop rows alone; drop --only " + c.only);
+    }
+    c.only = "open_loop";
+    const std::string rates = a.load && !a.load->empty() ? *a.load : "10000,50000,100000";
+    for (std::size_t at = 0; at <= rates.size();) {
+      const std::size_t end = std::min(rates.find(',', at), rates.size());
+      const auto v = parse_count(rates.substr(at, end - at));
+      if (!v || *v < 100 || *v > 1'000'000) {
+        return bad("--load wants rates in 100..1000000 messages/s, comma-separated, got '" +
+                   rates + "'");
+      }
+      c.load.push_back(static_cast<double>(*v));
+      at = end + 1;
+    }
+    // 3 rates x 2 contenders x 1 s per round: 5 rounds keep the part under a minute.
+    if (a.rounds.empty() && !a.quick) c.rounds = 5;
   }
   if (!a.ring_capacity.empty()) {
     const auto v = parse_count(a.ring_capacity);
@@ -126,6 +149,7 @@ std::string command_line(const BenchArgs& a) {
   add("--wait", a.wait);
   add("--placement", a.placement);
   add("--only", a.only);
+  if (a.load) out += a.load->empty() ? " --load" : " --load " + *a.load;
   add("--json", a.json);
   add("--html", a.html);
   add("--tls-port", a.tls.port);
@@ -142,7 +166,7 @@ int run(const BenchArgs& a) {
   bench::RunInfo info = bench::machine_info();
   info.command = command_line(a);
   ServerTarget server;
-  if (!c.only.empty() && c.only != "lanes") {
+  if (!c.only.empty() && c.only != "lanes" && c.only != "io_threads" && c.only != "open_loop") {
     info.server = "no server (--only " + c.only + ")";
   } else if (const int rc = open_server("bench", a.server, server, &a.tls); rc != 0) {
     return rc;
@@ -160,15 +184,24 @@ int run(const BenchArgs& a) {
     return 1;
   }
   std::vector<bench::Row> rows;
-  const auto part = [&c](const char* name) { return c.only.empty() || c.only == name; };
+  // Every part but open_loop, which runs only when asked (--load, --only open_loop).
+  const auto part = [&c](const std::string& name) {
+    return c.only == name || (c.only.empty() && name != "open_loop");
+  };
+  const int open_loop_steps =
+      bench::kOpenLoopStepsPerRate * static_cast<int>(c.load.size()) * c.rounds;
   bench::Progress progress(std::cerr, (part("micro") ? bench::kMicroSteps * c.rounds : 0) +
                                           (part("hit_ratio") ? bench::kHitRatioSteps : 0) +
-                                          (part("lanes") ? bench::kLaneSteps * c.rounds : 0));
+                                          (part("lanes") ? bench::kLaneSteps * c.rounds : 0) +
+                                          (part("io_threads") ? bench::kIoThreadsSteps * c.rounds : 0) +
+                                          (part("open_loop") ? open_loop_steps : 0));
   const auto t0 = std::chrono::steady_clock::now();
   try {
     if (part("micro")) bench::run_micro(c, progress, rows);
     if (part("hit_ratio")) bench::run_hit_ratio(c, progress, rows);
     if (part("lanes")) bench::run_lanes(c, target, progress, rows);
+    if (part("io_threads")) bench::run_io_threads(c, target, progress, rows);
+    if (part("open_loop")) bench::run_open_loop(c, target, progress, rows);
   } catch (const std::exception& e) {
     std::cerr << "echostore bench: " << e.what() << '\n';
     return 1;
@@ -219,13 +252,20 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   bench->add_option("--rounds", args->rounds, "rounds per row, 1..100 (default 7, --quick 3)");
   bench->add_option("--only", args->only,
                     "one part of the suite: micro (ring, L1, RESP3), hit_ratio (eviction "
-                    "policies on generated traces) or lanes (the rows against a server)");
+                    "policies on generated traces), lanes (the rows against a server), "
+                    "io_threads (a 4-table flood on 2 io threads vs 1) or open_loop (as --load)");
+  auto* load = bench->add_option("--load", args->load_text,
+                    "the open-loop rows alone: PUBLISH at each RATE[,RATE...] msg/s on a fixed "
+                    "schedule, the broadcast lane's p50/p99/p99.9 from each message's scheduled "
+                    "time beside a bare subscriber's (bare --load: 10000,50000,100000; 5 rounds)")
+      ->expected(0, 1);
   add_auth_options(bench, args->auth);
   add_tls_flags(bench, args->tls);
   bench->add_option("--tls-port", args->tls.port,
                     "the TLS port of --server, for the tls_vs_plain row (a started server "
                     "listens on one with certificates made at run time)");
-  bench->callback([args, &exit_code] {
+  bench->callback([args, load, &exit_code] {
+    if (load->count() > 0) args->load = args->load_text;
     apply_auth(args->auth);
     exit_code = run(*args);
   });

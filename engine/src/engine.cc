@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
-// The façade's wiring: io thread (command + subscriber connections), writers, each table's
-// loader threads.
+// The façade's wiring: io threads (command + subscriber connections on io thread 0, one more
+// subscriber on each other io thread that feeds a broadcast table), writers, each table's loader
+// threads.
 // Application threads never touch a socket: blocking verbs post their command to the io thread
 // and wait on a promise; the writer's L2 reads and the loader's conditional writes do the same
 // without waiting (their answers come back through the writer's inbox).
@@ -123,6 +124,9 @@ struct Engine::TableRef {
   std::string channel;
   std::unique_ptr<TableWriter> writer;
   CoherenceRing* ring = nullptr;  // broadcast lane: the io thread's ring into this writer
+  // The io thread whose subscriber feeds `ring` (EngineOptions::io_threads; 0 for every lane but
+  // the broadcast lane). That thread is the ring's one producer.
+  int io_index = 0;
   CoherenceRing* job_ring = nullptr;  // job lane: the consumer's ring (credit-limited)
   CoherenceRing* lead_ring = nullptr;  // job lane with job_lead: the lead pushes' ring (drop)
   std::unique_ptr<JobConsumer> consumer;
@@ -185,7 +189,15 @@ struct Engine::Impl {
   std::unordered_map<std::string, Membership> membership;
   static constexpr std::size_t kMembershipsKept = 1024;
 
-  std::unique_ptr<io::LoopThread> io;
+  std::unique_ptr<io::LoopThread> io;  // io thread 0
+  // Io threads 1..io_threads-1 (entry k-1 is io thread k): each its own loop and, when broadcast
+  // tables were dealt to it, its own subscriber carrying only their channels. Built in start(),
+  // gone after stop(); nothing else runs on them.
+  struct ExtraIo {
+    std::unique_ptr<io::LoopThread> loop;
+    std::unique_ptr<io::Connection> sub;
+  };
+  std::vector<ExtraIo> extra_io;
   // ServerMode::kSentinel: the master's address and its changes (sentinel_watch.h). Built in
   // start() before any connection, which all dial its master() (connection_options()).
   std::unique_ptr<SentinelWatch> sentinel;
@@ -210,10 +222,13 @@ struct Engine::Impl {
   // Loop thread only: set by stop()'s marker closure; every closure posted to the loop checks
   // it first, so none touches a connection that stop() is about to destroy.
   bool io_closing = false;
-  // Loop thread only: set by stop() before it stops the writers, the rings' only consumers; from
-  // then on a push is dropped, so none waits in a full ring under the block policy for a writer
-  // that is gone (stop() would then wait on the loop for ever).
-  bool pushes_closed = false;
+  // Set by stop() before it stops the writers, the rings' only consumers; from then on a push is
+  // dropped, so none waits in a full ring under the block policy for a writer that is gone (stop()
+  // would then wait on the loop for ever). Read relaxed by every io thread's push path: stop()
+  // then waits for a closure on each loop, and a loop runs closures between pushes, so once that
+  // closure ran (the loop's post queue orders the store before it) no push of that thread enters
+  // a ring.
+  std::atomic<bool> pushes_closed{false};
   // Publishes the stats snapshot into L2 while running (options.stats_publish > 0).
   std::jthread stats_publisher;
   // The shared-queue relay (TableSpec::job_relay) and, on a single server, its parking
@@ -677,7 +692,7 @@ struct Engine::Impl {
   // `ring`: the slot's broadcast ring, or its lead ring (a lead refused by a full ring costs
   // nothing but its speed: the job follows, so that ring drops and never flushes).
   void deliver(Slot& slot, CoherenceRing& ring, std::string_view payload) {
-    if (pushes_closed) return;  // stopping: nothing drains the rings any more
+    if (pushes_closed.load(std::memory_order_relaxed)) return;  // stopping: nothing drains them
     slot.pushes.store(slot.pushes.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     if (slot.spec.keys == KeyKind::kText) {
       // WIRE §2.2: the ring carries the key's hash (L1Map::apply_hashed), not its bytes.
@@ -701,7 +716,7 @@ struct Engine::Impl {
   }
   // A tracking invalidation for one tracking table (kKey: the key, its prefix stripped).
   void forget(Slot& slot, Forget what, std::string_view key = {}) {
-    if (pushes_closed) return;
+    if (pushes_closed.load(std::memory_order_relaxed)) return;
     slot.pushes.store(slot.pushes.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     // The item's message means nothing here (no version travels): any valid id fills it.
     static const BrandedId kUnversioned = BrandedId::parse("AST0KHTOWnGLuC").value();
@@ -805,16 +820,36 @@ struct Engine::Impl {
     }
   }
 
-  void on_sub_event(io::ConnEvent event) {
+  // Io thread `index`'s subscriber went or came back (on that io thread): only the tables it
+  // feeds suspend. Sentinel ROLE checks and tracking live on io thread 0 alone.
+  void on_sub_event(io::ConnEvent event, int index) {
     if (event == io::ConnEvent::kDisconnected || event == io::ConnEvent::kStopped) {
       for (auto& s : slots) {
-        if (s->ring != nullptr) s->writer->subscription_lost();
+        if (s->ring != nullptr && s->io_index == index) s->writer->subscription_lost();
       }
     } else if (event == io::ConnEvent::kReconnected) {
-      if (!io_closing) check_role(*sub);
-      resend_tracking();  // the channels' SUBSCRIBEs went already; their pushes confirm them
-      if (options.on_event) options.on_event(Event{EventKind::kResubscribed, "sub", {}});
+      if (index == 0) {
+        if (!io_closing) check_role(*sub);
+        resend_tracking();  // the channels' SUBSCRIBEs went already; their pushes confirm them
+      }
+      if (options.on_event) {
+        options.on_event(Event{EventKind::kResubscribed, sub_label(index), {}});
+      }
     }
+  }
+  static std::string sub_label(int index) {
+    return index == 0 ? std::string("sub") : "sub:" + std::to_string(index);
+  }
+  // The broadcast channels io thread `index` subscribes (then, on io thread 0, every lead's).
+  std::vector<std::string> channels_of(int index) const {
+    std::vector<std::string> out;
+    for (const auto& [channel, slot] : by_channel) {
+      if (slot->io_index == index) out.push_back(channel);
+    }
+    if (index == 0) {
+      for (const auto& [channel, slot] : by_lead) out.push_back(channel);
+    }
+    return out;
   }
 
   // ---- ServerMode::kSentinel (loop thread) ----
@@ -1001,6 +1036,15 @@ Engine::Engine(EngineOptions options, std::vector<TableSpec> tables)
   }
   check_sentinel_knobs(impl_->options);
   check_connection_knobs(impl_->options, by_seeds);
+  const int io_threads = impl_->options.io_threads;
+  if (io_threads < 1 || io_threads > 16) {
+    throw ConfigError("io_threads must lie in 1..16, got " + std::to_string(io_threads));
+  }
+  if (io_threads > 1 && impl_->options.mode != ServerMode::kSingle) {
+    throw ConfigError("io_threads above 1 needs mode single (a cluster's sharded subscriber and a "
+                      "sentinel's redials run on io thread 0), got " + std::to_string(io_threads));
+  }
+  int broadcast_tables = 0;  // dealt round-robin from the last io thread down
   // Built now, taken in start(): the writers ask it for their node from their own threads.
   impl_->lease = std::make_unique<NodeLease>(
       [d = impl_.get()](const io::Script& s, std::vector<std::string> keys,
@@ -1034,6 +1078,7 @@ Engine::Engine(EngineOptions options, std::vector<TableSpec> tables)
     slot->writer = std::make_unique<TableWriter>(slot->spec, impl_->ports_for(*slot), impl_->options.node_id);
     if (slot->spec.coherence == CoherenceMode::kBroadcast) {
       slot->ring = &slot->writer->add_ring(slot->spec.full_policy);
+      slot->io_index = io_threads - 1 - broadcast_tables++ % io_threads;
       impl_->by_channel.emplace(slot->channel, slot.get());
     } else if (slot->spec.coherence == CoherenceMode::kTracking) {
       // Each master tracks only its own keys: a cluster would need a tracking connection per
@@ -1137,10 +1182,10 @@ Error Engine::start_once(std::chrono::milliseconds timeout) {
                     std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
   };
   d.io = std::make_unique<io::LoopThread>(d.options.io);
-  d.io->loop().post([] { name_this_thread("echo-io"); });
+  d.io->loop().post([] { name_this_thread("echo-io:0"); });
   if (d.options.metrics_port != 0) {
     // Bound now, so a port in use fails start() before anything dials; it accepts only at the
-    // end of start(), once everything stats() reads is in place.
+    // end of start(), once everything stats() reads is in place. It lives on io thread 0.
     d.metrics = std::make_unique<MetricsEndpoint>(d.io->loop(), [this] {
       return to_prometheus(take_snapshot(*this, impl_->node_name()));
     });
@@ -1148,6 +1193,15 @@ Error Engine::start_once(std::chrono::milliseconds timeout) {
       stop();
       return e;
     }
+  }
+  // Reserved once: stats() on another thread may walk the vector while it grows here.
+  d.extra_io.reserve(static_cast<std::size_t>(d.options.io_threads - 1));
+  for (int k = 1; k < d.options.io_threads; ++k) {
+    io::LoopOptions lo = d.options.io;
+    lo.cpu = -1;  // io.cpu pins io thread 0 only
+    auto loop = std::make_unique<io::LoopThread>(lo);  // may throw: stop() sees only built ones
+    loop->loop().post([k] { name_this_thread("echo-io:" + std::to_string(k)); });
+    d.extra_io.push_back(Impl::ExtraIo{std::move(loop), nullptr});
   }
   for (auto& s : d.slots) {
     s->loaders = std::make_unique<LoaderPool>(s->spec.loader_threads);
@@ -1273,9 +1327,8 @@ Error Engine::start_once(std::chrono::milliseconds timeout) {
                                                 *s->writer, *s->job_ring, d.node_name());
     s->consumer->start();
   }
-  std::vector<std::string> channels;  // every broadcast lane's, then every lead's
-  for (const auto& [channel, slot] : d.by_channel) channels.push_back(channel);
-  for (const auto& [channel, slot] : d.by_lead) channels.push_back(channel);
+  // Io thread 0's: its broadcast lanes', then every lead's (all of them, io_threads 1).
+  std::vector<std::string> channels = d.channels_of(0);
   if (!channels.empty() && d.cluster) {
     ShardedSubscriber::Handlers h;
     h.message = [&d](std::string_view channel, std::string_view payload) {
@@ -1295,7 +1348,7 @@ Error Engine::start_once(std::chrono::milliseconds timeout) {
     d.sub = std::make_unique<io::Connection>(
         d.io->loop(), d.connection_options("sub"),
         [&d](const io::Resp3Value& push) { d.on_push(push); },
-        [&d](io::ConnEvent event, std::error_code) { d.on_sub_event(event); });
+        [&d](io::ConnEvent event, std::error_code) { d.on_sub_event(event, 0); });
     d.sub->start();
     d.follow(d.sub.get());
     const auto waited = left();
@@ -1324,6 +1377,29 @@ Error Engine::start_once(std::chrono::milliseconds timeout) {
         return Error(Errc::kTrackingRefused, std::move(why));
       }
       for (const auto& [prefix, slot] : d.by_prefix) slot->writer->subscription_confirmed();
+    }
+  }
+  // The other io threads' subscribers, each with the broadcast tables dealt to it (mode single).
+  for (int k = 1; k < d.options.io_threads; ++k) {
+    const std::vector<std::string> mine = d.channels_of(k);
+    if (mine.empty()) continue;
+    auto& x = d.extra_io[static_cast<std::size_t>(k - 1)];
+    x.sub = std::make_unique<io::Connection>(
+        x.loop->loop(), d.connection_options(Impl::sub_label(k)),
+        [&d](const io::Resp3Value& push) { d.on_push(push); },
+        [&d, k](io::ConnEvent event, std::error_code) { d.on_sub_event(event, k); });
+    x.sub->start();
+    const auto waited = left();
+    if (auto ec = x.sub->wait_ready(waited)) {
+      Error e = not_ready(ec, *x.sub, waited);
+      stop();
+      return e;
+    }
+    for (const auto& channel : mine) {
+      if (auto ec = x.sub->subscribe_blocking(channel)) {
+        stop();
+        return ec;
+      }
     }
   }
   // Caching starts only once each lane confirmed delivery: the server's subscription
@@ -1389,14 +1465,16 @@ void Engine::stop() {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   if (d.io) {
-    // No push into a ring after this closure ran: one waiting for space in a full ring returns
-    // first, as the writers still drain.
-    std::promise<void> closed;
-    d.io->loop().post([&d, &closed] {
-      d.pushes_closed = true;
-      closed.set_value();
-    });
-    closed.get_future().wait();
+    // No push into a ring after each loop ran this closure: one waiting for space in a full ring
+    // returns first, as the writers still drain.
+    d.pushes_closed.store(true, std::memory_order_relaxed);
+    std::vector<io::UringLoop*> loops{&d.io->loop()};
+    for (auto& x : d.extra_io) loops.push_back(&x.loop->loop());
+    for (io::UringLoop* loop : loops) {
+      std::promise<void> closed;
+      loop->post([&closed] { closed.set_value(); });
+      closed.get_future().wait();
+    }
   }
   for (auto& s : d.slots) s->writer->stop();
   for (auto& s : d.slots) s->loaders.reset();  // joins: no loader job posts to the loop after this
@@ -1417,6 +1495,9 @@ void Engine::stop() {
   }
   d.ssub.reset();
   d.sub.reset();
+  for (auto& x : d.extra_io) x.sub.reset();  // while its loop runs, as d.sub
+  for (auto& x : d.extra_io) x.loop->join();
+  d.extra_io.clear();
   d.relay_park.reset();
   d.cluster.reset();
   d.cmd.reset();  // fails the consumers' calls in flight (their callbacks name the consumers)
@@ -1432,7 +1513,7 @@ void Engine::stop() {
   if (d.io) d.io->join();
   d.io.reset();
   d.io_closing = false;
-  d.pushes_closed = false;
+  d.pushes_closed.store(false, std::memory_order_relaxed);
 }
 
 bool Engine::running() const noexcept { return impl_->running.load(std::memory_order_acquire); }
@@ -1927,6 +2008,7 @@ EngineStats Engine::stats() const {
     t.rings = s->writer->ring_stats();
     t.pushes = s->pushes.load(std::memory_order_relaxed);
     t.garbage = s->garbage.load(std::memory_order_relaxed);
+    t.io_thread = s->io_index;
     if (s->consumer) t.consumer = s->consumer->stats();
     t.get_hit_latency = s->get_hit.snapshot();
     t.get_miss_latency = s->get_miss.snapshot();
@@ -1936,9 +2018,18 @@ EngineStats Engine::stats() const {
   if (impl_->io) {
     out.io_backend = impl_->io->loop().backend();
     out.io_fallback_reason = std::string(impl_->io->loop().fallback_reason());
+    out.io_threads.resize(static_cast<std::size_t>(impl_->options.io_threads));
+    for (const auto& s : impl_->slots) {
+      auto& t = out.io_threads[static_cast<std::size_t>(s->io_index)];
+      t.pushes += s->pushes.load(std::memory_order_relaxed);
+      if (s->spec.coherence == CoherenceMode::kBroadcast) t.tables.push_back(s->spec.name);
+    }
   }
   if (impl_->cmd) out.connections.push_back(impl_->cmd->stats());
   if (impl_->sub) out.connections.push_back(impl_->sub->stats());
+  for (const auto& x : impl_->extra_io) {
+    if (x.sub) out.connections.push_back(x.sub->stats());
+  }
   if (impl_->cluster) {
     auto cs = impl_->cluster->stats();
     out.connections.insert(out.connections.end(), cs.connections.begin(), cs.connections.end());

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// Names the calling thread as top, ps -L and gdb show it ("echo-io", "echo-w:quotes"): Linux
+// Names the calling thread as top, ps -L and gdb show it ("echo-io:0", "echo-w:quotes"): Linux
 // keeps 15 bytes, so a longer name is cut there.
 #pragma once
 

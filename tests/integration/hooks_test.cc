@@ -2,7 +2,7 @@
 // The operational hooks on a real server: EngineOptions::on_event hears every connection's
 // connected, a lost with its cause (CLIENT KILL), reconnected and the subscriber's resubscribed,
 // and each table's suspended and resumed, in that order; EngineOptions::log takes the engine's
-// lines instead of stderr; and every engine thread carries its name (echo-io, echo-w:<table>,
+// lines instead of stderr; and every engine thread carries its name (echo-io:<n>, echo-w:<table>,
 // echo-load, echo-lease) for top, ps -L and gdb.
 #include <dirent.h>
 
@@ -162,7 +162,7 @@ TEST_F(Hooks, EveryEngineThreadIsNamed) {
   ASSERT_TRUE(n);
   // Each thread names itself as it begins: wait for all of them (a loaded machine may not have
   // run a loader thread's first line yet when start() returns).
-  const std::vector<std::string> wanted = {"echo-io", "echo-w:quotes", "echo-load", "echo-lease"};
+  const std::vector<std::string> wanted = {"echo-io:0", "echo-w:quotes", "echo-load", "echo-lease"};
   EXPECT_TRUE(eventually([&] {
     const auto names = thread_names();
     return std::all_of(wanted.begin(), wanted.end(),

@@ -43,6 +43,7 @@ engine::EngineOptions node_options(const std::string& host, int port, unsigned n
   // stalls (held 2.7 s past each renewal, renewed every second).
   o.node_lease = std::chrono::seconds(3);
   o.io = test_loop_options(o.io);
+  o.io_threads = test_io_threads();
   return o;
 }
 

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// The io backend the integration tests run their loops and engine nodes on: ECHO_TEST_IO_BACKEND
+// The io backend (and io thread count) the integration tests run their loops and engine nodes
+// on: ECHO_TEST_IO_BACKEND
 // (auto, uring or epoll; unset or empty = auto, the library's default). tests/CMakeLists.txt
 // registers the lane tests a second time with it set to epoll, so both backends carry the lanes.
 #pragma once
@@ -22,6 +23,21 @@ inline io::Backend test_io_backend() {
   if (name == "epoll") return io::Backend::kEpoll;
   std::fprintf(stderr, "ECHO_TEST_IO_BACKEND must be auto, uring or epoll, got '%s'\n", v);
   std::abort();
+}
+
+// The io threads ECHO_TEST_IO_THREADS asks of the single-server engine nodes (unset or empty =
+// 1, the default; else 1..16): tests/CMakeLists.txt registers the broadcast lane test a third
+// time with 2. A value out of range aborts the test binary.
+inline int test_io_threads() {
+  const char* v = std::getenv("ECHO_TEST_IO_THREADS");
+  if (v == nullptr || *v == '\0') return 1;
+  char* end = nullptr;
+  const long n = std::strtol(v, &end, 10);
+  if (*end != '\0' || n < 1 || n > 16) {
+    std::fprintf(stderr, "ECHO_TEST_IO_THREADS must be 1..16, got '%s'\n", v);
+    std::abort();
+  }
+  return static_cast<int>(n);
 }
 
 // `o` on the backend the run asks for.

@@ -33,7 +33,12 @@ struct BenchConfig {
   int decode_streams = 200;             // 1024-frame streams per decoder per round
   int messages = 200;                   // lane messages (and journal pairs) per contender per round
   bool quick = false;
-  std::string only;  // "" (every part), "micro", "hit_ratio" or "lanes"
+  // "" (every part but open_loop), "micro", "hit_ratio", "lanes", "io_threads" or "open_loop"
+  // (the open-loop rows alone: what --load selects).
+  std::string only;
+  // --load: the open-loop rates in messages/s (bare --load: 10000, 50000, 100000), each run for
+  // 1 s (0.5 s with --quick) per contender per round; empty unless the open-loop part runs.
+  std::vector<double> load;
   // Thread placement (--placement): the bench process's threads all start from the pinned main
   // thread and inherit its CPU; the engines' io and writer threads are also pinned by their knobs
   // (EngineOptions::io.cpu, TableSpec::writer_cpu). -1 = unpinned.
@@ -96,6 +101,19 @@ inline constexpr int kHitRatioSteps = 8;  // traces (one step each, not per roun
 void run_lanes(const BenchConfig& config, const DrillTarget& target, Progress& progress,
                std::vector<Row>& rows);
 
+// The open-loop rows (open_loop_p999_vs_floor_<rate>, open_loop.cc): at each rate of
+// config.load, the broadcast lane's p50/p99/p99.9 from each message's scheduled send time beside
+// a bare subscriber's (the floor), same schedule, same run. Throws std::runtime_error when the
+// sender's PUBLISHes were not all answered.
+void run_open_loop(const BenchConfig& config, const DrillTarget& target, Progress& progress,
+                   std::vector<Row>& rows);
+
+// The io_threads_2_vs_1 row (io_flood.cc): a 4-table flood's decode-and-apply throughput on a
+// node with 2 io threads against one with 1. Throws std::runtime_error when a flood is not all
+// applied within 20 s.
+void run_io_threads(const BenchConfig& config, const DrillTarget& target, Progress& progress,
+                    std::vector<Row>& rows);
+
 // A lane table of the bench's receiving node, carrying the user's ring capacity, max batch and
 // wait (job credits capped at the ring). bench_cmd validates it before anything runs.
 engine::TableSpec lane_spec(const std::string& name, engine::CoherenceMode mode,
@@ -104,6 +122,8 @@ engine::TableSpec lane_spec(const std::string& name, engine::CoherenceMode mode,
 // Progress steps per round of each part (for "[k/n]").
 inline constexpr int kMicroSteps = 5;  // ring x2, L1 get, typed hit, RESP3
 inline constexpr int kLaneSteps = 4;
+inline constexpr int kIoThreadsSteps = 1;
+inline constexpr int kOpenLoopStepsPerRate = 1;
 
 // The run's context, printed above the table and written into the JSON.
 struct RunInfo {

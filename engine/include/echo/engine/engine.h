@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
-// The public façade. An Engine owns one io thread (io_uring; a command connection and, when a
-// table declares the broadcast or tracking lane, a subscriber connection; under
+// The public façade. An Engine owns one io thread, or EngineOptions::io_threads of them (io_uring;
+// a command connection and, when a table declares the broadcast or tracking lane, a subscriber
+// connection, one per io thread that feeds a broadcast table; under
 // ServerMode::kSentinel also one connection to a sentinel), one writer thread per table, and
 // each table's own loader threads (TableSpec::loader_threads). Reads hit L1 on the caller's
 // thread; everything that changes L1 reaches the table's writer as a message (DESIGN "Threads and
@@ -95,6 +96,18 @@ struct EngineOptions {
   std::chrono::milliseconds node_lease{15000};
   io::LoopOptions io{};                // io thread: wait mode, CPU pinning, backend (auto:
                                        // io_uring, epoll where the kernel refuses it)
+  // io.threads: how many io threads (each its own loop, named echo-io:<n>): 1..16, default 1.
+  // Io thread 0 carries the command connection, the job lanes (consumers, parkers, leads), the
+  // tracking lane and the relay; the broadcast tables are dealt round-robin over the io threads
+  // from the last one down (the first broadcast table on io thread N-1, ..., so that with 2 the
+  // first table's pushes leave the thread the command path runs on). Each io thread with a
+  // broadcast table opens its own subscriber connection ("sub:<n>"; "sub" on thread 0) carrying
+  // only its tables' channels, and feeds each of those tables through its own ring: one ring per
+  // (io thread, table), one producer each (DESIGN "Threads and data flow"). io.cpu pins io thread
+  // 0 only. Above 1 needs mode single (ConfigError otherwise): a cluster's sharded subscriber and
+  // a sentinel's redials live on io thread 0. 16: more io threads than that only add
+  // connections; two tables on one io thread share its decode, nothing else.
+  int io_threads = 1;
   std::chrono::milliseconds get_timeout{10000};  // a miss's wait for its flight (WIRE: 10 s);
                                                  // 1..3,600,000 ms
   std::chrono::milliseconds call_timeout{5000};  // a blocking L2 call; 1..3,600,000 ms
@@ -122,8 +135,8 @@ struct EngineOptions {
   std::string metrics_bind = "127.0.0.1";
   // Operational hooks (log.h): where the engine's lines go (empty: one line each on stderr), and
   // a watcher of connection events (connected, lost with its cause, reconnected, resubscribed;
-  // on the io thread) and table events (suspended, resumed; on the table's writer thread). Both
-  // must not block and must not call into the engine.
+  // on the connection's io thread) and table events (suspended, resumed; on the table's writer
+  // thread). Both must not block and must not call into the engine.
   LogSink log;
   EventSink on_event;
 };
@@ -175,6 +188,7 @@ struct TableStats {
   table::L1Stats l1;
   WriterStats writer;
   std::vector<ring::RingStats> rings;
+  int io_thread = 0;  // the io thread whose subscriber feeds this table (EngineOptions::io_threads)
   // Pushes routed and frames refused: the broadcast lane's, or the job lane's lead (job_lead).
   std::uint64_t pushes = 0, garbage = 0;
   // Reads timed on a sample, 1 in kGetSampleEvery per reading thread (an L1 hit costs ~50-130 ns:
@@ -246,6 +260,13 @@ struct EngineStats {
   io::Backend io_backend = io::Backend::kAuto;
   std::string io_fallback_reason;
   MetricsCounters metrics;
+  // Per io thread (index = its n in echo-io:<n>; empty before start): the pushes its subscriber
+  // routed into rings, and the broadcast tables it feeds.
+  struct IoThread {
+    std::uint64_t pushes = 0;
+    std::vector<std::string> tables;
+  };
+  std::vector<IoThread> io_threads;
 };
 
 // Boots one connection to the server `options` names, as the engine's own connections boot
