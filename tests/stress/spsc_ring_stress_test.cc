@@ -191,10 +191,9 @@ TEST_P(SpscRingStress, EveryAcceptedItemArrivesOnceInOrderAndNoWakeIsLost) {
     EXPECT_EQ(s.barrier_fallbacks, 1u);
     EXPECT_EQ(ring.doorbell().light_rings_approx(), 0u);
   }
-  if (c.adaptive && !c.fallback && ring.doorbell().adaptive()) {
-    // Bursts of 64+ publishes went light and a park met them light at least once.
-    EXPECT_GT(ring.doorbell().adaptive_barriers_count(), 0u);
-  }
+  // How often a park met the ring light (adaptive barriers) depends on TSan's timing: printed
+  // below, not asserted (two runs of park_drop_adaptive: 0 and 4); doorbell_adaptive_test
+  // drives each switch deterministically.
   if (c.policy == FullPolicy::kBlock) {
     EXPECT_EQ(s.dropped, 0u);
     EXPECT_EQ(received, seq);
