@@ -192,8 +192,8 @@ TEST_P(SpscRingStress, EveryAcceptedItemArrivesOnceInOrderAndNoWakeIsLost) {
     EXPECT_EQ(ring.doorbell().light_rings_approx(), 0u);
   }
   // How often a park met the ring light (adaptive barriers) depends on TSan's timing: printed
-  // below, not asserted (two runs of park_drop_adaptive: 0 and 4); doorbell_adaptive_test
-  // drives each switch deterministically.
+  // below, not asserted (park_drop_adaptive met it 0 times in two runs, park_block_adaptive 4
+  // times in one); doorbell_adaptive_test drives each switch deterministically.
   if (c.policy == FullPolicy::kBlock) {
     EXPECT_EQ(s.dropped, 0u);
     EXPECT_EQ(received, seq);
