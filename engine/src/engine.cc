@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <future>
 #include <mutex>
+#include <new>
 #include <thread>
 #include <optional>
 #include <system_error>
@@ -23,6 +24,7 @@
 #include <unordered_set>
 #include <utility>
 
+#include "job_send_queue.h"
 #include "metrics_http.h"
 #include "node_lease.h"
 #include "sentinel_watch.h"
@@ -231,6 +233,9 @@ struct Engine::Impl {
   std::atomic<bool> pushes_closed{false};
   // Publishes the stats snapshot into L2 while running (options.stats_publish > 0).
   std::jthread stats_publisher;
+  // enqueue_async's admissions, in hand-off order (its own thread, started at the first call);
+  // stop() drains it first, while the command connection still runs.
+  JobSendQueue job_sends;
   // The shared-queue relay (TableSpec::job_relay) and, on a single server, its parking
   // connection and that connection's CLIENT ID (stop() unblocks its BLPOP with CLIENT UNBLOCK).
   std::unique_ptr<SharedQueueRelay> relay;
@@ -1450,6 +1455,9 @@ void Engine::stop() {
   auto& d = *impl_;
   d.stats_publisher = std::jthread();  // requests stop and joins
   if (d.metrics) d.metrics->close();   // on the still-running io thread
+  // Every job enqueue_async handed off gets its admissions and its callback while the engine
+  // still runs; a call after this answers kStopped.
+  d.job_sends.close_and_drain();
   if (d.lease) d.lease->release();  // while the command connection still runs
   if (d.relay) {
     // Its BLPOP parks up to a beat: CLIENT UNBLOCK ends it (a park that begins just after costs
@@ -1773,6 +1781,56 @@ Result<std::vector<MemberAdmission>> Engine::enqueue(std::string_view table, con
   return admitted;
 }
 
+Result<BrandedId> Engine::enqueue_async(std::string_view table, const BrandedId& group,
+                                        std::string_view id, const BrandedId& version,
+                                        EnqueueDone done) {
+  auto& d = *impl_;
+  if (!running()) return table::Unexpected{make_error_code(Errc::kStopped)};
+  if (!table::check_table_name(table)) return table::Unexpected{make_error_code(Errc::kNoSuchCache)};
+  const Impl::Slot* slot = d.find(table);
+  // The lead's payload, checked as fan_out checks it (its refusals are this call's, not done's).
+  std::string payload;
+  if (slot != nullptr && slot->spec.keys == KeyKind::kText) {
+    auto frame = table::make_text_frame(id, version);
+    if (!frame) return table::Unexpected{make_error_code(Errc::kBadKey)};
+    payload = std::string(table::view(*frame));
+  } else {
+    auto name = BrandedId::parse(id);
+    if (!name || (slot != nullptr && name->ns() != slot->spec.kind)) {
+      return table::Unexpected{make_error_code(Errc::kKind)};
+    }
+    payload = std::string(table::view(table::make_frame(*name, version)));
+  }
+  auto job = d.mint("JOB");
+  if (!job) return table::Unexpected{job.error()};
+  const bool lead = slot != nullptr ? slot->spec.job_lead : TableSpec{}.job_lead;
+  if (lead) {
+    // The lead alone, answered before any admission leaves (enqueue's order on the wire). A lead
+    // that failed costs only its speed (the job still comes), as in fan_out; kStopped is final.
+    auto replies = d.calls({d.lead_call(JobLaneKeys::for_table(table), payload)});
+    if (!replies && replies.error() == make_error_code(Errc::kStopped)) {
+      return table::Unexpected{replies.error()};
+    }
+    if (replies) d.note_lead(replies->front());
+  }
+  const bool queued = d.job_sends.push(
+      [this, t = std::string(table), group, j = *job, n = std::string(id), version,
+       done = std::move(done)] {
+        auto admit = [&]() -> Result<std::vector<MemberAdmission>> {
+          try {
+            return fan_out(t, group, j, n, version, {}, /*to_shared=*/true, /*lead_sent=*/true);
+          } catch (const std::bad_alloc&) {  // the thread must not end: its queue would stall
+            return table::Unexpected{std::make_error_code(std::errc::not_enough_memory)};
+          }
+        };
+        const Result<std::vector<MemberAdmission>> admitted = admit();
+        if (!admitted) Impl::add(impl_->fan_errors);
+        if (done) done(admitted);
+      });
+  if (!queued) return table::Unexpected{make_error_code(Errc::kStopped)};
+  return *job;
+}
+
 Result<bool> Engine::enqueue_job(std::string_view table, const BrandedId& group, const BrandedId& job,
                                  std::string_view id, const BrandedId& version) {
   auto admissions = fan_out(table, group, job, id, version);
@@ -1809,7 +1867,7 @@ Result<std::vector<MemberAdmission>> Engine::fan_out(std::string_view table, con
                                                      const BrandedId& job, std::string_view id,
                                                      const BrandedId& version,
                                                      std::vector<std::string> row_set,
-                                                     bool to_shared) {
+                                                     bool to_shared, bool lead_sent) {
   auto& d = *impl_;
   Impl::add(d.fan_enqueues);
   if (!table::check_table_name(table)) return table::Unexpected{make_error_code(Errc::kNoSuchCache)};
@@ -1849,7 +1907,7 @@ Result<std::vector<MemberAdmission>> Engine::fan_out(std::string_view table, con
   // server runs it before the lead and every admission: no member hears of a row not yet written.
   std::optional<Impl::Call> row;
   if (!row_set.empty()) row = Impl::Call{nullptr, {}, std::move(row_set)};
-  bool lead = spec.job_lead;
+  bool lead = spec.job_lead && !lead_sent;
   bool fresh = !known;
   if (!known) {
     auto read = d.read_membership(table, keys,

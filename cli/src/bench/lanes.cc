@@ -3,8 +3,9 @@
 // the user's ring capacity, max batch and wait) and node S (the sender) on one redis-server.
 // Each message is timed from the send to the row gone from R's L1, one at a time, observed by
 // the drill's waiter (floors::spin_until) for the floor and for the engine alike; R re-puts the
-// row between messages, untimed. The journal row compares a record+mark pair with a plain
-// SQLite WAL commit, as the drill's H6 does. The epoll row runs the broadcast lane into two more
+// row between messages, untimed. The job row sends with Engine::enqueue_async (the sender held
+// through the lead only), the remembered row's baseline with the blocking Engine::enqueue. The
+// journal row compares a record+mark pair with a plain SQLite WAL commit, as the drill's H6 does. The epoll row runs the broadcast lane into two more
 // receivers alike but for their io backend (io_uring, epoll), message by message.
 #include <echo/engine/engine.h>
 #include <echo/engine/journal.h>
@@ -15,6 +16,7 @@
 #include <echo/table/names.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <iostream>
 #include <memory>
@@ -195,7 +197,21 @@ void run_lanes(const BenchConfig& c, const DrillTarget& target, Progress& progre
       return true;
     };
   };
-  const auto enqueue = enqueue_to(job, job_lane);
+  // The job lane as its sender sees it: enqueue_async holds the sender through the lead's round
+  // trip only; the admissions' answers come on the engine's job-send thread (a failed one fails
+  // the run after the rounds: the lane's settle already waits for every job's completion).
+  std::atomic<std::uint64_t> async_failed{0};
+  const auto enqueue = [&](const BrandedId& v) {
+    job_lane.settle();
+    auto job_id = s.enqueue_async(job, group, name.view(), v,
+                                  [&](const engine::Result<std::vector<engine::MemberAdmission>>& a) {
+                                    if (!a || a->size() != 1) async_failed.fetch_add(1);
+                                  });
+    if (!job_id) return false;
+    job_lane.sent();
+    return true;
+  };
+  const auto enqueue_sync = enqueue_to(job, job_lane);
   const auto enqueue_bare = enqueue_to(bare, bare_lane);
   const engine::EnqueueFn to_bus = [&](const BrandedId& id, std::string_view n,
                                        const BrandedId& v) {
@@ -210,6 +226,7 @@ void run_lanes(const BenchConfig& c, const DrillTarget& target, Progress& progre
   for (int i = 0; i < kWarmup; ++i) {
     (void)one_message(r, bc, name, minter, publish);
     (void)one_message(r, job, name, minter, enqueue);
+    (void)one_message(r, job, name, minter, enqueue_sync);
     (void)one_message(r, bare, name, minter, enqueue_bare);
     (void)one_message(r, mem, name, minter, remembered);
     if (!uring_refused) (void)one_message(ru, bcu, name, minter, publish_uring);
@@ -232,7 +249,8 @@ void run_lanes(const BenchConfig& c, const DrillTarget& target, Progress& progre
   Row bc_row = row("broadcast_vs_floor", "broadcast lane, PUBLISH -> row gone",
                    "engine broadcast lane", "hiredis PUBLISH -> message (bare subscriber)");
   Row job_row = row("job_vs_broadcast", "job lane, send -> row gone as the sender sees it",
-                    "Engine::enqueue", "Engine::broadcast (broadcast lane)");
+                    "Engine::enqueue_async (held through the lead only)",
+                    "Engine::broadcast (broadcast lane)");
   Row job_applied_row =
       row("job_applied_vs_broadcast", "job lane, send -> row gone at R's writer (its own clock)",
           "Engine::enqueue", "Engine::broadcast (broadcast lane)");
@@ -241,7 +259,7 @@ void run_lanes(const BenchConfig& c, const DrillTarget& target, Progress& progre
                              "writer",
                              "Engine::enqueue, no lead", "Engine::broadcast (broadcast lane)");
   Row mem_row = row("remembered_vs_job", "remembered lane (journal bound), send -> row gone",
-                    "Journal::intend_and_enqueue", "Engine::enqueue (job lane, no journal)");
+                    "Journal::intend_and_enqueue", "Engine::enqueue (job lane, no journal, blocking)");
   Row epoll_row = row("epoll_vs_uring", "broadcast lane, PUBLISH -> row gone, by io backend",
                       "receiver's io loop on epoll", "receiver's io loop on io_uring");
   Row pair_row = row("journal_vs_sqlite", "journal record+mark pair", "Journal record+mark",
@@ -286,7 +304,8 @@ void run_lanes(const BenchConfig& c, const DrillTarget& target, Progress& progre
     progress.step("broadcast lane vs PUBLISH floor", round, c.rounds);
     bc_row.base_rounds.push_back(
         keep(floors::publish_floor(target, floor_channel, n).us, bc_row.base_samples));
-    std::vector<double> lane, via_bc, via_job, via_mem, at_bc, at_job, at_bare, via_tls;
+    std::vector<double> lane, via_bc, via_job, via_job_sync, via_mem, at_bc, at_job, at_bare,
+        via_tls;
     for (int i = 0; i < n; ++i) lane.push_back(one_message(r, bc, name, minter, publish));
     bc_row.ours_rounds.push_back(keep(lane, bc_row.ours_samples));
 
@@ -294,6 +313,7 @@ void run_lanes(const BenchConfig& c, const DrillTarget& target, Progress& progre
     for (int i = 0; i < n; ++i) {
       via_bc.push_back(one_message(r, bc, name, minter, broadcast, &at_bc));
       via_job.push_back(one_message(r, job, name, minter, enqueue, &at_job));
+      via_job_sync.push_back(one_message(r, job, name, minter, enqueue_sync));
       (void)one_message(r, bare, name, minter, enqueue_bare, &at_bare);
       via_mem.push_back(one_message(r, mem, name, minter, remembered));
       if (rt) via_tls.push_back(one_message(*rt, bct, name, minter, broadcast_tls));
@@ -307,7 +327,7 @@ void run_lanes(const BenchConfig& c, const DrillTarget& target, Progress& progre
     bare_applied_row.ours_rounds.push_back(median_of(std::move(at_bare)));
     bare_applied_row.base_rounds.push_back(at_bc_median);
     mem_row.ours_rounds.push_back(keep(via_mem, mem_row.ours_samples));
-    mem_row.base_rounds.push_back(keep(via_job, mem_row.base_samples));
+    mem_row.base_rounds.push_back(keep(via_job_sync, mem_row.base_samples));
     if (tls_row) {
       tls_row->ours_rounds.push_back(keep(via_tls, tls_row->ours_samples));
       tls_row->base_rounds.push_back(keep(via_bc, tls_row->base_samples));  // plain
@@ -336,6 +356,10 @@ void run_lanes(const BenchConfig& c, const DrillTarget& target, Progress& progre
     for (int i = 0; i < n; ++i) jj.mark_enqueued(jj.record(name, minter.mint("TXN").value()));
     jj.flush();
     pair_row.ours_rounds.push_back(floors::since_us(t0) / n);
+  }
+  if (async_failed.load() != 0) {
+    throw std::runtime_error(std::to_string(async_failed.load()) +
+                             " enqueue_async admissions failed or reached other than R");
   }
   const auto js = jj.stats();
   if (js.pending_enqueue != 0) throw std::runtime_error("the journal left pairs unmarked");

@@ -402,6 +402,26 @@ class Engine {
   // Errc::kNoLiveMember when no queue took it: no member was live and there is no shared queue.
   Result<std::vector<MemberAdmission>> enqueue(std::string_view table, const table::BrandedId& group,
                                                std::string_view id, const table::BrandedId& version);
+  // enqueue_async's answer: enqueue's, once every member queue answered. Runs on the engine's
+  // job-send thread ("echo-jobsend"), one job at a time in call order: a slow callback delays the
+  // admissions of the jobs queued after it. It may call the engine's verbs (enqueue_async too),
+  // but not stop(), and must not throw (the thread would end the process).
+  using EnqueueDone = std::function<void(const Result<std::vector<MemberAdmission>>& admitted)>;
+  // enqueue, with the sender held only through the lead: with the table's job_lead (the default)
+  // it PUBLISHes the lead, waits for its reply (one round trip, as broadcast), hands the
+  // admissions (enqueue's fan-out, under the returned job id) to the engine's job-send thread and
+  // returns the job id; without job_lead it returns once the job is handed to that thread. The
+  // wire is enqueue's, byte for byte: the lead alone, then the admissions once its reply is in.
+  // At-least-once as enqueue: `done` gets enqueue's answer (Errc::kNoLiveMember, an io error) and
+  // the caller retries through enqueue_job under the returned id (a duplicate where a queue
+  // already holds it). An empty `done` leaves the answer to stats (fan_out.errors). Errors
+  // returned here mean nothing was handed off: kNoSuchCache, kKind, kBadKey (the payload),
+  // kStopped (not running, or stop() began; the lead may have gone out, at-most-once as ever). stop() drains the job-send thread first: every job
+  // handed off gets its admissions and its `done` while the engine still runs. Any thread but
+  // the io thread; the job-send thread starts at the first call.
+  Result<table::BrandedId> enqueue_async(std::string_view table, const table::BrandedId& group,
+                                         std::string_view id, const table::BrandedId& version,
+                                         EnqueueDone done);
   // The same under a given job id (the journal's recorded one): true when some queue newly
   // admitted it, false when every queue already held it (duplicate); Errc::kNoLiveMember when
   // there was no queue to hold it (the journal's intent then stays unmarked for a later replay).
@@ -466,12 +486,13 @@ class Engine {
   Error start_once(std::chrono::milliseconds timeout);  // start() less its catch
   Error start_relay();  // the shared-queue relay, when a job-lane table has job_relay
   // `row_set`: a command (publish's SET) that leads the first pipeline; its error is the answer.
-  // `to_shared`: false for the relay (the job came from the shared queue).
+  // `to_shared`: false for the relay (the job came from the shared queue). `lead_sent`: the
+  // caller already had the lead answered (enqueue_async): no lead here.
   Result<std::vector<MemberAdmission>> fan_out(std::string_view table, const table::BrandedId& group,
                                                const table::BrandedId& job, std::string_view id,
                                                const table::BrandedId& version,
                                                std::vector<std::string> row_set = {},
-                                               bool to_shared = true);
+                                               bool to_shared = true, bool lead_sent = false);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

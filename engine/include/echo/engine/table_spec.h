@@ -211,6 +211,9 @@ struct TableSpec {
   // How the writer waits for work. No spin by default: on a machine where the writer shares its
   // core, spinning delays the io thread that would hand it the work (drill F3 measured 1.1x the
   // floor at spin 0 against up to 4.4x at 2048); raise spin_budget when the writer owns a core.
+  // The park handshake is adaptive (WaitConfig::adaptive_barrier): it adds no spin, and a writer
+  // that parks per message keeps its rings on the seq_cst handshake (no membarrier, no IPI);
+  // only while it keeps up with continuous traffic do its io threads publish without the fence.
   ring::WaitConfig writer_wait{ring::WaitStrategy::kPark, 0};
   DisconnectPolicy disconnect = DisconnectPolicy::kFlush;
   std::int64_t serve_stale_max_ms = 0;  // kServeStale only: 1 .. 86,400,000

@@ -52,6 +52,33 @@
 // zero (a separate mode word would be a second load of a doorbell line on every publish).
 // Registration is retried by the consumer on its first park, on its own thread: a filter that
 // covers only the consumer thread is found there, not at construction.
+//
+// Adaptive mode (WaitConfig::adaptive_barrier, the default for a parking consumer when
+// asymmetric_barrier is off and the kernel offers membarrier): rings start symmetric and each one
+// goes light by itself, through the same attach and leave as above:
+//   ring producer, symmetric: after kLightAfter publishes in a row whose has_waiters() load found
+//                   no waiter: attach_ring() (light_rings_ += 1, then a seq_cst load of waiters_);
+//                   its later publishes are light.
+//   ring producer, light: at the first publish whose waiters_light() load finds a waiter, signal
+//                   as a light publish does, then leave_light(); its later publishes are symmetric.
+//   consumer:       waiters_ += 1 ; n = light_rings_ (seq_cst) ; if n != 0: membarrier ;
+//                   key = epoch_ ; re-check ; futex-wait while epoch_ == key.
+// A symmetric publish is the first protocol. For a light publish (tail_ release store Tp, acquire
+// waiters_ load Bp) of a ring that attached with A (the RMW) and B0 (the seq_cst load after it),
+// and a park (W its increment, L its light_rings_ load): if A precedes L in S and the ring has
+// not left, n != 0 and the membarrier pairs with Tp/Bp as in asymmetric mode. If L precedes A,
+// then W <S L <S A <S B0, so B0, a seq_cst load, reads W or a later value of waiters_, and so does
+// Bp (read-read coherence, Bp after B0): while this park lasts Bp sees the waiter and the ring
+// signals; if Bp reads this park's decrement or later, the park is over, and any later park's
+// W' cannot precede B0 in S (B0 would read W' or later, which Bp, after B0, read before), so its
+// L' follows A: the first case. A light publish before the ring's leave is released to a park
+// whose L reads n == 0 by the leave RMW (the release sequence argument of Fallback). So no wake
+// is lost, a consumer that parks per message (each publish finds it parked: the ring never goes
+// light) never issues the barrier, and a consumer that keeps up with continuous traffic leaves its
+// rings light, so they publish without the store-load fence. The one membarrier is paid at a park
+// while a ring is still light: once per end of a burst (the ring leaves at its next publish),
+// plus each re-park on a deadline or stop while a light ring stays silent. A failed barrier falls
+// back exactly as above (kFallenBack; light rings leave; attach_ring refuses from then on).
 #pragma once
 
 #include <echo/ring/ring_config.h>
@@ -104,10 +131,17 @@ class Doorbell {
   // How long a fallen-back consumer parks at most while a ring may still publish light.
   static constexpr std::chrono::milliseconds kSettleTimeout{1};
 
+  // Symmetric publishes in a row that found the consumer awake before an adaptive ring goes
+  // light (see Adaptive mode): enough that a consumer parking once per few messages keeps its
+  // rings symmetric, few enough that a burst of 1-item publishes runs light after 64 items.
+  static constexpr std::uint32_t kLightAfter = 64;
+
   explicit Doorbell(WaitConfig config = {}) noexcept
       : config_(config),
         starts_light_(config.strategy == WaitStrategy::kPark && config.asymmetric_barrier &&
                       detail::asymmetric_barrier_available()),
+        adaptive_(config.strategy == WaitStrategy::kPark && !config.asymmetric_barrier &&
+                  config.adaptive_barrier && detail::asymmetric_barrier_available()),
         light_(starts_light_) {}
   Doorbell(const Doorbell&) = delete;
   Doorbell& operator=(const Doorbell&) = delete;
@@ -122,6 +156,14 @@ class Doorbell {
   bool asymmetric() const noexcept {
     return starts_light_ && (waiters_.load(std::memory_order_relaxed) & kFallenBack) == 0;
   }
+  // True while rings may go light by themselves (Adaptive mode): from construction (when
+  // WaitConfig::adaptive_barrier asks for it and the kernel offers membarrier) until a failed
+  // barrier makes the consumer fall back for good. Any thread; relaxed, a report.
+  bool adaptive() const noexcept {
+    return adaptive_ && (waiters_.load(std::memory_order_relaxed) & kFallenBack) == 0;
+  }
+  // A ring's producer (read once, at construction): may this ring attach later (adaptive)?
+  bool adaptive_rings() const noexcept { return adaptive_; }
 
   // Any producer thread that is not an SpscRing (an MPSC inbox), after the release store that
   // made its work visible. Never blocks, never allocates; one seq_cst RMW on the doorbell's
@@ -154,11 +196,12 @@ class Doorbell {
     return (w & kFallenBack) != 0 ? Light::kFallenBack : Light::kWaiter;
   }
 
-  // A ring being built on this doorbell (any thread, before its producer runs): true if its
-  // producer may publish light, counted until it calls leave_light(). seq_cst: the attach half of
-  // the switch's Dekker pair (see above).
+  // A ring being built on this doorbell (any thread, before its producer runs), or an adaptive
+  // ring's producer going light: true if its producer may publish light, counted until it calls
+  // leave_light(). seq_cst: the attach half of the switch's Dekker pair, and the waiters_ load is
+  // the B0 of Adaptive mode (see above).
   bool attach_ring() noexcept {
-    if (!starts_light_) return false;
+    if (!starts_light_ && !adaptive_) return false;
     light_rings_.fetch_add(1, std::memory_order_seq_cst);
     if ((waiters_.load(std::memory_order_seq_cst) & kFallenBack) == 0) return true;
     light_rings_.fetch_sub(1, std::memory_order_seq_cst);
@@ -212,7 +255,16 @@ class Doorbell {
       if (stop.stop_requested()) return WaitVerdict::kStopped;
       if (Clock::now() >= deadline) return WaitVerdict::kTimeout;
       waiters_.fetch_add(1, std::memory_order_seq_cst);  // the store half of the Dekker pair
-      if (light_ && !heavy_barrier_once()) fall_back();  // pairs with waiters_light
+      // Adaptive: the barrier only while a ring may publish light (L of Adaptive mode, after W).
+      const bool heavy = light_ || (adaptive_ && !fallen_back_ &&
+                                    light_rings_.load(std::memory_order_seq_cst) != 0);
+      if (heavy) {
+        if (heavy_barrier_once()) {
+          if (!light_) adaptive_barriers_.fetch_add(1, std::memory_order_relaxed);
+        } else {
+          fall_back();  // pairs with waiters_light
+        }
+      }
       const std::uint32_t key = epoch_.load(std::memory_order_seq_cst);
       // Fallen back and a ring may still publish light: park at most kSettleTimeout (see above).
       // The load comes before the re-check, so a 0 read releases every light tail to it.
@@ -236,6 +288,10 @@ class Doorbell {
   // 1 once the consumer's membarrier failed and it fell back to the seq_cst handshake, else 0.
   std::uint64_t barrier_fallbacks() const noexcept {
     return fallbacks_.load(std::memory_order_relaxed);
+  }
+  // Parks that issued the membarrier because an adaptive ring was light (0 outside Adaptive mode).
+  std::uint64_t adaptive_barriers_count() const noexcept {
+    return adaptive_barriers_.load(std::memory_order_relaxed);
   }
   // Rings that may still publish light (a racy estimate; for tests and reports).
   std::uint32_t light_rings_approx() const noexcept {
@@ -266,6 +322,7 @@ class Doorbell {
 
   const WaitConfig config_;
   const bool starts_light_;
+  const bool adaptive_;
   // Read-mostly: changed only when a light ring attaches or leaves.
   std::atomic<std::uint32_t> light_rings_{0};
   // The producers' line: bumped on a signal or notify, read by the parking consumer.
@@ -276,6 +333,7 @@ class Doorbell {
   alignas(kCacheLine) std::atomic<std::uint32_t> waiters_{0};
   std::atomic<std::uint64_t> parks_{0};
   std::atomic<std::uint64_t> fallbacks_{0};
+  std::atomic<std::uint64_t> adaptive_barriers_{0};
   // Consumer-private.
   bool light_;               // issues the heavy barrier at each park
   bool registered_ = false;  // membarrier registered from the consumer thread

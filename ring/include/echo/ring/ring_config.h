@@ -43,6 +43,16 @@ struct WaitConfig {
   // under a nanosecond per publish (BM_SpscRing_PublishDrain). Turn it on for a process whose
   // other threads do not mind (the stress tests run both).
   bool asymmetric_barrier = false;
+  // Park only, when asymmetric_barrier is off: each ring switches to the light publish by itself
+  // while its consumer keeps up with continuous traffic (kLightAfter publishes in a row found it
+  // awake), and back to the seq_cst handshake at its first publish that finds the consumer parked
+  // or parking; the consumer pays the membarrier only at a park while some ring is light (Doorbell,
+  // "Adaptive mode"). So a consumer that parks per message (the writer's spin 0 under sparse
+  // traffic) never IPIs, and a ring under continuous traffic saves the full fence on every
+  // publish: the store that waits for the consumer's polling core to give the tail line back,
+  // 120 ns of the 1-item publish on the CI VM (ring_vs_rwq 0.02x before, see spsc_ring.h). Ignored
+  // where the kernel does not offer membarrier (the handshake stays seq_cst). Default on.
+  bool adaptive_barrier = true;
 };
 
 struct RingConfig {

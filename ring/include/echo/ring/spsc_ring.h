@@ -302,9 +302,10 @@ class SpscRing {
         own_bell_(bell ? nullptr : std::make_unique<Doorbell>(config.consumer_wait)),
         bell_(bell ? bell : own_bell_.get()),
         parks_(bell_->parks()),
+        adaptive_(parks_ && bell_->adaptive_rings()),
         slots_(static_cast<T*>(
             ::operator new (sizeof(T) * config.capacity, std::align_val_t{alignof(T)}))) {
-    light_ = parks_ && bell_->attach_ring();
+    light_ = parks_ && !adaptive_ && bell_->attach_ring();
   }
 
   T* slot(std::uint64_t seq) const noexcept { return slots_ + (seq & mask_); }
@@ -357,7 +358,12 @@ class SpscRing {
   // is seq_cst, the store half of the Dekker pair whose load half is has_waiters(), or, while
   // this ring publishes light, release plus a compiler barrier (see doorbell.h); only then may
   // a consumer be asleep, and only a ring that was empty when the consumer announced it would
-  // park (head_ == old_tail) signals.
+  // park (head_ == old_tail) signals. An adaptive ring (the default park doorbell) switches
+  // between the two by itself (doorbell.h, Adaptive mode): light after Doorbell::kLightAfter
+  // symmetric publishes in a row found no waiter, symmetric again from the light publish that
+  // finds one. Why: the seq_cst store waits for the tail line, which a polling consumer takes
+  // back after every item, so under continuous 1-item traffic it cost ~120 ns a publish
+  // (ring_bench's BM_SpscRing_ThroughputSeqCst against BM_SpscRing_Throughput/strategy:2).
   void publish_tail(std::uint64_t old_tail, std::uint64_t new_tail) noexcept {
     if (!parks_) {
       tail_.store(new_tail, std::memory_order_release);
@@ -370,6 +376,20 @@ class SpscRing {
         case Doorbell::Light::kNoWaiter:
           return;
         case Doorbell::Light::kWaiter:
+          // Adaptive: the consumer parks, so traffic is not continuous: signal as a light
+          // publish does, then leave (after the signal; the leave releases this tail to a
+          // park that reads no light ring). Later publishes are symmetric until the consumer
+          // keeps up again (Doorbell, Adaptive mode).
+          if (adaptive_) {
+            light_ = false;
+            quiet_ = 0;
+            const bool edge = head_.load(std::memory_order_acquire) == old_tail;
+            bell_->leave_light();
+            if (!edge) return;
+            bump(wakes_, 1);
+            bell_->signal();
+            return;
+          }
           break;
         case Doorbell::Light::kFallenBack:
           // The consumer lost its barrier: this was the ring's last light publish. Leaving
@@ -382,7 +402,16 @@ class SpscRing {
       }
     } else {
       tail_.store(new_tail, std::memory_order_seq_cst);
-      if (!bell_->has_waiters()) return;
+      if (!bell_->has_waiters()) {
+        // Adaptive: kLightAfter publishes in a row found the consumer awake: go light (attach is
+        // the A and B0 of Doorbell's Adaptive mode; false once the consumer fell back).
+        if (adaptive_ && ++quiet_ >= Doorbell::kLightAfter) {
+          quiet_ = 0;
+          light_ = bell_->attach_ring();
+        }
+        return;
+      }
+      quiet_ = 0;
     }
     // acquire-ordered after has_waiters' load, which read the consumer's waiters_
     // increment, which follows its last head_ store: the head seen here is current.
@@ -496,6 +525,9 @@ class SpscRing {
   std::unique_ptr<Doorbell> own_bell_;
   Doorbell* const bell_;
   const bool parks_;  // bell_->parks(), cached: read on every publish
+  // bell_->adaptive_rings(), cached: this ring goes light and back by itself (Doorbell, Adaptive
+  // mode); false for an asymmetric doorbell, whose rings attach at construction for good.
+  const bool adaptive_;
   T* const slots_;
 
   // Producer-written, consumer-read: the tail and the producer's counters share one line
@@ -511,6 +543,7 @@ class SpscRing {
   // owner check.
   alignas(kCacheLine) std::uint64_t cached_head_ = 0;
   bool light_ = false;
+  std::uint32_t quiet_ = 0;  // adaptive: symmetric publishes in a row that found no waiter
   [[no_unique_address]] detail::OwnerCheck producer_;
 
   // Consumer-written, producer-read: the head and the consumer's counters.
