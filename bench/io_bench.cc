@@ -6,7 +6,7 @@
 // *_BusyPoll the spinning loop, *DeferTaskrun the single_thread_taskrun knob. Then pipelined PING
 // throughput at depth 1, 16 and 256 against hiredis's append/get pipeline, and a cross-thread
 // call_blocking for reference. Placement: the benchmark thread is pinned to CPU 0; redis-server
-// (started here with echo::engine::LocalServer) to CPU 1, or CPU 0 with ECHO_BENCH_SAME_CORE=1.
+// (started here with echo::testing::LocalServer) to CPU 1, or CPU 0 with ECHO_BENCH_SAME_CORE=1.
 // On a shared machine run it as `chrt -f 20 io_bench` (the server inherits the policy); never
 // busy-poll on the server's core under SCHED_FIFO (the spinner would starve the server).
 #include <hiredis/hiredis.h>
@@ -18,7 +18,7 @@
 #include <cstdlib>
 #include <string>
 
-#include <echo/engine/local_server.h>
+#include <echo/testing/local_server.h>
 #include <echo/harness/hiredis.h>
 #include <echo/harness/placement.h>
 #include <echo/io/connection.h>
@@ -35,7 +35,7 @@ using echo::io::Resp3Value;
 using echo::io::UringLoop;
 using echo::io::WaitMode;
 
-echo::engine::LocalServer* g_server = nullptr;
+echo::testing::LocalServer* g_server = nullptr;
 
 // One task (0: this thread); the server's main thread only, as its bio threads stay off the path.
 void pin(pid_t pid, int cpu) {
@@ -213,7 +213,7 @@ BENCHMARK(BM_Connection_PipelinedPing)->Arg(1)->Arg(16)->Arg(256)->UseRealTime()
 int main(int argc, char** argv) {
   const bool same_core = std::getenv("ECHO_BENCH_SAME_CORE") != nullptr &&
                          std::string(std::getenv("ECHO_BENCH_SAME_CORE")) == "1";
-  echo::engine::LocalServer server;
+  echo::testing::LocalServer server;
   g_server = &server;
   pin(0, 0);
   pin(server.pid(), same_core ? 0 : 1);

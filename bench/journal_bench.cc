@@ -15,7 +15,7 @@
 #include <benchmark/benchmark.h>
 #include <echo/engine/engine.h>
 #include <echo/engine/journal.h>
-#include <echo/engine/local_server.h>
+#include <echo/testing/local_server.h>
 #include <echo/harness/lane.h>
 #include <echo/harness/placement.h>
 #include <echo/harness/plain_wal.h>
@@ -49,7 +49,7 @@ using echo::engine::JournalOptions;
 using echo::table::BrandedId;
 namespace fs = std::filesystem;
 
-echo::engine::LocalServer* g_server = nullptr;
+echo::testing::LocalServer* g_server = nullptr;
 echo::table::Minter g_minter(105);  // one atomic cell: safe from every writer thread
 
 BrandedId mint(std::string_view ns) { return g_minter.mint(ns).value(); }
@@ -528,7 +528,7 @@ void print_table() {
 
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
-  echo::engine::LocalServer server;
+  echo::testing::LocalServer server;
   g_server = &server;
   for (bool full : {false, true}) {
     const char* tag = full ? "/full" : "/normal";

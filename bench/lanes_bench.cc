@@ -26,8 +26,8 @@
 #include <benchmark/benchmark.h>
 #include <echo/engine/codec.h>
 #include <echo/engine/engine.h>
-#include <echo/engine/local_server.h>
-#include <echo/engine/local_tls.h>
+#include <echo/testing/local_server.h>
+#include <echo/testing/local_tls.h>
 #include <echo/harness/hiredis.h>
 #include <echo/harness/lane.h>
 #include <echo/harness/placement.h>
@@ -62,10 +62,10 @@ using echo::engine::TableSpec;
 using echo::io::Backend;
 using echo::table::BrandedId;
 
-echo::engine::LocalServer* g_server = nullptr;
+echo::testing::LocalServer* g_server = nullptr;
 // The server's TLS listener's files (it listens on both ports: the TLS rows against the plain
 // ones on one server, in one run).
-echo::engine::LocalTlsFiles* g_tls = nullptr;
+echo::testing::LocalTlsFiles* g_tls = nullptr;
 
 // ---- placement ----
 
@@ -930,13 +930,13 @@ void print_table() {
 
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
-  echo::engine::LocalTlsFiles tls;
+  echo::testing::LocalTlsFiles tls;
   g_tls = &tls;
-  echo::engine::LocalServerOptions server_options;
+  echo::testing::LocalServerOptions server_options;
   server_options.tls.cert_file = tls.server_cert();
   server_options.tls.key_file = tls.server_key();
   server_options.tls.ca_file = tls.ca_file();
-  echo::engine::LocalServer server(server_options);
+  echo::testing::LocalServer server(server_options);
   g_server = &server;
   const int n = messages();
   for (const Placement& p : kPlacements) {

@@ -26,10 +26,10 @@ install(FILES ${CMAKE_CURRENT_BINARY_DIR}/echostoreConfig.cmake
               ${CMAKE_CURRENT_BINARY_DIR}/echostoreConfigVersion.cmake
               ${CMAKE_CURRENT_BINARY_DIR}/echostoreDeps.cmake
         DESTINATION ${echo_cmake_dir})
-configure_file(${CMAKE_CURRENT_LIST_DIR}/echostore.pc.in ${CMAKE_CURRENT_BINARY_DIR}/echostore.pc
-               @ONLY)
-install(FILES ${CMAKE_CURRENT_BINARY_DIR}/echostore.pc
-        DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+foreach(pc echostore echostore-testing)
+  configure_file(${CMAKE_CURRENT_LIST_DIR}/${pc}.pc.in ${CMAKE_CURRENT_BINARY_DIR}/${pc}.pc @ONLY)
+  install(FILES ${CMAKE_CURRENT_BINARY_DIR}/${pc}.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+endforeach()
 
 # The Debian package. Its runtime dependencies are Debian 12's library packages (a shared
 # build's libraries need them; a static build's consumers link them: then the -dev packages).

@@ -5,7 +5,7 @@
 // the in-process rows and then the lane rows, and prints the table (and the JSON).
 #include "bench_cmd.h"
 
-#include <echo/engine/local_server.h>
+#include <echo/testing/local_server.h>
 #include <echo/harness/placement.h>
 
 #include <charconv>

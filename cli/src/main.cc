@@ -13,8 +13,8 @@
 #include <thread>
 
 #include <echo/engine/engine.h>
-#include <echo/engine/local_server.h>
-#include <echo/engine/local_tls.h>
+#include <echo/testing/local_server.h>
+#include <echo/testing/local_tls.h>
 #include <echo/harness/machine.h>
 #include <echo/harness/stage.h>
 #include <echo/io/cluster_map.h>
@@ -84,18 +84,18 @@ bool server_answers(const cli::DrillTarget& target) {
 }
 
 int drill(const std::string& server, const cli::TlsArgs& tls) {
-  std::unique_ptr<engine::LocalTlsFiles> own_tls;
-  std::unique_ptr<engine::LocalServer> own;
+  std::unique_ptr<testing::LocalTlsFiles> own_tls;
+  std::unique_ptr<testing::LocalServer> own;
   cli::DrillTarget target;
   try {
     if (server.empty()) {
       // The drill's server also listens for TLS (gate T1), with certificates made now.
-      own_tls = std::make_unique<engine::LocalTlsFiles>();
-      engine::LocalServerOptions o;
+      own_tls = std::make_unique<testing::LocalTlsFiles>();
+      testing::LocalServerOptions o;
       o.tls.cert_file = own_tls->server_cert();
       o.tls.key_file = own_tls->server_key();
       o.tls.ca_file = own_tls->ca_file();
-      own = std::make_unique<engine::LocalServer>(o);
+      own = std::make_unique<testing::LocalServer>(o);
       target = {own->host(), own->port()};
       target.tls_port = own->tls_port();
       target.tls.enabled = true;

@@ -34,14 +34,14 @@ int open_server(std::string_view command, const std::string& server, ServerTarge
                 const TlsArgs* tls) {
   try {
     if (server.empty()) {
-      engine::LocalServerOptions o;
+      testing::LocalServerOptions o;
       if (tls != nullptr) {
-        out.own_tls = std::make_unique<engine::LocalTlsFiles>();
+        out.own_tls = std::make_unique<testing::LocalTlsFiles>();
         o.tls.cert_file = out.own_tls->server_cert();
         o.tls.key_file = out.own_tls->server_key();
         o.tls.ca_file = out.own_tls->ca_file();
       }
-      out.own = std::make_unique<engine::LocalServer>(o);
+      out.own = std::make_unique<testing::LocalServer>(o);
       out.target = {out.own->host(), out.own->port()};
       if (tls != nullptr) {
         out.target.tls_port = out.own->tls_port();

@@ -9,8 +9,8 @@
 
 #include <CLI/CLI.hpp>
 
-#include <echo/engine/local_server.h>
-#include <echo/engine/local_tls.h>
+#include <echo/testing/local_server.h>
+#include <echo/testing/local_tls.h>
 #include <echo/io/tls_options.h>
 
 #include "drill/drill.h"
@@ -29,8 +29,8 @@ io::TlsOptions tls_options(const TlsArgs& a);
 
 struct ServerTarget {
   DrillTarget target;
-  std::unique_ptr<engine::LocalTlsFiles> own_tls;  // the started server's certificates
-  std::unique_ptr<engine::LocalServer> own;  // the started server (null for --server's)
+  std::unique_ptr<testing::LocalTlsFiles> own_tls;  // the started server's certificates
+  std::unique_ptr<testing::LocalServer> own;  // the started server (null for --server's)
   // "redis-server 7.0.15 on 127.0.0.1:40101 (started by the bench)", or "server H:P (given)".
   std::string described;
 };

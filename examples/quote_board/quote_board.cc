@@ -9,7 +9,7 @@
 
 #include <echo/engine/codec.h>
 #include <echo/engine/engine.h>
-#include <echo/engine/local_server.h>
+#include <echo/testing/local_server.h>
 #include <echo/io/cluster_map.h>
 
 #include <algorithm>
@@ -125,10 +125,10 @@ QuoteBoardSummary run_quote_board(const QuoteBoardOptions& o, std::ostream& out)
     throw std::invalid_argument("instruments: 1..1000");
   if (o.readers < 1 || o.readers > 64) throw std::invalid_argument("readers: 1..64");
   if (o.reprices < 1) throw std::invalid_argument("reprices: at least 1");
-  std::unique_ptr<engine::LocalServer> own;
+  std::unique_ptr<testing::LocalServer> own;
   engine::EngineOptions base;
   if (o.server.empty()) {
-    own = std::make_unique<engine::LocalServer>();
+    own = std::make_unique<testing::LocalServer>();
     base.host = own->host();
     base.port = own->port();
   } else {

@@ -8,9 +8,9 @@
 // program built beside this test (ECHO_CLI_PATH) against a real server started here; registered
 // only when the CLI is built (ECHO_BUILD_CLI).
 #include <echo/engine/journal.h>
-#include <echo/engine/local_cluster.h>
-#include <echo/engine/local_server.h>
-#include <echo/engine/local_tls.h>
+#include <echo/testing/local_cluster.h>
+#include <echo/testing/local_server.h>
+#include <echo/testing/local_tls.h>
 #include <echo/engine/stats_export.h>
 #include <echo/table/branded_id.h>
 #include <fcntl.h>
@@ -167,12 +167,12 @@ TEST_F(CliTest, StatsReadsThePasswordFromRedisCliAuth) {
 // not sign the server's certificate is refused naming X509's reason; TLS flags that cannot apply
 // (bench or drill against --server with no --tls-port) are usage errors.
 TEST_F(CliTest, StatsSpeaksTlsAndAWrongCaIsRefusedByName) {
-  engine::LocalTlsFiles files;
-  engine::LocalServerOptions so;
+  testing::LocalTlsFiles files;
+  testing::LocalServerOptions so;
   so.tls.cert_file = files.server_cert();
   so.tls.key_file = files.server_key();
   so.tls.ca_file = files.ca_file();
-  engine::LocalServer tls_server(so);
+  testing::LocalServer tls_server(so);
   const std::string at = tls_server.host() + ":" + std::to_string(tls_server.tls_port());
   Ran r = run_cli({"stats", "--server", at, "--table", "t", "--tls-ca", files.ca_file()});
   EXPECT_EQ(r.status, 1) << r.err;
@@ -417,9 +417,9 @@ std::string watch_snapshot(const std::string& table, const std::string& node) {
 // On a cluster each table's stats keys live on the master of its hash tag's slot: stats asked on
 // one master finds the tables another master holds (CLUSTER SLOTS, then SCAN on each master).
 TEST(CliStatsCluster, ReadsEveryMasterOfACluster) {
-  std::unique_ptr<engine::LocalCluster> cluster;
+  std::unique_ptr<testing::LocalCluster> cluster;
   try {
-    cluster = std::make_unique<engine::LocalCluster>(engine::LocalClusterOptions{.replicas = 0});
+    cluster = std::make_unique<testing::LocalCluster>(testing::LocalClusterOptions{.replicas = 0});
   } catch (const std::exception& e) {
     FAIL() << "the cluster did not start: " << e.what();
   }

@@ -6,7 +6,7 @@
 // sunsubscribe), its disconnect policy applied. The failover drill is cluster_failover_test.cc.
 #include <echo/engine/engine.h>
 #include <echo/engine/l2_frame.h>
-#include <echo/engine/local_cluster.h>
+#include <echo/testing/local_cluster.h>
 #include <echo/io/cluster_map.h>
 #include <gtest/gtest.h>
 
@@ -43,7 +43,7 @@ TEST_F(ClusterEngine, TheModeIsCheckedAtStart) {
   Engine wrong(single, {spec});
   EXPECT_EQ(wrong.start(), make_error_code(engine::Errc::kWrongMode));
 
-  engine::LocalServer plain;
+  testing::LocalServer plain;
   engine::EngineOptions o;
   o.mode = engine::ServerMode::kCluster;
   o.port = plain.port();

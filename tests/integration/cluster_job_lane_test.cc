@@ -9,7 +9,7 @@
 #include <echo/engine/engine.h>
 #include <echo/engine/job_consumer.h>
 #include <echo/engine/journal.h>
-#include <echo/engine/local_cluster.h>
+#include <echo/testing/local_cluster.h>
 #include <echo/io/cluster_map.h>
 #include <echo/lua/scripts.h>
 #include <gtest/gtest.h>

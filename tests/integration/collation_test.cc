@@ -22,7 +22,7 @@ constexpr const char* kOlder = "AST0KHTOWnGLuB";
 class CollatedServer : public SingleServerTest {
  protected:
   static void SetUpTestSuite() {
-    engine::LocalServerOptions o;
+    testing::LocalServerOptions o;
     o.locale = "en_US.UTF-8";
     start_server(o);
   }

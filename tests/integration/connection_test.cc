@@ -16,7 +16,7 @@
 
 #include <gtest/gtest.h>
 
-#include <echo/engine/local_server.h>
+#include <echo/testing/local_server.h>
 #include <echo/io/connection.h>
 #include <echo/io/uring_loop.h>
 
@@ -483,7 +483,7 @@ TEST_F(ConnectionTest, ReconnectsAfterAServerRestartAndRestoresSubscriptions) {
 }
 
 TEST_F(ConnectionTest, RedialFollowsTheTargetAndKeepsTheLastOneForANonNumericHost) {
-  engine::LocalServer other;  // where the target moves (a promoted replica, say)
+  testing::LocalServer other;  // where the target moves (a promoted replica, say)
   std::mutex mu;
   DialTarget next;  // empty host: keep dialling the current one
   ConnectionOptions o = options();
@@ -528,7 +528,7 @@ TEST_F(ConnectionTest, RedialFollowsTheTargetAndKeepsTheLastOneForANonNumericHos
 class ConnectionAuthTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    server_ = std::make_unique<engine::LocalServer>(engine::LocalServerOptions{.password = "s3cret"});
+    server_ = std::make_unique<testing::LocalServer>(testing::LocalServerOptions{.password = "s3cret"});
   }
   static void TearDownTestSuite() { server_.reset(); }
   ConnectionOptions options(std::string password) {
@@ -538,10 +538,10 @@ class ConnectionAuthTest : public ::testing::Test {
     o.password = std::move(password);
     return o;
   }
-  static std::unique_ptr<engine::LocalServer> server_;
+  static std::unique_ptr<testing::LocalServer> server_;
   LoopThread lt_{test::test_loop_options()};
 };
-std::unique_ptr<engine::LocalServer> ConnectionAuthTest::server_;
+std::unique_ptr<testing::LocalServer> ConnectionAuthTest::server_;
 
 TEST_F(ConnectionAuthTest, BootsWithTheRightPassword) {
   Connection conn(lt_.loop(), options("s3cret"));
@@ -575,7 +575,7 @@ TEST_F(ConnectionAuthTest, NoPasswordIsFatalAuthRefused) {
 TEST(ConnectionUnixSocket, BootsOverAUnixSocket) {
   const std::string path = (std::filesystem::temp_directory_path() /
                             ("echo-conn-" + std::to_string(::getpid()) + ".sock")).string();
-  engine::LocalServer server(engine::LocalServerOptions{
+  testing::LocalServer server(testing::LocalServerOptions{
       .extra_args = {"--unixsocket", path, "--unixsocketperm", "700"}});
   LoopThread lt(test::test_loop_options());
   ConnectionOptions o;

@@ -364,7 +364,7 @@ TEST_F(JournalGates, H3TheMemorySurvivesAFullRestartAndAnOldVersionAnswersRememb
 // applied directly, then `lose` erases the bus; replay must re-enqueue exactly the 30 uncovered
 // intents in seq order, and the consumer drains them to 50 of 50 names at their final versions.
 void loss_then_replay(const std::function<redisContext*()>& client_now,
-                      const engine::LocalServer& server, const char* label,
+                      const testing::LocalServer& server, const char* label,
                       const std::function<void()>& lose) {
   TempDir dir;
   const std::string t = "t2";

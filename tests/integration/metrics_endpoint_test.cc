@@ -107,7 +107,7 @@ double value_of(const std::string& text, const std::string& line_prefix) {
 }
 
 TEST_F(MetricsEndpointTest, ServesHistogramsThatPromtoolAccepts) {
-  const int port = engine::free_loopback_port();
+  const int port = testing::free_loopback_port();
   auto e = start_node(with_metrics(port), two_lanes());
   ASSERT_NE(e, nullptr);
   // Traffic on both lanes: 80 misses that load, then 320 hits (1 in 64 reads per thread is
@@ -170,7 +170,7 @@ TEST_F(MetricsEndpointTest, ServesHistogramsThatPromtoolAccepts) {
 }
 
 TEST_F(MetricsEndpointTest, AnswersOtherPathsMethodsAndGarbageWithTheirStatus) {
-  const int port = engine::free_loopback_port();
+  const int port = testing::free_loopback_port();
   auto e = start_node(with_metrics(port), two_lanes());
   ASSERT_NE(e, nullptr);
   EXPECT_EQ(get(port, "/").status, 404);
@@ -189,7 +189,7 @@ TEST_F(MetricsEndpointTest, AnswersOtherPathsMethodsAndGarbageWithTheirStatus) {
 }
 
 TEST_F(MetricsEndpointTest, MoreThanSixteenClientsGetA503) {
-  const int port = engine::free_loopback_port();
+  const int port = testing::free_loopback_port();
   auto e = start_node(with_metrics(port), two_lanes());
   ASSERT_NE(e, nullptr);
   std::vector<io::UniqueFd> silent;
@@ -205,7 +205,7 @@ TEST_F(MetricsEndpointTest, MoreThanSixteenClientsGetA503) {
 }
 
 TEST_F(MetricsEndpointTest, ASilentClientIsDroppedAtTheDeadlineWhileOthersAreServed) {
-  const int port = engine::free_loopback_port();
+  const int port = testing::free_loopback_port();
   auto e = start_node(with_metrics(port), two_lanes());
   ASSERT_NE(e, nullptr);
   const auto t0 = Clock::now();
@@ -225,7 +225,7 @@ TEST_F(MetricsEndpointTest, ASilentClientIsDroppedAtTheDeadlineWhileOthersAreSer
 }
 
 TEST_F(MetricsEndpointTest, AClientThatNeverReadsHoldsUpNobody) {
-  const int port = engine::free_loopback_port();
+  const int port = testing::free_loopback_port();
   // Forty tables make an exposition far larger than the socket buffers of a reader whose
   // receive window is the kernel's least: its answer leaves in partial sends, and stalls.
   std::vector<engine::TableSpec> many;
@@ -262,7 +262,7 @@ TEST_F(MetricsEndpointTest, AClientThatNeverReadsHoldsUpNobody) {
 }
 
 TEST_F(MetricsEndpointTest, APortInUseFailsStartNamingTheAddress) {
-  const int port = engine::free_loopback_port();
+  const int port = testing::free_loopback_port();
   io::UniqueFd taken(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   sockaddr_in a{};
   a.sin_family = AF_INET;

@@ -22,7 +22,7 @@ std::vector<engine::TableSpec> tables() {
   return {table_spec("limits", "LIM", CoherenceMode::kBroadcast, answering("max=10"))};
 }
 
-EngineOptions auto_options(const engine::LocalServer& server) {
+EngineOptions auto_options(const testing::LocalServer& server) {
   EngineOptions o = node_options(server, 0);
   o.node_id = EngineOptions::kAutoNode;
   return o;

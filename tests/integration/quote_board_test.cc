@@ -5,7 +5,7 @@
 // so the test does not depend on ECHO_BUILD_EXAMPLES.
 #include "../../examples/quote_board/quote_board.cc"
 
-#include <echo/engine/local_server.h>
+#include <echo/testing/local_server.h>
 #include <echo/engine/stats_export.h>
 #include <gtest/gtest.h>
 #include <hiredis/hiredis.h>
@@ -18,7 +18,7 @@
 namespace {
 
 TEST(QuoteBoard, EveryReadersLastReadIsTheFinalPrice) {
-  echo::engine::LocalServer server;
+  echo::testing::LocalServer server;
   echo::examples::QuoteBoardOptions o;
   o.server = server.host() + ":" + std::to_string(server.port());
   o.instruments = 8;
@@ -52,7 +52,7 @@ TEST(QuoteBoard, EveryReadersLastReadIsTheFinalPrice) {
 TEST(QuoteBoard, ALostServerEndsTheRunWithAnErrorNotATerminate) {
   // The writer thread's put fails once the server is gone: the run must end with a thrown
   // runtime_error after its threads stopped (it was a throw out of a std::thread: terminate).
-  echo::engine::LocalServer server;
+  echo::testing::LocalServer server;
   echo::examples::QuoteBoardOptions o;
   o.server = server.host() + ":" + std::to_string(server.port());
   o.instruments = 4;

@@ -32,7 +32,7 @@ TEST_F(RedisFixture, PersistenceIsOff) {
 TEST(LocalServer, StopsByItsOwnPid) {
   pid_t pid;
   {
-    engine::LocalServer s;
+    testing::LocalServer s;
     pid = s.pid();
     ASSERT_GT(pid, 0);
     EXPECT_EQ(::kill(pid, 0), 0);
@@ -41,7 +41,7 @@ TEST(LocalServer, StopsByItsOwnPid) {
 }
 
 TEST(LocalServer, RestartKeepsThePortAndLosesTheData) {
-  engine::LocalServer s;
+  testing::LocalServer s;
   const int port = s.port();
   {
     RedisClient c = connect_client(s);
@@ -57,7 +57,7 @@ TEST(LocalServer, RestartKeepsThePortAndLosesTheData) {
 }
 
 TEST(LocalServer, PasswordIsRequired) {
-  engine::LocalServer s({.password = "s3cret"});
+  testing::LocalServer s({.password = "s3cret"});
   RedisClient c(redisConnect(s.host().c_str(), s.port()));
   ASSERT_TRUE(c && !c->err);
   RedisReply r = command(c.get(), "PING");
@@ -70,7 +70,7 @@ TEST(LocalServer, PasswordIsRequired) {
 
 TEST(LocalServer, MissingBinaryIsAClearError) {
   try {
-    engine::LocalServer s({.binary = "/nonexistent/redis-server", .ready_timeout = std::chrono::milliseconds(300)});
+    testing::LocalServer s({.binary = "/nonexistent/redis-server", .ready_timeout = std::chrono::milliseconds(300)});
     FAIL() << "a missing binary must not start";
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("/nonexistent/redis-server"), std::string::npos);

@@ -99,7 +99,7 @@ TEST_F(SentinelDiscovery, EngineFindsTheMasterThroughTheSentinelsAndPutsAndGets)
 
 TEST_F(SentinelDiscovery, DeadFirstSentinelIsSkipped) {
   auto o = sentinel_node_options(group(), 2);
-  o.sentinels = at(engine::free_loopback_port()) + "," + o.sentinels;  // nobody listens there
+  o.sentinels = at(testing::free_loopback_port()) + "," + o.sentinels;  // nobody listens there
   auto e = start_on(std::move(o), {table_spec("quotes", "AST", CoherenceMode::kBroadcast,
                                               answering("l"))});
   ASSERT_TRUE(e);
@@ -121,7 +121,7 @@ TEST_F(SentinelDiscovery, UnknownMasterNameFailsStartNamingIt) {
 
 TEST_F(SentinelDiscovery, NoReachableSentinelFailsStart) {
   auto o = sentinel_node_options(group(), 4);
-  o.sentinels = at(engine::free_loopback_port()) + "," + at(engine::free_loopback_port());
+  o.sentinels = at(testing::free_loopback_port()) + "," + at(testing::free_loopback_port());
   engine::Engine e(std::move(o), {});
   const auto t0 = std::chrono::steady_clock::now();
   const engine::Error err = e.start(std::chrono::seconds(30));
@@ -193,7 +193,7 @@ TEST_F(SentinelFailover, DemotedMasterIsRefusedUntilItAnswersRoleMasterAgain) {
                     {table_spec("quotes", "AST", CoherenceMode::kBroadcast, answering("l"))});
   ASSERT_TRUE(e);
   const int a = group().server(0).port();
-  engine::LocalServer other;  // what the demoted master follows
+  testing::LocalServer other;  // what the demoted master follows
   const auto flushes = [&] { return writer_of(*e, "quotes").stats().disconnect_flushes; };
   const std::uint64_t flushes_before = flushes();
   SentinelGroup::admin(a, {"REPLICAOF", "127.0.0.1", std::to_string(other.port())});

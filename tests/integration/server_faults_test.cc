@@ -477,7 +477,9 @@ TEST_F(ServerFaults, APutWhoseReplyIsOverdueMayLandAndTheNodeDropsItsOlderRowIts
   ASSERT_EQ(text(slept_reply.get()), "OK") << "DEBUG SLEEP was refused";
   // On a machine so loaded that the SET runs before the sleep, the put succeeds: the read below
   // must then be v2 as well (the outcome this test exists for is the failed one, printed).
-  if (!put) EXPECT_TRUE(connection_error(put.error())) << put.error();
+  if (!put) {
+    EXPECT_TRUE(connection_error(put.error())) << put.error();
+  }
   std::printf("[ overdue put ] %s\n", put ? "the SET ran before the sleep: the put succeeded"
                                           : "the put failed; its SET ran after the sleep");
   ASSERT_TRUE(eventually(

@@ -5,9 +5,9 @@
 // the configuration checks, and a three-master cluster whose bus and topology speak TLS.
 #include <echo/engine/engine.h>
 #include <echo/engine/l2_frame.h>
-#include <echo/engine/local_cluster.h>
-#include <echo/engine/local_server.h>
-#include <echo/engine/local_tls.h>
+#include <echo/testing/local_cluster.h>
+#include <echo/testing/local_server.h>
+#include <echo/testing/local_tls.h>
 #include <echo/io/cluster_map.h>
 #include <echo/io/connection.h>
 #include <echo/io/uring_loop.h>
@@ -36,8 +36,8 @@ using engine::Engine;
 using engine::Source;
 using table::BrandedId;
 
-engine::LocalServerTls server_tls(const engine::LocalTlsFiles& f, std::string auth = "optional") {
-  engine::LocalServerTls t;
+testing::LocalServerTls server_tls(const testing::LocalTlsFiles& f, std::string auth = "optional") {
+  testing::LocalServerTls t;
   t.cert_file = f.server_cert();
   t.key_file = f.server_key();
   t.ca_file = f.ca_file();
@@ -45,7 +45,7 @@ engine::LocalServerTls server_tls(const engine::LocalTlsFiles& f, std::string au
   return t;
 }
 
-io::TlsOptions client_tls(const engine::LocalTlsFiles& f) {
+io::TlsOptions client_tls(const testing::LocalTlsFiles& f) {
   io::TlsOptions t;
   t.enabled = true;
   t.ca_file = f.ca_file();
@@ -55,11 +55,11 @@ io::TlsOptions client_tls(const engine::LocalTlsFiles& f) {
 class Tls : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    files_ = start_for_suite<engine::LocalTlsFiles>(error_);
+    files_ = start_for_suite<testing::LocalTlsFiles>(error_);
     if (!files_) return;
-    engine::LocalServerOptions o;
+    testing::LocalServerOptions o;
     o.tls = server_tls(*files_);
-    server_ = start_for_suite<engine::LocalServer>(error_, o);
+    server_ = start_for_suite<testing::LocalServer>(error_, o);
   }
   static void TearDownTestSuite() {
     server_.reset();
@@ -93,12 +93,12 @@ class Tls : public ::testing::Test {
     return {ec, detail};
   }
 
-  static std::unique_ptr<engine::LocalTlsFiles> files_;
-  static std::unique_ptr<engine::LocalServer> server_;
+  static std::unique_ptr<testing::LocalTlsFiles> files_;
+  static std::unique_ptr<testing::LocalServer> server_;
   static std::string error_;
 };
-std::unique_ptr<engine::LocalTlsFiles> Tls::files_;
-std::unique_ptr<engine::LocalServer> Tls::server_;
+std::unique_ptr<testing::LocalTlsFiles> Tls::files_;
+std::unique_ptr<testing::LocalServer> Tls::server_;
 std::string Tls::error_;
 
 TEST_F(Tls, BroadcastLaneOverTlsDropsThePeersRowAndTheNewValueIsReadThrough) {
@@ -183,9 +183,9 @@ TEST_F(Tls, AValueOfManyRecordsRoundTripsThroughTheConnector) {
 // A server restart is a socket loss like any other: the connector dials again, runs a fresh
 // handshake (a new session on the same context) and boots.
 TEST_F(Tls, AServerRestartIsALossAndTheConnectorHandshakesAgain) {
-  engine::LocalServerOptions so;
+  testing::LocalServerOptions so;
   so.tls = server_tls(*files_);
-  engine::LocalServer own(so);
+  testing::LocalServer own(so);
   io::LoopThread loop;
   io::ConnectionOptions o;
   o.port = own.tls_port();
@@ -228,10 +228,10 @@ TEST_F(Tls, AWrongCaIsRefusedAtStartWithTlsVerifyNamingTheFailure) {
 // TLS 1.2 as well as 1.3: a server that offers only 1.2 serves the connector (no renegotiation
 // either way), and verify off accepts a certificate no trusted CA signed (the transport alone).
 TEST_F(Tls, ATls12OnlyServerServesAndVerifyOffAcceptsAnUntrustedChain) {
-  engine::LocalServerOptions so;
+  testing::LocalServerOptions so;
   so.tls = server_tls(*files_);
   so.extra_args = {"--tls-protocols", "TLSv1.2"};
-  engine::LocalServer v12(so);
+  testing::LocalServer v12(so);
   EXPECT_FALSE(connect_once(v12.tls_port(), client_tls(*files_)).first);
   io::TlsOptions unverified = client_tls(*files_);
   unverified.ca_file = files_->other_ca_file();
@@ -298,9 +298,9 @@ TEST_F(Tls, APeerThatAnswersGarbageInsteadOfAHandshakeFailsItAtOnce) {
 }
 
 TEST_F(Tls, AServerRequiringAClientCertificateServesOnlyAClientWithOne) {
-  engine::LocalServerOptions so;
+  testing::LocalServerOptions so;
   so.tls = server_tls(*files_, "yes");
-  engine::LocalServer strict(so);
+  testing::LocalServer strict(so);
   const auto [ec, detail] = connect_once(strict.tls_port(), client_tls(*files_));
   EXPECT_EQ(ec, io::IoErrc::kTlsHandshake) << ec.message();
   EXPECT_NE(detail.find("certificate required"), std::string::npos) << detail;
@@ -367,13 +367,13 @@ TEST_F(Tls, TheConstructorRefusesTlsFilesThatAreMissingOrHalfGiven) {
 class TlsCluster : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    files_ = start_for_suite<engine::LocalTlsFiles>(error_);
+    files_ = start_for_suite<testing::LocalTlsFiles>(error_);
     if (!files_) return;
-    engine::LocalClusterOptions o;
+    testing::LocalClusterOptions o;
     o.masters = 3;
     o.replicas = 0;
     o.tls = server_tls(*files_);
-    cluster_ = start_for_suite<engine::LocalCluster>(error_, o);
+    cluster_ = start_for_suite<testing::LocalCluster>(error_, o);
   }
   static void TearDownTestSuite() {
     cluster_.reset();
@@ -388,12 +388,12 @@ class TlsCluster : public ::testing::Test {
     return o;
   }
 
-  static std::unique_ptr<engine::LocalTlsFiles> files_;
-  static std::unique_ptr<engine::LocalCluster> cluster_;
+  static std::unique_ptr<testing::LocalTlsFiles> files_;
+  static std::unique_ptr<testing::LocalCluster> cluster_;
   static std::string error_;
 };
-std::unique_ptr<engine::LocalTlsFiles> TlsCluster::files_;
-std::unique_ptr<engine::LocalCluster> TlsCluster::cluster_;
+std::unique_ptr<testing::LocalTlsFiles> TlsCluster::files_;
+std::unique_ptr<testing::LocalCluster> TlsCluster::cluster_;
 std::string TlsCluster::error_;
 
 TEST_F(TlsCluster, PutGetAndPublishAcrossSlotsGoOverTlsToEveryMaster) {

@@ -59,7 +59,7 @@ bool refuse_membarrier_on_this_thread() {
   return echo::test::refuse_syscall_on_this_thread(__NR_membarrier, EPERM);
 }
 
-std::string name(const testing::TestParamInfo<Case>& info) {
+std::string name(const ::testing::TestParamInfo<Case>& info) {
   return std::string(to_string(info.param.strategy)) + "_" +
          std::string(to_string(info.param.policy)) +
          (info.param.strategy == WaitStrategy::kPark && !info.param.asymmetric
@@ -74,7 +74,7 @@ constexpr auto kLostWakeLimit = 3s;
 constexpr std::uint64_t kItems = 300'000;
 constexpr auto kBudget = 6s;
 
-class SpscRingStress : public testing::TestWithParam<Case> {};
+class SpscRingStress : public ::testing::TestWithParam<Case> {};
 
 TEST_P(SpscRingStress, EveryAcceptedItemArrivesOnceInOrderAndNoWakeIsLost) {
   const Case c = GetParam();
@@ -211,7 +211,7 @@ TEST_P(SpscRingStress, EveryAcceptedItemArrivesOnceInOrderAndNoWakeIsLost) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Strategies, SpscRingStress,
-                         testing::Values(Case{WaitStrategy::kSpin, FullPolicy::kDrop},
+                         ::testing::Values(Case{WaitStrategy::kSpin, FullPolicy::kDrop},
                                          Case{WaitStrategy::kYield, FullPolicy::kDrop},
                                          Case{WaitStrategy::kPark, FullPolicy::kDrop},
                                          Case{WaitStrategy::kPark, FullPolicy::kDrop, false},

@@ -8,11 +8,11 @@
 
 namespace echo::test {
 
-std::unique_ptr<engine::LocalCluster> ClusterTest::cluster_;
+std::unique_ptr<testing::LocalCluster> ClusterTest::cluster_;
 std::string ClusterTest::start_error_;
 
 void ClusterTest::start_cluster() {
-  cluster_ = start_for_suite<engine::LocalCluster>(start_error_);
+  cluster_ = start_for_suite<testing::LocalCluster>(start_error_);
 }
 
 void ClusterTest::stop_cluster() { cluster_.reset(); }

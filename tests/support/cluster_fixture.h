@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// The integration tests' cluster mode: one engine::LocalCluster (3 masters, 3 replicas, each a
+// The integration tests' cluster mode: one testing::LocalCluster (3 masters, 3 replicas, each a
 // redis-server on a free loopback port, stopped by pid) shared by a whole suite, since creating
 // one takes seconds (ClusterTest); or, for suites whose tests kill masters, one per test
 // (FreshClusterTest). A suite that cannot start it fails every test; it never skips. The
@@ -8,7 +8,7 @@
 
 #include <echo/engine/engine.h>
 #include <echo/engine/journal.h>
-#include <echo/engine/local_cluster.h>
+#include <echo/testing/local_cluster.h>
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -23,7 +23,7 @@ class ClusterTest : public ::testing::Test {
   static void TearDownTestSuite() { stop_cluster(); }
   void SetUp() override;
 
-  static engine::LocalCluster& cluster() { return *cluster_; }
+  static testing::LocalCluster& cluster() { return *cluster_; }
   // Node `id` of `tables` on the cluster, its job lane consulting `journal` if one is given
   // (start_node, support/engine_node.h); a failure to start fails the test (nullptr).
   static std::unique_ptr<engine::Engine> node(unsigned id, std::vector<engine::TableSpec> tables,
@@ -33,7 +33,7 @@ class ClusterTest : public ::testing::Test {
   static void stop_cluster();
 
  private:
-  static std::unique_ptr<engine::LocalCluster> cluster_;
+  static std::unique_ptr<testing::LocalCluster> cluster_;
   static std::string start_error_;
 };
 

@@ -47,11 +47,11 @@ engine::EngineOptions node_options(const std::string& host, int port, unsigned n
   return o;
 }
 
-engine::EngineOptions node_options(const engine::LocalServer& server, unsigned node) {
+engine::EngineOptions node_options(const testing::LocalServer& server, unsigned node) {
   return node_options(server.host(), server.port(), node);
 }
 
-engine::EngineOptions node_options(const engine::LocalCluster& cluster, unsigned node) {
+engine::EngineOptions node_options(const testing::LocalCluster& cluster, unsigned node) {
   engine::EngineOptions o;
   o.mode = engine::ServerMode::kCluster;
   o.cluster_seeds = cluster.seeds();
@@ -68,13 +68,13 @@ std::unique_ptr<engine::Engine> start_node(engine::EngineOptions options,
   return start(std::move(options), std::move(tables), nullptr, std::nullopt);
 }
 
-std::unique_ptr<engine::Engine> start_node(const engine::LocalServer& server, unsigned node,
+std::unique_ptr<engine::Engine> start_node(const testing::LocalServer& server, unsigned node,
                                            std::vector<engine::TableSpec> tables,
                                            engine::Journal* journal) {
   return start(node_options(server, node), std::move(tables), journal, std::nullopt);
 }
 
-std::unique_ptr<engine::Engine> start_node(const engine::LocalCluster& cluster, unsigned node,
+std::unique_ptr<engine::Engine> start_node(const testing::LocalCluster& cluster, unsigned node,
                                            std::vector<engine::TableSpec> tables,
                                            engine::Journal* journal) {
   return start(node_options(cluster, node), std::move(tables), journal, std::chrono::seconds(15));

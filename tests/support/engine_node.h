@@ -7,8 +7,8 @@
 
 #include <echo/engine/engine.h>
 #include <echo/engine/journal.h>
-#include <echo/engine/local_cluster.h>
-#include <echo/engine/local_server.h>
+#include <echo/testing/local_cluster.h>
+#include <echo/testing/local_server.h>
 
 #include <memory>
 #include <string>
@@ -18,9 +18,9 @@ namespace echo::test {
 
 // A node of id `node` on the single server at host:port.
 engine::EngineOptions node_options(const std::string& host, int port, unsigned node);
-engine::EngineOptions node_options(const engine::LocalServer& server, unsigned node);
+engine::EngineOptions node_options(const testing::LocalServer& server, unsigned node);
 // A node of id `node` on the cluster, seeded with every one of its servers.
-engine::EngineOptions node_options(const engine::LocalCluster& cluster, unsigned node);
+engine::EngineOptions node_options(const testing::LocalCluster& cluster, unsigned node);
 
 // Constructs node `node` with `tables`, points its first table's job lane at `journal` when one is
 // given (use_journal, before start), and starts it: within the engine's default 5 s on a single
@@ -29,10 +29,10 @@ engine::EngineOptions node_options(const engine::LocalCluster& cluster, unsigned
 // An engine of `options` (node_options' with changes), started; nullptr and a test failure if not.
 std::unique_ptr<engine::Engine> start_node(engine::EngineOptions options,
                                            std::vector<engine::TableSpec> tables);
-std::unique_ptr<engine::Engine> start_node(const engine::LocalServer& server, unsigned node,
+std::unique_ptr<engine::Engine> start_node(const testing::LocalServer& server, unsigned node,
                                            std::vector<engine::TableSpec> tables,
                                            engine::Journal* journal = nullptr);
-std::unique_ptr<engine::Engine> start_node(const engine::LocalCluster& cluster, unsigned node,
+std::unique_ptr<engine::Engine> start_node(const testing::LocalCluster& cluster, unsigned node,
                                            std::vector<engine::TableSpec> tables,
                                            engine::Journal* journal = nullptr);
 

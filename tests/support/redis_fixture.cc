@@ -9,10 +9,10 @@
 
 namespace echo::test {
 
-std::unique_ptr<engine::LocalServer> SingleServerTest::server_;
+std::unique_ptr<testing::LocalServer> SingleServerTest::server_;
 std::string SingleServerTest::start_error_;
 
-RedisClient connect_client(const engine::LocalServer& server) {
+RedisClient connect_client(const testing::LocalServer& server) {
   RedisClient c(redisConnect(server.host().c_str(), server.port()));
   EXPECT_TRUE(c && !c->err) << "cannot connect to " << server.host() << ":" << server.port();
   return c;
@@ -53,8 +53,8 @@ std::string text(const redisReply* r) {
   }
 }
 
-void SingleServerTest::start_server(engine::LocalServerOptions options) {
-  server_ = start_for_suite<engine::LocalServer>(start_error_, std::move(options));
+void SingleServerTest::start_server(testing::LocalServerOptions options) {
+  server_ = start_for_suite<testing::LocalServer>(start_error_, std::move(options));
 }
 
 void SingleServerTest::TearDownTestSuite() { server_.reset(); }

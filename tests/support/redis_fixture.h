@@ -17,7 +17,7 @@
 
 #include <echo/engine/engine.h>
 #include <echo/engine/journal.h>
-#include <echo/engine/local_server.h>
+#include <echo/testing/local_server.h>
 
 namespace echo::test {
 
@@ -31,7 +31,7 @@ struct RedisReplyDeleter {
 using RedisReply = std::unique_ptr<redisReply, RedisReplyDeleter>;
 
 // A blocking RESP2 client on the server; asserts (fatally) that it connected.
-RedisClient connect_client(const engine::LocalServer& server);
+RedisClient connect_client(const testing::LocalServer& server);
 
 // One command through a blocking client (hiredis printf-style format).
 RedisReply command(redisContext* c, const char* format, ...);
@@ -64,7 +64,7 @@ class SingleServerTest : public ::testing::Test {
   static void TearDownTestSuite();
   void SetUp() override;
 
-  static engine::LocalServer& server() { return *server_; }
+  static testing::LocalServer& server() { return *server_; }
   redisContext* client() { return client_.get(); }
   // Node `id` of `tables` on the suite's server, its job lane consulting `journal` if one is
   // given (start_node, support/engine_node.h); a failure to start fails the test (nullptr).
@@ -72,13 +72,13 @@ class SingleServerTest : public ::testing::Test {
                                               engine::Journal* journal = nullptr);
 
   // For a derived suite's SetUpTestSuite: the suite's server started with `options`.
-  static void start_server(engine::LocalServerOptions options);
+  static void start_server(testing::LocalServerOptions options);
   // SetUp's parts: asserts the server runs and connects the test's client; FLUSHALL.
   void connect();
   void flush_all();
 
  private:
-  static std::unique_ptr<engine::LocalServer> server_;
+  static std::unique_ptr<testing::LocalServer> server_;
   static std::string start_error_;
   RedisClient client_;
 };

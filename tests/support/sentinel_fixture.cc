@@ -106,7 +106,7 @@ SentinelProcess::SentinelProcess(const SentinelGroupOptions& options, int master
   }
   dir_ = tmpl;
   for (int attempt = 0; attempt < 5; ++attempt) {
-    port_ = engine::free_loopback_port();
+    port_ = testing::free_loopback_port();
     if (port_ == 6379 || port_ == 26379) continue;
     std::ofstream conf(dir_ / "sentinel.conf", std::ios::trunc);
     conf << "port " << port_ << "\n"
@@ -186,9 +186,9 @@ SentinelGroup::SentinelGroup(SentinelGroupOptions options) : options_(std::move(
     throw std::invalid_argument("SentinelGroup: sentinels must lie in 1..7 and quorum in "
                                 "1..sentinels");
   }
-  servers_.push_back(std::make_unique<engine::LocalServer>());
+  servers_.push_back(std::make_unique<testing::LocalServer>());
   const std::string master_port = std::to_string(servers_[0]->port());
-  servers_.push_back(std::make_unique<engine::LocalServer>(engine::LocalServerOptions{
+  servers_.push_back(std::make_unique<testing::LocalServer>(testing::LocalServerOptions{
       .extra_args = {"--replicaof", "127.0.0.1", master_port}}));
   for (int i = 0; i < options_.sentinels; ++i) {
     sentinels_.push_back(std::make_unique<SentinelProcess>(options_, servers_[0]->port()));

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include <echo/engine/engine.h>
-#include <echo/engine/local_server.h>
+#include <echo/testing/local_server.h>
 
 namespace echo::test {
 
@@ -65,7 +65,7 @@ class SentinelGroup {
   // "127.0.0.1:p1,127.0.0.1:p2,...": EngineOptions::sentinels.
   std::string sentinels() const;
   // The two data servers: 0 started as the master, 1 as its replica (roles swap at a failover).
-  engine::LocalServer& server(std::size_t i) { return *servers_.at(i); }
+  testing::LocalServer& server(std::size_t i) { return *servers_.at(i); }
   SentinelProcess& sentinel(std::size_t i) { return *sentinels_.at(i); }
 
   // The master's port as sentinel `i` names it now (0 when it names none).
@@ -84,7 +84,7 @@ class SentinelGroup {
  private:
   bool ready() const;
   SentinelGroupOptions options_;
-  std::vector<std::unique_ptr<engine::LocalServer>> servers_;
+  std::vector<std::unique_ptr<testing::LocalServer>> servers_;
   std::vector<std::unique_ptr<SentinelProcess>> sentinels_;
 };
 

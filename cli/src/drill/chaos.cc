@@ -4,7 +4,7 @@
 // every node to agree with L2 before the next. Figures and goals are printed at the end.
 #include "drill/chaos.h"
 
-#include <echo/engine/local_server.h>
+#include <echo/testing/local_server.h>
 #include <echo/harness/hiredis.h>
 #include <echo/harness/stage.h>
 #include <echo/harness/temp_dir.h>
@@ -421,15 +421,15 @@ int drill_chaos(const ChaosConfig& in, std::ostream& out) {
     return 2;
   }
   if (config.seed == 0) config.seed = std::random_device{}() | 1u;
-  std::unique_ptr<engine::LocalServer> own;
+  std::unique_ptr<testing::LocalServer> own;
   std::string host;
   int port = 0;
   Figures fig;
   try {
     if (config.server.empty()) {
-      engine::LocalServerOptions o;
+      testing::LocalServerOptions o;
       o.extra_args = {"--enable-debug-command", "local"};  // DEBUG SLEEP, from loopback only
-      own = std::make_unique<engine::LocalServer>(o);
+      own = std::make_unique<testing::LocalServer>(o);
       host = own->host();
       port = own->port();
     } else {

@@ -12,7 +12,7 @@
 
 #include <echo/io/tls_options.h>
 
-namespace echo::engine {
+namespace echo::testing {
 class LocalCluster;
 }
 
@@ -25,7 +25,7 @@ struct DrillTarget {
   // drill --cluster: the seed list, and the cluster the drill started (its failover gate kills
   // a master of it). Empty / null for the single-server gates.
   std::string cluster_seeds;
-  engine::LocalCluster* cluster = nullptr;
+  testing::LocalCluster* cluster = nullptr;
   // The server's TLS listener (tls_port > 0) and how to reach it: bench's tls_vs_plain row.
   int tls_port = 0;
   io::TlsOptions tls;

@@ -9,7 +9,7 @@
 #include <echo/engine/engine.h>
 #include <echo/engine/job_consumer.h>
 #include <echo/engine/journal.h>
-#include <echo/engine/local_cluster.h>
+#include <echo/testing/local_cluster.h>
 #include <echo/harness/stage.h>
 #include <echo/harness/temp_dir.h>
 #include <echo/io/cluster_client.h>
@@ -61,7 +61,7 @@ TableSpec spec(const std::string& name, CoherenceMode mode, std::atomic<int>& lo
 
 // The master serving `key`'s slot now, as a drill target.
 DrillTarget owner_of(const DrillTarget& target, const std::string& key) {
-  engine::LocalCluster& c = *target.cluster;
+  testing::LocalCluster& c = *target.cluster;
   const int i = c.master_of(io::hash_slot(key));
   return DrillTarget{c.server(static_cast<std::size_t>(i)).host(),
                      c.server(static_cast<std::size_t>(i)).port(),
@@ -70,7 +70,7 @@ DrillTarget owner_of(const DrillTarget& target, const std::string& key) {
 }
 
 void c1_router(GateRun& run, const DrillTarget& target) {
-  engine::LocalCluster& cluster = *target.cluster;
+  testing::LocalCluster& cluster = *target.cluster;
   run.stage(
       "io::ClusterClient on its own loop: 60 SETs under 60 hash tags; then slot {mig} is "
       "migrated by the cluster's own CLUSTER SETSLOT steps while the client reads through it");
@@ -232,7 +232,7 @@ void f3_broadcast(GateRun& run, const DrillTarget& target) {
 }
 
 void f5_job_lane(GateRun& run, const DrillTarget& target) {
-  engine::LocalCluster& cluster = *target.cluster;
+  testing::LocalCluster& cluster = *target.cluster;
   const auto keys = engine::JobLaneKeys::for_table("lanes");
   const int owner = cluster.master_of(io::hash_slot(keys.qbase));
   // C's node id: the first from 305 whose member queue lands on another master than the
@@ -312,7 +312,7 @@ void f5_job_lane(GateRun& run, const DrillTarget& target) {
 }
 
 void fo_failover(GateRun& run, const DrillTarget& target) {
-  engine::LocalCluster& cluster = *target.cluster;
+  testing::LocalCluster& cluster = *target.cluster;
   constexpr int kNames = 30;
   const std::uint16_t slot = io::hash_slot("fo");
   run.stage(
@@ -543,9 +543,9 @@ const GateGroup kGroup{kClusterGateOrder + 1, add_cluster_gates};
 }  // namespace
 
 int drill_cluster(std::ostream& out) {
-  std::unique_ptr<engine::LocalCluster> cluster;
+  std::unique_ptr<testing::LocalCluster> cluster;
   try {
-    cluster = std::make_unique<engine::LocalCluster>();
+    cluster = std::make_unique<testing::LocalCluster>();
   } catch (const std::exception& e) {
     std::cerr << "echostore drill --cluster: " << e.what() << '\n';
     return 2;

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include <echo/engine/engine.h>
-#include <echo/engine/local_tls.h>
+#include <echo/testing/local_tls.h>
 #include <echo/harness/stage.h>
 #include <echo/io/connection.h>
 #include <echo/io/uring_loop.h>
@@ -83,7 +83,7 @@ void tls_gate(GateRun& run, const DrillTarget& target) {
 
   io::LoopThread lt;
   {
-    engine::LocalTlsFiles unrelated;  // a CA that signed nothing the server holds
+    testing::LocalTlsFiles unrelated;  // a CA that signed nothing the server holds
     io::ConnectionOptions o;
     o.host = target.host;
     o.port = target.tls_port;

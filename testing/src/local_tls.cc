@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // The openssl program run step by step (posix_spawnp, output to a log) to make a CA, a server
 // and a client certificate signed by it, and an unrelated CA.
-#include <echo/engine/local_tls.h>
+#include <echo/testing/local_tls.h>
 
 #include <fcntl.h>
 #include <spawn.h>
@@ -18,7 +18,7 @@
 
 extern char** environ;
 
-namespace echo::engine {
+namespace echo::testing {
 namespace {
 
 // Runs `args` in `dir` with output in dir/openssl.log; throws naming `step` when it fails.
@@ -106,4 +106,4 @@ LocalTlsFiles::~LocalTlsFiles() {
   std::filesystem::remove_all(dir_, ec);
 }
 
-}  // namespace echo::engine
+}  // namespace echo::testing

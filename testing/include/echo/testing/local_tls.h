@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <string>
 
-namespace echo::engine {
+namespace echo::testing {
 
 class LocalTlsFiles {
  public:
@@ -31,4 +31,4 @@ class LocalTlsFiles {
   std::filesystem::path dir_;
 };
 
-}  // namespace echo::engine
+}  // namespace echo::testing

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // fork/exec of redis-server with PR_SET_PDEATHSIG, readiness by PING over hiredis, stop by pid.
-#include <echo/engine/local_server.h>
+#include <echo/testing/local_server.h>
 
 #include <arpa/inet.h>
 #include <hiredis/hiredis.h>
@@ -20,7 +20,7 @@
 #include <stdexcept>
 #include <thread>
 
-namespace echo::engine {
+namespace echo::testing {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -245,4 +245,4 @@ std::string LocalServer::version() const {
   return info.substr(at + key.size(), end - at - key.size());
 }
 
-}  // namespace echo::engine
+}  // namespace echo::testing

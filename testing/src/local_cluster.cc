@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // Six LocalServers joined by redis-cli into a cluster; health, failover and slot moves are read
 // and driven through the cluster's own commands over plain blocking hiredis clients.
-#include <echo/engine/local_cluster.h>
+#include <echo/testing/local_cluster.h>
 #include <fcntl.h>
 #include <hiredis/hiredis.h>
 #include <signal.h>
@@ -19,7 +19,7 @@
 
 extern char** environ;
 
-namespace echo::engine {
+namespace echo::testing {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -413,4 +413,4 @@ void LocalCluster::finish_migration(std::uint16_t slot, int target) {
   });
 }
 
-}  // namespace echo::engine
+}  // namespace echo::testing

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-namespace echo::engine {
+namespace echo::testing {
 
 // A TLS listener beside the plain one (LocalTlsFiles makes the files). The plain port stays open
 // on 127.0.0.1 for the readiness probe and the admin helpers (hiredis 0.14 speaks no TLS); what
@@ -73,4 +73,4 @@ class LocalServer {
 // A TCP port on 127.0.0.1 that was free a moment ago (bound with port 0, then released).
 int free_loopback_port();
 
-}  // namespace echo::engine
+}  // namespace echo::testing

@@ -7,7 +7,7 @@
 // a slot between masters (the MOVED and ASK cases) through the cluster's own admin commands.
 #pragma once
 
-#include <echo/engine/local_server.h>
+#include <echo/testing/local_server.h>
 
 #include <chrono>
 #include <cstdint>
@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-namespace echo::engine {
+namespace echo::testing {
 
 struct LocalClusterOptions {
   int masters = 3;   // 3..16 (redis-cli refuses fewer than 3)
@@ -93,4 +93,4 @@ class LocalCluster {
   std::vector<std::unique_ptr<LocalServer>> servers_;
 };
 
-}  // namespace echo::engine
+}  // namespace echo::testing
