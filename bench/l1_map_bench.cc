@@ -537,11 +537,11 @@ void BM_L1Map_ApplyDrops(benchmark::State& state) {
         if (batched) {
           return map.apply_batch(std::span<const CoherenceMessage>(msgs.data() + at, kDropBatch));
         }
-        std::size_t applied = 0;
+        std::size_t dropped = 0;
         for (std::size_t j = at; j < at + kDropBatch; ++j) {
-          applied += map.apply_coherence(msgs[j].name, msgs[j].version) == Verdict::kApplied;
+          dropped += map.apply_coherence(msgs[j].name, msgs[j].version) == Verdict::kApplied;
         }
-        return applied;
+        return dropped;
       });
   state.counters["applied_ratio"] =
       static_cast<double>(applied) / static_cast<double>(state.iterations() * kDropBatch);

@@ -190,10 +190,10 @@ TEST(L1Map, ApplyBatchMatchesSequentialApplyOnRandomBatchesWithDuplicates) {
                 batched.put(name_id(i), "v" + std::to_string(i), v));
     }
     const std::size_t size = 1 + rng() % 300;
-    std::vector<Slot> slots(size);
-    for (Slot& slot : slots) {
-      slot.message = {name_id(rng() % names), ver(rng() % 10)};
-      slot.other = rng();
+    std::vector<Slot> slots;
+    for (std::size_t k = 0; k < size; ++k) {
+      const BrandedId n = name_id(rng() % names), v = ver(rng() % 10);
+      slots.push_back(Slot{{n, v}, rng()});
     }
     std::vector<Verdict> one_by_one;
     std::size_t applied_seq = 0;
@@ -215,7 +215,9 @@ TEST(L1Map, ApplyBatchMatchesSequentialApplyOnRandomBatchesWithDuplicates) {
       ASSERT_EQ(view(va), view(vb));
       const auto ta = seq.tombstone(name_id(i)), tb = batched.tombstone(name_id(i));
       ASSERT_EQ(ta.has_value(), tb.has_value());
-      if (ta) ASSERT_EQ(view(*ta), view(*tb));
+      if (ta) {
+        ASSERT_EQ(view(*ta), view(*tb));
+      }
     }
     const L1Stats sa = seq.stats(), sb = batched.stats();
     ASSERT_EQ(sa.coh_applied, sb.coh_applied);
