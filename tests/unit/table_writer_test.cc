@@ -507,7 +507,9 @@ TEST(TableWriter, DeliverGoesThroughTheRingWhenOffOrWhenAListenerMustRunOnTheWri
     sync(w);
     ASSERT_TRUE(eventually_true([&] { return w.ring_stats().front().applied == 20; }));
     EXPECT_EQ(w.stats().direct_applies, 0u);
-    if (variant == 1) EXPECT_EQ(heard.load(), 20);
+    if (variant == 1) {
+      EXPECT_EQ(heard.load(), 20);
+    }
     w.stop();
   }
 }
