@@ -498,6 +498,9 @@ std::uint64_t apply_batches(benchmark::State& state, Count message_count, Refill
 
 // Coherence drops on a full map. evict: the rows sit in the policy's queues (0 skip: none, the
 // baseline; 1 S3-FIFO; 2 LRU; 3 CLOCK), so each drop also takes its row out of its queue.
+// batched: 1 the writer's apply, L1Map::apply_batch (every hash computed and its bucket,
+// tombstone, row and tail prefetched ahead of its apply); 0 its baseline in the same run, the
+// same messages through apply_coherence one by one (issue 28 part 3).
 Eviction policy_arg(std::int64_t a) {
   switch (a) {
     case 1: return Eviction::kS3Fifo;
@@ -513,6 +516,7 @@ void BM_L1Map_ApplyDrops(benchmark::State& state) {
   c.max_size = rows;
   c.ttl_ms = 3'600'000;
   c.eviction = policy_arg(state.range(1));
+  const bool batched = state.range(2) != 0;
   L1Map map(c);
   std::vector<BrandedId> ids;
   for (std::size_t i = 0; i < rows; ++i) ids.push_back(name_id(i));
@@ -529,8 +533,15 @@ void BM_L1Map_ApplyDrops(benchmark::State& state) {
   };
   const std::uint64_t applied = apply_batches(
       state, [&] { return msgs.size(); }, refill,
-      [&](std::size_t at) {
-        return map.apply_batch(std::span<const CoherenceMessage>(msgs.data() + at, kDropBatch));
+      [&](std::size_t at) -> std::size_t {
+        if (batched) {
+          return map.apply_batch(std::span<const CoherenceMessage>(msgs.data() + at, kDropBatch));
+        }
+        std::size_t dropped = 0;
+        for (std::size_t j = at; j < at + kDropBatch; ++j) {
+          dropped += map.apply_coherence(msgs[j].name, msgs[j].version) == Verdict::kApplied;
+        }
+        return dropped;
       });
   state.counters["applied_ratio"] =
       static_cast<double>(applied) / static_cast<double>(state.iterations() * kDropBatch);
@@ -688,8 +699,8 @@ BENCHMARK(BM_FlatHashMap_ApplyDrops)->ArgName("rows")->Arg(10'000)->Arg(1'000'00
 BENCHMARK(BM_FlatHashMap_MemoryPerRow)->Iterations(1)->Unit(benchmark::kMillisecond);
 #endif
 BENCHMARK(BM_L1Map_ApplyDrops)
-    ->ArgNames({"rows", "evict"})
-    ->ArgsProduct({{10'000, 1'000'000}, {0, 1, 2, 3}});
+    ->ArgNames({"rows", "evict", "batched"})
+    ->ArgsProduct({{10'000, 1'000'000}, {0, 1, 2, 3}, {0, 1}});
 BENCHMARK(BM_L1Map_FillEvicting)
     ->ArgNames({"rows", "evict", "full"})
     ->ArgsProduct({{10'000, 1'000'000}, {1, 2, 3}, {0, 1}});

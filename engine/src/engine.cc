@@ -698,6 +698,16 @@ struct Engine::Impl {
   // nothing but its speed: the job follows, so that ring drops and never flushes).
   void deliver(Slot& slot, CoherenceRing& ring, std::string_view payload) {
     if (pushes_closed.load(std::memory_order_relaxed)) return;  // stopping: nothing drains them
+    // The broadcast ring's items are applied on this thread when the writer is parked
+    // (TableSpec::direct_apply: TableWriter::deliver); a lead ring's go through it (its counters
+    // are the lead's own evidence). Refusals are counted by the ring either way.
+    auto hand = [&slot, &ring](CoherenceItem&& item) {
+      if (&ring == slot.ring) {
+        slot.writer->deliver(ring, std::move(item));
+      } else {
+        ring.publish(std::move(item));
+      }
+    };
     slot.pushes.store(slot.pushes.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     if (slot.spec.keys == KeyKind::kText) {
       // WIRE §2.2: the ring carries the key's hash (L1Map::apply_hashed), not its bytes.
@@ -709,7 +719,7 @@ struct Engine::Impl {
       CoherenceItem item{table::CoherenceMessage{text->version, text->version}, steady_ns(), 0};
       item.text_hash = table::hash_key(text->key);
       item.text = true;
-      ring.publish(std::move(item));  // refusals counted by the ring
+      hand(std::move(item));
       return;
     }
     auto message = table::parse_frame(payload);
@@ -717,7 +727,7 @@ struct Engine::Impl {
       slot.garbage.store(slot.garbage.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
       return;
     }
-    ring.publish(CoherenceItem{*message, steady_ns(), 0});  // refusals counted by the ring
+    hand(CoherenceItem{*message, steady_ns(), 0});
   }
   // A tracking invalidation for one tracking table (kKey: the key, its prefix stripped).
   void forget(Slot& slot, Forget what, std::string_view key = {}) {

@@ -99,6 +99,8 @@ constexpr Field<WriterStats> kWriterFields[] = {
      "tracking: puts an invalidation overtook, not cached"},
     {"held_fills", &WriterStats::held_fills, Kind::kCounter,
      "fills held by the fill_hold fault injection"},
+    {"direct_applies", &WriterStats::direct_applies, Kind::kCounter,
+     "broadcast items an io thread applied under the writer's token (no ring, no wake)"},
 };
 
 constexpr Field<ring::RingStats> kRingFields[] = {

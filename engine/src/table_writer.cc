@@ -13,11 +13,14 @@
 
 #include <bit>
 #include <chrono>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 
 #include <echo/engine/errc.h>
 #include <echo/engine/l2_frame.h>
+
+#include <concurrentqueue/concurrentqueue.h>
 
 #include "thread_name.h"
 
@@ -70,6 +73,10 @@ std::string_view to_string(Source s) noexcept {
   return "?";
 }
 
+struct TableWriter::Inbox {
+  moodycamel::ConcurrentQueue<Command> q;
+};
+
 TableWriter::TableWriter(const TableSpec& spec, WriterPorts ports, unsigned node_id)
     : spec_((validate(spec), spec)),
       ports_(std::move(ports)),
@@ -78,12 +85,17 @@ TableWriter::TableWriter(const TableSpec& spec, WriterPorts ports, unsigned node
           spec, spec.on_removal ? table::RemovalListener{&TableWriter::removed, this}
                                 : table::RemovalListener{}))),
       bell_(spec.writer_wait),
+      inbox_(std::make_unique<Inbox>()),
       suspended_(spec.coherence != CoherenceMode::kNone),
       forget_seq_(spec.coherence == CoherenceMode::kTracking
                       ? std::make_unique<std::atomic<std::uint32_t>[]>(kForgetSlots)
                       : nullptr) {
   suspended_flag_.store(suspended_, std::memory_order_relaxed);
   acks_.reserve(spec_.max_batch);  // the drain lambda is noexcept: it must not allocate
+  verdicts_.resize(spec_.max_batch);
+  // The listeners are documented to run on the writer thread: a table with one keeps every
+  // apply there.
+  direct_ = spec_.direct_apply && !spec_.on_message && !spec_.on_removal;
 }
 
 TableWriter::~TableWriter() { stop(); }
@@ -125,7 +137,7 @@ void TableWriter::stop() {
 void TableWriter::drain_stopped() {
   const std::error_code stopped = make_error_code(Errc::kStopped);
   Command cmd;
-  while (inbox_.try_dequeue(cmd)) {
+  while (inbox_->q.try_dequeue(cmd)) {
     std::visit(
         [&stopped](auto& c) {
           using T = std::decay_t<decltype(c)>;
@@ -143,7 +155,7 @@ void TableWriter::drain_stopped() {
 }
 
 void TableWriter::post(Command&& cmd) {
-  inbox_.enqueue(std::move(cmd));
+  inbox_->q.enqueue(std::move(cmd));
   // A post racing stop() (a read that passed the engine's running check just before it) must
   // not wait for a loop that has ended: see stop().
   std::atomic_thread_fence(std::memory_order_seq_cst);
@@ -206,7 +218,7 @@ void TableWriter::run(std::stop_token stop) {
   while (!stop.stop_requested()) {
     bump(passes_);
     std::size_t work = drain_rings();
-    const std::size_t n = inbox_.try_dequeue_bulk(batch.begin(), spec_.max_batch);
+    const std::size_t n = inbox_->q.try_dequeue_bulk(batch.begin(), spec_.max_batch);
     for (std::size_t i = 0; i < n; ++i) {
       handle(batch[i]);
       batch[i] = Command{};  // release what the command held now, not at the next pass
@@ -244,15 +256,85 @@ void TableWriter::run(std::stop_token stop) {
       deadline = std::min(deadline, std::chrono::steady_clock::time_point(
                                         std::chrono::nanoseconds(next_held)));
     }
+    // Lent while it waits (deliver() may apply meanwhile); the predicate reads only the rings'
+    // and the inbox's atomics, never the state the token guards.
+    if (direct_) {
+      map_->release_writer();
+      token_.lend();
+    }
     bell_.wait_until(
         [this]() noexcept {
           for (const auto& r : rings_) {
             if (r->has_work() || r->flush_pending()) return true;  // a refusal rings too
           }
-          return inbox_.size_approx() != 0;
+          return inbox_->q.size_approx() != 0;
         },
         deadline, stop);
+    if (direct_) token_.take_back();  // waits out a borrower's apply (stop() while borrowed too)
   }
+  // Held here; from now on deliver() publishes into the rings (which nothing drains any more),
+  // and stop() reads the writer's state after the join.
+  token_.close();
+}
+
+bool TableWriter::deliver(CoherenceRing& ring, CoherenceItem&& item) noexcept {
+  // Only what the drain would apply with no memory, no ack and no listener; a job-lane text item
+  // (it carries its key's bytes) and a tracking invalidation stay on the ring.
+  const bool plain = item.ticket == 0 && item.forget == Forget::kNo && item.key_size == 0;
+  if (direct_ && plain && token_.try_borrow()) {
+    // Empty: every item this producer published before is applied (head_ acquire, pairs with
+    // the drain's release; the writer did it while it held the token, so lend() ordered it
+    // before this borrow too). Only this thread publishes into `ring`, so it stays empty. Its
+    // flush flag is down: the writer takes it in the pass that drains the full ring that raised
+    // it, before it lends the token again.
+    if (ring.free_slots() == ring.capacity()) {
+      apply_direct(item);
+      map_->release_writer();
+      token_.give_back();
+      return true;
+    }
+    map_->release_writer();  // nothing was called: harmless, and keeps the pair obvious
+    token_.give_back();
+  }
+  ring.publish(std::move(item));  // refusals counted by the ring; a parked writer is signalled
+  return false;
+}
+
+void TableWriter::apply_direct(const CoherenceItem& item) noexcept {
+  // As the drain does for this item (drain_rings), less what a direct table cannot have (a
+  // listener, a ticket). Flights may be open: apply_message and note_drop_hashed mark those it
+  // overtook, under the token like every other piece of the writer's state.
+  table::Verdict verdict;
+  if (item.text) {
+    verdict = map_->apply_hashed(item.text_hash, item.message.version);
+    if (!flights_.empty()) note_drop_hashed(item.text_hash);
+  } else {
+    verdict = apply_message(item.message.name.view(), item.message.version);
+  }
+  const std::int64_t now = steady_ns();
+  count_lag(now - item.decoded_ns);
+  bump(verdict == table::Verdict::kApplied ? applied_ : stale_);
+  bump(direct_applies_);
+  if (verdict == table::Verdict::kApplied) {
+    last_applied_ns_.store(now, std::memory_order_relaxed);
+    last_decoded_ns_.store(item.decoded_ns, std::memory_order_relaxed);
+  }
+}
+
+void TableWriter::count_lag(std::int64_t lag) noexcept {
+  const std::size_t bucket =
+      lag <= 0 ? 0
+               : std::min<std::size_t>(std::bit_width(static_cast<std::uint64_t>(lag)) - 1,
+                                       kLagBuckets - 1);
+  bump(lag_[bucket]);
+  bump(lag_sum_ns_, lag > 0 ? static_cast<std::uint64_t>(lag) : 0);
+}
+
+std::size_t TableWriter::apply_plain(std::span<CoherenceItem> items) noexcept {
+  static_assert(offsetof(CoherenceItem, message) == 0 && alignof(CoherenceItem) >= alignof(table::CoherenceMessage),
+                "apply_batch strides over the items' messages");
+  return map_->apply_batch(&items[0].message, items.size(), sizeof(CoherenceItem),
+                           verdicts_.data());
 }
 
 std::size_t TableWriter::drain_rings() {
@@ -281,14 +363,27 @@ std::size_t TableWriter::drain_rings() {
                                                    items[0].message.version)),
                     "the drain must not throw: the map's apply is noexcept");
       std::uint64_t applied = 0, via_memory = 0;  // apply_with_memory counts its own
+      const std::size_t count = items.size();
       std::int64_t dropped_decoded = -1;  // the decode stamp of the batch's last effective drop
-      std::uint64_t lag_sum = 0;          // added to lag_sum_ns_ once per batch
+      // A batch of branded items with no memory to ask, no flight to mark and nobody to tell:
+      // apply_message is the map's apply_coherence for each, so the map's batched apply (hashes
+      // and prefetches ahead: BM_L1Map_ApplyDrops batched:1) does them all, in order.
+      bool plain = flights_.empty() && !spec_.on_message;
+      for (std::size_t i = 0; plain && i < items.size(); ++i) {
+        const CoherenceItem& item = items[i];
+        plain = !item.text && item.forget == Forget::kNo && (item.ticket == 0 || !memory_.stale);
+      }
+      if (plain) {
+        applied = apply_plain(items);
+        for (std::size_t i = 0; i < items.size(); ++i) {
+          count_lag(t - items[i].decoded_ns);
+          if (verdicts_[i] == table::Verdict::kApplied) dropped_decoded = items[i].decoded_ns;
+          if (items[i].ticket != 0) acks_.push_back(JobAck{items[i].ticket, verdicts_[i]});
+        }
+        items = items.last(0);  // the loop below has nothing left to do
+      }
       for (CoherenceItem& item : items) {
-        const std::int64_t lag = t - item.decoded_ns;
-        const std::size_t bucket =
-            lag <= 0 ? 0 : std::min<std::size_t>(std::bit_width(static_cast<std::uint64_t>(lag)) - 1, kLagBuckets - 1);
-        bump(lag_[bucket]);
-        lag_sum += lag > 0 ? static_cast<std::uint64_t>(lag) : 0;
+        count_lag(t - item.decoded_ns);
         if (item.forget != Forget::kNo) {
           // The tracking lane: no version, no memory, no ticket (it counts its own verdicts).
           if (forget(item)) dropped_decoded = item.decoded_ns;
@@ -328,8 +423,7 @@ std::size_t TableWriter::drain_rings() {
         if (item.ticket != 0) acks_.push_back(JobAck{item.ticket, verdict});
       }
       bump(applied_, applied);
-      bump(lag_sum_ns_, lag_sum);
-      bump(stale_, items.size() - applied - via_memory);
+      bump(stale_, count - applied - via_memory);
       // When the batch's rows were gone: what a lane's latency ends on (lanes_bench, drill F6).
       // Only a batch that dropped a row: a job whose lead dropped its row first, applied later
       // as stale, must not move the moment the row went.
@@ -782,6 +876,7 @@ WriterStats TableWriter::stats() const {
   s.forgotten_fills = ld(forgotten_fills_);
   s.forgotten_puts = ld(forgotten_puts_);
   s.held_fills = ld(held_fills_);
+  s.direct_applies = ld(direct_applies_);
   s.suspended = suspended_flag_.load(std::memory_order_relaxed);
   for (std::size_t i = 0; i < kLagBuckets; ++i) s.lag_histogram[i] = ld(lag_[i]);
   s.lag_sum_ns = ld(lag_sum_ns_);

@@ -52,7 +52,7 @@ void TombstoneTable::remember(std::uint64_t hash, const IdBytes& version,
   std::size_t i = probe(k);
   if (slots_[i].key != 0) {
     Slot& s = slots_[i];
-    if (newer(view(version), view(s.version))) s.version = version;
+    if (newer_id(version, s.version)) s.version = version;
     s.deadline = now + keep_ms_;
     return;
   }

@@ -659,12 +659,10 @@ void L1Map::removed(const Row* row, std::string_view version, RemovalCause cause
 
 Verdict L1Map::apply_one(std::string_view name, std::uint64_t h, const IdBytes& version,
                          std::int64_t now) noexcept {
-  tombstones_.remember(h, version, now);
-  counters_.tombstones.store(tombstones_.size(), std::memory_order_relaxed);
-  counters_.tombstone_collapses.store(tombstones_.collapses(), std::memory_order_relaxed);
+  tombstones_.remember(h, version, now);  // the caller publishes the guard's counters
   if (std::atomic<Row*>* link = find_link(name, h)) {
     Row* row = link->load(std::memory_order_relaxed);
-    if (newer(view(version), view(row->version()))) {
+    if (newer_id(version, row->version())) {
       leave(row);
       unlink(link, row);
       removed(row, view(version), RemovalCause::kMessage);
@@ -720,11 +718,22 @@ Verdict L1Map::apply_coherence(std::string_view name, const BrandedId& version) 
     bump(counters_.coh_stale);
     return Verdict::kStale;
   }
-  return apply_one(name, hash_key(name), id_bytes(version), clock_());
+  const Verdict v = apply_one(name, hash_key(name), id_bytes(version), clock_());
+  publish_guard();
+  return v;
 }
 
-std::size_t L1Map::apply_batch(std::span<const CoherenceMessage> messages) noexcept {
+std::size_t L1Map::apply_batch(const CoherenceMessage* first, std::size_t count,
+                              std::size_t stride, Verdict* verdicts) noexcept {
   check_writer("apply_batch");
+  assert(stride >= sizeof(CoherenceMessage) && stride % alignof(CoherenceMessage) == 0 &&
+         "apply_batch: the stride spans whole messages");
+  // Message i, inside the caller's i-th item (the items are of one type, the message at one
+  // offset in each: the pointer is to a CoherenceMessage object that lives there).
+  const auto at = [first, stride](std::size_t i) noexcept -> const CoherenceMessage& {
+    return *reinterpret_cast<const CoherenceMessage*>(reinterpret_cast<const char*>(first) +
+                                                      i * stride);
+  };
   // Each message costs up to four dependent cache misses (tombstone, bucket, the row the bucket
   // points to, then the row's tail with its version). Three prefetch stages keep several in
   // flight: BM_L1Map_ApplyDrops. (A drop leaves its eviction queue's links to reclaim(): leave().)
@@ -732,13 +741,13 @@ std::size_t L1Map::apply_batch(std::span<const CoherenceMessage> messages) noexc
   constexpr std::size_t kRowAhead = 4;
   constexpr std::size_t kTailAhead = 2;
   const std::int64_t now = clock_();
-  const std::size_t n = messages.size();
+  const std::size_t n = count;
   // Each message's hash, computed once (a branded name: hash_name is hash_key's 14-byte case):
   // message j's at hashes[j % kBucketAhead], from the moment its bucket is prefetched until
   // it is applied.
   std::uint64_t hashes[kBucketAhead];
   const auto ahead = [&](std::size_t j) noexcept {
-    const std::uint64_t h = hash_name(messages[j].name.view().data());
+    const std::uint64_t h = hash_name(at(j).name.view().data());
     hashes[j % kBucketAhead] = h;
     __builtin_prefetch(&buckets_[h & mask_]);
     tombstones_.prefetch(h);
@@ -759,10 +768,13 @@ std::size_t L1Map::apply_batch(std::span<const CoherenceMessage> messages) noexc
         __builtin_prefetch(&head->tail());  // the header, prefetched two messages ago, says where
       }
     }
-    applied += apply_one(messages[i].name.view(), hashes[i % kBucketAhead],
-                         id_bytes(messages[i].version), now) == Verdict::kApplied;
+    const CoherenceMessage& m = at(i);
+    const Verdict v = apply_one(m.name.view(), hashes[i % kBucketAhead], id_bytes(m.version), now);
+    if (verdicts != nullptr) verdicts[i] = v;
+    applied += v == Verdict::kApplied;
     if (i + kBucketAhead < n) ahead(i + kBucketAhead);  // into the slot message i just freed
   }
+  publish_guard();
   return applied;
 }
 

@@ -94,9 +94,15 @@ inline const engine::TableWriter& writer_of(const engine::Engine& e, std::string
   return *w;
 }
 
+// The items of the table's first ring (a broadcast table's one ring, a job table's job ring)
+// that the writer applied: drained from the ring, or, on a broadcast table, applied by the ring's
+// producer itself under the writer's token (TableSpec::direct_apply, WriterStats::direct_applies).
 inline std::uint64_t ring_applied(const engine::Engine& e, std::string_view table) {
-  const auto rings = writer_of(e, table).ring_stats();
-  return rings.empty() ? 0 : rings.front().applied;
+  const engine::TableWriter& w = writer_of(e, table);
+  const auto rings = w.ring_stats();
+  const std::uint64_t direct =
+      w.spec().coherence == engine::CoherenceMode::kBroadcast ? w.stats().direct_applies : 0;
+  return (rings.empty() ? 0 : rings.front().applied) + direct;
 }
 
 // True iff the node's L1 holds a live row for `name` (a reader-side probe, counted as a read).

@@ -449,6 +449,71 @@ TEST(TableWriter, FillGuardHoldsOverRandomizedInterleavings) {
   EXPECT_EQ(checked, 2000);
 }
 
+// True once `pred` holds, polled for up to 5 s.
+template <class Pred>
+bool eventually_true(Pred pred) {
+  const auto until = std::chrono::steady_clock::now() + 5s;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::sleep_for(1ms);
+  }
+  return true;
+}
+
+// Issue 28 part 1: a parked writer lends its token; deliver() then applies on the calling thread
+// (the row is gone when it returns, the ring never saw the item). The writer wakes for its sweep
+// now and then, so a deliver that meets it awake goes through the ring: retried on a new name.
+TEST(TableWriter, DeliverAppliesOnTheCallingThreadWhileTheWriterIsParked) {
+  FakeL2 l2;
+  TableWriter w(spec(), l2.ports(), 3);
+  CoherenceRing& ring = w.add_ring(ring::FullPolicy::kDrop);
+  w.start();
+  bool direct = false;
+  for (std::uint64_t i = 1; i <= 50 && !direct; ++i) {
+    const BrandedId name = id("AST", i);
+    std::promise<void> put;
+    w.put(name, "v1", id("TXN", 10 * i), [&put] { put.set_value(); });
+    put.get_future().wait();
+    std::this_thread::sleep_for(2ms);  // the writer parks
+    direct = w.deliver(ring, CoherenceItem{{name, id("TXN", 10 * i + 1)}, 0, 0});
+    if (direct) {
+      std::string value;
+      EXPECT_FALSE(w.map().get(name.view(), value)) << "applied before deliver returned";
+    }
+  }
+  ASSERT_TRUE(direct) << "the writer never lent its token in 50 tries";
+  sync(w);
+  const WriterStats s = w.stats();
+  EXPECT_GE(s.direct_applies, 1u);
+  EXPECT_EQ(s.applied, s.direct_applies + w.ring_stats().front().applied);
+  w.stop();
+}
+
+// Off (direct_apply false), or a listener the writer thread must run: every item through the ring.
+TEST(TableWriter, DeliverGoesThroughTheRingWhenOffOrWhenAListenerMustRunOnTheWriter) {
+  for (int variant = 0; variant < 2; ++variant) {
+    FakeL2 l2;
+    TableSpec s = spec();
+    if (variant == 0) s.direct_apply = false;
+    std::atomic<int> heard{0};
+    if (variant == 1) s.on_message = [&heard](const Heard&) { heard.fetch_add(1); };
+    TableWriter w(s, l2.ports(), 3);
+    CoherenceRing& ring = w.add_ring(ring::FullPolicy::kDrop);
+    w.start();
+    for (std::uint64_t i = 1; i <= 20; ++i) {
+      std::this_thread::sleep_for(1ms);  // parked, and still not lent
+      EXPECT_FALSE(w.deliver(ring, CoherenceItem{{id("AST", i), id("TXN", i)}, 0, 0}));
+    }
+    sync(w);
+    ASSERT_TRUE(eventually_true([&] { return w.ring_stats().front().applied == 20; }));
+    EXPECT_EQ(w.stats().direct_applies, 0u);
+    if (variant == 1) {
+      EXPECT_EQ(heard.load(), 20);
+    }
+    w.stop();
+  }
+}
+
 TEST(TableWriter, FlushPolicyDropsEveryRowOnceTheRingRefused) {
   FakeL2 l2;
   auto s = spec();

@@ -6,11 +6,12 @@
 // policy and to subscription loss. Readers call map().get() on their own threads.
 //
 // Thread contract: the constructor, add_ring() and start() run on the owner before any traffic;
-// post() from any thread; ring producers publish from their one thread each; stats() anywhere;
-// stop() from the owner. Callbacks (GetCallback, done functions) run on the writer thread.
+// post() from any thread; ring producers publish (or deliver()) from their one thread each;
+// stats() anywhere; stop() from the owner. Callbacks (GetCallback, done functions) run on the
+// writer thread. deliver() may apply a message on its caller's thread under the writer's token
+// (TableSpec::direct_apply): the map then has one mutator at a time, not one thread.
 #pragma once
 
-#include <concurrentqueue/concurrentqueue.h>
 
 #include <atomic>
 #include <cstdint>
@@ -18,6 +19,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <system_error>
 #include <thread>
@@ -28,6 +30,7 @@
 #include <echo/engine/error.h>
 #include <echo/engine/log.h>
 #include <echo/engine/table_spec.h>
+#include <echo/engine/writer_token.h>
 #include <echo/ring/doorbell.h>
 #include <echo/ring/spsc_ring.h>
 #include <echo/table/branded_id.h>
@@ -183,6 +186,9 @@ struct WriterStats {
   // readers that asked before it and not cached; puts an invalidation overtook, not cached.
   std::uint64_t forgotten_fills = 0, forgotten_puts = 0;
   std::uint64_t held_fills = 0;                // fills held by the fill_hold fault injection
+  // Items an io thread applied itself under the writer's token (TableSpec::direct_apply), in
+  // applied/stale too; the ring's published/applied do not count them.
+  std::uint64_t direct_applies = 0;
   bool suspended = false;
   std::array<std::uint64_t, kLagBuckets> lag_histogram{};
   std::uint64_t lag_sum_ns = 0;  // the sum of every lag lag_histogram counts (negatives as 0)
@@ -207,6 +213,16 @@ class TableWriter {
 
   // A new ring for one producer thread, policy `policy`. Owner thread, before start().
   CoherenceRing& add_ring(ring::FullPolicy policy);
+  // One decoded coherence item from `ring`'s producer thread (the io thread that owns `ring`, a
+  // ring add_ring() made): applied on the calling thread when the table allows it
+  // (TableSpec::direct_apply, no on_message, no on_removal), the item is a plain versioned one
+  // (no ticket, not a tracking invalidation), `ring` is empty (every earlier item of this
+  // producer applied: the order is kept) and the writer is waiting and lends its token; else
+  // published into `ring` as ring.publish would (refusals counted by the ring). True when it
+  // was applied here. Never waits but as the ring's block policy does; no allocation; no
+  // syscall but the clock.
+  bool deliver(CoherenceRing& ring, CoherenceItem&& item) noexcept;
+
   // Where acknowledgements of ticketed items go. Owner thread, before start().
   void set_ack_sink(AckSink sink) { ack_sink_ = std::move(sink); }
   // The applied memory for ticketed (job-lane) items and apply_and_remember. Owner, before start().
@@ -329,6 +345,14 @@ class TableWriter {
   void drain_stopped();
   void run(std::stop_token stop);
   std::size_t drain_rings();
+  // deliver()'s apply, under the borrowed token: what the drain does for one such item.
+  void apply_direct(const CoherenceItem& item) noexcept;
+  // The drain's apply of a batch of plain branded items (no text, no forget, no ticket with a
+  // memory) while no flight is open and nobody listens: the map's prefetching apply_batch.
+  // Fills verdicts_ for items.size() items; returns how many applied.
+  std::size_t apply_plain(std::span<CoherenceItem> items) noexcept;
+  // The lag histogram's bucket for one item, `lag` ns from decode to apply.
+  void count_lag(std::int64_t lag) noexcept;
   void handle(Command& cmd);
   void on_miss(MissCmd& cmd);
   void on_fetched(FetchedCmd& cmd);
@@ -389,10 +413,18 @@ class TableWriter {
   std::unique_ptr<table::L1Map> map_;
   ring::Doorbell bell_;
   std::vector<std::unique_ptr<CoherenceRing>> rings_;
-  moodycamel::ConcurrentQueue<Command> inbox_;
+  // Commands from any thread, drained by the writer (a lock-free MPMC queue, private to the
+  // .cc so no third-party header reaches this one).
+  struct Inbox;
+  std::unique_ptr<Inbox> inbox_;
   AckSink ack_sink_;
   MemoryHooks memory_;
   std::jthread thread_;
+  // The right to mutate the map and the writer's state (writer_token.h): the writer thread holds
+  // it but while it waits; deliver() borrows it then. direct_ caches spec.direct_apply and the
+  // listener conditions.
+  WriterToken token_;
+  bool direct_ = false;
   // Set by stop() once its thread has ended: a command posted later is answered by its poster
   // (the loop that would have answered it is gone). Cleared by start().
   std::atomic<bool> closed_{false};
@@ -402,6 +434,7 @@ class TableWriter {
 
   // Writer-thread state.
   std::vector<JobAck> acks_;
+  std::vector<table::Verdict> verdicts_;  // apply_plain's, reserved to max_batch
   std::unordered_map<std::string, Flight> flights_;
   std::uint64_t next_flight_ = 1;
   bool suspended_ = true;  // a broadcast or job table caches once its lane confirms delivery
@@ -414,15 +447,17 @@ class TableWriter {
   std::unique_ptr<std::atomic<std::uint32_t>[]> forget_seq_;
   std::atomic<std::uint32_t> forget_epoch_{0};
 
-  // Counters: written by the writer thread (relaxed load+store), read anywhere.
+  // Counters: written by the token's holder (relaxed load+store: the token's hand-overs order
+  // every holder's writes, so none is lost), read anywhere.
   std::atomic<std::uint64_t> applied_{0}, stale_{0}, fills_{0}, l2_hits_{0}, coalesced_{0},
       load_errors_{0}, corrupt_frames_{0}, flight_restarts_{0}, ring_flushes_{0},
       disconnect_flushes_{0}, suspended_fills_{0}, puts_{0}, erases_{0}, commands_{0}, passes_{0},
       remembered_stale_{0}, pin_failures_{0}, listener_throws_{0}, loader_timeouts_{0},
-      loader_late_{0}, forgotten_fills_{0}, forgotten_puts_{0}, held_fills_{0};
+      loader_late_{0}, forgotten_fills_{0}, forgotten_puts_{0}, held_fills_{0},
+      direct_applies_{0};
   std::atomic<bool> suspended_flag_{false};
   std::array<std::atomic<std::uint64_t>, kLagBuckets> lag_{};
-  std::atomic<std::uint64_t> lag_sum_ns_{0};  // one relaxed add per batch, not per item
+  std::atomic<std::uint64_t> lag_sum_ns_{0};  // count_lag's sum: beside the bucket it bumps
   std::atomic<std::int64_t> last_applied_ns_{0}, last_decoded_ns_{0};
 };
 

@@ -8,6 +8,7 @@
 #include <echo/table/branded_id.h>
 
 #include <array>
+#include <bit>
 #include <cstdint>
 #include <cstring>
 #include <string_view>
@@ -16,6 +17,23 @@
 namespace echo::table {
 
 using IdBytes = std::array<char, kIdSize>;
+
+// newer(view(a), view(b)) for two ids' bytes, inline: the 11 payload bytes compared as unsigned
+// big-endian numbers by two overlapping 8-byte loads (bytes 3..10, then 6..13, whose first five
+// the first load found equal), instead of a call into memcmp. The apply path compares twice a
+// message (the row's version, the tombstone's): callgrind on BM_L1Map_ApplyDrops.
+inline bool newer_id(const IdBytes& a, const IdBytes& b) noexcept {
+  static_assert(kIdSize == 14 && kNamespaceSize == 3, "two 8-byte loads cover the payload");
+  const auto word = [](const char* p) noexcept {
+    std::uint64_t w;
+    std::memcpy(&w, p, 8);
+    if constexpr (std::endian::native == std::endian::little) w = __builtin_bswap64(w);
+    return w;
+  };
+  const std::uint64_t ha = word(a.data() + 3), hb = word(b.data() + 3);
+  if (ha != hb) return ha > hb;
+  return word(a.data() + 6) > word(b.data() + 6);
+}
 
 inline IdBytes id_bytes(const BrandedId& id) noexcept {
   IdBytes b;
