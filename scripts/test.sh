@@ -9,7 +9,7 @@
 #   build/release  the CLI, the benchmarks (built, not timed), `echostore bench --quick --json`
 #                  (every row present and finite), a short `echostore referee` (both sides of the
 #                  face-off), the instruction-count check, and the installed package proven by
-#                  the consumer project in tests/package
+#                  the consumer project in tests/package (static, pkg-config, shared, .deb)
 # Exits non-zero on the first failure; ends with "N passed, M failed".
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -116,12 +116,9 @@ record chaos-60 build/release/cli/echostore drill --chaos 60
 if command -v valgrind >/dev/null; then  # instructions per hot op vs perf/baseline.txt (+10% fails)
   record perf-ops bash perf/check_ops.sh build/release
 fi
-prefix=$(mktemp -d)
-cmake --install build/release --prefix "$prefix" >/dev/null
-cmake -S tests/package -B build/package -G Ninja -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
-cmake --build build/package
-record package build/package/consumer
-rm -rf "$prefix"
+# The package four ways (scripts/check-package.sh): the static prefix with every public header
+# self-contained and reaching no third-party header, pkg-config alone, a shared build, its .deb.
+record package bash scripts/check-package.sh "$jobs"
 
 echo
 echo "$passed passed, $failed failed"
