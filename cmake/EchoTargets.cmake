@@ -50,7 +50,10 @@ function(echo_library folder)
     target_compile_features(${tgt} PUBLIC cxx_std_20)
     set_target_properties(${tgt} PROPERTIES POSITION_INDEPENDENT_CODE ON
                           VERSION ${PROJECT_VERSION}
-                          SOVERSION ${PROJECT_VERSION_MAJOR}.${PROJECT_VERSION_MINOR})
+                          SOVERSION ${PROJECT_VERSION_MAJOR}.${PROJECT_VERSION_MINOR}
+                          # A shared library finds its siblings (engine -> io, ring, ...) where it
+                          # is installed: a consumer's RUNPATH covers only its direct needs.
+                          INSTALL_RPATH "$ORIGIN")
   else()
     add_library(${tgt} INTERFACE)
     target_include_directories(${tgt} INTERFACE

@@ -62,7 +62,8 @@ fi
 dpkg -i "$deb" >/dev/null
 trap 'dpkg -r echostore >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
 consumer "$work/c-deb"
-ldd "$work/c-deb/consumer" | grep -q "/usr/lib/libechostore_engine.so" ||
+# (Debian 12 merges /lib into /usr/lib: ldd may name either.)
+ldd "$work/c-deb/consumer" | grep -Eq "libechostore_engine\.so[.0-9]* => (/usr)?/lib/libechostore" ||
   { echo "check-package: the .deb consumer does not load /usr/lib's library" >&2; exit 1; }
 dpkg -r echostore >/dev/null
 echo "check-package: static prefix, pkg-config, shared prefix and the .deb all build and run the consumer"
