@@ -29,7 +29,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// ---- The embedding: these lines are all it takes (README, "Embedding in 30 lines"). ----
+// ---- The embedding: these lines are all it takes (README, "Embedding"). ----
 struct Quote {  // a value is a plain struct: L2 holds its bytes, L1 the struct itself
   double bid, ask;
   std::int64_t size;
