@@ -698,16 +698,11 @@ struct Engine::Impl {
   // nothing but its speed: the job follows, so that ring drops and never flushes).
   void deliver(Slot& slot, CoherenceRing& ring, std::string_view payload) {
     if (pushes_closed.load(std::memory_order_relaxed)) return;  // stopping: nothing drains them
-    // The broadcast ring's items are applied on this thread when the writer is parked
-    // (TableSpec::direct_apply: TableWriter::deliver); a lead ring's go through it (its counters
-    // are the lead's own evidence). Refusals are counted by the ring either way.
-    auto hand = [&slot, &ring](CoherenceItem&& item) {
-      if (&ring == slot.ring) {
-        slot.writer->deliver(ring, std::move(item));
-      } else {
-        ring.publish(std::move(item));
-      }
-    };
+    // A broadcast ring's items and a lead ring's are applied on this thread when the writer is
+    // parked (TableSpec::direct_apply: TableWriter::deliver; counted in its direct_applies),
+    // else published into `ring`. A lead carries no ticket, so the drain would apply it just
+    // so: no memory, no ack. Refusals are counted by the ring either way.
+    auto hand = [&slot, &ring](CoherenceItem&& item) { slot.writer->deliver(ring, std::move(item)); };
     slot.pushes.store(slot.pushes.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     if (slot.spec.keys == KeyKind::kText) {
       // WIRE §2.2: the ring carries the key's hash (L1Map::apply_hashed), not its bytes.

@@ -5,6 +5,9 @@
 // still runs) refuses new work, runs everything already queued, and joins.
 #pragma once
 
+#include <pthread.h>
+#include <sched.h>
+
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -53,6 +56,7 @@ class JobSendQueue {
  private:
   void run() {
     name_this_thread("echo-jobsend");
+    never_preempt_on_wake();
     std::unique_lock lock(mu_);
     for (;;) {
       cv_.wait(lock, [this] { return closed_ || !tasks_.empty(); });
@@ -63,6 +67,21 @@ class JobSendQueue {
       task();  // a task's exception would end the process: Engine's tasks catch their own
       lock.lock();
     }
+  }
+
+  // Under the default policy, SCHED_BATCH: the same share of the CPU, but waking this thread
+  // does not preempt the thread that woke it. Without it, on a core shared with the sender
+  // (lanes_bench one-core; a busy machine), push()'s notify handed the CPU to this thread and
+  // the admissions' whole chain (this thread, the io thread, the server) ran before the sender
+  // got it back: enqueue_async held its caller 82 us against the lead's 22 us (job_vs_broadcast
+  // one-core 4.6x, 1.23x with it). A thread started under a real-time policy keeps it (batch
+  // would put it behind every real-time spinner). Best effort: a refusal changes nothing else.
+  static void never_preempt_on_wake() noexcept {
+    int policy = 0;
+    sched_param param{};
+    if (pthread_getschedparam(pthread_self(), &policy, &param) != 0 || policy != SCHED_OTHER) return;
+    param.sched_priority = 0;
+    (void)pthread_setschedparam(pthread_self(), SCHED_BATCH, &param);
   }
 
   std::mutex mu_;

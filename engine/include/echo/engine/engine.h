@@ -403,8 +403,9 @@ class Engine {
   Result<std::vector<MemberAdmission>> enqueue(std::string_view table, const table::BrandedId& group,
                                                std::string_view id, const table::BrandedId& version);
   // enqueue_async's answer: enqueue's, once every member queue answered. Runs on the engine's
-  // job-send thread ("echo-jobsend"), one job at a time in call order: a slow callback delays the
-  // admissions of the jobs queued after it. It may call the engine's verbs (enqueue_async too),
+  // job-send thread ("echo-jobsend"; SCHED_BATCH when the process runs under the default policy,
+  // so its wake never preempts the sender), one job at a time in call order: a slow callback
+  // delays the admissions of the jobs queued after it. It may call the engine's verbs (enqueue_async too),
   // but not stop(), and must not throw (the thread would end the process).
   using EnqueueDone = std::function<void(const Result<std::vector<MemberAdmission>>& admitted)>;
   // enqueue, with the sender held only through the lead: with the table's job_lead (the default)

@@ -218,14 +218,16 @@ struct TableSpec {
   DisconnectPolicy disconnect = DisconnectPolicy::kFlush;
   std::int64_t serve_stale_max_ms = 0;  // kServeStale only: 1 .. 86,400,000
   int writer_cpu = -1;                  // -1: unpinned; else a CPU index
-  // Broadcast lane: while the writer waits for work (any writer_wait strategy), the io thread
-  // that decoded a message applies it itself under the writer's token (writer_token.h) instead
+  // Broadcast lane, and the job lane's leads: while the writer waits for work (any writer_wait
+  // strategy), the io thread that decoded a message applies it itself under the writer's token (writer_token.h) instead
   // of handing it through the ring and waking the writer; only when its ring is empty (the order
   // is kept), and only on a table with no on_message or on_removal (those run on the writer
   // thread). The writer still runs on writer_cpu and still does everything else (fills, puts,
   // sweeps, the clock, reclamation). Saves a thread wake per message when the writer is parked
-  // (lanes_bench: BM_BroadcastLane_PublishToDrop against BM_Hiredis_PublishToMessage). Default
-  // true; false: every message goes through the ring and the writer, as before.
+  // (lanes_bench: BM_BroadcastLane_PublishToDrop against BM_Hiredis_PublishToMessage; for a
+  // lead, `echostore bench`'s job_vs_broadcast). Job deliveries (they carry a ticket to ack)
+  // always go through the writer. Default true; false: every message goes through the ring and
+  // the writer, as before.
   bool direct_apply = true;
 
   // The job lane (coherence kJob): this node's consumer of its member queue.
