@@ -702,7 +702,6 @@ struct Engine::Impl {
     // parked (TableSpec::direct_apply: TableWriter::deliver; counted in its direct_applies),
     // else published into `ring`. A lead carries no ticket, so the drain would apply it just
     // so: no memory, no ack. Refusals are counted by the ring either way.
-    auto hand = [&slot, &ring](CoherenceItem&& item) { slot.writer->deliver(ring, std::move(item)); };
     slot.pushes.store(slot.pushes.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     if (slot.spec.keys == KeyKind::kText) {
       // WIRE §2.2: the ring carries the key's hash (L1Map::apply_hashed), not its bytes.
@@ -714,7 +713,7 @@ struct Engine::Impl {
       CoherenceItem item{table::CoherenceMessage{text->version, text->version}, steady_ns(), 0};
       item.text_hash = table::hash_key(text->key);
       item.text = true;
-      hand(std::move(item));
+      slot.writer->deliver(ring, std::move(item));
       return;
     }
     auto message = table::parse_frame(payload);
@@ -722,7 +721,7 @@ struct Engine::Impl {
       slot.garbage.store(slot.garbage.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
       return;
     }
-    hand(CoherenceItem{*message, steady_ns(), 0});
+    slot.writer->deliver(ring, CoherenceItem{*message, steady_ns(), 0});
   }
   // A tracking invalidation for one tracking table (kKey: the key, its prefix stripped).
   void forget(Slot& slot, Forget what, std::string_view key = {}) {
