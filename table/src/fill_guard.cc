@@ -112,7 +112,7 @@ void TombstoneTable::erase_at(std::size_t hole) noexcept {
 }
 
 bool TombstoneTable::grow() noexcept {
-  std::vector<Slot> bigger;
+  std::vector<Slot, HugePageAllocator<Slot>> bigger;
   try {
     // assign, not resize: the same zeroed slots, but a fill loop where resize's memset is a
     // `rep stosb` that callgrind counts per byte (perf/check_ops.sh's apply_drop).

@@ -108,7 +108,7 @@ void L1Map::touch(const Row* r) const noexcept {
     // relaxed: the tickets' order is the order kept; the stamp guards no data. A larger stamp
     // stored by a racing hit of the same row is kept: the two hits overlapped in time.
     const std::uint64_t t = lru_clock_.fetch_add(1, std::memory_order_relaxed) + 1;
-    std::atomic<std::uint64_t>& stamp = r->tail().stamp;
+    std::atomic<std::uint64_t>& stamp = r->meta().stamp;
     if (stamp.load(std::memory_order_relaxed) < t) stamp.store(t, std::memory_order_relaxed);
     return;
   }
@@ -128,7 +128,7 @@ int L1Map::mark(std::string_view name) const noexcept {
 // Queues (writer)
 
 void L1Map::push(Fifo& q, Queue which, Row* row, std::size_t charged) noexcept {
-  row->tail().queue = which;
+  row->meta().queue = which;
   Row::Links& l = row->links();
   l.newer = nullptr;
   l.older = q.newest;
@@ -185,8 +185,8 @@ void L1Map::heap_sift_down(std::size_t slot) noexcept {
 }
 
 void L1Map::heap_push(Row* row, std::uint64_t stamp) {
-  row->tail().queue = kHeap;
-  row->tail().stamp.store(stamp, std::memory_order_relaxed);  // readers only raise it
+  row->meta().queue = kHeap;
+  row->meta().stamp.store(stamp, std::memory_order_relaxed);  // readers only raise it
   heap_.push_back(HeapEntry{stamp, row});
   heap_sift_up(heap_.size() - 1);
 }
@@ -209,7 +209,7 @@ void L1Map::admit(Row* row) noexcept {
     case Eviction::kS3Fifo: {
       // The ghost remembers about as many names as main holds (the paper's 90% of the map).
       const std::size_t window = std::max<std::size_t>(1, size() * 9 / 10);
-      if (ghost_.take(row->tail().hash, window)) {
+      if (ghost_.take(row->meta().hash, window)) {
         push(main_, kMain, row, charged);
       } else {
         push(small_, kSmall, row, charged);
@@ -228,7 +228,7 @@ void L1Map::admit(Row* row) noexcept {
 }
 
 L1Map::Place L1Map::take_out(Row* row) noexcept {
-  Row::Tail& t = row->tail();
+  Row::Meta& t = row->meta();
   const Place p{static_cast<Queue>(t.queue), row->mark.load(std::memory_order_relaxed)};
   const std::size_t charged = charge(row_bytes(row));
   switch (p.queue) {
@@ -243,19 +243,19 @@ L1Map::Place L1Map::take_out(Row* row) noexcept {
   return p;
 }
 
-void L1Map::relink_left(Row* head) noexcept {
+void L1Map::relink_left(std::span<Row* const> rows) noexcept {
   // Two passes: the neighbours' lines of the whole batch requested together, then relinked.
   bool any = false;
-  for (Row* r = head; r != nullptr; r = r->tail().retired_next) {
-    if ((r->tail().queue & kLeft) == 0) continue;
+  for (Row* r : rows) {
+    if ((r->meta().queue & kLeft) == 0) continue;
     any = true;
     const Row::Links& l = r->links();
     if (l.older != nullptr) __builtin_prefetch(&l.older->links(), 1);
     if (l.newer != nullptr) __builtin_prefetch(&l.newer->links(), 1);
   }
   if (!any) return;
-  for (Row* r = head; r != nullptr; r = r->tail().retired_next) {
-    Row::Tail& t = r->tail();
+  for (Row* r : rows) {
+    Row::Meta& t = r->meta();
     if ((t.queue & kLeft) == 0) continue;
     Fifo& q = (t.queue & ~kLeft) == kSmall ? small_ : main_;
     Row::Links& l = r->links();
@@ -267,7 +267,7 @@ void L1Map::relink_left(Row* head) noexcept {
 
 L1Map::Row* L1Map::oldest(Fifo& q) noexcept {
   for (Row* r = q.oldest; r != nullptr; r = q.oldest) {
-    Row::Tail& t = r->tail();
+    Row::Meta& t = r->meta();
     if ((t.queue & kLeft) == 0) return r;
     // Left by a drop, not yet freed: relinked here instead of in reclaim().
     Row::Links& l = r->links();
@@ -306,7 +306,7 @@ L1Map::Row* L1Map::victim(std::int64_t now) noexcept {
     if (eviction_ == Eviction::kLru) {
       if (heap_.empty()) return nullptr;
       HeapEntry& top = heap_.front();
-      const std::uint64_t stamp = top.row->tail().stamp.load(std::memory_order_relaxed);
+      const std::uint64_t stamp = top.row->meta().stamp.load(std::memory_order_relaxed);
       if (stamp == top.stamp || last_chance || expired(top.row, now)) return top.row;
       top.stamp = stamp;  // hit since the writer last looked: back in its place by that hit
       heap_sift_down(0);
@@ -365,7 +365,7 @@ bool L1Map::make_room(std::size_t need, bool new_row, std::int64_t now) noexcept
 }
 
 void L1Map::evict(Row* row, RemovalCause cause) noexcept {
-  const Row::Tail& t = row->tail();
+  const Row::Meta& t = row->meta();
   std::atomic<Row*>* link = find_link(row->name_view(), t.hash);
   assert(link != nullptr && link->load(std::memory_order_relaxed) == row);
   const bool from_small = t.queue == kSmall;

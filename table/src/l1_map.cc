@@ -29,8 +29,10 @@
 //   from the readers' line. The typed hit (bench l1_typed_hit_vs_flat_map) went from 1.5-2.0x
 //   the flat map to 1.15-1.4x with it.
 // - A hit reads the row's header, name and value, which are adjacent; the hash, the retire link
-//   and the version sit in a cold tail after the value (Row), so a 32-byte struct under a short
-//   name is the row's first 64 bytes, not bytes 8..96 as when the header held them. Tried and
+//   and the version sit in the writer's part before the header (Row), so a 32-byte struct under
+//   a short name is the row's first 64 bytes, not bytes 8..96 as when the header held them.
+//   (They sat in a tail after the value until a drop's two dependent misses, the header to
+//   find the tail, then the tail, kept 1M-row drops at ~6M/s: BM_L1Map_ApplyDrops.) Tried and
 //   not taken: rows rounded to 64-byte lines (a 96-byte row in 128, one line per hit) measured
 //   no better than 16-byte packing; a branch-free pick between a chain's first two rows
 //   measured worse than the walk.
@@ -180,7 +182,8 @@ std::size_t tombstone_slots(const L1Config& c) {
 }  // namespace
 
 L1Map::L1Map(const L1Config& config)
-    : buckets_(new std::atomic<Row*>[index_buckets(validated(config).max_size)]),
+    : buckets_(static_cast<std::atomic<Row*>*>(huge_page_alloc(
+          index_buckets(validated(config).max_size) * sizeof(std::atomic<Row*>)))),
       mask_(index_buckets(config.max_size) - 1),
       clock_(config.clock),
       shards_(new ReaderShard[kMaxReaderThreads]),
@@ -200,13 +203,14 @@ L1Map::L1Map(const L1Config& config)
       earliest_expiry_(std::numeric_limits<std::int64_t>::max()),
       tombstones_(tombstone_slots(config), config.ttl_ms + jitter_span_),
       ghost_(config.eviction == Eviction::kS3Fifo ? config.max_size : 0) {
-  for (std::size_t i = 0; i <= mask_; ++i) buckets_[i].store(nullptr, std::memory_order_relaxed);
+  // The index's atomics begin their lives here (trivially: nullptr is all zero bits).
+  for (std::size_t i = 0; i <= mask_; ++i) new (&buckets_[i]) std::atomic<Row*>(nullptr);
 }
 
 L1Map::~L1Map() {
   const auto free_chain = [this](Row* r) {
     while (r != nullptr) {
-      Row* next = r->tail().retired_next;
+      Row* next = r->meta().retired_next;
       free_row(r);
       r = next;
     }
@@ -398,8 +402,7 @@ std::size_t L1Map::value_offset(std::size_t name_size) const noexcept {
 
 std::size_t L1Map::row_charge(std::size_t name_size, std::size_t value_size) const noexcept {
   const std::size_t size = layout_.bytes() ? value_size : layout_.size;
-  return charge(sizeof(Row::Links) + Row::tail_offset(value_offset(name_size) + size) +
-                sizeof(Row::Tail));
+  return charge(Row::kPrefix + value_offset(name_size) + size);
 }
 
 L1Map::Row* L1Map::make_row(std::string_view name, std::uint64_t hash, std::string_view value,
@@ -410,11 +413,11 @@ L1Map::Row* L1Map::make_row(std::string_view name, std::uint64_t hash, std::stri
   const bool object = !layout_.bytes();
   const std::size_t size = object ? layout_.size : value.size();
   const std::size_t offset = value_offset(name.size());
-  const std::size_t bytes =
-      sizeof(Row::Links) + Row::tail_offset(offset + size) + sizeof(Row::Tail);
-  void* p = arena_.allocate(bytes);
-  new (p) Row::Links{nullptr, {nullptr}};
-  Row* r = new (static_cast<char*>(p) + sizeof(Row::Links)) Row;
+  const std::size_t bytes = Row::kPrefix + offset + size;
+  char* p = static_cast<char*>(arena_.allocate(bytes));
+  Row::Meta* tail = new (p) Row::Meta;
+  new (p + sizeof(Row::Meta)) Row::Links{nullptr, {nullptr}};
+  Row* r = new (p + Row::kPrefix) Row;
   r->next.store(nullptr, std::memory_order_relaxed);  // published later by a release store
   r->expires_at = expires_at;
   r->value_size = static_cast<std::uint32_t>(size);
@@ -422,7 +425,6 @@ L1Map::Row* L1Map::make_row(std::string_view name, std::uint64_t hash, std::stri
   r->name_size = static_cast<std::uint8_t>(name.size());
   std::memcpy(r->name(), name.data(), name.size());
   r->mark.store(0, std::memory_order_relaxed);  // published later by a release store
-  Row::Tail* tail = new (&r->tail()) Row::Tail;
   tail->hash = hash;
   tail->stamp.store(0, std::memory_order_relaxed);
   tail->version = version;
@@ -445,7 +447,7 @@ void L1Map::free_row(Row* row) noexcept {
   const std::size_t n = row_bytes(row);
   if (layout_.destroy != nullptr) layout_.destroy(row->value());
   row->~Row();
-  arena_.deallocate(reinterpret_cast<char*>(row) - sizeof(Row::Links), n);
+  arena_.deallocate(reinterpret_cast<char*>(row) - Row::kPrefix, n);
 }
 
 void L1Map::unlink(std::atomic<Row*>* link, Row* row) noexcept {
@@ -456,9 +458,9 @@ void L1Map::unlink(std::atomic<Row*>* link, Row* row) noexcept {
 }
 
 void L1Map::retire(Row* row) noexcept {
-  row->tail().retired_next = nullptr;
+  row->meta().retired_next = nullptr;
   if (untagged_.tail != nullptr) {
-    untagged_.tail->tail().retired_next = row;
+    untagged_.tail->meta().retired_next = row;
   } else {
     untagged_.head = row;
     untagged_.since = clock_();  // once per chain: at most once per kReclaimBatch retires
@@ -504,7 +506,7 @@ void L1Map::reclaim() noexcept {
       // Join the newest batch under the newer tag: its rows then wait for a later epoch than
       // they needed, which only delays their free.
       RetireChain& newest = batches_[(batch_head_ + batch_count_ - 1) % kRetireBatches];
-      newest.tail->tail().retired_next = untagged_.head;
+      newest.tail->meta().retired_next = untagged_.head;
       newest.tail = untagged_.tail;
       newest.epoch = untagged_.epoch;
     } else {
@@ -518,13 +520,20 @@ void L1Map::reclaim() noexcept {
   const std::uint64_t oldest = epoch::min_active();
   // Tags never decrease from the oldest batch to the newest, so the freeable batches come first.
   while (batch_count_ != 0 && batches_[batch_head_].epoch < oldest) {
-    relink_left(batches_[batch_head_].head);
+    // The chain is walked once (each step a dependent load), kFreeAtOnce rows at a time into
+    // `rows`; relinking and freeing then read the array. Three walks of the chain (prefetch,
+    // relink, free) cost ~25% of a 1M-row drop (BM_L1Map_ApplyDrops; perf: relink_left and
+    // reclaim).
     for (Row* r = batches_[batch_head_].head; r != nullptr;) {
-      Row* next = r->tail().retired_next;
-      --retired_rows_;
-      retired_bytes_ -= row_bytes(r);
-      free_row(r);
-      r = next;
+      Row* rows[kFreeAtOnce];
+      std::size_t n = 0;
+      for (; r != nullptr && n < kFreeAtOnce; r = r->meta().retired_next) rows[n++] = r;
+      relink_left(std::span<Row* const>(rows, n));
+      for (std::size_t k = 0; k < n; ++k) {
+        --retired_rows_;
+        retired_bytes_ -= row_bytes(rows[k]);
+        free_row(rows[k]);
+      }
     }
     batches_[batch_head_] = RetireChain{};
     batch_head_ = (batch_head_ + 1) % kRetireBatches;
@@ -628,7 +637,7 @@ InsertVerdict L1Map::put(std::string_view name, std::string_view value, const Br
 
 // Here, not in l1_eviction.cc, so that the coherence apply inlines them (BM_L1Map_ApplyDrops).
 inline void L1Map::leave(Row* row) noexcept {
-  Row::Tail& t = row->tail();
+  Row::Meta& t = row->meta();
   if (!relink_late_ || (t.queue != kSmall && t.queue != kMain)) {
     take_out(row);  // LRU's heap, or no queue (skip)
     return;
@@ -682,7 +691,7 @@ bool L1Map::drop_hashed(std::uint64_t hash, std::string_view told, Drop drop) no
   // relaxed: only this (writer) thread stores these pointers.
   for (Row* r = link->load(std::memory_order_relaxed); r != nullptr;
        r = link->load(std::memory_order_relaxed)) {
-    if (r->tail().hash == hash && drop(r)) {
+    if (r->meta().hash == hash && drop(r)) {
       leave(r);
       unlink(link, r);  // link now points past r
       removed(r, told, RemovalCause::kMessage);
@@ -734,12 +743,12 @@ std::size_t L1Map::apply_batch(const CoherenceMessage* first, std::size_t count,
     return *reinterpret_cast<const CoherenceMessage*>(reinterpret_cast<const char*>(first) +
                                                       i * stride);
   };
-  // Each message costs up to four dependent cache misses (tombstone, bucket, the row the bucket
-  // points to, then the row's tail with its version). Three prefetch stages keep several in
-  // flight: BM_L1Map_ApplyDrops. (A drop leaves its eviction queue's links to reclaim(): leave().)
+  // Each message costs up to three dependent cache misses (bucket, then the row the bucket
+  // points to: its writer's part, header and name; the tombstone beside them). Two prefetch
+  // stages keep several messages' misses in flight: BM_L1Map_ApplyDrops. (A drop leaves its
+  // eviction queue's links to reclaim() in a large map: leave().)
   constexpr std::size_t kBucketAhead = 8;
   constexpr std::size_t kRowAhead = 4;
-  constexpr std::size_t kTailAhead = 2;
   const std::int64_t now = clock_();
   const std::size_t n = count;
   // Each message's hash, computed once (a branded name: hash_name is hash_key's 14-byte case):
@@ -759,17 +768,16 @@ std::size_t L1Map::apply_batch(const CoherenceMessage* first, std::size_t count,
     if (i + kRowAhead < n) {
       const std::uint64_t h = hashes[(i + kRowAhead) % kBucketAhead];
       if (const Row* head = buckets_[h & mask_].load(std::memory_order_relaxed)) {
-        __builtin_prefetch(head);
-      }
-    }
-    if (i + kTailAhead < n) {
-      const std::uint64_t h = hashes[(i + kTailAhead) % kBucketAhead];
-      if (const Row* head = buckets_[h & mask_].load(std::memory_order_relaxed)) {
-        __builtin_prefetch(&head->tail());  // the header, prefetched two messages ago, says where
+        // The writer's part through the name: from 48 bytes before the header to its name's
+        // end (kIdSize: a branded name), in at most three lines.
+        const char* at_row = reinterpret_cast<const char*>(head);
+        __builtin_prefetch(at_row - Row::kPrefix);
+        __builtin_prefetch(at_row);
+        __builtin_prefetch(at_row + sizeof(Row) + kIdSize - 1);
       }
     }
     const CoherenceMessage& m = at(i);
-    const Verdict v = apply_one(m.name.view(), hashes[i % kBucketAhead], id_bytes(m.version), now);
+    const Verdict v = apply_one(m.name.view(), hashes[i % kBucketAhead], m.version.bytes(), now);
     if (verdicts != nullptr) verdicts[i] = v;
     applied += v == Verdict::kApplied;
     if (i + kBucketAhead < n) ahead(i + kBucketAhead);  // into the slot message i just freed
@@ -813,7 +821,7 @@ void L1Map::clear() noexcept {
   // Every queue emptied with the index (not told: the caller knows; the engine tells kFlush),
   // and the rows that left them, still threaded through them, no longer are.
   const auto forget = [](Row* r) noexcept {
-    for (; r != nullptr; r = r->tail().retired_next) r->tail().queue = kNoQueue;
+    for (; r != nullptr; r = r->meta().retired_next) r->meta().queue = kNoQueue;
   };
   forget(untagged_.head);
   for (std::size_t k = 0; k < batch_count_; ++k) {

@@ -4,6 +4,8 @@
 // row stays visible to ASan (a pooled block would be reused silently).
 #include <echo/table/row_arena.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <new>
 
@@ -29,6 +31,20 @@ bool RowArena::pooled(std::size_t n) noexcept {
   return n <= kMaxPooled;
 #endif
 }
+
+void* huge_page_alloc(std::size_t bytes) {
+  const std::size_t align = bytes >= RowArena::kHugeChunk ? RowArena::kHugeChunk : 64;
+  // aligned_alloc wants a multiple of the alignment.
+  void* p = std::aligned_alloc(align, (std::max<std::size_t>(bytes, 1) + align - 1) & ~(align - 1));
+  if (p == nullptr) throw std::bad_alloc();
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  // Advice only, as for the arena's chunks.
+  if (align == RowArena::kHugeChunk) static_cast<void>(::madvise(p, bytes, MADV_HUGEPAGE));
+#endif
+  return p;
+}
+
+void huge_page_free(void* p) noexcept { std::free(p); }
 
 RowArena::~RowArena() {
   for (const auto& [p, size] : chunks_)

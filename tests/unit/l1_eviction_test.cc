@@ -344,8 +344,8 @@ TEST(L1Eviction, MaxBytesHoldsAtEveryStepUnderChurnAndFillsToWithinFivePercent) 
 TEST(L1Eviction, RowChargeIsTheArenaBlockAndAnOversizedRowIsNotCached) {
   Recorder rec;
   L1Map m(config(Eviction::kS3Fifo, 100, &rec, 4096));
-  // The 16-byte links, the 24-byte header, the name, the value, up to 8-byte alignment for the
-  // 32-byte tail, then up to the arena's 16: 16 + (24 + 1 + 8 = 33 -> 40) + 32 = 88 -> 96.
+  // The 32-byte meta and 16-byte links, the 24-byte header, the name, the value, then up to
+  // the arena's 16: 48 + 24 + 1 + 8 = 81 -> 96.
   EXPECT_EQ(m.row_charge(1, 8), 96u);
   put(m, "small", 100);
   const std::size_t charged = m.bytes();

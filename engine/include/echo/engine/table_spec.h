@@ -189,7 +189,7 @@ struct TableSpec {
   double jitter = 0.1;              // 0.0 .. 0.5
   std::size_t max_size = 100000;    // 1 .. 2^26 (the L1 index is allocated whole: table_spec.cc)
   // 0: no byte bound; else 4096 .. 2^44: the most bytes L1's rows may hold, each charged its
-  // allocation (72 bytes of links, header and tail, the key, the value or decoded object,
+  // allocation (72 bytes of meta, links and header, the key, the value or decoded object,
   // rounded up to 16: table::L1Map::row_charge). Either bound, or both, makes an insert evict.
   std::size_t max_bytes = 0;
   Eviction eviction = Eviction::kS3Fifo;  // who goes when L1 is full (see Eviction)

@@ -45,6 +45,9 @@ class BrandedId {
   static Expected<BrandedId, IdError> encode(std::string_view ns, std::uint64_t snowflake) noexcept;
 
   std::string_view view() const noexcept { return {bytes_.data(), kIdSize}; }
+  // The 14 bytes in place (fill_guard.h's IdBytes): no copy for a caller that takes them by
+  // reference (L1Map::apply_batch).
+  const std::array<char, kIdSize>& bytes() const noexcept { return bytes_; }
   std::string_view ns() const noexcept { return view().substr(0, kNamespaceSize); }
   std::string_view payload() const noexcept { return view().substr(kNamespaceSize); }
   std::string str() const { return std::string(view()); }

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <echo/table/branded_id.h>
+#include <echo/table/row_arena.h>
 
 #include <array>
 #include <bit>
@@ -167,7 +168,7 @@ class TombstoneTable {
   bool grow() noexcept;
   void collapse() noexcept;
 
-  std::vector<Slot> slots_;
+  std::vector<Slot, HugePageAllocator<Slot>> slots_;  // huge pages once 2 MiB (row_arena.h)
   std::size_t mask_;
   std::size_t max_slots_;
   std::size_t used_ = 0;

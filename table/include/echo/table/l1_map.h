@@ -82,7 +82,7 @@ struct L1Config {
   // 8 GiB before the first row.
   std::size_t max_size = 100000;
   // 0: no byte bound; else 4096 .. 2^44: the most bytes the linked rows may hold, each row
-  // charged what the arena gave it (row_charge(): 72 bytes of links, header and tail, the
+  // charged what the arena gave it (row_charge(): 72 bytes of meta, links and header, the
   // name, the value or object, rounded up to 16). The index (16 bytes per max_size row) and the
   // ghost (S3-FIFO: 8 bytes per max_size row) are sized by max_size and not charged. A row larger
   // than the whole bound is not cached (kFullSkip).
@@ -305,8 +305,8 @@ class L1Map {
   std::size_t value_bytes() const noexcept { return value_bytes_; }
   std::size_t bucket_count() const noexcept { return mask_ + 1; }
   // What a row of this name and value size is charged against max_bytes (its allocation: the
-  // 16-byte links, the 24-byte header, the name, the value or object, the 32-byte tail,
-  // aligned, rounded up to 16). Any thread.
+  // 48-byte writer's part (meta and links), the 24-byte header, the name, the value or object
+  // (aligned), rounded up to 16). Any thread.
   std::size_t row_charge(std::size_t name_size, std::size_t value_size) const noexcept;
   // Writer thread: the linked rows' charged bytes (max_bytes's measure).
   std::size_t bytes() const noexcept { return bytes_; }
@@ -331,15 +331,17 @@ class L1Map {
   static constexpr std::size_t kRetireBatches = 32;
 
  private:
-  // One allocation: the writer's queue links (Links, 16 bytes, just before the row's address),
-  // this header (what a hit reads first), the name's name_size bytes, then (at value_offset,
-  // aligned for an object layout) value_size bytes of value or the decoded object, then the
-  // cold tail (hash, stamp, version: 8-aligned, at tail_offset()). A hit reads the header, the
-  // name and the value, which are adjacent: a 32-byte struct under a name of up to 8 bytes
-  // fills the row's first 64 bytes. The links sit at a fixed place before the header so that
-  // the writer reaches a queue neighbour's in one (prefetchable) miss, without first reading
-  // its header to find its tail (apply_batch). Everything but `next`, `mark`, the links and
-  // Tail::stamp is immutable once published. Here, not in l1_map.cc, so visit() inlines.
+  // One allocation: the writer's part first (Meta, then Links: 48 bytes at fixed places just
+  // before the row's address), then this header (what a hit reads first), the name's
+  // name_size bytes, then (at value_offset, aligned for an object layout) value_size bytes of
+  // value or the decoded object. A hit reads the header, the name and the value, which are
+  // adjacent: a 32-byte struct under a name of up to 8 bytes fills the row's first 64 bytes. A
+  // coherence drop reads the writer's part, the header and the name, which are adjacent too (86
+  // bytes for a branded name: two lines, sometimes three), all at addresses the bucket's pointer
+  // gives without reading the row first, so apply_batch prefetches them in one stage; a queue
+  // neighbour's links are one (prefetchable) miss. Everything but `next`, `mark`, the links,
+  // Meta::queue and Meta::stamp is immutable once published. Here, not in l1_map.cc, so visit()
+  // inlines.
   struct Row {
     std::atomic<Row*> next;  // writer stores (release), readers load (seq_cst, see lookup())
     std::int64_t expires_at;
@@ -363,7 +365,9 @@ class L1Map {
     };
     Links& links() noexcept { return *(reinterpret_cast<Links*>(this) - 1); }
 
-    struct Tail {
+    // The writer's part of the row (with Links): never read by a reader but for `version`
+    // (visit, find) and, under kLru, `stamp`.
+    struct Meta {
       union {
         // hash_key(name) while the row is linked: the writer's (apply_hashed, the ghost,
         // evict), no reader's.
@@ -378,15 +382,13 @@ class L1Map {
       // threaded through its queue's links until reclaim() frees it (see leave()).
       std::uint8_t queue;
     };
-    static std::size_t tail_offset(std::size_t value_end) noexcept {
-      return (value_end + alignof(Tail) - 1) & ~(alignof(Tail) - 1);
+    // The bytes before the header: the meta, then the links.
+    static constexpr std::size_t kPrefix = 48;
+    const Meta& meta() const noexcept {
+      return *reinterpret_cast<const Meta*>(reinterpret_cast<const char*>(this) - kPrefix);
     }
-    const Tail& tail() const noexcept {
-      return *reinterpret_cast<const Tail*>(reinterpret_cast<const char*>(this) +
-                                            tail_offset(std::size_t{value_offset} + value_size));
-    }
-    Tail& tail() noexcept { return const_cast<Tail&>(std::as_const(*this).tail()); }
-    const IdBytes& version() const noexcept { return tail().version; }
+    Meta& meta() noexcept { return const_cast<Meta&>(std::as_const(*this).meta()); }
+    const IdBytes& version() const noexcept { return meta().version; }
 
     const char* name() const noexcept { return reinterpret_cast<const char*>(this + 1); }
     char* name() noexcept { return reinterpret_cast<char*>(this + 1); }
@@ -396,7 +398,9 @@ class L1Map {
   };
   static_assert(sizeof(Row) == 24, "a hit's header: 24 bytes, the name right after it");
   static_assert(sizeof(std::atomic<std::uint8_t>) == 1, "the mark fills the header's last byte");
-  static_assert(sizeof(Row::Links) == 16, "the links keep the header at the arena's 16 alignment");
+  static_assert(sizeof(Row::Links) == 16 && sizeof(Row::Meta) == 32 &&
+                    Row::kPrefix == sizeof(Row::Meta) + sizeof(Row::Links),
+                "the writer's part keeps the header at the arena's 16 alignment");
   static_assert(kMaxNameSize <= 255, "Row::name_size is one byte");
   struct alignas(kCacheLine) ReaderShard {
     // Written only by the thread owning this shard index (store(load + 1), relaxed); read by
@@ -404,7 +408,7 @@ class L1Map {
     std::atomic<std::uint64_t> hits{0};
     std::atomic<std::uint64_t> misses{0};
   };
-  // Retired rows chained through Row::Tail::retired_next (writer-only; readers never read it).
+  // Retired rows chained through Row::Meta::retired_next (writer-only; readers never read it).
   struct RetireChain {
     Row* head = nullptr;
     Row* tail = nullptr;
@@ -424,7 +428,7 @@ class L1Map {
   // lookup()'s walk for a name that is not 14 bytes (a text key), out of line.
   [[gnu::noinline]] static const Row* lookup_text(const Row* r, std::string_view name) noexcept;
   // The chain walk from `r` for a name of any length (lookup_text's and hit()'s, inline). It
-  // compares lengths and names, not hashes: the hash lives in the row's cold tail.
+  // compares lengths and names, not hashes: the hash lives in the row's meta, before its header.
   static const Row* walk(const Row* r, std::string_view name) noexcept;
   // The time a read judges expiry by: the clock's (kCall) or the writer's last tick()
   // (kPublished; kNone publishes the earliest time there is, so nothing has expired by it).
@@ -452,11 +456,10 @@ class L1Map {
   // nullptr when the layout's decode refused `value` (decode_error_ says why).
   Row* make_row(std::string_view name, std::uint64_t hash, std::string_view value,
                 const IdBytes& version, std::int64_t expires_at);
-  // The row's allocation: links, header, name, value, tail (inline: every retire, free and
+  // The row's allocation: meta, links, header, name, value (inline: every retire, free and
   // queue move asks).
   static std::size_t row_bytes(const Row* row) noexcept {
-    return sizeof(Row::Links) +
-           Row::tail_offset(std::size_t{row->value_offset} + row->value_size) + sizeof(Row::Tail);
+    return Row::kPrefix + std::size_t{row->value_offset} + row->value_size;
   }
   std::size_t value_offset(std::size_t name_size) const noexcept;
   void unlink(std::atomic<Row*>* link, Row* row) noexcept;
@@ -481,7 +484,7 @@ class L1Map {
 
   // ---- Eviction (l1_eviction.cc): writer thread, but for touch().
   enum Queue : std::uint8_t { kNoQueue, kSmall, kMain, kHeap };
-  static constexpr std::uint8_t kLeft = 0x80;  // Tail::queue: left its queue, not yet relinked
+  static constexpr std::uint8_t kLeft = 0x80;  // Meta::queue: left its queue, not yet relinked
   // A FIFO threaded through its rows' links (newer, older), oldest first.
   struct Fifo {
     Row* oldest = nullptr;
@@ -523,8 +526,11 @@ class L1Map {
   // 0.94x (10 pairs) at once.
   void leave(Row* row) noexcept;
   static constexpr std::size_t kRelinkAtOnceRows = 32768;
-  // Relinks the rows of a retire batch that left a queue (reclaim(), before freeing them).
-  void relink_left(Row* head) noexcept;
+  // Relinks those of `rows` (a part of a retire batch) that left a queue (reclaim(), before
+  // freeing them).
+  void relink_left(std::span<Row* const> rows) noexcept;
+  // reclaim() frees a batch this many rows at a time (an array on its stack).
+  static constexpr std::size_t kFreeAtOnce = 256;
   // The oldest row of `q` still in it (rows that left are relinked on the way).
   Row* oldest(Fifo& q) noexcept;
   void put_back(Row* row, Place place) noexcept;
@@ -551,7 +557,11 @@ class L1Map {
   void heap_sift_up(std::size_t slot) noexcept;
 
   // Readers' read-mostly line: set in the constructor; only published_now_ is written after.
-  alignas(kCacheLine) std::unique_ptr<std::atomic<Row*>[]> buckets_;
+  // The index: huge_page_alloc'd (row_arena.h), freed with huge_page_free.
+  struct IndexFree {
+    void operator()(std::atomic<Row*>* p) const noexcept { huge_page_free(p); }
+  };
+  alignas(kCacheLine) std::unique_ptr<std::atomic<Row*>[], IndexFree> buckets_;
   std::size_t mask_;
   MonotonicClock clock_;
   std::unique_ptr<ReaderShard[]> shards_;
