@@ -106,7 +106,7 @@ ring::RingConfig ring_config(const BenchConfig& c) {
   r.capacity = c.ring_capacity;
   // The ring's own default spin budget before the strategy proper (RingConfig), as the bench/
   // binaries run it; the lane rows keep the writer's (TableSpec::writer_wait, spin 0).
-  r.consumer_wait = {c.wait, ring::WaitConfig{}.spin_budget};
+  r.consumer_wait = {c.wait, ring::WaitConfig{}.spin_budget};  // and the default gather
   return r;
 }
 
@@ -115,7 +115,11 @@ double ring_rate(const BenchConfig& c, std::size_t chunk) {
   std::uint64_t buf[kProducerChunk];
   return two_threads(
       c.ring_items, chunk,
-      [&](std::uint64_t first, std::size_t n) {
+      [&](std::uint64_t first, std::size_t n) -> std::size_t {
+        if (chunk == 1) {  // the 1-item verb, as moodycamel's try_enqueue is theirs
+          std::uint64_t v = first;
+          return q.try_publish(std::move(v)) ? 1 : 0;
+        }
         for (std::size_t i = 0; i < n; ++i) buf[i] = first + i;
         return q.try_publish_batch(std::span<std::uint64_t>(buf, n));
       },
@@ -516,7 +520,9 @@ void run_micro(const BenchConfig& c, Progress& progress, std::vector<Row>& rows)
                  ? ", adaptive handshake"
                  : ", seq_cst handshake (no membarrier here)");
   const std::string ours = "SpscRing (consumer: " + std::to_string(w.spin_budget) +
-                           " pause polls, then " + wait + handshake + ")";
+                           " pause polls, then " + wait + handshake + "; under continuous " +
+                           "traffic each wait first pauses " + std::to_string(w.gather) +
+                           " times, the gather)";
   const std::string never_sleeps = " (consumer: 64 pause polls, then sched_yield per poll)";
   Row batched = make_row("ring_vs_boost", "ring throughput, 64-item publishes", ours,
                          "boost::lockfree::spsc_queue" + never_sleeps, "ops/s", true, two);

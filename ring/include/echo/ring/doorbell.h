@@ -136,6 +136,11 @@ class Doorbell {
   // rings symmetric, few enough that a burst of 1-item publishes runs light after 64 items.
   static constexpr std::uint32_t kLightAfter = 64;
 
+  // Gather (WaitConfig::gather): waits in a row that found work within their first
+  // kGatherQuickPolls polls before the next wait starts with the gather's pauses.
+  static constexpr std::uint32_t kGatherAfter = 4;
+  static constexpr std::uint32_t kGatherQuickPolls = 8;
+
   explicit Doorbell(WaitConfig config = {}) noexcept
       : config_(config),
         starts_light_(config.strategy == WaitStrategy::kPark && config.asymmetric_barrier &&
@@ -221,16 +226,28 @@ class Doorbell {
   }
 
   // The consumer thread only (one per doorbell). Returns kWork as soon as has_work() is true;
-  // kStopped once `stop` is requested; kTimeout at `deadline`. Spins config().spin_budget polls,
-  // then spins, yields or parks. has_work must be a cheap, side-effect-free check: each ring's
+  // kStopped once `stop` is requested; kTimeout at `deadline`. Spins config().spin_budget polls
+  // (under continuous traffic, after config().gather pauses: WaitConfig::gather), then spins,
+  // yields or parks. has_work must be a cheap, side-effect-free check: each ring's
   // SpscRing::has_work (a seq_cst tail load) plus, for sources whose producers call notify(),
   // any load at all (e.g. an inbox's size_approx() != 0).
   template <class HasWork>
   WaitVerdict wait_until(HasWork&& has_work, Clock::time_point deadline = Clock::time_point::max(),
                          std::stop_token stop = {}) {
-    for (std::uint32_t i = 0; i < config_.spin_budget; ++i) {
-      if (has_work()) return WaitVerdict::kWork;
-      cpu_relax();
+    if (config_.spin_budget != 0) {
+      // Gather: under continuous traffic, leave the producer alone for a moment first.
+      if (config_.gather != 0 && quick_waits_ >= kGatherAfter) {
+        for (std::uint32_t i = 0; i < config_.gather; ++i) cpu_relax();
+        gathers_.store(gathers_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+      }
+      for (std::uint32_t i = 0; i < config_.spin_budget; ++i) {
+        if (has_work()) {
+          quick_waits_ = i < kGatherQuickPolls ? quick_waits_ + (quick_waits_ < kGatherAfter) : 0;
+          return WaitVerdict::kWork;
+        }
+        cpu_relax();
+      }
+      quick_waits_ = 0;
     }
     if (config_.strategy != WaitStrategy::kPark) {
       for (std::uint32_t i = 0;; ++i) {
@@ -293,6 +310,8 @@ class Doorbell {
   std::uint64_t adaptive_barriers_count() const noexcept {
     return adaptive_barriers_.load(std::memory_order_relaxed);
   }
+  // Waits that began with the gather's pauses (WaitConfig::gather).
+  std::uint64_t gathers_count() const noexcept { return gathers_.load(std::memory_order_relaxed); }
   // Rings that may still publish light (a racy estimate; for tests and reports).
   std::uint32_t light_rings_approx() const noexcept {
     return light_rings_.load(std::memory_order_relaxed);
@@ -339,6 +358,10 @@ class Doorbell {
   bool registered_ = false;  // membarrier registered from the consumer thread
   bool fallen_back_ = false;
   bool settled_ = false;  // fallen back and every light ring has left: untimed parks again
+  // Written on every wait (the gather's state): a line of their own, away from waiters_, which
+  // light producers load on every publish.
+  alignas(kCacheLine) std::uint32_t quick_waits_ = 0;  // waits in a row that found work soon
+  std::atomic<std::uint64_t> gathers_{0};  // consumer-written (load + store), read by reports
 
   static_assert(std::atomic<std::uint32_t>::is_always_lock_free &&
                     sizeof(std::atomic<std::uint32_t>) == 4,

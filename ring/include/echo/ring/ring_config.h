@@ -53,7 +53,22 @@ struct WaitConfig {
   // 120 ns of the 1-item publish on the CI VM (ring_vs_rwq 0.02x before, see spsc_ring.h). Ignored
   // where the kernel does not offer membarrier (the handshake stays seq_cst). Default on.
   bool adaptive_barrier = true;
+  // Consumer only, and only with a spin phase (spin_budget > 0): once the consumer's waits keep
+  // finding work within their first few polls (Doorbell::kGatherAfter waits in a row: a producer
+  // publishing item after item while the consumer keeps catching up), each wait first pauses
+  // `gather` times without looking, so the producer fills a batch undisturbed instead of handing
+  // the tail's cache line over after every item; the first wait that then finds nothing soon
+  // ends it. 0 = off; 0 .. 65536 pauses (512: ~4.8 us on the CI VM, up to that much added to an
+  // item's wait in that regime only; ping-pong traffic never enters it). Why: ring_vs_rwq (1-item
+  // publishes) was 0.02x moodycamel's ReaderWriterQueue, whose slower consumer stays behind and
+  // takes ~255 items per look; 1.22-1.27x with it (128: 0.86x, 256: 1.03-1.13x; docs/benchmarks.md).
+  // The engine's writer has no spin phase by default (TableSpec::writer_wait), so this does not
+  // touch the lanes.
+  std::uint32_t gather = 512;
 };
+
+// The largest WaitConfig::gather accepted.
+inline constexpr std::uint32_t kMaxGather = 65536;
 
 struct RingConfig {
   // Power of two >= 2; 4096 is WIRE §7's default.
@@ -114,6 +129,10 @@ inline void validate(const RingConfig& config) {
     if (s > static_cast<unsigned>(WaitStrategy::kPark)) {
       throw std::invalid_argument("ring_wait_strategy must be spin, yield or park, got " +
                                   std::to_string(s));
+    }
+    if (w->gather > kMaxGather) {
+      throw std::invalid_argument("ring_wait_gather must be 0..65536 pauses, got " +
+                                  std::to_string(w->gather));
     }
   }
 }
