@@ -47,19 +47,13 @@ void* huge_page_alloc(std::size_t bytes) {
 void huge_page_free(void* p) noexcept { std::free(p); }
 
 RowArena::~RowArena() {
-  for (const auto& [p, size] : chunks_)
-    ::operator delete (p, std::align_val_t{size >= kHugeChunk ? kHugeChunk : kGranule});
+  for (const auto& chunk : chunks_) huge_page_free(chunk.first);
 }
 
 void RowArena::new_chunk(std::size_t at_least) {
   std::size_t size = next_chunk_;
   while (size < at_least) size *= 2;
-  const std::size_t align = size >= kHugeChunk ? kHugeChunk : kGranule;
-  void* p = ::operator new (size, std::align_val_t{align});
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-  // Advice only: where THP is off this changes nothing, and failure is harmless.
-  if (size >= kHugeChunk) static_cast<void>(::madvise(p, size, MADV_HUGEPAGE));
-#endif
+  void* p = huge_page_alloc(size);  // 2 MiB-aligned and advised once the chunks reach 2 MiB
   chunks_.emplace_back(p, size);
   chunk_bytes_ += size;
   // The old chunk's tail (less than one block) is abandoned: at most kMaxPooled per chunk.
