@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -21,6 +23,7 @@
 
 #include <echo/engine/journal.h>
 #include <echo/engine/table_spec.h>
+#include <echo/table/names.h>
 
 #include "support/temp_dir.h"
 
@@ -568,6 +571,93 @@ TEST_F(JournalTest, ABurstOfRemembersGoesInTransactionsOfAtMostMaxGroupAndAFlush
             std::to_string(kNames) + "\n");
 }
 
+// What another process sees of `file`: 'j' opens it as a Journal of its own ("opened N" with
+// N intents, or the error it threw), 'r' reads it with SQLite's default VFS ("read N" or
+// SQLite's error). Run in a child forked before the parent opens anything, answering one
+// command at a time over pipes, until its input ends.
+[[noreturn]] void other_process(int in, int out, const JournalOptions& o) {
+  for (char command = 0; ::read(in, &command, 1) == 1;) {
+    std::string answer;
+    if (command == 'j') {
+      try {
+        Journal j(o);
+        answer = "opened " + std::to_string(j.stats().intents);
+      } catch (const std::exception& e) {
+        answer = e.what();
+      }
+    } else {
+      sqlite3* db = nullptr;
+      sqlite3_stmt* st = nullptr;
+      const std::filesystem::path file = table::journal_file(o.dir, o.group).value();
+      if (sqlite3_open_v2(file.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK &&
+          sqlite3_prepare_v2(db, "SELECT count(*) FROM intents", -1, &st, nullptr) == SQLITE_OK &&
+          sqlite3_step(st) == SQLITE_ROW) {
+        answer = "read " + std::to_string(sqlite3_column_int(st, 0));
+      } else {
+        answer = sqlite3_errmsg(db);
+      }
+      sqlite3_finalize(st);
+      sqlite3_close(db);
+    }
+    answer.resize(255);
+    if (::write(out, answer.c_str(), 256) != 256) break;
+  }
+  std::_Exit(0);  // no destructor of the parent's objects (its temporary directory) runs here
+}
+
+TEST_F(JournalTest, AnotherProcessCannotOpenALiveJournalAndOpensItOnceItIsClosed) {
+  // One owner per file, enforced under `exclusive` (the default): while this process has the
+  // journal open, another process's Journal on the file is refused at once with the cause named,
+  // and its plain SQLite read is refused too; once closed, the other process opens it and finds
+  // every intent. Under exclusive = false the live file stays readable from outside.
+  JournalOptions o = options();
+  std::filesystem::create_directories(o.dir);
+  int to_child[2], from_child[2];
+  ASSERT_EQ(::pipe(to_child), 0);
+  ASSERT_EQ(::pipe(from_child), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::close(to_child[1]);
+    ::close(from_child[0]);
+    other_process(to_child[0], from_child[1], o);
+  }
+  ::close(to_child[0]);
+  ::close(from_child[1]);
+  auto ask = [&](char command) {
+    char answer[256] = {};
+    if (::write(to_child[1], &command, 1) != 1 || ::read(from_child[0], answer, 256) != 256) {
+      return std::string("no answer");
+    }
+    return std::string(answer);
+  };
+  {
+    Journal j(o);
+    for (std::uint64_t v = 1; v <= 3; ++v) j.mark_enqueued(j.record(id("AST", 1), id("TXN", v)));
+    j.flush();
+    const auto refused = std::chrono::steady_clock::now();
+    const std::string journal = ask('j');
+    EXPECT_NE(journal.find("is open in another process (one owner per file"), std::string::npos)
+        << journal;
+    EXPECT_LT(std::chrono::steady_clock::now() - refused, std::chrono::seconds(2))
+        << "refused at once, not after the busy timeout";
+    EXPECT_EQ(ask('r'), "database is locked");
+    j.record(id("AST", 1), id("TXN", 4));  // the owner goes on, its lock intact
+  }
+  EXPECT_EQ(ask('j'), "opened 4");
+  o.exclusive = false;
+  {
+    Journal j(o);
+    j.record(id("AST", 1), id("TXN", 5));
+    EXPECT_EQ(ask('r'), "read 5");
+  }
+  ::close(to_child[1]);  // the child's read sees the end and it exits
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  ::close(from_child[0]);
+}
+
 TEST_F(JournalTest, AnEmptyRecordManyRecordsNothing) {
   Journal j(options());
   EXPECT_TRUE(j.record_many(std::span<const IntentRow>()).empty());
@@ -598,26 +688,45 @@ TEST_F(JournalTest, TheFlusherCheckpointsTheWalBesideTheWriter) {
   // Past 1,000 WAL frames the flusher copies them back on its own connection, with no commit
   // paying for it. (Its connection had never read the file, so SQLite took it for a rollback
   // journal's and answered every checkpoint with nothing copied: every checkpoint fell to a
-  // committing caller, inline, once the WAL reached 4,000 frames.)
-  Journal j(options());
-  std::uint64_t v = 0;
-  while (read_wal_index(j.path()).frames < 1100) {
-    for (int i = 0; i < 20; ++i) j.record(id("AST", 1), id("TXN", ++v));
+  // committing caller, inline, once the WAL reached 4,000 frames.) Under SQLite's default
+  // locking the wal-index is in the -shm file, read here; under `exclusive` (the default) it is
+  // in the process's heap, so the WAL's size counts the frames (no restart before the first
+  // complete checkpoint) and the database file's growth shows the copy.
+  for (const bool exclusive : {false, true}) {
+    SCOPED_TRACE(exclusive ? "exclusive" : "SQLite's default locking");
+    JournalOptions o = options(exclusive ? "PRT0KHTOWnGLuD" : "PRT0KHTOWnGLuC");
+    o.exclusive = exclusive;
+    Journal j(o);
+    const std::filesystem::path wal = j.path().string() + "-wal";
+    EXPECT_EQ(std::filesystem::exists(j.path().string() + "-shm"), !exclusive);
+    auto frames = [&] {
+      if (!exclusive) return read_wal_index(j.path()).frames;
+      const auto size = std::filesystem::exists(wal) ? std::filesystem::file_size(wal) : 0;
+      return static_cast<std::uint32_t>(size < 32 ? 0 : (size - 32) / (kJournalPageSize + 24));
+    };
+    const std::uintmax_t db_before = std::filesystem::file_size(j.path());
+    std::uint64_t v = 0;
+    while (frames() < 1100) {
+      for (int i = 0; i < 20; ++i) j.record(id("AST", 1), id("TXN", ++v));
+    }
+    ASSERT_LT(frames(), 4000u) << "past the inline checkpoint's threshold";
+    // The frames land in the file during the flusher's checkpoint, and its counter moves once
+    // the checkpoint has returned: wait for both (reading the counter as soon as the file showed
+    // the frames found it still 0 under load).
+    auto copied = [&] {
+      return exclusive ? std::filesystem::file_size(j.path()) > db_before
+                       : read_wal_index(j.path()).backfilled >= 1000;
+    };
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while ((!copied() || j.stats().checkpoints == 0) && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    EXPECT_TRUE(copied()) << "the flusher copied no frame back";
+    const JournalStats s = j.stats();
+    EXPECT_GE(s.checkpoints, 1u);
+    EXPECT_EQ(s.inline_checkpoints, 0u) << "a committing caller checkpointed";
+    EXPECT_EQ(s.intents, v);
   }
-  ASSERT_LT(read_wal_index(j.path()).frames, 4000u) << "past the inline checkpoint's threshold";
-  // The frames land in the file during the flusher's checkpoint, and its counter moves once the
-  // checkpoint has returned: wait for both (reading the counter as soon as the file showed the
-  // frames found it still 0 under load).
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while ((read_wal_index(j.path()).backfilled < 1000 || j.stats().checkpoints == 0) &&
-         std::chrono::steady_clock::now() < until) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  EXPECT_GE(read_wal_index(j.path()).backfilled, 1000u) << "the flusher copied no frame back";
-  const JournalStats s = j.stats();
-  EXPECT_GE(s.checkpoints, 1u);
-  EXPECT_EQ(s.inline_checkpoints, 0u) << "a committing caller checkpointed";
-  EXPECT_EQ(s.intents, v);
 }
 
 TEST_F(JournalTest, TheWalStaysBoundedUnderAWriterThatNeverPauses) {

@@ -183,8 +183,9 @@ TEST_F(WalVfsTest, CheckpointsAndWalRestartsKeepEveryCommitInTheFile) {
     EXPECT_EQ(rows_in_a_copy_of_the_files(),
               std::to_string(rows) + ";" + std::to_string(rows) + ";ok;");
   }
-  // And a second connection (SQLite's default VFS, as the operator's CLI opens a live journal)
-  // reads every row while ours stays open.
+  // And a second connection of this process (SQLite's default VFS; the journal's own VFS holds
+  // the file's lock for the process, so only this process's connections may open it) reads
+  // every row while ours stays open.
   sqlite3* other = nullptr;
   ASSERT_EQ(sqlite3_open_v2((dir_ / "t.db").c_str(), &other, SQLITE_OPEN_READONLY, nullptr),
             SQLITE_OK);
@@ -201,7 +202,7 @@ TEST_F(WalVfsTest, CheckpointsAndWalRestartsKeepEveryCommitInTheFile) {
 }
 
 TEST_F(WalVfsTest, ARestartOverAnOlderLongerWalKeepsEveryCommitInTheFile) {
-  // The journal's way: PASSIVE checkpoints on a second connection (SQLite's default VFS), no
+  // The journal's way: PASSIVE checkpoints on a second connection of the process, no
   // truncation, so after a restart our connection writes the WAL's header and new frames over
   // the older, longer WAL's first frames; the file keeps its size and the old frames beyond the
   // new ones (recovery tells them apart by the header's salts).
