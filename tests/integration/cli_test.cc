@@ -248,6 +248,28 @@ TEST_F(CliTest, JournalReplayThatSkippedMalformedIntentsIsNotASuccess) {
   EXPECT_NE(r.err.find("1 malformed intents were skipped"), std::string::npos) << r.err;
 }
 
+TEST_F(CliTest, JournalStatsOnAJournalAnotherProcessHasOpenIsRefusedNamingTheOwner) {
+  // One owner per file: while this process holds the journal (exclusive, the default) the
+  // program's own Journal is refused at once, exit 1, the cause named; once it is closed the
+  // same command reads the file.
+  TempDir dir;
+  engine::JournalOptions o;
+  o.dir = dir.path();
+  o.group = "PRT0KHTOWnGLuC";
+  std::filesystem::path file;
+  {
+    engine::Journal j(o);
+    file = j.path();
+    j.record(table::BrandedId::encode("AST", 1).value(), table::BrandedId::encode("TXN", 1).value());
+    const Ran r = run_cli({"journal", "stats", file.string()});
+    EXPECT_EQ(r.status, 1) << r.out << r.err;
+    EXPECT_NE(r.err.find("is open in another process (one owner per file"), std::string::npos) << r.err;
+  }
+  const Ran r = run_cli({"journal", "stats", file.string()});
+  EXPECT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("intents          1"), std::string::npos) << r.out;
+}
+
 // Whether `text` is well-formed XML as far as the bench's page uses it: every element closed in
 // order, attributes quoted, only the five predefined entities and numeric references, no raw
 // '<' or '&' in text, no control byte. Returns "" or what is wrong and where.
