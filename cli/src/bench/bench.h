@@ -73,6 +73,9 @@ struct Row {
   double ratio() const;  // ours_median / base_median
 };
 
+// The median of `v` (NaN when empty).
+double median_of(std::vector<double> v);
+
 // Progress on stderr, one line per step: "bench [12/49] RESP3 decode vs hiredis, round 2 of 7".
 class Progress {
  public:

@@ -86,12 +86,6 @@ class JobLane {
   floors::JobLaneTurns turns_;
 };
 
-double median_of(std::vector<double> v) {
-  floors::Samples s{std::move(v)};
-  s.sort();
-  return s.median();
-}
-
 // The round's median; its samples kept too, for --html's percentile curves.
 double keep(const std::vector<double>& v, std::vector<double>& samples) {
   samples.insert(samples.end(), v.begin(), v.end());

@@ -154,6 +154,55 @@ double boost_rate(const BenchConfig& c) {
       [&] { empty.idle(); });
 }
 
+// The ceiling of a 64-item hand-off between the two cores, in the same harness: no queue, a
+// bare array of the ring's capacity; the producer copies its chunk in (the prefix that fits) and
+// release-stores its tail; the consumer pause-polls until half the array is filled (or the last
+// items are in), then checks all of it and release-stores its head. Each line of items still
+// crosses once each way, with the least protocol and the largest batches a ring of this size
+// allows: what the items' own cache-line transfers cost here, which no queue gets under.
+double bare_rate(const BenchConfig& c) {
+  const std::size_t cap = c.ring_capacity, half = std::max<std::size_t>(1, c.ring_capacity / 2);
+  const std::uint64_t items = c.ring_items;
+  std::vector<std::uint64_t> slots(cap);
+  struct alignas(64) Sequence {
+    std::atomic<std::uint64_t> at{0};
+  };
+  Sequence head, tail;
+  std::uint64_t cached_head = 0;  // the producer's
+  std::uint64_t in[kProducerChunk];
+  // [from, from + n) of the array, as at most two runs (it wraps).
+  auto runs = [&](std::uint64_t from, std::size_t n, auto&& fn) {
+    const std::size_t first = static_cast<std::size_t>(from % cap), run = std::min(n, cap - first);
+    fn(slots.data() + first, run);
+    fn(slots.data(), n - run);
+  };
+  return two_threads(
+      items, kProducerChunk,
+      [&](std::uint64_t first, std::size_t n) -> std::size_t {
+        if (first + n - cached_head > cap) cached_head = head.at.load(std::memory_order_acquire);
+        n = std::min<std::size_t>(n, cap - static_cast<std::size_t>(first - cached_head));
+        for (std::size_t i = 0; i < n; ++i) in[i] = first + i;
+        const std::uint64_t* from = in;
+        runs(first, n, [&](std::uint64_t* to, std::size_t k) {
+          std::memcpy(to, from, k * sizeof *to);
+          from += k;
+        });
+        if (n != 0) tail.at.store(first + n, std::memory_order_release);
+        return n;
+      },
+      [&](auto& check) -> std::size_t {
+        const std::uint64_t h = head.at.load(std::memory_order_relaxed),
+                            t = tail.at.load(std::memory_order_acquire);
+        if (t - h < half && t != items) return 0;
+        runs(h, static_cast<std::size_t>(t - h), [&](std::uint64_t* from, std::size_t k) {
+          for (std::size_t i = 0; i < k; ++i) check(from[i]);
+        });
+        head.at.store(t, std::memory_order_release);
+        return static_cast<std::size_t>(t - h);
+      },
+      [] { ring::cpu_relax(); });
+}
+
 double rwq_rate(const BenchConfig& c) {
   moodycamel::ReaderWriterQueue<std::uint64_t> q(c.ring_capacity);
   Backoff empty;
@@ -528,11 +577,15 @@ void run_micro(const BenchConfig& c, Progress& progress, std::vector<Row>& rows)
                          "boost::lockfree::spsc_queue" + never_sleeps, "ops/s", true, two);
   Row single = make_row("ring_vs_rwq", "ring throughput, 1-item publishes", ours,
                         "moodycamel::ReaderWriterQueue" + never_sleeps, "ops/s", true, two);
+  std::vector<double> ceiling;
   for (int r = 0; r < c.rounds; ++r) {
     progress.step("ring vs boost spsc_queue", r, c.rounds);
     batched.ours_rounds.push_back(ring_rate(c, kProducerChunk));
     batched.base_rounds.push_back(boost_rate(c));
+    ceiling.push_back(bare_rate(c));
   }
+  // The physical bound beside the two: both queues' items cross the same lines.
+  batched.also.emplace_back("bare hand-off ceiling", median_of(std::move(ceiling)));
   for (int r = 0; r < c.rounds; ++r) {
     progress.step("ring vs moodycamel ReaderWriterQueue", r, c.rounds);
     single.ours_rounds.push_back(ring_rate(c, 1));

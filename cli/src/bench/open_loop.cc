@@ -135,12 +135,6 @@ struct Contender {
   }
 };
 
-double median(std::vector<double> v) {
-  floors::Samples s{std::move(v)};
-  s.sort();
-  return s.median();
-}
-
 }  // namespace
 
 void run_open_loop(const BenchConfig& c, const DrillTarget& target, Progress& progress,
@@ -254,10 +248,10 @@ void run_open_loop(const BenchConfig& c, const DrillTarget& target, Progress& pr
     x.base_rounds = floor[k].p999;
     x.ours_samples = std::move(lane[k].samples);
     x.base_samples = std::move(floor[k].samples);
-    x.also = {{"lane p50", median(lane[k].p50)},
-              {"lane p99", median(lane[k].p99)},
-              {"floor p50", median(floor[k].p50)},
-              {"floor p99", median(floor[k].p99)}};
+    x.also = {{"lane p50", median_of(lane[k].p50)},
+              {"lane p99", median_of(lane[k].p99)},
+              {"floor p50", median_of(floor[k].p50)},
+              {"floor p99", median_of(floor[k].p99)}};
     rows.push_back(std::move(x));
   }
 }

@@ -17,14 +17,14 @@
 #include "drill/floors.h"
 
 namespace echo::cli::bench {
-namespace {
-
-double median(std::vector<double> v) {
+double median_of(std::vector<double> v) {
   if (v.empty()) return std::nan("");
   floors::Samples s{std::move(v)};
   s.sort();
   return s.median();
 }
+
+namespace {
 
 std::string value(double v, const std::string& unit) {
   if (!std::isfinite(v)) return "n/a";
@@ -45,8 +45,8 @@ std::string placement_of(const BenchConfig& c, const std::string& threads, bool 
   return out;
 }
 
-double Row::ours_median() const { return median(ours_rounds); }
-double Row::base_median() const { return median(base_rounds); }
+double Row::ours_median() const { return median_of(ours_rounds); }
+double Row::base_median() const { return median_of(base_rounds); }
 double Row::ratio() const { return ours_median() / base_median(); }
 
 void Progress::step(const std::string& what, int round, int rounds) {
