@@ -83,8 +83,6 @@
 
 #include <echo/ring/ring_config.h>
 
-#include <sched.h>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -106,9 +104,6 @@ inline void cpu_relax() noexcept {
 }
 
 namespace detail {
-// The CPU this thread runs on now (glibc reads it from the thread's rseq area), -1 if unknown.
-inline int current_cpu() noexcept { return sched_getcpu(); }
-
 // Linux futex on a 32-bit atomic word. wait returns on a wake, a changed word, a signal or the
 // deadline (steady_clock = CLOCK_MONOTONIC; time_point::max() means none). Not hot-path code:
 // these are the one syscall the ring allows, and only when a side really sleeps.
@@ -145,13 +140,6 @@ class Doorbell {
   // kGatherQuickPolls polls before the next wait starts with the gather's pauses.
   static constexpr std::uint32_t kGatherAfter = 4;
   static constexpr std::uint32_t kGatherQuickPolls = 8;
-
-  // Own-core wakes: a consumer woken by a signal sent from its own CPU shares that CPU with the
-  // producer (pinned there, or the other CPUs busy), where a pause-spin only keeps the producer
-  // from running: until a wake comes from another CPU, its spin phase yields the core at each
-  // poll instead (at most kOwnCoreYields polls) and skips the gather. Without it a ring whose two
-  // threads share a core moved ~5 M items/s (each wake: one chunk drained, 2,048 futile polls).
-  static constexpr std::uint32_t kOwnCoreYields = 64;
 
   explicit Doorbell(WaitConfig config = {}) noexcept
       : config_(config),
@@ -190,7 +178,6 @@ class Doorbell {
     if (!parks()) return false;
     epoch_.fetch_add(1, std::memory_order_seq_cst);  // see the protocol above
     if ((waiters_.load(std::memory_order_seq_cst) & kWaiterMask) == 0) return false;
-    signal_cpu_.store(detail::current_cpu(), std::memory_order_relaxed);
     signals_.fetch_add(1, std::memory_order_relaxed);
     detail::futex_wake(epoch_, 1 << 30);
     return true;
@@ -232,7 +219,6 @@ class Doorbell {
 
   // Wakes the consumer. Any thread; syscall.
   void signal() noexcept {
-    signal_cpu_.store(detail::current_cpu(), std::memory_order_relaxed);  // a hint, see kOwnCoreYields
     // A consumer whose key load reads this bump acquires it, so it also sees the work.
     epoch_.fetch_add(1, std::memory_order_seq_cst);
     signals_.fetch_add(1, std::memory_order_relaxed);
@@ -250,22 +236,16 @@ class Doorbell {
                          std::stop_token stop = {}) {
     if (config_.spin_budget != 0) {
       // Gather: under continuous traffic, leave the producer alone for a moment first.
-      if (config_.gather != 0 && quick_waits_ >= kGatherAfter && !own_core_) {
+      if (config_.gather != 0 && quick_waits_ >= kGatherAfter) {
         for (std::uint32_t i = 0; i < config_.gather; ++i) cpu_relax();
         gathers_.store(gathers_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
       }
-      const std::uint32_t polls = own_core_ ? std::min(config_.spin_budget, kOwnCoreYields)
-                                            : config_.spin_budget;
-      for (std::uint32_t i = 0; i < polls; ++i) {
+      for (std::uint32_t i = 0; i < config_.spin_budget; ++i) {
         if (has_work()) {
           quick_waits_ = i < kGatherQuickPolls ? quick_waits_ + (quick_waits_ < kGatherAfter) : 0;
           return WaitVerdict::kWork;
         }
-        if (own_core_) {
-          std::this_thread::yield();
-        } else {
-          cpu_relax();
-        }
+        cpu_relax();
       }
       quick_waits_ = 0;
     }
@@ -314,13 +294,6 @@ class Doorbell {
                            fallen_back_ && !settled_
                                ? std::min(deadline, Clock::now() + kSettleTimeout)
                                : deadline);
-        // Woken from this CPU? (A hint: the signaller's CPU when it signalled, this thread's now.)
-        const int by = signal_cpu_.load(std::memory_order_relaxed);
-        own_core_ = by >= 0 && by == detail::current_cpu();
-        if (own_core_) {
-          own_core_wakes_.store(own_core_wakes_.load(std::memory_order_relaxed) + 1,
-                                std::memory_order_relaxed);
-        }
       }
       waiters_.fetch_sub(1, std::memory_order_relaxed);
     }
@@ -339,10 +312,6 @@ class Doorbell {
   }
   // Waits that began with the gather's pauses (WaitConfig::gather).
   std::uint64_t gathers_count() const noexcept { return gathers_.load(std::memory_order_relaxed); }
-  // Wakes signalled from the consumer's own CPU (kOwnCoreYields).
-  std::uint64_t own_core_wakes_count() const noexcept {
-    return own_core_wakes_.load(std::memory_order_relaxed);
-  }
   // Rings that may still publish light (a racy estimate; for tests and reports).
   std::uint32_t light_rings_approx() const noexcept {
     return light_rings_.load(std::memory_order_relaxed);
@@ -378,7 +347,6 @@ class Doorbell {
   // The producers' line: bumped on a signal or notify, read by the parking consumer.
   alignas(kCacheLine) std::atomic<std::uint32_t> epoch_{0};
   std::atomic<std::uint64_t> signals_{0};
-  std::atomic<int> signal_cpu_{-1};  // the CPU of the last signal or waking notify
   // The consumer's line: written when it parks and unparks, read by producers after Fp; it
   // stays shared (clean) in the producers' caches while the consumer is busy.
   alignas(kCacheLine) std::atomic<std::uint32_t> waiters_{0};
@@ -393,9 +361,7 @@ class Doorbell {
   // Written on every wait (the gather's state): a line of their own, away from waiters_, which
   // light producers load on every publish.
   alignas(kCacheLine) std::uint32_t quick_waits_ = 0;  // waits in a row that found work soon
-  bool own_core_ = false;  // the last wake came from this thread's CPU (kOwnCoreYields)
   std::atomic<std::uint64_t> gathers_{0};  // consumer-written (load + store), read by reports
-  std::atomic<std::uint64_t> own_core_wakes_{0};  // the same
 
   static_assert(std::atomic<std::uint32_t>::is_always_lock_free &&
                     sizeof(std::atomic<std::uint32_t>) == 4,
