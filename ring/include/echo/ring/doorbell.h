@@ -82,6 +82,7 @@
 #pragma once
 
 #include <echo/ring/ring_config.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <atomic>
@@ -89,6 +90,7 @@
 #include <cstdint>
 #include <stop_token>
 #include <thread>
+#include <type_traits>
 
 namespace echo::ring {
 
@@ -104,6 +106,9 @@ inline void cpu_relax() noexcept {
 }
 
 namespace detail {
+// The CPU this thread runs on now (glibc reads it from the thread's rseq area), -1 if unknown.
+inline int current_cpu() noexcept { return sched_getcpu(); }
+
 // Linux futex on a 32-bit atomic word. wait returns on a wake, a changed word, a signal or the
 // deadline (steady_clock = CLOCK_MONOTONIC; time_point::max() means none). Not hot-path code:
 // these are the one syscall the ring allows, and only when a side really sleeps.
@@ -140,6 +145,20 @@ class Doorbell {
   // kGatherQuickPolls polls before the next wait starts with the gather's pauses.
   static constexpr std::uint32_t kGatherAfter = 4;
   static constexpr std::uint32_t kGatherQuickPolls = 8;
+
+  // Own-core wakes: a consumer woken by a signal sent from its own CPU shares that CPU with its
+  // producer (both pinned there, or the other CPUs busy), where a pause-spin only keeps the
+  // producer from running: one chunk drained per wake, then spin_budget futile polls (a ring whose
+  // two threads shared a CPU moved ~5 M items/s). Until a wake comes from another CPU, the
+  // consumer skips its spin phase (and the gather) and, before each park, yields the CPU up to
+  // kOwnCoreYields times, looking for work after each. Every kOwnCoreProbe-th wait in that mode
+  // parks without yielding, so a wake from another CPU (the threads moved apart under continuous
+  // traffic, where the yields would keep finding work) ends the mode. All of it lives on the
+  // park path but one branch on entry: the spin phase's code is the same as before. A
+  // consumer without a spin phase (spin_budget 0: the engine's writers) parks at once as asked,
+  // whoever woke it.
+  static constexpr std::uint32_t kOwnCoreYields = 64;
+  static constexpr std::uint32_t kOwnCoreProbe = 64;
 
   explicit Doorbell(WaitConfig config = {}) noexcept
       : config_(config),
@@ -178,6 +197,7 @@ class Doorbell {
     if (!parks()) return false;
     epoch_.fetch_add(1, std::memory_order_seq_cst);  // see the protocol above
     if ((waiters_.load(std::memory_order_seq_cst) & kWaiterMask) == 0) return false;
+    signal_cpu_.store(detail::current_cpu(), std::memory_order_relaxed);  // see kOwnCoreYields
     signals_.fetch_add(1, std::memory_order_relaxed);
     detail::futex_wake(epoch_, 1 << 30);
     return true;
@@ -219,6 +239,7 @@ class Doorbell {
 
   // Wakes the consumer. Any thread; syscall.
   void signal() noexcept {
+    signal_cpu_.store(detail::current_cpu(), std::memory_order_relaxed);  // see kOwnCoreYields
     // A consumer whose key load reads this bump acquires it, so it also sees the work.
     epoch_.fetch_add(1, std::memory_order_seq_cst);
     signals_.fetch_add(1, std::memory_order_relaxed);
@@ -228,12 +249,14 @@ class Doorbell {
   // The consumer thread only (one per doorbell). Returns kWork as soon as has_work() is true;
   // kStopped once `stop` is requested; kTimeout at `deadline`. Spins config().spin_budget polls
   // (under continuous traffic, after config().gather pauses: WaitConfig::gather), then spins,
-  // yields or parks. has_work must be a cheap, side-effect-free check: each ring's
-  // SpscRing::has_work (a seq_cst tail load) plus, for sources whose producers call notify(),
-  // any load at all (e.g. an inbox's size_approx() != 0).
+  // yields or parks (after a wake from the consumer's own CPU: kOwnCoreYields). has_work must be
+  // a cheap, side-effect-free check: each ring's SpscRing::has_work (a seq_cst tail load) plus, for
+  // sources whose producers call notify(), any load at all (e.g. an inbox's size_approx() != 0).
   template <class HasWork>
   WaitVerdict wait_until(HasWork&& has_work, Clock::time_point deadline = Clock::time_point::max(),
                          std::stop_token stop = {}) {
+    // Own-core mode (kOwnCoreYields): no spin phase, no gather; straight to the park path.
+    if (own_core_) return wait_after_spin<std::decay_t<HasWork>>(has_work, deadline, stop);
     if (config_.spin_budget != 0) {
       // Gather: under continuous traffic, leave the producer alone for a moment first.
       if (config_.gather != 0 && quick_waits_ >= kGatherAfter) {
@@ -249,6 +272,46 @@ class Doorbell {
       }
       quick_waits_ = 0;
     }
+    return wait_after_spin<std::decay_t<HasWork>>(has_work, deadline, stop);
+  }
+
+  // Counters, any thread, relaxed (statistics only).
+  std::uint64_t parks_count() const noexcept { return parks_.load(std::memory_order_relaxed); }
+  std::uint64_t signals_count() const noexcept { return signals_.load(std::memory_order_relaxed); }
+  // 1 once the consumer's membarrier failed and it fell back to the seq_cst handshake, else 0.
+  std::uint64_t barrier_fallbacks() const noexcept {
+    return fallbacks_.load(std::memory_order_relaxed);
+  }
+  // Parks that issued the membarrier because an adaptive ring was light (0 outside Adaptive mode).
+  std::uint64_t adaptive_barriers_count() const noexcept {
+    return adaptive_barriers_.load(std::memory_order_relaxed);
+  }
+  // Waits that began with the gather's pauses (WaitConfig::gather).
+  std::uint64_t gathers_count() const noexcept { return gathers_.load(std::memory_order_relaxed); }
+  // Wakes signalled from the consumer's own CPU (kOwnCoreYields).
+  std::uint64_t own_core_wakes_count() const noexcept {
+    return own_core_wakes_.load(std::memory_order_relaxed);
+  }
+  // Rings that may still publish light (a racy estimate; for tests and reports).
+  std::uint32_t light_rings_approx() const noexcept {
+    return light_rings_.load(std::memory_order_relaxed);
+  }
+
+ private:
+  // waiters_ holds the count of parking consumers (0 or 1) and, for good once set, kFallenBack.
+  static constexpr std::uint32_t kFallenBack = std::uint32_t{1} << 31;
+  static constexpr std::uint32_t kWaiterMask = kFallenBack - 1;
+  // give_way's "nothing found: park" (outside WaitVerdict's values).
+  static constexpr auto kNoWork = static_cast<WaitVerdict>(0xff);
+
+  // Consumer thread: the wait after the spin phase found nothing or was skipped (own-core mode):
+  // the strategy proper. Out of line, and given its own copy of has_work (a lambda holding a
+  // pointer or two), so the spin phase inlined into a caller's drain loop keeps the ring in a
+  // register: with this inlined, or given a reference that makes the lambda live on the stack,
+  // each poll reloaded the ring from the stack first.
+  template <class HasWork>
+  [[gnu::noinline]] WaitVerdict wait_after_spin(HasWork has_work, Clock::time_point deadline,
+                                                const std::stop_token& stop) {
     if (config_.strategy != WaitStrategy::kPark) {
       for (std::uint32_t i = 0;; ++i) {
         if (has_work()) return WaitVerdict::kWork;
@@ -264,6 +327,9 @@ class Doorbell {
           cpu_relax();
         }
       }
+    }
+    if (own_core_) {
+      if (const WaitVerdict v = give_way(has_work, deadline, stop); v != kNoWork) return v;
     }
     // A stop request bumps the epoch, so a parked consumer sees it without a producer.
     std::stop_callback on_stop(stop, [this]() noexcept { signal(); });
@@ -294,33 +360,37 @@ class Doorbell {
                            fallen_back_ && !settled_
                                ? std::min(deadline, Clock::now() + kSettleTimeout)
                                : deadline);
+        if (epoch_.load(std::memory_order_relaxed) != key) note_waker();
       }
       waiters_.fetch_sub(1, std::memory_order_relaxed);
     }
   }
 
-  // Counters, any thread, relaxed (statistics only).
-  std::uint64_t parks_count() const noexcept { return parks_.load(std::memory_order_relaxed); }
-  std::uint64_t signals_count() const noexcept { return signals_.load(std::memory_order_relaxed); }
-  // 1 once the consumer's membarrier failed and it fell back to the seq_cst handshake, else 0.
-  std::uint64_t barrier_fallbacks() const noexcept {
-    return fallbacks_.load(std::memory_order_relaxed);
+  // Consumer thread, in own-core mode, before it parks: yield the CPU (to the producer sharing
+  // it) and look for work after each yield; kNoWork if none came. Every kOwnCoreProbe-th call
+  // parks at once instead, to learn from the next wake whether the producer still shares the CPU.
+  template <class HasWork>
+  WaitVerdict give_way(HasWork& has_work, Clock::time_point deadline, const std::stop_token& stop) {
+    if (++own_core_waits_ % kOwnCoreProbe == 0) return kNoWork;
+    for (std::uint32_t i = 0, n = std::min(config_.spin_budget, kOwnCoreYields); i < n; ++i) {
+      std::this_thread::yield();
+      if (has_work()) return WaitVerdict::kWork;
+      if (stop.stop_requested()) return WaitVerdict::kStopped;
+      if (Clock::now() >= deadline) return WaitVerdict::kTimeout;
+    }
+    return kNoWork;
   }
-  // Parks that issued the membarrier because an adaptive ring was light (0 outside Adaptive mode).
-  std::uint64_t adaptive_barriers_count() const noexcept {
-    return adaptive_barriers_.load(std::memory_order_relaxed);
+  // Consumer thread, back from a futex wait that a signal or notify ended: from which CPU?
+  // A hint (the signaller's CPU when it signalled, this thread's now); a wrong guess costs one
+  // spin phase or a few yields, and the next wake corrects it.
+  void note_waker() noexcept {
+    const int by = signal_cpu_.load(std::memory_order_relaxed);
+    own_core_ = config_.spin_budget != 0 && by >= 0 && by == detail::current_cpu();
+    if (own_core_) {
+      own_core_wakes_.store(own_core_wakes_.load(std::memory_order_relaxed) + 1,
+                            std::memory_order_relaxed);
+    }
   }
-  // Waits that began with the gather's pauses (WaitConfig::gather).
-  std::uint64_t gathers_count() const noexcept { return gathers_.load(std::memory_order_relaxed); }
-  // Rings that may still publish light (a racy estimate; for tests and reports).
-  std::uint32_t light_rings_approx() const noexcept {
-    return light_rings_.load(std::memory_order_relaxed);
-  }
-
- private:
-  // waiters_ holds the count of parking consumers (0 or 1) and, for good once set, kFallenBack.
-  static constexpr std::uint32_t kFallenBack = std::uint32_t{1} << 31;
-  static constexpr std::uint32_t kWaiterMask = kFallenBack - 1;
 
   // Consumer thread. The first call registers on this thread (a filter may cover only it).
   bool heavy_barrier_once() noexcept {
@@ -347,6 +417,7 @@ class Doorbell {
   // The producers' line: bumped on a signal or notify, read by the parking consumer.
   alignas(kCacheLine) std::atomic<std::uint32_t> epoch_{0};
   std::atomic<std::uint64_t> signals_{0};
+  std::atomic<int> signal_cpu_{-1};  // the CPU of the last signal or waking notify (a hint)
   // The consumer's line: written when it parks and unparks, read by producers after Fp; it
   // stays shared (clean) in the producers' caches while the consumer is busy.
   alignas(kCacheLine) std::atomic<std::uint32_t> waiters_{0};
@@ -361,7 +432,10 @@ class Doorbell {
   // Written on every wait (the gather's state): a line of their own, away from waiters_, which
   // light producers load on every publish.
   alignas(kCacheLine) std::uint32_t quick_waits_ = 0;  // waits in a row that found work soon
+  bool own_core_ = false;                              // the last wake came from this thread's CPU
+  std::uint32_t own_core_waits_ = 0;                   // waits in own-core mode (the probe's count)
   std::atomic<std::uint64_t> gathers_{0};  // consumer-written (load + store), read by reports
+  std::atomic<std::uint64_t> own_core_wakes_{0};  // the same
 
   static_assert(std::atomic<std::uint32_t>::is_always_lock_free &&
                     sizeof(std::atomic<std::uint32_t>) == 4,
