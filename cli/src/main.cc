@@ -22,6 +22,7 @@
 
 #include "bench_cmd.h"
 #include "drill/chaos.h"
+#include "git_commit.h"
 #include "drill/drill.h"
 #include "journal_cmd.h"
 #include "referee/referee.h"
@@ -127,7 +128,7 @@ int drill(const std::string& server, const cli::TlsArgs& tls) {
   if (own) version = own->version();
   std::cout << "header: redis-server " << version << " on " << target.host << ':' << target.port
             << (own ? " (started by the drill)" : " (given)") << " | echostore " << ECHO_VERSION
-            << " (" << ECHO_GIT_COMMIT << ") | liburing " << ECHO_LIBURING_VERSION
+            << " (" << cli::git_commit() << ") | liburing " << ECHO_LIBURING_VERSION
             << " | hiredis " << HIREDIS_MAJOR << '.' << HIREDIS_MINOR << '.' << HIREDIS_PATCH
             << " | SQLite " << sqlite3_libversion() << " | " << harness::compiler() << " | cores "
             << std::thread::hardware_concurrency() << "\n\n";

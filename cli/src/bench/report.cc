@@ -15,6 +15,7 @@
 
 #include "bench/bench.h"
 #include "drill/floors.h"
+#include "git_commit.h"
 
 namespace echo::cli::bench {
 double median_of(std::vector<double> v) {
@@ -58,7 +59,7 @@ void Progress::step(const std::string& what, int round, int rounds) {
 
 RunInfo machine_info() {
   RunInfo info;
-  info.commit = ECHO_GIT_COMMIT;
+  info.commit = git_commit();
   info.version = ECHO_VERSION;
   info.compiler = harness::compiler();
   info.model = harness::cpu_model();

@@ -33,6 +33,7 @@
 
 #include "drill/drill.h"
 #include "drill/floors.h"
+#include "git_commit.h"
 
 namespace echo::cli {
 namespace {
@@ -553,7 +554,7 @@ int drill_cluster(std::ostream& out) {
   DrillTarget target{cluster->host(), cluster->server(0).port(), cluster->seeds(), cluster.get()};
   out << "header: redis-server " << cluster->server(0).version() << " cluster of "
       << cluster->size() << " nodes (3 masters, 3 replicas) on " << target.cluster_seeds
-      << " (started by the drill) | echostore " << ECHO_VERSION << " (" << ECHO_GIT_COMMIT
+      << " (started by the drill) | echostore " << ECHO_VERSION << " (" << git_commit()
       << ") | SQLite " << sqlite3_libversion() << " | cores " << std::thread::hardware_concurrency()
       << "\n\n";
   return run_drill(registered_gates(/*cluster=*/true), target, out) == 0 ? 0 : 1;
