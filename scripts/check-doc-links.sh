@@ -64,7 +64,7 @@ for f in "${files[@]}"; do
       if [[ $dest != *.md ]]; then
         echo "$f:$line: ($target): an anchor into a file that is not markdown"
         broken=$((broken + 1))
-      elif ! anchors "$dest" | grep -qxF -- "$anchor"; then
+      elif ! grep -qxF -- "$anchor" <<<"$(anchors "$dest")"; then
         echo "$f:$line: ($target): no heading #$anchor in $dest"
         broken=$((broken + 1))
       fi

@@ -44,7 +44,9 @@ cmake --build build/shared -j "$jobs" >/dev/null
 cmake --install build/shared --prefix "$work/shared" >/dev/null
 ls "$work/shared/lib/libechostore_engine.so."* >/dev/null
 consumer "$work/c-shared" -DCMAKE_PREFIX_PATH="$work/shared"
-ldd "$work/c-shared/consumer" | grep -q "$work/shared/lib/libechostore_engine.so" ||
+# Here-strings, not pipes, into grep -q: under pipefail its early exit could end ldd with SIGPIPE
+# and fail a check that matched (it did, once, in a CI run).
+grep -q "$work/shared/lib/libechostore_engine.so" <<<"$(ldd "$work/c-shared/consumer")" ||
   { echo "check-package: the shared consumer does not load the installed library" >&2; exit 1; }
 
 echo "== 4. the Debian package"
@@ -63,7 +65,7 @@ dpkg -i "$deb" >/dev/null
 trap 'dpkg -r echostore >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
 consumer "$work/c-deb"
 # (Debian 12 merges /lib into /usr/lib: ldd may name either.)
-ldd "$work/c-deb/consumer" | grep -Eq "libechostore_engine\.so[.0-9]* => (/usr)?/lib/libechostore" ||
+grep -Eq "libechostore_engine\.so[.0-9]* => (/usr)?/lib/libechostore" <<<"$(ldd "$work/c-deb/consumer")" ||
   { echo "check-package: the .deb consumer does not load /usr/lib's library" >&2; exit 1; }
 dpkg -r echostore >/dev/null
 echo "check-package: static prefix, pkg-config, shared prefix and the .deb all build and run the consumer"

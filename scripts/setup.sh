@@ -18,7 +18,7 @@ if [[ $(id -u) -ne 0 ]]; then sudo_cmd=(sudo); fi
 
 missing=()
 for p in "${packages[@]}"; do
-  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+  if ! grep -q "install ok installed" <<<"$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)"; then
     missing+=("$p")
   fi
 done
@@ -34,7 +34,7 @@ fi
 
 # The collation test starts a redis-server under en_US.UTF-8 (Lua's string order follows the
 # server's LC_COLLATE): the locale must exist.
-if ! locale -a 2>/dev/null | grep -qix 'en_US\.utf-\?8'; then
+if ! grep -qix 'en_US\.utf-\?8' <<<"$(locale -a 2>/dev/null)"; then
   echo "setup: generating the en_US.UTF-8 locale"
   "${sudo_cmd[@]}" sed -i 's/^# *\(en_US\.UTF-8 UTF-8\)/\1/' /etc/locale.gen
   grep -q '^en_US.UTF-8 UTF-8' /etc/locale.gen || echo 'en_US.UTF-8 UTF-8' | "${sudo_cmd[@]}" tee -a /etc/locale.gen >/dev/null
