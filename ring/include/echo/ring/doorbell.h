@@ -88,6 +88,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <stop_token>
 #include <thread>
 #include <type_traits>
@@ -251,9 +252,8 @@ class Doorbell {
   template <class HasWork>
   WaitVerdict wait_until(HasWork&& has_work, Clock::time_point deadline = Clock::time_point::max(),
                          std::stop_token stop = {}) {
-    // Own-core mode (kOwnCoreYields): no spin phase, no gather; straight to the park path.
-    if (own_core_) return wait_after_spin<std::decay_t<HasWork>>(has_work, deadline, stop);
-    if (config_.spin_budget != 0) {
+    // Own-core mode (kOwnCoreYields; only with a spin phase): no spin, no gather.
+    if (config_.spin_budget != 0 && !own_core_) {
       // Gather: under continuous traffic, leave the producer alone for a moment first.
       if (config_.gather != 0 && quick_waits_ >= kGatherAfter) {
         for (std::uint32_t i = 0; i < config_.gather; ++i) cpu_relax();
@@ -297,8 +297,6 @@ class Doorbell {
   // waiters_ holds the count of parking consumers (0 or 1) and, for good once set, kFallenBack.
   static constexpr std::uint32_t kFallenBack = std::uint32_t{1} << 31;
   static constexpr std::uint32_t kWaiterMask = kFallenBack - 1;
-  // give_way's "nothing found: park" (outside WaitVerdict's values).
-  static constexpr auto kNoWork = static_cast<WaitVerdict>(0xff);
 
   // Consumer thread: the wait after the spin phase found nothing or was skipped (own-core mode):
   // the strategy proper. Out of line, and given its own copy of has_work (a lambda holding a
@@ -325,7 +323,7 @@ class Doorbell {
       }
     }
     if (own_core_) {
-      if (const WaitVerdict v = give_way(has_work, deadline, stop); v != kNoWork) return v;
+      if (const std::optional<WaitVerdict> v = give_way(has_work, deadline, stop)) return *v;
     }
     // A stop request bumps the epoch, so a parked consumer sees it without a producer.
     std::stop_callback on_stop(stop, [this]() noexcept { signal(); });
@@ -373,21 +371,24 @@ class Doorbell {
   }
 
   // Consumer thread, in own-core mode, before it parks: yield the CPU (to the producer sharing
-  // it) and look for work after each yield; kNoWork if none came. Every kOwnCoreProbe-th call
-  // parks at once instead, to learn from the next wake whether the producer still shares the CPU.
+  // it) and look for work after each yield; nullopt (park) if none came. Every kOwnCoreProbe-th
+  // call parks at once instead, to learn from the next wake whether the producer still shares
+  // the CPU.
   template <class HasWork>
-  WaitVerdict give_way(HasWork& has_work, Clock::time_point deadline, const std::stop_token& stop) {
-    if (++own_core_waits_ % kOwnCoreProbe == 0) return kNoWork;
+  std::optional<WaitVerdict> give_way(HasWork& has_work, Clock::time_point deadline,
+                                      const std::stop_token& stop) {
+    if (++own_core_waits_ % kOwnCoreProbe == 0) return std::nullopt;
     for (std::uint32_t i = 0, n = std::min(config_.spin_budget, kOwnCoreYields); i < n; ++i) {
       std::this_thread::yield();
       if (has_work()) return WaitVerdict::kWork;
       if (stop.stop_requested()) return WaitVerdict::kStopped;
       if (Clock::now() >= deadline) return WaitVerdict::kTimeout;
     }
-    return kNoWork;
+    return std::nullopt;
   }
   // Consumer thread, back from a futex wait that a signal or notify ended: from which CPU?
-  // A hint (the signaller's CPU when it signalled, this thread's now); a wrong guess costs one
+  // A hint: the CPU wake() noted after its epoch bump (a consumer that saw the bump before it
+  // slept may read the previous signaller's) against this thread's now; a wrong guess costs one
   // spin phase or a few yields, and the next wake corrects it.
   void note_waker() noexcept {
     const int by = signal_cpu_.load(std::memory_order_relaxed);
