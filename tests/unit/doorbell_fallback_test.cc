@@ -140,7 +140,7 @@ TEST(DoorbellFallback, ALightRingCountsUntilItLeavesAndLateRingsStartSymmetric) 
       return;
     }
     // Nothing comes: the first park falls back; while the ring has not left, each park lasts at
-    // most Doorbell::kSettleTimeout, so a 100 ms wait takes several.
+    // most the settle timeout (Doorbell::kSettleTimeout, doubling), so a 100 ms wait takes several.
     auto p0 = bell.parks_count();
     first = bell.wait_until([&]() noexcept { return ring.has_work(); }, Clock::now() + 100ms);
     bounded_parks = bell.parks_count() - p0;
@@ -167,6 +167,44 @@ TEST(DoorbellFallback, ALightRingCountsUntilItLeavesAndLateRingsStartSymmetric) 
   EXPECT_GE(bounded_parks, 2u) << "parks were not bounded while a light ring remained";
   EXPECT_EQ(second, WaitVerdict::kTimeout);
   EXPECT_EQ(settled_parks, 1u) << "parks stayed bounded after every light ring left";
+}
+
+// A ring left light by the switch and then silent (its traffic ended, or goes around it: the
+// engine's direct apply) kept its fallen-back consumer on kSettleTimeout parks for as long as
+// it stayed silent: a thousand wakes a second for the life of the process. The bound doubles
+// now, so the wakes die out; a publish still wakes the consumer at once, and the ring leaves.
+TEST(DoorbellFallback, ASilentLightRingCostsAFallenBackConsumerFewWakes) {
+  Doorbell bell(kParkLight);
+  if (!bell.asymmetric()) GTEST_SKIP() << "no membarrier here: nothing to fall back from";
+  SpscRing<int> ring(ring_config(8), bell);
+  ASSERT_EQ(bell.light_rings_approx(), 1u);
+  std::atomic<int> phase{0};
+  std::uint64_t idle_parks = 0;
+  WaitVerdict idle = WaitVerdict::kWork, woken = WaitVerdict::kTimeout;
+  std::thread consumer([&] {
+    if (!refuse_membarrier_on_this_thread()) {
+      phase.store(-1, std::memory_order_release);
+      return;
+    }
+    const auto p0 = bell.parks_count();
+    idle = bell.wait_until([&]() noexcept { return ring.has_work(); }, Clock::now() + 400ms);
+    idle_parks = bell.parks_count() - p0;
+    phase.store(1, std::memory_order_release);
+    woken = bell.wait_until([&]() noexcept { return ring.has_work(); }, Clock::now() + 10s);
+  });
+  while (phase.load(std::memory_order_acquire) == 0) std::this_thread::yield();
+  ASSERT_EQ(phase.load(), 1) << "seccomp filter refused";
+  EXPECT_EQ(idle, WaitVerdict::kTimeout);
+  EXPECT_EQ(bell.barrier_fallbacks(), 1u);
+  // 1 + 2 + 4 + ... ms: 9 parks cover 400 ms (400 at a fixed 1 ms).
+  EXPECT_LE(idle_parks, 12u) << "a silent light ring kept the consumer waking";
+  std::this_thread::sleep_for(20ms);  // the consumer parks again, bounded by a long settle
+  const auto sent = Clock::now();
+  ASSERT_TRUE(ring.try_publish(1));
+  consumer.join();
+  EXPECT_EQ(woken, WaitVerdict::kWork);
+  EXPECT_LT(Clock::now() - sent, 2s) << "the publish after the switch did not wake the consumer";
+  EXPECT_EQ(bell.light_rings_approx(), 0u) << "the publish after the switch leaves";
 }
 
 }  // namespace

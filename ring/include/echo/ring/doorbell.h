@@ -36,12 +36,17 @@
 //                   light_rings_ -= 1 (seq_cst; it "leaves"), load waiters_ (seq_cst), and
 //                   publishes symmetric from then on.
 //   consumer parking while fallen back: waiters_ += 1 ; key = epoch_ ; n = light_rings_
-//                   (seq_cst) ; re-check ; futex-wait, bounded by kSettleTimeout while n != 0.
+//                   (seq_cst) ; re-check ; futex-wait, bounded by the settle timeout while
+//                   n != 0 (kSettleTimeout, doubling at each such park up to kSettleTimeoutMax).
 // A publish after its ring left is symmetric: the protocol's first case. A light publish (its
 // producer had not yet seen the flag) stored its tail before its ring's leave, if any. If the
 // consumer's n reads 0, every ring's leave (all RMWs: one release sequence) happens-before that
 // load, so the re-check sees each light tail: nothing to wake. If n != 0 the park is bounded: a
-// lost wake costs at most kSettleTimeout, and the consumer re-checks. So a producer preempted
+// lost wake costs at most the settle timeout, and the consumer re-checks. The timeout doubles
+// from kSettleTimeout at each bounded park, up to kSettleTimeoutMax: the only publish that can
+// need it is one that raced the switch (every later light publish sees the flag and leaves), and
+// a ring that stays silent after the switch would otherwise cost its consumer a wake every
+// kSettleTimeout for as long as it stays silent. So a producer preempted
 // mid-publish across the switch is harmless, and once every ring has left (each does on its first
 // publish after the switch; a destroyed ring leaves too) the parks are untimed again. A ring that
 // attaches while the consumer falls back does light_rings_ += 1, then loads waiters_ (seq_cst),
@@ -134,8 +139,10 @@ class Doorbell {
   // What a light (asymmetric) ring producer learns from its one load of waiters_.
   enum class Light : std::uint8_t { kNoWaiter, kWaiter, kFallenBack };
 
-  // How long a fallen-back consumer parks at most while a ring may still publish light.
+  // How long a fallen-back consumer parks at most while a ring may still publish light: the
+  // first such park; each next one doubles it, up to kSettleTimeoutMax (see Fallback).
   static constexpr std::chrono::milliseconds kSettleTimeout{1};
+  static constexpr std::chrono::milliseconds kSettleTimeoutMax{256};
 
   // Symmetric publishes in a row that found the consumer awake before an adaptive ring goes
   // light (see Adaptive mode): enough that a consumer parking once per few messages keeps its
@@ -282,6 +289,12 @@ class Doorbell {
   std::uint64_t adaptive_barriers_count() const noexcept {
     return adaptive_barriers_.load(std::memory_order_relaxed);
   }
+  // membarrier(PRIVATE_EXPEDITED) calls the consumer made at its parks (each an IPI to every
+  // CPU running a thread of the process): asymmetric mode's every park, adaptive mode's while a
+  // ring is light.
+  std::uint64_t barriers_count() const noexcept {
+    return barriers_.load(std::memory_order_relaxed);
+  }
   // Waits that began with the gather's pauses (WaitConfig::gather).
   std::uint64_t gathers_count() const noexcept { return gathers_.load(std::memory_order_relaxed); }
   // Wakes signalled from the consumer's own CPU (kOwnCoreYields).
@@ -337,6 +350,8 @@ class Doorbell {
                                     light_rings_.load(std::memory_order_seq_cst) != 0);
       if (heavy) {
         if (heavy_barrier_once()) {
+          barriers_.store(barriers_.load(std::memory_order_relaxed) + 1,
+                          std::memory_order_relaxed);  // consumer-written only
           if (!light_) adaptive_barriers_.fetch_add(1, std::memory_order_relaxed);
         } else {
           fall_back();  // pairs with waiters_light
@@ -350,10 +365,12 @@ class Doorbell {
       }
       if (!has_work() && !stop.stop_requested()) {
         parks_.fetch_add(1, std::memory_order_relaxed);
-        detail::futex_wait(epoch_, key,
-                           fallen_back_ && !settled_
-                               ? std::min(deadline, Clock::now() + kSettleTimeout)
-                               : deadline);
+        Clock::time_point until = deadline;
+        if (fallen_back_ && !settled_) {
+          until = std::min(deadline, Clock::now() + settle_timeout_);
+          settle_timeout_ = std::min(2 * settle_timeout_, Clock::duration(kSettleTimeoutMax));
+        }
+        detail::futex_wait(epoch_, key, until);
         if (epoch_.load(std::memory_order_relaxed) != key) note_waker();
       }
       waiters_.fetch_sub(1, std::memory_order_relaxed);
@@ -431,11 +448,13 @@ class Doorbell {
   std::atomic<std::uint64_t> parks_{0};
   std::atomic<std::uint64_t> fallbacks_{0};
   std::atomic<std::uint64_t> adaptive_barriers_{0};
+  std::atomic<std::uint64_t> barriers_{0};
   // Consumer-private.
   bool light_;               // issues the heavy barrier at each park
   bool registered_ = false;  // membarrier registered from the consumer thread
   bool fallen_back_ = false;
   bool settled_ = false;  // fallen back and every light ring has left: untimed parks again
+  Clock::duration settle_timeout_ = kSettleTimeout;  // the next bounded park's (Fallback)
   // Written on every wait (the gather's state): a line of their own, away from waiters_, which
   // light producers load on every publish.
   alignas(kCacheLine) std::uint32_t quick_waits_ = 0;  // waits in a row that found work soon

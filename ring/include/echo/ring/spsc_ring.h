@@ -6,7 +6,7 @@
 // consumer's Doorbell only on the empty→non-empty edge.
 //
 // Thread contract: one producer thread calls try_publish / publish / try_publish_batch /
-// publish_batch / free_slots; one consumer thread calls drain / has_work / take_flush_pending /
+// publish_batch / free_slots / note_consumer_waiting; one consumer thread calls drain / has_work / take_flush_pending /
 // wait_for_work; any thread calls capacity / occupancy_approx / flush_pending / stats. Debug
 // builds abort on a second producer thread (every producer verb checks) or a second consumer
 // thread in drain or take_flush_pending (has_work and wait_for_work, doorbell predicates, do not
@@ -172,6 +172,23 @@ class SpscRing {
     const std::uint64_t t = tail_.load(std::memory_order_relaxed);
     cached_head_ = head_.load(std::memory_order_acquire);
     return static_cast<std::size_t>(capacity_ - (t - cached_head_));
+  }
+
+  // Producer thread: this producer found the consumer waiting by a route other than a publish
+  // (the engine's direct apply borrowed the waiting writer's token and applied the item itself).
+  // An adaptive ring takes it as a publish that found a waiter: its count of quiet publishes
+  // restarts, and a light ring leaves (its next publishes are symmetric). Without it, a ring whose
+  // items mostly bypass it never saw a waiter again once it had gone light, and every park of its
+  // consumer paid a membarrier (an IPI to each CPU running the process) for the life of the
+  // ring. The ring need not be empty: leaving only changes how later publishes pair with a park.
+  // Never waits; no allocation.
+  void note_consumer_waiting() noexcept {
+    producer_.check("SpscRing producer verb");
+    quiet_ = 0;
+    if (adaptive_ && light_) {
+      light_ = false;
+      bell_->leave_light();
+    }
   }
 
   // ---- consumer thread ----
