@@ -19,36 +19,41 @@ namespace echo::engine {
 
 // One state word on its own line. kHeld: the writer thread runs (the initial state is kClosed:
 // nothing may borrow before the writer thread starts). kIdle: the writer waits and lends it.
-// kBorrowed: an io thread applies. kClosed: the writer has stopped (nobody may borrow again).
+// kBorrowed: an io thread applies. kWanted: an io thread applies and the writer waits for it.
+// kClosed: the writer has stopped (nobody may borrow again).
 //
 //   writer:   ... last mutation ; lend(): store kIdle (release)        -> waits on its doorbell
 //   borrower: try_borrow(): CAS kIdle -> kBorrowed (acquire, pairs with lend's release)
-//             ... applies ... ; give_back(): store kIdle (release)
+//             ... applies ... ; give_back(): CAS kBorrowed -> kIdle (release), or, when the
+//             writer marked it kWanted, store kHeld (release): the token goes to the writer
 //   writer:   woken ; take_back(): CAS kIdle -> kHeld (acquire, pairs with lend's or give_back's
-//             release), waiting while kBorrowed
+//             release); finding kBorrowed, CAS it to kWanted and wait for kHeld (acquire)
 // Every transition out of kIdle is a CAS, so of several borrowers (one per io thread) and the
-// writer, exactly one wins each kIdle; the others see kBorrowed or kHeld.
+// writer, exactly one wins each kIdle; the others see kBorrowed or kHeld. kWanted is fairness:
+// no borrower can take the token between a give_back and the writer's take_back, so a writer
+// waits for at most the one apply under way, however many io threads keep borrowing.
 class WriterToken {
  public:
   // Writer thread, holding it, before it waits: its writes so far become the borrower's to see.
   void lend() noexcept { state_.store(kIdle, std::memory_order_release); }
 
   // Writer thread, after its wait, before it touches its state again. Waits while a borrower
-  // holds the token: one item's apply, spinning kSpins pauses and then yielding (on one core the
-  // borrower may be the thread this one preempted: spinning alone would burn its slice).
+  // holds the token (one item's apply), spinning kSpins pauses and then yielding (on one core
+  // the borrower may be the thread this one preempted: spinning alone would burn its slice).
   void take_back() noexcept {
-    for (std::uint32_t i = 0;; ++i) {
-      std::uint8_t idle = kIdle;
-      // acquire: pairs with lend()'s or give_back()'s release.
-      if (state_.compare_exchange_weak(idle, kHeld, std::memory_order_acquire,
-                                       std::memory_order_relaxed)) {
-        return;
+    std::uint8_t seen = kIdle;
+    // acquire: pairs with lend()'s or give_back()'s release.
+    while (!state_.compare_exchange_weak(seen, kHeld, std::memory_order_acquire,
+                                         std::memory_order_relaxed)) {
+      if (seen == kBorrowed) {
+        // relaxed: a mark, not a hand-over; the borrower's give_back sees it in the same word.
+        // Failing, the borrower gave back meanwhile: the CAS above is tried again.
+        if (state_.compare_exchange_strong(seen, kWanted, std::memory_order_relaxed)) {
+          return wait_for_hand_over();
+        }
       }
-      if (i < kSpins) {
-        ring::cpu_relax();
-      } else {
-        std::this_thread::yield();
-      }
+      seen = kIdle;
+      ring::cpu_relax();
     }
   }
 
@@ -66,18 +71,43 @@ class WriterToken {
                                           std::memory_order_relaxed);
   }
 
-  // The borrower, after its last mutation. release: pairs with take_back()'s or the next
-  // borrower's acquire.
-  void give_back() noexcept { state_.store(kIdle, std::memory_order_release); }
+  // The borrower, after its last mutation: to the idle state, or straight to a writer that
+  // waits for it. release (both): pairs with take_back()'s or the next borrower's acquire.
+  void give_back() noexcept {
+    std::uint8_t borrowed = kBorrowed;
+    if (!state_.compare_exchange_strong(borrowed, kIdle, std::memory_order_release,
+                                        std::memory_order_relaxed)) {
+      state_.store(kHeld, std::memory_order_release);  // it was kWanted: the writer takes over
+    }
+  }
+
+  // A racy view for tests and reports: true while the writer waits for a borrower to give it.
+  bool wanted_approx() const noexcept {
+    return state_.load(std::memory_order_relaxed) == kWanted;
+  }
 
   // A racy view for tests and reports: true while an io thread holds it.
   bool borrowed_approx() const noexcept {
-    return state_.load(std::memory_order_relaxed) == kBorrowed;
+    const std::uint8_t s = state_.load(std::memory_order_relaxed);
+    return s == kBorrowed || s == kWanted;
   }
 
  private:
-  static constexpr std::uint8_t kHeld = 0, kIdle = 1, kBorrowed = 2, kClosed = 3;
+  static constexpr std::uint8_t kHeld = 0, kIdle = 1, kBorrowed = 2, kClosed = 3, kWanted = 4;
   static constexpr std::uint32_t kSpins = 64;
+
+  // take_back, after marking kWanted: the borrower's give_back stores kHeld.
+  void wait_for_hand_over() noexcept {
+    // acquire: pairs with give_back()'s release store of kHeld.
+    for (std::uint32_t i = 0; state_.load(std::memory_order_acquire) != kHeld; ++i) {
+      if (i < kSpins) {
+        ring::cpu_relax();
+      } else {
+        std::this_thread::yield();
+      }
+    }
+  }
+
   alignas(ring::kCacheLine) std::atomic<std::uint8_t> state_{kClosed};
 };
 
