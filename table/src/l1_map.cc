@@ -472,8 +472,8 @@ void L1Map::retire(Row* row) noexcept {
   untagged_.tail = row;
   ++retired_rows_;
   retired_bytes_ += row_bytes(row);
-  if (++untagged_rows_ >= kReclaimBatch) {
-    reclaim();  // publishes
+  if (++untagged_rows_ >= kReclaimBatch && !reclaim_held_) {
+    (void)reclaim_due(clock_());  // publishes
   } else {
     publish_retired();
   }
@@ -499,6 +499,30 @@ std::int64_t L1Map::tick() noexcept {
 
 void L1Map::reclaim() noexcept {
   check_writer("reclaim");
+  tag_untagged();
+  if (batch_count_ == 0) return publish_retired();
+  scan_and_free(clock_());
+}
+
+std::int64_t L1Map::reclaim_due(std::int64_t now_ms) noexcept {
+  check_writer("reclaim_due");
+  tag_untagged();
+  if (batch_count_ == 0) {
+    publish_retired();
+    return -1;
+  }
+  // The scan's membarrier interrupts every CPU the process runs on (a trading process's pinned
+  // threads too): paced, not per retire or per idle pass.
+  if (now_ms >= last_scan_ms_ + kScanIntervalMs || retired_rows_ >= kForceScanRows) {
+    scan_and_free(now_ms);
+    if (batch_count_ == 0) return -1;
+  } else {
+    publish_retired();
+  }
+  return last_scan_ms_ + kScanIntervalMs;
+}
+
+void L1Map::tag_untagged() noexcept {
   if (untagged_.head != nullptr) {
     // Every row on the untagged chain was unlinked before this advance: tag them with it.
     untagged_.epoch = epoch::advance();
@@ -516,7 +540,11 @@ void L1Map::reclaim() noexcept {
     untagged_ = RetireChain{};
     untagged_rows_ = 0;
   }
-  if (batch_count_ == 0) return publish_retired();
+}
+
+void L1Map::scan_and_free(std::int64_t now_ms) noexcept {
+  last_scan_ms_ = now_ms;
+  bump(counters_.reclaim_scans);
   const std::uint64_t oldest = epoch::min_active();
   // Tags never decrease from the oldest batch to the newest, so the freeable batches come first.
   while (batch_count_ != 0 && batches_[batch_head_].epoch < oldest) {
@@ -868,7 +896,9 @@ std::size_t L1Map::sweep(std::int64_t now_ms) noexcept {
   counters_.swept.store(counters_.swept.load(std::memory_order_relaxed) + n,
                         std::memory_order_relaxed);
   bump(counters_.sweeps);
-  reclaim();
+  // The swept rows wait for the writer's paced reclaim_due() (a scan per sweep would be one
+  // more membarrier per sweep_ms per table).
+  publish_retired();
   return n;
 }
 
@@ -895,6 +925,7 @@ L1Stats L1Map::stats() const noexcept {
   s.fill_refused = c.fill_refused.load(std::memory_order_relaxed);
   s.put_refused = c.put_refused.load(std::memory_order_relaxed);
   s.retired_pending = c.retired_pending.load(std::memory_order_relaxed);
+  s.reclaim_scans = c.reclaim_scans.load(std::memory_order_relaxed);
   s.tombstones = c.tombstones.load(std::memory_order_relaxed);
   s.tombstone_collapses = c.tombstone_collapses.load(std::memory_order_relaxed);
   s.retired_bytes = c.retired_bytes.load(std::memory_order_relaxed);

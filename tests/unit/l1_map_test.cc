@@ -768,6 +768,73 @@ TEST(L1Map, AGuardPinsRetiredRowsUntilItIsReleased) {
   EXPECT_EQ(m.stats().retired_pending, 0u);
 }
 
+// Each scan of the reader slots is a membarrier: an IPI to every CPU the process runs on. The
+// writer's idle pass called reclaim() after any retire, so sparse traffic paid one per message
+// (100 drops 1 ms apart: 100 scans). reclaim_due() paces them to one per kScanIntervalMs, says
+// when the waiting rows will be freed, and frees them by then.
+TEST(L1Map, ReclaimScansArePacedNotOnePerDrop) {
+  set_now(0);
+  L1Map m(config());
+  for (std::uint64_t i = 0; i < 100; ++i) ASSERT_EQ(m.put(name_id(i), "v", ver(1)), InsertVerdict::kInserted);
+  const std::uint64_t scans0 = m.stats().reclaim_scans;
+  std::int64_t due = -1;
+  for (std::uint64_t i = 0; i < 100; ++i) {
+    set_now(static_cast<std::int64_t>(i));  // one drop a millisecond, an idle pass after each
+    ASSERT_EQ(m.apply_coherence(name_id(i), ver(2)), Verdict::kApplied);
+    due = m.reclaim_due(fake_now());
+    // -1: this pass's scan freed every waiting row; else the writer must come back by `due`.
+    if (due != -1) {
+      EXPECT_GT(due, fake_now());
+      EXPECT_LE(due, fake_now() + L1Map::kScanIntervalMs);
+    }
+  }
+  ASSERT_NE(due, -1) << "the last drops' rows wait for the next scan";
+  const std::uint64_t scans = m.stats().reclaim_scans - scans0;
+  EXPECT_LE(scans, 100u / L1Map::kScanIntervalMs + 1) << "one scan per drop";
+  EXPECT_GE(scans, 100u / L1Map::kScanIntervalMs - 1);
+  EXPECT_GT(m.stats().retired_pending, 0u);
+  set_now(due);
+  EXPECT_EQ(m.reclaim_due(fake_now()), -1) << "nothing left waiting once the due scan ran";
+  EXPECT_EQ(m.stats().retired_pending, 0u);
+  EXPECT_EQ(m.reclaim_due(fake_now()), -1);
+  EXPECT_EQ(m.stats().reclaim_scans - scans0, scans + 1) << "a pass with nothing waiting scans";
+}
+
+// Under heavy traffic the pace gives way to a memory bound: however fast the drops come (here
+// the clock does not move at all), no more than kForceScanRows retired rows (plus the batch
+// that crosses it) wait.
+TEST(L1Map, ReclaimForcesAScanOnceManyRowsWait) {
+  set_now(0);
+  L1Map m(config(20'000));
+  constexpr std::uint64_t kRows = 3 * L1Map::kForceScanRows;
+  for (std::uint64_t i = 0; i < kRows; ++i) ASSERT_EQ(m.put(name_id(i), "v", ver(1)), InsertVerdict::kInserted);
+  (void)m.reclaim_due(fake_now());
+  std::size_t most = 0;
+  for (std::uint64_t i = 0; i < kRows; ++i) {
+    ASSERT_EQ(m.apply_coherence(name_id(i), ver(2)), Verdict::kApplied);
+    most = std::max<std::size_t>(most, m.stats().retired_pending);
+  }
+  EXPECT_LE(most, L1Map::kForceScanRows + L1Map::kReclaimBatch);
+  EXPECT_LT(m.stats().retired_pending, kRows);
+}
+
+// A writer that lends its role (the engine's direct apply) holds reclamation: the borrower's
+// retires only wait, however many, and the writer frees them at its next reclaim_due().
+TEST(L1Map, HeldReclaimLeavesEveryRetiredRowToTheWriter) {
+  set_now(0);
+  L1Map m(config(5000));
+  for (std::uint64_t i = 0; i < 2000; ++i) ASSERT_EQ(m.put(name_id(i), "v", ver(1)), InsertVerdict::kInserted);
+  const std::uint64_t scans0 = m.stats().reclaim_scans;
+  m.hold_reclaim(true);
+  for (std::uint64_t i = 0; i < 2000; ++i) ASSERT_EQ(m.apply_coherence(name_id(i), ver(2)), Verdict::kApplied);
+  EXPECT_EQ(m.stats().reclaim_scans, scans0) << "a retire under hold scanned";
+  EXPECT_EQ(m.stats().retired_pending, 2000u);
+  m.hold_reclaim(false);
+  set_now(1000);
+  EXPECT_EQ(m.reclaim_due(fake_now()), -1);
+  EXPECT_EQ(m.stats().retired_pending, 0u);
+}
+
 TEST(L1Map, RowsAreFreedExactlyOnce) {
   set_now(0);
   std::thread([] {  // registers this thread's reader slot outside the counted scope

@@ -54,8 +54,9 @@ extern std::atomic<bool> g_asymmetric;
 // and registered (probed once; ECHO_EPOCH_SYMMETRIC=1 in the environment, or a TSan build, which
 // cannot see a membarrier's ordering, keeps the symmetric seq_cst handshake). Why: a hit's
 // seq_cst exchange on entry was the largest share of a hit that was not the lookup itself
-// (BM_L1Map_GetHitAt, bench/l1_map_bench.cc); a reclaim runs once per L1Map::kReclaimBatch
-// retires and can afford a syscall. Any thread; thread-safe (a magic static).
+// (BM_L1Map_GetHitAt, bench/l1_map_bench.cc); a map's scan runs at most once per
+// L1Map::kScanIntervalMs (L1Map::reclaim_due) and can afford a syscall. Its price is paid by
+// the process's other threads too: each scan interrupts every CPU one of them runs on. Any thread; thread-safe (a magic static).
 bool asymmetric() noexcept;
 
 // Slow path of enter(): claims a free slot (lock-free CAS scan) and registers its release at

@@ -65,8 +65,8 @@ enum class ReadClock : std::uint8_t {
   kCall,
   // Every read loads the time the writer last published with tick(): one load from a line
   // every read already reads, no call. The writer must tick (the engine's writer does every
-  // pass, and at least every TableSpec::clock_tick_ms); a row may be served up to the gap
-  // between two ticks past expires_at, never before it.
+  // pass, and while idle by each row's expiry: TableSpec::clock_tick_ms); a row may be served
+  // up to the gap between two ticks past expires_at, never before it.
   kPublished,
   // No check: a read serves a row until the writer drops it (sweep(), or an insert into a full
   // map), up to the writer's sweep period past expires_at.
@@ -135,6 +135,9 @@ struct L1Stats {
   std::uint64_t hits = 0, misses = 0, coh_applied = 0, coh_stale = 0, swept = 0, sweeps = 0,
                 full_skips = 0, fill_refused = 0, put_refused = 0, size = 0, tombstones = 0,
                 tombstone_collapses = 0, retired_pending = 0;
+  // Scans of the reader slots that reclamation ran (each a membarrier in the asymmetric mode:
+  // epoch::asymmetric()); reclaim_due() paces them (kScanIntervalMs).
+  std::uint64_t reclaim_scans = 0;
   // Reclamation's backlog. One reader section that never ends (a leaked ReadGuard, a reader
   // thread stopped inside one) holds back every map's reclamation: these grow, and the age
   // says for how long. retired_bytes: rows unlinked, not yet freed (headers and values).
@@ -287,9 +290,28 @@ class L1Map {
   // Deletes rows with expires_at < now: swept += n, sweeps++. Returns n. Walks the index only
   // if some row can have expired (size() != 0 and now past the earliest expiry).
   std::size_t sweep(std::int64_t now_ms) noexcept;
-  // Frees retired rows no reader can still see. Called on its own every kReclaimBatch retires;
-  // an idle writer calls it to return memory sooner.
+  // Frees retired rows no reader can still see, now: a scan of the reader slots, which costs a
+  // membarrier (an IPI to every CPU running a thread of the process) in the asymmetric mode
+  // (epoch.h). Writer thread. The writer's loop calls reclaim_due() instead; this is for a
+  // caller that wants the memory back at once (tests, tools).
   void reclaim() noexcept;
+  // Frees retired rows no reader can still see, at most once per kScanIntervalMs (on the map's
+  // clock, `now_ms`), or at once when kForceScanRows rows wait (a memory bound for heavy
+  // traffic). Returns the time (the map's clock) at which the rows still waiting may be freed
+  // (the next scan's due time), or -1 when none waits. A writer calls it on every pass and
+  // wakes by that time; retire() calls it itself every kReclaimBatch retires unless
+  // hold_reclaim(true). Writer thread; no allocation.
+  std::int64_t reclaim_due(std::int64_t now_ms) noexcept;
+  // While on, a retire never reclaims: rows only wait, tagged, for the writer's next
+  // reclaim_due(). For a writer that lends its role to another thread (engine::WriterToken):
+  // the borrower (an io thread) must not scan reader slots or run values' destructors. Writer
+  // thread (the hand-over orders the flag for the borrower).
+  void hold_reclaim(bool on) noexcept { reclaim_held_ = on; }
+  // Writer thread: rows unlinked and not yet freed (retired_pending in stats()).
+  std::size_t retired_rows() const noexcept { return retired_rows_; }
+  // Writer thread: a lower bound of every linked row's expiry (the map's clock), or the largest
+  // int64 when no row is linked: nothing expires, by any clock, before it.
+  std::int64_t next_expiry() const noexcept { return earliest_expiry_; }
   // Reads the map's clock and publishes it as the readers' time (ReadClock::kPublished; under
   // kCall and kNone it only reads the clock). Returns the time read. Writer thread; no syscall
   // beyond the clock's own, and no store while the time has not moved.
@@ -325,6 +347,10 @@ class L1Map {
   std::uint64_t index_walks() const noexcept { return index_walks_; }
 
   static constexpr std::size_t kReclaimBatch = 256;
+  // reclaim_due()'s pace: at most one scan of the reader slots (one membarrier) per this many
+  // ms, unless kForceScanRows retired rows wait.
+  static constexpr std::int64_t kScanIntervalMs = 10;
+  static constexpr std::size_t kForceScanRows = 16 * kReclaimBatch;
   // Tagged batches of retired rows kept apart; past this, a new batch joins the newest one
   // under the newer tag (it frees later, never sooner: still safe). Only a stuck reader makes
   // batches pile up.
@@ -421,7 +447,7 @@ class L1Map {
         fill_refused{0}, put_refused{0}, retired_pending{0}, tombstones{0}, tombstone_collapses{0},
         retired_bytes{0}, retired_since{0},  // retired_since: `since` of the oldest chain
         decode_errors{0}, evicted_size{0}, evicted_bytes{0}, expired{0}, invalidated{0},
-        replaced{0}, bytes{0};
+        replaced{0}, bytes{0}, reclaim_scans{0};
   };
 
   const Row* lookup(std::string_view name, std::uint64_t hash) const noexcept;
@@ -464,6 +490,11 @@ class L1Map {
   std::size_t value_offset(std::size_t name_size) const noexcept;
   void unlink(std::atomic<Row*>* link, Row* row) noexcept;
   void retire(Row* row) noexcept;
+  // reclaim()'s and reclaim_due()'s parts: tag the untagged chain with a new epoch (a batch of
+  // its own, or joined to the newest); scan the reader slots and free every batch no reader can
+  // see (batch_count_ != 0), noting `now_ms` as the last scan.
+  void tag_untagged() noexcept;
+  void scan_and_free(std::int64_t now_ms) noexcept;
   void publish_retired() noexcept;
   void free_row(Row* row) noexcept;
   // `h` is hash_key(name). Leaves the fill guard's counters to publish_guard() (once a batch).
@@ -598,6 +629,8 @@ class L1Map {
   RetireChain batches_[kRetireBatches];           // tagged, oldest first from batch_head_
   std::size_t batch_head_ = 0, batch_count_ = 0;  // a ring over batches_
   std::size_t untagged_rows_ = 0, retired_rows_ = 0, retired_bytes_ = 0;
+  std::int64_t last_scan_ms_ = std::numeric_limits<std::int64_t>::min();  // reclaim_due's pace
+  bool reclaim_held_ = false;                                               // hold_reclaim()
   std::uint64_t index_walks_ = 0;
   TombstoneTable tombstones_;
   Fifo small_, main_;              // kS3Fifo: both; kClock: main_
