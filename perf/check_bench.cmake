@@ -1,8 +1,10 @@
 # SPDX-License-Identifier: MIT
 # Checks a `echostore bench --json` file so the command cannot silently rot: it parses, names the
-# machine, compiler and commit, and holds every row of the suite with a finite, positive figure,
-# baseline and ratio (a non-finite double is written as null, which fails here). CMake's own JSON
-# parser, so the check needs nothing the build does not.
+# machine, compiler and commit, and holds every row of the suite with a finite figure and baseline
+# and a finite, positive ratio (a non-finite double is written as null, which fails here). A figure
+# may be 0 only in a row whose ratio_offset keeps the ratio defined (a count that may be 0);
+# without one, a 0 makes the ratio 0 or null and fails. CMake's own JSON parser, so the check needs
+# nothing the build does not.
 #   cmake -DJSON=FILE -P perf/check_bench.cmake
 cmake_minimum_required(VERSION 3.25)
 if(NOT DEFINED JSON OR NOT EXISTS "${JSON}")
@@ -36,11 +38,19 @@ set(seen "")
 math(EXPR last "${n} - 1")
 foreach(i RANGE ${last})
   string(JSON id GET "${doc}" rows ${i} id)
+  string(JSON offset ERROR_VARIABLE no_offset GET "${doc}" rows ${i} ratio_offset)
   foreach(field ours_median baseline_median ratio)
     string(JSON type TYPE "${doc}" rows ${i} ${field})
     string(JSON v GET "${doc}" rows ${i} ${field})
-    if(NOT type STREQUAL "NUMBER" OR NOT v GREATER 0)
-      message(FATAL_ERROR "check_bench: row ${id}: ${field} is ${type} '${v}', not a finite positive number")
+    if(NOT type STREQUAL "NUMBER")
+      message(FATAL_ERROR "check_bench: row ${id}: ${field} is ${type} '${v}', not a finite number")
+    endif()
+    if(field STREQUAL "ratio" OR no_offset)
+      if(NOT v GREATER 0)
+        message(FATAL_ERROR "check_bench: row ${id}: ${field} is '${v}', not positive")
+      endif()
+    elseif(v LESS 0)
+      message(FATAL_ERROR "check_bench: row ${id}: ${field} is '${v}', negative")
     endif()
   endforeach()
   string(JSON placement GET "${doc}" rows ${i} placement)

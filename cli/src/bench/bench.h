@@ -67,10 +67,13 @@ struct Row {
   // Every message's latency behind the rounds' medians (the lane rows; empty for the rows
   // measured in aggregate): the percentile curves of --html.
   std::vector<double> ours_samples, base_samples;
+  // Added to both medians before they are divided: a count that may be 0 in either contender
+  // keeps a finite, defined ratio (0: the plain ours / baseline).
+  double ratio_offset = 0;
 
   double ours_median() const;
   double base_median() const;
-  double ratio() const;  // ours_median / base_median
+  double ratio() const;  // (ours_median + ratio_offset) / (base_median + ratio_offset)
 };
 
 // The median of `v` (NaN when empty).

@@ -48,7 +48,9 @@ std::string placement_of(const BenchConfig& c, const std::string& threads, bool 
 
 double Row::ours_median() const { return median_of(ours_rounds); }
 double Row::base_median() const { return median_of(base_rounds); }
-double Row::ratio() const { return ours_median() / base_median(); }
+double Row::ratio() const {
+  return (ours_median() + ratio_offset) / (base_median() + ratio_offset);
+}
 
 void Progress::step(const std::string& what, int round, int rounds) {
   ++at_;
@@ -110,7 +112,8 @@ bool write_json(const std::string& path, const RunInfo& info, const BenchConfig&
                 {"wait", std::string(ring::to_string(c.wait))}};
   j["rounds"] = c.rounds;
   j["quick"] = c.quick;
-  j["statistic"] = "median of rounds; ratio = ours / baseline";
+  j["statistic"] =
+      "median of rounds; ratio = ours / baseline (each plus the row's ratio_offset, where given)";
   j["placement"] = {{"name", c.placement},
                     {"process_cpu", c.process_cpu},
                     {"server_cpu", c.server_cpu},
@@ -133,6 +136,7 @@ bool write_json(const std::string& path, const RunInfo& info, const BenchConfig&
                    {"baseline_rounds", r.base_rounds},
                    {"placement", r.placement},
                    {"also", also}});
+    if (r.ratio_offset != 0) out.back()["ratio_offset"] = r.ratio_offset;
   }
   j["rows"] = std::move(out);
   std::ofstream f(path);
