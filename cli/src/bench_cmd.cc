@@ -57,9 +57,9 @@ bool configure(const BenchArgs& a, bench::BenchConfig& c) {
   }
   if (!a.only.empty()) {
     if (a.only != "micro" && a.only != "hit_ratio" && a.only != "lanes" &&
-        a.only != "io_threads" && a.only != "open_loop") {
-      return bad("--only wants micro, hit_ratio, lanes, io_threads or open_loop, got '" + a.only +
-                 "'");
+        a.only != "io_threads" && a.only != "neighbour" && a.only != "open_loop") {
+      return bad("--only wants micro, hit_ratio, lanes, io_threads, neighbour or open_loop, got '" +
+                 a.only + "'");
     }
     c.only = a.only;
   }
@@ -166,7 +166,8 @@ int run(const BenchArgs& a) {
   bench::RunInfo info = bench::machine_info();
   info.command = command_line(a);
   ServerTarget server;
-  if (!c.only.empty() && c.only != "lanes" && c.only != "io_threads" && c.only != "open_loop") {
+  if (!c.only.empty() && c.only != "lanes" && c.only != "io_threads" && c.only != "neighbour" &&
+      c.only != "open_loop") {
     info.server = "no server (--only " + c.only + ")";
   } else if (const int rc = open_server("bench", a.server, server, &a.tls); rc != 0) {
     return rc;
@@ -190,10 +191,12 @@ int run(const BenchArgs& a) {
   };
   const int open_loop_steps =
       bench::kOpenLoopStepsPerRate * static_cast<int>(c.load.size()) * c.rounds;
+  const int neighbour_steps = bench::kNeighbourSteps * c.rounds;
   bench::Progress progress(std::cerr, (part("micro") ? bench::kMicroSteps * c.rounds : 0) +
                                           (part("hit_ratio") ? bench::kHitRatioSteps : 0) +
                                           (part("lanes") ? bench::kLaneSteps * c.rounds : 0) +
                                           (part("io_threads") ? bench::kIoThreadsSteps * c.rounds : 0) +
+                                          (part("neighbour") ? neighbour_steps : 0) +
                                           (part("open_loop") ? open_loop_steps : 0));
   const auto t0 = std::chrono::steady_clock::now();
   try {
@@ -201,6 +204,9 @@ int run(const BenchArgs& a) {
     if (part("hit_ratio")) bench::run_hit_ratio(c, progress, rows);
     if (part("lanes")) bench::run_lanes(c, target, progress, rows);
     if (part("io_threads")) bench::run_io_threads(c, target, progress, rows);
+    if (part("neighbour")) {
+      bench::run_neighbour(c, target, server.own ? server.own->pid() : 0, progress, rows);
+    }
     if (part("open_loop")) bench::run_open_loop(c, target, progress, rows);
   } catch (const std::exception& e) {
     std::cerr << "echostore bench: " << e.what() << '\n';
@@ -253,7 +259,9 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   bench->add_option("--only", args->only,
                     "one part of the suite: micro (ring, L1, RESP3), hit_ratio (eviction "
                     "policies on generated traces), lanes (the rows against a server), "
-                    "io_threads (a 4-table flood on 2 io threads vs 1) or open_loop (as --load)");
+                    "io_threads (a 4-table flood on 2 io threads vs 1), neighbour (a spinner "
+                    "pinned to CPU 1: its loop gaps beside 2 engines on CPU 0 vs alone) or "
+                    "open_loop (as --load)");
   auto* load = bench->add_option("--load", args->load_text,
                     "the open-loop rows alone: PUBLISH at each RATE[,RATE...] msg/s on a fixed "
                     "schedule, the broadcast lane's p50/p99/p99.9 from each message's scheduled "

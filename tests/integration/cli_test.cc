@@ -6,7 +6,8 @@
 // malformed intents is not a success, `bench --json` and `--html` with paths that are not UTF-8
 // write their files instead of aborting (the page well-formed and holding every row), and a short `referee` run shows both sides of the face-off. Runs the
 // program built beside this test (ECHO_CLI_PATH) against a real server started here; registered
-// only when the CLI is built (ECHO_BUILD_CLI).
+// only when the CLI is built (ECHO_BUILD_CLI). `bench --only neighbour` gives its three rows with
+// finite ratios even where a gap count is 0.
 #include <echo/engine/journal.h>
 #include <echo/testing/local_cluster.h>
 #include <echo/testing/local_server.h>
@@ -104,6 +105,7 @@ TEST_F(CliTest, EveryUsageErrorExitsTwo) {
       {"drill", "--chaos", "5"},                  // the chaos drill runs 10..86400 s
       {"drill", "--seed", "3"},                   // a seed is the chaos drill's alone
       {"drill", "--chaos", "60", "--cluster"},    // the chaos drill runs on one server
+      {"bench", "--only", "neighbor"},            // the part is spelt as the row ids spell it
   };
   for (const auto& args : bad) {
     const Ran r = run_cli(args);
@@ -377,6 +379,37 @@ TEST_F(CliTest, BenchJsonAndHtmlToPathsThatAreNotUtf8AreWrittenWhole) {
         << lane;
   }
   EXPECT_NE(html.find("<polyline"), std::string::npos);
+}
+
+TEST_F(CliTest, BenchOnlyNeighbourGivesThreeFiniteRowsOrSaysWhyNot) {
+  // Gap counts may be 0 in either contender on a quiet CPU: the ratio is (ours + 1) / (alone + 1)
+  // gaps/s, never the 0/0 or x/0 that nlohmann writes as null. On one CPU the rows are left out.
+  TempDir dir;
+  const std::string path = (dir.path() / "neighbour.json").string();
+  const Ran r = run_cli({"bench", "--server", server_arg(), "--only", "neighbour", "--quick",
+                         "--rounds", "1", "--json", path});
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto j = nlohmann::json::parse(slurp(path), nullptr, false);
+  ASSERT_FALSE(j.is_discarded());
+  if (j.at("machine").at("cores").get<unsigned>() < 2) {
+    EXPECT_TRUE(j.at("rows").empty());
+    EXPECT_NE(r.err.find("left out"), std::string::npos) << r.err;
+    return;
+  }
+  std::vector<std::string> ids;
+  for (const auto& row : j.at("rows")) {
+    ids.push_back(row.at("id"));
+    ASSERT_TRUE(row.at("ratio").is_number()) << row.dump();
+    EXPECT_GT(row.at("ratio").get<double>(), 0) << row.dump();
+    EXPECT_GE(row.at("ours_median").get<double>(), 0) << row.dump();
+    EXPECT_GE(row.at("baseline_median").get<double>(), 0) << row.dump();
+    EXPECT_EQ(row.at("ratio_offset").get<double>(), 1) << row.dump();
+    EXPECT_EQ(row.at("also").size(), 2u) << row.dump();
+    EXPECT_NE(row.at("placement").get<std::string>().find("CPU 1"), std::string::npos);
+  }
+  EXPECT_EQ(ids, (std::vector<std::string>{"neighbour_gaps_vs_alone_idle",
+                                           "neighbour_gaps_vs_alone_sparse",
+                                           "neighbour_gaps_vs_alone_burst"}));
 }
 
 TEST_F(CliTest, RefereeFindsNoStaleEchoStoreReadAndSeesTheClassicRace) {

@@ -3,8 +3,11 @@
 // every round (interleaved, so a noisy neighbour hits both), and reports the median of the
 // rounds for each and their ratio (DESIGN "Performance": a figure is a ratio to a baseline
 // measured in the same run). The in-process rows (ring, L1, RESP3) live in micro.cc, the rows
-// that need a server (lanes, journal) in lanes.cc, the table and the JSON in report.cc.
+// that need a server (lanes, journal) in lanes.cc, the neighbour-jitter rows in neighbour.cc,
+// the table and the JSON in report.cc.
 #pragma once
+
+#include <sys/types.h>
 
 #include <echo/engine/table_spec.h>
 #include <echo/ring/ring_config.h>
@@ -33,8 +36,8 @@ struct BenchConfig {
   int decode_streams = 200;             // 1024-frame streams per decoder per round
   int messages = 200;                   // lane messages (and journal pairs) per contender per round
   bool quick = false;
-  // "" (every part but open_loop), "micro", "hit_ratio", "lanes", "io_threads" or "open_loop"
-  // (the open-loop rows alone: what --load selects).
+  // "" (every part but open_loop), "micro", "hit_ratio", "lanes", "io_threads", "neighbour" or
+  // "open_loop" (the open-loop rows alone: what --load selects).
   std::string only;
   // --load: the open-loop rates in messages/s (bare --load: 10000, 50000, 100000), each run for
   // 1 s (0.5 s with --quick) per contender per round; empty unless the open-loop part runs.
@@ -120,6 +123,15 @@ void run_open_loop(const BenchConfig& config, const DrillTarget& target, Progres
 void run_io_threads(const BenchConfig& config, const DrillTarget& target, Progress& progress,
                     std::vector<Row>& rows);
 
+// The neighbour-jitter rows (neighbour_gaps_vs_alone_{idle,sparse,burst}, neighbour.cc): a
+// spinner pinned to CPU 1 counts its clock-loop gaps over 10 us (and 2 us) per second beside two
+// engines whose threads, with the bench thread and the started server (`server_pid`, 0 for a
+// given one), are on CPU 0, against the same spinner with no engine in the process. Left out
+// (said on stderr) on one CPU or where a pinning is refused. Throws std::runtime_error when a
+// node does not start or a message is not heard.
+void run_neighbour(const BenchConfig& config, const DrillTarget& target, pid_t server_pid,
+                   Progress& progress, std::vector<Row>& rows);
+
 // A lane table of the bench's receiving node, carrying the user's ring capacity, max batch and
 // wait (job credits capped at the ring). bench_cmd validates it before anything runs.
 engine::TableSpec lane_spec(const std::string& name, engine::CoherenceMode mode,
@@ -130,6 +142,7 @@ inline constexpr int kMicroSteps = 5;  // ring x2, L1 get, typed hit, RESP3
 inline constexpr int kLaneSteps = 4;
 inline constexpr int kIoThreadsSteps = 1;
 inline constexpr int kOpenLoopStepsPerRate = 1;
+inline constexpr int kNeighbourSteps = 3;  // idle, sparse, burst
 
 // The run's context, printed above the table and written into the JSON.
 struct RunInfo {
