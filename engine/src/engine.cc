@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <condition_variable>
 #include <deque>
 #include <filesystem>
@@ -30,7 +31,9 @@
 #include "sentinel_watch.h"
 #include "shared_relay.h"
 #include "sharded_subscriber.h"
+#include "housekeeping.h"
 #include "thread_name.h"
+#include "thread_switches.h"
 
 #include <echo/engine/l2_frame.h>
 #include <echo/engine/stats_export.h>
@@ -74,11 +77,11 @@ io::ConnectionOptions base_connection_options(const EngineOptions& options, std:
 // cancelled) and drops the jobs not started: stop() has answered their flights `stopped`.
 class LoaderPool {
  public:
-  explicit LoaderPool(int threads) {
+  LoaderPool(int threads, const Housekeeping& housekeeping) {
     threads_.reserve(static_cast<std::size_t>(threads));
     for (int i = 0; i < threads; ++i) {
-      threads_.emplace_back([this](std::stop_token stop) {
-        name_this_thread("echo-load");
+      threads_.emplace_back([this, &housekeeping](std::stop_token stop) {
+        housekeeping.enter("echo-load");
         run(stop);
       });
     }
@@ -200,6 +203,8 @@ struct Engine::Impl {
     std::unique_ptr<io::Connection> sub;
   };
   std::vector<ExtraIo> extra_io;
+  // Each io thread's kernel id once it runs (EngineStats::IoThread's os_wakes): a report.
+  std::array<std::atomic<int>, 16> io_tids{};
   // ServerMode::kSentinel: the master's address and its changes (sentinel_watch.h). Built in
   // start() before any connection, which all dial its master() (connection_options()).
   std::unique_ptr<SentinelWatch> sentinel;
@@ -239,6 +244,8 @@ struct Engine::Impl {
   // The shared-queue relay (TableSpec::job_relay) and, on a single server, its parking
   // connection and that connection's CLIENT ID (stop() unblocks its BLPOP with CLIENT UNBLOCK).
   std::unique_ptr<SharedQueueRelay> relay;
+  // EngineOptions::housekeeping_cpus: built with the engine, before any housekeeping thread.
+  std::unique_ptr<Housekeeping> housekeeping;
   std::unique_ptr<io::Connection> relay_park;
   std::string relay_client;
   // EngineOptions::metrics_port: opened in start(), closed in stop(); kept until destruction so
@@ -696,6 +703,12 @@ struct Engine::Impl {
   // ---- the subscriber's push path (loop thread) ----
   // `ring`: the slot's broadcast ring, or its lead ring (a lead refused by a full ring costs
   // nothing but its speed: the job follows, so that ring drops and never flushes).
+  // On io thread k, first thing: its name, and its kernel id for stats.
+  void note_io_thread(int k) {
+    name_this_thread("echo-io:" + std::to_string(k));
+    io_tids[static_cast<std::size_t>(k)].store(current_tid(), std::memory_order_relaxed);
+  }
+
   void deliver(Slot& slot, CoherenceRing& ring, std::string_view payload) {
     if (pushes_closed.load(std::memory_order_relaxed)) return;  // stopping: nothing drains them
     // A broadcast ring's items and a lead ring's are applied on this thread when the writer is
@@ -1074,6 +1087,15 @@ Engine::Engine(EngineOptions options, std::vector<TableSpec> tables)
   if (const auto l = impl_->options.node_lease.count(); l < 1000 || l > 3'600'000) {
     throw ConfigError("node_lease must lie in 1000..3,600,000 ms, got " + std::to_string(l));
   }
+  for (const int cpu : impl_->options.housekeeping_cpus) {
+    if (cpu < 0 || cpu >= CPU_SETSIZE) {
+      throw ConfigError("housekeeping_cpus: each CPU must lie in 0.." +
+                        std::to_string(CPU_SETSIZE - 1) + ", got " + std::to_string(cpu));
+    }
+  }
+  impl_->housekeeping = std::make_unique<Housekeeping>(impl_->options.housekeeping_cpus);
+  impl_->lease->set_housekeeping(*impl_->housekeeping);
+  impl_->job_sends.set_housekeeping(*impl_->housekeeping);
   for (auto& spec : tables) {
     validate(spec);
     auto slot = std::make_unique<Impl::Slot>();
@@ -1191,7 +1213,7 @@ Error Engine::start_once(std::chrono::milliseconds timeout) {
                     std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
   };
   d.io = std::make_unique<io::LoopThread>(d.options.io);
-  d.io->loop().post([] { name_this_thread("echo-io:0"); });
+  d.io->loop().post([&d] { d.note_io_thread(0); });
   if (d.options.metrics_port != 0) {
     // Bound now, so a port in use fails start() before anything dials; it accepts only at the
     // end of start(), once everything stats() reads is in place. It lives on io thread 0.
@@ -1209,11 +1231,11 @@ Error Engine::start_once(std::chrono::milliseconds timeout) {
     io::LoopOptions lo = d.options.io;
     lo.cpu = -1;  // io.cpu pins io thread 0 only
     auto loop = std::make_unique<io::LoopThread>(lo);  // may throw: stop() sees only built ones
-    loop->loop().post([k] { name_this_thread("echo-io:" + std::to_string(k)); });
+    loop->loop().post([&d, k] { d.note_io_thread(k); });
     d.extra_io.push_back(Impl::ExtraIo{std::move(loop), nullptr});
   }
   for (auto& s : d.slots) {
-    s->loaders = std::make_unique<LoaderPool>(s->spec.loader_threads);
+    s->loaders = std::make_unique<LoaderPool>(s->spec.loader_threads, *d.housekeeping);
     s->writer->start();
   }
   if (d.options.mode == ServerMode::kCluster) {
@@ -1435,7 +1457,7 @@ Error Engine::start_once(std::chrono::milliseconds timeout) {
   if (d.options.stats_publish.count() > 0) {
     // One SET per table per period, best effort: a missed one only lets the key age (PX 3 periods).
     d.stats_publisher = std::jthread([this](std::stop_token stop) {
-      name_this_thread("echo-stats");
+      impl_->housekeeping->enter("echo-stats");
       const auto period = impl_->options.stats_publish;
       const std::string node = impl_->node_name();
       const std::string px = std::to_string(3 * period.count());
@@ -1581,6 +1603,7 @@ Error Engine::start_relay() {
     };
   }
   d.relay = std::make_unique<SharedQueueRelay>(std::move(relayed), std::move(ports), beat);
+  d.relay->set_housekeeping(*d.housekeeping);
   d.relay->start();
   return {};
 }
@@ -2085,6 +2108,22 @@ EngineStats Engine::stats() const {
       auto& t = out.io_threads[static_cast<std::size_t>(s->io_index)];
       t.pushes += s->pushes.load(std::memory_order_relaxed);
       if (s->spec.coherence == CoherenceMode::kBroadcast) t.tables.push_back(s->spec.name);
+      // The broadcast ring's producer is its io thread; a lead ring's is io thread 0 (where a
+      // job table's io_index points too). The job ring's producer is the consumer's loop: 0.
+      if (s->ring != nullptr) t.signals += s->ring->stats().wakes;
+      if (s->lead_ring != nullptr) t.signals += s->lead_ring->stats().wakes;
+      if (s->job_ring != nullptr) t.signals += s->job_ring->stats().wakes;
+    }
+    for (std::size_t k = 0; k < out.io_threads.size(); ++k) {
+      auto& t = out.io_threads[k];
+      for (std::size_t i = 0; i < out.tables.size(); ++i) {
+        if (static_cast<std::size_t>(out.tables[i].io_thread) == k) {
+          t.direct_applies += out.tables[i].writer.direct_applies;
+        }
+      }
+      const ThreadSwitches os = thread_switches(impl_->io_tids[k].load(std::memory_order_relaxed));
+      t.os_wakes = os.voluntary;
+      t.os_preemptions = os.involuntary;
     }
   }
   if (impl_->cmd) out.connections.push_back(impl_->cmd->stats());
@@ -2118,6 +2157,7 @@ EngineStats Engine::stats() const {
     out.node_lapses = l.lapses;
     out.node_taken = l.taken;
   }
+  if (impl_->housekeeping) out.housekeeping_pin_failures = impl_->housekeeping->pin_failures();
   if (impl_->relay) {
     const RelayCounters r = impl_->relay->stats();
     out.relay_claimed = r.claimed;

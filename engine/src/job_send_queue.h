@@ -15,6 +15,7 @@
 #include <thread>
 #include <utility>
 
+#include "housekeeping.h"
 #include "thread_name.h"
 
 namespace echo::engine {
@@ -27,6 +28,9 @@ class JobSendQueue {
   JobSendQueue(const JobSendQueue&) = delete;
   JobSendQueue& operator=(const JobSendQueue&) = delete;
   ~JobSendQueue() { close_and_drain(); }
+
+  // Where the thread runs (EngineOptions::housekeeping_cpus). Before the first push().
+  void set_housekeeping(const Housekeeping& h) noexcept { housekeeping_ = &h; }
 
   // Any thread. Queues `task` and returns true, or returns false (the task not taken, not run)
   // once close_and_drain() began. One mutex section and one condvar notify; the first call
@@ -55,7 +59,11 @@ class JobSendQueue {
 
  private:
   void run() {
-    name_this_thread("echo-jobsend");
+    if (housekeeping_ != nullptr) {
+      housekeeping_->enter("echo-jobsend");
+    } else {
+      name_this_thread("echo-jobsend");
+    }
     never_preempt_on_wake();
     std::unique_lock lock(mu_);
     for (;;) {
@@ -89,6 +97,7 @@ class JobSendQueue {
   std::deque<Task> tasks_;  // under mu_
   bool closed_ = false;     // under mu_
   std::mutex join_mu_;
+  const Housekeeping* housekeeping_ = nullptr;
   std::thread thread_;  // started under mu_, joined under join_mu_
 };
 

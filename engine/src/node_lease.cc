@@ -70,7 +70,11 @@ Error NodeLease::acquire(std::chrono::steady_clock::time_point deadline) {
 }
 
 void NodeLease::keep(std::stop_token stop) {
-  name_this_thread("echo-lease");
+  if (housekeeping_ != nullptr) {
+    housekeeping_->enter("echo-lease");
+  } else {
+    name_this_thread("echo-lease");
+  }
   std::unique_lock lock(mu_);
   // Every third of the lease; after a renewal that got no answer (a dropped connection, a
   // failover under way) every 100 ms, so that a blip costs no lapse.

@@ -28,6 +28,8 @@
 #include <echo/io/connection.h>
 #include <echo/io/resp3_value.h>
 
+#include "housekeeping.h"
+
 namespace echo::engine {
 
 struct NodeLeaseCounters {
@@ -46,6 +48,8 @@ class NodeLease {
   // `log`: where its two lines (a lapse healed, the node taken by another process) go.
   NodeLease(ScriptFn script, int wanted, std::chrono::milliseconds lease, LogSink log = {});
   ~NodeLease();  // stop()
+  // Where the keeper thread runs (EngineOptions::housekeeping_cpus). Before acquire().
+  void set_housekeeping(const Housekeeping& h) noexcept { housekeeping_ = &h; }
   NodeLease(const NodeLease&) = delete;
   NodeLease& operator=(const NodeLease&) = delete;
 
@@ -83,6 +87,7 @@ class NodeLease {
   std::atomic<std::uint64_t> renewals_{0}, lapses_{0}, taken_{0};
   std::mutex mu_;
   std::condition_variable_any cv_;
+  const Housekeeping* housekeeping_ = nullptr;
   std::jthread keeper_;
 };
 

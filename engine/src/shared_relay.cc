@@ -34,7 +34,11 @@ RelayCounters SharedQueueRelay::stats() const {
 }
 
 void SharedQueueRelay::run(std::stop_token stop) {
-  name_this_thread("echo-relay");
+  if (housekeeping_ != nullptr) {
+    housekeeping_->enter("echo-relay");
+  } else {
+    name_this_thread("echo-relay");
+  }
   auto next_maintenance = std::chrono::steady_clock::time_point{};
   while (!stop.stop_requested()) {
     // WIRE §5.4 step 2 once a beat: return lapsed leases (a relay or consumer that died holding

@@ -30,6 +30,8 @@
 #include <echo/io/resp3_value.h>
 #include <echo/table/branded_id.h>
 
+#include "housekeeping.h"
+
 namespace echo::engine {
 
 // EngineStats::relay: summed over the relaying tables.
@@ -69,6 +71,8 @@ class SharedQueueRelay {
   SharedQueueRelay(const SharedQueueRelay&) = delete;
   SharedQueueRelay& operator=(const SharedQueueRelay&) = delete;
 
+  // Where its thread runs (EngineOptions::housekeeping_cpus). Owner thread, before start().
+  void set_housekeeping(const Housekeeping& h) noexcept { housekeeping_ = &h; }
   void start();
   // Asks the thread to stop; `unpark` (run after the request) should end a park under way.
   void stop(const std::function<void()>& unpark = {});
@@ -90,6 +94,7 @@ class SharedQueueRelay {
   std::chrono::milliseconds beat_;
   JobLaneScripts scripts_ = JobLaneScripts::embedded();
   std::vector<std::string> wake_lists_;
+  const Housekeeping* housekeeping_ = nullptr;
   std::jthread thread_;
   std::atomic<std::uint64_t> claimed_{0}, relayed_{0}, malformed_{0}, errors_{0}, maintenance_{0};
 };

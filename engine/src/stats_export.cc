@@ -235,6 +235,9 @@ constexpr EngineCounter kEngineCounters[] = {
      &EngineStats::node_lapses},
     {"node_taken", "node lease renewals that found another process on the node",
      &EngineStats::node_taken},
+    {"housekeeping_pin_failures",
+     "housekeeping threads the kernel refused to pin to housekeeping_cpus (they run unpinned)",
+     &EngineStats::housekeeping_pin_failures},
 };
 
 void render_snapshot(Exposition& e, const json& s) {
@@ -331,6 +334,13 @@ void render_snapshot(Exposition& e, const json& s) {
     e.sample("echostore_sentinel_master", "gauge",
              "1, labelled with the master (host:port) the sentinels name now", ml, 1);
   }
+  if (auto it = s.find("io_threads"); it != s.end()) {  // older nodes: none
+    for (const json& t : *it) {
+      Labels tl = base;
+      tl.emplace_back("io_thread", std::to_string(need(t, "index").get<int>()));
+      render_fields(e, "io_thread", t, tl, kIoThreadFields);
+    }
+  }
   if (auto it = s.find("fan_out"); it != s.end() && !it->is_null()) {  // older nodes: none
     render_fields(e, "fan_out", *it, base, kFanOutFields);
   }
@@ -423,6 +433,15 @@ std::string to_json(const StatsSnapshot& snapshot) {
   } else {
     out["sentinel"] = json(nullptr);
   }
+  json io_threads = json::array();
+  for (std::size_t k = 0; k < snapshot.engine.io_threads.size(); ++k) {
+    const auto& t = snapshot.engine.io_threads[k];
+    json jt = fields_json(t, kIoThreadFields);
+    jt["index"] = k;
+    jt["tables"] = t.tables;
+    io_threads.push_back(std::move(jt));
+  }
+  out["io_threads"] = std::move(io_threads);
   out["fan_out"] = fields_json(snapshot.engine.fan_out, kFanOutFields);
   out["metrics"] = fields_json(snapshot.engine.metrics, kMetricsFields);
   json journals = json::array();

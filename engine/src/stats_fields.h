@@ -57,6 +57,8 @@ constexpr Field<table::L1Stats> kL1Fields[] = {
      "memory: retired rows awaiting epoch reclamation (unlinked, not yet freed)"},
     {"retired_bytes", &table::L1Stats::retired_bytes, Kind::kGauge,
      "bytes of retired rows awaiting epoch reclamation"},
+    {"reclaim_scans", &table::L1Stats::reclaim_scans, Kind::kCounter,
+     "reclamation's scans of the reader slots (paced: at most one per 10 ms under light load)"},
     {"retired_age_ms", &table::L1Stats::retired_age_ms, Kind::kGauge,
      "age in seconds of the oldest retired row not yet reclaimed (a stuck reader grows it)"},
     {"reader_slot_refusals", &table::L1Stats::reader_slot_refusals, Kind::kCounter,
@@ -101,6 +103,15 @@ constexpr Field<WriterStats> kWriterFields[] = {
      "fills held by the fill_hold fault injection"},
     {"direct_applies", &WriterStats::direct_applies, Kind::kCounter,
      "broadcast items an io thread applied under the writer's token (no ring, no wake)"},
+    {"parks", &WriterStats::parks, Kind::kCounter, "times the writer slept on its doorbell"},
+    {"signals", &WriterStats::signals, Kind::kCounter,
+     "futex wakes other threads sent the writer"},
+    {"membarriers", &WriterStats::membarriers, Kind::kCounter,
+     "membarrier calls the writer made (each an IPI to every CPU running the process)"},
+    {"os_wakes", &WriterStats::os_wakes, Kind::kCounter,
+     "the writer thread's voluntary context switches (kernel count: one wake per sleep)"},
+    {"os_preemptions", &WriterStats::os_preemptions, Kind::kCounter,
+     "the writer thread's involuntary context switches (kernel count)"},
 };
 
 constexpr Field<ring::RingStats> kRingFields[] = {
@@ -190,6 +201,19 @@ constexpr Field<SentinelCounters> kSentinelFields[] = {
      "get-master-addr-by-name answered with an address"},
     {"role_refusals", &SentinelCounters::role_refusals, Kind::kCounter,
      "connections that found the named master answering ROLE as a replica"},
+};
+
+constexpr Field<EngineStats::IoThread> kIoThreadFields[] = {
+    {"pushes", &EngineStats::IoThread::pushes, Kind::kCounter,
+     "pushes the io thread's subscriber routed into rings"},
+    {"signals", &EngineStats::IoThread::signals, Kind::kCounter,
+     "futex wakes the io thread sent writers through its rings"},
+    {"direct_applies", &EngineStats::IoThread::direct_applies, Kind::kCounter,
+     "items the io thread applied under a parked writer's token"},
+    {"os_wakes", &EngineStats::IoThread::os_wakes, Kind::kCounter,
+     "the io thread's voluntary context switches (kernel count: one wake per sleep)"},
+    {"os_preemptions", &EngineStats::IoThread::os_preemptions, Kind::kCounter,
+     "the io thread's involuntary context switches (kernel count)"},
 };
 
 constexpr Field<FanOutCounters> kFanOutFields[] = {

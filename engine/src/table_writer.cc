@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 
 #include <echo/engine/errc.h>
 #include <echo/engine/l2_frame.h>
@@ -23,6 +24,7 @@
 #include <concurrentqueue/concurrentqueue.h>
 
 #include "thread_name.h"
+#include "thread_switches.h"
 
 namespace echo::engine {
 namespace {
@@ -199,6 +201,7 @@ std::int64_t TableWriter::now_ms() const noexcept { return map_->now(); }
 
 void TableWriter::run(std::stop_token stop) {
   name_this_thread("echo-w:" + spec_.name);
+  tid_.store(current_tid(), std::memory_order_relaxed);  // a report: orders nothing
   if (spec_.writer_cpu >= 0) {
     cpu_set_t set;
     CPU_ZERO(&set);
@@ -242,23 +245,15 @@ void TableWriter::run(std::stop_token stop) {
     const std::int64_t next_load = expire_loads(exact);
     const std::int64_t held_now = held_.empty() ? 0 : steady_ns();
     const std::int64_t next_held = release_held(held_now);
+    const std::int64_t next_reclaim = map_->reclaim_due(now);
     if (work != 0) continue;
-    map_->reclaim();
-    // Wake for the next sweep, or sooner for a serve_stale deadline (waiting for the sweep alone
-    // served stale rows up to sweep_ms past serve_stale_max_ms), a loader's deadline or, under
-    // L1Clock::kWriter, the next tick of the readers' time.
-    std::int64_t wait = (stale_deadline_ >= 0 ? std::min(next_sweep, stale_deadline_) : next_sweep) - now;
-    if (next_load >= 0) wait = std::min(wait, next_load - exact);
-    if (spec_.l1_clock == L1Clock::kWriter) wait = std::min(wait, spec_.clock_tick_ms);
-    auto deadline = std::chrono::steady_clock::now() +
-                    std::chrono::milliseconds(std::max<std::int64_t>(0, wait));
-    if (next_held >= 0) {
-      deadline = std::min(deadline, std::chrono::steady_clock::time_point(
-                                        std::chrono::nanoseconds(next_held)));
-    }
+    const auto deadline = idle_deadline(now, next_sweep, next_reclaim, next_load, exact, next_held);
     // Lent while it waits (deliver() may apply meanwhile); the predicate reads only the rings'
-    // and the inbox's atomics, never the state the token guards.
+    // and the inbox's atomics, never the state the token guards. A borrower only retires rows:
+    // this writer frees them, by next_reclaim, or once a borrower asks (reclaim_wanted()).
     if (direct_) {
+      reclaim_armed_ = next_reclaim >= 0;
+      map_->hold_reclaim(true);
       map_->release_writer();
       token_.lend();
     }
@@ -267,10 +262,15 @@ void TableWriter::run(std::stop_token stop) {
           for (const auto& r : rings_) {
             if (r->has_work() || r->flush_pending()) return true;  // a refusal rings too
           }
-          return inbox_->q.size_approx() != 0;
+          return inbox_->q.size_approx() != 0 ||
+                 reclaim_asked_.load(std::memory_order_relaxed);  // notify() orders it
         },
         deadline, stop);
-    if (direct_) token_.take_back();  // waits out a borrower's apply (stop() while borrowed too)
+    if (direct_) {
+      token_.take_back();  // waits out a borrower's apply (stop() while borrowed too)
+      map_->hold_reclaim(false);
+      reclaim_asked_.store(false, std::memory_order_relaxed);  // this pass reclaims what is due
+    }
   }
   // Held here; from now on deliver() publishes into the rings (which nothing drains any more),
   // and stop() reads the writer's state after the join.
@@ -284,13 +284,23 @@ bool TableWriter::deliver(CoherenceRing& ring, CoherenceItem&& item) noexcept {
   if (direct_ && plain && token_.try_borrow()) {
     // Empty: every item this producer published before is applied (head_ acquire, pairs with
     // the drain's release; the writer did it while it held the token, so lend() ordered it
-    // before this borrow too). Only this thread publishes into `ring`, so it stays empty. Its
-    // flush flag is down: the writer takes it in the pass that drains the full ring that raised
-    // it, before it lends the token again.
-    if (ring.free_slots() == ring.capacity()) {
+    // before this borrow too). Only this thread publishes into `ring`, so it stays empty. No
+    // flush pending: a refusal raised after the writer's last pass (this producer's own, so
+    // before this call) must reach the writer first, or this item would be applied before the
+    // flush that the refused one asks for and then dropped with every other row; through the
+    // ring, it is applied after the flush.
+    if (ring.free_slots() == ring.capacity() && !ring.flush_pending()) {
       apply_direct(item);
+      // The writer parks: the ring's adaptive handshake must hear it, or a ring that went light
+      // in a burst would stay light (its items bypass it) and every park would pay a barrier.
+      ring.note_consumer_waiting();
+      const bool wake = reclaim_wanted();
       map_->release_writer();
       token_.give_back();
+      // Rows this apply retired are freed by the writer, never here (reclamation scans reader
+      // slots with a membarrier and runs the values' destructors): wake it once, if its park has
+      // no reclaim deadline yet.
+      if (wake) bell_.notify();
       return true;
     }
     map_->release_writer();  // nothing was called: harmless, and keeps the pair obvious
@@ -298,6 +308,52 @@ bool TableWriter::deliver(CoherenceRing& ring, CoherenceItem&& item) noexcept {
   }
   ring.publish(std::move(item));  // refusals counted by the ring; a parked writer is signalled
   return false;
+}
+
+std::chrono::steady_clock::time_point TableWriter::idle_deadline(
+    std::int64_t now, std::int64_t next_sweep, std::int64_t next_reclaim, std::int64_t next_load,
+    std::int64_t exact, std::int64_t next_held) const noexcept {
+  // Only what needs the clock sets a deadline: an idle writer with none parks until work comes
+  // (0 wakes a second), where a fixed tick cost 250 a second per table.
+  constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::max();
+  std::int64_t until = kNever;  // on the map's clock
+  if (map_->size() != 0) {
+    // A sweep finds a row only once the clock passes the earliest expiry (L1Map::sweep).
+    const std::int64_t expiry = map_->next_expiry();
+    until = std::max(next_sweep, expiry == kNever ? kNever : expiry + 1);
+    // kWriter: readers judge expiry by the time a tick published. Until the earliest expiry,
+    // no read's answer depends on it: tick then. Past it, the next expiries are not known
+    // until a sweep: tick every clock_tick_ms meanwhile, as a fixed tick did.
+    if (spec_.l1_clock == L1Clock::kWriter) {
+      until = std::min(until, expiry > now ? expiry : now + spec_.clock_tick_ms);
+    }
+  }
+  // serve_stale: waiting for the sweep alone served stale rows up to sweep_ms past
+  // serve_stale_max_ms.
+  if (stale_deadline_ >= 0) until = std::min(until, stale_deadline_);
+  if (next_reclaim >= 0) until = std::min(until, next_reclaim);
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point deadline = Clock::time_point::max();
+  if (until != kNever) {
+    deadline = Clock::now() + std::chrono::milliseconds(std::max<std::int64_t>(0, until - now));
+  }
+  if (next_load >= 0) {
+    deadline = std::min(deadline, Clock::now() + std::chrono::milliseconds(
+                                                     std::max<std::int64_t>(0, next_load - exact)));
+  }
+  if (next_held >= 0) {
+    deadline = std::min(deadline, Clock::time_point(std::chrono::nanoseconds(next_held)));
+  }
+  return deadline;
+}
+
+bool TableWriter::reclaim_wanted() noexcept {
+  if (reclaim_armed_ || map_->retired_rows() == 0) return false;
+  reclaim_armed_ = true;
+  // relaxed: the notify() that follows (a seq_cst epoch bump the writer's wait acquires) orders
+  // it before the writer's predicate reads it.
+  reclaim_asked_.store(true, std::memory_order_relaxed);
+  return true;
 }
 
 void TableWriter::apply_direct(const CoherenceItem& item) noexcept {
@@ -877,6 +933,13 @@ WriterStats TableWriter::stats() const {
   s.forgotten_puts = ld(forgotten_puts_);
   s.held_fills = ld(held_fills_);
   s.direct_applies = ld(direct_applies_);
+  s.parks = bell_.parks_count();
+  s.signals = bell_.signals_count();
+  // Every scan of the map's reclamation runs on this writer (never on a borrower: hold_reclaim).
+  s.membarriers = bell_.barriers_count() + (table::epoch::asymmetric() ? map_->stats().reclaim_scans : 0);
+  const ThreadSwitches os = thread_switches(tid_.load(std::memory_order_relaxed));
+  s.os_wakes = os.voluntary;
+  s.os_preemptions = os.involuntary;
   s.suspended = suspended_flag_.load(std::memory_order_relaxed);
   for (std::size_t i = 0; i < kLagBuckets; ++i) s.lag_histogram[i] = ld(lag_[i]);
   s.lag_sum_ns = ld(lag_sum_ns_);

@@ -67,6 +67,18 @@ TEST(EngineOptions, GetTimeoutHasAnUpperBound) {
   EXPECT_NO_THROW(Engine(o, {}));
 }
 
+TEST(EngineOptions, HousekeepingCpusOutOfRangeAreRefusedAtConstruction) {
+  for (const int cpu : {-1, 1024, 1 << 20}) {
+    auto o = good();
+    o.housekeeping_cpus = {0, cpu};
+    expect_refused(o, "housekeeping_cpus: each CPU must lie in 0..1023, got " +
+                          std::to_string(cpu));
+  }
+  auto o = good();
+  o.housekeeping_cpus = {0, 1023};  // in range; a CPU the process may not use is counted later
+  EXPECT_NO_THROW(Engine(o, {}));
+}
+
 TEST(EngineOptions, HostVersionAndIoAreCheckedAtConstruction) {
   for (const char* host : {"", "two words", "tab\there", "nl\n"}) {
     auto o = good();

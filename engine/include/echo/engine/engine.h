@@ -108,6 +108,13 @@ struct EngineOptions {
   // a sentinel's redials live on io thread 0. 16: more io threads than that only add
   // connections; two tables on one io thread share its decode, nothing else.
   int io_threads = 1;
+  // The CPUs the engine's housekeeping threads run on: the node lease (echo-lease), the tables'
+  // loaders (echo-load), the relay (echo-relay), the job sender (echo-jobsend) and the stats
+  // publisher (echo-stats). Empty (the default): wherever the scheduler puts them. Each 0..1023;
+  // a CPU outside the process's cpuset is counted (EngineStats::housekeeping_pin_failures) and
+  // that thread runs unpinned. The io threads (io.cpu) and the writers (TableSpec::writer_cpu)
+  // have their own knobs; a Journal's flusher is the journal's (JournalOptions).
+  std::vector<int> housekeeping_cpus;
   std::chrono::milliseconds get_timeout{10000};  // a miss's wait for its flight (WIRE: 10 s);
                                                  // 1..3,600,000 ms
   std::chrono::milliseconds call_timeout{5000};  // a blocking L2 call; 1..3,600,000 ms
@@ -252,6 +259,8 @@ struct EngineStats {
   // The node lease: the node (-1 before start), renewals confirmed, lapses (minting stopped).
   int node_id = -1;
   std::uint64_t node_renewals = 0, node_lapses = 0, node_taken = 0;
+  // Housekeeping threads the kernel refused to pin to EngineOptions::housekeeping_cpus.
+  std::uint64_t housekeeping_pin_failures = 0;
   // The shared-queue relay (TableSpec::job_relay), summed over this engine's relaying tables.
   std::uint64_t relay_claimed = 0, relay_relayed = 0, relay_malformed = 0, relay_errors = 0;
   // The io thread's loop (EngineOptions::io.backend): kUring or kEpoll once started (kAuto
@@ -261,10 +270,15 @@ struct EngineStats {
   std::string io_fallback_reason;
   MetricsCounters metrics;
   // Per io thread (index = its n in echo-io:<n>; empty before start): the pushes its subscriber
-  // routed into rings, and the broadcast tables it feeds.
+  // routed into rings, and the broadcast tables it feeds; what it costs its neighbours: signals
+  // (futex wakes it sent writers through its rings), direct_applies (items it applied under a
+  // parked writer's token instead), and the kernel's counts for the thread: os_wakes (voluntary
+  // context switches: one wake per sleep) and os_preemptions (involuntary ones). An io thread
+  // makes no membarrier call: reclamation runs on the writers only.
   struct IoThread {
     std::uint64_t pushes = 0;
     std::vector<std::string> tables;
+    std::uint64_t signals = 0, direct_applies = 0, os_wakes = 0, os_preemptions = 0;
   };
   std::vector<IoThread> io_threads;
 };

@@ -59,8 +59,9 @@ enum class DisconnectPolicy : std::uint8_t {
 
 // The clock a table's L1 reads to tell a live row from an expired one, on every hit.
 enum class L1Clock : std::uint8_t {
-  kWriter,  // the writer's coarse clock, published to readers on every writer pass and at least
-            // every clock_tick_ms while idle: a hit loads it from a line it already reads, no
+  kWriter,  // the writer's coarse clock, published to readers on every writer pass, and while
+            // idle at the earliest expiry of a row, then every clock_tick_ms until the
+            // next sweep (an empty table sleeps): a hit loads it from a line it already reads, no
             // call. A row may be served up to one kernel tick (4 ms on Debian's kernel) plus
             // clock_tick_ms past its expiry (longer only if the writer's thread is not scheduled)
   kCoarse,  // CLOCK_MONOTONIC_COARSE (vDSO) on every hit: ~10 ns a read in cache, ~20 ns once
@@ -195,8 +196,10 @@ struct TableSpec {
   Eviction eviction = Eviction::kS3Fifo;  // who goes when L1 is full (see Eviction)
   std::int64_t sweep_ms = 1000;     // 1 .. 3,600,000
   L1Clock l1_clock = L1Clock::kWriter;  // a hit's expiry check (loader_timeout keeps exact time)
-  // kWriter only: the longest an idle writer waits before it publishes the time again, 1..1000
-  // ms. Each wake costs the writer's thread a few microseconds (250 a second at 4 ms).
+  // kWriter only: once a row's expiry has passed and until the sweep removes it, the longest an
+  // idle writer waits before it publishes the time again, 1..1000 ms. Each wake costs the
+  // writer's thread a few microseconds (250 a second at 4 ms). Before the first expiry, and in
+  // an empty table, an idle writer does not tick at all.
   std::int64_t clock_tick_ms = 4;
   CoherenceMode coherence = CoherenceMode::kNone;
   L2Format l2_format = L2Format::kFramed;  // kRaw only with coherence kTracking

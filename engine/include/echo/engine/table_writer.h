@@ -14,6 +14,7 @@
 
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -189,6 +190,13 @@ struct WriterStats {
   // Items an io thread applied itself under the writer's token (TableSpec::direct_apply), in
   // applied/stale too; the ring's published/applied do not count them.
   std::uint64_t direct_applies = 0;
+  // What the writer costs its neighbours on the CPUs it shares: parks (the writer slept on its
+  // doorbell), signals (futex wakes other threads sent it), membarriers (membarrier calls it
+  // made: its doorbell's handshake and reclamation's scans of the reader slots, each an IPI to
+  // every CPU running a thread of the process), and the kernel's counts for the writer thread:
+  // os_wakes (voluntary context switches: each sleep, whatever its cause, ends in one wake) and
+  // os_preemptions (involuntary ones).
+  std::uint64_t parks = 0, signals = 0, membarriers = 0, os_wakes = 0, os_preemptions = 0;
   bool suspended = false;
   std::array<std::uint64_t, kLagBuckets> lag_histogram{};
   std::uint64_t lag_sum_ns = 0;  // the sum of every lag lag_histogram counts (negatives as 0)
@@ -347,6 +355,17 @@ class TableWriter {
   std::size_t drain_rings();
   // deliver()'s apply, under the borrowed token: what the drain does for one such item.
   void apply_direct(const CoherenceItem& item) noexcept;
+  // The idle wait's end: the earliest of what needs the clock (a sweep once a row can have
+  // expired, the readers' time under L1Clock::kWriter, a serve_stale deadline, reclamation, a
+  // loader's deadline, a held fill); time_point::max() when nothing does. Writer thread.
+  std::chrono::steady_clock::time_point idle_deadline(std::int64_t now, std::int64_t next_sweep,
+                                                      std::int64_t next_reclaim,
+                                                      std::int64_t next_load, std::int64_t exact,
+                                                      std::int64_t next_held) const noexcept;
+  // The borrower of the token, after a direct apply: true when it must wake the writer to free
+  // the rows it retired (some wait and the writer parked with no reclaim deadline); then the
+  // writer's predicate sees reclaim_asked_. Token holder.
+  bool reclaim_wanted() noexcept;
   // The drain's apply of a batch of plain branded items (no text, no forget, no ticket with a
   // memory) while no flight is open and nobody listens: the map's prefetching apply_batch.
   // Fills verdicts_ for items.size() items; returns how many applied.
@@ -425,9 +444,14 @@ class TableWriter {
   // listener conditions.
   WriterToken token_;
   bool direct_ = false;
+  // Token holder: the writer parked with a reclaim deadline, or a borrower already asked it to
+  // wake for one (reclaim_wanted()). Set by the borrower, read by the writer's wait predicate.
+  bool reclaim_armed_ = false;
+  std::atomic<bool> reclaim_asked_{false};
   // Set by stop() once its thread has ended: a command posted later is answered by its poster
   // (the loop that would have answered it is gone). Cleared by start().
   std::atomic<bool> closed_{false};
+  std::atomic<int> tid_{0};  // the writer thread's kernel id once it runs (os_wakes)
   // running(): set by start(), cleared first thing by stop(). thread_.joinable() was read by other
   // threads while stop()'s join() wrote the thread object: a data race.
   std::atomic<bool> running_{false};
