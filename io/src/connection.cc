@@ -31,6 +31,8 @@ using std::chrono::milliseconds;
 constexpr std::size_t kRecvChunk = 16 * 1024;
 // Deadlines and the heartbeat are checked on this period (or the heartbeat's, if shorter).
 constexpr milliseconds kTickPeriod{100};
+// The longest an idle, ready connection's tick sleeps (no heartbeat, or one further off).
+constexpr milliseconds kIdleTickPeriod{60'000};
 
 [[noreturn]] void contract_violation(const char* what) {
   std::fprintf(stderr, "echo::io::Connection: %s\n", what);
@@ -189,10 +191,7 @@ void Connection::start() {
   loop_.post([this] {
     if (started_ || closing_) return;
     started_ = true;
-    const milliseconds period = options_.heartbeat.count() > 0
-                                    ? std::min(kTickPeriod, options_.heartbeat)
-                                    : kTickPeriod;
-    loop_.after(period, tick_op_);
+    loop_.after(tick_period(Clock::now()), tick_op_);
     begin_connect();
   });
 }
@@ -463,6 +462,7 @@ void Connection::on_send(IoOp& op, int res) noexcept {
 void Connection::enqueue_internal(std::span<const std::string_view> args, ReplyFn done) {
   out_.command_argv(args);
   ++out_commands_;
+  if (fifo_.empty()) wake_tick();
   fifo_.push_back(Pending{std::move(done), Clock::now()});
   pending_.store(fifo_.size(), std::memory_order_relaxed);
   schedule_flush();
@@ -542,10 +542,24 @@ void Connection::on_tick(IoOp& op, int) noexcept {
     self->enqueue_internal(ping, {});
     self->last_io_ = now;
   }
-  const milliseconds period = self->options_.heartbeat.count() > 0
-                                  ? std::min(kTickPeriod, self->options_.heartbeat)
-                                  : kTickPeriod;
+  const milliseconds period = self->tick_period(now);
+  self->tick_idle_ = period > kTickPeriod;
   self->loop_.after(period, self->tick_op_);
+}
+
+milliseconds Connection::tick_period(Clock::time_point now) const noexcept {
+  const milliseconds busy = options_.heartbeat.count() > 0 ? std::min(kTickPeriod, options_.heartbeat)
+                                                           : kTickPeriod;
+  if (status_.load(std::memory_order_relaxed) != ConnStatus::kReady || !fifo_.empty() ||
+      tls_handshaking_) {
+    return busy;
+  }
+  // Idle and ready: nothing can expire before the heartbeat is due (a call entering the FIFO
+  // brings the tick back: wake_tick). Each tick wakes the io thread: ten a second per
+  // connection when it ticked at kTickPeriod whatever it had to watch.
+  if (options_.heartbeat.count() == 0) return kIdleTickPeriod;
+  const auto due = std::chrono::duration_cast<milliseconds>(last_io_ + options_.heartbeat - now);
+  return std::clamp(due + milliseconds(1), busy, kIdleTickPeriod);
 }
 
 // --- Loss, reconnect, fatal stop, close ----------------------------------------------------

@@ -251,6 +251,7 @@ void Connection::hold_place_for(std::span<const std::string_view> args) {
   };
   const auto* verb = std::find_if(std::begin(kVerbs), std::end(kVerbs), same);
   if (verb == std::end(kVerbs)) return;
+  if (fifo_.empty()) wake_tick();
   fifo_.push_back(Pending{{}, std::chrono::steady_clock::now(),
                          static_cast<std::uint32_t>(args.size() - 1), *verb});
   pending_.store(fifo_.size(), std::memory_order_relaxed);

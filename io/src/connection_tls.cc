@@ -26,6 +26,7 @@ void Connection::start_tls() {
   if (name.empty() && options_.unix_path.empty()) name = options_.host;
   tls_ = std::make_unique<TlsSession>(tls_ctx_, name, options_.tls.verify);
   tls_handshaking_ = true;
+  wake_tick();  // the handshake's deadline is the tick's to watch
   tls_began_ = std::chrono::steady_clock::now();
   boot_step_ = "TLS handshake";
   last_recv_full_ = false;

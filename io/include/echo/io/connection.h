@@ -234,6 +234,19 @@ class Connection {
   static void on_send(IoOp& op, int res) noexcept;
   static void on_flush(IoOp& op, int res) noexcept;
   static void on_tick(IoOp& op, int res) noexcept;
+  // The tick's next period: kTickPeriod while anything it watches can expire (a call or a boot
+  // step awaiting its answer, a TLS handshake, a socket not ready); else, ready and idle, until
+  // the heartbeat is due. Loop thread.
+  std::chrono::milliseconds tick_period(std::chrono::steady_clock::time_point now) const noexcept;
+  // Loop thread, when a call or a boot step enters an empty FIFO: a tick armed for an idle
+  // connection comes back now (cancelled: on_tick runs and re-arms at kTickPeriod), so the
+  // call's deadline is watched as before.
+  void wake_tick() noexcept {
+    if (tick_idle_ && tick_op_.armed) {
+      tick_idle_ = false;
+      loop_.cancel(tick_op_);
+    }
+  }
   static void on_backoff(IoOp& op, int res) noexcept;
 
   void begin_connect();
@@ -321,6 +334,7 @@ class Connection {
   int proto_ = 0;
   std::chrono::milliseconds backoff_;
   std::chrono::steady_clock::time_point last_io_{};
+  bool tick_idle_ = false;  // the armed tick is an idle connection's (tick_period)
   std::mt19937_64 rng_;
 
   // Status for other threads: release on change, acquire in status(); wait_ready sleeps on cv_.
