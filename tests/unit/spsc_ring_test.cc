@@ -438,6 +438,27 @@ TEST(SpscRing, EveryTrackedItemIsDestroyedExactlyOnce) {
   EXPECT_EQ(Tracked::live.load(), before);
 }
 
+// An item of one cache line with only 8-byte alignment, as the engine's CoherenceItem is.
+struct LineItem {
+  std::uint64_t words[8];
+};
+static_assert(sizeof(LineItem) == echo::ring::kCacheLine && alignof(LineItem) == 8);
+
+TEST(SpscRing, SlotsOfLineSizedItemsEachStartOnACacheLine) {
+  // Every capacity, so the check does not pass by the allocator's luck at one size (glibc's
+  // malloc hands out 16 bytes past a line for a size it maps, 128 KiB up).
+  for (std::size_t capacity = 2; capacity <= (std::size_t{1} << 16); capacity *= 2) {
+    SpscRing<LineItem> ring(config(capacity));
+    ASSERT_TRUE(ring.try_publish(LineItem{}));
+    std::uintptr_t first = 1;
+    // The first item ever published is in the first slot: its address is the slot array's.
+    ring.drain(1, [&first](std::span<LineItem> items) noexcept {
+      first = reinterpret_cast<std::uintptr_t>(items.data());
+    });
+    EXPECT_EQ(first % echo::ring::kCacheLine, 0u) << "capacity " << capacity;
+  }
+}
+
 TEST(SpscRing, NoWakeIsSentWhileNoConsumerIsParked) {
   SpscRing<int> ring(config(64));
   for (int i = 0; i < 10; ++i) ASSERT_TRUE(ring.try_publish(int{i}));
