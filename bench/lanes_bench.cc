@@ -37,6 +37,7 @@
 #include <echo/lua/scripts.h>
 #include <echo/table/branded_id.h>
 #include <echo/table/coherence_frame.h>
+#include <echo/table/l1_reader.h>
 #include <echo/table/names.h>
 #include <hiredis/hiredis.h>
 
@@ -749,7 +750,7 @@ void BM_Table_MapVisitL1Hit(benchmark::State& state, const Placement& p) {
   start_or_throw(e);
   const auto quotes = e.table<BenchQuote>("tquotes");
   if (!quotes.put("AAPL", BenchQuote{189.1, 189.2, 300})) throw std::runtime_error("put failed");
-  const echo::table::L1Map& map = quotes.l1();
+  const echo::table::L1Reader map = quotes.l1();
   double sum = 0;
   for (auto _ : state) {
     const bool hit = map.visit("AAPL", [&sum](std::string_view v, std::string_view) {

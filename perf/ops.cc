@@ -8,6 +8,7 @@
 #include <echo/engine/codec.h>
 #include <echo/engine/engine.h>
 #include <echo/engine/table.h>
+#include <echo/engine/table_writer.h>
 #include <echo/io/resp3_decoder.h>
 #include <echo/ring/spsc_ring.h>
 #include <echo/table/branded_id.h>
@@ -178,7 +179,8 @@ int main(int argc, char** argv) {
     spec.max_size = n + 16;
     echo::engine::Engine engine(o, {echo::engine::typed<Quote>(std::move(spec))});
     const auto handle = engine.table<Quote>("quotes");
-    auto& typed = const_cast<echo::table::L1Map&>(handle.l1());
+    // The writer's side of the map (handle.l1() is read-only): filled here, before any writer.
+    auto& typed = const_cast<echo::table::L1Map&>(engine.writer("quotes")->map());
     ECHO_FLAT_MAP<std::string, Quote> flat;
     std::vector<std::string> keys;
     const Quote q{100.5, 100.75, 1, 2, {'X', 'N', 'Y', 'S'}};

@@ -22,6 +22,7 @@
 #include <echo/engine/engine.h>
 #include <echo/engine/errc.h>
 #include <echo/table/l1_map.h>
+#include <echo/table/l1_reader.h>
 
 namespace echo::engine {
 
@@ -62,8 +63,9 @@ class Table {
   // L1 held a row). True when L2 held the key.
   Result<bool> invalidate(std::string_view key) const;
 
-  // The L1 map behind the handle (stats, diagnostics).
-  const table::L1Map& l1() const noexcept;
+  // The L1 map behind the handle, read-only (stats, diagnostics, reads in place): only what any
+  // thread may call (l1_reader.h). The map's writer side belongs to the engine's writer thread.
+  table::L1Reader l1() const noexcept;
 
  private:
   friend class Engine;
@@ -101,8 +103,8 @@ std::string_view Table<T>::name() const noexcept {
 }
 
 template <class T>
-const table::L1Map& Table<T>::l1() const noexcept {
-  return *l1_;
+table::L1Reader Table<T>::l1() const noexcept {
+  return table::L1Reader(*l1_);
 }
 
 template <class T>
