@@ -430,9 +430,19 @@ L1Map::Row* L1Map::make_row(std::string_view name, std::uint64_t hash, std::stri
   tail->version = version;
   tail->queue = kNoQueue;
   if (object) {
-    if (!layout_.decode(value, r->value(), decode_error_)) {
+    const auto discard = [&]() noexcept {
       r->~Row();
       arena_.deallocate(p, bytes);
+    };
+    bool built;
+    try {
+      built = layout_.decode(value, r->value(), decode_error_);
+    } catch (...) {
+      discard();  // a decode that throws has built nothing (ValueLayout::decode)
+      throw;
+    }
+    if (!built) {
+      discard();
       return nullptr;
     }
   } else if (!value.empty()) {
@@ -611,7 +621,16 @@ InsertVerdict L1Map::upsert(std::string_view key, std::string_view value, const 
       bump(counters_.full_skips);
       return InsertVerdict::kFullSkip;
     }
-    Row* row = make_row(key, h, value, v, draw_expiry(now));
+    Row* row;
+    try {
+      row = make_row(key, h, value, v, draw_expiry(now));
+    } catch (...) {
+      // The old row is still linked: out of its queue it would never be evicted, and its charge
+      // would be taken off again when it leaves. Rows make_room() evicted stay evicted (they
+      // made room; the bounds still hold with the old row back).
+      put_back(old, place);
+      throw;
+    }
     if (row == nullptr) {
       put_back(old, place);
       return refused_decode();

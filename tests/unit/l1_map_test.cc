@@ -23,6 +23,7 @@
 #include <new>
 #include <numeric>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -1004,6 +1005,65 @@ TEST(L1Map, AnObjectLayoutDecodesOnceOnTheWriterAndDestroysOnceOnFree) {
     ASSERT_EQ(m.put("LAST", "#still here at destruction", ver(4)), InsertVerdict::kInserted);
   }
   EXPECT_EQ(Counted::live.load(), 0);  // the map's destructor ended the last one
+}
+
+// counted_layout's decode, but for the value "#throw", on which it throws (a user's codec may).
+bool decode_or_throw(std::string_view bytes, void* at, std::string& why) {
+  if (bytes == "#throw") throw std::runtime_error("the codec threw");
+  return counted_layout().decode(bytes, at, why);
+}
+
+TEST(L1Map, AnUpdateWhoseDecodeThrowsLeavesTheOldRowInItsQueue) {
+  // The update takes the old row out of its eviction queue before it builds the new one; a
+  // throw there must put it back: still served, charged once, and evictable like any row.
+  for (const Eviction e : {Eviction::kS3Fifo, Eviction::kLru, Eviction::kClock}) {
+    SCOPED_TRACE(std::string(to_string(e)));
+    set_now(0);
+    Counted::live = 0;
+    {
+      constexpr std::size_t kRows = 8;
+      L1Config c = config(kRows, 5000, 0.0, e);
+      c.layout = counted_layout();
+      c.layout.decode = &decode_or_throw;
+      L1Map m(c);
+      const auto key = [](std::size_t i) { return "K" + std::to_string(100 + i); };
+      const std::uint64_t charge = m.row_charge(4, 0);  // every row's: the same name size
+      for (std::size_t i = 0; i < kRows; ++i) {
+        ASSERT_EQ(m.put(key(i), "#" + key(i), ver(1)), InsertVerdict::kInserted);
+      }
+      EXPECT_THROW(m.put(key(3), "#throw", ver(2)), std::runtime_error);
+      EXPECT_EQ(m.size(), kRows);
+      EXPECT_EQ(m.stats().bytes, kRows * charge);
+      EXPECT_EQ(Counted::live.load(), static_cast<int>(kRows));
+      EXPECT_TRUE(m.visit(key(3), [&](std::string_view value, std::string_view version) {
+        EXPECT_EQ(reinterpret_cast<const Counted*>(value.data())->text, "#" + key(3));
+        EXPECT_EQ(version, ver(1).view());
+      }));
+      // Past max_size: every insert evicts one row, none is skipped, the charge stays exact,
+      // and the old row goes in its turn (but under S3-FIFO, where the hit above moved it to
+      // the main queue, which outlives unhit newcomers by design).
+      for (std::size_t i = kRows; i < 4 * kRows; ++i) {
+        ASSERT_EQ(m.put(key(i), "#" + key(i), ver(3)), InsertVerdict::kInserted) << key(i);
+        ASSERT_EQ(m.size(), kRows);
+        ASSERT_EQ(m.stats().bytes, kRows * charge);
+      }
+      const L1Stats s = m.stats();
+      EXPECT_EQ(s.evicted_size, 3 * kRows);
+      EXPECT_EQ(s.full_skips, 0u);
+      if (e != Eviction::kS3Fifo) {
+        std::string v;
+        EXPECT_FALSE(m.get(key(3), v)) << "the old row was never evicted";
+      }
+      // Everything expires: the sweep drops every row, each charged out once.
+      EXPECT_EQ(m.sweep(1'000'000), kRows);
+      EXPECT_EQ(m.size(), 0u);
+      EXPECT_EQ(m.stats().bytes, 0u);
+      m.reclaim();
+      EXPECT_EQ(Counted::live.load(), 0);
+      ASSERT_EQ(m.put(key(0), "#again", ver(4)), InsertVerdict::kInserted);
+    }
+    EXPECT_EQ(Counted::live.load(), 0);
+  }
 }
 
 TEST(L1Config, ObjectLayoutKnobsAreChecked) {

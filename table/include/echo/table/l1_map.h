@@ -49,7 +49,9 @@ struct ValueLayout {
   std::size_t size = 0;   // 0: bytes; else the object's size, 1 .. 2^20
   std::size_t align = 1;  // a power of two, 1 .. 16 (the row arena's alignment)
   // Builds the object at `at` (size bytes, aligned) from `bytes`: true, or false with nothing
-  // built and `why` saying what was wrong. Writer thread; may allocate; must not throw.
+  // built and `why` saying what was wrong. Writer thread; may allocate. If it throws (nothing
+  // built), the insert throws that, and the map keeps the row it had for the name, in its
+  // place; rows evicted to make room stay evicted.
   bool (*decode)(std::string_view bytes, void* at, std::string& why) = nullptr;
   // Ends the object's life before its row is freed (on the writer thread); null when trivially
   // destructible.
