@@ -54,6 +54,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <new>
 #include <stdexcept>
 #include <string>
@@ -415,8 +416,9 @@ L1Map::Row* L1Map::make_row(std::string_view name, std::uint64_t hash, std::stri
   const std::size_t offset = value_offset(name.size());
   const std::size_t bytes = Row::kPrefix + offset + size;
   char* p = static_cast<char*>(arena_.allocate(bytes));
-  Row::Meta* tail = new (p) Row::Meta;
-  new (p + sizeof(Row::Meta)) Row::Links{nullptr, {nullptr}};
+  // Value-initialised: the links start null (no queue yet).
+  Row::Prefix* prefix = std::construct_at(reinterpret_cast<Row::Prefix*>(p));
+  Row::Meta* tail = &prefix->meta;
   Row* r = new (p + Row::kPrefix) Row;
   r->next.store(nullptr, std::memory_order_relaxed);  // published later by a release store
   r->expires_at = expires_at;
@@ -432,6 +434,7 @@ L1Map::Row* L1Map::make_row(std::string_view name, std::uint64_t hash, std::stri
   if (object) {
     const auto discard = [&]() noexcept {
       r->~Row();
+      std::destroy_at(prefix);
       arena_.deallocate(p, bytes);
     };
     bool built;
@@ -455,9 +458,11 @@ L1Map::Row* L1Map::make_row(std::string_view name, std::uint64_t hash, std::stri
 void L1Map::free_row(Row* row) noexcept {
   value_bytes_ -= row->value_size;
   const std::size_t n = row_bytes(row);
+  Row::Prefix* prefix = &row->prefix();
   if (layout_.destroy != nullptr) layout_.destroy(row->value());
   row->~Row();
-  arena_.deallocate(reinterpret_cast<char*>(row) - Row::kPrefix, n);
+  std::destroy_at(prefix);
+  arena_.deallocate(prefix, n);
 }
 
 void L1Map::unlink(std::atomic<Row*>* link, Row* row) noexcept {

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <new>
 #include <optional>
 #include <span>
 #include <string>
@@ -391,7 +392,6 @@ class L1Map {
         std::size_t heap_slot;  // kLru: its place in the writer's heap
       };
     };
-    Links& links() noexcept { return *(reinterpret_cast<Links*>(this) - 1); }
 
     // The writer's part of the row (with Links): never read by a reader but for `version`
     // (visit, find) and, under kLru, `stamp`.
@@ -410,12 +410,25 @@ class L1Map {
       // threaded through its queue's links until reclaim() frees it (see leave()).
       std::uint8_t queue;
     };
-    // The bytes before the header: the meta, then the links.
+    // The writer's part: the allocation's first kPrefix bytes, just before the header.
+    struct Prefix {
+      Meta meta;
+      Links links;
+    };
     static constexpr std::size_t kPrefix = 48;
-    const Meta& meta() const noexcept {
-      return *reinterpret_cast<const Meta*>(reinterpret_cast<const char*>(this) - kPrefix);
+    // Well-defined: make_row constructs the Prefix at the first byte of the row's one arena
+    // block and this header kPrefix bytes on (both live until free_row), so stepping back from
+    // the header's first byte stays inside that block's storage and lands on the Prefix's first
+    // byte; std::launder then gives a pointer to the Prefix object living there (a cast alone
+    // would still be a pointer derived from the header).
+    const Prefix& prefix() const noexcept {
+      return *std::launder(
+          reinterpret_cast<const Prefix*>(reinterpret_cast<const char*>(this) - kPrefix));
     }
-    Meta& meta() noexcept { return const_cast<Meta&>(std::as_const(*this).meta()); }
+    Prefix& prefix() noexcept { return const_cast<Prefix&>(std::as_const(*this).prefix()); }
+    const Meta& meta() const noexcept { return prefix().meta; }
+    Meta& meta() noexcept { return prefix().meta; }
+    Links& links() noexcept { return prefix().links; }
     const IdBytes& version() const noexcept { return meta().version; }
 
     const char* name() const noexcept { return reinterpret_cast<const char*>(this + 1); }
@@ -427,8 +440,11 @@ class L1Map {
   static_assert(sizeof(Row) == 24, "a hit's header: 24 bytes, the name right after it");
   static_assert(sizeof(std::atomic<std::uint8_t>) == 1, "the mark fills the header's last byte");
   static_assert(sizeof(Row::Links) == 16 && sizeof(Row::Meta) == 32 &&
-                    Row::kPrefix == sizeof(Row::Meta) + sizeof(Row::Links),
+                    Row::kPrefix == sizeof(Row::Meta) + sizeof(Row::Links) &&
+                    sizeof(Row::Prefix) == Row::kPrefix,
                 "the writer's part keeps the header at the arena's 16 alignment");
+  static_assert(alignof(Row::Prefix) <= RowArena::kGranule && alignof(Row) <= RowArena::kGranule,
+                "an arena block's start suits the Prefix, and kPrefix bytes on, the header");
   static_assert(kMaxNameSize <= 255, "Row::name_size is one byte");
   struct alignas(kCacheLine) ReaderShard {
     // Written only by the thread owning this shard index (store(load + 1), relaxed); read by
