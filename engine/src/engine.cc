@@ -2121,9 +2121,6 @@ EngineStats Engine::stats() const {
           t.direct_applies += out.tables[i].writer.direct_applies;
         }
       }
-      const ThreadSwitches os = thread_switches(impl_->io_tids[k].load(std::memory_order_relaxed));
-      t.os_wakes = os.voluntary;
-      t.os_preemptions = os.involuntary;
     }
   }
   if (impl_->cmd) out.connections.push_back(impl_->cmd->stats());
@@ -2174,6 +2171,19 @@ EngineStats Engine::stats() const {
                                ld(d.fan_not_live), ld(d.fan_membership_reads), ld(d.fan_errors),
                                ld(d.fan_leads),    ld(d.fan_lead_receivers)};
   return out;
+}
+
+void Engine::add_thread_counts(EngineStats& stats) const {
+  for (std::size_t i = 0; i < stats.tables.size() && i < impl_->slots.size(); ++i) {
+    const ThreadSwitches os = thread_switches(impl_->slots[i]->writer->thread_id());
+    stats.tables[i].writer.os_wakes = os.voluntary;
+    stats.tables[i].writer.os_preemptions = os.involuntary;
+  }
+  for (std::size_t k = 0; k < stats.io_threads.size() && k < impl_->io_tids.size(); ++k) {
+    const ThreadSwitches os = thread_switches(impl_->io_tids[k].load(std::memory_order_relaxed));
+    stats.io_threads[k].os_wakes = os.voluntary;
+    stats.io_threads[k].os_preemptions = os.involuntary;
+  }
 }
 
 const TableWriter* Engine::writer(std::string_view table) const {

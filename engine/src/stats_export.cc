@@ -365,6 +365,7 @@ StatsSnapshot take_snapshot(const Engine& engine, std::string node, const Journa
                   std::chrono::system_clock::now().time_since_epoch())
                   .count();
   s.engine = engine.stats();
+  engine.add_thread_counts(s.engine);
   if (journal != nullptr) s.journals.push_back(journal->stats());
   return s;
 }

@@ -936,10 +936,10 @@ WriterStats TableWriter::stats() const {
   s.parks = bell_.parks_count();
   s.signals = bell_.signals_count();
   // Every scan of the map's reclamation runs on this writer (never on a borrower: hold_reclaim).
-  s.membarriers = bell_.barriers_count() + (table::epoch::asymmetric() ? map_->stats().reclaim_scans : 0);
-  const ThreadSwitches os = thread_switches(tid_.load(std::memory_order_relaxed));
-  s.os_wakes = os.voluntary;
-  s.os_preemptions = os.involuntary;
+  s.membarriers =
+      bell_.barriers_count() + (table::epoch::asymmetric() ? map_->reclaim_scans_approx() : 0);
+  // os_wakes and os_preemptions read /proc (three syscalls a thread): Engine::add_thread_counts
+  // fills them, never this or Engine::stats(), which callers poll.
   s.suspended = suspended_flag_.load(std::memory_order_relaxed);
   for (std::size_t i = 0; i < kLagBuckets; ++i) s.lag_histogram[i] = ld(lag_[i]);
   s.lag_sum_ns = ld(lag_sum_ns_);

@@ -77,12 +77,14 @@ TEST_F(QuietGuest, AnIdleEngineWithFourTablesMakesNoMembarrierAndFewWakes) {
     for (int i = 0; i < 10; ++i) ASSERT_TRUE(e->get(name, fresh_id("AST").view()));
   }
   std::this_thread::sleep_for(300ms);  // the fills' reclamation and the first beats settle
-  const EngineStats s0 = e->stats();
+  EngineStats s0 = e->stats();
+  e->add_thread_counts(s0);
   const std::uint64_t wakes0 = engine_thread_wakes();
   const auto t0 = Clock::now();
   std::this_thread::sleep_for(3s);
   const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
-  const EngineStats s1 = e->stats();
+  EngineStats s1 = e->stats();
+  e->add_thread_counts(s1);
   const std::uint64_t wakes = engine_thread_wakes() - wakes0;
   const std::uint64_t barriers = membarriers(s1) - membarriers(s0);
   std::printf("[ idle ] 4 tables, %.1f s: %llu wakes of echo-* threads (%.1f/s; writers + io %llu), "

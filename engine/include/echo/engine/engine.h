@@ -492,6 +492,10 @@ class Engine {
 
   // ---- Any thread. ----
   std::vector<TableInfo> directory() const;
+  // Fills the kernel's counts of this engine's writer and io threads into `stats` (from stats()):
+  // WriterStats and EngineStats::IoThread os_wakes and os_preemptions. Any thread; reads
+  // /proc (three syscalls a thread): not for a polling loop, which stats() alone serves.
+  void add_thread_counts(EngineStats& stats) const;
   EngineStats stats() const;
   // The table's writer (its map, its stats), or nullptr. For tests and diagnostics.
   const TableWriter* writer(std::string_view table) const;

@@ -195,7 +195,8 @@ struct WriterStats {
   // made: its doorbell's handshake and reclamation's scans of the reader slots, each an IPI to
   // every CPU running a thread of the process), and the kernel's counts for the writer thread:
   // os_wakes (voluntary context switches: each sleep, whatever its cause, ends in one wake) and
-  // os_preemptions (involuntary ones).
+  // os_preemptions (involuntary ones), filled by Engine::add_thread_counts only (0 from stats(),
+  // which stays cheap to poll: the /proc reads cost a job-lane bench that polled stats 2x).
   std::uint64_t parks = 0, signals = 0, membarriers = 0, os_wakes = 0, os_preemptions = 0;
   bool suspended = false;
   std::array<std::uint64_t, kLagBuckets> lag_histogram{};
@@ -452,6 +453,12 @@ class TableWriter {
   // (the loop that would have answered it is gone). Cleared by start().
   std::atomic<bool> closed_{false};
   std::atomic<int> tid_{0};  // the writer thread's kernel id once it runs (os_wakes)
+
+ public:
+  // The writer thread's kernel id (0 before it runs): Engine::stats() reads its /proc counts.
+  int thread_id() const noexcept { return tid_.load(std::memory_order_relaxed); }
+
+ private:
   // running(): set by start(), cleared first thing by stop(). thread_.joinable() was read by other
   // threads while stop()'s join() wrote the thread object: a data race.
   std::atomic<bool> running_{false};

@@ -310,6 +310,10 @@ class L1Map {
   // the borrower (an io thread) must not scan reader slots or run values' destructors. Writer
   // thread (the hand-over orders the flag for the borrower).
   void hold_reclaim(bool on) noexcept { reclaim_held_ = on; }
+  // Any thread: L1Stats::reclaim_scans alone (stats() also sums every reader's shard).
+  std::uint64_t reclaim_scans_approx() const noexcept {
+    return counters_.reclaim_scans.load(std::memory_order_relaxed);
+  }
   // Writer thread: rows unlinked and not yet freed (retired_pending in stats()).
   std::size_t retired_rows() const noexcept { return retired_rows_; }
   // Writer thread: a lower bound of every linked row's expiry (the map's clock), or the largest
