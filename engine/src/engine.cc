@@ -27,6 +27,7 @@
 
 #include "job_send_queue.h"
 #include "metrics_http.h"
+#include "chores.h"
 #include "node_lease.h"
 #include "sentinel_watch.h"
 #include "shared_relay.h"
@@ -73,31 +74,40 @@ io::ConnectionOptions base_connection_options(const EngineOptions& options, std:
 
 // One table's loader threads (TableSpec::loader_threads): run its loader (which may block) off
 // the writer and io threads, and off every other table's loaders, so a slow loader holds up only
-// its own table's misses. The destructor waits for the calls under way (a thread cannot be
-// cancelled) and drops the jobs not started: stop() has answered their flights `stopped`.
+// its own table's misses. The threads start on demand: a job posted while none waits idle starts
+// one more, up to `threads`, so a table whose misses never reach the loader has no loader thread.
+// The destructor waits for the calls under way (a thread cannot be cancelled) and drops the jobs
+// not started: stop() has answered their flights `stopped`.
 class LoaderPool {
  public:
-  LoaderPool(int threads, const Housekeeping& housekeeping) {
-    threads_.reserve(static_cast<std::size_t>(threads));
-    for (int i = 0; i < threads; ++i) {
-      threads_.emplace_back([this, &housekeeping](std::stop_token stop) {
-        housekeeping.enter("echo-load");
-        run(stop);
-      });
-    }
+  LoaderPool(int threads, const Housekeeping& housekeeping)
+      : max_(static_cast<std::size_t>(threads)), housekeeping_(housekeeping) {
+    threads_.reserve(max_);
   }
   ~LoaderPool() {
-    for (auto& t : threads_) t.request_stop();
+    std::vector<std::jthread> threads;
+    {
+      std::lock_guard lock(mu_);
+      threads.swap(threads_);
+    }
+    for (auto& t : threads) t.request_stop();
     cv_.notify_all();
-    threads_.clear();  // joins
+    threads.clear();  // joins
   }
   LoaderPool(const LoaderPool&) = delete;
   LoaderPool& operator=(const LoaderPool&) = delete;
-  // Any thread (the table's writer). Never blocks on a loader: a lock around a deque push.
+  // Any thread (the table's writer). Never blocks on a loader: a lock around a deque push, and
+  // the first misses each start a thread (pthread_create, tens of microseconds, once each).
   void post(std::function<void()> job) {
     {
       std::lock_guard lock(mu_);
       jobs_.push_back(std::move(job));
+      if (idle_ < jobs_.size() && threads_.size() < max_) {
+        threads_.emplace_back([this](std::stop_token stop) {
+          housekeeping_.enter("echo-load");
+          run(stop);
+        });
+      }
     }
     cv_.notify_one();
   }
@@ -106,7 +116,9 @@ class LoaderPool {
   void run(std::stop_token stop) {
     std::unique_lock lock(mu_);
     while (true) {
+      ++idle_;
       cv_.wait(lock, stop, [this] { return !jobs_.empty(); });
+      --idle_;
       if (stop.stop_requested()) return;
       auto job = std::move(jobs_.front());
       jobs_.pop_front();
@@ -115,10 +127,13 @@ class LoaderPool {
       lock.lock();
     }
   }
+  const std::size_t max_;
+  const Housekeeping& housekeeping_;
   std::mutex mu_;
   std::condition_variable_any cv_;
   std::deque<std::function<void()>> jobs_;
-  std::vector<std::jthread> threads_;  // last: they start once the rest is built
+  std::size_t idle_ = 0;  // threads waiting for a job (under mu_)
+  std::vector<std::jthread> threads_;
 };
 
 }  // namespace
@@ -164,6 +179,11 @@ struct Engine::Impl {
   // The subscriber's CLIENT TRACKING command (every tracking table's prefix): sent at start and
   // after every reconnect; EngineStats::tracking_sends / tracking_refusals.
   std::atomic<std::uint64_t> tracking_sends{0}, tracking_refusals{0};
+  // EngineOptions::housekeeping_cpus: built with the engine, before any housekeeping thread.
+  std::unique_ptr<Housekeeping> housekeeping;
+  // The periodic chores' one thread (chores.h: the lease's renewal, stats publishing); declared
+  // before the lease, whose destructor removes its renewal.
+  std::unique_ptr<Chores> chores;
   // The node lease (node_lease.h): built with the engine, taken in start(); minting waits for it.
   std::unique_ptr<NodeLease> lease;
   int current_node() const noexcept { return lease ? lease->current() : -1; }
@@ -236,16 +256,15 @@ struct Engine::Impl {
   // closure ran (the loop's post queue orders the store before it) no push of that thread enters
   // a ring.
   std::atomic<bool> pushes_closed{false};
-  // Publishes the stats snapshot into L2 while running (options.stats_publish > 0).
-  std::jthread stats_publisher;
+  // The chore that publishes the stats snapshot into L2 while running (options.stats_publish
+  // > 0), 0 when none.
+  std::uint64_t stats_chore = 0;
   // enqueue_async's admissions, in hand-off order (its own thread, started at the first call);
   // stop() drains it first, while the command connection still runs.
   JobSendQueue job_sends;
   // The shared-queue relay (TableSpec::job_relay) and, on a single server, its parking
   // connection and that connection's CLIENT ID (stop() unblocks its BLPOP with CLIENT UNBLOCK).
   std::unique_ptr<SharedQueueRelay> relay;
-  // EngineOptions::housekeeping_cpus: built with the engine, before any housekeeping thread.
-  std::unique_ptr<Housekeeping> housekeeping;
   std::unique_ptr<io::Connection> relay_park;
   std::string relay_client;
   // EngineOptions::metrics_port: opened in start(), closed in stop(); kept until destruction so
@@ -1094,7 +1113,8 @@ Engine::Engine(EngineOptions options, std::vector<TableSpec> tables)
     }
   }
   impl_->housekeeping = std::make_unique<Housekeeping>(impl_->options.housekeeping_cpus);
-  impl_->lease->set_housekeeping(*impl_->housekeeping);
+  impl_->chores = std::make_unique<Chores>(*impl_->housekeeping);
+  impl_->lease->set_chores(*impl_->chores);
   impl_->job_sends.set_housekeeping(*impl_->housekeeping);
   for (auto& spec : tables) {
     validate(spec);
@@ -1456,21 +1476,16 @@ Error Engine::start_once(std::chrono::milliseconds timeout) {
   }
   if (d.options.stats_publish.count() > 0) {
     // One SET per table per period, best effort: a missed one only lets the key age (PX 3 periods).
-    d.stats_publisher = std::jthread([this](std::stop_token stop) {
-      impl_->housekeeping->enter("echo-stats");
+    d.stats_chore = d.chores->add(std::chrono::milliseconds(0), [this] {
       const auto period = impl_->options.stats_publish;
       const std::string node = impl_->node_name();
-      const std::string px = std::to_string(3 * period.count());
-      std::mutex mu;
-      std::condition_variable_any cv;
-      std::unique_lock lock(mu);
-      do {
-        const StatsSnapshot snap = take_snapshot(*this, node);
-        for (const auto& s : impl_->slots) {
-          (void)impl_->command({"SET", stats_key(s->spec.name, node),
-                                to_json(only_table(snap, s->spec.name)), "PX", px});
-        }
-      } while (!cv.wait_for(lock, stop, period, [&stop] { return stop.stop_requested(); }));
+      const StatsSnapshot snap = take_snapshot(*this, node);
+      for (const auto& s : impl_->slots) {
+        (void)impl_->command({"SET", stats_key(s->spec.name, node),
+                              to_json(only_table(snap, s->spec.name)), "PX",
+                              std::to_string(3 * period.count())});
+      }
+      return period;
     });
   }
   if (d.metrics) d.metrics->start();
@@ -1479,12 +1494,16 @@ Error Engine::start_once(std::chrono::milliseconds timeout) {
 
 void Engine::stop() {
   auto& d = *impl_;
-  d.stats_publisher = std::jthread();  // requests stop and joins
+  if (d.stats_chore != 0) {
+    d.chores->remove(d.stats_chore);  // waits out a round under way
+    d.stats_chore = 0;
+  }
   if (d.metrics) d.metrics->close();   // on the still-running io thread
   // Every job enqueue_async handed off gets its admissions and its callback while the engine
   // still runs; a call after this answers kStopped.
   d.job_sends.close_and_drain();
   if (d.lease) d.lease->release();  // while the command connection still runs
+  if (d.chores) d.chores->stop();    // no chore is left: its thread ends
   if (d.relay) {
     // Its BLPOP parks up to a beat: CLIENT UNBLOCK ends it (a park that begins just after costs
     // at most that beat). The relay's calls run while the io thread still does.

@@ -35,7 +35,7 @@
 #include <echo/ring/doorbell.h>
 #include <echo/table/names.h>
 
-#include "thread_name.h"
+#include "housekeeping.h"
 
 namespace echo::engine {
 namespace {
@@ -262,6 +262,7 @@ struct Journal::Impl {
   std::size_t last_callers = 0;   // under mu: writers the last batch carried
   std::uint64_t batch_no = 0;     // under mu: batches taken so far (the last one's number)
   std::condition_variable flusher_cv;
+  Housekeeping housekeeping;  // JournalOptions::flusher_cpus: names and pins the flusher
   std::thread flusher;
   // The leader's (whoever holds the connection; the hand-off under mu orders them).
   std::vector<Sync*> batch_syncs;
@@ -283,7 +284,8 @@ struct Journal::Impl {
   mutable std::shared_mutex memory_mu;
   std::unordered_map<std::string, BrandedId, StringHash, std::equal_to<>> memory;
 
-  Impl(JournalOptions o, BrandedId g) : options(std::move(o)), group(g) {}
+  Impl(JournalOptions o, BrandedId g)
+      : options(std::move(o)), group(g), housekeeping(options.flusher_cpus) {}
 
   // Queues work nobody waits for. No wake while the flusher is polling; one when it slept, or
   // when a full group is waiting.
@@ -592,7 +594,7 @@ struct Journal::Impl {
   // coming (no caller pays a wake), sleeps after kQuietTicks empty ticks until the next submit.
   // And checkpoints when the WAL passed kCheckpointPages.
   void flush_loop() {
-    name_this_thread("echo-jrnl");
+    housekeeping.enter("echo-jrnl");
     std::unique_lock lock(mu);
     int quiet = 0;
     while (!stopping) {
@@ -684,6 +686,12 @@ Journal::Journal(JournalOptions options) {
   }
   if (options.max_group < 1 || options.max_group > 65536) {
     throw ConfigError("journal max_group must lie in 1..65536, got " + std::to_string(options.max_group));
+  }
+  for (const int cpu : options.flusher_cpus) {
+    if (cpu < 0 || cpu >= CPU_SETSIZE) {
+      throw ConfigError("journal flusher_cpus: each CPU must lie in 0.." +
+                        std::to_string(CPU_SETSIZE - 1) + ", got " + std::to_string(cpu));
+    }
   }
   impl_ = std::make_unique<Impl>(options, *group);
   auto& d = *impl_;
@@ -932,6 +940,7 @@ JournalStats Journal::stats() const {
     out.failed = d.failed;
     out.checkpoints = d.checkpoints.load(std::memory_order_relaxed);
     out.inline_checkpoints = d.inline_checkpoints;
+    out.flusher_pin_failures = d.housekeeping.pin_failures();
     return out;
   });
   s.path = d.path;

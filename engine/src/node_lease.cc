@@ -1,13 +1,12 @@
 // SPDX-License-Identifier: MIT
-// The node lease's acquire, keeper and release (node_lease.h).
+// The node lease's acquire, renewal and release (node_lease.h).
 #include "node_lease.h"
 
 #include <cstdio>
+#include <thread>
 
 #include <echo/engine/errc.h>
 #include <echo/engine/job_consumer.h>
-
-#include "thread_name.h"
 
 namespace echo::engine {
 
@@ -65,27 +64,15 @@ Error NodeLease::acquire(std::chrono::steady_clock::time_point deadline) {
   // renewal is one round trip (EVALSHA), never the three of a NOSCRIPT reload on a connection
   // that may be dropping.
   (void)renew();
-  keeper_ = std::jthread([this](std::stop_token stop) { keep(std::move(stop)); });
+  if (chores_ != nullptr) chore_ = chores_->add(lease_ / 3, [this] { return keep(); });
   return {};
 }
 
-void NodeLease::keep(std::stop_token stop) {
-  if (housekeeping_ != nullptr) {
-    housekeeping_->enter("echo-lease");
-  } else {
-    name_this_thread("echo-lease");
-  }
-  std::unique_lock lock(mu_);
+std::chrono::milliseconds NodeLease::keep() {
   // Every third of the lease; after a renewal that got no answer (a dropped connection, a
   // failover under way) every 100 ms, so that a blip costs no lapse.
   const auto retry = std::min<std::chrono::milliseconds>(lease_ / 3, std::chrono::milliseconds(100));
-  bool answered = true;
-  while (!cv_.wait_for(lock, stop, answered ? lease_ / 3 : retry,
-                       [&stop] { return stop.stop_requested(); })) {
-    lock.unlock();
-    answered = renew();
-    lock.lock();
-  }
+  return renew() ? lease_ / 3 : retry;
 }
 
 bool NodeLease::renew() {
@@ -119,12 +106,14 @@ bool NodeLease::renew() {
 }
 
 void NodeLease::release() {
-  if (!keeper_.joinable()) return;
-  keeper_.request_stop();
-  cv_.notify_all();
-  keeper_.join();
+  if (node() < 0 || key_.empty()) return;
+  if (chore_ != 0) {
+    chores_->remove(chore_);  // the renewal under way, if any, finishes first
+    chore_ = 0;
+  }
   if (current() >= 0) (void)script_(release_script_, {key_}, {token_});
   valid_until_.store(0, std::memory_order_relaxed);
+  key_.clear();
 }
 
 }  // namespace echo::engine

@@ -2,7 +2,8 @@
 // The node lease (WIRE §5.5 "Node leases", DESIGN "Beyond the original" 12): two live processes
 // never mint under one node id. At start the engine leases {ecc}:node:<n> (SET NX PX, by its
 // owner token): the node_id it was given, or with node_id auto the first free one in 0..1023
-// (node_lease.lua). A keeper thread renews it every third of the lease (node_renew.lua:
+// (node_lease.lua). A chore on the engine's chores thread (chores.h) renews it every third of
+// the lease (node_renew.lua:
 // compare-and-extend, or take it again when it lapsed and is still free), and every 100 ms after
 // a renewal that got no answer. The lease counts as held until `send time + lease - lease/10` of
 // the last renewal the server confirmed: the server's own expiry runs from when it ran the
@@ -15,12 +16,9 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <echo/engine/error.h>
@@ -28,7 +26,7 @@
 #include <echo/io/connection.h>
 #include <echo/io/resp3_value.h>
 
-#include "housekeeping.h"
+#include "chores.h"
 
 namespace echo::engine {
 
@@ -48,17 +46,18 @@ class NodeLease {
   // `log`: where its two lines (a lapse healed, the node taken by another process) go.
   NodeLease(ScriptFn script, int wanted, std::chrono::milliseconds lease, LogSink log = {});
   ~NodeLease();  // stop()
-  // Where the keeper thread runs (EngineOptions::housekeeping_cpus). Before acquire().
-  void set_housekeeping(const Housekeeping& h) noexcept { housekeeping_ = &h; }
+  // The thread that renews the lease (the engine's chores, which must outlive the lease's
+  // renewal: release() removes it). Before acquire().
+  void set_chores(Chores& c) noexcept { chores_ = &c; }
   NodeLease(const NodeLease&) = delete;
   NodeLease& operator=(const NodeLease&) = delete;
 
-  // Takes the lease (owner thread, at start): {} and the keeper running, or kNoFreeNode,
+  // Takes the lease (owner thread, at start): {} and the renewal scheduled, or kNoFreeNode,
   // kNodeTaken, or the call's error. An explicit node another token holds is asked for again
   // until `deadline`: a crashed predecessor's lease lapses within one lease, and its successor
   // under the same node_id then starts (within start()'s timeout).
   Error acquire(std::chrono::steady_clock::time_point deadline);
-  // Stops the keeper and gives the lease back while still held. Idempotent.
+  // Stops the renewal and gives the lease back while still held. Idempotent.
   void release();
 
   // The node this process may mint under now, or -1 (before acquire, after release, or while
@@ -69,7 +68,7 @@ class NodeLease {
   NodeLeaseCounters stats() const;
 
  private:
-  void keep(std::stop_token stop);
+  std::chrono::milliseconds keep();  // the chore: one renewal, then the delay to the next
   bool renew();  // true when the server answered (extended, taken again, or held by another)
   static std::int64_t now_ns() noexcept;
 
@@ -81,14 +80,12 @@ class NodeLease {
   const io::Script lease_script_, renew_script_, release_script_;
   std::atomic<int> node_{-1};  // written once by acquire(), before valid_until_
   std::string key_;
-  // Held until this steady-clock time (ns); 0: not held. Written by the keeper (and acquire).
+  // Held until this steady-clock time (ns); 0: not held. Written by the renewal (and acquire).
   std::atomic<std::int64_t> valid_until_{0};
   std::atomic<bool> lost_{false};  // another token holds the key
   std::atomic<std::uint64_t> renewals_{0}, lapses_{0}, taken_{0};
-  std::mutex mu_;
-  std::condition_variable_any cv_;
-  const Housekeeping* housekeeping_ = nullptr;
-  std::jthread keeper_;
+  Chores* chores_ = nullptr;
+  std::uint64_t chore_ = 0;  // the renewal's id in chores_, 0 when none is scheduled
 };
 
 }  // namespace echo::engine

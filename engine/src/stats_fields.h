@@ -243,6 +243,8 @@ constexpr Field<JournalStats> kJournalFields[] = {
      "WAL checkpoints the flusher ran beside the writers"},
     {"inline_checkpoints", &JournalStats::inline_checkpoints, Kind::kCounter,
      "WAL checkpoints a committing caller ran (the WAL past 4,000 frames)"},
+    {"flusher_pin_failures", &JournalStats::flusher_pin_failures, Kind::kCounter,
+     "the flusher could not be pinned to flusher_cpus (it runs unpinned)"},
 };
 
 constexpr Field<MetricsCounters> kMetricsFields[] = {

@@ -16,6 +16,8 @@
 #include <thread>
 #include <vector>
 
+#include <echo/engine/stats_export.h>
+
 #include "engine_nodes.h"
 
 namespace echo::test {
@@ -64,7 +66,7 @@ std::uint64_t writer_and_io_wakes(const EngineStats& s) {
 }
 
 // Idle: no barrier at all, and at most 10 wakes a second over every engine thread (io, four
-// writers, the node lease, the loaders). A fixed 4 ms clock tick alone was 1,000 a second.
+// writers, the chores, the loaders). A fixed 4 ms clock tick alone was 1,000 a second.
 TEST_F(QuietGuest, AnIdleEngineWithFourTablesMakesNoMembarrierAndFewWakes) {
   std::vector<engine::TableSpec> tables;
   for (const char* name : {"quotes", "positions", "limits", "orders"}) {
@@ -164,7 +166,7 @@ std::string cpus_allowed(const std::string& task) {
   return "";
 }
 
-// housekeeping_cpus: the lease keeper and the loaders (the housekeeping threads a broadcast
+// housekeeping_cpus: the chores thread and the loaders (the housekeeping threads a broadcast
 // table starts) run on the set given; the io thread and the writer, which have their own
 // knobs, do not inherit it.
 TEST_F(QuietGuest, HousekeepingThreadsRunOnTheCpusGiven) {
@@ -185,7 +187,7 @@ TEST_F(QuietGuest, HousekeepingThreadsRunOnTheCpusGiven) {
     std::getline(std::ifstream(std::string("/proc/self/task/") + d->d_name + "/comm") >> std::ws,
                  comm);
     const std::string allowed = cpus_allowed(d->d_name);
-    if (comm == "echo-lease" || comm == "echo-load") {
+    if (comm == "echo-house" || comm == "echo-load") {
       seen.push_back(comm);
       EXPECT_EQ(allowed, last) << comm << " runs on " << allowed;
     } else if (comm.rfind("echo-io", 0) == 0 || comm.rfind("echo-w:", 0) == 0) {
@@ -193,9 +195,50 @@ TEST_F(QuietGuest, HousekeepingThreadsRunOnTheCpusGiven) {
     }
   }
   ::closedir(dir);
-  EXPECT_NE(std::find(seen.begin(), seen.end(), "echo-lease"), seen.end());
+  EXPECT_NE(std::find(seen.begin(), seen.end(), "echo-house"), seen.end());
   EXPECT_NE(std::find(seen.begin(), seen.end(), "echo-load"), seen.end());
   EXPECT_EQ(e->stats().housekeeping_pin_failures, 0u);
+}
+
+// The names of this process's threads an engine started (each is named echo-*), sorted.
+std::vector<std::string> engine_threads() {
+  std::vector<std::string> names;
+  DIR* dir = ::opendir("/proc/self/task");
+  if (dir == nullptr) return names;
+  while (const dirent* d = ::readdir(dir)) {
+    if (d->d_name[0] == '.') continue;
+    std::string comm;
+    std::getline(std::ifstream(std::string("/proc/self/task/") + d->d_name + "/comm") >> std::ws,
+                 comm);
+    if (comm.rfind("echo-", 0) == 0) names.push_back(comm);
+  }
+  ::closedir(dir);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// An engine with one broadcast table runs its io thread, the table's writer and one chores
+// thread (the lease's renewal and, here, stats publishing too); a loader thread starts only with
+// the first miss that reaches the loader.
+TEST_F(QuietGuest, OneTableRunsIoWriterAndOneMoreThread) {
+  engine::EngineOptions o = node_options(server(), 3);
+  o.stats_publish = std::chrono::milliseconds(100);
+  auto e = start_node(o, {table_spec("quotes", "AST", CoherenceMode::kBroadcast, answering("x"))});
+  ASSERT_TRUE(e);
+  const std::vector<std::string> idle = {"echo-house", "echo-io:0", "echo-w:quotes"};
+  // A thread names itself as it begins: give a loaded machine the moment to run that line.
+  EXPECT_TRUE(eventually([&] { return engine_threads() == idle; }));
+  EXPECT_EQ(engine_threads(), idle);
+  // The stats key shows the publisher ran (on the chores thread: no echo-stats thread).
+  EXPECT_TRUE(eventually([&] {
+    return l2_raw(client(), engine::stats_key("quotes", "3")) != "(nil)";
+  })) << "no stats published";
+  ASSERT_TRUE(e->get("quotes", fresh_id("AST").view()));
+  const std::vector<std::string> loading = {"echo-house", "echo-io:0", "echo-load", "echo-w:quotes"};
+  EXPECT_TRUE(eventually([&] { return engine_threads() == loading; }));
+  EXPECT_EQ(engine_threads(), loading);
+  e.reset();
+  EXPECT_TRUE(engine_threads().empty());
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 // reopen); replay's coverage predicate and seq order; compaction. The enqueue side here is a
 // function recording what it was asked (the bus itself is the integration tests' business).
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <sqlite3.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -77,6 +78,36 @@ TEST_F(JournalTest, OpensOneFilePerGroupWithTheWireSchema) {
 TEST_F(JournalTest, RefusesANonBrandedGroupAtTheDoor) {
   EXPECT_THROW(Journal(options("not-a-branded-id")), ConfigError);
   EXPECT_FALSE(std::filesystem::exists(dir_ / "nested"));
+}
+
+// flusher_cpus: the flusher (echo-jrnl) runs on the set given; a CPU out of range is refused.
+TEST_F(JournalTest, TheFlusherRunsOnTheCpusGiven) {
+  JournalOptions bad = options();
+  bad.flusher_cpus = {CPU_SETSIZE};
+  EXPECT_THROW(Journal{bad}, ConfigError);
+  const unsigned cpus = std::thread::hardware_concurrency();
+  if (cpus < 2) GTEST_SKIP() << "one CPU: no set to tell apart from the default";
+  JournalOptions o = options();
+  o.flusher_cpus = {static_cast<int>(cpus - 1)};
+  Journal j(o);
+  // The flusher names itself as it begins: find it, then read the CPUs it may run on.
+  std::string allowed;
+  for (int tries = 0; tries < 500 && allowed.empty(); ++tries) {
+    for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+      std::string comm;
+      std::getline(std::ifstream(task.path() / "comm"), comm);
+      if (comm != "echo-jrnl") continue;
+      std::ifstream status(task.path() / "status");
+      for (std::string line; std::getline(status, line);) {
+        if (line.rfind("Cpus_allowed_list:", 0) == 0) {
+          allowed = line.substr(line.find_first_not_of(" \t", line.find(':') + 1));
+        }
+      }
+    }
+    if (allowed.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(allowed, std::to_string(cpus - 1));
+  EXPECT_EQ(j.stats().flusher_pin_failures, 0u);
 }
 
 TEST_F(JournalTest, RecordsIntentsInSeqOrderAndMarksThem) {

@@ -108,12 +108,12 @@ struct EngineOptions {
   // a sentinel's redials live on io thread 0. 16: more io threads than that only add
   // connections; two tables on one io thread share its decode, nothing else.
   int io_threads = 1;
-  // The CPUs the engine's housekeeping threads run on: the node lease (echo-lease), the tables'
-  // loaders (echo-load), the relay (echo-relay), the job sender (echo-jobsend) and the stats
-  // publisher (echo-stats). Empty (the default): wherever the scheduler puts them. Each 0..1023;
+  // The CPUs the engine's housekeeping threads run on: the chores thread (echo-house: the node
+  // lease's renewal and the stats publisher), the tables' loaders (echo-load), the relay
+  // (echo-relay) and the job sender (echo-jobsend). Empty (the default): wherever the scheduler puts them. Each 0..1023;
   // a CPU outside the process's cpuset is counted (EngineStats::housekeeping_pin_failures) and
   // that thread runs unpinned. The io threads (io.cpu) and the writers (TableSpec::writer_cpu)
-  // have their own knobs; a Journal's flusher is the journal's (JournalOptions).
+  // have their own knobs; a Journal's flusher is the journal's (JournalOptions::flusher_cpus).
   std::vector<int> housekeeping_cpus;
   std::chrono::milliseconds get_timeout{10000};  // a miss's wait for its flight (WIRE: 10 s);
                                                  // 1..3,600,000 ms

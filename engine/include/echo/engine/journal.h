@@ -58,6 +58,10 @@ struct JournalOptions {
   // a record's ~7 us here). false: SQLite's default locking: other processes may open the live
   // file (to read it; a second writer breaks the contract all the same).
   bool exclusive = true;
+  // The CPUs the flusher thread (echo-jrnl) runs on, like the engine's housekeeping_cpus. Empty
+  // (the default): wherever the scheduler puts it. Each 0..1023, else ConfigError; a CPU outside
+  // the process's cpuset is counted (JournalStats::flusher_pin_failures) and it runs unpinned.
+  std::vector<int> flusher_cpus;
 };
 
 struct ReplayResult {
@@ -78,6 +82,7 @@ struct JournalStats {
   std::uint64_t checkpoints = 0;      // WAL checkpoints the flusher ran on its own connection
   std::uint64_t inline_checkpoints = 0;  // those a committing leader ran itself (the WAL had
                                          // grown past 4,000 frames: a writer that never pauses)
+  std::uint64_t flusher_pin_failures = 0;  // 1 when flusher_cpus could not be applied
 };
 
 // Where the writer's edge sends a recorded intent: enqueue `job` (its recorded id) carrying
