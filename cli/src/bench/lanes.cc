@@ -42,13 +42,15 @@ constexpr unsigned kReceiver = 901, kSender = 902, kMinter = 903, kJournalNode =
 constexpr unsigned kUringReceiver = 907, kEpollReceiver = 908;  // 905: the pair row's journal
 constexpr int kWarmup = 20;  // messages per lane before the first round, unmeasured
 
-// One message through a lane: R re-puts the row at an older version (untimed), then `send`
-// carries a newer one; the time runs from the send to the row gone from R's L1, as the sender
-// sees it (after its blocking verb returned). `applied`: also the time to R's writer's drop, on
-// its own clock (WriterStats::last_applied_ns), which no blocking verb delays.
+// One message through a lane: a job lane's consumer settles (Settled below) and R re-puts the
+// row at an older version (both untimed), then `send` carries a newer one; the time runs from
+// the send to the row gone from R's L1, as the sender sees it (after its blocking verb returned).
+// `applied`: also the time to R's writer's drop, on its own clock
+// (WriterStats::last_applied_ns), which no blocking verb delays.
 template <class Send>
 double one_message(Engine& r, const std::string& t, const BrandedId& name, table::Minter& minter,
                    Send send, std::vector<double>* applied = nullptr) {
+  if constexpr (requires { send.lane.settle(); }) send.lane.settle();
   if (!r.put(t, name.view(), "px=1", minter.mint("TXN").value())) {
     throw std::runtime_error("node R could not re-put its row of " + t);
   }
@@ -85,6 +87,17 @@ class JobLane {
   std::string table_;
   floors::JobLaneTurns turns_;
 };
+
+// A job-lane send: one_message settles `lane` before its timed window (the settle polls R's
+// stats, which is no part of a message's path), then calls the send.
+template <class Send>
+struct Settled {
+  JobLane& lane;
+  Send send;
+  bool operator()(const BrandedId& v) { return send(v); }
+};
+template <class Send>
+Settled(JobLane&, Send) -> Settled<Send>;
 
 // The round's median; its samples kept too, for --html's percentile curves.
 double keep(const std::vector<double>& v, std::vector<double>& samples) {
@@ -183,20 +196,18 @@ void run_lanes(const BenchConfig& c, const DrillTarget& target, Progress& progre
   };
   JobLane job_lane(r, job), mem_lane(r, mem), bare_lane(r, bare);
   auto enqueue_to = [&](const std::string& t, JobLane& lane) {
-    return [&, t](const BrandedId& v) {
-      lane.settle();
-      auto admitted = s.enqueue(t, group, name.view(), v);
-      if (!admitted || admitted->size() != 1) return false;
-      lane.sent();
-      return true;
-    };
+    return Settled{lane, [&, t](const BrandedId& v) {
+                     auto admitted = s.enqueue(t, group, name.view(), v);
+                     if (!admitted || admitted->size() != 1) return false;
+                     lane.sent();
+                     return true;
+                   }};
   };
   // The job lane as its sender sees it: enqueue_async holds the sender through the lead's round
   // trip only; the admissions' answers come on the engine's job-send thread (a failed one fails
   // the run after the rounds: the lane's settle already waits for every job's completion).
   std::atomic<std::uint64_t> async_failed{0};
-  const auto enqueue = [&](const BrandedId& v) {
-    job_lane.settle();
+  auto enqueue = Settled{job_lane, [&](const BrandedId& v) {
     auto job_id = s.enqueue_async(job, group, name.view(), v,
                                   [&](const engine::Result<std::vector<engine::MemberAdmission>>& a) {
                                     if (!a || a->size() != 1) async_failed.fetch_add(1);
@@ -204,19 +215,18 @@ void run_lanes(const BenchConfig& c, const DrillTarget& target, Progress& progre
     if (!job_id) return false;
     job_lane.sent();
     return true;
-  };
-  const auto enqueue_sync = enqueue_to(job, job_lane);
-  const auto enqueue_bare = enqueue_to(bare, bare_lane);
+  }};
+  auto enqueue_sync = enqueue_to(job, job_lane);
+  auto enqueue_bare = enqueue_to(bare, bare_lane);
   const engine::EnqueueFn to_bus = [&](const BrandedId& id, std::string_view n,
                                        const BrandedId& v) {
     return s.enqueue_job(mem, group, id, n, v);
   };
-  auto remembered = [&](const BrandedId& v) {
-    mem_lane.settle();
+  auto remembered = Settled{mem_lane, [&](const BrandedId& v) {
     if (!lj.intend_and_enqueue(name, v, to_bus)) return false;
     mem_lane.sent();
     return true;
-  };
+  }};
   for (int i = 0; i < kWarmup; ++i) {
     (void)one_message(r, bc, name, minter, publish);
     (void)one_message(r, job, name, minter, enqueue);
