@@ -247,12 +247,25 @@ void TableWriter::run(std::stop_token stop) {
     const std::int64_t next_held = release_held(held_now);
     const std::int64_t next_reclaim = map_->reclaim_due(now);
     if (work != 0) continue;
-    const auto deadline = idle_deadline(now, next_sweep, next_reclaim, next_load, exact, next_held);
+    std::int64_t reclaim_at = next_reclaim;
+    if (direct_) {
+      // Borrowers applied since the last park (under the token, which this writer holds now):
+      // more are likely, so park with a reclaim deadline one scan interval out. Their retired
+      // rows are then freed by that deadline, and no borrower wakes this writer for them (a
+      // futex wake on the io thread, and a woken writer competing for a CPU with the reader the
+      // apply just served). A table whose borrowers stopped drops the deadline after one pass.
+      const std::uint64_t borrowed = direct_applies_.load(std::memory_order_relaxed);
+      if (borrowed != borrowed_seen_ && reclaim_at < 0) {
+        reclaim_at = now + table::L1Map::kScanIntervalMs;
+      }
+      borrowed_seen_ = borrowed;
+    }
+    const auto deadline = idle_deadline(now, next_sweep, reclaim_at, next_load, exact, next_held);
     // Lent while it waits (deliver() may apply meanwhile); the predicate reads only the rings'
     // and the inbox's atomics, never the state the token guards. A borrower only retires rows:
-    // this writer frees them, by next_reclaim, or once a borrower asks (reclaim_wanted()).
+    // this writer frees them, by reclaim_at, or once a borrower asks (reclaim_wanted()).
     if (direct_) {
-      reclaim_armed_ = next_reclaim >= 0;
+      reclaim_armed_ = reclaim_at >= 0;
       map_->hold_reclaim(true);
       map_->release_writer();
       token_.lend();

@@ -448,6 +448,7 @@ class TableWriter {
   // Token holder: the writer parked with a reclaim deadline, or a borrower already asked it to
   // wake for one (reclaim_wanted()). Set by the borrower, read by the writer's wait predicate.
   bool reclaim_armed_ = false;
+  std::uint64_t borrowed_seen_ = 0;  // direct_applies_ at the last park (writer only)
   std::atomic<bool> reclaim_asked_{false};
   // Set by stop() once its thread has ended: a command posted later is answered by its poster
   // (the loop that would have answered it is gone). Cleared by start().
