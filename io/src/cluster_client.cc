@@ -16,7 +16,11 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
+// The tick retries held calls and asks for the map while something waits for it; with nothing
+// waiting (no held call, every master answering, no refresh wanted) it only looks once a second,
+// and want_refresh() cuts that long sleep short.
 constexpr milliseconds kTickPeriod{50};
+constexpr milliseconds kIdleTickPeriod{1000};
 
 [[noreturn]] void contract_violation(const char* what) {
   std::fprintf(stderr, "echo::io::ClusterClient: %s\n", what);
@@ -168,9 +172,9 @@ void ClusterClient::start() {
   loop_.post([this] {
     if (started_ || closing_) return;
     started_ = true;
-    refresh_wanted_ = true;
+    want_refresh();
     for (auto& n : nodes_) n->conn->start();
-    loop_.after(kTickPeriod, tick_op_);
+    arm_tick();
   });
 }
 
@@ -198,7 +202,7 @@ ClusterClient::Node* ClusterClient::any_ready() noexcept {
 }
 
 void ClusterClient::refresh() {
-  refresh_wanted_ = true;
+  want_refresh();
   ask_topology();
 }
 
@@ -216,7 +220,7 @@ void ClusterClient::ask_topology() {
   });
   if (ec) {
     refresh_in_flight_ = false;
-    refresh_wanted_ = true;
+    want_refresh();
   }
 }
 
@@ -241,7 +245,7 @@ void ClusterClient::topology_answer(Node* from, bool shards, std::error_code ec,
   if (!ec) ranges = shards ? parse_cluster_shards(v, options_.connection.tls.enabled) : parse_cluster_slots(v);
   if (!ranges || ranges->empty()) {
     bump(refresh_failures_);
-    refresh_wanted_ = true;  // the tick asks again, of the next ready node
+    want_refresh();  // the tick asks again, of the next ready node
     return;
   }
   apply(*ranges);
@@ -292,7 +296,7 @@ void ClusterClient::fence(bool after_set) {
       return;
     }
     if (ec && ec != IoErrc::kServerError) {
-      refresh_wanted_ = true;  // not an answer: the next map asks again
+      want_refresh();  // not an answer: the next map asks again
       return;
     }
     stop_fatal(IoErrc::kVersionFence);
@@ -458,7 +462,7 @@ void ClusterClient::hold(const RequestPtr& req) {
   if (closing_) return finish(req, make_error_code(IoErrc::kClosed), Resp3Value{});
   bump(held_count_);
   held_.push_back(req);
-  refresh_wanted_ = true;
+  want_refresh();
 }
 
 void ClusterClient::retry_held() {
@@ -480,6 +484,21 @@ void ClusterClient::retry_held() {
   }
 }
 
+void ClusterClient::want_refresh() {
+  refresh_wanted_ = true;
+  if (tick_long_ && tick_op_.armed && !closing_) {
+    tick_long_ = false;
+    loop_.cancel(tick_op_);  // on_tick runs now and re-arms the short tick
+  }
+}
+
+void ClusterClient::arm_tick() {
+  bool waiting = !held_.empty() || refresh_wanted_ || refresh_in_flight_;
+  for (const Node* m : masters_list_) waiting = waiting || !m->ready();
+  tick_long_ = !waiting;
+  loop_.after(waiting ? kTickPeriod : kIdleTickPeriod, tick_op_);
+}
+
 void ClusterClient::on_tick(IoOp& op, int) noexcept {
   auto* self = static_cast<ClusterClient*>(op.context);
   if (self->closing_) {
@@ -498,7 +517,7 @@ void ClusterClient::on_tick(IoOp& op, int) noexcept {
     if (!m->ready()) self->refresh_wanted_ = true;
   }
   if (self->refresh_wanted_) self->ask_topology();
-  self->loop_.after(kTickPeriod, self->tick_op_);
+  self->arm_tick();
 }
 
 // --- Other threads ---------------------------------------------------------------------------

@@ -193,6 +193,30 @@ TEST_F(ClusterClientTest, RedirectBeyondTheBoundIsTypedThenTheRefreshedMapServes
   EXPECT_EQ(ok.reply.view().str(), "v");
 }
 
+// An idle client's loop sleeps: with no call held, every master answering and the map settled,
+// the tick looks once a second (it ticked every 50 ms: ~40 loop cycles in these 2 s).
+TEST_F(ClusterClientTest, AnIdleClientWakesItsLoopAboutOnceASecond) {
+  auto c = client();
+  ASSERT_FALSE(c->call_blocking({"SET", "{idle}:k", "v"}).ec);
+  settle(*c);
+  auto cycles = [&] {
+    std::promise<std::uint64_t> p;
+    lt_.loop().post([&] { p.set_value(lt_.loop().stats().iterations); });
+    return p.get_future().get();
+  };
+  const std::uint64_t before = cycles();
+  std::this_thread::sleep_for(milliseconds(2000));
+  const std::uint64_t woke = cycles() - before;
+  EXPECT_LE(woke, 8u) << "loop cycles in 2 s of an idle cluster client";
+  // A refresh asked of the sleeping client is still made, and calls are still served.
+  const auto refreshes = c->stats().refreshes;
+  lt_.loop().post([&] { c->refresh(); });
+  EXPECT_TRUE(refreshed_past(*c, refreshes));
+  auto ok = c->call_blocking({"GET", "{idle}:k"});
+  ASSERT_FALSE(ok.ec) << ok.ec.message();
+  EXPECT_EQ(ok.reply.view().str(), "v");
+}
+
 TEST_F(ClusterClientTest, BadOptionsAreRefusedNamingTheKnob) {
   ClusterOptions none;
   EXPECT_THROW(ClusterClient(lt_.loop(), none), std::invalid_argument);

@@ -131,6 +131,10 @@ class ClusterClient {
   void answered(const RequestPtr& req, Node* node, std::error_code ec, const Resp3Value& v);
   void finish(const RequestPtr& req, std::error_code ec, const Resp3Value& v);
   void ask_topology();
+  // Marks the map wanted and wakes a tick that sleeps its idle second.
+  void want_refresh();
+  // The next tick: kTickPeriod while a call or the map waits, else the idle period.
+  void arm_tick();
   void topology_answer(Node* from, bool shards, std::error_code ec, const Resp3Value& v);
   void apply(const std::vector<SlotRange>& ranges);
   void fence(bool after_set);
@@ -154,6 +158,7 @@ class ClusterClient {
   IoOp tick_op_;
   bool started_ = false, closing_ = false, ready_sent_ = false, fenced_ = false;
   bool refresh_wanted_ = false, refresh_in_flight_ = false;
+  bool tick_long_ = false;  // the armed tick is the idle one
   std::size_t next_probe_ = 0;
   std::chrono::steady_clock::time_point last_refresh_{};
 
