@@ -3,9 +3,12 @@
 // the user's ring capacity, max batch and wait) and node S (the sender) on one redis-server.
 // Each message is timed from the send to the row gone from R's L1, one at a time, observed by
 // the drill's waiter (floors::spin_until) for the floor and for the engine alike; R re-puts the
-// row between messages, untimed. The job row sends with Engine::enqueue_async (the sender held
-// through the lead only), the remembered row's baseline with the blocking Engine::enqueue. The
-// journal row compares a record+mark pair with a plain SQLite WAL commit, as the drill's H6 does. The epoll row runs the broadcast lane into two more
+// row between messages, untimed. The floor's messages and the broadcast lane's take turns, one
+// each, so both meet the same idle gaps (on a VM a sleeping vCPU's wake costs tens of
+// microseconds, and how long it slept changes that). The job row sends with
+// Engine::enqueue_async (the sender held through the lead only), the remembered row's baseline
+// with the blocking Engine::enqueue. The journal row compares a record+mark pair with a plain
+// SQLite WAL commit, as the drill's H6 does. The epoll row runs the broadcast lane into two more
 // receivers alike but for their io backend (io_uring, epoll), message by message.
 #include <echo/engine/engine.h>
 #include <echo/engine/journal.h>
@@ -299,18 +302,21 @@ void run_lanes(const BenchConfig& c, const DrillTarget& target, Progress& progre
     return heard && *heard == 1;
   };
   for (int i = 0; rt && i < kWarmup; ++i) (void)one_message(*rt, bct, name, minter, broadcast_tls);
-  const std::string floor_channel = "echostore:bench:floor:" + run_id;
+  floors::PublishFloor floor(target, "echostore:bench:floor:" + run_id);
+  for (int i = 0; i < kWarmup; ++i) (void)floor.one();
   engine::Journal jj(harness::journal_options(dir.path() / "pair",
                                               minter.mint("PRT").value().str(), kJournalNode + 1));
   harness::PlainWal wal(dir.path() / "plain.db");
   const int n = c.messages;
   for (int round = 0; round < c.rounds; ++round) {
     progress.step("broadcast lane vs PUBLISH floor", round, c.rounds);
-    bc_row.base_rounds.push_back(
-        keep(floors::publish_floor(target, floor_channel, n).us, bc_row.base_samples));
-    std::vector<double> lane, via_bc, via_job, via_job_sync, via_mem, at_bc, at_job, at_bare,
-        via_tls;
-    for (int i = 0; i < n; ++i) lane.push_back(one_message(r, bc, name, minter, publish));
+    std::vector<double> bare_sub, lane, via_bc, via_job, via_job_sync, via_mem, at_bc, at_job,
+        at_bare, via_tls;
+    for (int i = 0; i < n; ++i) {  // interleaved: each sees the other's message before its own
+      bare_sub.push_back(floor.one());
+      lane.push_back(one_message(r, bc, name, minter, publish));
+    }
+    bc_row.base_rounds.push_back(keep(bare_sub, bc_row.base_samples));
     bc_row.ours_rounds.push_back(keep(lane, bc_row.ours_samples));
 
     progress.step("job lane vs broadcast lane, remembered lane vs job lane", round, c.rounds);

@@ -16,6 +16,7 @@
 #include <echo/table/branded_id.h>
 #include <echo/table/names.h>
 #include <hiredis/hiredis.h>
+#include <sys/socket.h>
 
 #include <atomic>
 #include <chrono>
@@ -142,41 +143,72 @@ inline constexpr PubSubVerbs kClassicPubSub{"SUBSCRIBE", "PUBLISH"};
 inline constexpr PubSubVerbs kShardedPubSub{"SSUBSCRIBE", "SPUBLISH"};
 
 // The floor under the broadcast lane: a blocking hiredis subscriber on its own thread counts
-// messages; the caller PUBLISHes `payload_size`-byte payloads one at a time and waits with
-// spin_until for the count to move. Each sample is PUBLISH sent -> message counted.
+// messages; one() PUBLISHes one `payload_size`-byte payload and waits with spin_until for the
+// count to move. Each sample is PUBLISH sent -> message counted. One message at a time, so a
+// caller can interleave the floor's messages with the lane's it compares them with.
+class PublishFloor {
+ public:
+  PublishFloor(const DrillTarget& target, const std::string& channel, std::size_t payload_size = 29,
+               const PubSubVerbs& verbs = kClassicPubSub)
+      : sub_(target),
+        pub_(target),
+        what_(std::string("the ") + verbs.publish + " floor"),
+        channel_(channel),
+        payload_(payload_size, 'x'),
+        publish_(std::string(verbs.publish) + " %b %b") {
+    Reply ok = sub_.command((std::string(verbs.subscribe) + " %b").c_str(), channel.data(),
+                            channel.size());
+    if (!ok) throw std::runtime_error(what_ + " could not subscribe");
+    // The listener waits as long as the floor lives (a caller may pause between messages);
+    // the destructor's shutdown ends its read, and so does a server that goes away.
+    const timeval forever{0, 0};
+    redisSetTimeout(sub_.raw(), forever);
+    listener_ = std::jthread([this] {
+      for (;;) {
+        void* raw = nullptr;
+        if (redisGetReply(sub_.raw(), &raw) != REDIS_OK) return;  // loss, or the destructor
+        Reply m(static_cast<redisReply*>(raw));
+        if (m->type == REDIS_REPLY_ARRAY && m->elements == 3) {
+          heard_.fetch_add(1, std::memory_order_release);  // pairs with one()'s acquire
+        }
+      }
+    });
+  }
+  ~PublishFloor() {
+    ::shutdown(sub_.raw()->fd, SHUT_RDWR);  // the listener's read returns; join follows
+  }
+  PublishFloor(const PublishFloor&) = delete;
+  PublishFloor& operator=(const PublishFloor&) = delete;
+
+  // One message: microseconds from the PUBLISH sent to the subscriber's count moving.
+  double one() {
+    const auto t0 = Clock::now();
+    Reply r = pub_.command(publish_.c_str(), channel_.data(), channel_.size(), payload_.data(),
+                           payload_.size());
+    ++sent_;
+    if (!r || !spin_until([&] { return heard_.load(std::memory_order_acquire) >= sent_; })) {
+      throw std::runtime_error(what_ + " lost message " + std::to_string(sent_));
+    }
+    return since_us(t0);
+  }
+
+ private:
+  Redis sub_, pub_;
+  std::string what_, channel_, payload_, publish_;
+  std::atomic<std::uint64_t> heard_{0};
+  std::uint64_t sent_ = 0;
+  std::jthread listener_;  // last: joined before the connections close
+};
+
+// The floor as one block: 50 unmeasured messages, then `n` samples, sorted.
 inline Samples publish_floor(const DrillTarget& target, const std::string& channel, int n,
                              std::size_t payload_size = 29,
                              const PubSubVerbs& verbs = kClassicPubSub) {
-  Redis sub(target), pub(target);
-  const std::string floor = std::string("the ") + verbs.publish + " floor";
-  Reply ok = sub.command((std::string(verbs.subscribe) + " %b").c_str(), channel.data(),
-                         channel.size());
-  if (!ok) throw std::runtime_error(floor + " could not subscribe");
-  const int total = n + 50;
-  std::atomic<int> heard{0};
-  std::jthread listener([&] {
-    while (heard.load(std::memory_order_relaxed) < total) {
-      void* raw = nullptr;
-      if (redisGetReply(sub.raw(), &raw) != REDIS_OK) return;  // timeout or loss: the floor fails
-      Reply m(static_cast<redisReply*>(raw));
-      if (m->type == REDIS_REPLY_ARRAY && m->elements == 3) {
-        heard.fetch_add(1, std::memory_order_release);  // pairs with the caller's acquire
-      }
-    }
-  });
-  const std::string payload(payload_size, 'x');
-  const std::string publish = std::string(verbs.publish) + " %b %b";
+  PublishFloor floor(target, channel, payload_size, verbs);
   Samples s;
   s.us.reserve(static_cast<std::size_t>(n));
-  for (int i = 0; i < total; ++i) {
-    const auto t0 = Clock::now();
-    Reply r = pub.command(publish.c_str(), channel.data(), channel.size(), payload.data(),
-                          payload.size());
-    if (!r || !spin_until([&] { return heard.load(std::memory_order_acquire) > i; })) {
-      throw std::runtime_error(floor + " lost message " + std::to_string(i));
-    }
-    if (i >= 50) s.us.push_back(since_us(t0));
-  }
+  for (int i = 0; i < 50; ++i) (void)floor.one();
+  for (int i = 0; i < n; ++i) s.us.push_back(floor.one());
   s.sort();
   return s;
 }
