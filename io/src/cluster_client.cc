@@ -492,9 +492,11 @@ void ClusterClient::want_refresh() {
   }
 }
 
+// Called by start() (no map yet) and by on_tick, which has just marked the map wanted for any
+// master that does not answer: so a master that is down keeps the tick short through
+// refresh_wanted_ or refresh_in_flight_.
 void ClusterClient::arm_tick() {
-  bool waiting = !held_.empty() || refresh_wanted_ || refresh_in_flight_;
-  for (const Node* m : masters_list_) waiting = waiting || !m->ready();
+  const bool waiting = !held_.empty() || refresh_wanted_ || refresh_in_flight_;
   tick_long_ = !waiting;
   loop_.after(waiting ? kTickPeriod : kIdleTickPeriod, tick_op_);
 }
