@@ -542,7 +542,7 @@ void JobConsumer::deliver(Job job) {
     CoherenceItem item{table::CoherenceMessage{version, version}, decoded_ns, ticket};
     item.key = held.payload.data();
     item.key_size = static_cast<std::uint8_t>(key_size);
-    item.text = true;
+    item.kind = ItemKind::kTextKey;
     overflow_.push_back(item);
     publish_overflow();
     return;

@@ -293,7 +293,7 @@ void TableWriter::run(std::stop_token stop) {
 bool TableWriter::deliver(CoherenceRing& ring, CoherenceItem&& item) noexcept {
   // Only what the drain would apply with no memory, no ack and no listener; a job-lane text item
   // (it carries its key's bytes) and a tracking invalidation stay on the ring.
-  const bool plain = item.ticket == 0 && item.forget == Forget::kNo && item.key_size == 0;
+  const bool plain = item.ticket == 0 && (item.kind == ItemKind::kBranded || item.kind == ItemKind::kTextHash);
   if (direct_ && plain && token_.try_borrow()) {
     // Empty: every item this producer published before is applied (head_ acquire, pairs with
     // the drain's release; the writer did it while it held the token, so lend() ordered it
@@ -369,25 +369,69 @@ bool TableWriter::reclaim_wanted() noexcept {
   return true;
 }
 
-void TableWriter::apply_direct(const CoherenceItem& item) noexcept {
-  // As the drain does for this item (drain_rings), less what a direct table cannot have (a
-  // listener, a ticket). Flights may be open: apply_message and note_drop_hashed mark those it
-  // overtook, under the token like every other piece of the writer's state.
-  table::Verdict verdict;
-  if (item.text) {
-    verdict = map_->apply_hashed(item.text_hash, item.message.version);
-    if (!flights_.empty()) note_drop_hashed(item.text_hash);
-  } else {
-    verdict = apply_message(item.message.name.view(), item.message.version);
+TableWriter::ItemVerdict TableWriter::apply_item(const CoherenceItem& item) noexcept {
+  switch (item.kind) {
+    case ItemKind::kForgetKey:
+    case ItemKind::kForgetAll:  // the tracking lane: no version, no memory, no ticket
+      return {forget(item) ? table::Verdict::kApplied : table::Verdict::kStale, true};
+    case ItemKind::kTextHash: {
+      const auto verdict = map_->apply_hashed(item.text_hash, item.message.version);
+      if (!flights_.empty()) note_drop_hashed(item.text_hash);
+      if (spec_.on_message) {
+        hear(Heard{{}, item.text_hash, item.message.version.view(), false,
+                   verdict == table::Verdict::kApplied});
+      }
+      return {verdict};
+    }
+    case ItemKind::kBranded:
+    case ItemKind::kTextKey:
+      break;
   }
-  const std::int64_t now = steady_ns();
+  const std::string_view name =
+      item.kind == ItemKind::kTextKey ? item.text_key() : item.message.name.view();
+  if (item.ticket != 0 && memory_.stale) {
+    // The job lane with a journal: the applied memory answers first (docs/wire.md).
+    const Applied a = apply_with_memory(name, item.message.version);
+    return {a == Applied::kApplied ? table::Verdict::kApplied : table::Verdict::kStale, true,
+            a == Applied::kRememberedStale};
+  }
+  return {apply_message(name, item.message.version)};
+}
+
+void TableWriter::settle_item(const CoherenceItem& item, const ItemVerdict& v, std::int64_t now,
+                              Tally& tally) noexcept {
   count_lag(now - item.decoded_ns);
-  bump(verdict == table::Verdict::kApplied ? applied_ : stale_);
-  bump(direct_applies_);
-  if (verdict == table::Verdict::kApplied) {
-    last_applied_ns_.store(now, std::memory_order_relaxed);
-    last_decoded_ns_.store(item.decoded_ns, std::memory_order_relaxed);
+  const bool dropped = v.verdict == table::Verdict::kApplied;
+  if (dropped) tally.dropped_decoded = item.decoded_ns;
+  if (v.counted) {
+    ++tally.counted;
+  } else if (dropped) {
+    ++tally.applied;
   }
+  if (item.ticket != 0) acks_.push_back(JobAck{item.ticket, v.verdict, v.remembered});
+}
+
+void TableWriter::commit(const Tally& tally, std::size_t items, std::int64_t now) noexcept {
+  bump(applied_, tally.applied);
+  bump(stale_, items - tally.applied - tally.counted);
+  // When the pass's rows were gone: what a lane's latency ends on (lanes_bench, drill F6). Only
+  // a pass that dropped a row: a job whose lead dropped its row first, applied later as stale,
+  // must not move the moment the row went.
+  if (tally.dropped_decoded >= 0) {
+    last_applied_ns_.store(now < 0 ? steady_ns() : now, std::memory_order_relaxed);
+    last_decoded_ns_.store(tally.dropped_decoded, std::memory_order_relaxed);
+  }
+}
+
+void TableWriter::apply_direct(const CoherenceItem& item) noexcept {
+  // Flights may be open: apply_item marks those it overtook, under the token like every other
+  // piece of the writer's state.
+  const ItemVerdict v = apply_item(item);
+  const std::int64_t now = steady_ns();
+  Tally tally;
+  settle_item(item, v, now, tally);
+  commit(tally, 1, now);
+  bump(direct_applies_);
 }
 
 void TableWriter::count_lag(std::int64_t lag) noexcept {
@@ -425,81 +469,10 @@ std::size_t TableWriter::drain_rings() {
     // - the journal's applied memory (memory_, job lane with a journal only) takes its locks and
     //   allocates (a new name's entry, the flusher's queue). A bad_alloc there calls
     //   std::terminate, by choice: the item's verdict cannot be recorded, and answering it
-    //   anyway (or skipping it) would ack a job whose apply the journal never remembered (WIRE
-    //   §8), the one thing replay must be able to trust. The process dies; replay redoes it.
+    //   anyway (or skipping it) would ack a job whose apply the journal never remembered, the
+    //   one thing replay must be able to trust. The process dies; replay redoes it.
     total += r->drain(spec_.max_batch, [this, t](std::span<CoherenceItem> items) noexcept {
-      static_assert(noexcept(map_->apply_coherence(items[0].message.name,
-                                                   items[0].message.version)),
-                    "the drain must not throw: the map's apply is noexcept");
-      std::uint64_t applied = 0, via_memory = 0;  // apply_with_memory counts its own
-      const std::size_t count = items.size();
-      std::int64_t dropped_decoded = -1;  // the decode stamp of the batch's last effective drop
-      // A batch of branded items with no memory to ask, no flight to mark and nobody to tell:
-      // apply_message is the map's apply_coherence for each, so the map's batched apply (hashes
-      // and prefetches ahead: BM_L1Map_ApplyDrops batched:1) does them all, in order.
-      bool plain = flights_.empty() && !spec_.on_message;
-      for (std::size_t i = 0; plain && i < items.size(); ++i) {
-        const CoherenceItem& item = items[i];
-        plain = !item.text && item.forget == Forget::kNo && (item.ticket == 0 || !memory_.stale);
-      }
-      if (plain) {
-        applied = apply_plain(items);
-        for (std::size_t i = 0; i < items.size(); ++i) {
-          count_lag(t - items[i].decoded_ns);
-          if (verdicts_[i] == table::Verdict::kApplied) dropped_decoded = items[i].decoded_ns;
-          if (items[i].ticket != 0) acks_.push_back(JobAck{items[i].ticket, verdicts_[i]});
-        }
-        items = items.last(0);  // the loop below has nothing left to do
-      }
-      for (CoherenceItem& item : items) {
-        count_lag(t - item.decoded_ns);
-        if (item.forget != Forget::kNo) {
-          // The tracking lane: no version, no memory, no ticket (it counts its own verdicts).
-          if (forget(item)) dropped_decoded = item.decoded_ns;
-          ++via_memory;
-          continue;
-        }
-        // The job lane carries a text key's bytes; the broadcast lane only its hash.
-        const bool by_hash = item.text && item.key_size == 0;
-        const std::string_view name = !item.text ? item.message.name.view()
-                                      : by_hash  ? std::string_view{}
-                                                 : item.text_key();
-        if (item.ticket != 0 && memory_.stale) {
-          // The job lane with a journal: the applied memory answers first (WIRE §8).
-          const Applied a = apply_with_memory(name, item.message.version);
-          if (a == Applied::kApplied) dropped_decoded = item.decoded_ns;
-          acks_.push_back(JobAck{item.ticket, a == Applied::kApplied ? table::Verdict::kApplied
-                                                                     : table::Verdict::kStale,
-                                 a == Applied::kRememberedStale});
-          ++via_memory;
-          continue;
-        }
-        table::Verdict verdict;
-        if (by_hash) {
-          verdict = map_->apply_hashed(item.text_hash, item.message.version);
-          if (!flights_.empty()) note_drop_hashed(item.text_hash);
-          if (spec_.on_message) {
-            hear(Heard{{}, item.text_hash, item.message.version.view(), false,
-                       verdict == table::Verdict::kApplied});
-          }
-        } else {
-          verdict = apply_message(name, item.message.version);
-        }
-        if (verdict == table::Verdict::kApplied) {
-          ++applied;
-          dropped_decoded = item.decoded_ns;
-        }
-        if (item.ticket != 0) acks_.push_back(JobAck{item.ticket, verdict});
-      }
-      bump(applied_, applied);
-      bump(stale_, count - applied - via_memory);
-      // When the batch's rows were gone: what a lane's latency ends on (lanes_bench, drill F6).
-      // Only a batch that dropped a row: a job whose lead dropped its row first, applied later
-      // as stale, must not move the moment the row went.
-      if (dropped_decoded >= 0) {
-        last_applied_ns_.store(steady_ns(), std::memory_order_relaxed);
-        last_decoded_ns_.store(dropped_decoded, std::memory_order_relaxed);
-      }
+      apply_drained(items, t);
     });
     if (!acks_.empty()) {
       if (ack_sink_) ack_sink_(acks_);
@@ -515,6 +488,26 @@ std::size_t TableWriter::drain_rings() {
     }
   }
   return total;
+}
+
+void TableWriter::apply_drained(std::span<CoherenceItem> items, std::int64_t t) noexcept {
+  static_assert(noexcept(map_->apply_coherence(items[0].message.name, items[0].message.version)),
+                "the drain must not throw: the map's apply is noexcept");
+  Tally tally;
+  // A batch of branded items with no memory to ask, no flight to mark and nobody to tell:
+  // apply_item is the map's apply_coherence for each, so the map's batched apply (hashes and
+  // prefetches ahead: BM_L1Map_ApplyDrops batched:1) gives every verdict, in order.
+  bool batch = flights_.empty() && !spec_.on_message;
+  for (std::size_t i = 0; batch && i < items.size(); ++i) {
+    batch = items[i].kind == ItemKind::kBranded && (items[i].ticket == 0 || !memory_.stale);
+  }
+  if (batch) {
+    apply_plain(items);
+    for (std::size_t i = 0; i < items.size(); ++i) settle_item(items[i], {verdicts_[i]}, t, tally);
+  } else {
+    for (const CoherenceItem& item : items) settle_item(item, apply_item(item), t, tally);
+  }
+  commit(tally, items.size(), -1);
 }
 
 table::Verdict TableWriter::apply_message(std::string_view name, const table::BrandedId& version) {
@@ -586,7 +579,7 @@ void TableWriter::flush() noexcept {
 }
 
 bool TableWriter::forget(const CoherenceItem& item) noexcept {
-  if (item.forget == Forget::kAll) {
+  if (item.kind == ItemKind::kForgetAll) {
     const bool held = map_->size() != 0;
     flush();
     bump(held ? applied_ : stale_);  // after the effect, as every verdict is counted

@@ -803,7 +803,7 @@ TEST(TableWriter, AJobLaneTextItemDropsItsRowByKeyAndFeedsTheMemoryUnderTheKey) 
     CoherenceItem it{table::CoherenceMessage{v, v}, 0, ticket};
     it.key = payload.data();
     it.key_size = 7;  // "EUR:USD"
-    it.text = true;
+    it.kind = ItemKind::kTextKey;
     return it;
   };
   ASSERT_TRUE(ring.try_publish(item(7, id("TXN", 60))));
@@ -837,7 +837,7 @@ TEST(TableWriter, AJobLaneTextItemDropsItsRowByKeyAndFeedsTheMemoryUnderTheKey) 
 
 CoherenceItem forget_item(std::string_view key) {
   CoherenceItem item{{id("AST", 1), id("AST", 1)}, 0, 0};
-  item.forget = Forget::kKey;
+  item.kind = ItemKind::kForgetKey;
   item.text_hash = table::hash_key(key);
   return item;
 }
@@ -902,7 +902,7 @@ TEST(TableWriter, TrackingAPutAnInvalidationOvertookIsNotCachedAndAFlushMovesEve
   // An invalidate with a nil key list: every row goes, every token moves.
   const std::uint64_t before_flush = w.forget_token(other.view());
   CoherenceItem all = forget_item("");
-  all.forget = Forget::kAll;
+  all.kind = ItemKind::kForgetAll;
   publish_and_settle(w, ring, all);
   EXPECT_EQ(w.map().size(), 0u);
   EXPECT_NE(w.forget_token(other.view()), before_flush);

@@ -502,16 +502,6 @@ class Engine {
   bool running() const noexcept;
 
  private:
-  Error start_once(std::chrono::milliseconds timeout);  // start() less its catch
-  Error start_relay();  // the shared-queue relay, when a job-lane table has job_relay
-  // `row_set`: a command (publish's SET) that leads the first pipeline; its error is the answer.
-  // `to_shared`: false for the relay (the job came from the shared queue). `lead_sent`: the
-  // caller already had the lead answered (enqueue_async): no lead here.
-  Result<std::vector<MemberAdmission>> fan_out(std::string_view table, const table::BrandedId& group,
-                                               const table::BrandedId& job, std::string_view id,
-                                               const table::BrandedId& version,
-                                               std::vector<std::string> row_set = {},
-                                               bool to_shared = true, bool lead_sent = false);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

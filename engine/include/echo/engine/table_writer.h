@@ -40,31 +40,30 @@
 
 namespace echo::engine {
 
-// What a tracking invalidation asks of the writer (kNo: a versioned message, every other lane).
-enum class Forget : std::uint8_t {
-  kNo,
-  kKey,  // drop every row of text_hash, whatever its version (WIRE §4.5)
-  kAll,  // drop every row: an invalidate with a nil key list (FLUSHALL, FLUSHDB)
+// What one coherence item asks of its table's writer (TableWriter::apply_item is the one rule).
+enum class ItemKind : std::uint8_t {
+  kBranded,    // drop message.name's row iff message.version is newer (every lane)
+  kTextHash,   // the same for a text key, by its hash (text_hash): the broadcast lane
+  kTextKey,    // the same for a text key, by its bytes (key, key_size): the job lane
+  kForgetKey,  // a tracking invalidation: drop every row of text_hash, whatever its version
+  kForgetAll,  // a tracking invalidation of every row (FLUSHALL, FLUSHDB)
 };
 
 // One coherence message in flight from an io thread to a table writer.
 struct CoherenceItem {
-  table::CoherenceMessage message;
+  table::CoherenceMessage message;  // a text or forget item's name repeats the version (unused)
   std::int64_t decoded_ns = 0;  // steady-clock ns when the io thread decoded it (lag histogram)
-  std::uint64_t ticket = 0;     // job lane: the claim to acknowledge; 0 for the broadcast lane
-  // A text-key table's message (WIRE §2.2): text is set, and message.name repeats the version
-  // (it means nothing). The broadcast lane's carries the key's hash (text_hash, hash_key of the
-  // key; L1Map::apply_hashed), not its bytes: key_size is 0. The job lane's carries the key:
-  // key_size bytes at `key`, inside the consumer's in-flight job, which lives until this item's
-  // ack has drained (the writer reads them before it acks, never after; the consumer outlives
-  // the writer's last drain: Engine::stop). One or the other: the item stays 64 bytes.
+  std::uint64_t ticket = 0;     // job lane: the claim to acknowledge; 0 for the other lanes
+  // kTextHash and kForgetKey carry the key's hash (L1Map::apply_hashed). kTextKey carries the
+  // key's bytes at `key`, inside the consumer's in-flight job, which lives until this item's ack
+  // has drained (the writer reads them before it acks, never after; the consumer outlives the
+  // writer's last drain: Engine::stop). One or the other: the item stays 64 bytes.
   union {
     std::uint64_t text_hash = 0;
     const char* key;
   };
-  bool text = false;
-  std::uint8_t key_size = 0;  // 1..200 when `key` is the one set
-  Forget forget = Forget::kNo;  // a tracking invalidation: by text_hash, or all; message unused
+  std::uint8_t key_size = 0;  // kTextKey: 1..200
+  ItemKind kind = ItemKind::kBranded;
   std::string_view text_key() const noexcept { return {key, key_size}; }
 };
 static_assert(sizeof(CoherenceItem) == 64, "a ring slot: one cache line");
@@ -354,8 +353,29 @@ class TableWriter {
   void drain_stopped();
   void run(std::stop_token stop);
   std::size_t drain_rings();
-  // deliver()'s apply, under the borrowed token: what the drain does for one such item.
+  // The apply rule, one item of any kind: the map's verdict, the flights it overtook marked, the
+  // applied memory asked first (a ticketed item on a table with a journal), on_message told.
+  // Every path applies through it: deliver()'s direct apply, and the drain item by item; the
+  // drain's batched apply (apply_plain) is its kBranded case for a batch with no flight, no
+  // memory and no listener. Token holder; noexcept (see drain_rings).
+  struct ItemVerdict {
+    table::Verdict verdict = table::Verdict::kStale;
+    bool counted = false;     // applied_/stale_ already counted (the memory's, a forget's)
+    bool remembered = false;  // the applied memory answered stale (no lookup)
+  };
+  ItemVerdict apply_item(const CoherenceItem& item) noexcept;
+  // What a pass's items add up to; one item's share (its lag, its ack, the drop's stamp) and the
+  // pass's counters at its end.
+  struct Tally {
+    std::uint64_t applied = 0, counted = 0;
+    std::int64_t dropped_decoded = -1;  // the decode stamp of the last item that dropped a row
+  };
+  void settle_item(const CoherenceItem& item, const ItemVerdict& v, std::int64_t now, Tally& tally) noexcept;
+  void commit(const Tally& tally, std::size_t items, std::int64_t now) noexcept;
+  // deliver()'s apply, under the borrowed token: apply_item, counted as a pass of one.
   void apply_direct(const CoherenceItem& item) noexcept;
+  // One drained batch of one ring (drain_rings).
+  void apply_drained(std::span<CoherenceItem> items, std::int64_t t) noexcept;
   // The idle wait's end: the earliest of what needs the clock (a sweep once a row can have
   // expired, the readers' time under L1Clock::kWriter, a serve_stale deadline, reclamation, a
   // loader's deadline, a held fill); time_point::max() when nothing does. Writer thread.
@@ -392,7 +412,7 @@ class TableWriter {
   // `outcome`, caches nothing, and reads again for the rest (if any).
   void serve_forgotten(std::string_view name, Flight& flight, GetOutcome outcome);
   // A tracking invalidation (one name by hash, or all): drops the rows, moves the guard, marks
-  // the flights it overtook. True when a row went.
+  // the flights it overtook, counts its verdict. True when a row went.
   bool forget(const CoherenceItem& item) noexcept;
   void forget_flights(std::uint64_t hash, bool all) noexcept;
   std::atomic<std::uint32_t>& forget_slot(std::uint64_t hash) const noexcept {

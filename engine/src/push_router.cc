@@ -1,0 +1,142 @@
+// SPDX-License-Identifier: MIT
+#include "push_router.h"
+
+#include <echo/engine/engine.h>
+#include <echo/table/coherence_frame.h>
+#include <echo/table/names.h>
+
+namespace echo::engine {
+
+void PushRouter::add_broadcast(std::string channel, Target target) {
+  by_channel_.emplace(std::move(channel), target);
+}
+
+void PushRouter::add_lead(std::string channel, Target target) {
+  by_lead_.emplace(std::move(channel), target);
+}
+
+void PushRouter::add_tracking(std::string prefix, Target target) {
+  by_prefix_.emplace(std::move(prefix), target);
+}
+
+void PushRouter::on_push(const io::Resp3Value& push) {
+  if (push.size() < 2) return count_unrouted();
+  const std::string_view kind = push[0].str();
+  if (kind == "message" && push.size() == 3) {
+    if (!route(push[1].str(), push[2].str())) count_unrouted();
+  } else if (kind == "invalidate" && push.size() == 2 && tracking()) {
+    on_invalidate(push[1]);
+  } else if (kind == "subscribe") {
+    const std::string_view channel = push[1].str();
+    if (by_channel_.contains(channel)) {
+      confirmed(channel);
+    } else if (!by_lead_.contains(channel)) {
+      count_unrouted();
+    }
+  } else {
+    count_unrouted();
+  }
+}
+
+bool PushRouter::route(std::string_view channel, std::string_view payload) {
+  if (auto it = by_channel_.find(channel); it != by_channel_.end()) {
+    deliver(it->second, payload);
+  } else if (auto lt = by_lead_.find(channel); lt != by_lead_.end()) {
+    deliver(lt->second, payload);
+  } else {
+    return false;
+  }
+  return true;
+}
+
+void PushRouter::confirmed(std::string_view channel) {
+  if (auto it = by_channel_.find(channel); it != by_channel_.end()) {
+    it->second.writer->subscription_confirmed();
+  }
+}
+
+void PushRouter::lost(std::string_view channel) {
+  if (auto it = by_channel_.find(channel); it != by_channel_.end()) {
+    it->second.writer->subscription_lost();
+  }
+}
+
+// A broadcast ring's items and a lead ring's are applied on this thread when the writer is
+// parked (TableSpec::direct_apply: TableWriter::deliver; counted in its direct_applies), else
+// published into the ring. A lead carries no ticket, so the drain applies it just so: no memory,
+// no ack. A lead refused by a full ring costs nothing but its speed (the job follows): that ring
+// drops and never flushes. Refusals are counted by the ring either way.
+void PushRouter::deliver(const Target& target, std::string_view payload) {
+  if (closed_.load(std::memory_order_relaxed)) return;  // stopping: nothing drains the rings
+  count(target.counters->pushes);
+  if (target.keys == KeyKind::kText) {
+    // A text key travels as its hash (L1Map::apply_hashed), not its bytes: docs/wire.md.
+    auto text = table::parse_text_frame(payload);
+    if (!text) return count(target.counters->garbage);
+    CoherenceItem item{table::CoherenceMessage{text->version, text->version}, detail::steady_ns(), 0};
+    item.text_hash = table::hash_key(text->key);
+    item.kind = ItemKind::kTextHash;
+    target.writer->deliver(*target.ring, std::move(item));
+    return;
+  }
+  auto message = table::parse_frame(payload);
+  if (!message) return count(target.counters->garbage);
+  target.writer->deliver(*target.ring, CoherenceItem{*message, detail::steady_ns(), 0});
+}
+
+// A tracking invalidation for one tracking table (kForgetKey: the key, its prefix stripped).
+void PushRouter::forget(const Target& target, ItemKind what, std::string_view key) {
+  if (closed_.load(std::memory_order_relaxed)) return;
+  count(target.counters->pushes);
+  // The item's message means nothing here (no version travels): any valid id fills it.
+  static const table::BrandedId kUnversioned = table::BrandedId::parse("AST0KHTOWnGLuC").value();
+  CoherenceItem item{table::CoherenceMessage{kUnversioned, kUnversioned}, detail::steady_ns(), 0};
+  item.kind = what;
+  if (what == ItemKind::kForgetKey) item.text_hash = table::hash_key(key);
+  target.ring->publish(std::move(item));  // refusals counted by the ring
+}
+
+// ["invalidate", [keys]] or ["invalidate", nil]. A key under no tracking table's prefix is
+// unrouted (the server sends only the prefixes asked for).
+void PushRouter::on_invalidate(const io::Resp3Value& keys) {
+  if (keys.is_null()) {
+    for (const auto& [prefix, target] : by_prefix_) forget(target, ItemKind::kForgetAll);
+    return;
+  }
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    const std::string_view key = keys[i].str();
+    // ecc:{t}:key: the prefix ends at the first "}:" (a table name has no brace).
+    const std::size_t close = key.find("}:");
+    auto it = close == std::string_view::npos ? by_prefix_.end()
+                                              : by_prefix_.find(key.substr(0, close + 2));
+    if (it == by_prefix_.end() || key.size() == close + 2) {
+      count_unrouted();
+      continue;
+    }
+    forget(it->second, ItemKind::kForgetKey, key.substr(close + 2));
+  }
+}
+
+std::vector<std::string> PushRouter::channels_of(int io_thread) const {
+  std::vector<std::string> out;
+  for (const auto& [channel, target] : by_channel_) {
+    if (target.io_thread == io_thread) out.push_back(channel);
+  }
+  if (io_thread == 0) {
+    for (const auto& [channel, target] : by_lead_) out.push_back(channel);
+  }
+  return out;
+}
+
+std::vector<std::string> PushRouter::tracking_command() const {
+  if (by_prefix_.empty()) return {};
+  std::vector<std::string> args{"CLIENT", "TRACKING", "ON", "BCAST"};
+  for (const auto& [prefix, target] : by_prefix_) args.insert(args.end(), {"PREFIX", prefix});
+  return args;
+}
+
+void PushRouter::tracking_confirmed() const {
+  for (const auto& [prefix, target] : by_prefix_) target.writer->subscription_confirmed();
+}
+
+}  // namespace echo::engine

@@ -1,0 +1,97 @@
+// SPDX-License-Identifier: MIT
+// Data-flow step 2: a subscriber's RESP3 push → the table it names → a parsed frame → that
+// table's writer (applied under a parked writer's token, or published into the io thread's
+// ring). Built by the engine's constructor, then read by the io threads only: the maps never
+// change after the first push. Knows nothing of connections, so a test feeds it pushes directly.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include <echo/engine/table_spec.h>
+#include <echo/engine/table_writer.h>
+#include <echo/io/resp3_value.h>
+
+namespace echo::engine {
+
+class PushRouter {
+ public:
+  // A table's push counters (TableStats::pushes, garbage), kept by the table; written by the one
+  // io thread that routes to it, read by stats() anywhere.
+  struct Counters {
+    std::atomic<std::uint64_t> pushes{0}, garbage{0};
+  };
+  // Where a channel's (or a tracking prefix's) pushes go: the table's writer, the ring this
+  // route's io thread produces into, the table's key kind and its counters. All outlive the router.
+  struct Target {
+    TableWriter* writer = nullptr;
+    CoherenceRing* ring = nullptr;
+    KeyKind keys = KeyKind::kBranded;
+    Counters* counters = nullptr;
+    int io_thread = 0;  // the io thread whose subscriber carries the channel
+  };
+
+  // ---- Owner thread, before any push. ----
+  void add_broadcast(std::string channel, Target target);  // ecc:{t}:coh
+  void add_lead(std::string channel, Target target);       // a job lane's lead channel
+  void add_tracking(std::string prefix, Target target);    // ecc:{t}: (CLIENT TRACKING BCAST)
+
+  // ---- The io thread that owns the target's ring. Never blocks (but as a ring's block policy
+  // does), never allocates on the message path. ----
+  // One push of any kind: ["message", channel, payload], ["invalidate", keys | nil],
+  // ["subscribe", channel, n]. Anything else, or a message for no table, counts as unrouted.
+  void on_push(const io::Resp3Value& push);
+  // A message on `channel` (the sharded subscriber's path): false when no table listens there.
+  bool route(std::string_view channel, std::string_view payload);
+  // The broadcast table on `channel` confirmed its subscription, or lost it (a lead channel's
+  // subscription is not the job lane's delivery: its confirmation and loss change nothing).
+  void confirmed(std::string_view channel);
+  void lost(std::string_view channel);
+  void count_unrouted() noexcept { unrouted_.fetch_add(1, std::memory_order_relaxed); }
+
+  // From stop(): no push enters a ring after this (the writers are about to stop draining); a
+  // closure each io thread runs afterwards makes sure none is under way. reopen() undoes it.
+  void close() noexcept { closed_.store(true, std::memory_order_relaxed); }
+  void reopen() noexcept { closed_.store(false, std::memory_order_relaxed); }
+
+  // ---- Any thread. ----
+  // The channels io thread `io_thread` subscribes: its broadcast tables', then on io thread 0
+  // every lead channel.
+  std::vector<std::string> channels_of(int io_thread) const;
+  // CLIENT TRACKING ON BCAST PREFIX ecc:{t}: ... for every tracking table (empty: none).
+  std::vector<std::string> tracking_command() const;
+  // Each tracking table's subscription is confirmed (its CLIENT TRACKING answered +OK).
+  void tracking_confirmed() const;
+  bool tracking() const noexcept { return !by_prefix_.empty(); }
+  std::uint64_t unrouted() const noexcept { return unrouted_.load(std::memory_order_relaxed); }
+
+ private:
+  // Looked up by a push's channel as it lies in the decoder's buffer: no string built per push.
+  struct Hash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const noexcept {
+      return std::hash<std::string_view>{}(s);
+    }
+  };
+  using Routes = std::unordered_map<std::string, Target, Hash, std::equal_to<>>;
+
+  void deliver(const Target& target, std::string_view payload);
+  void forget(const Target& target, ItemKind what, std::string_view key = {});
+  void on_invalidate(const io::Resp3Value& keys);
+  static void count(std::atomic<std::uint64_t>& c) noexcept {  // one io thread writes each
+    c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
+
+  Routes by_channel_;  // broadcast lanes
+  Routes by_lead_;     // job lanes' lead channels
+  Routes by_prefix_;   // tracking lanes' key prefixes
+  std::atomic<bool> closed_{false};
+  std::atomic<std::uint64_t> unrouted_{0};
+};
+
+}  // namespace echo::engine
