@@ -1,0 +1,89 @@
+// SPDX-License-Identifier: MIT
+// The bus scripts on L2 rows: publish_l2 sets the row and publishes its message in one call, and
+// drop_l2 deletes a row only for a newer version.
+
+#include "bus_scripts_fixture.h"
+
+namespace echo::test {
+namespace {
+
+// ---- publish_l2 (Engine::publish on the broadcast lane) ---------------------------------------
+
+TEST_F(BusScripts, PublishL2SetsTheRowWithItsTtlAndPublishesTheMessageToEverySubscriber) {
+  const table::BrandedId name = minter_.mint("AST").value(), v = minter_.mint("AST").value();
+  const std::string key = table::l2_key("users", name.view()).value();
+  const std::string channel = table::coherence_channel("users").value();
+  const std::string message(table::view(table::make_frame(name, v)));
+  RedisClient listener = connect_client(server());
+  ASSERT_TRUE(command(listener.get(), "SUBSCRIBE %s", channel.c_str()));
+  EXPECT_TRUE(is_integer(bus().run("publish_l2", {key}, {v.str() + "value", "60000", channel, message,
+                                                         "PUBLISH"}),
+                         1));
+  EXPECT_EQ(text(command(client(), "GET %s", key.c_str()).get()), v.str() + "value");
+  const long long ttl = bus().integer("PTTL %s", key);
+  EXPECT_GT(ttl, 0);
+  EXPECT_LE(ttl, 60000);
+  redisReply* heard = nullptr;
+  ASSERT_EQ(redisGetReply(listener.get(), reinterpret_cast<void**>(&heard)), REDIS_OK);
+  RedisReply owned(heard);
+  ASSERT_TRUE(heard->type == REDIS_REPLY_ARRAY && heard->elements == 3);
+  EXPECT_EQ(text(heard->element[2]), message);
+}
+
+TEST_F(BusScripts, PublishL2RefusesAShortFrameOrAnotherVerbBeforeAnyWrite) {
+  const table::BrandedId name = minter_.mint("AST").value(), v = minter_.mint("AST").value();
+  const std::string key = table::l2_key("users", name.view()).value();
+  const std::string channel = table::coherence_channel("users").value();
+  const std::string message(table::view(table::make_frame(name, v)));
+  EXPECT_TRUE(is_error(bus().run("publish_l2", {key}, {"AST0000", "60000", channel, message, "PUBLISH"}),
+                       "EMQFRAME framed value shorter than 14 bytes"));
+  EXPECT_TRUE(is_error(bus().run("publish_l2", {key}, {v.str(), "60000", channel, message, "DEL"}),
+                       "EMQARG verb must be PUBLISH or SPUBLISH"));
+  EXPECT_EQ(dbsize(), 0);
+}
+
+// ---- drop_l2 (WIRE §3) ----------------------------------------------------------------------
+
+class DropL2 : public BusScripts {
+ protected:
+  std::string key_ = table::l2_key("users", minter_.mint("AST").value().str()).value();
+  RedisReply drop(const std::string& v) { return bus().run("drop_l2", {key_}, {v}); }
+  void store(const std::string& frame) {
+    ASSERT_TRUE(
+        command(client(), "SET %b %b", key_.data(), key_.size(), frame.data(), frame.size()));
+  }
+  std::string stored() { return text(command(client(), "GET %s", key_.c_str()).get()); }
+};
+
+TEST_F(DropL2, AMissingKeyAnswers0) {
+  EXPECT_TRUE(is_integer(drop(minter_.mint("TXN").value().str()), 0));
+  EXPECT_EQ(dbsize(), 0);
+}
+
+TEST_F(DropL2, AStoredFrameShorterThan14BytesIsDeletedWith1) {
+  store("TXN0000");
+  EXPECT_TRUE(is_integer(drop(minter_.mint("TXN").value().str()), 1));
+  EXPECT_EQ(stored(), "(nil)");
+}
+
+TEST_F(DropL2, ANewerVersionDeletesWith1) {
+  const std::string old_v = minter_.mint("TXN").value().str();
+  const std::string new_v = minter_.mint("TXN").value().str();
+  store(old_v + "value");
+  EXPECT_TRUE(is_integer(drop(new_v), 1));
+  EXPECT_EQ(stored(), "(nil)");
+}
+
+TEST_F(DropL2, AnEqualOrOlderVersionKeepsTheRowWith0) {
+  const std::string old_v = minter_.mint("TXN").value().str();
+  const std::string v = minter_.mint("TXN").value().str();
+  store(v + "value");
+  EXPECT_TRUE(is_integer(drop(v), 0));
+  EXPECT_TRUE(is_integer(drop(old_v), 0));
+  // The namespace is ignored: only the 11 payload bytes order versions.
+  EXPECT_TRUE(is_integer(drop("ZZZ" + v.substr(3)), 0));
+  EXPECT_EQ(stored(), v + "value");
+}
+
+}  // namespace
+}  // namespace echo::test
