@@ -1,14 +1,13 @@
 // SPDX-License-Identifier: MIT
-// Per-node delivery on the job bus (issue 6 items 3 and 5, issue 9 item 3), at the script level
-// against a real redis-server: member_beat registers members on the server's clock and moves the
-// membership epoch when one enters; member_enqueue admits one job into one member's queue (dedup
-// per queue), hands it already claimed to a parked member through its deliver list, and skips a
-// member whose live key expired; the Members helper below runs it over the membership the way
-// the writer does (engine.cc fan_out). A member queue is a full WIRE §5 queue of its own hash tag
-// (gclaim, complete, reap, retry, promote run on it unchanged); complete_claim cuts a hop;
-// member_reap takes expired members out and member_drop deletes every key of their queues. Every
-// script stays in one slot, checked by hash_slot on every call and by a cluster-enabled server
-// that refuses otherwise.
+// Per-node delivery on the job bus, at the script level against a real redis-server: member_beat
+// registers members on the server's clock and moves the membership epoch when one enters;
+// member_enqueue admits one job into one member's queue (dedup per queue), hands it already claimed
+// to a parked member through its deliver list, and skips a member whose live key expired; the
+// Members helper below runs it over the membership the way the writer does (engine.cc fan_out). A
+// member queue is a full WIRE §5 queue of its own hash tag (gclaim, complete, reap, retry, promote
+// run on it unchanged); complete_claim cuts a hop; member_reap takes expired members out and
+// member_drop deletes every key of their queues. Every script stays in one slot, checked by
+// hash_slot on every call and by a cluster-enabled server that refuses otherwise.
 #include <echo/lua/scripts.h>
 #include <echo/table/branded_id.h>
 #include <echo/table/names.h>

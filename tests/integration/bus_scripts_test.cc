@@ -2,8 +2,8 @@
 // The job bus state machine (WIRE §5) at the script level, against a real redis-server: every
 // script of lua/scripts run by EVALSHA with its embedded SHA1, asserting the bus gates of WIRE §9
 // where they are properties of the scripts (3.2 J1-J5, 3.3 L1-L6, 3.4 G1-G8 with their figures),
-// the conditional L2 drop (WIRE §3), every error class, and that each script stays in one hash
-// slot (DESIGN "Beyond the original" 7), proved on a cluster-enabled server that refuses otherwise.
+// the conditional L2 drop (WIRE §3), every error class, and that each script stays in one hash slot
+// (so they work on a cluster), proved on a cluster-enabled server that refuses otherwise.
 #include <echo/lua/scripts.h>
 #include <echo/table/branded_id.h>
 #include <echo/table/coherence_frame.h>

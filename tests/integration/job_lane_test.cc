@@ -1,11 +1,10 @@
 // SPDX-License-Identifier: MIT
-// The job lane's gates against a real server (issue 6 item 6): F5 with a consumer process killed
-// by SIGKILL while it holds its job, F6 with both lanes measured on one row, fencing under pauses
-// longer than the lease, fan-out to three nodes with one killed and restarted mid-stream, garbage
-// payloads retried to dead, credits under a held writer, and a parked consumer's silence and
-// prompt wake (bus gate 3.4 G5). Consumer processes are this binary re-executed through
-// /proc/self/exe with --child-node (main, at the bottom, routes them): a fresh process, no
-// threads inherited from the test.
+// The job lane's gates against a real server: F5 with a consumer process killed by SIGKILL while it
+// holds its job, F6 with both lanes measured on one row, fencing under pauses longer than the
+// lease, fan-out to three nodes with one killed and restarted mid-stream, garbage payloads retried
+// to dead, credits under a held writer, and a parked consumer's silence and prompt wake (bus gate
+// 3.4 G5). Consumer processes are this binary re-executed through /proc/self/exe with --child-node
+// (main, at the bottom, routes them): a fresh process, no threads inherited from the test.
 #include <echo/engine/job_consumer.h>
 #include <echo/lua/scripts.h>
 #include <hiredis/hiredis.h>
@@ -305,7 +304,7 @@ bool within(std::chrono::milliseconds timeout, Pred pred) {
 // A consumer's counters once its member queue `base` has settled: the server holds no job row
 // and lists nothing to deliver, and every delivery the counters count (claimed + handed_off) is
 // answered (completed, refused stale or gone, an error, malformed). nullopt while not settled.
-// The server is read FIRST, the counters after (issue 22, the chaos test's flake). Read the other
+// The server is read FIRST, the counters after (the chaos test once flaked on this). Read the other
 // way round, a job claimed and completed between the two reads is in neither: the counters showed
 // every delivery answered while that job still waited in its lane (or its hand-off was on the
 // wire), then the server showed no row, and the run ended short of that job's delivery and
@@ -640,7 +639,7 @@ TEST_F(JobLane, FencingChaosPausesLongerThanTheLeaseNeverGetAStaleCompletionAcce
   }
 }
 
-// The chaos test's end, staged (issue 22): its settled counters must not be read while a job
+// The chaos test's end, staged: its settled counters must not be read while a job
 // still waits unclaimed. A job waits in a paused member queue: the consumer has answered every
 // delivery it counted, yet the job is still to come. The window between the counters' read and
 // the server's is staged by the read itself: it takes the counters, then resumes the queue and

@@ -169,7 +169,7 @@ struct alignas(64) Slot {
   std::uint64_t other = 0;
 };
 
-// Issue 28 part 3, property: on random batches full of duplicate names and of older, equal and
+// The batched apply, property: on random batches full of duplicate names and of older, equal and
 // newer versions, over random rows, the batched apply (strided over ring-like slots, verdicts
 // out) does exactly what apply_coherence one by one does: each verdict, the rows left with their
 // values, the fill guard's tombstones, the counters and the listener's calls in order.
@@ -882,7 +882,7 @@ TEST(L1Map, RowsAreFreedExactlyOnce) {
   EXPECT_EQ(g_live.load(std::memory_order_relaxed), before);
 }
 
-// ---- Text names (WIRE §2.2) and object layouts (issue 23).
+// ---- Text names (WIRE §2.2) and object layouts.
 
 TEST(L1Map, TextNamesOfEveryLengthAreTheirOwnRows) {
   set_now(0);
@@ -1112,7 +1112,7 @@ TEST(MonotonicClock, CoarseClockIsTheSameClockAtTickResolution) {
   }
 }
 
-// Issue 22 (6): the writer's ring drain is noexcept, so a drop must not allocate. Retired rows
+// The writer's ring drain is noexcept, so a drop must not allocate. Retired rows
 // chain through themselves: with a reader pinning reclamation, thousands of drops (and their
 // tombstones, once remembered) allocate nothing. The old retire vector grew here.
 TEST(L1Map, DropsAllocateNothingWhileAReaderPinsReclamation) {
@@ -1165,7 +1165,7 @@ TEST(L1Map, RetireBatchesPastTheirBoundMergeAndAreFreedOnceTheReaderLeaves) {
   EXPECT_EQ(g_live.load(std::memory_order_relaxed), before);
 }
 
-// Issue 22 (7): a flush of an empty map walks no bucket, however large the index; sweeps of an
+// A flush of an empty map walks no bucket, however large the index; sweeps of an
 // empty map (or before any row can have expired) walk none either.
 TEST(L1Map, ClearAndSweepOfAnEmptyBigMapWalkNoIndex) {
   set_now(0);
@@ -1186,7 +1186,7 @@ TEST(L1Map, ClearAndSweepOfAnEmptyBigMapWalkNoIndex) {
   EXPECT_EQ(m.size(), 0u);
 }
 
-// Issue 22 (8): one stuck reader holds reclamation back; the map's stats show how much and for
+// One stuck reader holds reclamation back; the map's stats show how much and for
 // how long, and drop back to zero once it leaves.
 TEST(L1Map, StatsShowTheRetiredBacklogAndItsAge) {
   set_now(1000);
@@ -1212,7 +1212,7 @@ TEST(L1Map, StatsShowTheRetiredBacklogAndItsAge) {
   EXPECT_EQ(s.retired_age_ms, 0u);
 }
 
-// Issue 22 (8): a thread that finds every reader slot taken is refused, not aborted: its guard
+// A thread that finds every reader slot taken is refused, not aborted: its guard
 // is not protecting(), its reads answer misses, and the map counts the refusals.
 TEST(L1Map, AReaderThreadBeyondTheSlotsReadsMissesInsteadOfAborting) {
   set_now(0);
@@ -1267,7 +1267,7 @@ TEST(L1MapDeathTest, ASecondWriterThreadAborts) {
 #endif
 }
 
-// Issue 22 (9): a guard is its thread's section; handing it to another thread would give that
+// A guard is its thread's section; handing it to another thread would give that
 // thread an unprotected read. Debug builds abort on the use and on the destruction.
 TEST(L1MapDeathTest, AGuardUsedOnAnotherThreadAborts) {
 #ifdef NDEBUG

@@ -461,7 +461,7 @@ bool eventually_true(Pred pred) {
   return true;
 }
 
-// Issue 28 part 1: a parked writer lends its token; deliver() then applies on the calling thread
+// The writer token: a parked writer lends its token; deliver() then applies on the calling thread
 // (the row is gone when it returns, the ring never saw the item). The writer wakes for its sweep
 // now and then, so a deliver that meets it awake goes through the ring: retried on a new name.
 TEST(TableWriter, DeliverAppliesOnTheCallingThreadWhileTheWriterIsParked) {
