@@ -5,6 +5,7 @@
 #   build/asan     unit + integration tests under ASan+UBSan (integration starts real servers)
 #   build/debug    the ring and map unit tests in Debug (their debug-only ownership checks)
 #   build/tsan     stress tests under TSan
+#   build/tidy     configured only: the compile commands clang-tidy reads (scripts/check-tidy.sh)
 #   build/fuzz     libFuzzer targets (clang), each run for ECHO_FUZZ_SECONDS (default 30)
 #   build/release  the CLI, the benchmarks (built, not timed), `echostore bench --quick --json`
 #                  (every row present and finite), a short `echostore referee` (both sides of the
@@ -47,6 +48,9 @@ record_ctest() {  # record_ctest <name> <ctest args...>: counts every test ctest
 }
 
 record doc-links bash scripts/check-doc-links.sh  # every relative link of README.md and docs/ resolves
+# clang-tidy over the library's sources with .clang-tidy (its own configure-only tree, build/tidy):
+# any diagnostic fails.
+record tidy bash scripts/check-tidy.sh
 
 step "unit + integration under ASan+UBSan"
 configure_asan_tree

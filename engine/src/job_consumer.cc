@@ -644,7 +644,7 @@ void JobConsumer::deliver(Job job) {
 void JobConsumer::publish_overflow() {
   // Credits: publish only into free slots, so the ring never refuses a job.
   while (!overflow_.empty() && ring_.free_slots() != 0) {
-    ring_.try_publish(std::move(overflow_.front()));
+    ring_.try_publish(CoherenceItem(overflow_.front()));  // trivially copyable: a copy
     overflow_.pop_front();
   }
 }
@@ -728,7 +728,7 @@ void JobConsumer::complete(const Job& job, table::Verdict verdict) {
   if (refused) bump(complete_errors_);
 }
 
-void JobConsumer::retry(const Job& job, std::string reason) {
+void JobConsumer::retry(const Job& job, const std::string& reason) {
   const std::string active = mbase_ + "active", schedule = mbase_ + "schedule",
                     dead = mbase_ + "dead", job_key = mbase_ + "job:" + job.id;
   const std::string token = std::to_string(job.token),

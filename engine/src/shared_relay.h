@@ -79,7 +79,7 @@ class SharedQueueRelay {
   RelayCounters stats() const;
 
  private:
-  void run(std::stop_token stop);
+  void run(const std::stop_token& stop);
   void maintain(const Table& t);
   // Claims until the shared queue answers empty (or `stop`).
   void drain(const Table& t, const std::stop_token& stop);

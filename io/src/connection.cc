@@ -28,7 +28,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-constexpr std::size_t kRecvChunk = 16 * 1024;
+constexpr std::size_t kRecvChunk = std::size_t{16} * 1024;
 // Deadlines and the heartbeat are checked on this period (or the heartbeat's, if shorter).
 constexpr milliseconds kTickPeriod{100};
 // The longest an idle, ready connection's tick sleeps (no heartbeat, or one further off).
