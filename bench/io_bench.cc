@@ -1,14 +1,15 @@
 // SPDX-License-Identifier: MIT
-// The connector's cost against its floor, measured in the same run (STYLE.md): a PING round trip
-// through our Connection with the loop on the benchmark thread (so the placement equals the
-// baseline's) against a plain blocking hiredis client: *_BlockingRun is the production wait
-// (run(), left by stop() from the reply callback), *_Blocking the deadline-bounded run_until(),
-// *_BusyPoll the spinning loop, *DeferTaskrun the single_thread_taskrun knob. Then pipelined PING
-// throughput at depth 1, 16 and 256 against hiredis's append/get pipeline, and a cross-thread
-// call_blocking for reference. Placement: the benchmark thread is pinned to CPU 0; redis-server
-// (started here with echo::testing::LocalServer) to CPU 1, or CPU 0 with ECHO_BENCH_SAME_CORE=1.
-// On a shared machine run it as `chrt -f 20 io_bench` (the server inherits the policy); never
-// busy-poll on the server's core under SCHED_FIFO (the spinner would starve the server).
+// The connector's cost against its floor, measured in the same run (docs/architecture.md,
+// "Measuring"): a PING round trip through our Connection with the loop on the benchmark thread (so
+// the placement equals the baseline's) against a plain blocking hiredis client: *_BlockingRun is
+// the production wait (run(), left by stop() from the reply callback), *_Blocking the
+// deadline-bounded run_until(), *_BusyPoll the spinning loop, *DeferTaskrun the
+// single_thread_taskrun knob. Then pipelined PING throughput at depth 1, 16 and 256 against
+// hiredis's append/get pipeline, and a cross-thread call_blocking for reference. Placement: the
+// benchmark thread is pinned to CPU 0; redis-server (started here with echo::testing::LocalServer)
+// to CPU 1, or CPU 0 with ECHO_BENCH_SAME_CORE=1. On a shared machine run it as `chrt -f 20
+// io_bench` (the server inherits the policy); never busy-poll on the server's core under SCHED_FIFO
+// (the spinner would starve the server).
 #include <hiredis/hiredis.h>
 
 #include <benchmark/benchmark.h>

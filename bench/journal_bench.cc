@@ -1,10 +1,9 @@
 // SPDX-License-Identifier: MIT
-// The journal's price (issue 7 item 6) against its baselines, measured in the same binary and run:
-// a plain SQLite WAL commit (one autocommitted INSERT, the same synchronous setting and 1 KiB
-// pages) vs the writer's record+mark pair, single and amortized under 2/4/8 concurrent writers;
-// and the bare
-// job lane's enqueue -> row gone vs the remembered lane's (intend_and_enqueue -> row gone, the
-// applier consulting and updating the applied memory), against a redis-server it starts itself.
+// The journal's price against its baselines, measured in the same binary and run: a plain SQLite
+// WAL commit (one autocommitted INSERT, the same synchronous setting and 1 KiB pages) vs the
+// writer's record+mark pair, single and amortized under 2/4/8 concurrent writers; and the bare job
+// lane's enqueue -> row gone vs the remembered lane's (intend_and_enqueue -> row gone, the applier
+// consulting and updating the applied memory), against a redis-server it starts itself.
 //
 // Placements: the SQLite benchmarks run unpinned (the scheduler's placement over every core);
 // the lanes run one-core (everything on CPU 0) and spread (redis-server on CPU 1; the bench

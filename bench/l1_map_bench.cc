@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: MIT
-// Benchmarks of the L1 map with their baselines in the same binary (STYLE.md): `get` on a hit
-// (1 and 2 reader threads, writer idle or churning >= 1M drops/s) against std::unordered_map under
-// std::shared_mutex and an unsynchronised read-only absl::flat_hash_map; the writer's apply
-// throughput against absl::flat_hash_map find+compare+erase; memory per row for 1M rows.
-// p50/p99 are per-get latencies averaged over runs of 16 gets (one clock read per 16 gets).
+// Benchmarks of the L1 map with their baselines in the same binary (docs/architecture.md,
+// "Measuring"): `get` on a hit (1 and 2 reader threads, writer idle or churning >= 1M drops/s)
+// against std::unordered_map under std::shared_mutex and an unsynchronised read-only
+// absl::flat_hash_map; the writer's apply throughput against absl::flat_hash_map
+// find+compare+erase; memory per row for 1M rows. p50/p99 are per-get latencies averaged over runs
+// of 16 gets (one clock read per 16 gets).
 #include <benchmark/benchmark.h>
 #include <echo/table/l1_map.h>
 #include <malloc.h>
@@ -308,9 +309,9 @@ void BM_SharedMutexMap_GetHit(benchmark::State& state) {
   churn.finish();
 }
 
-// ---- Typed rows (issue 23): a struct decoded once by the writer, read in place by a callback,
-// under natural (text) keys, against absl::flat_hash_map<std::string, Quote>::find + reading the
-// struct. The map's clock is CLOCK_MONOTONIC_COARSE, as the engine's tables use it.
+// ---- Typed rows: a struct decoded once by the writer, read in place by a callback, under natural
+// (text) keys, against absl::flat_hash_map<std::string, Quote>::find + reading the struct. The
+// map's clock is CLOCK_MONOTONIC_COARSE, as the engine's tables use it.
 
 struct Quote {
   double bid;
@@ -500,7 +501,7 @@ std::uint64_t apply_batches(benchmark::State& state, Count message_count, Refill
 // baseline; 1 S3-FIFO; 2 LRU; 3 CLOCK), so each drop also takes its row out of its queue.
 // batched: 1 the writer's apply, L1Map::apply_batch (every hash computed and its bucket,
 // tombstone, row and tail prefetched ahead of its apply); 0 its baseline in the same run, the
-// same messages through apply_coherence one by one (issue 28 part 3).
+// same messages through apply_coherence one by one.
 Eviction policy_arg(std::int64_t a) {
   switch (a) {
     case 1: return Eviction::kS3Fifo;

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
 // The two coherence lanes end to end against their floor, measured in the same run with the same
-// thread placement (issue 5 item 8, issue 6 items 5 and 7): a plain hiredis subscriber's
-// PUBLISH -> message latency (the floor), the broadcast lane's PUBLISH -> row gone from the
-// receiving engine's L1, the job lane's enqueue -> row gone (the consumer parked, so the hand-off
-// path), job-lane throughput with 1 and 2 consumer nodes, and an L1 hit against an L2 GET.
+// thread placement: a plain hiredis subscriber's PUBLISH -> message latency (the floor), the
+// broadcast lane's PUBLISH -> row gone from the receiving engine's L1, the job lane's enqueue ->
+// row gone (the consumer parked, so the hand-off path), job-lane throughput with 1 and 2 consumer
+// nodes, and an L1 hit against an L2 GET.
 //
 // Placements (threads -> CPU; the bench thread publishes and polls the map, spinning then
 // yielding exactly as for the floor):
@@ -390,9 +390,9 @@ void BM_BroadcastLane_PublishToDrop(benchmark::State& state, const Placement& p,
   report(state, key, p, std::move(samples));
 }
 
-// The same as BroadcastToDrop with both nodes over TLS (issue 27): Engine::broadcast on S ->
-// TLS record -> server -> TLS record -> R's io thread decrypts -> ring -> row gone. Its baseline
-// is BM_BroadcastLane_BroadcastToDrop, plain, same server, same run.
+// The same as BroadcastToDrop with both nodes over TLS: Engine::broadcast on S -> TLS record ->
+// server -> TLS record -> R's io thread decrypts -> ring -> row gone. Its baseline is
+// BM_BroadcastLane_BroadcastToDrop, plain, same server, same run.
 void BM_BroadcastLane_TlsBroadcastToDrop(benchmark::State& state, const Placement& p) {
   place(p);
   BroadcastProbe probe(p, "tlsboard", 31, /*via_engine=*/true, Backend::kAuto, /*tls=*/true);
@@ -718,8 +718,8 @@ void BM_Engine_GetL1Hit(benchmark::State& state, const Placement& p) {
   state.SetLabel(p.name);
 }
 
-// The typed handle's hit (issue 23: at most 1.1x the map's own) against the same row read
-// through the handle's map directly (L1Map::visit): a text key, a struct read in place.
+// The typed handle's hit (goal: at most 1.1x the map's own) against the same row read through the
+// handle's map directly (L1Map::visit): a text key, a struct read in place.
 struct BenchQuote {
   double bid, ask;
   std::int64_t size;
@@ -905,7 +905,7 @@ void print_table() {
     const double plain = median("broadcast_engine", p.name), tls = median("broadcast_engine_tls", p.name);
     if (plain == 0 || tls == 0) continue;
     std::printf("%-10s | broadcast (Engine) over TLS %.1f / %.1f us (p50/p99) vs plain %.1f / %.1f us: "
-                "tls/plain %.2fx (goal <= 1.10x, issue 27)\n",
+                "tls/plain %.2fx (goal <= 1.10x)\n",
                 p.name, tls, p99("broadcast_engine_tls", p.name), plain, p99("broadcast_engine", p.name),
                 tls / plain);
   }
@@ -922,8 +922,8 @@ void print_table() {
                   e / u, ea, ua, ua > 0 ? ea / ua : 0);
     }
   }
-  std::printf("goals: broadcast lane median <= 1.15x the floor (issue 5); job lane median <= 1.3x the "
-              "broadcast lane's (issue 6). bc(E): sent by Engine::broadcast, the same verb shape as "
+  std::printf("goals: broadcast lane median <= 1.15x the floor; job lane median <= 1.3x the "
+              "broadcast lane's. bc(E): sent by Engine::broadcast, the same verb shape as "
               "Engine::enqueue; bc(P): sent by a plain hiredis PUBLISH.\n");
 }
 

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
-// Ring micro-benchmarks with their baselines in the same binary (STYLE.md): two-thread
-// throughput of echo::ring::SpscRing, single and batched, against boost::lockfree::spsc_queue
-// and moodycamel::ReaderWriterQueue; and the hop latency (publish → drain) p50/p99 for each
-// wait strategy. The consumer checks every value arrives in order; a wrong one fails the run.
+// Ring micro-benchmarks with their baselines in the same binary (docs/architecture.md,
+// "Measuring"): two-thread throughput of echo::ring::SpscRing, single and batched, against
+// boost::lockfree::spsc_queue and moodycamel::ReaderWriterQueue; and the hop latency (publish →
+// drain) p50/p99 for each wait strategy. The consumer checks every value arrives in order; a wrong
+// one fails the run.
 //
 // Reproduce: ninja -C build-ring ring_bench && build-ring/bench/ring_bench
 //   --benchmark_filter=Throughput --benchmark_repetitions=10
@@ -18,16 +19,16 @@
 //   BM_ReaderWriterQueue_Throughput                41          30          39
 //   (* before the membarrier handshake: a seq_cst store per publish toward a parking doorbell)
 // Batched vs the better baseline (boost batched): 1.68x, 1.49x, 2.2x; single: 2.7x or more. The
-// ring therefore stays our own (DESIGN asked: build on boost::lockfree::spsc_queue if it cannot
-// beat it); the caching of the opposite sequence (boost re-reads it on every push and pop) and the
+// ring therefore stays our own (the rule: build on boost::lockfree::spsc_queue unless our own
+// beats it); the caching of the opposite sequence (boost re-reads it on every push and pop) and the
 // zero-copy span drain are where the difference comes from.
 // Hop latency p50 / p99 under the same load (BM_SpscRing_HopLatency): spin 423 ns / 32 ms,
 // yield 634 ns / 32 ms, park 1.4 us / 6.6 ms; the p99s are preemptions of the consumer thread.
-// Issue 28 (2026-12-02, same VM, loaded): park's 1-item figure had fallen back to the seq_cst
-// handshake's once asymmetric_barrier went off by default: best 8.3 M/s against spin's 116 M/s
-// and the ReaderWriterQueue's 333 M/s. The time is the producer's seq_cst tail store (xchg),
-// which waits for the tail line the polling consumer keeps taking back: not parks (the consumer
-// spins 2048 polls first and under continuous traffic seldom parks) and not wakes (one per
+// The adaptive barrier's diagnosis (2026-12-02, same VM, loaded): park's 1-item figure had fallen
+// back to the seq_cst handshake's once asymmetric_barrier went off by default: best 8.3 M/s against
+// spin's 116 M/s and the ReaderWriterQueue's 333 M/s. The time is the producer's seq_cst tail store
+// (xchg), which waits for the tail line the polling consumer keeps taking back: not parks (the
+// consumer spins 2048 polls first and under continuous traffic seldom parks) and not wakes (one per
 // park, on the empty->non-empty edge). The adaptive handshake (doorbell.h, the default) lets the
 // ring publish light while the consumer keeps up: BM_SpscRing_Throughput/strategy:2 against
 // BM_SpscRing_ThroughputSeqCst (the same park consumer, adaptive_barrier off) below.

@@ -11,6 +11,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   redis-server redis-tools redis-sentinel locales libssl-dev openssl
   prometheus  # promtool: metrics_endpoint_test checks the /metrics exposition with it
+  clang-tidy-14 clang-format-14  # scripts/check-tidy.sh (run-clang-tidy-14 too), check-format.sh
 )
 
 sudo_cmd=()

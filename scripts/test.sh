@@ -5,6 +5,7 @@
 #   build/asan     unit + integration tests under ASan+UBSan (integration starts real servers)
 #   build/debug    the ring and map unit tests in Debug (their debug-only ownership checks)
 #   build/tsan     stress tests under TSan
+#   build/tidy     configured only: the compile commands clang-tidy reads (scripts/check-tidy.sh)
 #   build/fuzz     libFuzzer targets (clang), each run for ECHO_FUZZ_SECONDS (default 30)
 #   build/release  the CLI, the benchmarks (built, not timed), `echostore bench --quick --json`
 #                  (every row present and finite), a short `echostore referee` (both sides of the
@@ -47,6 +48,9 @@ record_ctest() {  # record_ctest <name> <ctest args...>: counts every test ctest
 }
 
 record doc-links bash scripts/check-doc-links.sh  # every relative link of README.md and docs/ resolves
+# clang-tidy over the library's sources with .clang-tidy (its own configure-only tree, build/tidy):
+# any diagnostic fails.
+record tidy bash scripts/check-tidy.sh
 
 step "unit + integration under ASan+UBSan"
 configure_asan_tree
@@ -102,7 +106,7 @@ record_ctest cli --test-dir build/release -L cli --output-on-failure
 # The drill is README command 1, not part of this suite: its latency and throughput gates derive
 # bands from floors on a shared machine (performance belongs to benchmarks, never to a timed
 # test), and its correctness claims are the integration tests' (tests/integration/*). Its F6
-# once failed "every job applied once, none stale" here while passing 3 of 3 locally: issue 6.
+# once failed "every job applied once, none stale" here while passing 3 of 3 locally.
 build/release/cli/echostore --help >/dev/null
 # The side-by-side suite runs every row against its own server; the check reads its JSON (every
 # row present, every figure and ratio finite), never the figures' size (a shared VM's noise).
@@ -110,7 +114,7 @@ record bench-quick bash perf/check_bench.sh build/release
 # The Cache Referee, short: it exits non-zero unless EchoStore's three lanes show 0 stale reads
 # and 0 permanently stale rows and the classic contestants show the race it measures.
 record referee-quick build/release/cli/echostore referee --quick --seconds 2
-# The chaos drill (issue 29): three nodes behind fault proxies under random network and server
+# The chaos drill: three nodes behind fault proxies under random network and server
 # faults for 60 s; it exits non-zero unless 0 stale and 0 phantom reads, 0 permanently stale rows,
 # 0 writes lost in L2, 0 journal intents lost, and the longest staleness within the bound (the
 # heartbeat's detection + a resubscribe) measured in the same run. A failure prints its --seed.

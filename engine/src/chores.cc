@@ -16,7 +16,7 @@ std::uint64_t Chores::add(std::chrono::milliseconds first, Chore chore) {
     entries_.push_back({id, Clock::now() + first, std::move(chore)});
     ++changes_;
     if (!thread_.joinable()) {
-      thread_ = std::jthread([this](std::stop_token stop) { loop(std::move(stop)); });
+      thread_ = std::jthread([this](const std::stop_token& stop) { loop(stop); });
     }
   }
   cv_.notify_all();
@@ -43,7 +43,7 @@ std::uint64_t Chores::runs() const {
   return runs_;
 }
 
-void Chores::loop(std::stop_token stop) {
+void Chores::loop(const std::stop_token& stop) {
   housekeeping_.enter("echo-house");
   std::unique_lock lock(mu_);
   while (!stop.stop_requested()) {

@@ -53,7 +53,7 @@ class Chores {
     Clock::time_point due;
     Chore chore;
   };
-  void loop(std::stop_token stop);
+  void loop(const std::stop_token& stop);
 
   const Housekeeping& housekeeping_;
   mutable std::mutex mu_;

@@ -2,6 +2,82 @@
 // The job lane's consumer: beat, keep a BLPOP and the hand-off credits up while credits remain,
 // claim after a wake, complete after the writer's ack. Every method but the constructor, start(),
 // on_acks() and stats() runs on the loop thread.
+//
+// One consumer per job-lane table per node (WIRE §5.4 adapted), on the engine's io thread. It keeps
+// this node registered in the table's membership set, claims jobs from the node's own member queue
+// only while the table's ring has credits, publishes each into the ring with a ticket, parks on its
+// own connection (BLPOP on the delivery and wake lists) when idle, and completes a job only when
+// the writer's ack says it was applied. Never drops a job: what is not acked is reaped back with
+// token + 1.
+//
+// Member queues (every node applies every message). Each node owns a member queue per job-lane
+// table, the WIRE §5 queue ecc.coh.<t>|<node> (keys emq:{ecc.coh.<t>|<node>}:...): its own hash
+// tag, so on a cluster the member queues of a table spread over the shards. The writer keeps the
+// table's membership (emq:{ecc.coh.<t>}:members, read with its epoch) and admits each job with one
+// member_enqueue per member queue, all sent at once (pipelined per shard), then reads the epoch
+// again (member_enqueue.lua, "Membership"). Each beat sets this node's live key (SET ... GET on
+// the member queue's slot), then runs member_beat on the table's slot. Failure modes:
+//   - this node dies holding a claim: the job stays active; the next incarnation's reap (same
+//     node id) returns it with token + 1; a completion with the old token is refused (stale);
+//   - this node dies after a hand-off was pushed to its delivery list: the job is active with a
+//     lease, reaped like any claim;
+//   - this node's heartbeat lapses past the member ttl: its live key expires (admissions skip it)
+//     and any node's member_reap takes it out of the set, and member_drop deletes its queue once
+//     the live key is gone; the next beat sees either (the SET found no key, or member_beat says
+//     it entered anew), re-registers, and drops every L1 row (it may have missed messages) before
+//     caching again, the same as a resubscribe;
+//   - a joiner caches nothing until its first beat has landed: its live key is set before it
+//     enters the set, so every writer that sees the epoch move admits it.
+//
+// Two processes, one node id. WIRE §1 asks every concurrent minter for a distinct node; two that
+// share one would also share a member queue, and each message would reach only one of them, so
+// both L1s would go stale without a sign. So each beat also sets the member queue's owner key
+// (<mbase>owner, SET ... PX member ttl GET, just before the live key) to this consumer's token
+// (host:pid:random). Another token replacing ours between two of our beats can only come from a
+// process beating as this member now (a twin): the beat counts a member conflict, writes one line
+// to stderr, and the table caches nothing (every L1 row dropped, as on a lost subscription) until
+// no twin's token has been seen for one member ttl plus one beat (a twin that beats at all writes
+// at least once per ttl, and our next beat sees it); then every row is dropped once more and
+// caching starts again. The consumer goes on taking and completing jobs meanwhile, so the queue
+// never backs up. Another token found by our first beat is a predecessor's (a restart under the
+// same node id within one ttl) or a twin's: caching waits one member ttl, through which every
+// beat must find our own token (a twin writes its own at least once per ttl; its very next beat
+// may land after ours, so one beat would not tell). A restart under the same node id within a
+// ttl of its predecessor therefore caches one ttl after its first beat (start() waits for it:
+// 3 s at job_beat_ms 1000). A predecessor whose last beat was still on the wire when it died can
+// be counted once.
+//
+// Parking and hand-offs (the latency path). Whenever the consumer has a free credit it keeps one
+// BLPOP on its delivery and wake lists outstanding on its own connection, and it keeps the
+// member's `parked` list at its free credits (member_park.lua), so member_enqueue hands a job
+// straight to it, claimed, by taking one credit (LPOP). member_park lists credits only while a
+// hand-off would be legal and in order (queue and groups unpaused, lanes empty, no ceiling
+// passed), so the hand-off itself reads nothing else; while it is barred (-1) the consumer asks
+// again when a claim finds its lanes dry, or on its beat. A hand-off
+// is published into the ring before anything else happens on the loop thread, and the BLPOP is
+// issued again once the writer's next ack has drained (so on a shared core the writer runs
+// first; hand-offs made meanwhile wait listed and the next BLPOP takes them all): no refresh of
+// the credits, no empty claim around a delivery (the round trips the first version paid per
+// job; lanes_bench's BM_JobLane_EnqueueToDrop shows the cut). The credits are refreshed on
+// every beat (its PX) and when acks have returned at least half the credits it had consumed, so
+// a steady stream costs one completion per job and nothing else.
+// Claims: gclaim runs only after a wake token, a BLPOP timeout or a beat, until a claim answers
+// empty (a wake that lands while a claim is in flight makes the consumer claim again). Each claim
+// first asks HGET meta paused (WIRE §5.3): a paused member queue answers empty without the
+// script (counted in empty_claims), and the beat after the resume claims again.
+// Credits: the consumer takes a job (claim or hand-off) only with a free credit, except that a
+// BLPOP and a claim may both be in flight with the last credit: in flight <= job_credits + 1,
+// which the ack ring (twice the ring) and the overflow deque absorb. Hand-offs the server made
+// beyond that stay listed, leased; if a lease runs out first the job is reaped and re-claimed
+// through the lane, and the listed copy later completes stale. The credits bound the server's
+// hand-offs by the credits up to what one BLPOP takes (member_park.lua). A consumer whose parking
+// connection is down lists none: writers then use the lane and the wake list.
+// The lease of a hand-off is this member's job_lease_ms, the value of its live key (each credit
+// carries it).
+// On a cluster the parking connection follows its queue's master: every reconnect asks the
+// park options' `target` (the router's current owner of the queue's slot), and every beat
+// redials when the owner moved while the socket stayed up (a manual failover, a reshard); a
+// BLMPOP the server refuses (MOVED) is not re-issued before that beat.
 #include <echo/engine/errc.h>
 #include <echo/engine/job_consumer.h>
 #include <echo/lua/scripts.h>
@@ -568,17 +644,17 @@ void JobConsumer::deliver(Job job) {
 void JobConsumer::publish_overflow() {
   // Credits: publish only into free slots, so the ring never refuses a job.
   while (!overflow_.empty() && ring_.free_slots() != 0) {
-    ring_.try_publish(std::move(overflow_.front()));
+    ring_.try_publish(CoherenceItem(overflow_.front()));  // trivially copyable: a copy
     overflow_.pop_front();
   }
 }
 
-// The ack hand-over is a store-buffering pair (issue 22 B): the writer stores an ack (the ring's
-// tail_) then reads the post flag (its exchange); the loop stores the flag (false) then reads
-// tail_ (its first emptiness check). No ack may be left with no drain to see it, so at least one
-// side must see the other's store. Release/acquire alone does not promise that (POWER may let
-// both reads miss; x86 and ARMv8 forbid it in hardware, so no test here can show it), hence a
-// seq_cst fence on the writer's side and seq_cst accesses on the loop's:
+// The ack hand-over is a store-buffering pair: the writer stores an ack (the ring's tail_) then
+// reads the post flag (its exchange); the loop stores the flag (false) then reads tail_ (its first
+// emptiness check). No ack may be left with no drain to see it, so at least one side must see the
+// other's store. Release/acquire alone does not promise that (POWER may let both reads miss; x86
+// and ARMv8 forbid it in hardware, so no test here can show it), hence a seq_cst fence on the
+// writer's side and seq_cst accesses on the loop's:
 //   writer:  T: tail_ = t+1 (release, try_publish) ; F: fence(seq_cst) ; E: exchange(flag, true)
 //   loop:    B: flag = false (seq_cst) ; R: has_work(), a seq_cst load of tail_
 // Suppose E read true from before B (E precedes B in the flag's modification order: it posted
@@ -652,7 +728,7 @@ void JobConsumer::complete(const Job& job, table::Verdict verdict) {
   if (refused) bump(complete_errors_);
 }
 
-void JobConsumer::retry(const Job& job, std::string reason) {
+void JobConsumer::retry(const Job& job, const std::string& reason) {
   const std::string active = mbase_ + "active", schedule = mbase_ + "schedule",
                     dead = mbase_ + "dead", job_key = mbase_ + "job:" + job.id;
   const std::string token = std::to_string(job.token),

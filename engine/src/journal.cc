@@ -675,7 +675,7 @@ struct Journal::Impl {
   }
 };
 
-Journal::Journal(JournalOptions options) {
+Journal::Journal(const JournalOptions& options) {
   auto group = BrandedId::parse(options.group);
   if (!group) {
     throw ConfigError("journal group must be a valid branded id, got '" + options.group + "' (gate " +

@@ -13,6 +13,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <echo/engine/engine.h>
@@ -27,7 +28,7 @@ class MetricsEndpoint {
   static constexpr std::size_t kMaxRequestBytes = 8192;  // a request's head, all of it
   static constexpr std::size_t kMaxClients = 16;         // served at once; more get a 503
   static constexpr auto kDeadline = std::chrono::seconds(2);  // accept → the answer sent
-  static constexpr std::size_t kSendBuffer = 64 * 1024;  // SO_SNDBUF of each client's socket
+  static constexpr std::size_t kSendBuffer = std::size_t{64} * 1024;  // each client's SO_SNDBUF
 
   // The exposition's text; runs on the loop thread for each GET /metrics, so it must not block
   // and must not wait for the loop (Engine::stats() reads relaxed counters and takes short locks
@@ -70,7 +71,7 @@ class MetricsEndpoint {
   void arm_accept();
   void admit(int fd);
   void read_more(Client& c);
-  void answer(Client& c, int status, std::string body = {});
+  void answer(Client& c, int status, std::string_view body = {});
   void respond_to_request(Client& c);
   void send_rest(Client& c);
   void finish(Client& c, bool answered);  // begins closing; freed when no op is armed

@@ -1,17 +1,15 @@
 // SPDX-License-Identifier: MIT
-// The node lease (WIRE §5.5 "Node leases", DESIGN "Beyond the original" 12): two live processes
-// never mint under one node id. At start the engine leases {ecc}:node:<n> (SET NX PX, by its
-// owner token): the node_id it was given, or with node_id auto the first free one in 0..1023
-// (node_lease.lua). A chore on the engine's chores thread (chores.h) renews it every third of
-// the lease (node_renew.lua:
-// compare-and-extend, or take it again when it lapsed and is still free), and every 100 ms after
-// a renewal that got no answer. The lease counts as held until `send time + lease - lease/10` of
-// the last renewal the server confirmed: the server's own expiry runs from when it ran the
-// renewal, later than we sent it, and the tenth absorbs a clock running fast by up to 10%. Past
-// that moment, or once a renewal finds the key taken by another token, current() answers -1 and
-// the engine mints nothing (no_node_lease) until a renewal holds the lease again. The node never
-// changes within a run: a lease another process took stays lost until it frees the key (said
-// once on stderr).
+// The node lease (WIRE §5.5; docs/wire.md, "Node leases"): two live processes never mint under one
+// node id. At start the engine leases {ecc}:node:<n> (SET NX PX, by its owner token): the node_id
+// it was given, or with node_id auto the first free one in 0..1023 (node_lease.lua). A chore on the
+// engine's chores thread (chores.h) renews it every third of the lease (node_renew.lua:
+// compare-and-extend, or take it again when it lapsed and is still free), and every 100 ms after a
+// renewal that got no answer. The lease counts as held until `send time + lease - lease/10` of the
+// last renewal the server confirmed: the server's own expiry runs from when it ran the renewal,
+// later than we sent it, and the tenth absorbs a clock running fast by up to 10%. Past that moment,
+// or once a renewal finds the key taken by another token, current() answers -1 and the engine mints
+// nothing (no_node_lease) until a renewal holds the lease again. The node never changes within a
+// run: a lease another process took stays lost until it frees the key (said once on stderr).
 #pragma once
 
 #include <atomic>

@@ -18,7 +18,7 @@ SharedQueueRelay::SharedQueueRelay(std::vector<Table> tables, Ports ports,
 SharedQueueRelay::~SharedQueueRelay() { stop(); }
 
 void SharedQueueRelay::start() {
-  thread_ = std::jthread([this](std::stop_token stop) { run(std::move(stop)); });
+  thread_ = std::jthread([this](const std::stop_token& stop) { run(stop); });
 }
 
 void SharedQueueRelay::stop(const std::function<void()>& unpark) {
@@ -33,7 +33,7 @@ RelayCounters SharedQueueRelay::stats() const {
   return {ld(claimed_), ld(relayed_), ld(malformed_), ld(errors_), ld(maintenance_)};
 }
 
-void SharedQueueRelay::run(std::stop_token stop) {
+void SharedQueueRelay::run(const std::stop_token& stop) {
   if (housekeeping_ != nullptr) {
     housekeeping_->enter("echo-relay");
   } else {

@@ -28,7 +28,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-constexpr std::size_t kRecvChunk = 16 * 1024;
+constexpr std::size_t kRecvChunk = std::size_t{16} * 1024;
 // Deadlines and the heartbeat are checked on this period (or the heartbeat's, if shorter).
 constexpr milliseconds kTickPeriod{100};
 // The longest an idle, ready connection's tick sleeps (no heartbeat, or one further off).
@@ -534,7 +534,7 @@ void Connection::on_tick(IoOp& op, int) noexcept {
   // is the last send, never a receive: a subscriber only receives, and a link that trickles its
   // pushes (a congested path, a capped bandwidth) would otherwise never look idle, so no PING
   // would measure how far behind the pushes run. The PONG queues behind them, and a backlog past
-  // call_timeout is a loss like a silent peer (fault_proxy_test, drill --chaos: issue 29).
+  // call_timeout is a loss like a silent peer (fault_proxy_test, drill --chaos).
   if (self->status_.load(std::memory_order_relaxed) == ConnStatus::kReady &&
       self->options_.heartbeat.count() > 0 && self->fifo_.empty() &&
       now - self->last_io_ >= self->options_.heartbeat) {

@@ -15,7 +15,7 @@
 namespace echo::io {
 
 namespace {
-constexpr std::size_t kPlainChunk = 16 * 1024;  // one TLS record's worth of plaintext
+constexpr std::size_t kPlainChunk = std::size_t{16} * 1024;  // one TLS record's worth of plaintext
 }  // namespace
 
 void Connection::start_tls() {

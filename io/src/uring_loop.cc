@@ -95,7 +95,7 @@ UringLoop::UringLoop(LoopOptions options) : options_(options) {
       const bool refused = e.code().category() == std::system_category() &&
                            (err == EPERM || err == ENOSYS);
       if (options_.backend == Backend::kUring || !refused) throw;
-      fallback_reason_ = std::string("io_uring refused (") + std::strerror(err) + ")";
+      fallback_reason_ = "io_uring refused (" + e.code().message() + ")";
     }
   }
   if (!impl_->uring) {

@@ -1,8 +1,8 @@
 -- SPDX-License-Identifier: MIT
 -- complete_claim: retire the job its holder finished and lease the next one, in one round trip on
--- one queue (issue 6 item 5: the job lane's latency is its hop count). It runs complete's
--- lib/finish.lua then gclaim's lib/claim_next.lua (the same functions, embedded into each script
--- at build time); it works on the shared queue and on a member queue alike.
+-- one queue (the job lane's latency is its hop count). It runs complete's lib/finish.lua then
+-- gclaim's lib/claim_next.lua (the same functions, embedded into each script at build time); it
+-- works on the shared queue and on a member queue alike.
 -- KEYS[1]  active           <base>active (zset, score = lease deadline ms, server time)
 -- KEYS[2]  the job hash     <base>job:<id> of the job to complete
 -- KEYS[3]  ring             <base>ring

@@ -1,7 +1,7 @@
 -- SPDX-License-Identifier: MIT
--- member_beat: register or renew one node as a member of a job-lane table (issue 6 item 3, issue
--- 9 item 3). The writer admits every coherence job into every member's own queue
--- (member_enqueue.lua), so each node gets its own copy of every message.
+-- member_beat: register or renew one node as a member of a job-lane table. The writer admits every
+-- coherence job into every member's own queue (member_enqueue.lua), so each node gets its own copy
+-- of every message.
 -- KEYS[1]  members          emq:{ecc.coh.<t>}:members (zset: member m, score = expiry ms, server
 --                           time of this shard)
 -- KEYS[2]  epoch            emq:{ecc.coh.<t>}:mepoch (string: an integer, INCRed whenever a member

@@ -1,6 +1,6 @@
 -- SPDX-License-Identifier: MIT
--- member_drop: delete a member queue whose member is gone (issue 6 item 3, issue 9 item 3): run
--- by whoever ran member_reap.lua, once per member it removed, on that member queue's own slot.
+-- member_drop: delete a member queue whose member is gone: run by whoever ran member_reap.lua, once
+-- per member it removed, on that member queue's own slot.
 -- KEYS[1]  live             <mbase>live (the member's live key, see member_enqueue.lua)
 -- ARGV[1]  mbase            emq:{ecc.coh.<t>|<m>}:
 -- returns  1 when the queue was deleted, 0 when the live key exists (the member came back

@@ -1,11 +1,11 @@
 -- SPDX-License-Identifier: MIT
--- member_enqueue: admit one coherence job into ONE member's queue (issue 6 item 3, issue 9 item
--- 3). Each node that holds L1 rows of a job-lane table owns a member queue: a full WIRE §5 queue
--- named ecc.coh.<t>|<m> (base emq:{ecc.coh.<t>|<m>}:), so every member queue has its own hash
--- tag and, on a cluster, its own slot: a table's member queues spread over the shards. The
--- writer reads the table's membership (emq:{ecc.coh.<t>}:members, member_beat.lua) once, keeps
--- it, and sends this script to every member it knows, pipelined per shard, with a read of the
--- membership epoch after them (see "Membership" below). A parked member is handed the job
+-- member_enqueue: admit one coherence job into ONE member's queue, so that every node applies every
+-- message. Each node that holds L1 rows of a job-lane table owns a member queue: a full WIRE §5
+-- queue named ecc.coh.<t>|<m> (base emq:{ecc.coh.<t>|<m>}:), so every member queue has its own hash
+-- tag and, on a cluster, its own slot: a table's member queues spread over the shards. The writer
+-- reads the table's membership (emq:{ecc.coh.<t>}:members, member_beat.lua) once, keeps it, and
+-- sends this script to every member it knows, pipelined per shard, with a read of the membership
+-- epoch after them (see "Membership" below). A parked member is handed the job
 -- already claimed, which cuts its wake and claim hops.
 -- KEYS[1]  live             <mbase>live (string: the member's declared lease_ms, with PX = its
 --                           beat ttl; absent means the member is not live)

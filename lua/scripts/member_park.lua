@@ -1,9 +1,10 @@
 -- SPDX-License-Identifier: MIT
--- member_park: issue a member's hand-off credits (issue 6 items 1 and 5). member_enqueue hands a
+-- member_park: issue a member's hand-off credits (so a job reaches a parked consumer already
+-- claimed, with no claim round trip, and never beyond its free ring slots). member_enqueue hands a
 -- job straight to a member, claimed, only by taking one credit (LPOP) from the member's `parked`
 -- list; this script refills that list from the consumer's own free credits, so the server never
--- lists much more for a member than it can take. One call per credit refresh (the consumer's
--- beat, and acks that returned half its credits), never one per job.
+-- lists much more for a member than it can take. One call per credit refresh (the consumer's beat,
+-- and acks that returned half its credits), never one per job.
 -- KEYS[1]  parked           <mbase>parked (list: one element per credit, each the member's lease
 --                           in ms or "" when its live key holds none; with PX)
 -- KEYS[2]  deliver          <mbase>deliver (list of hand-offs not yet taken by the consumer)

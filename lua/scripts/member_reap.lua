@@ -1,8 +1,8 @@
 -- SPDX-License-Identifier: MIT
--- member_reap: take members whose beat expired out of a job-lane table's membership (issue 6 item
--- 3, issue 9 item 3). Writers stop admitting jobs to them once they see the epoch move; their
--- queues live on other slots (on a cluster, other shards), so the caller then runs
--- member_drop.lua on each returned member's queue. Any node (or the writer) may run it.
+-- member_reap: take members whose beat expired out of a job-lane table's membership. Writers stop
+-- admitting jobs to them once they see the epoch move; their queues live on other slots (on a
+-- cluster, other shards), so the caller then runs member_drop.lua on each returned member's queue.
+-- Any node (or the writer) may run it.
 -- KEYS[1]  members          emq:{ecc.coh.<t>}:members (zset: member m, score = expiry ms)
 -- KEYS[2]  epoch            emq:{ecc.coh.<t>}:mepoch (INCRed once when any member is removed; a
 --                           new key starts at the server's time in microseconds)

@@ -1,10 +1,9 @@
 -- SPDX-License-Identifier: MIT
--- publish_l2: Engine::publish on a broadcast-lane table (DESIGN "Beyond the original" 8): the L2
--- write (WIRE §3) and its coherence message (WIRE §2.1) in one script, so the server runs both or
--- neither. No subscriber hears the message before the row exists (the script runs whole before
--- the server serves anything else, and writes pushes out only after it), and a connection lost
--- mid-call leaves no row without its message: the server either read the whole EVALSHA and ran
--- it, or ran nothing.
+-- publish_l2: Engine::publish on a broadcast-lane table: the L2 write (WIRE §3) and its coherence
+-- message (WIRE §2.1) in one script, so the server runs both or neither. No subscriber hears the
+-- message before the row exists (the script runs whole before the server serves anything else, and
+-- writes pushes out only after it), and a connection lost mid-call leaves no row without its
+-- message: the server either read the whole EVALSHA and ran it, or ran nothing.
 -- KEYS[1]  the L2 key  ecc:{t}:<id>
 -- ARGV[1]  the framed value: version(14) .. value bytes (at least 14 bytes)
 -- ARGV[2]  ttl in ms (PX), a positive decimal (the declared TTL, no jitter)

@@ -1,7 +1,7 @@
 -- SPDX-License-Identifier: MIT
--- put_l2: the conditional L2 write (DESIGN "Beyond the original" 3). Stores the framed value only
--- when its version is newer than the stored row's, so a slow fill that read an old version can
--- never overwrite a newer row another writer already placed.
+-- put_l2: the conditional L2 write (the fill guard's L2 half). Stores the framed value only when
+-- its version is newer than the stored row's, so a slow fill that read an old version can never
+-- overwrite a newer row another writer already placed.
 -- KEYS[1]  the L2 key  ecc:{t}:<id>
 -- ARGV[1]  the framed value: version(14) .. value bytes (at least 14 bytes)
 -- ARGV[2]  ttl in ms (PX), a positive decimal

@@ -73,7 +73,8 @@ bool symmetric_forced() noexcept {
   return true;
 #endif
 #endif
-  const char* env = std::getenv("ECHO_EPOCH_SYMMETRIC");
+  // Read once, at the domain's first use; the library never writes the environment.
+  const char* env = std::getenv("ECHO_EPOCH_SYMMETRIC");  // NOLINT(concurrency-mt-unsafe)
   return env != nullptr && env[0] == '1';
 }
 }  // namespace

@@ -92,7 +92,7 @@ constexpr std::size_t kMinBytes = 4096, kMaxBytes = std::size_t{1} << 44;  // L1
 std::uint8_t mark_limit(Eviction e) noexcept {
   switch (e) {
     case Eviction::kS3Fifo: return 3;
-    case Eviction::kLru: return 1;
+    case Eviction::kLru:
     case Eviction::kClock: return 1;
     case Eviction::kSkip: return 0;
   }

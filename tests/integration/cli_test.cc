@@ -444,7 +444,7 @@ TEST_F(CliTest, RefereeFindsNoStaleEchoStoreReadAndSeesTheClassicRace) {
   EXPECT_NE(r.out.find("| echostore_tracking |"), std::string::npos) << r.out;
 }
 
-// ---- stats on a cluster and --watch (issue 30, part 2) ----
+// ---- stats on a cluster and --watch ----
 
 // A published snapshot of `table` by `node`: 42 rows, 90 hits and 10 misses, a ring 7/4096
 // full, lag samples in the [1024, 2048) ns bucket, one ready connection.

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: MIT
-// The fault proxy (tests/support/fault_proxy.h, issue 29) against a real redis-server: first its
-// own behaviours through plain sockets (delay measured, a stall holds, RST and FIN, one direction
-// stopped, a trickle, a cap, refusal), then an engine node whose connections pass through it,
-// each fault with the outcome the engine owes: the loss noticed by the heartbeat, the disconnect
-// policy applied on resubscribe, nothing served stale once the fault heals, a call that fails
-// typed within its bound rather than hanging.
+// The fault proxy (tests/support/fault_proxy.h) against a real redis-server: first its own
+// behaviours through plain sockets (delay measured, a stall holds, RST and FIN, one direction
+// stopped, a trickle, a cap, refusal), then an engine node whose connections pass through it, each
+// fault with the outcome the engine owes: the loss noticed by the heartbeat, the disconnect policy
+// applied on resubscribe, nothing served stale once the fault heals, a call that fails typed within
+// its bound rather than hanging.
 #include <gtest/gtest.h>
 #include <hiredis/hiredis.h>
 #include <netinet/in.h>

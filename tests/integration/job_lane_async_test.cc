@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: MIT
-// Engine::enqueue_async against a real server (issue 28 part 6): the call returns once the lead
-// is answered (a raw subscriber of the lead channel already holds the message when it returns),
-// the admissions and the callback follow on the job-send thread with enqueue's answer, refusals
-// of the payload are the call's own (no callback), a lane with no live member answers
-// kNoLiveMember through the callback, and stop() runs every handed-off job's admissions and
-// callback before it returns; after it, the call answers kStopped.
+// Engine::enqueue_async against a real server: the call returns once the lead is answered (a raw
+// subscriber of the lead channel already holds the message when it returns), the admissions and the
+// callback follow on the job-send thread with enqueue's answer, refusals of the payload are the
+// call's own (no callback), a lane with no live member answers kNoLiveMember through the callback,
+// and stop() runs every handed-off job's admissions and callback before it returns; after it, the
+// call answers kStopped.
 #include <echo/engine/job_consumer.h>
 #include <hiredis/hiredis.h>
 

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: MIT
-// The journal's gates against a real server (issue 7 item 5, WIRE §9 H1-H6): files per group,
-// both crash seams closed by replay, the applied memory across a full restart, loss of the bus
-// (queue keys deleted, then a real redis-server restart) replayed back to 50 of 50 names,
-// compaction by coverage, and the price beside a plain SQLite WAL commit. A crash drill kills a
-// writer process with SIGKILL at each seam; a restarted writer replays. Writer processes are this
-// binary re-executed through /proc/self/exe with --journal-writer (main, at the bottom).
+// The journal's gates against a real server (WIRE §9 H1-H6): files per group, both crash seams
+// closed by replay, the applied memory across a full restart, loss of the bus (queue keys deleted,
+// then a real redis-server restart) replayed back to 50 of 50 names, compaction by coverage, and
+// the price beside a plain SQLite WAL commit. A crash drill kills a writer process with SIGKILL at
+// each seam; a restarted writer replays. Writer processes are this binary re-executed through
+// /proc/self/exe with --journal-writer (main, at the bottom).
 #include <echo/engine/job_consumer.h>
 #include <echo/engine/journal.h>
 #include <sqlite3.h>

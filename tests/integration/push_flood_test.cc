@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// Issue 29 part 4, a push flood: two plain hiredis clients (this binary re-executed with
+// A push flood: two plain hiredis clients (this binary re-executed with
 // --publisher, so their buffers and allocations are not this process's) pipeline PUBLISH at the
 // most the server takes toward one node whose writer is slowed on purpose. The node's memory must
 // stay bounded by its rings and the decoder's limits, and every message the server delivered must

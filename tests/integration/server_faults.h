@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
-// Shared by the server-side fault tests (issue 29 part 2: server_faults_test, server_restart_test):
-// finding the engine's own connections in the server's CLIENT LIST by their CLIENT SETNAME names,
-// a connection's stats by label, a recorder of the engine's connection events for the messages,
-// and the wait for a node whose subscription came back (resubscribed, flushed, caching again).
+// Shared by the server-side fault tests (server_faults_test, server_restart_test): finding the
+// engine's own connections in the server's CLIENT LIST by their CLIENT SETNAME names, a
+// connection's stats by label, a recorder of the engine's connection events for the messages, and
+// the wait for a node whose subscription came back (resubscribed, flushed, caching again).
 #pragma once
 
 #include <hiredis/hiredis.h>

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
-// Issue 29 part 2, the faults a live server inflicts on its clients: CLIENT KILL of the subscriber
-// and of the command connection, the pubsub client-output-buffer-limit killing a slow subscriber,
-// CLIENT PAUSE WRITE, and DEBUG SLEEP past the heartbeat. Each test states the outcome the engine
-// promises, then stages the fault on a real redis-server and asserts it. Restarts and maxmemory
-// are server_restart_test.cc.
+// The faults a live server inflicts on its clients: CLIENT KILL of the subscriber and of the
+// command connection, the pubsub client-output-buffer-limit killing a slow subscriber, CLIENT PAUSE
+// WRITE, and DEBUG SLEEP past the heartbeat. Each test states the outcome the engine promises, then
+// stages the fault on a real redis-server and asserts it. Restarts and maxmemory are
+// server_restart_test.cc.
 #include "server_faults.h"
 
 #include <hiredis/hiredis.h>

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
-// Issue 29 part 2, the server losing or refusing data: a restart without persistence (L2 empty
-// afterwards), a crash and restart with AOF (appendfsync always: the data returns), and
-// maxmemory with noeviction refusing writes (a put, a publish, and a journal's enqueue). Each test
-// states the engine's promise, then stages the fault on a real redis-server and asserts it.
+// The server losing or refusing data: a restart without persistence (L2 empty afterwards), a crash
+// and restart with AOF (appendfsync always: the data returns), and maxmemory with noeviction
+// refusing writes (a put, a publish, and a journal's enqueue). Each test states the engine's
+// promise, then stages the fault on a real redis-server and asserts it.
 #include <echo/engine/job_consumer.h>
 #include <hiredis/hiredis.h>
 
@@ -51,12 +51,12 @@ class Refusals : public SingleServerTest {
   }
 };
 
-// What DESIGN.md ("Disconnect policy") and WIRE §4 promise across a restart: a broadcast table's
-// subscription is lost with the server, so at the resubscribe its rows are flushed (the policy
-// kFlush, the default); the engine cannot know which messages it missed, and here the data itself
-// is gone. So no row cached before the restart is served afterwards: a read misses L1, finds no
-// key in L2 and runs the loader. The node keeps working: it re-fences, takes its node lease again
-// and puts land.
+// What the disconnect policy (TableSpec::disconnect, docs/configuration.md) and WIRE §4 promise
+// across a restart: a broadcast table's subscription is lost with the server, so at the resubscribe
+// its rows are flushed (the policy kFlush, the default); the engine cannot know which messages it
+// missed, and here the data itself is gone. So no row cached before the restart is served
+// afterwards: a read misses L1, finds no key in L2 and runs the loader. The node keeps working: it
+// re-fences, takes its node lease again and puts land.
 TEST_F(ServerRestart, ARestartWithoutPersistenceFlushesL1SoNoRowWhoseKeyVanishedIsServed) {
   LoaderProbe loader;
   EventLog events;

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
-// TLS end to end (issue 27): engines against redis-server's own TLS listener (--tls-port, with a
-// CA, server and client certificates made by `openssl` at test time): the broadcast and job lanes,
-// a server that requires a client certificate, a wrong CA, a wrong name, a peer that is not TLS,
-// the configuration checks, and a three-master cluster whose bus and topology speak TLS.
+// TLS end to end: engines against redis-server's own TLS listener (--tls-port, with a CA, server
+// and client certificates made by `openssl` at test time): the broadcast and job lanes, a server
+// that requires a client certificate, a wrong CA, a wrong name, a peer that is not TLS, the
+// configuration checks, and a three-master cluster whose bus and topology speak TLS.
 #include <echo/engine/engine.h>
 #include <echo/engine/l2_frame.h>
 #include <echo/testing/local_cluster.h>

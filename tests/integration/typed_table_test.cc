@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
-// Typed table handles over text keys (issue 23; WIRE §2.2), against a real redis-server: a struct
-// decoded once by the writer and read in place, keys like "AAPL" and "EUR:USD", the key gate,
-// the codec's refusal, on_removal, and the text-key message crossing two processes (this
-// binary re-executed as the second node, its L1 dropped by the first node's broadcast).
+// Typed table handles over text keys (WIRE §2.2), against a real redis-server: a struct decoded
+// once by the writer and read in place, keys like "AAPL" and "EUR:USD", the key gate, the codec's
+// refusal, on_removal, and the text-key message crossing two processes (this binary re-executed as
+// the second node, its L1 dropped by the first node's broadcast).
 #include <gtest/gtest.h>
 #include <hiredis/hiredis.h>
 

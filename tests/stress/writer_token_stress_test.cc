@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: MIT
-// The writer token under contention (run under TSan; issue 28 part 1): borrowers racing the
-// writer's lend and take-back on the bare token, then a TableWriter whose io threads deliver()
-// drops (applied on their own thread while the writer is parked) racing puts and fills that
-// wake it, readers, and a stop() that lands while a borrower may hold the token. Two holders at
-// once would be a data race on plain memory (TSan) and a broken count; a lost or doubled apply
-// shows in the counters; a wrong order shows as a row older than a drop applied to its name.
+// The writer token under contention (run under TSan): borrowers racing the writer's lend and
+// take-back on the bare token, then a TableWriter whose io threads deliver() drops (applied on
+// their own thread while the writer is parked) racing puts and fills that wake it, readers, and a
+// stop() that lands while a borrower may hold the token. Two holders at once would be a data race
+// on plain memory (TSan) and a broken count; a lost or doubled apply shows in the counters; a wrong
+// order shows as a row older than a drop applied to its name.
 #include <gtest/gtest.h>
 
 #include <atomic>

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
-// The fault proxy for test authors (issue 29): a loopback TCP proxy a node's connections pass
-// through, with delay, stall, close, reset, half-open, trickle, a bandwidth cap and refusal on
-// demand. The one implementation lives in harness/ (the CLI's chaos drill uses it too); this
-// header brings it into the tests' namespace. Point a node at it with proxied_options().
+// The fault proxy for test authors: a loopback TCP proxy a node's connections pass through, with
+// delay, stall, close, reset, half-open, trickle, a bandwidth cap and refusal on demand. The one
+// implementation lives in harness/ (the CLI's chaos drill uses it too); this header brings it into
+// the tests' namespace. Point a node at it with proxied_options().
 #pragma once
 
 #include <echo/engine/engine.h>

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
-// Unit tests of typed values (codec.h, issue 23): the built-in codecs (std::string as bytes, a
-// trivially copyable struct by its object bytes with the size checked), a user codec with its
-// refusal and its throw, and the L1 row layout built from each (decoded once into the row,
-// destroyed once), through a real L1Map.
+// Unit tests of typed values (codec.h): the built-in codecs (std::string as bytes, a trivially
+// copyable struct by its object bytes with the size checked), a user codec with its refusal and its
+// throw, and the L1 row layout built from each (decoded once into the row, destroyed once), through
+// a real L1Map.
 #include <gtest/gtest.h>
 
 #include <atomic>

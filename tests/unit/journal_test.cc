@@ -225,7 +225,7 @@ TEST_F(JournalTest, TextKeysAreRecordedRememberedAndReplayedUnderTheKey) {
                                                                     {jobs[2].str(), long_key}}));
 }
 
-// Issue 22 (the soak: cluster_job_lane_test's second replay sent 1): a version the memory shows
+// Found by the soak (cluster_job_lane_test's second replay sent 1): a version the memory shows
 // (last_applied) is in the file by the time a replay that follows reads it. remember() released
 // its memory lock before it queued the upsert, so a replay in that window read the file without
 // it. Here an applier remembers newer versions while this thread, each time it sees the newest

@@ -276,7 +276,7 @@ void run_lanes(const BenchConfig& c, const DrillTarget& target, Progress& progre
       "the bench thread (it commits itself when the connection is free) and the journal's flusher",
       false);
 
-  // tls_vs_plain (issue 27): the same broadcast lane, Engine::broadcast on S -> the row gone from
+  // tls_vs_plain: the same broadcast lane, Engine::broadcast on S -> the row gone from
   // R, with both nodes over TLS (their own pair, on the server's TLS port) against the plain pair
   // above, message by message in the same rounds.
   std::optional<Row> tls_row;

@@ -344,8 +344,8 @@ struct L1Fixtures {
   }
 };
 
-// ---- Typed rows (issue 23): a struct decoded once by the writer and read in place under text
-// keys, against the same struct found in a flat map by the same keys.
+// ---- Typed rows: a struct decoded once by the writer and read in place under text keys, against
+// the same struct found in a flat map by the same keys.
 
 struct Quote {
   double bid, ask;

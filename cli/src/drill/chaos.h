@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: MIT
-// `echostore drill --chaos SECONDS` (issue 29, part 3): three engine nodes in this process, each
-// behind its own fault proxy toward one server, writing and reading a set of names while a
-// scheduler injects random network faults (harness/fault_proxy.h) and server-side ones (CLIENT
-// KILL, CLIENT PAUSE WRITE, DEBUG SLEEP), heals each, and checks that every node converges to L2.
-// Every read is judged by the referee's oracle; the job lane runs with a journal so that
-// "journal intents lost" is a counted figure. Seedable; exits non-zero when a goal fails.
+// `echostore drill --chaos SECONDS`: three engine nodes in this process, each behind its own fault
+// proxy toward one server, writing and reading a set of names while a scheduler injects random
+// network faults (harness/fault_proxy.h) and server-side ones (CLIENT KILL, CLIENT PAUSE WRITE,
+// DEBUG SLEEP), heals each, and checks that every node converges to L2. Every read is judged by the
+// referee's oracle; the job lane runs with a journal so that "journal intents lost" is a counted
+// figure. Seedable; exits non-zero when a goal fails.
 #pragma once
 
 #include <cstdint>

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
-// The chaos drill's figures and the goals they are held to (issue 29): 0 crashes (no phantom
-// read, the process standing), 0 stale reads by the referee's definition, 0 permanently stale
-// rows, 0 writes lost in L2, 0 journal intents lost, and the longest staleness window at most the
-// heartbeat's detection time plus a resubscribe, both measured in the same run.
+// The chaos drill's figures and the goals they are held to: 0 crashes (no phantom read, the process
+// standing), 0 stale reads by the referee's definition, 0 permanently stale rows, 0 writes lost in
+// L2, 0 journal intents lost, and the longest staleness window at most the heartbeat's detection
+// time plus a resubscribe, both measured in the same run.
 #pragma once
 
 #include <array>

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: MIT
 // The floors the drill's latency gates measure in the same run, before they measure the engine
-// (DESIGN "Performance": every figure is a ratio to a baseline taken on the same machine, in
-// the same minute): a plain blocking hiredis GET (the floor under a miss) and a plain hiredis
-// PUBLISH -> message round trip to a blocking subscriber on its own thread (the floor under the
-// broadcast lane). Plus the small things the gates share: node options, loaders, a plain map
-// read, the L2 key, a read's description.
+// (every figure is a ratio to a baseline taken on the same machine, in the same minute, since a
+// shared machine's absolute figures mean little; docs/benchmarks.md): a plain blocking hiredis GET
+// (the floor under a miss) and a plain hiredis PUBLISH -> message round trip to a blocking
+// subscriber on its own thread (the floor under the broadcast lane). Plus the small things the
+// gates share: node options, loaders, a plain map read, the L2 key, a read's description.
 #pragma once
 
 #include <echo/engine/engine.h>

@@ -342,7 +342,7 @@ void f6_price(GateRun& run, const DrillTarget& target) {
       "sender spins on the row at once and may hold the core R's writer needs, while the job's "
       "sender waits in its second round trip): " +
       fmt("%.0f", alo) + " to " + fmt("%.0f", ahi) +
-      " us (issue 6's goal 1.3x: " + fmt("%.0f", 1.3 * ba) +
+      " us (goal: at most 1.3x the broadcast's, " + fmt("%.0f", 1.3 * ba) +
       " us; the original paid 2.1x), and S's blocking enqueue back "
       "after two round trips and the script: 0.8x to 6x the broadcast's, " +
       fmt("%.0f", lo) + " to " + fmt("%.0f", hi) +

@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: MIT
-// `echostore referee` (DESIGN "Beyond the original" 11, issue 25): one workload, one oracle,
-// every coherence lane beside the two classic ways of keeping a local cache. Each contestant
-// runs in turn on the same server: writers update Zipf-chosen names, readers on several nodes
-// read them, and two races are injected the same way for all (a fill held between its L2 read
-// and its insert; messages delayed and reordered). The oracle (oracle.h) counts the stale reads,
-// the rows still stale once everything is quiet, the longest staleness window, and the time from
-// a write to the row gone at each node.
+// `echostore referee` (docs/benchmarks.md, "The Cache Referee"): one workload, one oracle, every
+// coherence lane beside the two classic ways of keeping a local cache. Each contestant runs in turn
+// on the same server: writers update Zipf-chosen names, readers on several nodes read them, and two
+// races are injected the same way for all (a fill held between its L2 read and its insert; messages
+// delayed and reordered). The oracle (oracle.h) counts the stale reads, the rows still stale once
+// everything is quiet, the longest staleness window, and the time from a write to the row gone at
+// each node.
 //
 // This header: the workload's knobs, what a contestant is to the workload, and what a run
 // reports. workload.cc runs one contestant; echostore_lanes.cc and classic_lanes.cc are the

@@ -30,7 +30,7 @@ const Figures* find(const std::vector<Figures>& figures, std::string_view name) 
   return nullptr;
 }
 
-// echostore_tracking's p50 over echostore_broadcast's (the goal: at most 1.1x); NaN when
+// echostore_tracking's p50 over echostore_broadcast's (the goal: at most 1.1x); NaN when
 // either did not run or measured nothing.
 double tracking_over_broadcast(const std::vector<Figures>& figures) {
   const Figures* t = find(figures, "echostore_tracking");

@@ -104,7 +104,7 @@ class Journal {
   // Opens (creating) <dir>/journal-<group>.db: WAL, synchronous NORMAL (or FULL),
   // busy_timeout 5000, the WIRE schema, statements prepared once, the applied memory loaded.
   // Throws ConfigError (bad group) or std::runtime_error naming the SQLite failure.
-  explicit Journal(JournalOptions options);
+  explicit Journal(const JournalOptions& options);
   ~Journal();
   Journal(const Journal&) = delete;
   Journal& operator=(const Journal&) = delete;

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
-// Every counter of an engine (each table's L1 map, writer, rings and job consumer; each
-// connection) and optionally a journal, as one snapshot rendered as JSON or as Prometheus text
-// exposition (DESIGN "Beyond the original" 6: backpressure is visible). The Prometheus text is
-// rendered *from* the JSON, so a snapshot published by a node (echostore stats) and a live one
-// print the same families; several nodes' snapshots merge into one exposition (label node=).
+// Every counter of an engine (each table's L1 map, writer, rings and job consumer; each connection)
+// and optionally a journal, as one snapshot rendered as JSON or as Prometheus text exposition, so
+// backpressure is visible. The Prometheus text is rendered *from* the JSON, so a snapshot published
+// by a node (echostore stats) and a live one print the same families; several nodes' snapshots
+// merge into one exposition (label node=).
 //
 // Names: echostore_<thing>_<counter>, <thing> in l1, writer, ring, consumer, table, connection,
 // journal, cluster (cluster mode only), sentinel (sentinel mode only), metrics (the endpoint),

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
-// A table's declaration (WIRE §4.1 plus DESIGN "Configuration a user tunes"): every knob with
-// its default and checked range. validate() runs at Engine start; a bad knob is a ConfigError
-// naming the knob, its allowed range and the value given.
+// A table's declaration (WIRE §4.1; docs/configuration.md): every knob with its default and checked
+// range. validate() runs at Engine start; a bad knob is a ConfigError naming the knob, its allowed
+// range and the value given.
 #pragma once
 
 #include <chrono>

@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: MIT
-// The writer token (issue 28 part 1): the right to mutate one table's L1 map and the writer's
-// state, held by the table's writer thread and lent, while it waits for work, to an io thread
-// that has one coherence item to apply and nothing queued before it. At any instant at most one
-// thread holds it, so "one writer per table" (DESIGN) still holds in the sense that matters: one
-// mutator at a time, each hand-over a release/acquire pair, so each holder sees every write of
-// the holders before it. It saves the broadcast lane the writer's wake-up (a futex wake and a
-// context switch) when the writer is parked.
+// The writer token: the right to mutate one table's L1 map and the writer's state, held by the
+// table's writer thread and lent, while it waits for work, to an io thread that has one coherence
+// item to apply and nothing queued before it. At any instant at most one thread holds it, so "one
+// writer per table" (docs/architecture.md) still holds in the sense that matters: one mutator at a
+// time, each hand-over a release/acquire pair, so each holder sees every write of the holders
+// before it. It saves the broadcast lane the writer's wake-up (a futex wake and a context switch)
+// when the writer is parked.
 #pragma once
 
 #include <atomic>

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
-// A loopback TCP proxy with faults on demand (issue 29): a node's connections dial it instead of
-// the server, and a test or the chaos drill makes the network between them misbehave -- delay and
-// jitter, a stall, a FIN or an RST on every connection, one direction stopped, one byte at a time,
-// a bandwidth cap, new connections refused. One implementation for the integration tests (through
+// A loopback TCP proxy with faults on demand: a node's connections dial it instead of the server,
+// and a test or the chaos drill makes the network between them misbehave -- delay and jitter, a
+// stall, a FIN or an RST on every connection, one direction stopped, one byte at a time, a
+// bandwidth cap, new connections refused. One implementation for the integration tests (through
 // tests/support/fault_proxy.h) and `echostore drill --chaos`; loopback only, both ends.
 #pragma once
 

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 // Latency samples in microseconds and the one waiter every latency figure is observed with.
 // The drill's floors, `echostore bench` and the lane benches all time "send -> seen" with the
-// same spin_until, so a figure and its baseline carry the same observation cost (DESIGN
-// "Performance": every figure is a ratio to a baseline measured in the same run).
+// same spin_until, so a figure and its baseline carry the same observation cost (every
+// figure is a ratio to a baseline measured in the same run: docs/architecture.md, "Measuring").
 #pragma once
 
 #include <algorithm>

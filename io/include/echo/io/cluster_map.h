@@ -3,7 +3,8 @@
 // first key, the MOVED/ASK redirect text, and the CLUSTER SHARDS / CLUSTER SLOTS replies as a
 // slot map. No I/O, no threads: the ClusterClient feeds these, the unit tests pin them.
 // io/ keeps its own CRC16 rather than calling table::hash_slot, because io/ and table/ know
-// nothing of each other (DESIGN "Folders"); a unit test holds the two to the same answers.
+// nothing of each other (docs/architecture.md, "Folders"); a unit test holds the two to the
+// same answers.
 #pragma once
 
 #include <echo/io/resp3_value.h>

@@ -107,7 +107,7 @@ struct Resp3Next {
 
 class Resp3Decoder {
  public:
-  static constexpr std::size_t kDefaultCapacity = 16 * 1024;
+  static constexpr std::size_t kDefaultCapacity = std::size_t{16} * 1024;
 
   // Throws std::invalid_argument when a limit is out of its range. Allocates the buffer.
   explicit Resp3Decoder(Resp3Limits limits = {});

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
-// The ring's knobs and their checked ranges (DESIGN.md "Configuration a user tunes"): capacity,
-// full policy, and the wait strategy of each side. Bad configuration throws at construction with
-// a message naming the knob; nothing here is on a hot path.
+// The ring's knobs and their checked ranges (docs/configuration.md): capacity, full policy, and the
+// wait strategy of each side. Bad configuration throws at construction with a message naming the
+// knob; nothing here is on a hot path.
 #pragma once
 
 #include <cstddef>
@@ -22,7 +22,8 @@ static_assert((kCacheLine & (kCacheLine - 1)) == 0, "alignas needs a power of tw
 // sched_yield between polls, kPark sleeps in a futex until signalled.
 enum class WaitStrategy : std::uint8_t { kSpin, kYield, kPark };
 
-// What a publish does when the ring is full (DESIGN.md "Beyond the original" 2).
+// What a publish does when the ring is full: never block the io thread, never lose a message
+// silently.
 //   kDrop:  refuse, count the item in `dropped`; never blocks, never overwrites.
 //   kFlush: as kDrop, and raise the sticky flush-pending flag (which rings the consumer's
 //           doorbell); the consumer takes it after it drains and drops every row of its table,

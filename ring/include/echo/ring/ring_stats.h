@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// A ring's counters as one plain snapshot (DESIGN.md "Beyond the original" 6: backpressure is
-// visible). Each field is read with a relaxed load, so a snapshot taken while the ring runs is
+// A ring's counters as one plain snapshot, so backpressure is visible (full refusals, parks,
+// occupancy). Each field is read with a relaxed load, so a snapshot taken while the ring runs is
 // a set of individually exact values, not one instant.
 #pragma once
 

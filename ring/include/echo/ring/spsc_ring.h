@@ -17,12 +17,13 @@
 // occupancy, slot of sequence s is s & mask_. A slot's item stays alive (and counted in the
 // occupancy) until the drain function that received it returns; only then does head_ advance.
 //
-// Why our own ring and not boost::lockfree::spsc_queue (DESIGN asks us to measure): in
-// bench/ring_bench.cc, BM_SpscRing_ThroughputBatched beat BM_BoostSpsc_ThroughputBatched by
-// 1.49-2.2x and BM_SpscRing_Throughput beat BM_BoostSpsc_Throughput by 2.7x or more (fastest
-// iteration, three runs; figures and method at the top of that file). Boost re-reads the other
-// side's index on every push and pop, copies batches out rather than lending a span, has no
-// per-pass cap, and its wrapped indices give no free-running occupancy for counters and credits.
+// Why our own ring and not boost::lockfree::spsc_queue (a dependency we would take unless our own
+// measurably beats it): in bench/ring_bench.cc, BM_SpscRing_ThroughputBatched beat
+// BM_BoostSpsc_ThroughputBatched by 1.49-2.2x and BM_SpscRing_Throughput beat
+// BM_BoostSpsc_Throughput by 2.7x or more (fastest iteration, three runs; figures and method at the
+// top of that file). Boost re-reads the other side's index on every push and pop, copies batches
+// out rather than lending a span, has no per-pass cap, and its wrapped indices give no free-running
+// occupancy for counters and credits.
 #pragma once
 
 #include <echo/ring/detail/owner_check.h>
@@ -165,7 +166,7 @@ class SpscRing {
   }
 
   // Free slots as the producer sees them: a lower bound (the consumer can only add to it until
-  // the producer publishes). Credits for a lane that must never drop (DESIGN "Beyond" 1).
+  // the producer publishes). Credits for a lane that must never drop (the job lane).
   // Producer thread; acquire-loads head_ (pairs with drain's release store).
   std::size_t free_slots() noexcept {
     producer_.check("SpscRing producer verb");

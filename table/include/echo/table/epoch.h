@@ -13,7 +13,7 @@
 
 namespace echo::table {
 
-// The one cache-line constant of table/ (STYLE.md): padding unit for every per-thread slot.
+// The cache-line size, defined once for table/: the padding unit of every per-thread slot.
 inline constexpr std::size_t kCacheLine = 64;
 // Concurrent reader threads the domain can hold. Slots are reused when a thread exits. A thread
 // that finds none free is refused, not aborted: its ReadGuard is not protecting(), and the map's

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
-// The fill guard's memory (DESIGN "Beyond the original" 3): per name, the newest coherence
-// version the writer has seen, kept at least `keep_ms` (one TTL). A fill or put whose version is
-// older than that tombstone read L2 before the drop and would resurrect stale data, so the L1 map
-// refuses it. Writer-thread only: a flat open-addressing table, bounded, no reader ever sees it.
+// The fill guard's memory (a late fill never resurrects a dropped row): per name, the newest
+// coherence version the writer has seen, kept at least `keep_ms` (one TTL). A fill or put whose
+// version is older than that tombstone read L2 before the drop and would resurrect stale data, so
+// the L1 map refuses it. Writer-thread only: a flat open-addressing table, bounded, no reader ever
+// sees it.
 #pragma once
 
 #include <echo/table/branded_id.h>

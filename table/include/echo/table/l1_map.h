@@ -214,10 +214,10 @@ class L1Map {
   // the policy first (L1Config::eviction; each row told to the listener with its cause), so
   // the bounds hold at every moment; kSkip evicts nothing and skips instead (kFullSkip).
 
-  // A fill (WIRE §4.3, DESIGN fill guard): refused if the current row is newer than `version`
-  // (fill_refused++) or if a remembered coherence message is newer (fill_refused++). Equal
-  // versions pass both checks: a row at v survives a message v (§4.4), so a fill at v must too,
-  // or every update would make the name uncacheable for a TTL.
+  // A fill (WIRE §4.3, the fill guard of fill_guard.h): refused if the current row is newer than
+  // `version` (fill_refused++) or if a remembered coherence message is newer (fill_refused++).
+  // Equal versions pass both checks: a row at v survives a message v (§4.4), so a fill at v must
+  // too, or every update would make the name uncacheable for a TTL.
   // Names are 1..kMaxNameSize bytes (std::length_error otherwise, as for a value of 4 GiB); the
   // BrandedId overloads pass the id's 14 bytes.
   InsertVerdict insert_fill(std::string_view name, std::string_view value,

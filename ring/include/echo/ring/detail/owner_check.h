@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
-// Debug-build enforcement of a structural rule (STYLE.md, Concurrency): one producer per ring,
-// one consumer per ring. The first thread to use a side claims it; another thread aborts with a
-// message. Release builds (NDEBUG) compile the check to nothing; the member stays, so the class
-// layout is the same under NDEBUG and without it (the installed headers serve both).
+// Debug-build enforcement of a structural rule (docs/architecture.md, "Rules that keep it simple"):
+// one producer per ring, one consumer per ring. The first thread to use a side claims it; another
+// thread aborts with a message. Release builds (NDEBUG) compile the check to nothing; the member
+// stays, so the class layout is the same under NDEBUG and without it (the installed headers serve
+// both).
 #pragma once
 
 #include <atomic>
