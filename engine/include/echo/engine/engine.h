@@ -4,8 +4,8 @@
 // connection, one per io thread that feeds a broadcast table; under
 // ServerMode::kSentinel also one connection to a sentinel), one writer thread per table, and
 // each table's own loader threads (TableSpec::loader_threads). Reads hit L1 on the caller's
-// thread; everything that changes L1 reaches the table's writer as a message (DESIGN "Threads and
-// data flow").
+// thread; everything that changes L1 reaches the table's writer as a message (docs/architecture.md,
+// "Threads").
 //
 // Errors: the constructor throws ConfigError for a knob out of range, and nothing else throws.
 // start() answers a std::error_code; every data verb (get, put, broadcast, invalidate, ...)
@@ -103,7 +103,7 @@ struct EngineOptions {
   // first table's pushes leave the thread the command path runs on). Each io thread with a
   // broadcast table opens its own subscriber connection ("sub:<n>"; "sub" on thread 0) carrying
   // only its tables' channels, and feeds each of those tables through its own ring: one ring per
-  // (io thread, table), one producer each (DESIGN "Threads and data flow"). io.cpu pins io thread
+  // (io thread, table), one producer each (docs/architecture.md, "Threads"). io.cpu pins io thread
   // 0 only. Above 1 needs mode single (ConfigError otherwise): a cluster's sharded subscriber and
   // a sentinel's redials live on io thread 0. 16: more io threads than that only add
   // connections; two tables on one io thread share its decode, nothing else.

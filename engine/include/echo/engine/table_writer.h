@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// The table writer: the one thread that owns a table's L1 map (DESIGN "One writer per table").
+// The table writer: the one thread that owns a table's L1 map.
 // It drains the table's SPSC coherence rings (one per producer thread) and one MPSC inbox of
 // commands (misses, fills, puts, admin) in capped batches, applies newer-wins, runs the
 // single-flight fill protocol with the fill guard, sweeps expired rows, and reacts to the flush
