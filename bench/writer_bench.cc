@@ -7,6 +7,8 @@
 // producer is the benchmark's thread.
 #include <benchmark/benchmark.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <future>
 #include <thread>
 
@@ -24,6 +26,15 @@ using echo::table::BrandedId;
 
 constexpr std::uint64_t kRows = 1024;
 constexpr std::uint64_t kItems = 4096;
+
+// Every item published in this process (calibration runs too), said at exit: a profiler's count
+// of the writer's instructions divides by it (instructions per item, callgrind).
+struct Published {
+  std::uint64_t items = 0;
+  ~Published() {
+    if (std::getenv("ECHO_BENCH_SAY_ITEMS") != nullptr) std::fprintf(stderr, "items %llu\n", static_cast<unsigned long long>(items));
+  }
+} g_published;
 
 BrandedId id(std::string_view ns, std::uint64_t s) { return BrandedId::encode(ns, s).value(); }
 
@@ -62,6 +73,7 @@ void run(benchmark::State& state, bool listener, bool direct) {
       }
     }
     verdicts += kItems;
+    g_published.items += kItems;
     while (w.stats().applied + w.stats().stale < verdicts) std::this_thread::yield();
   }
   state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * kItems));
