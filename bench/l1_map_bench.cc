@@ -6,6 +6,7 @@
 // find+compare+erase; memory per row for 1M rows. p50/p99 are per-get latencies averaged over runs
 // of 16 gets (one clock read per 16 gets).
 #include <benchmark/benchmark.h>
+#include <echo/base/counter.h>
 #include <echo/table/l1_map.h>
 #include <malloc.h>
 
@@ -119,7 +120,7 @@ struct WriterSwitch {
     while (!ready.load(std::memory_order_acquire)) std::this_thread::yield();  // pairs: filled()
   }
   void count_drop() noexcept {  // the writer is the only one adding
-    drops.store(drops.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    echo::base::solo_add(drops);
   }
 };
 

@@ -2,6 +2,8 @@
 // Housekeeping::enter: name, then pin (housekeeping.h).
 #include "housekeeping.h"
 
+#include <echo/base/counter.h>
+
 #include <pthread.h>
 
 #include "thread_name.h"
@@ -21,7 +23,7 @@ Housekeeping::Housekeeping(const std::vector<int>& cpus) noexcept {
 void Housekeeping::enter(std::string_view name) const noexcept {
   name_this_thread(name);
   if (pinned_ && pthread_setaffinity_np(pthread_self(), sizeof set_, &set_) != 0) {
-    failures_.fetch_add(1, std::memory_order_relaxed);
+    base::shared_add(failures_);
   }
 }
 

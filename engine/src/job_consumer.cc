@@ -78,6 +78,8 @@
 // park options' `target` (the router's current owner of the queue's slot), and every beat
 // redials when the owner moved while the socket stayed up (a manual failover, a reshard); a
 // BLMPOP the server refuses (MOVED) is not re-issued before that beat.
+#include <echo/base/clock.h>
+#include <echo/base/counter.h>
 #include <echo/engine/errc.h>
 #include <echo/engine/job_consumer.h>
 #include <echo/lua/scripts.h>
@@ -325,7 +327,7 @@ void JobConsumer::enter(bool was_live) {
             r[1].type() != io::Resp3Type::integer) {
           return lapse();
         }
-        bump(beats_);
+        base::solo_add(beats_);
         const std::int64_t now_ms = as_int(r[0]);
         // Another process's token replaced ours since our last beat: it beats as this member
         // (job_consumer.h, "Two processes, one node id"). A token found by our first beat is a
@@ -337,7 +339,7 @@ void JobConsumer::enter(bool was_live) {
         if (foreign && !owner_written_) suspect_until_ms_ = now_ms + member_ttl_ms_;
         owner_written_ = true;
         if (twin) {
-          bump(member_conflicts_);
+          base::solo_add(member_conflicts_);
           twin_seen_ms_ = now_ms;
           if (!conflicted_) {
             conflicted_ = true;
@@ -358,7 +360,7 @@ void JobConsumer::enter(bool was_live) {
         // sending). Whatever L1 holds may have missed a message: drop it all and cache again,
         // once no twin (or possible twin) beats with us.
         if (!registered_ || !was_live || r[1].integer() == 1) {
-          if (last_beat_ms_ != 0) bump(rejoins_);
+          if (last_beat_ms_ != 0) base::solo_add(rejoins_);
           confirm_owed_ = true;
         }
         if (confirm_owed_ && !conflicted_ && now_ms >= suspect_until_ms_) {
@@ -384,22 +386,24 @@ void JobConsumer::maintain() {
   const auto adds_to = [this](std::atomic<std::uint64_t>& counter) {
     return [this, &counter](std::error_code ec, const io::Resp3Value& r) {
       if (!ec && r.type() == io::Resp3Type::integer) {
-        bump(counter, static_cast<std::uint64_t>(r.integer()));
+        base::solo_add(counter, static_cast<std::uint64_t>(r.integer()));
       } else if (!stopping_) {
-        bump(maintenance_errors_);
+        base::solo_add(maintenance_errors_);
       }
     };
   };
   {
     const std::string_view keys[] = {active, pending};
     const std::string_view argv[] = {mbase_};
-    if (cmd_.evalsha(scripts_.reap, keys, argv, adds_to(reaped_))) bump(maintenance_errors_);
+    if (cmd_.evalsha(scripts_.reap, keys, argv, adds_to(reaped_))) {
+      base::solo_add(maintenance_errors_);
+    }
   }
   {
     const std::string_view keys[] = {schedule, pending};
     const std::string_view argv[] = {mbase_, "100"};
     if (cmd_.evalsha(scripts_.promote, keys, argv, adds_to(promoted_))) {
-      bump(maintenance_errors_);
+      base::solo_add(maintenance_errors_);
     }
   }
   {
@@ -410,22 +414,22 @@ void JobConsumer::maintain() {
         scripts_.member_reap, keys, argv, [this](std::error_code ec, const io::Resp3Value& r) {
           if (stopping_) return;
           if (ec || r.type() != io::Resp3Type::array) {
-            bump(maintenance_errors_);
+            base::solo_add(maintenance_errors_);
             return;
           }
-          bump(members_reaped_, r.size());
+          base::solo_add(members_reaped_, r.size());
           for (const auto& m : r) {
             const std::string mbase = keys_.member_base(m.str()), live = mbase + "live";
             const std::string_view k[] = {live};
             const std::string_view a[] = {mbase};
-            const auto dropped = cmd_.evalsha(scripts_.member_drop, k, a,
-                                              [this](std::error_code e, const io::Resp3Value&) {
-                                                if (e && !stopping_) bump(maintenance_errors_);
-                                              });
-            if (dropped) bump(maintenance_errors_);
+            const auto dropped = cmd_.evalsha(
+                scripts_.member_drop, k, a, [this](std::error_code e, const io::Resp3Value&) {
+                  if (e && !stopping_) base::solo_add(maintenance_errors_);
+                });
+            if (dropped) base::solo_add(maintenance_errors_);
           }
         });
-    if (refused) bump(maintenance_errors_);
+    if (refused) base::solo_add(maintenance_errors_);
   }
 }
 
@@ -452,7 +456,7 @@ void JobConsumer::pump() {
                               }
                               if (!r.is_null()) {
                                 claiming_ = false;
-                                bump(empty_claims_);
+                                base::solo_add(empty_claims_);
                                 lanes_idle_ = gen == wake_gen_;
                                 return;
                               }
@@ -473,7 +477,7 @@ void JobConsumer::claim(std::uint64_t gen) {
                                  if (e || r.type() != io::Resp3Type::array)
                                    return;  // the next beat pumps again
                                  if (r.size() < 4) {
-                                   bump(empty_claims_);
+                                   base::solo_add(empty_claims_);
                                    // A wake taken while this claim was in flight may announce work
                                    // the claim did not see.
                                    lanes_idle_ = gen == wake_gen_;
@@ -481,7 +485,7 @@ void JobConsumer::claim(std::uint64_t gen) {
                                    if (handoffs_barred_) arm();  // the lanes ran dry
                                    return;
                                  }
-                                 bump(claimed_);
+                                 base::solo_add(claimed_);
                                  deliver(Job{std::string(r[0].str()), std::string(r[1].str()),
                                              std::string(r[3].str()), as_int(r[2])});
                                  pump();
@@ -500,7 +504,7 @@ void JobConsumer::block() {
                   [this](std::error_code e, const io::Resp3Value& r) { on_park_reply(e, r); });
   if (ec) return;  // not ready: the connection's ready event blocks again
   blocked_ = true;
-  bump(parks_);
+  base::solo_add(parks_);
 }
 
 void JobConsumer::follow_park() {
@@ -561,7 +565,7 @@ void JobConsumer::on_park_reply(std::error_code ec, const io::Resp3Value& reply)
     pump();
     return;
   }
-  bump(wakes_);
+  base::solo_add(wakes_);
   if (reply[0].str() == mbase_ + "deliver") {
     // Into the ring first: the writer's wake-up is the latency. The next BLMPOP waits for an
     // ack: sent now, its loopback send (and the server it wakes) would run before the writer
@@ -583,8 +587,9 @@ void JobConsumer::take_hand_off(std::string_view text) {
   const auto b = a == std::string_view::npos ? a : text.find('\n', a + 1);
   const auto c = b == std::string_view::npos ? b : text.find('\n', b + 1);
   if (c == std::string_view::npos) {
-    bump(handed_off_);  // received, and refused: in_flight stays balanced
-    bump(malformed_);   // unparseable: the job stays active and is reaped back with token + 1
+    base::solo_add(handed_off_);  // received, and refused: in_flight stays balanced
+    // Unparseable: the job stays active and is reaped back with token + 1
+    base::solo_add(malformed_);
     return;
   }
   if (credits_listed_ > 0) --credits_listed_;
@@ -593,21 +598,19 @@ void JobConsumer::take_hand_off(std::string_view text) {
   std::from_chars(text.data() + a + 1, text.data() + b, job.token);
   job.group = std::string(text.substr(b + 1, c - b - 1));
   job.payload = std::string(text.substr(c + 1));
-  bump(handed_off_);
+  base::solo_add(handed_off_);
   deliver(std::move(job));
 }
 
 void JobConsumer::deliver(Job job) {
-  const std::int64_t decoded_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                      std::chrono::steady_clock::now().time_since_epoch())
-                                      .count();
+  const std::int64_t decoded_ns = base::steady_ns();
   if (spec_.keys == KeyKind::kText) {
     // key:version, parsed from the right (WIRE §2.2). The item carries the key's bytes where
     // they lie in the job's payload, in in_flight_ until the writer's ack drains (a node's
     // address survives the map's rehashing; the key is the payload's first bytes).
     auto text = table::parse_text_frame(job.payload);
     if (!text) {
-      bump(malformed_);
+      base::solo_add(malformed_);
       retry(job, "malformed coherence payload: " + std::string(table::to_string(text.error().error)));
       return;
     }
@@ -625,13 +628,13 @@ void JobConsumer::deliver(Job job) {
   }
   auto message = table::parse_frame(job.payload);
   if (!message) {
-    bump(malformed_);
+    base::solo_add(malformed_);
     retry(job,
           "malformed coherence payload: " + std::string(table::to_string(message.error().error)));
     return;
   }
   if (message->name.ns() != spec_.kind) {
-    bump(malformed_);
+    base::solo_add(malformed_);
     retry(job, "kind: " + std::string(message->name.ns()) + " is not " + spec_.kind);
     return;
   }
@@ -706,7 +709,7 @@ void JobConsumer::drain_acks() {
 }
 
 void JobConsumer::complete(const Job& job, table::Verdict verdict) {
-  bump(verdict == table::Verdict::kApplied ? applied_ : stale_applies_);
+  base::solo_add(verdict == table::Verdict::kApplied ? applied_ : stale_applies_);
   const std::string active = mbase_ + "active", job_key = mbase_ + "job:" + job.id;
   const std::string token = std::to_string(job.token);
   const std::string_view keys[] = {active, job_key};
@@ -716,16 +719,17 @@ void JobConsumer::complete(const Job& job, table::Verdict verdict) {
   const auto refused = cmd_.evalsha(scripts_.complete, keys, argv, [this](std::error_code ec,
                                                                          const io::Resp3Value& r) {
     if (ec == make_error_code(io::IoErrc::kServerError) && r.str().starts_with("EMQSTALE")) {
-      bump(complete_stale_);  // a superseded token: the script refused it
+      base::solo_add(complete_stale_);  // a superseded token: the script refused it
     } else if (ec || r.type() != io::Resp3Type::integer) {
-      bump(complete_errors_);  // unacknowledged: the reaper redelivers, newer-wins absorbs it
+      // Unacknowledged: the reaper redelivers, newer-wins absorbs it
+      base::solo_add(complete_errors_);
     } else if (r.integer() == 1) {
-      bump(completed_);
+      base::solo_add(completed_);
     } else {
-      bump(complete_gone_);
+      base::solo_add(complete_gone_);
     }
   });
-  if (refused) bump(complete_errors_);
+  if (refused) base::solo_add(complete_errors_);
 }
 
 void JobConsumer::retry(const Job& job, const std::string& reason) {
@@ -739,12 +743,13 @@ void JobConsumer::retry(const Job& job, const std::string& reason) {
   const auto refused = cmd_.evalsha(scripts_.retry, keys, argv, [this](std::error_code ec,
                                                                       const io::Resp3Value& r) {
     if (ec) {
-      bump(complete_errors_);
+      base::solo_add(complete_errors_);
       return;
     }
-    bump(r.str() == "dead" ? dead_ : retried_);
+    base::solo_add(r.str() == "dead" ? dead_ : retried_);
   });
-  if (refused) bump(complete_errors_);  // refused inline: nothing answers (see complete())
+  // Refused inline: nothing answers (see complete())
+  if (refused) base::solo_add(complete_errors_);
 }
 
 JobConsumerStats JobConsumer::stats() const {

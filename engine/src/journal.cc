@@ -31,6 +31,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include <echo/base/counter.h>
 #include <echo/engine/table_spec.h>
 #include <echo/ring/doorbell.h>
 #include <echo/table/names.h>
@@ -498,7 +499,7 @@ struct Journal::Impl {
                                              &log, &done);
     if (rc == SQLITE_OK && done > 0) {
       backfilled.store(done, std::memory_order_relaxed);
-      checkpoints.fetch_add(1, std::memory_order_relaxed);
+      base::shared_add(checkpoints);
     }
     // Due again only after the next commit reports the WAL's size (so an incomplete pass, a
     // writer having appended meanwhile, is retried once per commit at most, as SQLite does).

@@ -5,6 +5,8 @@
 // that sends nothing or never reads holds one slot for 2 s and never the loop.
 #include "metrics_http.h"
 
+#include <echo/base/counter.h>
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -33,8 +35,6 @@ std::string_view reason_of(int status) {
     default: return "Service Unavailable";
   }
 }
-
-void bump(std::atomic<std::uint64_t>& c) noexcept { c.fetch_add(1, std::memory_order_relaxed); }
 
 }  // namespace
 
@@ -174,7 +174,7 @@ void MetricsEndpoint::admit(int fd) {
   c->deadline_op.complete = &MetricsEndpoint::on_deadline;
   // Beyond twice the limit a client is not even answered: the 503s themselves are bounded.
   if (clients_.size() >= 2 * kMaxClients) {
-    bump(dropped_);
+    base::shared_add(dropped_);
     return;  // `c` closes the socket
   }
   // A fixed send buffer: the kernel's autotuning would let each client pin up to tcp_wmem's
@@ -237,8 +237,8 @@ void MetricsEndpoint::respond_to_request(Client& c) {
 }
 
 void MetricsEndpoint::answer(Client& c, int status, std::string_view body) {
-  bump(requests_);
-  bump(status < 400 ? ok_ : status < 500 ? client_errors_ : server_errors_);
+  base::shared_add(requests_);
+  base::shared_add(status < 400 ? ok_ : status < 500 ? client_errors_ : server_errors_);
   std::string& out = c.out;
   out = "HTTP/1.1 " + std::to_string(status) + ' ' + std::string(reason_of(status)) + "\r\n";
   out += status == 200 ? "Content-Type: text/plain; version=0.0.4; charset=utf-8\r\n"
@@ -276,7 +276,7 @@ void MetricsEndpoint::on_deadline(io::IoOp& op, int res) noexcept {
 void MetricsEndpoint::finish(Client& c, bool answered) {
   if (c.closing) return;
   c.closing = true;
-  if (!answered) bump(dropped_);
+  if (!answered) base::shared_add(dropped_);
   if (!c.refused) --serving_;
   // The answer is all in the socket: FIN after it, so the peer reads it to the end.
   // What the peer sent past its request head (a body nobody asked for) would turn the close

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <thread>
 
+#include <echo/base/clock.h>
+#include <echo/base/counter.h>
 #include <echo/engine/errc.h>
 #include <echo/engine/job_consumer.h>
 
@@ -22,15 +24,9 @@ NodeLease::NodeLease(ScriptFn script, int wanted, std::chrono::milliseconds leas
 
 NodeLease::~NodeLease() { release(); }
 
-std::int64_t NodeLease::now_ns() noexcept {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
 int NodeLease::current() const noexcept {
   const std::int64_t until = valid_until_.load(std::memory_order_acquire);
-  return until != 0 && now_ns() < until ? node_.load(std::memory_order_relaxed) : -1;
+  return until != 0 && base::steady_ns() < until ? node_.load(std::memory_order_relaxed) : -1;
 }
 
 NodeLeaseCounters NodeLease::stats() const {
@@ -41,7 +37,7 @@ NodeLeaseCounters NodeLease::stats() const {
 Error NodeLease::acquire(std::chrono::steady_clock::time_point deadline) {
   std::int64_t sent = 0, got = -2;
   for (;;) {
-    sent = now_ns();
+    sent = base::steady_ns();
     auto r = script_(lease_script_, {"{ecc}:node:"},
                      {token_, std::to_string(lease_.count()), std::to_string(wanted_)});
     if (!r) return r.error();
@@ -76,12 +72,12 @@ std::chrono::milliseconds NodeLease::keep() {
 }
 
 bool NodeLease::renew() {
-  const std::int64_t sent = now_ns();
+  const std::int64_t sent = base::steady_ns();
   const bool was_held = current() >= 0;
   auto r = script_(renew_script_, {key_}, {token_, std::to_string(lease_.count())});
   const bool answered = r && r->view().type() == io::Resp3Type::integer;
   if (answered && r->view().integer() > 0) {
-    renewals_.fetch_add(1, std::memory_order_relaxed);
+    base::shared_add(renewals_);
     if (r->view().integer() == 2) {
       log_line(log_, LogLevel::kInfo, "node_lease",
                "node " + std::to_string(node()) + ": the lease had lapsed and is held again");
@@ -91,7 +87,7 @@ bool NodeLease::renew() {
                        std::memory_order_relaxed);
   } else if (answered) {
     // Another process holds the node now: nothing of ours may mint under it.
-    taken_.fetch_add(1, std::memory_order_relaxed);
+    base::shared_add(taken_);
     valid_until_.store(0, std::memory_order_relaxed);
     if (!lost_.exchange(true, std::memory_order_relaxed)) {
       log_line(log_, LogLevel::kError, "node_lease",
@@ -101,7 +97,7 @@ bool NodeLease::renew() {
     }
   }
   // An error or no answer changes nothing here: the lease ends at valid_until on its own.
-  if (was_held && current() < 0) lapses_.fetch_add(1, std::memory_order_relaxed);
+  if (was_held && current() < 0) base::shared_add(lapses_);
   return answered;
 }
 

@@ -68,7 +68,6 @@ class NodeLease {
  private:
   std::chrono::milliseconds keep();  // the chore: one renewal, then the delay to the next
   bool renew();  // true when the server answered (extended, taken again, or held by another)
-  static std::int64_t now_ns() noexcept;
 
   ScriptFn script_;
   LogSink log_;

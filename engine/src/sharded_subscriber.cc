@@ -2,6 +2,8 @@
 // SSUBSCRIBE per owning master, resubscription driven by a 50 ms check on the loop thread.
 #include "sharded_subscriber.h"
 
+#include <echo/base/counter.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <future>
@@ -165,7 +167,7 @@ void ShardedSubscriber::on_push(Sub& from, const io::Resp3Value& push) {
     if (handlers_.message) handlers_.message(name, push[2].str());
   } else if (kind == "ssubscribe") {
     if (c->on != &from || c->confirmed) return;  // a late answer from a former owner
-    if (c->ever_confirmed) resubscribes_.fetch_add(1, std::memory_order_relaxed);
+    if (c->ever_confirmed) base::shared_add(resubscribes_);
     c->confirmed = c->ever_confirmed = true;
     if (handlers_.confirmed) handlers_.confirmed(name);
   } else if (kind == "sunsubscribe") {

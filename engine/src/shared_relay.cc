@@ -2,6 +2,7 @@
 // The shared-queue relay's loop (shared_relay.h).
 #include "shared_relay.h"
 
+#include <echo/base/counter.h>
 #include <echo/engine/errc.h>
 #include <echo/table/coherence_frame.h>
 
@@ -64,9 +65,9 @@ void SharedQueueRelay::maintain(const Table& t) {
                    std::vector<std::string>{q, "100"}}}) {
     auto r = ports_.script(*script, std::move(keys), std::move(argv));
     if (r && r->view().type() == io::Resp3Type::integer) {
-      bump(maintenance_, static_cast<std::uint64_t>(r->view().integer()));
+      base::shared_add(maintenance_, static_cast<std::uint64_t>(r->view().integer()));
     } else {
-      bump(errors_);
+      base::shared_add(errors_);
     }
   }
 }
@@ -78,17 +79,17 @@ void SharedQueueRelay::drain(const Table& t, const std::stop_token& stop) {
     // WIRE §5.3: a paused queue answers empty without the script.
     auto paused = ports_.command({"HGET", q + "meta", "paused"});
     if (!paused || !paused->view().is_null()) {
-      if (!paused) bump(errors_);
+      if (!paused) base::shared_add(errors_);
       return;
     }
     auto r = ports_.script(scripts_.gclaim, {q + "ring", q + "active"}, {q, lease});
     if (!r) {
-      bump(errors_);
+      base::shared_add(errors_);
       return;
     }
     const io::Resp3Value v = r->view();
     if (v.type() != io::Resp3Type::array || v.size() < 4) return;  // empty
-    bump(claimed_);
+    base::shared_add(claimed_);
     std::vector<std::string> job;
     for (std::size_t i = 0; i < 4; ++i) job.emplace_back(v[i].type() == io::Resp3Type::integer
                                                              ? std::to_string(v[i].integer())
@@ -116,21 +117,23 @@ void SharedQueueRelay::settle(const Table& t, const std::vector<std::string>& jo
     version = m->version;
   }
   if (!version || !job_id || !group) {
-    bump(malformed_);
+    base::shared_add(malformed_);
     return retry(t, id, token, "relay: not a coherence message of table " + t.spec->name);
   }
   if (auto ec = ports_.fan_out(*t.spec, *group, *job_id, name, *version);
       ec && ec != make_error_code(Errc::kNoLiveMember)) {
-    bump(errors_);  // left active: its lease lapses and a reap returns it for another fan-out
+    // Left active: its lease lapses and a reap returns it for another fan-out
+    base::shared_add(errors_);
     return;
   }
   const std::string& q = t.keys.qbase;
   auto done = ports_.script(scripts_.complete, {q + "active", q + "job:" + id}, {id, token, q});
   if (!done || done->view().type() != io::Resp3Type::integer) {
-    bump(errors_);  // stale token (reaped meanwhile) or a lost reply: the fan-out repeats, harmless
+    // Stale token (reaped meanwhile) or a lost reply: the fan-out repeats, harmless
+    base::shared_add(errors_);
     return;
   }
-  bump(relayed_);
+  base::shared_add(relayed_);
 }
 
 void SharedQueueRelay::retry(const Table& t, std::string_view id, std::string_view token,
@@ -141,7 +144,7 @@ void SharedQueueRelay::retry(const Table& t, std::string_view id, std::string_vi
                          {std::string(id), std::string(token),
                           std::to_string(t.spec->job_retry_delay_ms),
                           std::to_string(t.spec->job_max_attempts), std::move(reason), q});
-  if (!r) bump(errors_);
+  if (!r) base::shared_add(errors_);
 }
 
 }  // namespace echo::engine

@@ -85,9 +85,6 @@ class SharedQueueRelay {
   void drain(const Table& t, const std::stop_token& stop);
   void settle(const Table& t, const std::vector<std::string>& job);
   void retry(const Table& t, std::string_view id, std::string_view token, std::string reason);
-  static void bump(std::atomic<std::uint64_t>& c, std::uint64_t n = 1) noexcept {
-    c.fetch_add(n, std::memory_order_relaxed);
-  }
 
   std::vector<Table> tables_;
   Ports ports_;

@@ -3,6 +3,8 @@
 // Everything but the blocking entry points, stats() and address_of() runs on the loop thread.
 #include <echo/io/cluster_client.h>
 
+#include <echo/base/counter.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -163,7 +165,7 @@ ClusterClient::Node* ClusterClient::reach(const NodeAddress& addr) {
     // A map or a redirect named a host that does not resolve (a hostname endpoint gone from DNS,
     // or a hostile reply): on the loop thread, whose completions are noexcept, that is a node we
     // cannot reach, never a throw. Its slots stay unowned (their calls held, then cluster_down).
-    bump(unresolved_);
+    base::solo_add(unresolved_);
     return nullptr;
   }
 }
@@ -244,7 +246,7 @@ void ClusterClient::topology_answer(Node* from, bool shards, std::error_code ec,
   std::optional<std::vector<SlotRange>> ranges;
   if (!ec) ranges = shards ? parse_cluster_shards(v, options_.connection.tls.enabled) : parse_cluster_slots(v);
   if (!ranges || ranges->empty()) {
-    bump(refresh_failures_);
+    base::solo_add(refresh_failures_);
     want_refresh();  // the tick asks again, of the next ready node
     return;
   }
@@ -272,7 +274,7 @@ void ClusterClient::apply(const std::vector<SlotRange>& ranges) {
   owner_ = next;
   masters_list_ = masters;
   masters_.store(masters.size(), std::memory_order_relaxed);
-  bump(refreshes_);
+  base::solo_add(refreshes_);
   if (changed && fenced_ && on_event_) on_event_(ClusterEvent::kTopologyChanged, {}, {});
   if (!fenced_) fence(false);
 }
@@ -433,21 +435,21 @@ void ClusterClient::answered(const RequestPtr& req, Node* node, std::error_code 
     refresh();
   }
   if (++req->redirects > options_.max_redirects) {
-    bump(redirect_limit_);
+    base::solo_add(redirect_limit_);
     return finish(req, make_error_code(IoErrc::kTooManyRedirects), v);
   }
   if (again) {
     // A slot mid-migration (multi-key) or a cluster still electing: ask again shortly.
-    bump(tryagain_);
+    base::solo_add(tryagain_);
     refresh();
     return hold(req);
   }
   if (redirect->kind == Redirect::Kind::kAsk) {
-    bump(ask_);
+    base::solo_add(ask_);
     if (!to->ready()) return hold(req);  // held calls resend by the map: the source ASKs again
     return send(req, to, true);
   }
-  bump(moved_);
+  base::solo_add(moved_);
   if (!to->ready()) return hold(req);
   send(req, to, false);
 }
@@ -460,7 +462,7 @@ void ClusterClient::finish(const RequestPtr& req, std::error_code ec, const Resp
 
 void ClusterClient::hold(const RequestPtr& req) {
   if (closing_) return finish(req, make_error_code(IoErrc::kClosed), Resp3Value{});
-  bump(held_count_);
+  base::solo_add(held_count_);
   held_.push_back(req);
   want_refresh();
 }
@@ -476,7 +478,7 @@ void ClusterClient::retry_held() {
     if (routable) {
       route(r);
     } else if (now >= r->deadline) {
-      bump(held_expired_);
+      base::solo_add(held_expired_);
       finish(r, make_error_code(IoErrc::kClusterDown), Resp3Value{});
     } else {
       held_.push_back(r);

@@ -4,6 +4,8 @@
 // socket loss, jittered reconnect, and a shutdown that waits until the ring holds no reference.
 #include <echo/io/connection.h>
 
+#include <echo/base/counter.h>
+
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -359,7 +361,7 @@ void Connection::dispatch() {
     Resp3Next r = decoder_.next();
     if (r.status == Resp3Status::need_more) return;
     if (r.status == Resp3Status::error) {
-      bump(wire_errors_);
+      base::solo_add(wire_errors_);
       std::string detail = where() + " sent bytes that are not RESP (" +
                            std::string(to_string(r.error)) + ")";
       if (!ever_ready_) {
@@ -372,7 +374,7 @@ void Connection::dispatch() {
       return;
     }
     if (r.value.type() == Resp3Type::push) {
-      bump(pushes_);
+      base::solo_add(pushes_);
       // A confirmation of the push verb at the front of the FIFO counts down its place (it still
       // goes to the handler: subscribers wait for it).
       if (!fifo_.empty() && fifo_.front().confirms > 0 && r.value.size() >= 1 &&
@@ -382,9 +384,9 @@ void Connection::dispatch() {
       }
       if (on_push_) on_push_(r.value);
     } else {
-      bump(replies_);
+      base::solo_add(replies_);
       if (fifo_.empty()) {
-        bump(wire_errors_);  // a reply nobody asked for: dropped (WIRE §6)
+        base::solo_add(wire_errors_);  // a reply nobody asked for: dropped (WIRE §6)
         continue;
       }
       if (fifo_.front().confirms > 0) {
@@ -392,7 +394,7 @@ void Connection::dispatch() {
         // error in MULTI). Counted; the caller behind it gets its own reply.
         fifo_.pop_front();
         pending_.store(fifo_.size(), std::memory_order_relaxed);
-        bump(push_refusals_);
+        base::solo_add(push_refusals_);
         continue;
       }
       Pending p = std::move(fifo_.front());
@@ -434,8 +436,8 @@ void Connection::send_some() {
   if (sending_.empty()) {
     if (out_.empty()) return;
     std::swap(out_, sending_);
-    bump(pipelines_);
-    bump(commands_, out_commands_);
+    base::solo_add(pipelines_);
+    base::solo_add(commands_, out_commands_);
     out_commands_ = 0;
   }
   loop_.send(fd_.get(), sending_.bytes().data(), sending_.size(), send_op_);
@@ -449,7 +451,7 @@ void Connection::on_send(IoOp& op, int res) noexcept {
     self->lose(make_error_code(IoErrc::kDisconnected));
     return;
   }
-  bump(self->bytes_out_, static_cast<std::uint64_t>(res));
+  base::solo_add(self->bytes_out_, static_cast<std::uint64_t>(res));
   self->last_io_ = Clock::now();
   if (self->tls_ctx_) {
     self->tls_sent_ += static_cast<std::size_t>(res);
@@ -473,7 +475,7 @@ std::error_code Connection::admit() {
     return IoErrc::kDisconnected;
   }
   if (fifo_.size() >= options_.max_pending) {
-    bump(overloads_);
+    base::solo_add(overloads_);
     return IoErrc::kOverloaded;
   }
   return {};

@@ -4,6 +4,8 @@
 // EVALSHA with one NOSCRIPT reload, and the blocking calls other threads use.
 #include <echo/io/connection.h>
 
+#include <echo/base/counter.h>
+
 #include <algorithm>
 #include <cctype>
 #include <chrono>
@@ -75,7 +77,7 @@ bool Connection::boot_transient(const Resp3Value& v) {
   if (!starts_with(e, "LOADING") && !starts_with(e, "BUSY") && !starts_with(e, "MASTERDOWN")) {
     return false;
   }
-  bump(boot_retries_);
+  base::solo_add(boot_retries_);
   lose(make_error_code(IoErrc::kServerError),
        std::string(boot_step_) + " at " + where() + " was answered " + shown(v) + " (retried)");
   return true;
@@ -219,7 +221,7 @@ void Connection::booted() {
   set_status(ConnStatus::kReady);
   if (lost_since_ready_) {
     lost_since_ready_ = false;
-    bump(reconnects_);
+    base::solo_add(reconnects_);
     tell(ConnEvent::kReconnected, {});
   } else {
     tell(ConnEvent::kReady, {});
@@ -312,14 +314,14 @@ std::error_code Connection::send_evalsha(const Script& script,
   auto resend = [this, req](std::error_code ec, const Resp3Value& v) {
     if (ec && ec != IoErrc::kServerError) return req->done(ec, v);
     if (!v.is_error() || !starts_with(v.str(), "NOSCRIPT")) return req->done(ec, v);
-    bump(script_loads_);
+    base::solo_add(script_loads_);
     const std::string_view load[] = {"SCRIPT", "LOAD", req->script.source};
     enqueue_internal(load, [this, req](std::error_code ec2, const Resp3Value& sha) {
       if (ec2) return req->done(ec2, sha);
       if (sha.str() != req->script.sha) {
         return req->done(make_error_code(IoErrc::kShaMismatch), sha);
       }
-      bump(evalsha_calls_);
+      base::solo_add(evalsha_calls_);
       // The first ASKING was spent on the EVALSHA that met NOSCRIPT: without its own, the resend
       // is sent back (MOVED) by the importing node.
       if (req->asking) enqueue_asking();
@@ -331,7 +333,7 @@ std::error_code Connection::send_evalsha(const Script& script,
   const auto views = req->views();
   std::error_code ec =
       asking ? call_asking(views, std::move(resend)) : call(views, std::move(resend));
-  if (!ec) bump(evalsha_calls_);
+  if (!ec) base::solo_add(evalsha_calls_);
   return ec;
 }
 

@@ -5,6 +5,8 @@
 // OpenSSL's reason kept for cause(); close_notify sent at close and honoured when received.
 #include <echo/io/connection.h>
 
+#include <echo/base/counter.h>
+
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -106,8 +108,8 @@ void Connection::tls_send_some() {
     tls_sent_ = 0;
     if (!tls_handshaking_ && !out_.empty()) {
       if (!tls_->write(out_.bytes())) return tls_failed();
-      bump(pipelines_);
-      bump(commands_, out_commands_);
+      base::solo_add(pipelines_);
+      base::solo_add(commands_, out_commands_);
       out_commands_ = 0;
       out_.clear();
     }
@@ -128,7 +130,7 @@ void Connection::tls_failed() {
   // restarting), and a broken record a protocol error.
   if (cause == IoErrc::kTlsVerify || !ever_ready_) return stop_fatal(cause, std::move(detail));
   if (tls_handshaking_) return lose(cause, std::move(detail));
-  bump(wire_errors_);
+  base::solo_add(wire_errors_);
   lose(make_error_code(IoErrc::kProtocolError), std::move(detail));
 }
 

@@ -2,6 +2,10 @@
 // The process-wide epoch domain behind ReadGuard: the slot array, the global epoch, slot claim
 // and release, and the writer's scan for the oldest announced epoch.
 #include <echo/table/epoch.h>
+
+#include <echo/base/cache_line.h>
+#include <echo/base/counter.h>
+
 #include <linux/membarrier.h>
 #include <pthread.h>
 #include <sys/syscall.h>
@@ -17,7 +21,7 @@ namespace {
 // Constant-initialised (atomics' constexpr constructors), never destroyed before a reader thread
 // that outlives main() releases its slot.
 constinit ReaderSlot g_slots[kMaxReaderThreads];
-alignas(kCacheLine) constinit std::atomic<std::uint32_t> g_high_water{0};
+alignas(base::kCacheLine) constinit std::atomic<std::uint32_t> g_high_water{0};
 
 // Releases a thread's slot at thread exit: a pthread key's destructor, not a thread_local's.
 // glibc runs every C++ thread_local destructor first and the key destructors after them, so a
@@ -58,12 +62,12 @@ const pthread_key_t* release_key() noexcept {
 }  // namespace
 
 constinit thread_local ReaderState t_reader;
-alignas(kCacheLine) constinit std::atomic<std::uint64_t> g_epoch{1};
+alignas(base::kCacheLine) constinit std::atomic<std::uint64_t> g_epoch{1};
 // Read by every enter(), written once: on the epoch's read-mostly line would be fine too, but its
 // own line keeps g_epoch's advances from invalidating it.
-alignas(kCacheLine) constinit std::atomic<bool> g_asymmetric{false};
+alignas(base::kCacheLine) constinit std::atomic<bool> g_asymmetric{false};
 namespace {
-alignas(kCacheLine) constinit std::atomic<std::uint64_t> g_barrier_failures{0};
+alignas(base::kCacheLine) constinit std::atomic<std::uint64_t> g_barrier_failures{0};
 
 bool symmetric_forced() noexcept {
 #if defined(__SANITIZE_THREAD__)
@@ -166,7 +170,7 @@ std::uint64_t min_active() noexcept {
   // epoch starts at 1) is freeable. The rows wait (L1Stats::retired_bytes shows them); counted.
   std::atomic_thread_fence(std::memory_order_seq_cst);
   if (asymmetric() && ::syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0) {
-    g_barrier_failures.fetch_add(1, std::memory_order_relaxed);  // a counter: orders nothing
+    base::shared_add(g_barrier_failures);  // a counter: orders nothing
     return 0;
   }
   std::uint64_t m = kEpochIdle;

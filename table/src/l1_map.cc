@@ -47,6 +47,8 @@
 //   reader holds reclamation back. L1Stats::retired_bytes and retired_age_ms show that backlog.
 #include <echo/table/l1_map.h>
 
+#include <echo/base/counter.h>
+
 #include <algorithm>
 #include <bit>
 #include <cassert>
@@ -271,14 +273,14 @@ const L1Map::Row* L1Map::live_row(std::string_view name, std::int64_t now) const
 [[gnu::always_inline]] inline void L1Map::count(bool hit) const noexcept {
   ReaderShard& s = shards_[epoch::reader_index()];
   std::atomic<std::uint64_t>& c = hit ? s.hits : s.misses;
-  c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  base::solo_add(c);
 }
 
 bool L1Map::get(std::string_view name, std::string& value, IdBytes* version) const {
   const std::int64_t now = read_now();
   ReadGuard guard;
   if (!guard.protecting()) [[unlikely]] {
-    slot_refusals_.fetch_add(1, std::memory_order_relaxed);  // a counter: orders nothing
+    base::shared_add(slot_refusals_);  // a counter: orders nothing
     return false;
   }
   const Row* r = live_row(name, now);
@@ -294,7 +296,7 @@ ReadResult L1Map::read_at(std::string_view name, std::span<char> buf,
                           std::int64_t now_ms) const noexcept {
   ReadGuard guard;
   if (!guard.protecting()) [[unlikely]] {
-    slot_refusals_.fetch_add(1, std::memory_order_relaxed);  // a counter: orders nothing
+    base::shared_add(slot_refusals_);  // a counter: orders nothing
     return {ReadStatus::kMiss, 0, {}};
   }
   const Row* r = live_row(name, now_ms);
@@ -328,7 +330,7 @@ const L1Map::Row* L1Map::hit(std::string_view name) const noexcept {
 }
 
 bool L1Map::refuse_slot() const noexcept {
-  slot_refusals_.fetch_add(1, std::memory_order_relaxed);  // a counter: orders nothing
+  base::shared_add(slot_refusals_);  // a counter: orders nothing
   return false;
 }
 
@@ -559,7 +561,7 @@ void L1Map::tag_untagged() noexcept {
 
 void L1Map::scan_and_free(std::int64_t now_ms) noexcept {
   last_scan_ms_ = now_ms;
-  bump(counters_.reclaim_scans);
+  base::solo_add(counters_.reclaim_scans);
   const std::uint64_t oldest = epoch::min_active();
   // Tags never decrease from the oldest batch to the newest, so the freeable batches come first.
   while (batch_count_ != 0 && batches_[batch_head_].epoch < oldest) {
@@ -599,7 +601,7 @@ InsertVerdict L1Map::upsert(std::string_view key, std::string_view value, const 
   const IdBytes v = id_bytes(version);
   const std::int64_t now = clock_();
   if (tombstones_.refuses(h, v, now)) {
-    bump(is_fill ? counters_.fill_refused : counters_.put_refused);
+    base::solo_add(is_fill ? counters_.fill_refused : counters_.put_refused);
     return InsertVerdict::kRefusedTombstone;
   }
   const std::size_t need = row_charge(key.size(), value.size());
@@ -610,7 +612,7 @@ InsertVerdict L1Map::upsert(std::string_view key, std::string_view value, const 
   if (std::atomic<Row*>* link = find_link(key, h)) {
     Row* old = link->load(std::memory_order_relaxed);
     if (is_fill && newer(view(old->version()), view(v))) {
-      bump(counters_.fill_refused);
+      base::solo_add(counters_.fill_refused);
       return InsertVerdict::kRefusedOlder;
     }
     // The old row leaves its queue first, so that making room cannot pick it; its successor
@@ -623,7 +625,7 @@ InsertVerdict L1Map::upsert(std::string_view key, std::string_view value, const 
       unlink(link, old);
       removed(old, {}, RemovalCause::kReplaced);
       retire(old);
-      bump(counters_.full_skips);
+      base::solo_add(counters_.full_skips);
       return InsertVerdict::kFullSkip;
     }
     Row* row;
@@ -651,7 +653,7 @@ InsertVerdict L1Map::upsert(std::string_view key, std::string_view value, const 
     return InsertVerdict::kReplaced;
   }
   if (!fits || !make_room(need, /*new_row=*/true, now)) {
-    bump(counters_.full_skips);
+    base::solo_add(counters_.full_skips);
     return InsertVerdict::kFullSkip;
   }
   Row* row = make_row(key, h, value, v, draw_expiry(now));
@@ -667,7 +669,7 @@ InsertVerdict L1Map::upsert(std::string_view key, std::string_view value, const 
 }
 
 InsertVerdict L1Map::refused_decode() noexcept {
-  bump(counters_.decode_errors);
+  base::solo_add(counters_.decode_errors);
   return InsertVerdict::kRefusedDecode;
 }
 
@@ -707,11 +709,11 @@ void L1Map::removed(const Row* row, std::string_view version, RemovalCause cause
   switch (cause) {
     case RemovalCause::kMessage:
     case RemovalCause::kInvalidate:
-    case RemovalCause::kFlush: bump(counters_.invalidated); break;
-    case RemovalCause::kExpired: bump(counters_.expired); break;
-    case RemovalCause::kSize: bump(counters_.evicted_size); break;
-    case RemovalCause::kBytes: bump(counters_.evicted_bytes); break;
-    case RemovalCause::kReplaced: bump(counters_.replaced); break;
+    case RemovalCause::kFlush: base::solo_add(counters_.invalidated); break;
+    case RemovalCause::kExpired: base::solo_add(counters_.expired); break;
+    case RemovalCause::kSize: base::solo_add(counters_.evicted_size); break;
+    case RemovalCause::kBytes: base::solo_add(counters_.evicted_bytes); break;
+    case RemovalCause::kReplaced: base::solo_add(counters_.replaced); break;
   }
   // After the unlink (a listener that reads the name again must miss it), before the retire
   // (which may free the row once no reader holds it).
@@ -728,11 +730,11 @@ Verdict L1Map::apply_one(std::string_view name, std::uint64_t h, const IdBytes& 
       unlink(link, row);
       removed(row, view(version), RemovalCause::kMessage);
       retire(row);
-      bump(counters_.coh_applied);
+      base::solo_add(counters_.coh_applied);
       return Verdict::kApplied;
     }
   }
-  bump(counters_.coh_stale);
+  base::solo_add(counters_.coh_stale);
   return Verdict::kStale;
 }
 
@@ -753,7 +755,7 @@ bool L1Map::drop_hashed(std::uint64_t hash, std::string_view told, Drop drop) no
       link = &r->next;
     }
   }
-  bump(applied ? counters_.coh_applied : counters_.coh_stale);
+  base::solo_add(applied ? counters_.coh_applied : counters_.coh_stale);
   return applied;
 }
 
@@ -776,7 +778,7 @@ Verdict L1Map::forget_hashed(std::uint64_t hash) noexcept {
 Verdict L1Map::apply_coherence(std::string_view name, const BrandedId& version) noexcept {
   check_writer("apply_coherence");
   if (name.empty() || name.size() > kMaxNameSize) {
-    bump(counters_.coh_stale);
+    base::solo_add(counters_.coh_stale);
     return Verdict::kStale;
   }
   const Verdict v = apply_one(name, hash_key(name), id_bytes(version), clock_());
@@ -845,7 +847,8 @@ bool L1Map::erase(std::string_view name) noexcept {
   Row* row = link->load(std::memory_order_relaxed);
   take_out(row);
   unlink(link, row);
-  bump(counters_.invalidated);  // not told: the caller knows (the engine tells kInvalidate)
+  // Not told: the caller knows (the engine tells kInvalidate).
+  base::solo_add(counters_.invalidated);
   retire(row);
   return true;
 }
@@ -855,8 +858,7 @@ void L1Map::clear() noexcept {
   // Nothing to drop: skip the walk of every bucket (a flush storm clears an empty map each pass).
   if (size() == 0) return;
   ++index_walks_;
-  counters_.invalidated.store(counters_.invalidated.load(std::memory_order_relaxed) + size(),
-                              std::memory_order_relaxed);
+  base::solo_add(counters_.invalidated, size());
   for (std::size_t i = 0; i <= mask_; ++i) {
     Row* r = buckets_[i].load(std::memory_order_relaxed);
     if (r == nullptr) continue;
@@ -917,9 +919,8 @@ std::size_t L1Map::sweep(std::int64_t now_ms) noexcept {
   // expired (the test here is expires_at < now), so skip the walk.
   const std::size_t n =
       size() == 0 || now_ms <= earliest_expiry_ ? 0 : drop_expired(now_ms, /*inclusive=*/false);
-  counters_.swept.store(counters_.swept.load(std::memory_order_relaxed) + n,
-                        std::memory_order_relaxed);
-  bump(counters_.sweeps);
+  base::solo_add(counters_.swept, n);
+  base::solo_add(counters_.sweeps);
   // The swept rows wait for the writer's paced reclaim_due() (a scan per sweep would be one
   // more membarrier per sweep_ms per table).
   publish_retired();

@@ -2,6 +2,7 @@
 // Unit tests of echo::ring::SpscRing and Doorbell: configuration, FIFO order, batches, counters,
 // the three full policies, item lifetimes, the edge-triggered wake, and WIRE §9 gates G1-G4
 // with the original's exact counts.
+#include <echo/base/cache_line.h>
 #include <echo/ring/doorbell.h>
 #include <echo/ring/spsc_ring.h>
 #include <gtest/gtest.h>
@@ -442,7 +443,7 @@ TEST(SpscRing, EveryTrackedItemIsDestroyedExactlyOnce) {
 struct LineItem {
   std::uint64_t words[8];
 };
-static_assert(sizeof(LineItem) == echo::ring::kCacheLine && alignof(LineItem) == 8);
+static_assert(sizeof(LineItem) == echo::base::kCacheLine && alignof(LineItem) == 8);
 
 TEST(SpscRing, SlotsOfLineSizedItemsEachStartOnACacheLine) {
   // Every capacity, so the check does not pass by the allocator's luck at one size (glibc's
@@ -455,7 +456,7 @@ TEST(SpscRing, SlotsOfLineSizedItemsEachStartOnACacheLine) {
     ring.drain(1, [&first](std::span<LineItem> items) noexcept {
       first = reinterpret_cast<std::uintptr_t>(items.data());
     });
-    EXPECT_EQ(first % echo::ring::kCacheLine, 0u) << "capacity " << capacity;
+    EXPECT_EQ(first % echo::base::kCacheLine, 0u) << "capacity " << capacity;
   }
 }
 

@@ -12,6 +12,7 @@
 
 #include <fstream>
 #include <sstream>
+#include <echo/base/cache_line.h>
 #include <echo/engine/engine.h>
 #include <echo/harness/stage.h>
 #include <echo/table/coherence_frame.h>
@@ -42,7 +43,7 @@ constexpr unsigned kFloodNode1 = 921, kFloodNode2 = 922, kFloodMinter = 923;
 constexpr std::size_t kChunk = 256;  // messages per write: the sender never waits on a reply
 
 // One writer's count of messages heard, on its own line (four writers bump their own).
-struct alignas(64) Heard {
+struct alignas(base::kCacheLine) Heard {
   std::atomic<std::uint64_t> n{0};
 };
 

@@ -4,6 +4,7 @@
 // an unsynchronised flat map (writer idle) and a std::shared_mutex map (both under the same
 // paced writer churn), and the RESP decoder against hiredis's reader on the same bytes. The
 // bench/ binaries hold the finer-grained versions of each; these are the side-by-side summary.
+#include <echo/base/cache_line.h>
 #include <echo/io/resp3_decoder.h>
 #include <echo/ring/spsc_ring.h>
 #include <echo/table/branded_id.h>
@@ -164,7 +165,7 @@ double bare_rate(const BenchConfig& c) {
   const std::size_t cap = c.ring_capacity, half = std::max<std::size_t>(1, c.ring_capacity / 2);
   const std::uint64_t items = c.ring_items;
   std::vector<std::uint64_t> slots(cap);
-  struct alignas(64) Sequence {
+  struct alignas(base::kCacheLine) Sequence {
     std::atomic<std::uint64_t> at{0};
   };
   Sequence head, tail;

@@ -4,6 +4,8 @@
 // service's pinned threads see it. A spinner on CPU 1 reads the clock in a tight loop and counts
 // its loop gaps over 2 us and over 10 us; the engines' threads and the started redis-server are
 // on CPU 0. Baseline: the same spinner with no engine in the process, interleaved in every round.
+#include <echo/base/cache_line.h>
+#include <echo/base/clock.h>
 #include <echo/engine/engine.h>
 #include <echo/harness/placement.h>
 #include <echo/harness/stage.h>
@@ -53,14 +55,10 @@ struct Window {
   std::int64_t ns = 0, worst_ns = 0, in_over10_ns = 0;
 };
 
-// steady_clock (the vDSO's clock_gettime(CLOCK_MONOTONIC), ~20-50 ns a read): nanoseconds with
-// no calibration, and on a VM (kvm-clock, the TSC marked unstable) the kernel's correction of the
-// TSC is in it, where a raw rdtsc would need its rate measured and trusted across the host.
-std::int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
+// The clock is base::steady_ns (the vDSO's clock_gettime(CLOCK_MONOTONIC), ~20-50 ns a read):
+// nanoseconds with no calibration, and on a VM (kvm-clock, the TSC marked unstable) the kernel's
+// correction of the TSC is in it, where a raw rdtsc would need its rate measured and trusted
+// across the host.
 
 // The measuring thread: pinned with pthread_setaffinity_np, it spins for its whole life (as the
 // service's thread would: a window never starts on a CPU waking from idle). Inside a window its
@@ -116,9 +114,9 @@ class Spinner {
     std::uint64_t seen = 0;
     bool counting = false;
     Window w;
-    std::int64_t start = 0, end = 0, last = now_ns();
+    std::int64_t start = 0, end = 0, last = base::steady_ns();
     for (;;) {
-      const std::int64_t t = now_ns();
+      const std::int64_t t = base::steady_ns();
       const std::int64_t gap = t - last;
       last = t;
       if (counting) {
@@ -152,11 +150,11 @@ class Spinner {
 
   // The caller's lines and the spinner's apart: the caller's writes reach the spinner only
   // between windows.
-  alignas(64) std::atomic<std::uint64_t> asked_{0};
+  alignas(base::kCacheLine) std::atomic<std::uint64_t> asked_{0};
   std::atomic<std::int64_t> span_ns_{0};
   std::atomic<bool> stop_{false};
   std::uint64_t opened_ = 0;  // the caller's
-  alignas(64) std::atomic<std::uint64_t> done_{0};
+  alignas(base::kCacheLine) std::atomic<std::uint64_t> done_{0};
   Window result_;
   std::atomic<int> state_{0};  // 0 starting, 1 pinned, -1 refused
   std::atomic<pid_t> tid_{0};

@@ -6,6 +6,7 @@
 // the moment its final consumer had it, stamped on that consumer's thread: for the broadcast lane
 // the table's writer after applying it (TableSpec::on_message), for the floor a bare blocking
 // hiredis subscriber after reading it. Both at the same rate, interleaved, in the same run.
+#include <echo/base/clock.h>
 #include <echo/engine/engine.h>
 #include <echo/harness/open_loop.h>
 #include <echo/harness/stage.h>
@@ -36,12 +37,6 @@ using table::BrandedId;
 constexpr unsigned kOpenLoopReceiver = 911, kOpenLoopMinter = 912;
 constexpr double kOnSchedule = 0.05;  // the sender may end 5% of the schedule's span late
 
-std::int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             floors::Clock::now().time_since_epoch())
-      .count();
-}
-
 // What the lane's on_message hook records into: the run under way (null between runs) and the
 // snowflake its message 0 carries. Set by the bench thread while no message is in flight.
 struct HookTarget {
@@ -55,14 +50,14 @@ OpenLoopFigures run_schedule(const DrillTarget& target, OpenLoopRun& run,
                              const PublishStream& stream) {
   RawPublisher pub(target);
   const std::uint64_t n = run.count();
-  run.start(now_ns() + 1'000'000);  // 1 ms to get going
+  run.start(base::steady_ns() + 1'000'000);  // 1 ms to get going
   std::uint64_t sent = 0;
   while (sent < n) {
-    const std::int64_t now = now_ns();
+    const std::int64_t now = base::steady_ns();
     const std::uint64_t due = run.due_by(now);
     if (due > sent) {
       pub.send(stream, sent, due);
-      run.sent(due, now_ns());
+      run.sent(due, base::steady_ns());
       sent = due;
       continue;
     }
@@ -104,7 +99,7 @@ class FloorSubscriber {
         floors::Reply m(static_cast<redisReply*>(raw));
         if (m->type != REDIS_REPLY_ARRAY || m->elements != 3) continue;
         const auto frame = table::parse_frame(std::string_view(m->element[2]->str, m->element[2]->len));
-        const std::int64_t at = now_ns();
+        const std::int64_t at = base::steady_ns();
         run.observed(frame ? frame->version.snowflake() - base : ~0ull, at);
       }
     });
@@ -156,7 +151,7 @@ void run_open_loop(const BenchConfig& c, const DrillTarget& target, Progress& pr
     OpenLoopRun* run = hook->run.load(std::memory_order_acquire);  // pairs with the store below
     if (run == nullptr) return;
     const auto v = table::base62_decode(h.version.substr(table::kNamespaceSize));
-    const std::int64_t at = now_ns();
+    const std::int64_t at = base::steady_ns();
     run->observed(v ? *v - hook->base.load(std::memory_order_relaxed) : ~0ull, at);
   };
   engine::Engine r(harness::node_options(target.host, target.port, kOpenLoopReceiver, c.process_cpu),

@@ -20,6 +20,7 @@
 //   then reads. So a read counted stale began after the message was applied, never during it.
 #pragma once
 
+#include <echo/base/clock.h>
 #include <echo/table/fill_guard.h>
 
 #include <atomic>
@@ -37,10 +38,7 @@ namespace echo::cli::referee {
 
 using Clock = std::chrono::steady_clock;
 
-inline std::int64_t now_ns() noexcept {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
-      .count();
-}
+inline std::int64_t now_ns() noexcept { return base::steady_ns(); }
 
 // One reader thread's account, kept on its own thread and handed to Oracle::judge after the run.
 struct ReadTally {

@@ -146,9 +146,6 @@ class JobConsumer {
   void complete(const Job& job, table::Verdict verdict);
   void retry(const Job& job, const std::string& reason);
   static void on_timer(io::IoOp& op, int res) noexcept;
-  static void bump(std::atomic<std::uint64_t>& c, std::uint64_t n = 1) noexcept {
-    c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);  // one writer
-  }
 
   io::UringLoop& loop_;
   CommandPort cmd_;

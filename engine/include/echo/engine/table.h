@@ -18,6 +18,7 @@
 #include <string_view>
 #include <utility>
 
+#include <echo/base/clock.h>
 #include <echo/engine/codec.h>
 #include <echo/engine/engine.h>
 #include <echo/engine/errc.h>
@@ -113,7 +114,7 @@ Result<Source> Table<T>::read(std::string_view key, Fn&& fn) const {
   // 1 in kGetSampleEvery reads per thread is timed (TableStats::get_hit_latency): a branch on a
   // thread-local counter here, the clock reads only on the sample.
   const bool timed = detail::sample_get();
-  const std::int64_t t0 = timed ? detail::steady_ns() : 0;
+  const std::int64_t t0 = timed ? base::steady_ns() : 0;
   // The hit needs no key gate: only gated keys ever enter L1, so a bad key simply misses here
   // and the miss path refuses it.
   if (l1_->visit(key, [&fn](std::string_view value, std::string_view version) {
@@ -154,7 +155,7 @@ Result<Source> Table<T>::read_miss(std::string_view key, Fn& fn) const {
 template <class T>
 Result<T> Table<T>::get(std::string_view key) const {
   const bool timed = detail::sample_get();  // as read()'s
-  const std::int64_t t0 = timed ? detail::steady_ns() : 0;
+  const std::int64_t t0 = timed ? base::steady_ns() : 0;
   std::optional<T> hit;
   if (l1_->visit(key, [&hit](std::string_view value, std::string_view) {
         if constexpr (std::is_same_v<T, std::string>) {

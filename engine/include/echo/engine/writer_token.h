@@ -12,8 +12,8 @@
 #include <cstdint>
 #include <thread>
 
+#include <echo/base/cache_line.h>
 #include <echo/ring/doorbell.h>
-#include <echo/ring/ring_config.h>
 
 namespace echo::engine {
 
@@ -108,7 +108,7 @@ class WriterToken {
     }
   }
 
-  alignas(ring::kCacheLine) std::atomic<std::uint8_t> state_{kClosed};
+  alignas(base::kCacheLine) std::atomic<std::uint8_t> state_{kClosed};
 };
 
 }  // namespace echo::engine

@@ -141,9 +141,6 @@ class ClusterClient {
   void become_ready();
   void stop_fatal(std::error_code cause, std::string detail = {});  // the first cause stays
   Node* any_ready() noexcept;
-  static void bump(std::atomic<std::uint64_t>& c, std::uint64_t n = 1) noexcept {
-    c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
-  }
 
   UringLoop& loop_;
   ClusterOptions options_;

@@ -286,10 +286,6 @@ class Connection {
   void begin_close();
   void maybe_finish_close();
   bool quiescent() const noexcept;
-  static void bump(std::atomic<std::uint64_t>& c, std::uint64_t n = 1) noexcept {
-    // Single writer (the loop thread): a relaxed load+store is exact and avoids a locked RMW.
-    c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
-  }
 
   UringLoop& loop_;
   ConnectionOptions options_;

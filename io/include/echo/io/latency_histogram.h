@@ -12,6 +12,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include <echo/base/counter.h>
+
 namespace echo::io {
 
 inline constexpr std::size_t kLatencyBuckets = 40;
@@ -34,8 +36,8 @@ struct LatencySnapshot {
 class LatencyRecorder {
  public:
   void record(std::int64_t ns) noexcept {
-    buckets_[latency_bucket(ns)].fetch_add(1, std::memory_order_relaxed);
-    sum_ns_.fetch_add(ns > 0 ? static_cast<std::uint64_t>(ns) : 0, std::memory_order_relaxed);
+    base::shared_add(buckets_[latency_bucket(ns)]);
+    base::shared_add(sum_ns_, ns > 0 ? static_cast<std::uint64_t>(ns) : 0);
   }
   LatencySnapshot snapshot() const noexcept {
     LatencySnapshot s;

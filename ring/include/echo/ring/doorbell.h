@@ -86,6 +86,8 @@
 // back exactly as above (kFallenBack; light rings leave; attach_ring refuses from then on).
 #pragma once
 
+#include <echo/base/cache_line.h>
+#include <echo/base/counter.h>
 #include <echo/ring/ring_config.h>
 #include <sched.h>
 
@@ -264,7 +266,7 @@ class Doorbell {
       // Gather: under continuous traffic, leave the producer alone for a moment first.
       if (config_.gather != 0 && quick_waits_ >= kGatherAfter) {
         for (std::uint32_t i = 0; i < config_.gather; ++i) cpu_relax();
-        gathers_.store(gathers_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+        base::solo_add(gathers_);
       }
       for (std::uint32_t i = 0; i < config_.spin_budget; ++i) {
         if (has_work()) {
@@ -350,9 +352,8 @@ class Doorbell {
                                     light_rings_.load(std::memory_order_seq_cst) != 0);
       if (heavy) {
         if (heavy_barrier_once()) {
-          barriers_.store(barriers_.load(std::memory_order_relaxed) + 1,
-                          std::memory_order_relaxed);  // consumer-written only
-          if (!light_) adaptive_barriers_.fetch_add(1, std::memory_order_relaxed);
+          base::solo_add(barriers_);  // consumer-written only
+          if (!light_) base::shared_add(adaptive_barriers_);
         } else {
           fall_back();  // pairs with waiters_light
         }
@@ -364,7 +365,7 @@ class Doorbell {
         settled_ = light_rings_.load(std::memory_order_seq_cst) == 0;
       }
       if (!has_work() && !stop.stop_requested()) {
-        parks_.fetch_add(1, std::memory_order_relaxed);
+        base::shared_add(parks_);
         Clock::time_point until = deadline;
         if (fallen_back_ && !settled_) {
           until = std::min(deadline, Clock::now() + settle_timeout_);
@@ -383,7 +384,7 @@ class Doorbell {
   // on every publish, and the 1-item row (ring_vs_rwq) fell from ~1.2x to ~0.9x.
   [[gnu::noinline]] void wake() noexcept {
     signal_cpu_.store(detail::current_cpu(), std::memory_order_relaxed);
-    signals_.fetch_add(1, std::memory_order_relaxed);
+    base::shared_add(signals_);
     detail::futex_wake(epoch_, 1 << 30);
   }
 
@@ -411,8 +412,7 @@ class Doorbell {
     const int by = signal_cpu_.load(std::memory_order_relaxed);
     own_core_ = config_.spin_budget != 0 && by >= 0 && by == detail::current_cpu();
     if (own_core_) {
-      own_core_wakes_.store(own_core_wakes_.load(std::memory_order_relaxed) + 1,
-                            std::memory_order_relaxed);
+      base::solo_add(own_core_wakes_);
     }
   }
 
@@ -430,7 +430,7 @@ class Doorbell {
     light_ = false;
     fallen_back_ = true;
     waiters_.fetch_or(kFallenBack, std::memory_order_seq_cst);
-    fallbacks_.fetch_add(1, std::memory_order_relaxed);
+    base::shared_add(fallbacks_);
   }
 
   const WaitConfig config_;
@@ -439,12 +439,12 @@ class Doorbell {
   // Read-mostly: changed only when a light ring attaches or leaves.
   std::atomic<std::uint32_t> light_rings_{0};
   // The producers' line: bumped on a signal or notify, read by the parking consumer.
-  alignas(kCacheLine) std::atomic<std::uint32_t> epoch_{0};
+  alignas(base::kCacheLine) std::atomic<std::uint32_t> epoch_{0};
   std::atomic<std::uint64_t> signals_{0};
   std::atomic<int> signal_cpu_{-1};  // the CPU of the last signal or waking notify (a hint)
   // The consumer's line: written when it parks and unparks, read by producers after Fp; it
   // stays shared (clean) in the producers' caches while the consumer is busy.
-  alignas(kCacheLine) std::atomic<std::uint32_t> waiters_{0};
+  alignas(base::kCacheLine) std::atomic<std::uint32_t> waiters_{0};
   std::atomic<std::uint64_t> parks_{0};
   std::atomic<std::uint64_t> fallbacks_{0};
   std::atomic<std::uint64_t> adaptive_barriers_{0};
@@ -457,7 +457,7 @@ class Doorbell {
   Clock::duration settle_timeout_ = kSettleTimeout;  // the next bounded park's (Fallback)
   // Written on every wait (the gather's state): a line of their own, away from waiters_, which
   // light producers load on every publish.
-  alignas(kCacheLine) std::uint32_t quick_waits_ = 0;  // waits in a row that found work soon
+  alignas(base::kCacheLine) std::uint32_t quick_waits_ = 0;  // waits in a row that found work soon
   bool own_core_ = false;                              // the last wake came from this thread's CPU
   std::uint32_t own_core_waits_ = 0;                   // waits in own-core mode (the probe's count)
   std::atomic<std::uint64_t> gathers_{0};  // consumer-written (load + store), read by reports

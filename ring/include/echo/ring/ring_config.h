@@ -12,11 +12,6 @@
 
 namespace echo::ring {
 
-// One cache line on every x86-64 and on the ARM cores we deploy to. A constant rather than
-// std::hardware_destructive_interference_size, which GCC warns is ABI-unstable across -mtune.
-inline constexpr std::size_t kCacheLine = 64;
-static_assert((kCacheLine & (kCacheLine - 1)) == 0, "alignas needs a power of two");
-
 // How a side waits once it has nothing to do (the consumer: no work; a block-policy producer:
 // no space). Each spends `spin_budget` polls first; then kSpin keeps polling, kYield calls
 // sched_yield between polls, kPark sleeps in a futex until signalled.

@@ -26,6 +26,8 @@
 // occupancy for counters and credits.
 #pragma once
 
+#include <echo/base/cache_line.h>
+#include <echo/base/counter.h>
 #include <echo/ring/detail/owner_check.h>
 #include <echo/ring/doorbell.h>
 #include <echo/ring/ring_config.h>
@@ -329,14 +331,9 @@ class SpscRing {
   // 64-byte CoherenceItem, alignof 8) then fills one line instead of straddling two, so a drain
   // or a publish of one item touches one line. glibc's malloc put such an array 16 bytes past a
   // line (spsc_ring_test's SlotsOfLineSizedItemsEachStartOnACacheLine).
-  static constexpr std::align_val_t kSlotAlign{std::max(alignof(T), kCacheLine)};
+  static constexpr std::align_val_t kSlotAlign{std::max(alignof(T), base::kCacheLine)};
 
   T* slot(std::uint64_t seq) const noexcept { return slots_ + (seq & mask_); }
-
-  // Counters are written by their one owner side only: a load and a store, not an RMW.
-  static void bump(std::atomic<std::uint64_t>& c, std::uint64_t n) noexcept {
-    c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
-  }
 
   // Free slots for a producer at tail `t` wanting `want`; refreshes the cached head only when
   // the cache says there is not enough (the steady state reads no consumer line).
@@ -430,7 +427,7 @@ class SpscRing {
         const bool edge = head_.load(std::memory_order_acquire) == old_tail;
         bell_->leave_light();
         if (!edge) return;
-        bump(wakes_, 1);
+        base::solo_add(wakes_, 1);
         bell_->signal();
         return;
       }
@@ -457,17 +454,17 @@ class SpscRing {
   // increment, which follows its last head_ store: the head seen here is current.
   [[gnu::noinline]] void signal_on_edge(std::uint64_t old_tail) noexcept {
     if (head_.load(std::memory_order_acquire) != old_tail) return;
-    bump(wakes_, 1);
+    base::solo_add(wakes_, 1);
     bell_->signal();
   }
 
   void refuse(std::size_t n) noexcept {
     switch (policy_) {
       case FullPolicy::kDrop:
-        bump(dropped_, n);
+        base::solo_add(dropped_, n);
         break;
       case FullPolicy::kFlush:
-        bump(dropped_, n);
+        base::solo_add(dropped_, n);
         // An exchange, not a check-then-store, which could lose a raise against the consumer's
         // take. release: pairs with take_flush_pending's acquire exchange. The raise rings the
         // doorbell (notify's protocol: the flag is the work): the ring was full when this
@@ -486,7 +483,7 @@ class SpscRing {
   // passes or `stop` is requested (false). Producer thread.
   bool wait_for_space(std::uint64_t t, std::size_t want, Clock::time_point deadline,
                       const std::stop_token& stop) noexcept {
-    bump(stalls_, 1);
+    base::solo_add(stalls_, 1);
     for (std::uint32_t i = 0; i < producer_wait_.spin_budget; ++i) {
       cpu_relax();
       if (has_space(t, want)) return true;
@@ -555,7 +552,7 @@ class SpscRing {
     if (n > max_batch_.load(std::memory_order_relaxed)) {
       max_batch_.store(n, std::memory_order_relaxed);
     }
-    bump(histogram_[histogram_bucket(n)], 1);
+    base::solo_add(histogram_[histogram_bucket(n)], 1);
   }
 
   // Read-only after construction: shared by both sides without contention.
@@ -573,7 +570,7 @@ class SpscRing {
 
   // Producer-written, consumer-read: the tail and the producer's counters share one line
   // because the producer writes them together.
-  alignas(kCacheLine) std::atomic<std::uint64_t> tail_{0};
+  alignas(base::kCacheLine) std::atomic<std::uint64_t> tail_{0};
   std::atomic<bool> flush_pending_{false};
   std::atomic<std::uint64_t> dropped_{0};
   std::atomic<std::uint64_t> wakes_{0};
@@ -582,25 +579,25 @@ class SpscRing {
   // Producer-private: its cached copy of head_, whether it publishes light (set at construction
   // by Doorbell::attach_ring, cleared for good when it sees the doorbell fell back), and its
   // owner check.
-  alignas(kCacheLine) std::uint64_t cached_head_ = 0;
+  alignas(base::kCacheLine) std::uint64_t cached_head_ = 0;
   bool light_ = false;
   std::uint32_t quiet_ = 0;  // adaptive: symmetric publishes in a row that found no waiter
   [[no_unique_address]] detail::OwnerCheck producer_;
 
   // Consumer-written, producer-read: the head and the consumer's counters.
-  alignas(kCacheLine) std::atomic<std::uint64_t> head_{0};
+  alignas(base::kCacheLine) std::atomic<std::uint64_t> head_{0};
   std::atomic<std::uint64_t> max_batch_{0};
 
   // Consumer-private.
-  alignas(kCacheLine) std::uint64_t cached_tail_ = 0;
+  alignas(base::kCacheLine) std::uint64_t cached_tail_ = 0;
   [[no_unique_address]] detail::OwnerCheck consumer_;
 
   // Consumer-written, read only by stats(): kept off the head_ line the producer polls.
-  alignas(kCacheLine) std::array<std::atomic<std::uint64_t>, kHistogramBuckets> histogram_{};
+  alignas(base::kCacheLine) std::array<std::atomic<std::uint64_t>, kHistogramBuckets> histogram_{};
 
   // Block policy: 1 while the producer is parked or about to park; the word it sleeps on, bumped
   // by each wake (a drain's or a stop request's).
-  alignas(kCacheLine) std::atomic<std::uint32_t> producer_parked_{0};
+  alignas(base::kCacheLine) std::atomic<std::uint32_t> producer_parked_{0};
   std::atomic<std::uint32_t> producer_wake_{0};
 
   static_assert(std::atomic<std::uint64_t>::is_always_lock_free,

@@ -5,6 +5,8 @@
 // needs one slot however many maps it reads; each map keeps its own retire list (l1_map.h).
 #pragma once
 
+#include <echo/base/cache_line.h>
+
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -13,8 +15,6 @@
 
 namespace echo::table {
 
-// The cache-line size, defined once for table/: the padding unit of every per-thread slot.
-inline constexpr std::size_t kCacheLine = 64;
 // Concurrent reader threads the domain can hold. Slots are reused when a thread exits. A thread
 // that finds none free is refused, not aborted: its ReadGuard is not protecting(), and the map's
 // reads answer it a miss (counted in L1Stats::reader_slot_refusals) until a slot frees up.
@@ -24,7 +24,7 @@ inline constexpr std::uint64_t kEpochIdle = std::numeric_limits<std::uint64_t>::
 
 namespace epoch {
 
-struct alignas(kCacheLine) ReaderSlot {
+struct alignas(base::kCacheLine) ReaderSlot {
   // kEpochIdle, or the epoch this thread read before its current critical section. Written only
   // by the owning thread; read by writers in min_active().
   std::atomic<std::uint64_t> announced{kEpochIdle};
@@ -32,7 +32,7 @@ struct alignas(kCacheLine) ReaderSlot {
   std::atomic<bool> in_use{false};
 };
 static_assert(
-    sizeof(ReaderSlot) == kCacheLine,
+    sizeof(ReaderSlot) == base::kCacheLine,
     "one slot per cache line: an announcement must never invalidate another reader's line");
 
 // The reader's thread-local state. constinit + trivially destructible, so the hot path reads it

@@ -5,6 +5,7 @@
 // make a syscall or write a shared cache line; see "Why this technique" in l1_map.cc.
 #pragma once
 
+#include <echo/base/cache_line.h>
 #include <echo/table/branded_id.h>
 #include <echo/table/coherence_frame.h>
 #include <echo/table/epoch.h>
@@ -450,8 +451,8 @@ class L1Map {
   static_assert(alignof(Row::Prefix) <= RowArena::kGranule && alignof(Row) <= RowArena::kGranule,
                 "an arena block's start suits the Prefix, and kPrefix bytes on, the header");
   static_assert(kMaxNameSize <= 255, "Row::name_size is one byte");
-  struct alignas(kCacheLine) ReaderShard {
-    // Written only by the thread owning this shard index (store(load + 1), relaxed); read by
+  struct alignas(base::kCacheLine) ReaderShard {
+    // Written only by the thread owning this shard index (base::solo_add); read by
     // stats() with relaxed loads: counters, not synchronisation.
     std::atomic<std::uint64_t> hits{0};
     std::atomic<std::uint64_t> misses{0};
@@ -464,7 +465,7 @@ class L1Map {
     std::int64_t since = 0;            // the map's clock at the chain's first retire
   };
   // Writer-written counters: one line, away from the readers' read-mostly line.
-  struct alignas(kCacheLine) WriterCounters {
+  struct alignas(base::kCacheLine) WriterCounters {
     std::atomic<std::uint64_t> coh_applied{0}, coh_stale{0}, swept{0}, sweeps{0}, full_skips{0},
         fill_refused{0}, put_refused{0}, retired_pending{0}, tombstones{0}, tombstone_collapses{0},
         retired_bytes{0}, retired_since{0},  // retired_since: `since` of the oldest chain
@@ -529,9 +530,6 @@ class L1Map {
   }
   std::size_t drop_expired(std::int64_t now, bool inclusive) noexcept;
   std::int64_t draw_expiry(std::int64_t now) noexcept;
-  void bump(std::atomic<std::uint64_t>& c) noexcept {
-    c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-  }
   void check_writer(const char* op) const noexcept;
   InsertVerdict refused_decode() noexcept;
 
@@ -614,7 +612,7 @@ class L1Map {
   struct IndexFree {
     void operator()(std::atomic<Row*>* p) const noexcept { huge_page_free(p); }
   };
-  alignas(kCacheLine) std::unique_ptr<std::atomic<Row*>[], IndexFree> buckets_;
+  alignas(base::kCacheLine) std::unique_ptr<std::atomic<Row*>[], IndexFree> buckets_;
   std::size_t mask_;
   MonotonicClock clock_;
   std::unique_ptr<ReaderShard[]> shards_;
@@ -631,10 +629,10 @@ class L1Map {
   // kLru: the access counter every hit and insert takes a ticket from (fetch_add, relaxed: the
   // tickets' own total order is the order kept; they guard no data). Its own line: readers
   // write it.
-  alignas(kCacheLine) mutable std::atomic<std::uint64_t> lru_clock_{0};
+  alignas(base::kCacheLine) mutable std::atomic<std::uint64_t> lru_clock_{0};
 
   // Writer state.
-  alignas(kCacheLine) std::atomic<std::size_t> size_{0};
+  alignas(base::kCacheLine) std::atomic<std::size_t> size_{0};
   std::size_t max_size_;
   ValueLayout layout_;
   RemovalListener on_removal_;
@@ -661,7 +659,7 @@ class L1Map {
   WriterCounters counters_;
   // Bumped (relaxed fetch_add) by reader threads refused a slot: its own line, so that rare
   // path never writes the readers' or the writer's lines.
-  alignas(kCacheLine) mutable std::atomic<std::uint64_t> slot_refusals_{0};
+  alignas(base::kCacheLine) mutable std::atomic<std::uint64_t> slot_refusals_{0};
   mutable std::atomic<std::thread::id> writer_{};  // debug builds' one-writer check only
 };
 
