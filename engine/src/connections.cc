@@ -76,7 +76,7 @@ void Engine::Impl::on_sub_event(io::ConnEvent event, int index) {
 void Engine::Impl::resend_tracking() {
   const std::vector<std::string> args = router.tracking_command();
   if (args.empty() || io_closing) return;
-  add(tracking_sends);
+  base::shared_add(tracking_sends);
   std::vector<std::string_view> views(args.begin(), args.end());
   const auto ec = sub->call(views, [this](std::error_code e, const io::Resp3Value& r) {
     if (e || r.type() != io::Resp3Type::simple_string || r.str() != "OK") {
@@ -89,7 +89,7 @@ void Engine::Impl::resend_tracking() {
     }
     router.tracking_confirmed();
   });
-  if (ec) add(tracking_refusals);  // the socket went again: the next reconnect resends
+  if (ec) base::shared_add(tracking_refusals);  // the socket went again: the next reconnect resends
 }
 
 // A connection that (re)booted on the master the sentinels named asks it ROLE: a demoted master

@@ -148,7 +148,7 @@ void Engine::Impl::send_miss(Slot& slot, std::string_view name, std::function<vo
 Result<Got> Engine::get(std::string_view table, std::string_view id) {
   return impl_->on_table(table, [&](TableRef& ref) {
     const bool timed = detail::sample_get();  // as Table<T>::get's
-    const std::int64_t t0 = timed ? detail::steady_ns() : 0;
+    const std::int64_t t0 = timed ? base::steady_ns() : 0;
     auto r = get(ref, id);
     if (timed) note_get(ref, r && r->source == Source::kL1, t0);
     return r;
@@ -156,7 +156,7 @@ Result<Got> Engine::get(std::string_view table, std::string_view id) {
 }
 
 void Engine::note_get(TableRef& ref, bool hit, std::int64_t t0_ns) noexcept {
-  (hit ? ref.get_hit : ref.get_miss).record(detail::steady_ns() - t0_ns);
+  (hit ? ref.get_hit : ref.get_miss).record(base::steady_ns() - t0_ns);
 }
 
 Result<Got> Engine::get(TableRef& ref, std::string_view key) {
@@ -226,7 +226,7 @@ Result<BrandedId> Engine::put(TableRef& ref, std::string_view key, std::string_v
     // this node drops its older row itself, as the message of `version` would: its next read
     // goes to L2. A SET that never ran costs one cached row.
     if (reply.error().code != make_error_code(io::IoErrc::kServerError)) {
-      slot->writer->apply(*name, *version, [](WriterAnswer<table::Verdict>) {});
+      slot->writer->apply(*name, *version, [](const WriterAnswer<table::Verdict>&) {});
     }
     return table::Unexpected{reply.error()};
   }

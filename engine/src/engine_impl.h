@@ -27,6 +27,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include <echo/base/clock.h>
+#include <echo/base/counter.h>
 #include <echo/engine/engine.h>
 #include <echo/engine/l2_frame.h>
 #include <echo/io/cluster_client.h>
@@ -146,9 +148,6 @@ struct Engine::Impl {
   // EngineStats::fan_out, counted by fan_out on any caller's thread.
   std::atomic<std::uint64_t> fan_enqueues{0}, fan_admitted{0}, fan_duplicates{0}, fan_not_live{0},
       fan_membership_reads{0}, fan_errors{0}, fan_leads{0}, fan_lead_receivers{0};
-  static void add(std::atomic<std::uint64_t>& c, std::uint64_t n = 1) noexcept {
-    c.fetch_add(n, std::memory_order_relaxed);
-  }
   std::atomic<bool> running{false};
   // Blocking calls between their running check and their answer; stop() waits for zero.
   std::atomic<int> inflight{0};

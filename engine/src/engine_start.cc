@@ -265,11 +265,11 @@ Error Engine::Impl::subscribe(Clock::time_point deadline) {
   const auto args = router.tracking_command();
   if (args.empty()) return {};
   // Anything but +OK fails the start. Pushes go to this (RESP3) connection itself.
-  add(tracking_sends);
+  base::shared_add(tracking_sends);
   auto r = sub->call_blocking(args);
   const io::Resp3Value v = r.reply.view();
   if (r.ec || v.type() != io::Resp3Type::simple_string || v.str() != "OK") {
-    add(tracking_refusals);
+    base::shared_add(tracking_refusals);
     return Error(Errc::kTrackingRefused,
                  "CLIENT TRACKING ON BCAST was answered " +
                      (r.ec && r.ec != io::IoErrc::kServerError ? r.ec.message() : std::string(v.str())));

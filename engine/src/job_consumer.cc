@@ -78,6 +78,7 @@
 // park options' `target` (the router's current owner of the queue's slot), and every beat
 // redials when the owner moved while the socket stayed up (a manual failover, a reshard); a
 // BLMPOP the server refuses (MOVED) is not re-issued before that beat.
+
 #include <echo/base/clock.h>
 #include <echo/base/counter.h>
 #include <echo/engine/errc.h>

@@ -44,7 +44,7 @@ Result<Engine::Impl::Membership> Engine::Impl::read_membership(std::string_view 
   for (std::size_t i = at; i < at + 2; ++i) {
     if ((*replies)[i].ec) return table::Unexpected{reply_error((*replies)[i])};
   }
-  add(fan_membership_reads);
+  base::shared_add(fan_membership_reads);
   const io::Resp3Value epoch = (*replies)[at].reply.view(), list = (*replies)[at + 1].reply.view();
   if ((!epoch.is_null() && epoch.type() != io::Resp3Type::bulk_string) || list.type() != io::Resp3Type::array) {
     return table::Unexpected{unexpected_reply()};
@@ -68,10 +68,10 @@ Engine::Impl::Call Engine::Impl::lead_call(const JobLaneKeys& keys, const std::s
 }
 
 void Engine::Impl::note_lead(const io::OwnedResult& r) {
-  add(fan_leads);
+  base::shared_add(fan_leads);
   const io::Resp3Value v = r.reply.view();
   if (!r.ec && v.type() == io::Resp3Type::integer && v.integer() > 0) {
-    add(fan_lead_receivers, static_cast<std::uint64_t>(v.integer()));
+    base::shared_add(fan_lead_receivers, static_cast<std::uint64_t>(v.integer()));
   }
 }
 
@@ -101,7 +101,7 @@ struct Engine::Impl::Round {
 Result<std::vector<MemberAdmission>> Engine::Impl::fan_out(std::string_view table, const BrandedId& group,
                                                            const BrandedId& job, std::string_view id,
                                                            const BrandedId& version, FanOut how) {
-  add(fan_enqueues);
+  base::shared_add(fan_enqueues);
   if (!table::check_table_name(table)) return table::Unexpected{make_error_code(Errc::kNoSuchCache)};
   const Slot* slot = find(table);
   auto payload = message_of(slot, id, version);
@@ -193,10 +193,10 @@ Result<bool> Engine::Impl::fan_out_round(Round& r, std::vector<MemberAdmission>&
     if (v.type() != io::Resp3Type::integer) return table::Unexpected{unexpected_reply()};
     const std::int64_t verdict = v.integer();
     if (verdict < 0) {  // not live: it drops its L1 rows when it beats again
-      add(fan_not_live);
+      base::shared_add(fan_not_live);
       continue;
     }
-    add(verdict == 0 ? fan_duplicates : fan_admitted);
+    base::shared_add(verdict == 0 ? fan_duplicates : fan_admitted);
     out.push_back({targets[i], verdict == 1   ? Admission::kEnqueued
                                : verdict == 2 ? Admission::kHandedOff
                                               : Admission::kDuplicate});
@@ -205,7 +205,7 @@ Result<bool> Engine::Impl::fan_out_round(Round& r, std::vector<MemberAdmission>&
     const io::Resp3Value v = replies->back().reply.view();
     if (v.type() != io::Resp3Type::integer) return table::Unexpected{unexpected_reply()};
     out.push_back({"*", v.integer() == 1 ? Admission::kEnqueued : Admission::kDuplicate});
-    add(v.integer() == 1 ? fan_admitted : fan_duplicates);
+    base::shared_add(v.integer() == 1 ? fan_admitted : fan_duplicates);
     r.shared = false;
   }
   if (r.fresh) return true;
@@ -225,7 +225,7 @@ Result<std::vector<MemberAdmission>> Engine::enqueue(std::string_view table, con
   auto job = impl_->mint("JOB");
   if (!job) return table::Unexpected{job.error()};
   auto admitted = impl_->fan_out(table, group, *job, id, version);
-  if (!admitted) Impl::add(impl_->fan_errors);
+  if (!admitted) base::shared_add(impl_->fan_errors);
   return admitted;
 }
 
@@ -261,7 +261,7 @@ Result<BrandedId> Engine::enqueue_async(std::string_view table, const BrandedId&
       }
     };
     const Result<std::vector<MemberAdmission>> admitted = admit();
-    if (!admitted) Impl::add(d.fan_errors);
+    if (!admitted) base::shared_add(d.fan_errors);
     if (done) done(admitted);
   });
   if (!queued) return table::Unexpected{make_error_code(Errc::kStopped)};
@@ -272,7 +272,7 @@ Result<bool> Engine::enqueue_job(std::string_view table, const BrandedId& group,
                                  std::string_view id, const BrandedId& version) {
   auto admissions = impl_->fan_out(table, group, job, id, version);
   if (!admissions) {
-    Impl::add(impl_->fan_errors);
+    base::shared_add(impl_->fan_errors);
     return table::Unexpected{admissions.error()};
   }
   for (const auto& a : *admissions) {
@@ -306,7 +306,7 @@ Result<BrandedId> Engine::publish(std::string_view table, const BrandedId& group
   // No live member: the row is in L2 and no L1 holds it (a member not live drops its rows when it
   // beats again), so the write is complete.
   if (!admitted && admitted.error() != make_error_code(Errc::kNoLiveMember)) {
-    Impl::add(d.fan_errors);
+    base::shared_add(d.fan_errors);
     return table::Unexpected{admitted.error()};
   }
   return d.put_l1(*slot, *name, value, *v);

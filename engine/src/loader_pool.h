@@ -46,7 +46,7 @@ class LoaderPool {
       std::lock_guard lock(mu_);
       jobs_.push_back(std::move(job));
       if (idle_ < jobs_.size() && threads_.size() < max_) {
-        threads_.emplace_back([this](std::stop_token stop) {
+        threads_.emplace_back([this](const std::stop_token& stop) {
           housekeeping_.enter("echo-load");
           run(stop);
         });
@@ -56,7 +56,7 @@ class LoaderPool {
   }
 
  private:
-  void run(std::stop_token stop) {
+  void run(const std::stop_token& stop) {
     std::unique_lock lock(mu_);
     while (true) {
       ++idle_;

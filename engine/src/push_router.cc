@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "push_router.h"
 
-#include <echo/engine/engine.h>
+#include <echo/base/clock.h>
 #include <echo/table/coherence_frame.h>
 #include <echo/table/names.h>
 
@@ -68,32 +68,32 @@ void PushRouter::lost(std::string_view channel) {
 // drops and never flushes. Refusals are counted by the ring either way.
 void PushRouter::deliver(const Target& target, std::string_view payload) {
   if (closed_.load(std::memory_order_relaxed)) return;  // stopping: nothing drains the rings
-  count(target.counters->pushes);
+  base::solo_add(target.counters->pushes);
   if (target.keys == KeyKind::kText) {
     // A text key travels as its hash (L1Map::apply_hashed), not its bytes: docs/wire.md.
     auto text = table::parse_text_frame(payload);
-    if (!text) return count(target.counters->garbage);
-    CoherenceItem item{table::CoherenceMessage{text->version, text->version}, detail::steady_ns(), 0};
+    if (!text) return base::solo_add(target.counters->garbage);
+    CoherenceItem item{table::CoherenceMessage{text->version, text->version}, base::steady_ns(), 0};
     item.text_hash = table::hash_key(text->key);
     item.kind = ItemKind::kTextHash;
-    target.writer->deliver(*target.ring, std::move(item));
+    target.writer->deliver(*target.ring, CoherenceItem(item));
     return;
   }
   auto message = table::parse_frame(payload);
-  if (!message) return count(target.counters->garbage);
-  target.writer->deliver(*target.ring, CoherenceItem{*message, detail::steady_ns(), 0});
+  if (!message) return base::solo_add(target.counters->garbage);
+  target.writer->deliver(*target.ring, CoherenceItem{*message, base::steady_ns(), 0});
 }
 
 // A tracking invalidation for one tracking table (kForgetKey: the key, its prefix stripped).
 void PushRouter::forget(const Target& target, ItemKind what, std::string_view key) {
   if (closed_.load(std::memory_order_relaxed)) return;
-  count(target.counters->pushes);
+  base::solo_add(target.counters->pushes);
   // The item's message means nothing here (no version travels): any valid id fills it.
   static const table::BrandedId kUnversioned = table::BrandedId::parse("AST0KHTOWnGLuC").value();
-  CoherenceItem item{table::CoherenceMessage{kUnversioned, kUnversioned}, detail::steady_ns(), 0};
+  CoherenceItem item{table::CoherenceMessage{kUnversioned, kUnversioned}, base::steady_ns(), 0};
   item.kind = what;
   if (what == ItemKind::kForgetKey) item.text_hash = table::hash_key(key);
-  target.ring->publish(std::move(item));  // refusals counted by the ring
+  target.ring->publish(CoherenceItem(item));  // refusals counted by the ring
 }
 
 // ["invalidate", [keys]] or ["invalidate", nil]. A key under no tracking table's prefix is

@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include <echo/base/counter.h>
 #include <echo/engine/table_spec.h>
 #include <echo/engine/table_writer.h>
 #include <echo/io/resp3_value.h>
@@ -52,7 +53,7 @@ class PushRouter {
   // subscription is not the job lane's delivery: its confirmation and loss change nothing).
   void confirmed(std::string_view channel);
   void lost(std::string_view channel);
-  void count_unrouted() noexcept { unrouted_.fetch_add(1, std::memory_order_relaxed); }
+  void count_unrouted() noexcept { base::shared_add(unrouted_); }
 
   // From stop(): no push enters a ring after this (the writers are about to stop draining); a
   // closure each io thread runs afterwards makes sure none is under way. reopen() undoes it.
@@ -83,9 +84,6 @@ class PushRouter {
   void deliver(const Target& target, std::string_view payload);
   void forget(const Target& target, ItemKind what, std::string_view key = {});
   void on_invalidate(const io::Resp3Value& keys);
-  static void count(std::atomic<std::uint64_t>& c) noexcept {  // one io thread writes each
-    c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-  }
 
   Routes by_channel_;  // broadcast lanes
   Routes by_lead_;     // job lanes' lead channels

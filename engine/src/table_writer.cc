@@ -8,6 +8,9 @@
 // with what the flight read before it would be a stale read).
 #include <echo/engine/table_writer.h>
 
+#include <echo/base/clock.h>
+#include <echo/base/counter.h>
+
 #include <pthread.h>
 #include <sched.h>
 
@@ -31,13 +34,6 @@ namespace {
 
 // How often one flight may be overtaken by newer drops before its riders get `contended`.
 constexpr int kMaxRestarts = 8;
-
-std::int64_t steady_ns() noexcept {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
 
 table::L1Config l1_config(const TableSpec& spec, table::RemovalListener on_removal) {
   table::L1Config c;
@@ -100,7 +96,8 @@ TableWriter::TableWriter(const TableSpec& spec, WriterPorts ports, unsigned node
   direct_ = spec_.direct_apply && !spec_.on_message && !spec_.on_removal;
 }
 
-TableWriter::~TableWriter() { stop(); }
+// stop() throws only if the thread cannot be joined (std::system_error): terminating then is right.
+TableWriter::~TableWriter() { stop(); }  // NOLINT(bugprone-exception-escape)
 
 CoherenceRing& TableWriter::add_ring(ring::FullPolicy policy) {
   ring::RingConfig config;
@@ -113,7 +110,7 @@ CoherenceRing& TableWriter::add_ring(ring::FullPolicy policy) {
 
 void TableWriter::start() {
   closed_.store(false, std::memory_order_relaxed);
-  thread_ = std::jthread([this](std::stop_token stop) { run(std::move(stop)); });
+  thread_ = std::jthread([this](const std::stop_token& stop) { run(stop); });
   running_.store(true, std::memory_order_release);  // pairs with running()'s acquire
 }
 
@@ -199,7 +196,7 @@ std::uint64_t TableWriter::forget_token(std::string_view name) const noexcept {
 
 std::int64_t TableWriter::now_ms() const noexcept { return map_->now(); }
 
-void TableWriter::run(std::stop_token stop) {
+void TableWriter::run(const std::stop_token& stop) {
   name_this_thread("echo-w:" + spec_.name);
   tid_.store(current_tid(), std::memory_order_relaxed);  // a report: orders nothing
   if (spec_.writer_cpu >= 0) {
@@ -209,30 +206,30 @@ void TableWriter::run(std::stop_token stop) {
     // Refused when the CPU is outside this process's cpuset (a container, taskset on a cgroup):
     // the writer then runs where the scheduler puts it, counted and said once.
     if (const int rc = pthread_setaffinity_np(pthread_self(), sizeof set, &set); rc != 0) {
-      bump(pin_failures_);
+      base::solo_add(pin_failures_);
       log(LogLevel::kWarn, "writer",
           "cannot pin the writer to CPU " + std::to_string(spec_.writer_cpu) + " (" +
-              std::strerror(rc) + "); it runs unpinned");
+              std::system_category().message(rc) + "); it runs unpinned");
     }
   }
   std::vector<Command> batch;
   batch.resize(spec_.max_batch);
   std::int64_t next_sweep = now_ms() + spec_.sweep_ms;
   while (!stop.stop_requested()) {
-    bump(passes_);
+    base::solo_add(passes_);
     std::size_t work = drain_rings();
     const std::size_t n = inbox_->q.try_dequeue_bulk(batch.begin(), spec_.max_batch);
     for (std::size_t i = 0; i < n; ++i) {
       handle(batch[i]);
       batch[i] = Command{};  // release what the command held now, not at the next pass
     }
-    bump(commands_, n);
+    base::solo_add(commands_, n);
     work += n;
     // The map's clock, published as the readers' time under L1Clock::kWriter.
     const std::int64_t now = map_->tick();
     if (stale_deadline_ >= 0 && now >= stale_deadline_) {
       stale_deadline_ = -1;
-      bump(disconnect_flushes_);
+      base::solo_add(disconnect_flushes_);
       suspend(true);
     }
     if (now >= next_sweep) {
@@ -243,7 +240,7 @@ void TableWriter::run(std::stop_token stop) {
     // flight a tick before its loader_timeout).
     const std::int64_t exact = load_timers_.empty() ? 0 : table::steady_clock_ms();
     const std::int64_t next_load = expire_loads(exact);
-    const std::int64_t held_now = held_.empty() ? 0 : steady_ns();
+    const std::int64_t held_now = held_.empty() ? 0 : base::steady_ns();
     const std::int64_t next_held = release_held(held_now);
     const std::int64_t next_reclaim = map_->reclaim_due(now);
     if (work != 0) continue;
@@ -319,7 +316,7 @@ bool TableWriter::deliver(CoherenceRing& ring, CoherenceItem&& item) noexcept {
     map_->release_writer();  // nothing was called: harmless, and keeps the pair obvious
     token_.give_back();
   }
-  ring.publish(std::move(item));  // refusals counted by the ring; a parked writer is signalled
+  ring.publish(CoherenceItem(item));  // refusals counted by the ring; a parked writer is signalled
   return false;
 }
 
@@ -417,13 +414,13 @@ bool TableWriter::reclaim_wanted() noexcept {
 
 [[gnu::always_inline]] inline void TableWriter::commit(const Tally& tally, std::size_t items,
                                                        std::int64_t now) noexcept {
-  if (tally.applied != 0) bump(applied_, tally.applied);
-  if (const std::size_t stale = items - tally.applied - tally.counted; stale != 0) bump(stale_, stale);
+  if (tally.applied != 0) base::solo_add(applied_, tally.applied);
+  if (const std::size_t stale = items - tally.applied - tally.counted; stale != 0) base::solo_add(stale_, stale);
   // When the pass's rows were gone: what a lane's latency ends on (lanes_bench, drill F6). Only
   // a pass that dropped a row: a job whose lead dropped its row first, applied later as stale,
   // must not move the moment the row went.
   if (tally.dropped_decoded >= 0) {
-    last_applied_ns_.store(now < 0 ? steady_ns() : now, std::memory_order_relaxed);
+    last_applied_ns_.store(now < 0 ? base::steady_ns() : now, std::memory_order_relaxed);
     last_decoded_ns_.store(tally.dropped_decoded, std::memory_order_relaxed);
   }
 }
@@ -434,10 +431,10 @@ void TableWriter::apply_direct(const CoherenceItem& item) noexcept {
   // itself (a forget, a ticket), so its pass of one is counted here, as settle_item and commit
   // would, without their tally.
   const table::Verdict verdict = apply_item(item).verdict;
-  const std::int64_t now = steady_ns();
+  const std::int64_t now = base::steady_ns();
   count_lag(now - item.decoded_ns);
-  bump(verdict == table::Verdict::kApplied ? applied_ : stale_);
-  bump(direct_applies_);
+  base::solo_add(verdict == table::Verdict::kApplied ? applied_ : stale_);
+  base::solo_add(direct_applies_);
   if (verdict == table::Verdict::kApplied) {
     last_applied_ns_.store(now, std::memory_order_relaxed);
     last_decoded_ns_.store(item.decoded_ns, std::memory_order_relaxed);
@@ -449,8 +446,8 @@ void TableWriter::count_lag(std::int64_t lag) noexcept {
       lag <= 0 ? 0
                : std::min<std::size_t>(std::bit_width(static_cast<std::uint64_t>(lag)) - 1,
                                        kLagBuckets - 1);
-  bump(lag_[bucket]);
-  bump(lag_sum_ns_, lag > 0 ? static_cast<std::uint64_t>(lag) : 0);
+  base::solo_add(lag_[bucket]);
+  base::solo_add(lag_sum_ns_, lag > 0 ? static_cast<std::uint64_t>(lag) : 0);
 }
 
 std::size_t TableWriter::apply_plain(std::span<CoherenceItem> items) noexcept {
@@ -463,7 +460,7 @@ std::size_t TableWriter::apply_plain(std::span<CoherenceItem> items) noexcept {
 std::size_t TableWriter::drain_rings() {
   std::size_t total = 0;
   for (auto& r : rings_) {
-    const std::int64_t t = steady_ns();
+    const std::int64_t t = base::steady_ns();
     // noexcept (the ring requires it: a throw mid-batch would leave slots half applied). What it
     // runs cannot throw, with one chosen exception:
     // - the map's apply allocates nothing but a rare bounded fill-guard doubling and throws
@@ -494,7 +491,7 @@ std::size_t TableWriter::drain_rings() {
       // message replaces, and no tombstone of that message guards its fill.
       flush();
       for (auto& [key, flight] : flights_) flight.overtaken = true;
-      bump(ring_flushes_);
+      base::solo_add(ring_flushes_);
     }
   }
   return total;
@@ -541,12 +538,12 @@ table::Verdict TableWriter::apply_message(std::string_view name, const table::Br
 
 Applied TableWriter::apply_with_memory(std::string_view name, const table::BrandedId& version) {
   if (memory_.stale && memory_.stale(name, version)) {
-    bump(remembered_stale_);  // no lookup, no counters, no row
+    base::solo_add(remembered_stale_);  // no lookup, no counters, no row
     if (spec_.on_message) hear(Heard{name, table::hash_key(name), version.view(), false, false});
     return Applied::kRememberedStale;
   }
   const auto verdict = apply_message(name, version);
-  bump(verdict == table::Verdict::kApplied ? applied_ : stale_);
+  base::solo_add(verdict == table::Verdict::kApplied ? applied_ : stale_);
   if (memory_.remember) memory_.remember(name, version);  // even when stale (WIRE §8)
   return verdict == table::Verdict::kApplied ? Applied::kApplied : Applied::kStale;
 }
@@ -573,7 +570,7 @@ void TableWriter::tell(std::string_view name, std::string_view version,
   try {
     spec_.on_removal(name, version, cause);
   } catch (...) {
-    bump(listener_throws_);  // documented must-not-throw: counted, never let through the drain
+    base::solo_add(listener_throws_);  // documented must-not-throw: counted, never let through the drain
   }
 }
 
@@ -583,7 +580,7 @@ void TableWriter::flush() noexcept {
   // Tracking: a put or fill begun before the flush may hold what an invalidation lost meanwhile
   // would have dropped (the writer alone stores it: load and store).
   if (forget_seq_) {
-    forget_epoch_.store(forget_epoch_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    base::solo_add(forget_epoch_);
     forget_flights(0, true);
   }
 }
@@ -592,14 +589,14 @@ bool TableWriter::forget(const CoherenceItem& item) noexcept {
   if (item.kind == ItemKind::kForgetAll) {
     const bool held = map_->size() != 0;
     flush();
-    bump(held ? applied_ : stale_);  // after the effect, as every verdict is counted
+    base::solo_add(held ? applied_ : stale_);  // after the effect, as every verdict is counted
     hear(Heard{{}, 0, {}, true, held});
     return held;
   }
   const bool dropped = map_->forget_hashed(item.text_hash) == table::Verdict::kApplied;
-  bump(dropped ? applied_ : stale_);
+  base::solo_add(dropped ? applied_ : stale_);
   std::atomic<std::uint32_t>& seq = forget_slot(item.text_hash);
-  seq.store(seq.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  base::solo_add(seq);
   forget_flights(item.text_hash, false);
   hear(Heard{{}, item.text_hash, {}, false, dropped});
   return dropped;
@@ -618,7 +615,7 @@ void TableWriter::hear(const Heard& heard) noexcept {
   try {
     spec_.on_message(heard);
   } catch (...) {
-    bump(listener_throws_);  // documented must-not-throw: counted, never let through the drain
+    base::solo_add(listener_throws_);  // documented must-not-throw: counted, never let through the drain
   }
 }
 
@@ -633,33 +630,32 @@ void TableWriter::handle(Command& cmd) {
         } else if constexpr (std::is_same_v<T, LoadedCmd>) {
           on_loaded(c);
         } else if constexpr (std::is_same_v<T, PutCmd>) {
-          if (suspended_) {
-            map_->erase(c.name);  // not caching: make sure no older row survives either
-          } else if (c.guard != kNoGuard && c.guard != forget_token(c.name)) {
-            // Tracking: an invalidation came after L2 was written, maybe of a later write.
-            map_->erase(c.name);
-            bump(forgotten_puts_);
-          } else if (map_->put(c.name, c.value, c.version) == table::InsertVerdict::kRefusedDecode) {
-            // L2 holds what the table's codec refuses: no row, and no older row either.
+          // Not caching (suspended), an invalidation after L2 was written (tracking: maybe of a
+          // later write), or L2 holds what the table's codec refuses: no row, and no older row
+          // survives either.
+          const bool forgotten = !suspended_ && c.guard != kNoGuard && c.guard != forget_token(c.name);
+          if (forgotten) base::solo_add(forgotten_puts_);
+          if (suspended_ || forgotten ||
+              map_->put(c.name, c.value, c.version) == table::InsertVerdict::kRefusedDecode) {
             map_->erase(c.name);
           }
-          bump(puts_);
+          base::solo_add(puts_);
           if (!flights_.empty()) note_drop(c.name);  // a flight may have read the older value
           c.done();
         } else if constexpr (std::is_same_v<T, EraseCmd>) {
           if (map_->erase(c.name)) tell(c.name, {}, RemovalCause::kInvalidate);
-          bump(erases_);
+          base::solo_add(erases_);
           if (!flights_.empty()) note_drop(c.name);
           c.done();
         } else if constexpr (std::is_same_v<T, ApplyCmd>) {
           const auto verdict = apply_message(c.name, c.version);
-          bump(verdict == table::Verdict::kApplied ? applied_ : stale_);
+          base::solo_add(verdict == table::Verdict::kApplied ? applied_ : stale_);
           c.done(verdict);
         } else if constexpr (std::is_same_v<T, RememberCmd>) {
           c.done(apply_with_memory(c.name, c.version));
         } else if constexpr (std::is_same_v<T, LostCmd>) {
           if (spec_.disconnect == DisconnectPolicy::kFlush) {
-            bump(disconnect_flushes_);
+            base::solo_add(disconnect_flushes_);
             suspend(true);
           } else if (!suspended_ && stale_deadline_ < 0) {
             stale_deadline_ = c.at_ms + spec_.serve_stale_max_ms;
@@ -667,7 +663,7 @@ void TableWriter::handle(Command& cmd) {
         } else if constexpr (std::is_same_v<T, ConfirmedCmd>) {
           // Messages sent while we were not subscribed are lost: what L1 holds may be stale.
           stale_deadline_ = -1;
-          if (map_->size() != 0) bump(disconnect_flushes_);
+          if (map_->size() != 0) base::solo_add(disconnect_flushes_);
           flush();
           for (auto& [key, flight] : flights_) flight.overtaken = true;
           suspend(false);
@@ -699,7 +695,7 @@ void TableWriter::on_miss(MissCmd& cmd) {
   }
   if (auto it = flights_.find(cmd.name); it != flights_.end()) {
     it->second.waiters.push_back(std::move(cmd.done));
-    bump(coalesced_);
+    base::solo_add(coalesced_);
     return;
   }
   // A plain loader value takes a table-kind version minted at flight start (WIRE §4.3).
@@ -736,7 +732,7 @@ void TableWriter::restart(std::string_view name, Flight& flight) {
     finish(name, GetOutcome{make_error_code(Errc::kContended)});
     return;
   }
-  bump(flight_restarts_);
+  base::solo_add(flight_restarts_);
   // A fresh version for the loader: the one minted at flight start predates whatever drop made
   // the flight restart, so a loader value stored under it would sit in L2 as post-drop data under
   // a pre-drop version, and that drop's tombstone would refuse it here (the name uncached on this
@@ -766,8 +762,8 @@ void TableWriter::on_fetched(FetchedCmd& cmd) {
   if (spec_.fill_hold.count() > 0 && !cmd.held && cmd.fetch.stored) {
     // Fault injection: the answer waits while messages keep coming (release_held).
     cmd.held = true;
-    bump(held_fills_);
-    held_.push_back(HeldFetch{steady_ns() + std::chrono::nanoseconds(spec_.fill_hold).count(),
+    base::solo_add(held_fills_);
+    held_.push_back(HeldFetch{base::steady_ns() + std::chrono::nanoseconds(spec_.fill_hold).count(),
                               std::move(cmd)});
     return;
   }
@@ -807,14 +803,14 @@ void TableWriter::on_fetched(FetchedCmd& cmd) {
   } else {
     auto row = split_l2_frame(*cmd.fetch.stored);
     if (!row) {
-      bump(corrupt_frames_);
+      base::solo_add(corrupt_frames_);
       finish(cmd.name, GetOutcome{make_error_code(Errc::kCorruptL2Frame)});
       return;
     }
     out.value = std::string(row->value);
     out.version = row->version;
   }
-  bump(l2_hits_);
+  base::solo_add(l2_hits_);
   finish(cmd.name, std::move(out));
 }
 
@@ -832,13 +828,13 @@ void TableWriter::on_loaded(LoadedCmd& cmd) {
   // A flight waiting for its loader ends only here or in expire_loads (stop() aside): an answer
   // for a flight that is gone came after its timeout, and the port wrote nothing for it.
   if (flight == nullptr) {
-    bump(loader_late_);
+    base::solo_add(loader_late_);
     return;
   }
   flight->load.reset();
   if (restart_if_overtaken(cmd.name, *flight)) return;
   if (cmd.load.ec) {
-    bump(load_errors_);
+    base::solo_add(load_errors_);
     finish(cmd.name, GetOutcome{cmd.load.ec});
     return;
   }
@@ -852,7 +848,7 @@ void TableWriter::on_loaded(LoadedCmd& cmd) {
   out.value = std::move(cmd.load.value);
   out.version = cmd.load.version;
   out.source = Source::kLoader;
-  bump(fills_);
+  base::solo_add(fills_);
   finish(cmd.name, std::move(out));
 }
 
@@ -864,7 +860,7 @@ std::int64_t TableWriter::expire_loads(std::int64_t now) {
     // Skipped: a flight already answered (its loader beat the deadline), or one whose loader
     // claimed the answer first (its L2 write is under way and answers the flight).
     if (flight == nullptr || flight->load != t.claim || !t.claim->claim_timeout()) continue;
-    bump(loader_timeouts_);
+    base::solo_add(loader_timeouts_);
     finish(t.name, GetOutcome{Error{Errc::kLoaderTimeout,
                                     "loader_timeout: table '" + spec_.name +
                                         "': the loader did not answer within " +
@@ -877,13 +873,13 @@ void TableWriter::finish(std::string_view name, GetOutcome outcome) {
   auto it = flights_.find(std::string(name));
   if (it == flights_.end()) return;
   if (it->second.forgotten_at != Flight::kNotForgotten && !outcome.ec) {
-    return serve_forgotten(name, it->second, std::move(outcome));
+    return serve_forgotten(name, it->second, outcome);
   }
   std::vector<GetCallback> waiters = std::move(it->second.waiters);
   flights_.erase(it);
   if (!outcome.ec && outcome.version) {
     if (suspended_) {
-      bump(suspended_fills_);
+      base::solo_add(suspended_fills_);
     } else {
       if (map_->insert_fill(name, outcome.value, *outcome.version) ==
           table::InsertVerdict::kRefusedDecode) {
@@ -900,14 +896,14 @@ void TableWriter::finish(std::string_view name, GetOutcome outcome) {
   if (!waiters.empty()) waiters.back()(std::move(outcome));
 }
 
-void TableWriter::serve_forgotten(std::string_view name, Flight& flight, GetOutcome outcome) {
+void TableWriter::serve_forgotten(std::string_view name, Flight& flight, const GetOutcome& outcome) {
   // The read may predate the write the invalidation announced: those who asked before the
   // invalidation reached this node may have it (their read began before), nobody may keep it.
-  bump(forgotten_fills_);
+  base::solo_add(forgotten_fills_);
   const std::size_t early = std::min(flight.forgotten_at, flight.waiters.size());
   std::vector<GetCallback> served(std::make_move_iterator(flight.waiters.begin()),
-                                  std::make_move_iterator(flight.waiters.begin() + early));
-  flight.waiters.erase(flight.waiters.begin(), flight.waiters.begin() + early);
+                                  std::make_move_iterator(flight.waiters.begin() + static_cast<std::ptrdiff_t>(early)));
+  flight.waiters.erase(flight.waiters.begin(), flight.waiters.begin() + static_cast<std::ptrdiff_t>(early));
   flight.forgotten_at = Flight::kNotForgotten;
   if (flight.waiters.empty()) {
     flights_.erase(std::string(name));

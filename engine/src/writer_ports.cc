@@ -80,9 +80,9 @@ WriterPorts Engine::Impl::ports_for(Slot& slot) {
 void Engine::Impl::load_into_l2(Slot& slot, const std::string& name, const table::BrandedId& minted,
                                 const std::shared_ptr<LoadClaim>& claim,
                                 std::function<void(LoadOutcome)> done) {
-  const std::int64_t t0 = detail::steady_ns();
+  const std::int64_t t0 = base::steady_ns();
   LoadResult result = call_loader(slot.spec, name);
-  slot.load.record(detail::steady_ns() - t0);
+  slot.load.record(base::steady_ns() - t0);
   // Too late: the writer answered the flight loader_timeout. Nothing of this answer is kept, in
   // L2 either (the writer counts it loader_late).
   if (claim && !claim->claim_answer()) return done(LoadOutcome{make_error_code(Errc::kLoaderTimeout)});

@@ -182,11 +182,6 @@ inline bool sample_get() noexcept {
   thread_local unsigned reads = 0;
   return (++reads & (kGetSampleEvery - 1)) == 0;
 }
-inline std::int64_t steady_ns() noexcept {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 }  // namespace detail
 
 struct TableStats {

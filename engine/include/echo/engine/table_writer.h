@@ -215,7 +215,7 @@ class TableWriter {
   // Validates `spec` (ConfigError) and builds the map. Owner thread. spec.loader_timeout 0 means
   // no timeout here: the Engine resolves 0 to its get_timeout before it builds the writer.
   TableWriter(const TableSpec& spec, WriterPorts ports, unsigned node_id);
-  ~TableWriter();  // stop()
+  ~TableWriter();  // stop()  NOLINT(bugprone-exception-escape): see table_writer.cc
   TableWriter(const TableWriter&) = delete;
   TableWriter& operator=(const TableWriter&) = delete;
 
@@ -351,7 +351,7 @@ class TableWriter {
   // a `done` is answered (a new one that takes arguments fails to compile until it is). Any thread
   // once the loop has ended.
   void drain_stopped();
-  void run(std::stop_token stop);
+  void run(const std::stop_token& stop);
   std::size_t drain_rings();
   // The apply rule, one item of any kind: the map's verdict, the flights it overtook marked, the
   // applied memory asked first (a ticketed item on a table with a journal), on_message told.
@@ -410,7 +410,7 @@ class TableWriter {
   void finish(std::string_view name, GetOutcome outcome);
   // A tracking flight an invalidation overtook: answers its first forgotten_at waiters with
   // `outcome`, caches nothing, and reads again for the rest (if any).
-  void serve_forgotten(std::string_view name, Flight& flight, GetOutcome outcome);
+  void serve_forgotten(std::string_view name, Flight& flight, const GetOutcome& outcome);
   // A tracking invalidation (one name by hash, or all): drops the rows, moves the guard, marks
   // the flights it overtook, counts its verdict. True when a row went.
   bool forget(const CoherenceItem& item) noexcept;
@@ -443,9 +443,6 @@ class TableWriter {
   void suspend(bool on);
   Flight* find_flight(std::string_view name, std::uint64_t id);
   std::int64_t now_ms() const noexcept;
-  static void bump(std::atomic<std::uint64_t>& c, std::uint64_t n = 1) noexcept {
-    c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);  // writer only
-  }
 
   TableSpec spec_;
   WriterPorts ports_;
