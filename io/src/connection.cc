@@ -384,7 +384,7 @@ void Connection::dispatch() {
     } else {
       bump(replies_);
       if (fifo_.empty()) {
-        bump(wire_errors_);  // a reply nobody asked for: dropped (WIRE §6)
+        bump(wire_errors_);  // a reply nobody asked for: dropped (docs/wire.md, "The connector")
         continue;
       }
       if (fifo_.front().confirms > 0) {
@@ -616,7 +616,8 @@ void Connection::lose(std::error_code cause, std::string detail) {
 }
 
 void Connection::schedule_reconnect() {
-  // WIRE §6: delay = backoff + uniform(1 .. backoff/2 + 1), then backoff = min(2·backoff, max).
+  // The reconnect delay (docs/wire.md, "The connector"): backoff + uniform(1 .. backoff/2 + 1),
+  // then backoff = min(2·backoff, max).
   const long b = backoff_.count();
   std::uniform_int_distribution<long> jitter(1, b / 2 + 1);
   const milliseconds delay(b + jitter(rng_));
