@@ -132,7 +132,7 @@ void BM_Sqlite_JournalVfsVsDefault(benchmark::State& state) {
   g_figures["vfs_journal"] = j;
 }
 
-// The pair's SQLite work alone, no journal around it: on the WIRE schema, one BEGIN IMMEDIATE,
+// The pair's SQLite work alone, no journal around it: on the journal's schema, one BEGIN IMMEDIATE,
 // the previous intent's mark, one INSERT ... RETURNING seq, COMMIT — what a single-writer pair
 // commits. Pair minus this is the journal's own cost (locking, minting, the hand-off).
 void BM_Sqlite_WireSchemaPairCommit(benchmark::State& state) {
@@ -479,8 +479,9 @@ void print_table() {
   if (plain > 0 && wire > 0 && pair > 0) {
     // The two medians come from separate benchmark runs, so their difference is only as good as
     // the run's noise: a negative one says the journal's share is below it, not that it is < 0.
-    std::printf("of which SQLite on the WIRE schema (the same BEGIN, mark, INSERT, COMMIT, no journal): %.1f us = "
-                "%.2fx the plain commit; the journal's own share %+.1f us%s\n",
+    std::printf("of which SQLite on the journal's schema (the same BEGIN, mark, INSERT, COMMIT, "
+                "no journal): %.1f us = %.2fx the plain commit; the journal's own share "
+                "%+.1f us%s\n",
                 wire, wire / plain, pair - wire, pair < wire ? " (below this run's noise)" : "");
   }
   const double plain_full = fig("plain_full"), pair_full = fig("pair_full");

@@ -323,7 +323,7 @@ struct Quote {
 };
 static_assert(std::is_trivially_copyable_v<Quote>);
 
-// Symbols of 4..8 bytes ("S0", padded): the text keys of WIRE §2.2.
+// Symbols of 4..8 bytes ("S0", padded): the text keys of docs/wire.md, "Text keys".
 const std::vector<std::string>& symbols() {
   static const std::vector<std::string> v = [] {
     std::vector<std::string> out;

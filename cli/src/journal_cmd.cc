@@ -21,8 +21,9 @@ struct JournalArgs {
 int run(const JournalArgs& a) {
   const std::filesystem::path file(a.path);
   const std::string base = file.filename().string();
-  // journal-<group>.db with a branded group (WIRE §8). By hand: std::regex trips g++ 12's
-  // -Wmaybe-uninitialized under ASan, and the id parser is the authority on "branded" anyway.
+  // journal-<group>.db with a branded group (docs/wire.md, "The journal"). By hand: std::regex
+  // trips g++ 12's -Wmaybe-uninitialized under ASan, and the id parser is the authority on
+  // "branded" anyway.
   constexpr std::string_view kPrefix = "journal-", kSuffix = ".db";
   const std::string_view file_name(base);
   const bool shaped = file_name.size() > kPrefix.size() + kSuffix.size() &&
@@ -106,7 +107,7 @@ int run(const JournalArgs& a) {
 void add_journal_command(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<JournalArgs>();
   auto* journal =
-      app.add_subcommand("journal", "Inspect, replay or compact a journal file (WIRE §8)");
+      app.add_subcommand("journal", "Inspect, replay or compact a journal file");
   journal->add_option("VERB", args->verb, "stats | replay | compact")
       ->required()
       ->check(CLI::IsMember({"stats", "replay", "compact"}));

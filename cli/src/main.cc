@@ -142,7 +142,7 @@ int main(int argc, char** argv) {
   CLI::App app{"echostore: keeps an in-process cache coherent with a shared Valkey/Redis server"};
   app.require_subcommand(1);
 
-  auto* id = app.add_subcommand("id", "Mint and decode branded ids (WIRE §1)");
+  auto* id = app.add_subcommand("id", "Mint and decode branded ids");
   id->require_subcommand(1);
   std::string ns;
   unsigned node = 0;

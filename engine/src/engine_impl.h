@@ -114,7 +114,8 @@ struct Engine::Impl {
   io::Script genqueue = embedded_script("genqueue");
 
   // fan_out's view of each job-lane table's membership: the epoch it read, then the members it
-  // read after it (docs/wire.md, "Membership"). Any thread; guarded by members_mu.
+  // read after it (docs/wire.md, "The job lane's member queues"). Any thread; guarded by
+  // members_mu.
   struct Membership {
     std::string epoch;
     std::vector<std::string> members;

@@ -3,15 +3,15 @@
 // claim after a wake, complete after the writer's ack. Every method but the constructor, start(),
 // on_acks() and stats() runs on the loop thread.
 //
-// One consumer per job-lane table per node (WIRE §5.4 adapted), on the engine's io thread. It keeps
-// this node registered in the table's membership set, claims jobs from the node's own member queue
-// only while the table's ring has credits, publishes each into the ring with a ticket, parks on its
-// own connection (BLPOP on the delivery and wake lists) when idle, and completes a job only when
-// the writer's ack says it was applied. Never drops a job: what is not acked is reaped back with
-// token + 1.
+// One consumer per job-lane table per node (docs/wire.md, "A consumer", adapted), on the engine's
+// io thread. It keeps this node registered in the table's membership set, claims jobs from the
+// node's own member queue only while the table's ring has credits, publishes each into the ring
+// with a ticket, parks on its own connection (BLPOP on the delivery and wake lists) when idle, and
+// completes a job only when the writer's ack says it was applied. Never drops a job: what is not
+// acked is reaped back with token + 1.
 //
 // Member queues (every node applies every message). Each node owns a member queue per job-lane
-// table, the WIRE §5 queue ecc.coh.<t>|<node> (keys emq:{ecc.coh.<t>|<node>}:...): its own hash
+// table, the bus queue ecc.coh.<t>|<node> (keys emq:{ecc.coh.<t>|<node>}:...): its own hash
 // tag, so on a cluster the member queues of a table spread over the shards. The writer keeps the
 // table's membership (emq:{ecc.coh.<t>}:members, read with its epoch) and admits each job with one
 // member_enqueue per member queue, all sent at once (pipelined per shard), then reads the epoch
@@ -29,23 +29,23 @@
 //   - a joiner caches nothing until its first beat has landed: its live key is set before it
 //     enters the set, so every writer that sees the epoch move admits it.
 //
-// Two processes, one node id. WIRE §1 asks every concurrent minter for a distinct node; two that
-// share one would also share a member queue, and each message would reach only one of them, so
-// both L1s would go stale without a sign. So each beat also sets the member queue's owner key
-// (<mbase>owner, SET ... PX member ttl GET, just before the live key) to this consumer's token
-// (host:pid:random). Another token replacing ours between two of our beats can only come from a
-// process beating as this member now (a twin): the beat counts a member conflict, writes one line
-// to stderr, and the table caches nothing (every L1 row dropped, as on a lost subscription) until
-// no twin's token has been seen for one member ttl plus one beat (a twin that beats at all writes
-// at least once per ttl, and our next beat sees it); then every row is dropped once more and
-// caching starts again. The consumer goes on taking and completing jobs meanwhile, so the queue
-// never backs up. Another token found by our first beat is a predecessor's (a restart under the
-// same node id within one ttl) or a twin's: caching waits one member ttl, through which every
-// beat must find our own token (a twin writes its own at least once per ttl; its very next beat
-// may land after ours, so one beat would not tell). A restart under the same node id within a
-// ttl of its predecessor therefore caches one ttl after its first beat (start() waits for it:
-// 3 s at job_beat_ms 1000). A predecessor whose last beat was still on the wire when it died can
-// be counted once.
+// Two processes, one node id. Every concurrent minter must hold a distinct node (docs/wire.md,
+// "Branded ids"); two that share one would also share a member queue, and each message would reach
+// only one of them, so both L1s would go stale without a sign. So each beat also sets the member
+// queue's owner key (<mbase>owner, SET ... PX member ttl GET, just before the live key) to this
+// consumer's token (host:pid:random). Another token replacing ours between two of our beats can
+// only come from a process beating as this member now (a twin): the beat counts a member conflict,
+// writes one line to stderr, and the table caches nothing (every L1 row dropped, as on a lost
+// subscription) until no twin's token has been seen for one member ttl plus one beat (a twin that
+// beats at all writes at least once per ttl, and our next beat sees it); then every row is dropped
+// once more and caching starts again. The consumer goes on taking and completing jobs meanwhile, so
+// the queue never backs up. Another token found by our first beat is a predecessor's (a restart
+// under the same node id within one ttl) or a twin's: caching waits one member ttl, through which
+// every beat must find our own token (a twin writes its own at least once per ttl; its very next
+// beat may land after ours, so one beat would not tell). A restart under the same node id within a
+// ttl of its predecessor therefore caches one ttl after its first beat (start() waits for it: 3 s
+// at job_beat_ms 1000). A predecessor whose last beat was still on the wire when it died can be
+// counted once.
 //
 // Parking and hand-offs (the latency path). Whenever the consumer has a free credit it keeps one
 // BLPOP on its delivery and wake lists outstanding on its own connection, and it keeps the
@@ -63,8 +63,8 @@
 // a steady stream costs one completion per job and nothing else.
 // Claims: gclaim runs only after a wake token, a BLPOP timeout or a beat, until a claim answers
 // empty (a wake that lands while a claim is in flight makes the consumer claim again). Each claim
-// first asks HGET meta paused (WIRE §5.3): a paused member queue answers empty without the
-// script (counted in empty_claims), and the beat after the resume claims again.
+// first asks HGET meta paused (docs/wire.md, "Scripts"): a paused member queue answers empty
+// without the script (counted in empty_claims), and the beat after the resume claims again.
 // Credits: the consumer takes a job (claim or hand-off) only with a free credit, except that a
 // BLPOP and a claim may both be in flight with the last credit: in flight <= job_credits + 1,
 // which the ack ring (twice the ring) and the overflow deque absorb. Hand-offs the server made
@@ -112,7 +112,7 @@ std::int64_t as_int(const io::Resp3Value& v) {
   return n;
 }
 
-// "1.000": BLPOP's timeout in seconds with three decimals (WIRE §5.4).
+// "1.000": BLPOP's timeout in seconds with three decimals (docs/wire.md, "A consumer").
 std::string seconds_text(std::int64_t ms) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%lld.%03lld", static_cast<long long>(ms / 1000),
@@ -446,7 +446,8 @@ void JobConsumer::pump() {
   if (claiming_ || lanes_idle_) return;
   claiming_ = true;
   const std::uint64_t gen = wake_gen_;
-  // WIRE §5.3: the host asks HGET meta paused first; a paused queue is empty without the script.
+  // The host asks HGET meta paused first; a paused queue is empty without the script
+  // (docs/wire.md, "Scripts").
   // A resume (HDEL meta paused) sends no wake: the next beat claims again.
   const std::string meta = mbase_ + "meta";
   const auto ec = cmd_.call({"HGET", meta, "paused"},
@@ -606,9 +607,9 @@ void JobConsumer::take_hand_off(std::string_view text) {
 void JobConsumer::deliver(Job job) {
   const std::int64_t decoded_ns = base::steady_ns();
   if (spec_.keys == KeyKind::kText) {
-    // key:version, parsed from the right (WIRE §2.2). The item carries the key's bytes where
-    // they lie in the job's payload, in in_flight_ until the writer's ack drains (a node's
-    // address survives the map's rehashing; the key is the payload's first bytes).
+    // key:version, parsed from the right (docs/wire.md, "Text keys"). The item carries the key's
+    // bytes where they lie in the job's payload, in in_flight_ until the writer's ack drains (a
+    // node's address survives the map's rehashing; the key is the payload's first bytes).
     auto text = table::parse_text_frame(job.payload);
     if (!text) {
       base::solo_add(malformed_);

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // The job lane's sending side: the enqueue verbs and the job-lane publish, the membership view,
 // and the fan-out of one job to every live member queue (and the shared queue the original's
-// consumers read), with the lead push ahead of it (docs/wire.md, "Membership").
+// consumers read), with the lead push ahead of it (docs/wire.md, "The job lane's member queues").
 #include "engine_impl.h"
 
 #include <unordered_set>

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// The journal's SQLite connection, group commit and applied-memory mirror (WIRE §8).
+// The journal's SQLite connection, group commit and applied-memory mirror (docs/wire.md,
+// "The journal").
 //
 // Group commit by flat combining: one thread at a time holds the connection. A caller that finds
 // it free runs the transaction itself (no thread hand-off: a cross-core wake costs more than the
@@ -135,8 +136,8 @@ struct StringHash {
   std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
 };
 
-// An intent's name: a branded id or a text key (WIRE §2.2; a branded id's 14 bytes pass the text
-// key's check too); anything else never reaches the file.
+// An intent's name: a branded id or a text key (docs/wire.md, "Text keys"; a branded id's 14 bytes
+// pass the text key's check too); anything else never reaches the file.
 bool intent_name(std::string_view name) noexcept { return table::check_text_key(name).has_value(); }
 
 void check_intent_name(std::string_view name) {
@@ -753,7 +754,7 @@ Journal::Journal(const JournalOptions& options) {
     Stmt all = prepare(raw, "SELECT name_id, version FROM applied");
     each_row(raw, all.get(), "load the applied memory from " + d.path.string(),
              [&d](sqlite3_stmt* row) {
-               // A branded id, or a text-key table's key (WIRE §2.2).
+               // A branded id, or a text-key table's key (docs/wire.md, "Text keys").
                const std::string_view name = column_text(row, 0);
                auto version = BrandedId::parse(column_text(row, 1));
                if (version && intent_name(name)) {

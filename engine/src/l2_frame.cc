@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// L2 value framing (WIRE §3).
+// L2 value framing (docs/wire.md, "L2 values").
 #include <echo/engine/l2_frame.h>
 
 namespace echo::engine {

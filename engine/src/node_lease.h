@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// The node lease (WIRE §5.5; docs/wire.md, "Node leases"): two live processes never mint under one
+// The node lease (docs/wire.md, "Node leases"): two live processes never mint under one
 // node id. At start the engine leases {ecc}:node:<n> (SET NX PX, by its owner token): the node_id
 // it was given, or with node_id auto the first free one in 0..1023 (node_lease.lua). A chore on the
 // engine's chores thread (chores.h) renews it every third of the lease (node_renew.lua:

@@ -42,8 +42,8 @@ void SharedQueueRelay::run(const std::stop_token& stop) {
   }
   auto next_maintenance = std::chrono::steady_clock::time_point{};
   while (!stop.stop_requested()) {
-    // WIRE §5.4 step 2 once a beat: return lapsed leases (a relay or consumer that died holding
-    // a claim), promote due retries.
+    // A consumer's reap and promote (docs/wire.md, "A consumer"), once a beat: return lapsed leases
+    // (a relay or consumer that died holding a claim), promote due retries.
     if (std::chrono::steady_clock::now() >= next_maintenance) {
       for (const auto& t : tables_) maintain(t);
       next_maintenance = std::chrono::steady_clock::now() + beat_;
@@ -76,7 +76,7 @@ void SharedQueueRelay::drain(const Table& t, const std::stop_token& stop) {
   const std::string& q = t.keys.qbase;
   const std::string lease = std::to_string(t.spec->job_lease_ms);
   while (!stop.stop_requested()) {
-    // WIRE §5.3: a paused queue answers empty without the script.
+    // A paused queue answers empty without the script (docs/wire.md, "Scripts").
     auto paused = ports_.command({"HGET", q + "meta", "paused"});
     if (!paused || !paused->view().is_null()) {
       if (!paused) base::shared_add(errors_);
@@ -104,7 +104,8 @@ void SharedQueueRelay::settle(const Table& t, const std::vector<std::string>& jo
   const std::string& token = job[2];
   const auto job_id = table::BrandedId::parse(id);
   const auto group = table::BrandedId::parse(job[3]);
-  // The handler's parse (WIRE §4.5 job mode): a message of this table, else a retry.
+  // The handler's parse (the job mode of docs/wire.md, "Table semantics"): a message of this table,
+  // else a retry.
   std::string name;
   std::optional<table::BrandedId> version;
   if (t.spec->keys == KeyKind::kText) {

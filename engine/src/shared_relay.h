@@ -1,15 +1,15 @@
 // SPDX-License-Identifier: MIT
-// The shared-queue relay (WIRE §5.5; docs/wire.md §7): an original writer admits one job into the
-// shared queue ecc.coh.<t> (genqueue, WIRE §5.3), which no EchoStore member drains (each drains its
-// own member queue). So each member of a job-lane table with job_relay also consumes the shared
-// queue as an original consumer does (WIRE §5.4: reap, promote, gclaim until empty, park on its
-// wake list), competing with the others and with any original consumer for each job; a claimed job
-// is admitted into every live member queue under its own JOB id (a queue that holds it already
-// answers duplicate) and only then completed on the shared queue with its fencing token. A crash
-// between the two leaves the job active; its lease lapses, any relay's reap returns it, and the
-// next claim repeats the fan-out (duplicates) and completes. So an original writer's message
-// reaches every live EchoStore member at least once, and the shared queue does not grow while any
-// member is live.
+// The shared-queue relay (docs/wire.md, "The job lane's member queues"): an original writer admits
+// one job into the shared queue ecc.coh.<t> (genqueue, docs/wire.md, "Scripts"), which no EchoStore
+// member drains (each drains its own member queue). So each member of a job-lane table with
+// job_relay also consumes the shared queue as an original consumer does (docs/wire.md,
+// "A consumer": reap, promote, gclaim until empty, park on its wake list), competing with the
+// others and with any original consumer for each job; a claimed job is admitted into every live
+// member queue under its own JOB id (a queue that holds it already answers duplicate) and only then
+// completed on the shared queue with its fencing token. A crash between the two leaves the job
+// active; its lease lapses, any relay's reap returns it, and the next claim repeats the fan-out
+// (duplicates) and completes. So an original writer's message reaches every live EchoStore member
+// at least once, and the shared queue does not grow while any member is live.
 //
 // One thread per engine, for all its relaying tables: it blocks (the fan-out waits for its
 // replies), and it parks between claims in a BLPOP on the tables' wake lists (one connection of

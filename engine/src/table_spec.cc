@@ -124,7 +124,7 @@ void validate(const TableSpec& spec) {
   check_range<std::int64_t>(spec, "job_beat_ms", spec.job_beat_ms, 10, 60'000);
   check_range<std::int64_t>(spec, "job_retry_delay_ms", spec.job_retry_delay_ms, 0, 3'600'000);
   check_range<int>(spec, "job_max_attempts", spec.job_max_attempts, 1, 1000);
-  // Credits bound the job lane's ring; a broadcast table with a small ring (WIRE G1: 512) never
+  // Credits bound the job lane's ring; a broadcast table with a small ring (gate G1's: 512) never
   // uses them, so the default 1024 must not refuse it.
   if (spec.coherence == CoherenceMode::kJob) {
     check_range<std::size_t>(spec, "job_credits", spec.job_credits, 1, spec.ring_capacity);

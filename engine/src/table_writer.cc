@@ -544,7 +544,8 @@ Applied TableWriter::apply_with_memory(std::string_view name, const table::Brand
   }
   const auto verdict = apply_message(name, version);
   base::solo_add(verdict == table::Verdict::kApplied ? applied_ : stale_);
-  if (memory_.remember) memory_.remember(name, version);  // even when stale (WIRE §8)
+  // Even when stale (docs/wire.md, "The journal").
+  if (memory_.remember) memory_.remember(name, version);
   return verdict == table::Verdict::kApplied ? Applied::kApplied : Applied::kStale;
 }
 
@@ -698,7 +699,8 @@ void TableWriter::on_miss(MissCmd& cmd) {
     base::solo_add(coalesced_);
     return;
   }
-  // A plain loader value takes a table-kind version minted at flight start (WIRE §4.3).
+  // A plain loader value takes a table-kind version minted at flight start (docs/wire.md,
+  // "Table semantics").
   Flight& flight =
       flights_.emplace(cmd.name, Flight{next_flight_++, table::hash_key(cmd.name),
                                         mint_version(cmd.name), {}})

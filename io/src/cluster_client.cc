@@ -279,7 +279,7 @@ void ClusterClient::apply(const std::vector<SlotRange>& ranges) {
   if (!fenced_) fence(false);
 }
 
-// The {emq}:version fence of WIRE §6, once, on the master of its slot.
+// The {emq}:version fence (docs/wire.md, "The connector"), once, on the master of its slot.
 void ClusterClient::fence(bool after_set) {
   if (!options_.connection.fence) return become_ready();
   const std::string& key = options_.connection.version_key;

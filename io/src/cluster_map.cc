@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// Hash slots, first-key routing, redirect text and the two topology replies (WIRE §2).
+// Hash slots, first-key routing, redirect text and the two topology replies (docs/wire.md,
+// "Names, keys and channels").
 #include <echo/io/cluster_map.h>
 
 #include <algorithm>

@@ -386,7 +386,8 @@ void Connection::dispatch() {
     } else {
       base::solo_add(replies_);
       if (fifo_.empty()) {
-        base::solo_add(wire_errors_);  // a reply nobody asked for: dropped (WIRE §6)
+        // A reply nobody asked for: dropped (docs/wire.md, "The connector").
+        base::solo_add(wire_errors_);
         continue;
       }
       if (fifo_.front().confirms > 0) {
@@ -618,7 +619,8 @@ void Connection::lose(std::error_code cause, std::string detail) {
 }
 
 void Connection::schedule_reconnect() {
-  // WIRE §6: delay = backoff + uniform(1 .. backoff/2 + 1), then backoff = min(2·backoff, max).
+  // The reconnect delay (docs/wire.md, "The connector"): backoff + uniform(1 .. backoff/2 + 1),
+  // then backoff = min(2·backoff, max).
   const long b = backoff_.count();
   std::uniform_int_distribution<long> jitter(1, b / 2 + 1);
   const milliseconds delay(b + jitter(rng_));

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
-// The connection's protocol half (WIRE §6): the boot sequence (HELLO 3 or the RESP2 fallback,
-// AUTH, SELECT, CLIENT SETNAME, the version fence), resubscription, the push verbs, scripts by
-// EVALSHA with one NOSCRIPT reload, and the blocking calls other threads use.
+// The connection's protocol half (docs/wire.md, "The connector"): the boot sequence (HELLO 3 or the
+// RESP2 fallback, AUTH, SELECT, CLIENT SETNAME, the version fence), resubscription, the push verbs,
+// scripts by EVALSHA with one NOSCRIPT reload, and the blocking calls other threads use.
 #include <echo/io/connection.h>
 
 #include <echo/base/counter.h>
@@ -61,7 +61,7 @@ bool fence_accepts(const ConnectionOptions& o, std::string_view held) noexcept {
 
 // A boot step answered by a server that cannot serve yet: LOADING (a restart reading its data
 // back), BUSY (a script or function past its time limit), MASTERDOWN (a replica cut off from its
-// master). None says anything about us, and each passes: so not WIRE §6's fatal refusal, but a
+// master). None says anything about us, and each passes: so not the boot's fatal refusal, but a
 // socket loss (close, back off, dial again), counted in boot_retries. True when it was one.
 // A boot step answered with a refusal: fatal, typed by what the server said, its words kept.
 void Connection::boot_refusal(std::string_view step, const Resp3Value& v) {

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// The "echo.io" error category: the names of the connector's typed errors (WIRE §6).
+// The "echo.io" error category: the names of the connector's typed errors (docs/wire.md,
+// "The connector").
 #include <echo/io/io_error.h>
 
 #include <string>

@@ -1,5 +1,5 @@
 -- SPDX-License-Identifier: MIT
--- claim: lease the oldest job of the flat queue (WIRE §5.3). The host first sends
+-- claim: lease the oldest job of the flat queue (docs/wire.md, "Scripts"). The host first sends
 -- `HGET emq:{q}:meta paused` and answers empty without calling this while the queue is paused.
 -- KEYS[1]  pending          emq:{q}:pending
 -- KEYS[2]  active           emq:{q}:active (zset, score = lease deadline ms, server time)

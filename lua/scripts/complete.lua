@@ -1,5 +1,5 @@
 -- SPDX-License-Identifier: MIT
--- complete: retire a job its holder finished (WIRE §5.3). Completion deletes the row.
+-- complete: retire a job its holder finished (docs/wire.md, "Scripts"). Completion deletes the row.
 -- KEYS[1]  active           emq:{q}:active
 -- KEYS[2]  the job hash     emq:{q}:job:<id>
 -- ARGV[1]  id

@@ -1,6 +1,7 @@
 -- SPDX-License-Identifier: MIT
--- drop_l2: the conditional L2 drop (WIRE §3). Deletes the framed L2 row only when the incoming
--- version is newer than the stored one, so a late stale invalidation can never erase a newer row.
+-- drop_l2: the conditional L2 drop (docs/wire.md, "L2 values"). Deletes the framed L2 row only
+-- when the incoming version is newer than the stored one, so a late stale invalidation can never
+-- erase a newer row.
 -- KEYS[1]  the L2 key  ecc:{t}:<id>; its value is version(14) .. value bytes
 -- ARGV[1]  v, the incoming 14-byte branded version
 -- returns  1 when the row was deleted (stored frame shorter than 14 bytes, or v newer),

@@ -1,5 +1,6 @@
 -- SPDX-License-Identifier: MIT
--- enqueue: admit a job into a queue's flat pending set (WIRE §5.3), at most once per job id.
+-- enqueue: admit a job into a queue's flat pending set (docs/wire.md, "Scripts"), at most once
+-- per job id.
 -- KEYS[1]  the job hash     emq:{q}:job:<id>
 -- KEYS[2]  the flat queue   emq:{q}:pending (zset, every score 0)
 -- ARGV[1]  id, a 14-byte branded id in namespace JOB

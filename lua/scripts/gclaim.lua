@@ -1,7 +1,7 @@
 -- SPDX-License-Identifier: MIT
--- gclaim: lease the oldest job of the next group in the ring (WIRE §5.3), round robin over groups.
--- The host first sends `HGET emq:{q}:meta paused` and answers empty without calling this while
--- the queue is paused.
+-- gclaim: lease the oldest job of the next group in the ring (docs/wire.md, "Scripts"), round robin
+-- over groups. The host first sends `HGET emq:{q}:meta paused` and answers empty without calling
+-- this while the queue is paused.
 -- KEYS[1]  ring             emq:{q}:ring
 -- KEYS[2]  active           emq:{q}:active (zset, score = lease deadline ms, server time)
 -- ARGV[1]  base             emq:{q}: (lane, job, gactive and glimit keys are built from it; all

@@ -1,6 +1,6 @@
 -- SPDX-License-Identifier: MIT
--- genqueue: admit a job into its group's lane (WIRE §5.3), at most once per job id, and make the
--- group servable (ring insert with wake, WIRE §5.1).
+-- genqueue: admit a job into its group's lane (docs/wire.md, "Scripts"), at most once per job id,
+-- and make the group servable (ring insert with wake, docs/wire.md, "Keys of a queue").
 -- KEYS[1]  the job hash     emq:{q}:job:<id>
 -- KEYS[2]  the lane         emq:{q}:g:<g>:pending (zset, every score 0)
 -- KEYS[3]  ring             emq:{q}:ring (list of servable groups, each at most once)

@@ -1,6 +1,6 @@
 -- SPDX-License-Identifier: MIT
--- glimit: set a group's in-flight ceiling (WIRE §5.3, lane admin). At or above it the group
--- leaves the ring; below it, a paused-free group with work (re)enters the ring with a wake.
+-- glimit: set a group's in-flight ceiling (docs/wire.md, "Scripts", lane admin). At or above it the
+-- group leaves the ring; below it, a paused-free group with work (re)enters the ring with a wake.
 -- KEYS[1]  glimit           emq:{q}:glimit
 -- KEYS[2]  gactive          emq:{q}:gactive
 -- KEYS[3]  ring             emq:{q}:ring

@@ -1,6 +1,7 @@
 -- SPDX-License-Identifier: MIT
--- gresume: serve a paused group again (WIRE §5.3, lane admin): when its lane holds work, a ring
--- insert with wake (a parked consumer learns at once that the group is servable again).
+-- gresume: serve a paused group again (docs/wire.md, "Scripts", lane admin): when its lane holds
+-- work, a ring insert with wake (a parked consumer learns at once that the group is servable
+-- again).
 -- KEYS[1]  paused           emq:{q}:paused
 -- KEYS[2]  ring             emq:{q}:ring
 -- KEYS[3]  glimit           emq:{q}:glimit

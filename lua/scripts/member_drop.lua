@@ -11,8 +11,8 @@
 -- metrics:failed.
 -- The lanes are found by their groups: every group member_enqueue put in a lane (the groups set),
 -- and every group whose lane may hold work without that: a lane with work is in the ring unless
--- its group is paused or at its ceiling (WIRE §5.3), which covers a handed-off job (never in
--- groups) that reap put back in its lane.
+-- its group is paused or at its ceiling (docs/wire.md, "Scripts"), which covers a handed-off job
+-- (never in groups) that reap put back in its lane.
 -- Failure modes: a member whose node still runs but whose live key had expired loses its jobs,
 -- in flight included; its completions answer gone, and its next beat finds the live key absent
 -- and drops its L1 rows (member_beat.lua). The cost is O(jobs in the queue): a member's backlog

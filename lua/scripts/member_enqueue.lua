@@ -1,12 +1,12 @@
 -- SPDX-License-Identifier: MIT
 -- member_enqueue: admit one coherence job into ONE member's queue, so that every node applies every
--- message. Each node that holds L1 rows of a job-lane table owns a member queue: a full WIRE §5
--- queue named ecc.coh.<t>|<m> (base emq:{ecc.coh.<t>|<m>}:), so every member queue has its own hash
--- tag and, on a cluster, its own slot: a table's member queues spread over the shards. The writer
--- reads the table's membership (emq:{ecc.coh.<t>}:members, member_beat.lua) once, keeps it, and
--- sends this script to every member it knows, pipelined per shard, with a read of the membership
--- epoch after them (see "Membership" below). A parked member is handed the job
--- already claimed, which cuts its wake and claim hops.
+-- message. Each node that holds L1 rows of a job-lane table owns a member queue: a full bus
+-- queue (docs/wire.md, "The job bus") named ecc.coh.<t>|<m> (base emq:{ecc.coh.<t>|<m>}:), so every
+-- member queue has its own hash tag and, on a cluster, its own slot: a table's member queues spread
+-- over the shards. The writer reads the table's membership (emq:{ecc.coh.<t>}:members,
+-- member_beat.lua) once, keeps it, and sends this script to every member it knows, pipelined per
+-- shard, with a read of the membership epoch after them (see "Membership" below). A parked member
+-- is handed the job already claimed, which cuts its wake and claim hops.
 -- KEYS[1]  live             <mbase>live (string: the member's declared lease_ms, with PX = its
 --                           beat ttl; absent means the member is not live)
 -- ARGV[1]  mbase            emq:{ecc.coh.<t>|<m>}: (every key below is mbase .. suffix, so the
@@ -110,9 +110,9 @@ end
 if not redis.call('GET', KEYS[1]) then
   return -1
 end
--- genqueue (WIRE §5.3) with the row known to be absent: the row, the lane, and the ring insert
--- with wake (see genqueue.lua for why a wake only on entry). member_drop finds the lanes through
--- the groups set.
+-- genqueue (docs/wire.md, "Scripts") with the row known to be absent: the row, the lane, and the
+-- ring insert with wake (see genqueue.lua for why a wake only on entry). member_drop finds the
+-- lanes through the groups set.
 redis.call('SADD', mbase .. 'groups', g)
 redis.call('HSET', job, 'state', 'pending', 'attempts', '0', 'payload', payload, 'group', g)
 redis.call('ZADD', mbase .. 'g:' .. g .. ':pending', 0, id)

@@ -42,10 +42,10 @@
 -- A hand-off the consumer's BLMPOP took after it counted `free` and before this ran is counted on
 -- neither side, so the list may exceed what it can take by what one BLMPOP takes; the consumer
 -- takes only within its credits and the rest waits on the list, leased. A queue pause made by a
--- plain `HSET meta paused 1` (WIRE §5.4 has no script for it) stops hand-offs at the consumer's
+-- plain `HSET meta paused 1` (the bus has no script for it) stops hand-offs at the consumer's
 -- next call here, within one beat; the pause scripts (gpause, glimit) stop them at once. Keys
--- changed by plain commands outside WIRE's verbs (an HDEL on glimit, an SADD on paused) can break
--- the ring's own invariant (a servable group left out of the ring), and then this check too.
+-- changed by plain commands outside the bus's verbs (an HDEL on glimit, an SADD on paused) can
+-- break the ring's own invariant (a servable group left out of the ring), and then this check too.
 local free, px, mbase = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
 if not free or free < 0 or free ~= math.floor(free) or not px or px <= 0 or px ~= math.floor(px) then
   return redis.error_reply('EMQARG free must be an integer >= 0 and px_ms a positive integer')

@@ -1,5 +1,5 @@
 -- SPDX-License-Identifier: MIT
--- node_lease: a process's minting node (WIRE §5.5 "Node leases"): SET <prefix><n> token NX PX
+-- node_lease: a process's minting node (docs/wire.md, "Node leases"): SET <prefix><n> token NX PX
 -- lease for the node asked for, or for the first free node in 0..1023. Every lease key shares
 -- the hash tag {ecc}, so on a cluster they live in one slot with KEYS[1].
 -- KEYS[1]  the lease prefix  {ecc}:node:

@@ -1,6 +1,6 @@
 -- SPDX-License-Identifier: MIT
 -- promote: move due scheduled jobs to their lane (with a ring insert and wake) or to the flat
--- queue (WIRE §5.3).
+-- queue (docs/wire.md, "Scripts").
 -- KEYS[1]  schedule         emq:{q}:schedule
 -- KEYS[2]  pending          emq:{q}:pending
 -- ARGV[1]  base             emq:{q}: (job, lane, ring, paused, glimit, gactive and wake keys are
@@ -10,7 +10,7 @@
 --          is not a positive integer (checked first: nothing written).
 -- Due means run-at <= the server's now. attempts is untouched: the next claim hands token + 1.
 -- An id whose row is gone is only taken off the schedule: a holder that retried a job and then
--- completed it with the same token (WIRE's complete does not read the state) deleted the row, and
+-- completed it with the same token (complete does not read the state) deleted the row, and
 -- writing state pending would have made a row of one field, claimable with no payload.
 -- #include base_of
 -- #include whole

@@ -1,9 +1,10 @@
 -- SPDX-License-Identifier: MIT
--- publish_l2: Engine::publish on a broadcast-lane table: the L2 write (WIRE §3) and its coherence
--- message (WIRE §2.1) in one script, so the server runs both or neither. No subscriber hears the
--- message before the row exists (the script runs whole before the server serves anything else, and
--- writes pushes out only after it), and a connection lost mid-call leaves no row without its
--- message: the server either read the whole EVALSHA and ran it, or ran nothing.
+-- publish_l2: Engine::publish on a broadcast-lane table: the L2 write (docs/wire.md, "L2 values")
+-- and its coherence message (docs/wire.md, "The coherence message") in one script, so the server
+-- runs both or neither. No subscriber hears the message before the row exists (the script runs
+-- whole before the server serves anything else, and writes pushes out only after it), and a
+-- connection lost mid-call leaves no row without its message: the server either read the whole
+-- EVALSHA and ran it, or ran nothing.
 -- KEYS[1]  the L2 key  ecc:{t}:<id>
 -- ARGV[1]  the framed value: version(14) .. value bytes (at least 14 bytes)
 -- ARGV[2]  ttl in ms (PX), a positive decimal (the declared TTL, no jitter)
@@ -14,7 +15,8 @@
 -- returns  the number of subscribers that heard the message (the verb's reply); error EMQFRAME
 --          when ARGV[1] is shorter than 14 bytes, EMQARG when ARGV[5] is neither verb (both
 --          checked first: nothing written, nothing sent).
--- The SET is unconditional, as put's (WIRE §3): newer wins in every L1 that hears the message.
+-- The SET is unconditional, as put's (docs/wire.md, "L2 values"): newer wins in every L1 that hears
+-- the message.
 local framed, verb = ARGV[1], ARGV[5]
 if string.len(framed) < 14 then
   return redis.error_reply('EMQFRAME framed value shorter than 14 bytes')

@@ -1,6 +1,6 @@
 -- SPDX-License-Identifier: MIT
 -- reap: return jobs whose lease ran out to their lane (with a ring insert and wake) or to the flat
--- queue (WIRE §5.3), at most 100 per call.
+-- queue (docs/wire.md, "Scripts"), at most 100 per call.
 -- KEYS[1]  active           emq:{q}:active
 -- KEYS[2]  pending          emq:{q}:pending
 -- ARGV[1]  base             emq:{q}: (job, lane, ring, paused, glimit, gactive and wake keys are

@@ -1,6 +1,6 @@
 -- SPDX-License-Identifier: MIT
--- retry: hand a failed job back (WIRE §5.3): scheduled again after a delay, or dead once it has
--- used its attempts. The row keeps its group, so promote returns it to its own lane.
+-- retry: hand a failed job back (docs/wire.md, "Scripts"): scheduled again after a delay, or dead
+-- once it has used its attempts. The row keeps its group, so promote returns it to its own lane.
 -- KEYS[1]  active           emq:{q}:active
 -- KEYS[2]  schedule         emq:{q}:schedule
 -- KEYS[3]  dead             emq:{q}:dead (zset, score 0)

@@ -1,6 +1,6 @@
 -- SPDX-License-Identifier: MIT
--- schedule: admit a job that becomes pending later (WIRE §5.3), at most once per job id; promote
--- moves it to its lane or the flat queue when due.
+-- schedule: admit a job that becomes pending later (docs/wire.md, "Scripts"), at most once per job
+-- id; promote moves it to its lane or the flat queue when due.
 -- KEYS[1]  the job hash     emq:{q}:job:<id>
 -- KEYS[2]  schedule         emq:{q}:schedule (zset, score = run-at ms, server time)
 -- ARGV[1]  id, a 14-byte branded id in namespace JOB

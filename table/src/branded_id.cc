@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// Branded id codec and minting cell (WIRE §1). Table-driven base62; the gates run in the C
-// reference's order: length, namespace, charset, range.
+// Branded id codec and minting cell (docs/wire.md, "Branded ids"). Table-driven base62; the gates
+// run in the C reference's order: length, namespace, charset, range.
 #include <echo/table/branded_id.h>
 
 #include <algorithm>

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// Build and parse of the 29-byte coherence message (WIRE §2.1) and of the text-key message
-// (§2.2).
+// Build and parse of the 29-byte coherence message (docs/wire.md, "The coherence message") and of
+// the text-key message (docs/wire.md, "Text keys").
 #include <echo/table/coherence_frame.h>
 
 #include <cstring>

@@ -347,8 +347,9 @@ bool L1Map::make_room(std::size_t need, bool new_row, std::int64_t now) noexcept
   };
   if (!over()) return true;
   if (eviction_ == Eviction::kSkip) {
-    // WIRE §4.2: reclaim expired rows, then insert if that made room. Not for a replacement:
-    // the walk could take the row being replaced (upsert() then drops it instead).
+    // The original's skip (docs/wire.md, "Table semantics"): reclaim expired rows, then insert if
+    // that made room. Not for a replacement: the walk could take the row being replaced (upsert()
+    // then drops it instead).
     if (!new_row) return false;
     if (now >= earliest_expiry_) drop_expired(now, /*inclusive=*/true);
     return !over();

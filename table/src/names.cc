@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// Name builders and the CRC16 hash slot (WIRE §2), the text key check and its L2 key (§2.2).
+// Name builders and the CRC16 hash slot (docs/wire.md, "Names, keys and channels"), the text key
+// check and its L2 key ("Text keys").
 #include <echo/table/names.h>
 
 #include <algorithm>
@@ -8,9 +9,9 @@
 namespace echo::table {
 namespace {
 
-// One set for table names and text keys (WIRE §2 and §2.2 name the same bytes): a brace would
-// move the hash tag, a space or control byte would split a RESP inline command. A table, not four
-// compares: every text-key coherence message runs this over its key (parse_text_frame).
+// One set for table names and text keys (docs/wire.md forbids the same bytes in both): a brace
+// would move the hash tag, a space or control byte would split a RESP inline command. A table, not
+// four compares: every text-key coherence message runs this over its key (parse_text_frame).
 constexpr std::array<bool, 256> make_forbidden_table() {
   std::array<bool, 256> t{};
   for (unsigned c = 0; c < 256; ++c) t[c] = c <= 0x20 || c == 0x7F || c == '{' || c == '}';

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
-// libFuzzer: the text-key message parser (WIRE §2.2). Any bytes: never crashes; an accepted frame
-// splits from the right, its key views into the input and it rebuilds to the same bytes; a
-// refusal names the gate that a direct check agrees with; a 29-byte frame parse_frame accepts is
-// accepted here with its name as the key; and the input taken as a key builds iff check_text_key
-// accepts it, into a frame that parses back to it.
+// libFuzzer: the text-key message parser (docs/wire.md, "Text keys"). Any bytes: never crashes; an
+// accepted frame splits from the right, its key views into the input and it rebuilds to the same
+// bytes; a refusal names the gate that a direct check agrees with; a 29-byte frame parse_frame
+// accepts is accepted here with its name as the key; and the input taken as a key builds iff
+// check_text_key accepts it, into a frame that parses back to it.
 #include <cstdint>
 #include <cstdlib>
 #include <string_view>
@@ -14,7 +14,8 @@ using namespace echo::table;
 
 namespace {
 
-// §2.2's key rule spelled out here, apart from check_text_key, so the fuzzer checks it too.
+// The text key rule (docs/wire.md, "Text keys") spelled out here, apart from check_text_key, so the
+// fuzzer checks it too.
 bool wire_text_key(std::string_view key) {
   if (key.empty() || key.size() > 200) return false;
   for (const char ch : key) {

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
-// The broadcast lane end to end against a real redis-server: the gates of WIRE §9 that belong to
-// the engine (4.1 E1-E6, 4.2 F1-F4, 4.3 G5), with two or three Engine instances in this process
-// acting as nodes. Latency and throughput figures are printed; as assertions they keep only
-// generous bands (performance proper is the benchmarks' business; this VM is noisy).
+// The broadcast lane end to end against a real redis-server: the gates (docs/wire.md, "The gates")
+// that belong to the engine (4.1 E1-E6, 4.2 F1-F4, 4.3 G5), with two or three Engine instances in
+// this process acting as nodes. Latency and throughput figures are printed; as assertions they keep
+// only generous bands (performance proper is the benchmarks' business; this VM is noisy).
 #include <hiredis/hiredis.h>
 
 #include <algorithm>
@@ -96,7 +96,7 @@ TEST_F(BroadcastLane, FillThenHitThenL2AfterAnotherNodesBroadcastDropsTheRow) {
   constexpr std::int64_t kTtl = 3000;
   LoaderProbe loader;
   auto spec = table_spec("quotes", "AST", CoherenceMode::kBroadcast, loader.answer("px=100.00"), kTtl);
-  spec.jitter = 0.5;  // L1 may live 1.5x ttl; L2 must not (WIRE §3: SET PX ttl, no jitter)
+  spec.jitter = 0.5;  // L1 may live 1.5x ttl; L2 must not (SET PX ttl, no jitter)
   auto a = node(1, {spec});
   auto b = node(2, {spec});
   ASSERT_TRUE(a && b);

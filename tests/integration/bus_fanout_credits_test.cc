@@ -43,7 +43,7 @@ TEST_F(BusFanout, MemberParkListsNoCreditWhereAClaimWouldBeIllegalOrOutOfOrder) 
   }
   command(s().context(), "DEL %s", q.key("deliver").c_str());
   ASSERT_EQ(drain(q), 1u);
-  ASSERT_TRUE(is_integer(q.glimit(limited, 1000), 1));  // WIRE lifts a ceiling by raising it
+  ASSERT_TRUE(is_integer(q.glimit(limited, 1000), 1));  // the bus lifts a ceiling by raising it
   q.park(10000);
   q.unpark();
   // The queue paused (meta paused): the host would not claim, so no hand-off either.
@@ -163,7 +163,7 @@ TEST_F(BusFanout, UnderRandomScriptInterleavingsAListedCreditAlwaysMeansAHandOff
       case 4:
         ASSERT_TRUE(is_integer(q.glimit(g, 1 + static_cast<long long>(pick(2))), 1));
         break;
-      case 5:  // WIRE has no verb that removes a ceiling: a high one lifts it (and re-enters the
+      case 5:  // the bus has no verb that removes a ceiling: a high one lifts it (and re-enters the
                // ring)
         ASSERT_TRUE(is_integer(q.glimit(g, 1000), 1));
         break;

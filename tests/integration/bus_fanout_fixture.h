@@ -27,7 +27,8 @@ namespace echo::test {
 
 using std::chrono::milliseconds;
 
-// The job lane's shared queue of table "users" (WIRE §2): bus keys emq:{ecc.coh.users}:…
+// The job lane's shared queue of table "users" (docs/wire.md, "Names, keys and channels"): bus keys
+// emq:{ecc.coh.users}:…
 inline const std::string kQueue = "ecc.coh.users";
 
 // A claim: {id, payload, attempts, g}; attempts is the fencing token.
@@ -151,9 +152,9 @@ class Scripts : public ScriptClient {
   }
 };
 
-// One queue by its base: the shared queue emq:{q}: or a member queue emq:{q|<m>}:. The WIRE §5.3
-// verbs, with the keys of the contract built from the base, so the existing scripts run on member
-// keys unchanged.
+// One queue by its base: the shared queue emq:{q}: or a member queue emq:{q|<m>}:. The verbs of
+// docs/wire.md, "Scripts", with their keys built from the base, so the existing scripts run on
+// member keys unchanged.
 class Queue {
  public:
   Queue(Scripts& s, std::string base) : s_(&s), base_(std::move(base)) {}

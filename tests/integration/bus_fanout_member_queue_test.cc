@@ -7,7 +7,7 @@
 namespace echo::test {
 namespace {
 
-// ---- a member queue is a full WIRE §5 queue -------------------------------------------------
+// ---- a member queue is a full bus queue -------------------------------------------------------
 
 TEST_F(BusFanout, TheWireScriptsRunUnchangedOnAMemberQueue) {
   mem().beat("1", 60000);

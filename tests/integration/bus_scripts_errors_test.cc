@@ -139,7 +139,7 @@ TEST_F(BusScripts, ABadArgumentIsRefusedWithEmqargBeforeAnyWriteByEveryScript) {
   EXPECT_TRUE(is_integer(bus().complete(held, "1"), 1));
 }
 
-// WIRE's complete compares the token, not the state: a holder that retried a job and then
+// complete compares the token, not the state: a holder that retried a job and then
 // completed it with the same token deletes the row while its id waits in schedule. promote (and
 // reap, for an id left in active) once wrote "state pending" to the missing row, making a row of
 // one field that a flat claim then handed out without a payload. They now only drop the id.

@@ -65,7 +65,7 @@ inline Claimed claimed(const std::optional<Claimed>& c) {
   return *c;
 }
 
-// One queue's verbs, each sending the KEYS and ARGV of WIRE §5.3 in the contract's order, plus
+// One queue's verbs, each sending the KEYS and ARGV of docs/wire.md, "Scripts" in their order, plus
 // plain reads of the queue's keys for the assertions. Load::kStrictSlot is for a cluster-enabled
 // server (ScriptClient).
 class Bus : public ScriptClient {

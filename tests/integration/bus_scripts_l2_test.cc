@@ -42,7 +42,7 @@ TEST_F(BusScripts, PublishL2RefusesAShortFrameOrAnotherVerbBeforeAnyWrite) {
   EXPECT_EQ(dbsize(), 0);
 }
 
-// ---- drop_l2 (WIRE §3) ----------------------------------------------------------------------
+// ---- drop_l2 (docs/wire.md, "L2 values") -----------------------------------------------------
 
 class DropL2 : public BusScripts {
  protected:

@@ -68,7 +68,7 @@ void exercise_every_script(Bus& bus, table::Minter& minter, redisContext* c) {
 }
 
 TEST_F(BusScripts, EveryKeyTheScriptsWriteSharesTheQueuesSlot105) {
-  ASSERT_EQ(table::hash_slot(bus().key("pending")), 105);  // WIRE §2 vector for emq:{orders}:*
+  ASSERT_EQ(table::hash_slot(bus().key("pending")), 105);  // a vector for emq:{orders}:*
   exercise_every_script(bus(), minter_, client());
   RedisReply keys = command(client(), "KEYS *");
   ASSERT_TRUE(keys && keys->type == REDIS_REPLY_ARRAY);

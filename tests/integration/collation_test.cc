@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: MIT
-// Versions ordered by bytes in every script, whatever the server's collation (WIRE §5.5): a
-// redis-server started under LC_ALL=en_US.UTF-8 (the setup script generates the locale) takes
-// LC_COLLATE from it, and Lua's string `>` follows it. The pair below differs in one byte, 'a'
-// (0x61) against 'B' (0x42): in byte order the first is newer; en_US's collation folds case first
-// and puts it before. The old comparison misorders the pair there; put_l2 and drop_l2 do not.
+// Versions ordered by bytes in every script, whatever the server's collation (docs/wire.md,
+// "L2 values", "Byte order in scripts"): a redis-server started under LC_ALL=en_US.UTF-8 (the setup
+// script generates the locale) takes LC_COLLATE from it, and Lua's string `>` follows it. The pair
+// below differs in one byte, 'a' (0x61) against 'B' (0x42): in byte order the first is newer;
+// en_US's collation folds case first and puts it before. The old comparison misorders the pair
+// there; put_l2 and drop_l2 do not.
 #include <hiredis/hiredis.h>
 
 #include <string>
@@ -37,9 +38,10 @@ long long eval_int(redisContext* c, const char* script, const char* a, const cha
 TEST_F(CollatedServer, TheOldStringComparisonMisordersAPairThatBytesOrder) {
   ASSERT_TRUE(table::newer(*table::BrandedId::parse(kNewer), *table::BrandedId::parse(kOlder)))
       << "the pair is ordered by bytes";
-  // The comparison the scripts used before (and WIRE §3's caveat describes): under this server's
-  // collation it says the newer version is not newer. If the locale were missing the server
-  // would fall back to C and this would fail: the setup script generates en_US.UTF-8.
+  // The comparison the scripts used before (and docs/wire.md, "L2 values", "Byte order in scripts"
+  // describes): under this server's collation it says the newer version is not newer. If the locale
+  // were missing the server would fall back to C and this would fail: the setup script generates
+  // en_US.UTF-8.
   EXPECT_EQ(eval_int(client(),
                      "return (string.sub(ARGV[1], 4, 14) > string.sub(ARGV[2], 4, 14)) and 1 or 0",
                      kNewer, kOlder),

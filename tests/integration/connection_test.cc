@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
-// The connector against a real redis-server (WIRE §6): boot and fence, 10,000 pipelined
-// commands, pushes interleaved with replies, requires_resp3 on RESP2, NOSCRIPT after SCRIPT
-// FLUSH, reconnect after CLIENT KILL and after a real restart (subscriptions restored),
+// The connector against a real redis-server (docs/wire.md, "The connector"): boot and fence, 10,000
+// pipelined commands, pushes interleaved with replies, requires_resp3 on RESP2, NOSCRIPT after
+// SCRIPT FLUSH, reconnect after CLIENT KILL and after a real restart (subscriptions restored),
 // overloaded, AUTH right and wrong, the version fence, heartbeat, Unix sockets, blocking calls.
 #include <unistd.h>
 
@@ -99,7 +99,7 @@ TEST_F(ConnectionTest, BootsOnResp3SelectsNamesAndClaimsTheFence) {
   EXPECT_EQ(conn.stats().protocol, 3);
   auto set = conn.call_blocking({"SET", "in-db-2", "yes"});
   ASSERT_FALSE(set.ec) << set.ec.message();
-  command(client(), "SELECT 2");  // the fence is checked after SELECT (WIRE §6 boot order)
+  command(client(), "SELECT 2");  // the fence is checked after SELECT (the boot order)
   auto v = command(client(), "GET {emq}:version");
   ASSERT_TRUE(v && v->type == REDIS_REPLY_STRING);
   EXPECT_EQ(std::string(v->str, v->len), "echomq:2.0.0");

@@ -143,11 +143,11 @@ inline engine::TableSpec quotes_spec(const LoaderProbe& loader) {
   return table_spec("quotes", "AST", engine::CoherenceMode::kBroadcast, loader.answer("px=100.00"));
 }
 
-// F2 (WIRE §9) as both deployments stage it: nodes 1 and 2 of broadcast table "quotes" started by
-// `node(id, tables)`; a puts "px=105.00" for a fresh name at v_new, minted after v_old; then b
-// broadcasts v_old, late: a's writer counts it stale and a still serves v_new from L1. The nodes,
-// the name, its L2 key and both versions are left in `out` for the caller's own checks. Fatal on a
-// failed step (call under ASSERT_NO_FATAL_FAILURE).
+// F2 (docs/wire.md, "The gates") as both deployments stage it: nodes 1 and 2 of broadcast table
+// "quotes" started by `node(id, tables)`; a puts "px=105.00" for a fresh name at v_new, minted
+// after v_old; then b broadcasts v_old, late: a's writer counts it stale and a still serves v_new
+// from L1. The nodes, the name, its L2 key and both versions are left in `out` for the caller's own
+// checks. Fatal on a failed step (call under ASSERT_NO_FATAL_FAILURE).
 struct F2Nodes {
   std::unique_ptr<engine::Engine> a, b;
   table::BrandedId name = fresh_id("AST");
@@ -176,11 +176,11 @@ void f2_late_broadcast(NodeFn&& node, const LoaderProbe& loader, F2Nodes& out) {
   EXPECT_EQ(still->version, out.v_new);
 }
 
-// F3 (WIRE §9) as both deployments stage it: nodes 1, 2 and 3 of broadcast table "quotes" started
-// by `node(id, tables)`; a puts v1 of a fresh name and b and c read it, from L2 then from L1; a
-// puts v2 and broadcasts it (to at least the three subscribers); b and c apply the message and
-// their next read is v2 from L2. The nodes and what the broadcast answered are left in `out` for
-// the caller's own checks. Fatal on a failed step (call under ASSERT_NO_FATAL_FAILURE).
+// F3 (docs/wire.md, "The gates") as both deployments stage it: nodes 1, 2 and 3 of broadcast table
+// "quotes" started by `node(id, tables)`; a puts v1 of a fresh name and b and c read it, from L2
+// then from L1; a puts v2 and broadcasts it (to at least the three subscribers); b and c apply the
+// message and their next read is v2 from L2. The nodes and what the broadcast answered are left in
+// `out` for the caller's own checks. Fatal on a failed step (call under ASSERT_NO_FATAL_FAILURE).
 struct F3Nodes {
   std::unique_ptr<engine::Engine> a, b, c;
   long long heard = 0;

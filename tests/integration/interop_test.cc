@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
-// Sharing a server with the original (WIRE §5.1, §5.5): the version fence of either era, and the
-// shared-queue relay both ways. The original's writer and consumer are stood in for by WIRE §5's
-// scripts alone (genqueue, gclaim, complete), run by EVAL from a plain client.
+// Sharing a server with the original (docs/wire.md, "The fence", "The job lane's member queues"):
+// the version fence of either era, and the shared-queue relay both ways. The original's writer and
+// consumer are stood in for by the bus's scripts alone (genqueue, gclaim, complete:
+// docs/wire.md, "Scripts"), run by EVAL from a plain client.
 #include <hiredis/hiredis.h>
 
 #include <string>
@@ -44,15 +45,15 @@ TEST_F(Interop, TheFenceAcceptsEitherErasValueAndRefusesAnother) {
   EXPECT_EQ(e.start(std::chrono::seconds(5)), io::IoErrc::kVersionFence);
 }
 
-// WIRE §5's scripts, run as the original runs them (by a plain client, on the shared queue).
+// The bus's scripts, run as the original runs them (by a plain client, on the shared queue).
 struct Original {
   redisContext* c;
   std::string base;  // emq:{ecc.coh.<t>}:
 
   RedisReply eval(const char* name, const Args& keys, const Args& argv) {
-    return run_script(c, name, keys, argv);  // EVALSHA, as the original calls them (WIRE §6)
+    return run_script(c, name, keys, argv);  // EVALSHA, as the original calls them
   }
-  // The original's writer: genqueue into the shared queue (WIRE §5.3), lane `g`.
+  // The original's writer: genqueue into the shared queue (docs/wire.md, "Scripts"), lane `g`.
   long long genqueue(const BrandedId& job, const std::string& payload, const BrandedId& g) {
     const std::string id = job.str(), group = g.str();
     RedisReply r = eval("genqueue",
@@ -61,7 +62,8 @@ struct Original {
                         {id, payload, group});
     return r && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
   }
-  // The original's consumer: one gclaim (WIRE §5.3); [id, payload, attempts, group] or empty.
+  // The original's consumer: one gclaim (docs/wire.md, "Scripts"); [id, payload, attempts, group]
+  // or empty.
   std::vector<std::string> gclaim(long long lease_ms) {
     RedisReply r = eval("gclaim", {base + "ring", base + "active"}, {base, std::to_string(lease_ms)});
     std::vector<std::string> out;

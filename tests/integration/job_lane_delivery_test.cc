@@ -39,7 +39,7 @@ TEST_F(JobLane, APausedMemberQueueIsNotClaimedFromOrHandedOffToUntilItsResume) {
   const std::string base = member_base(t, 87);
   const std::string g = fresh_id("PRT").str();
   ASSERT_TRUE(within(5s, [&] { return integer_of(client(), {"EXISTS", base + "parked"}) == 1; }));
-  // Queue pause (WIRE §5.1 meta paused): the hand-off and the claim both hold off. A claim whose
+  // Queue pause (meta paused): the hand-off and the claim both hold off. A claim whose
   // HGET ran before the HSET may still be in flight: wait for two more (claims never overlap), so
   // every claim from then on asked after the pause. The plain HSET takes no credit down itself:
   // the consumer's member_park, sent before the claim on every beat, finds the pause and lists

@@ -127,9 +127,10 @@ TEST_F(JobLane, ASecondProcessUnderOneNodeIdIsRefusedAndATwinStopsTheFirstCachin
   ASSERT_TRUE(within(5s, [&] { return consumer_of(*a, t)->beats >= 6; }));
   EXPECT_EQ(consumer_of(*a, t)->member_conflicts, 0u) << "a predecessor's token taken for a twin";
 
-  // A second engine under 110 while a runs: the node lease refuses its start (WIRE §5.5) before
-  // it writes anything, so a never sees it. The member queue's owner check below still catches a
-  // twin that takes no lease (the test's own client here; an original-era process).
+  // A second engine under 110 while a runs: the node lease refuses its start (docs/wire.md,
+  // "Node leases") before it writes anything, so a never sees it. The member queue's owner check
+  // below still catches a twin that takes no lease (the test's own client here; an original-era
+  // process).
   {
     Engine b(node_options(server(), 110), {lane_spec(t, k)});
     const auto t0 = Clock::now();

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: MIT
-// The journal's gates against a real server (WIRE §9 H1-H6): files per group, both crash seams
-// closed by replay, the applied memory across a full restart, loss of the bus (queue keys deleted,
-// then a real redis-server restart) replayed back to 50 of 50 names, compaction by coverage, and
-// the price beside a plain SQLite WAL commit. A crash drill kills a writer process with SIGKILL at
-// each seam; a restarted writer replays. Writer processes are this binary re-executed through
-// /proc/self/exe with --journal-writer (main, at the bottom).
+// The journal's gates against a real server (H1-H6, docs/wire.md, "The gates"): files per group,
+// both crash seams closed by replay, the applied memory across a full restart, loss of the bus
+// (queue keys deleted, then a real redis-server restart) replayed back to 50 of 50 names,
+// compaction by coverage, and the price beside a plain SQLite WAL commit. A crash drill kills a
+// writer process with SIGKILL at each seam; a restarted writer replays. Writer processes are this
+// binary re-executed through /proc/self/exe with --journal-writer (main, at the bottom).
 #include <echo/engine/job_consumer.h>
 #include <echo/engine/journal.h>
 #include <sqlite3.h>
@@ -55,7 +55,7 @@ bool is_member(redisContext* c, const std::string& table, unsigned node) {
 }
 
 // Pauses / resumes `group` in `node`'s member queue: jobs wait in its lane, unclaimed.
-// By the gpause script (WIRE lane admin), which also takes the member's hand-off credits down
+// By the gpause script (lane admin), which also takes the member's hand-off credits down
 // (member_park.lua); a plain SADD would leave them to hand jobs off until the consumer's next beat.
 void pause_group(redisContext* c, const std::string& table, unsigned node, const BrandedId& group) {
   const std::string b = member_base(table, node);

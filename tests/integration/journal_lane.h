@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
 // Shared by the journal's tests on one server (journal_gates_test) and on a cluster
 // (cluster_job_lane_test): the job-lane table a consumer declares and the writer's declaration
-// of it, the journal's options and the writer's enqueue edge, and the two halves of H4 (WIRE §9)
-// both stage: intents recorded and enqueued, some applied directly; after the loss, the replay
-// in seq order and its drain.
+// of it, the journal's options and the writer's enqueue edge, and the two halves of H4
+// (docs/wire.md, "The gates") both stage: intents recorded and enqueued, some applied directly;
+// after the loss, the replay in seq order and its drain.
 #pragma once
 
 #include <echo/engine/engine.h>

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// Fleet-unique node ids (WIRE §5.5 "Node leases"): node_id auto leases the first free node in
+// Fleet-unique node ids (docs/wire.md, "Node leases"): node_id auto leases the first free node in
 // 0..1023 under {ecc}:node:<n>; an explicit node_id is checked against the leases; a process whose
 // lease lapsed (cut off from the server past it, or taken) mints nothing until it holds it again.
 // Two processes: this test binary re-run as a child (--lease-child) holding an engine.

@@ -54,8 +54,9 @@ TEST_F(Publish, OnTheBroadcastLaneAnotherNodesRowGoesAndItsNextReadIsTheNewValue
   LoaderProbe loader;
   auto spec = table_spec("quotes", "AST", CoherenceMode::kBroadcast, loader.answer("px=100.00"), kTtl);
   // The publisher under the higher node id: versions minted in one millisecond order by node id
-  // first (WIRE §1.2), so a's publish right after b's fill (b's loader version) is newer even
-  // within that millisecond; under the lower id it could be older and its message stale at b.
+  // first (docs/wire.md, "Branded ids"), so a's publish right after b's fill (b's loader version)
+  // is newer even within that millisecond; under the lower id it could be older and its message
+  // stale at b.
   auto a = node(2, {spec});
   auto b = node(1, {spec});
   ASSERT_TRUE(a && b);
@@ -70,7 +71,8 @@ TEST_F(Publish, OnTheBroadcastLaneAnotherNodesRowGoesAndItsNextReadIsTheNewValue
   ASSERT_TRUE(v) << v.error().message();
   EXPECT_EQ(v->ns(), "AST") << "minted in the table's kind";
   EXPECT_TRUE(table::newer(*v, *fill->version));
-  // The row and its TTL (WIRE §3: PX ttl, no jitter) are L2's before publish answers.
+  // The row and its TTL (docs/wire.md, "L2 values": PX ttl, no jitter) are L2's before publish
+  // answers.
   EXPECT_EQ(l2_raw(client(), l2_key("quotes", name)), v->str() + "px=101.00");
   const long long ttl = pttl(client(), l2_key("quotes", name));
   EXPECT_GT(ttl, 0);

@@ -51,12 +51,12 @@ class Refusals : public SingleServerTest {
   }
 };
 
-// What the disconnect policy (TableSpec::disconnect, docs/configuration.md) and WIRE §4 promise
-// across a restart: a broadcast table's subscription is lost with the server, so at the resubscribe
-// its rows are flushed (the policy kFlush, the default); the engine cannot know which messages it
-// missed, and here the data itself is gone. So no row cached before the restart is served
-// afterwards: a read misses L1, finds no key in L2 and runs the loader. The node keeps working: it
-// re-fences, takes its node lease again and puts land.
+// What the disconnect policy (TableSpec::disconnect, docs/configuration.md; docs/wire.md,
+// "Table semantics") promises across a restart: a broadcast table's subscription is lost with the
+// server, so at the resubscribe its rows are flushed (the policy kFlush, the default); the engine
+// cannot know which messages it missed, and here the data itself is gone. So no row cached before
+// the restart is served afterwards: a read misses L1, finds no key in L2 and runs the loader. The
+// node keeps working: it re-fences, takes its node lease again and puts land.
 TEST_F(ServerRestart, ARestartWithoutPersistenceFlushesL1SoNoRowWhoseKeyVanishedIsServed) {
   LoaderProbe loader;
   EventLog events;

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
-// The tracking lane (CoherenceMode::kTracking, WIRE §4.5) against a real redis-server: the
-// server's own invalidations (CLIENT TRACKING ON BCAST PREFIX ecc:{t}:) drop rows; a nil key list
-// flushes the table; a reconnect flushes and tracks again; raw values written by a plain client;
-// and the fill race, staged deterministically with fill_hold: a fill an invalidation overtook is
-// served to the readers that asked before it and never cached.
+// The tracking lane (CoherenceMode::kTracking, docs/wire.md, "Table semantics") against a real
+// redis-server: the server's own invalidations (CLIENT TRACKING ON BCAST PREFIX ecc:{t}:) drop
+// rows; a nil key list flushes the table; a reconnect flushes and tracks again; raw values written
+// by a plain client; and the fill race, staged deterministically with fill_hold: a fill an
+// invalidation overtook is served to the readers that asked before it and never cached.
 #include <hiredis/hiredis.h>
 
 #include <future>
@@ -287,7 +287,7 @@ TEST_F(TrackingLane, TheNodesOwnPutIsInvalidatedToo) {
   EXPECT_GT(applied(*b, "limits"), before) << "b's row went by the server's invalidation";
 }
 
-// WIRE §4.5: anything but +OK to CLIENT TRACKING fails the start. An ACL that forbids the
+// Anything but +OK to CLIENT TRACKING fails the start. An ACL that forbids the
 // subcommand (the boot's CLIENT SETNAME still passes) makes the server answer NOPERM.
 TEST_F(TrackingLane, ATrackingCommandTheServerRefusesFailsTheStart) {
   ASSERT_TRUE(command(client(), "ACL SETUSER default -client|tracking"));

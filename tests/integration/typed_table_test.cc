@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
-// Typed table handles over text keys (WIRE §2.2), against a real redis-server: a struct decoded
-// once by the writer and read in place, keys like "AAPL" and "EUR:USD", the key gate, the codec's
-// refusal, on_removal, and the text-key message crossing two processes (this binary re-executed as
-// the second node, its L1 dropped by the first node's broadcast).
+// Typed table handles over text keys (docs/wire.md, "Text keys"), against a real redis-server: a
+// struct decoded once by the writer and read in place, keys like "AAPL" and "EUR:USD", the key
+// gate, the codec's refusal, on_removal, and the text-key message crossing two processes (this
+// binary re-executed as the second node, its L1 dropped by the first node's broadcast).
 #include <gtest/gtest.h>
 #include <hiredis/hiredis.h>
 
@@ -92,9 +92,10 @@ int child_main(int argc, char** argv) {
 class TypedTableTest : public SingleServerTest {};
 
 // A version for node `node` newer than `seen`, a row's version another node minted. Versions
-// minted in one millisecond order by node id first (WIRE §1.2), so a write that must replace a
-// row another node just filled is minted past that row's version (the fresh clone saw node 1's
-// put, in the same millisecond as node 2's fill, lose to it: its message stale at node 2).
+// minted in one millisecond order by node id first (docs/wire.md, "Branded ids"), so a write that
+// must replace a row another node just filled is minted past that row's version (the fresh clone
+// saw node 1's put, in the same millisecond as node 2's fill, lose to it: its message stale at
+// node 2).
 table::BrandedId newer_than(std::string_view seen, unsigned node) {
   return table::process_minter()
       .mint_after("QTE", node, table::BrandedId::parse(seen).value())
@@ -190,8 +191,8 @@ TEST_F(TypedTableTest, ATextKeyStructRowIsReadInPlaceAndCrossesTwoProcesses) {
   EXPECT_EQ(first, second) << "a hit reads the row's own object";
   EXPECT_EQ(loads->load(), 0) << "L2 answered this node: its loader never ran";
 
-  // A new quote, put and announced as key:version (WIRE §2.2): the other process drops its row
-  // and reads the new one from L2.
+  // A new quote, put and announced as key:version (docs/wire.md, "Text keys"): the other process
+  // drops its row and reads the new one from L2.
   auto v = quotes.put("AAPL", Quote{189.5, 189.6, 300}, newer_than(filled, 1));
   ASSERT_TRUE(v) << v.error().message();
   auto heard = a->broadcast("quotes", "AAPL", *v);
@@ -207,9 +208,9 @@ TEST_F(TypedTableTest, ATextKeyStructRowIsReadInPlaceAndCrossesTwoProcesses) {
 }
 
 TEST_F(TypedTableTest, ATextKeyRidesTheJobLaneToAnotherProcess) {
-  // The job lane carries key:version (WIRE §2.2) as its payload: publish writes L2 and admits the
-  // job into every member queue in one call; the other process's consumer parses it from the
-  // right and its writer drops the row by its key, then acks (the job completes).
+  // The job lane carries key:version (docs/wire.md, "Text keys") as its payload: publish writes L2
+  // and admits the job into every member queue in one call; the other process's consumer parses it
+  // from the right and its writer drops the row by its key, then acks (the job completes).
   auto a = node(1, {quotes_spec(std::make_shared<std::atomic<int>>(), CoherenceMode::kJob)});
   ASSERT_TRUE(a);
   Table<Quote> quotes = a->table<Quote>("quotes");

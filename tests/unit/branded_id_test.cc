@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
-// WIRE §1: every vector and refusal of §1.7, the derived vectors, the round trip over random
-// snowflakes, the order theorem over mints, the minting cell's clock rules, and uniqueness under
-// a concurrent burst larger than 4,096.
+// Branded ids (docs/wire.md, "Branded ids"): every vector and refusal, the derived vectors, the
+// round trip over random snowflakes, the order theorem over mints, the minting cell's clock rules,
+// and uniqueness under a concurrent burst larger than 4,096.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -149,7 +149,7 @@ TEST(Newer, EqualIsNotNewerAndNamespacesAreIgnored) {
 }
 
 TEST(Newer, WrongLengthIsNeverNewer) {
-  EXPECT_FALSE(newer("TXN0NuG2aaaaaaa", "TXN0NuFzzzzzzzz"));  // chapter 4.2's 15-byte strings
+  EXPECT_FALSE(newer("TXN0NuG2aaaaaaa", "TXN0NuFzzzzzzzz"));  // 15-byte strings
   EXPECT_FALSE(newer("USR0KHTOWnGLu", "USR0KHTOWnGLuC"));
   EXPECT_FALSE(newer("USR0KHTOWnGLuC", ""));
 }

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
-// The cluster router's pure half: slots (WIRE §2 vectors, hash-tag rules, agreement with
-// table::hash_slot), first-key routing, redirect text, seeds, and both topology replies decoded
-// from the bytes a server sends (RESP3 and RESP2 forms).
+// The cluster router's pure half: slots (the vectors of docs/wire.md, "Names, keys and channels",
+// hash-tag rules, agreement with table::hash_slot), first-key routing, redirect text, seeds, and
+// both topology replies decoded from the bytes a server sends (RESP3 and RESP2 forms).
 #include <echo/io/cluster_map.h>
 #include <echo/io/resp3_decoder.h>
 #include <echo/table/names.h>

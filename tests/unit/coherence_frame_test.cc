@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
-// WIRE §2.1: the 29-byte message. The vectors, every truncation, a wrong separator, an embedded
-// NUL, over-long input, and valid-looking frames with a bad half, each refused with its gate.
-// §2.2: the text-key message, split from the right: keys holding ':', the 16..215-byte bounds,
-// each forbidden key byte, a version failing each id gate, and a branded frame read as text.
+// The 29-byte message (docs/wire.md, "The coherence message"). The vectors, every truncation, a
+// wrong separator, an embedded NUL, over-long input, and valid-looking frames with a bad half, each
+// refused with its gate. "Text keys": the text-key message, split from the right: keys holding ':',
+// the 16..215-byte bounds, each forbidden key byte, a version failing each id gate, and a branded
+// frame read as text.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -122,7 +123,7 @@ TEST(CoherenceFrame, ErrorNamesAreStable) {
   EXPECT_EQ(to_string(FrameError::kVersion), "version");
 }
 
-// ---- text keys (WIRE §2.2) ----
+// ---- text keys (docs/wire.md, "Text keys") ----
 
 BrandedId version_id() { return BrandedId::parse(kVersion).value(); }
 

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
-// The journal against real SQLite files (WIRE §8): the file, the pragmas and the exact schema;
-// the writer's edge (record, mark, group commit); the applied memory (newer-only, survives a
-// reopen); replay's coverage predicate and seq order; compaction. The enqueue side here is a
-// function recording what it was asked (the bus itself is the integration tests' business).
+// The journal against real SQLite files (docs/wire.md, "The journal"): the file, the pragmas and
+// the exact schema; the writer's edge (record, mark, group commit); the applied memory (newer-only,
+// survives a reopen); replay's coverage predicate and seq order; compaction. The enqueue side here
+// is a function recording what it was asked (the bus itself is the integration tests' business).
 #include <gtest/gtest.h>
 #include <sched.h>
 #include <sqlite3.h>
@@ -178,9 +178,9 @@ TEST_F(JournalTest, ReplayEnqueuesUncoveredIntentsInSeqOrderUnderRecordedIds) {
   EXPECT_EQ(again->deduplicated, 3u);
 }
 
-// A text-key table's intents and applied rows (WIRE §2.2: name_id is TEXT): recorded, covered,
-// replayed and reloaded under the key itself, colons and all; a name that is neither a branded id
-// nor a text key never reaches the file.
+// A text-key table's intents and applied rows (docs/wire.md, "Text keys": name_id is TEXT):
+// recorded, covered, replayed and reloaded under the key itself, colons and all; a name that is
+// neither a branded id nor a text key never reaches the file.
 TEST_F(JournalTest, TextKeysAreRecordedRememberedAndReplayedUnderTheKey) {
   const std::string long_key = "EUR:USD:" + std::string(192, 'K');
   std::vector<BrandedId> jobs;

@@ -7,7 +7,7 @@
 namespace echo::table {
 namespace {
 
-// ---- Text names (WIRE §2.2) and object layouts.
+// ---- Text names (docs/wire.md, "Text keys") and object layouts.
 
 TEST(L1Map, TextNamesOfEveryLengthAreTheirOwnRows) {
   set_now(0);

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// WIRE §3: version(14) ‖ value framing; a short or unversioned frame is corrupt_l2_frame.
+// The L2 frame (docs/wire.md, "L2 values"): version(14) ‖ value framing; a short or unversioned
+// frame is corrupt_l2_frame.
 #include <gtest/gtest.h>
 
 #include <echo/engine/l2_frame.h>

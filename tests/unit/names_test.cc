@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
-// WIRE §2: key, channel and queue names; refusal of invalid ids and of table names that would
-// break a key; the CRC16 hash slot vectors. §2.2: the text key check and its L2 key.
+// Key, channel and queue names (docs/wire.md, "Names, keys and channels"); refusal of invalid ids
+// and of table names that would break a key; the CRC16 hash slot vectors. "Text keys": the text key
+// check and its L2 key.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -69,7 +70,7 @@ TEST(Names, ErrorNamesAreStable) {
   EXPECT_EQ(to_string(NameError::kNotUtf8), "not_utf8");
 }
 
-// The bytes §2 and §2.2 forbid in a table name or a text key.
+// The bytes docs/wire.md forbids in a table name or a text key.
 std::string forbidden_bytes() {
   std::string out;
   for (int c = 0; c <= 0x20; ++c) out.push_back(static_cast<char>(c));
@@ -91,7 +92,7 @@ TEST(TextKey, MayHoldColonsAndAnyByteOutsideTheForbiddenSet) {
   EXPECT_TRUE(check_text_key("a:b"));
   EXPECT_TRUE(check_text_key(":"));
   EXPECT_TRUE(check_text_key("px:AAPL:XNAS"));
-  // Every other byte passes, high bytes too: §2.2 asks no UTF-8 (a key never goes into JSON).
+  // Every other byte passes, high bytes too: a text key needs no UTF-8 (it never goes into JSON).
   const std::string bad = forbidden_bytes();
   for (int c = 0; c < 256; ++c) {
     const std::string key(1, static_cast<char>(c));

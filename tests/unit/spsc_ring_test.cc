@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // Unit tests of echo::ring::SpscRing and Doorbell: configuration, FIFO order, batches, counters,
-// the three full policies, item lifetimes, the edge-triggered wake, and WIRE §9 gates G1-G4
+// the three full policies, item lifetimes, the edge-triggered wake, and gates G1-G4
 // with the original's exact counts.
 #include <echo/base/cache_line.h>
 #include <echo/ring/doorbell.h>

@@ -7,8 +7,9 @@
 namespace echo::engine {
 namespace {
 
-// The job lane's text-key item (WIRE §2.2) carries its key's bytes: the writer drops the row by
-// its key (not by hash), consults and feeds the applied memory under the key, and acks.
+// The job lane's text-key item (docs/wire.md, "Text keys") carries its key's bytes: the writer
+// drops the row by its key (not by hash), consults and feeds the applied memory under the key, and
+// acks.
 TEST(TableWriter, AJobLaneTextItemDropsItsRowByKeyAndFeedsTheMemoryUnderTheKey) {
   FakeL2 l2;
   auto s = spec(CoherenceMode::kJob);

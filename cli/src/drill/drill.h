@@ -70,9 +70,9 @@ struct Gate {
   std::function<void(GateRun&, const DrillTarget&)> run;
 };
 
-// Gate groups register themselves, one file per group, with an order key (WIRE §9's order:
-// 41xx = E gates, 42xx = F, 43xx = G, 44xx = H; ties keep link order; 9xxx = the cluster gates,
-// which only `drill --cluster` runs). Usage, at namespace scope
+// Gate groups register themselves, one file per group, with an order key (the order of
+// docs/wire.md, "The gates": 41xx = E gates, 42xx = F, 43xx = G, 44xx = H; ties keep link order;
+// 9xxx = the cluster gates, which only `drill --cluster` runs). Usage, at namespace scope
 // in the group's file:   static const GateGroup kGroup{4210, add_my_gates};
 using AddGates = void (*)(std::vector<Gate>&);
 struct GateGroup {

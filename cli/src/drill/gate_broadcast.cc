@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// Gates F2-F4 and G5 (WIRE §9, chapters 4.2 and 4.3): the broadcast lane end to end with
+// Gates F2-F4 and G5 (docs/wire.md, "The gates"): the broadcast lane end to end with
 // several Engines in this process as nodes - newer-wins on both layers, push latency against a
 // plain PUBLISH -> message floor measured in the same run and the cross-node round trip, the
 // job-lane table the broadcast passes by, and a 500-message storm through the wire and the ring
@@ -45,7 +45,7 @@ using table::BrandedId;
 using table::Verdict;
 
 // The drill's writer mints every version from one minter, so the gate's versions are in mint
-// order by construction (WIRE §1.3: one node per concurrent minter).
+// order by construction (docs/wire.md, "Branded ids": one node per concurrent minter).
 constexpr unsigned kDrillNode = 200;
 
 void f2_newer_wins(GateRun& run, const DrillTarget& target) {

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// The bus gates of WIRE §9 (chapter 3: 3.2 J1-J5 admission, 3.3 L1-L6 leases and fencing,
+// The bus gates of docs/wire.md, "The gates" (3.2 J1-J5 admission, 3.3 L1-L6 leases and fencing,
 // 3.4 G1-G8 lanes), printed by the drill as the integration tests (bus_scripts_test,
 // job_lane_test) assert them. They run the embedded scripts by EVALSHA on a plain client, each
 // gate on a fresh queue; 3.4 G5 and G6 park this project's own consumer (an engine node) rather
@@ -61,7 +61,7 @@ struct Claimed {
   long long token = 0;
 };
 
-// One WIRE §5 queue on a plain client: the scripts by EVALSHA (loaded once), and its keys.
+// One bus queue on a plain client: the scripts by EVALSHA (loaded once), and its keys.
 class Bus {
  public:
   Bus(Redis& r, std::string queue) : r_(r), base_("emq:{" + queue + "}:") {}
@@ -496,8 +496,9 @@ TableSpec park_table(const std::string& name, std::int64_t beat_ms) {
   };
   t.coherence = CoherenceMode::kJob;
   t.job_beat_ms = beat_ms;
-  // The gate watches one member's park; a relay (WIRE §5.5) is a second parked consumer, of the
-  // shared queue, that claims and maintains once a beat: not part of what is measured.
+  // The gate watches one member's park; a relay (docs/wire.md, "The job lane's member queues") is a
+  // second parked consumer, of the shared queue, that claims and maintains once a beat: not part of
+  // what is measured.
   t.job_relay = false;
   return t;
 }

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// Gates E1-E6 (WIRE §9, chapter 4.1): the cache-aside table end to end through the Engine
+// Gates E1-E6 (docs/wire.md, "The gates"): the cache-aside table end to end through the Engine
 // against the drill's server - the directory and the kind gate, the three sources, the herd on
 // one flight, L1 speed against a plain GET measured in the same run, jittered expiry against a
 // zero-jitter control, and the size bound.
@@ -39,7 +39,8 @@ using floors::node_options;
 using floors::Redis;
 using table::BrandedId;
 
-// Minting nodes of the E gates' engines and of the drill's own ids (distinct: WIRE §1.3).
+// Minting nodes of the E gates' engines and of the drill's own ids (distinct: docs/wire.md,
+// "Branded ids").
 constexpr unsigned kDrillNode = 100;
 
 void e1_declared(GateRun& run, const DrillTarget& target) {

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
-// Gate F1, connector part (WIRE §6): the connector boots on RESP3 and passes the version fence
-// (claims an unclaimed fence, refuses a foreign one), and gate F1's last clause - push_command
-// on a RESP2 connection answers requires_resp3 and sends nothing.
+// Gate F1, connector part (docs/wire.md, "The connector"): the connector boots on RESP3 and passes
+// the version fence (claims an unclaimed fence, refuses a foreign one), and gate F1's last clause -
+// push_command on a RESP2 connection answers requires_resp3 and sends nothing.
 #include <hiredis/hiredis.h>
 
 #include <algorithm>

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// Gates F5 and F6 (WIRE §9, chapter 4.2): the job lane that survives a consumer's crash, and its
-// price against the broadcast lane measured in the same run. F5 stages the crash in-process: a
+// Gates F5 and F6 (docs/wire.md, "The gates"): the job lane that survives a consumer's crash, and
+// its price against the broadcast lane measured in the same run. F5 stages the crash in-process: a
 // raw client registers as member 251, claims the job with the embedded gclaim script and never
 // completes it (the consumer that died holding the job); then a node with the same member id
 // reaps it on its beat and applies it with token 2. F6 sends both lanes to one row of one node.

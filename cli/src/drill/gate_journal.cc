@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// Gates H1-H6 (WIRE §9, chapter 4.4): the journal beside the bus. H1 files per group; H2 both
+// Gates H1-H6 (docs/wire.md, "The gates"): the journal beside the bus. H1 files per group; H2 both
 // crash seams closed by replay; H3 the applied memory across a full stop; H4 the bus's queue keys
 // deleted and replayed back; H5 compaction by coverage; H6 the price, derived from a plain SQLite
 // WAL commit and the bare job lane measured in the same run. The journal files live in a temp
@@ -104,7 +104,7 @@ std::string base_of(const std::string& table, unsigned node) {
   return engine::JobLaneKeys::for_table(table).member_base(std::to_string(node));
 }
 
-// By the gpause script (WIRE lane admin), which also takes the member's hand-off credits down
+// By the gpause script (lane admin), which also takes the member's hand-off credits down
 // (member_park.lua); a plain SADD would leave them to hand jobs off until the consumer's next beat.
 bool pause(Redis& r, const std::string& table, unsigned node, const BrandedId& g) {
   const lua::Script* s = lua::find_script("gpause");

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// Gates G1-G4 (WIRE §9, chapter 4.3), in process: the ring's surface, publish order through
+// Gates G1-G4 (docs/wire.md, "The gates"), in process: the ring's surface, publish order through
 // few batches and few wakes, occupancy mid-storm and throughput against floors measured in the
 // same run, and the full ring's counted drops. The table-level parts (G1's table records, G5,
 // G6) belong to the table's gate file.
@@ -95,7 +95,7 @@ void g2_order(GateRun& run, const DrillTarget&) {
   run.stage(
       "1000 items into a ring of capacity 2048 whose parked applier sleeps 1 ms per batch "
       "(batches capped at 512, as the writer caps them)");
-  run.derive("order exact; 1 < batches < 1000; wakes <= batches and < 50 (WIRE §9 G2)");
+  run.derive("order exact; 1 < batches < 1000; wakes <= batches and < 50");
   SpscRing<std::uint64_t> ring(ring_config(2048));
   std::vector<std::uint64_t> seen;
   seen.reserve(1000);

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
-// Gate F1, vocabulary part (WIRE §1, §2, §2.1): the id vectors and refusals, the mint order, the
-// 29-byte frame, the names and their slots, and the frame's byte-exact trip through the server.
+// Gate F1, vocabulary part (docs/wire.md, "Branded ids", "Names, keys and channels",
+// "The coherence message"): the id vectors and refusals, the mint order, the 29-byte frame, the
+// names and their slots, and the frame's byte-exact trip through the server.
 #include <hiredis/hiredis.h>
 
 #include <algorithm>
@@ -23,8 +24,8 @@ namespace {
 using namespace echo::table;
 
 void vocabulary(GateRun& run, const DrillTarget& target) {
-  run.stage("the WIRE §1.7 id vectors and refusals, 10,000 mints, the §2.1 frame vectors, the "
-            "§2 names and slot vectors, and one frame stored in L2 and read back");
+  run.stage("the id vectors and refusals, 10,000 mints, the 29-byte frame vectors, the "
+            "names and slot vectors, and one frame stored in L2 and read back");
   // Ids.
   auto usr = BrandedId::encode("USR", 274557032793636864ull);
   run.expect(usr && usr->view() == "USR0KHTOWnGLuC", "encode(USR, 274557032793636864) = USR0KHTOWnGLuC");

@@ -113,7 +113,8 @@ class Contestant {
   virtual std::unique_ptr<Writer> writer() = 0;
   // The write `node`'s cache holds for `name` without filling (L1 only), if any. After the run.
   virtual std::optional<std::uint32_t> peek(int node, std::size_t name) = 0;
-  // Where L2 keeps `name`, and whether the value there is framed (version ‖ value, WIRE §3).
+  // Where L2 keeps `name`, and whether the value there is framed (version ‖ value, docs/wire.md,
+  // "L2 values").
   virtual std::string l2_key(std::size_t name) const = 0;
   virtual bool framed() const = 0;
   // What went wrong on the contestant's own threads (a lost connection); empty: nothing.

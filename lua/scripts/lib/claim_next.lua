@@ -1,6 +1,6 @@
 -- SPDX-License-Identifier: MIT
--- claim_next(base, ring, active, lease_ms): gclaim (WIRE §5.3) for gclaim and complete_claim;
--- lease_ms a number the caller checked (lib/whole.lua) before its first write.
+-- claim_next(base, ring, active, lease_ms): gclaim (docs/wire.md, "Scripts") for gclaim and
+-- complete_claim; lease_ms a number the caller checked (lib/whole.lua) before its first write.
 -- Rotates the ring (the group served now goes to the tail, so each group gets one job per turn
 -- whatever its backlog), pops the rotated group's oldest job and leases it for lease_ms of server
 -- time. Returns {id, payload, attempts, g} (attempts, an integer, is the fencing token), or nil
@@ -14,9 +14,9 @@ local function claim_next(base, ring, active, lease_ms)
   local popped = redis.call('ZPOPMIN', lane)
   if #popped == 0 then
     -- A group leaves the ring when its lane empties, so this only heals a ring that still names
-    -- an empty lane. The answer is empty even if other lanes hold work (WIRE §5.3): trying the
-    -- next group would make one claim cost a scan of the ring. A consumer that gets it parks
-    -- until the next wake or beat.
+    -- an empty lane. The answer is empty even if other lanes hold work (docs/wire.md, "Scripts"):
+    -- trying the next group would make one claim cost a scan of the ring. A consumer that gets it
+    -- parks until the next wake or beat.
     redis.call('LREM', ring, 0, g)
     return nil
   end

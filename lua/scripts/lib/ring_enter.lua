@@ -1,10 +1,10 @@
 -- SPDX-License-Identifier: MIT
--- ring_enter(base, g, act): the ring insert with wake (WIRE §5.3; see genqueue.lua for why a token
--- only on entry). Group g enters the ring, and one wake token is pushed (the list trimmed to 64),
--- unless g is paused, at its glimit, or already in the ring. act is g's in-flight count when the
--- caller knows it (it just moved gactive), else nil and gactive is read. A lane that enters the
--- ring holds work, so a member queue's hand-off credits go (member_park.lua: a hand-off must not
--- overtake it); on any other queue that key does not exist.
+-- ring_enter(base, g, act): the ring insert with wake (docs/wire.md, "Keys of a queue"; see
+-- genqueue.lua for why a token only on entry). Group g enters the ring, and one wake token is
+-- pushed (the list trimmed to 64), unless g is paused, at its glimit, or already in the ring. act
+-- is g's in-flight count when the caller knows it (it just moved gactive), else nil and gactive is
+-- read. A lane that enters the ring holds work, so a member queue's hand-off credits go
+-- (member_park.lua: a hand-off must not overtake it); on any other queue that key does not exist.
 local function ring_enter(base, g, act)
   if redis.call('SISMEMBER', base .. 'paused', g) == 1 then
     return

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // A table's value type and its bytes in L2. The L2 frame stays version(14) ‖ encoded bytes
-// (WIRE §3); a typed table's writer decodes those bytes once, when a row enters L1 (a fill or a
-// put), into the row itself, and every read uses the object in place (table.h).
+// (docs/wire.md, "L2 values"); a typed table's writer decodes those bytes once, when a row enters
+// L1 (a fill or a put), into the row itself, and every read uses the object in place (table.h).
 //
 // Built in:
 //   std::string            the bytes as they are (the untyped tables' values);

@@ -87,7 +87,8 @@ struct EngineOptions {
   // This engine's minting node: kAutoNode (the default) leases the first free node in 0..1023 at
   // start; 0..1023 leases that one (start fails node_taken when another process holds it). Either
   // way the lease ({ecc}:node:<n>, renewed every third of node_lease) is what lets the engine
-  // mint: two live processes never mint under one node (WIRE §5.5). node_id() says which.
+  // mint: two live processes never mint under one node (docs/wire.md, "Node leases"). node_id()
+  // says which.
   static constexpr unsigned kAutoNode = ~0u;
   unsigned node_id = kAutoNode;
   // How long a node lease lives unrenewed: 1000..3,600,000 ms. A process cut off from the server
@@ -115,17 +116,17 @@ struct EngineOptions {
   // that thread runs unpinned. The io threads (io.cpu) and the writers (TableSpec::writer_cpu)
   // have their own knobs; a Journal's flusher is the journal's (JournalOptions::flusher_cpus).
   std::vector<int> housekeeping_cpus;
-  std::chrono::milliseconds get_timeout{10000};  // a miss's wait for its flight (WIRE: 10 s);
+  std::chrono::milliseconds get_timeout{10000};  // a miss's wait for its flight (the original's);
                                                  // 1..3,600,000 ms
   std::chrono::milliseconds call_timeout{5000};  // a blocking L2 call; 1..3,600,000 ms
   std::chrono::milliseconds heartbeat{30000};    // idle PING on each connection; 0 = off,
                                                  // else at most 3,600,000 ms
-  // The {emq}:version fence (WIRE §5.1): the value this engine claims when the key is unset (not
-  // empty), and the others it accepts as sharing the wire. The chapters' bus writes echomq:2.0.0,
-  // the original's current code echomq:3.0.0; every key and script the coherence lanes use
-  // (genqueue, gclaim, complete, retry, reap, promote; the job hash's state, attempts, payload,
-  // group) is the same in both, and 3.0.0's additions (flow fields read by complete and retry,
-  // lock keys, admin verbs) are optional fields our jobs never carry: either era's consumer
+  // The {emq}:version fence (docs/wire.md, "The fence"): the value this engine claims when the key
+  // is unset (not empty), and the others it accepts as sharing the wire. The chapters' bus writes
+  // echomq:2.0.0, the original's current code echomq:3.0.0; every key and script the coherence
+  // lanes use (genqueue, gclaim, complete, retry, reap, promote; the job hash's state, attempts,
+  // payload, group) is the same in both, and 3.0.0's additions (flow fields read by complete and
+  // retry, lock keys, admin verbs) are optional fields our jobs never carry: either era's consumer
   // claims and completes the other's jobs. README "Beside the original".
   std::string version_value = "echomq:2.0.0";
   std::vector<std::string> version_accept = {"echomq:2.0.0", "echomq:3.0.0"};
@@ -155,7 +156,7 @@ struct Got {
   Source source = Source::kL1;
 };
 
-// One declared table as the directory lists it (WIRE §4.1).
+// One declared table as the directory lists it (docs/wire.md, "Table semantics").
 struct TableInfo {
   std::string name, kind;
   CoherenceMode coherence;
@@ -442,18 +443,19 @@ class Engine {
   // consults the applied memory before the cache and remembers every verdict. Owner thread,
   // before start(). ConfigError for an undeclared table.
   void use_journal(std::string_view table, Journal& journal);
-  // WIRE §8 apply_and_remember: the journal's memory first (remembered_stale touches nothing),
-  // else the table's verdict, then the memory's newer-only upsert. `id` gated as apply_coherence.
+  // apply_and_remember (docs/wire.md, "The journal"): the journal's memory first (remembered_stale
+  // touches nothing), else the table's verdict, then the memory's newer-only upsert. `id` gated as
+  // apply_coherence.
   Result<Applied> apply_and_remember(std::string_view table, std::string_view id,
                                      const table::BrandedId& version);
-  // drop_l2 (WIRE §3): deletes the L2 row iff `version` is newer; true when it deleted.
+  // drop_l2 (docs/wire.md, "L2 values"): deletes the L2 row iff `version` is newer; true if it did.
   Result<bool> drop_l2(std::string_view table, std::string_view id, const table::BrandedId& version);
   // Admin: DEL the L2 key and delete the L1 row, unconditionally. true when L2 held the key
   // (DEL removed it), false when it had none; the L1 row is gone either way.
   Result<bool> invalidate(std::string_view table, std::string_view id);
   // Applies one coherence message through the table's writer (the job lane's handler, tests):
-  // the key gate on `id` (a branded table's kind, kKind; a text table's key, kBadKey), then WIRE
-  // §4.4's verdict.
+  // the key gate on `id` (a branded table's kind, kKind; a text table's key, kBadKey), then the
+  // newer-wins verdict (docs/wire.md, "Table semantics").
   Result<table::Verdict> apply_coherence(std::string_view table, std::string_view id,
                                          const table::BrandedId& version);
   // Mints a version in `ns` (3 bytes A-Z) on this engine's node: kind for a bad namespace,

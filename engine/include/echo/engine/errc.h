@@ -25,7 +25,7 @@ enum class Errc : int {
   kHostUnresolved,   // start(): EngineOptions::host (or a seed) did not resolve
   kBadValue,         // a typed table's codec refused the bytes (L2's, the loader's or a put's)
   kBadKey,           // a text key outside 1..200 bytes or with '{', '}', a space or a control
-                     // byte (WIRE §2.2; nothing on the wire)
+                     // byte (docs/wire.md, "Text keys"; nothing on the wire)
   kWrongType,        // a typed handle asked for a table of another value type
   kLoaderTimeout,    // the table's loader did not answer within its loader_timeout (never
                      // cached; its late answer is discarded)
@@ -37,7 +37,7 @@ enum class Errc : int {
   kNodeTaken,        // start(): the explicit node_id is leased by another process
   kNoNodeLease,      // this engine holds no node lease now (not started, or the lease lapsed:
                      // partitioned past node_lease, or taken): it mints nothing until it holds
-                     // one again (WIRE §5.5)
+                     // one again (docs/wire.md, "Node leases")
   kSentinelUnknownMaster,  // start(), ServerMode::kSentinel: the first sentinel that answered
                            // does not monitor EngineOptions::sentinel_master (the name is logged)
   kNoSentinel,       // start(), ServerMode::kSentinel: every sentinel listed was tried and none

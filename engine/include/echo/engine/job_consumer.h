@@ -8,7 +8,7 @@
 // member() on any thread; everything else on the loop thread. Nothing blocks but the destructor,
 // which waits until the loop holds no reference to this object. How it works (member queues, two
 // processes under one node id, parking and hand-offs, claims, credits, clusters): the top of
-// engine/src/job_consumer.cc; the keys and scripts: docs/wire.md §7.
+// engine/src/job_consumer.cc; the keys and scripts: docs/wire.md, "The job lane's member queues".
 #pragma once
 
 #include <echo/engine/table_spec.h>
@@ -50,7 +50,7 @@ constexpr std::uint64_t in_flight_of(std::uint64_t taken, std::uint64_t settled)
 }
 
 // The queue names of one job-lane table. The shared queue and the membership share the table's
-// hash tag; each member's queue is a WIRE §5 queue of its own, ecc.coh.<t>|<m>, with its own
+// hash tag; each member's queue is a bus queue of its own, ecc.coh.<t>|<m>, with its own
 // hash tag, so on a cluster a table's member queues spread over the shards.
 struct JobLaneKeys {
   std::string queue;    // ecc.coh.<t>

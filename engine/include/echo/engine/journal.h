@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
-// The journal (WIRE §8): one SQLite file per group beside the bus, so the job lane survives the
-// bus losing its queue. An outbox of intents at the writer's edge (record → enqueue under the
-// recorded job id → mark), the last applied version per name at the applier's edge (consulted
-// before the cache: `remembered_stale`), replay of uncovered intents, and compaction by coverage.
+// The journal (docs/wire.md, "The journal"): one SQLite file per group beside the bus, so the job
+// lane survives the bus losing its queue. An outbox of intents at the writer's edge (record →
+// enqueue under the recorded job id → mark), the last applied version per name at the applier's
+// edge (consulted before the cache: `remembered_stale`), replay of uncovered intents, and
+// compaction by coverage.
 //
 // Threads: one thread at a time holds the SQLite connection (statements prepared once). A caller
 // that finds it free commits on its own thread and group-commits whatever queued meanwhile (flat
@@ -88,12 +89,12 @@ struct JournalStats {
 // Where the writer's edge sends a recorded intent: enqueue `job` (its recorded id) carrying
 // name:version; returns true when some queue newly admitted it, false for a duplicate
 // (Engine::enqueue_job fits it as it is). `name` is a branded id's 14 bytes or a text-key
-// table's key (WIRE §2.2), valid for the call.
+// table's key (docs/wire.md, "Text keys"), valid for the call.
 using EnqueueFn = std::function<Result<bool>(
     const table::BrandedId& job, std::string_view name, const table::BrandedId& version)>;
 
 // An intent as record_many takes it: a branded id's 14 bytes or a text-key table's key (1..200
-// bytes, WIRE §2.2), viewed for the length of the call, and its version.
+// bytes, docs/wire.md, "Text keys"), viewed for the length of the call, and its version.
 struct IntentRow {
   std::string_view name;
   table::BrandedId version;
@@ -102,8 +103,9 @@ struct IntentRow {
 class Journal {
  public:
   // Opens (creating) <dir>/journal-<group>.db: WAL, synchronous NORMAL (or FULL),
-  // busy_timeout 5000, the WIRE schema, statements prepared once, the applied memory loaded.
-  // Throws ConfigError (bad group) or std::runtime_error naming the SQLite failure.
+  // busy_timeout 5000, the schema of docs/wire.md, "The journal", statements prepared once, the
+  // applied memory loaded. Throws ConfigError (bad group) or std::runtime_error naming the SQLite
+  // failure.
   explicit Journal(const JournalOptions& options);
   ~Journal();
   Journal(const Journal&) = delete;
@@ -137,7 +139,7 @@ class Journal {
   }
 
   // ---- the applier's edge (any thread; no SQLite on the check). `name` is a branded id, or a
-  // text-key table's key (WIRE §2.2: name_id is TEXT in both tables). ----
+  // text-key table's key (docs/wire.md, "Text keys": name_id is TEXT in both tables). ----
   // True iff the memory holds r for `name` and `version` is not newer than r.
   bool remembered_stale(std::string_view name, const table::BrandedId& version) const;
   bool remembered_stale(const table::BrandedId& name, const table::BrandedId& version) const {

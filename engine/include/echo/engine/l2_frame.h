@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
-// L2 values (WIRE §3): version(14) ‖ raw value bytes, no separator, no length. A GET of 0..13
-// bytes (or a version that is not a branded id) is corrupt_l2_frame: passed to every waiter,
-// nothing cached, nothing deleted.
+// L2 values (docs/wire.md, "L2 values"): version(14) ‖ raw value bytes, no separator, no length. A
+// GET of 0..13 bytes (or a version that is not a branded id) is corrupt_l2_frame: passed to every
+// waiter, nothing cached, nothing deleted.
 #pragma once
 
 #include <string>

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
-// A table's declaration (WIRE §4.1; docs/configuration.md): every knob with its default and checked
-// range. validate() runs at Engine start; a bad knob is a ConfigError naming the knob, its allowed
-// range and the value given.
+// A table's declaration (docs/wire.md, "Table semantics"; docs/configuration.md): every knob with
+// its default and checked range. validate() runs at Engine start; a bad knob is a ConfigError
+// naming the knob, its allowed range and the value given.
 #pragma once
 
 #include <chrono>
@@ -32,18 +32,19 @@ enum class CoherenceMode : std::uint8_t {
   kNone,       // TTL only
   kBroadcast,  // PUBLISH ecc:{t}:coh -> RESP3 push -> ring -> writer (at-most-once)
   kJob,        // a job per message on ecc.coh.<t> (at-least-once); no subscription
-  // The server's own invalidation (WIRE §4.5): CLIENT TRACKING ON BCAST PREFIX ecc:{t}: on the
-  // subscriber connection; any change to a key under the prefix (a SET by anyone, an expiry, an
-  // eviction) pushes `invalidate`, and the writer drops that row whatever its version; a nil key
-  // list (FLUSHALL, FLUSHDB) drops every row. No versions travel, so fills are guarded by a
-  // per-key invalidation sequence instead (TableWriter: a fill that an invalidation overtook is
-  // served but not cached). The node's own writes invalidate its rows too (NOLOOP would not help:
-  // the writes leave on the command connection, the invalidations come on the subscriber's), so
-  // a put's row is usually gone a round trip later and the next read refills. Single server only.
+  // The server's own invalidation (docs/wire.md, "Table semantics"): CLIENT TRACKING ON BCAST
+  // PREFIX ecc:{t}: on the subscriber connection; any change to a key under the prefix (a SET by
+  // anyone, an expiry, an eviction) pushes `invalidate`, and the writer drops that row whatever its
+  // version; a nil key list (FLUSHALL, FLUSHDB) drops every row. No versions travel, so fills are
+  // guarded by a per-key invalidation sequence instead (TableWriter: a fill that an invalidation
+  // overtook is served but not cached). The node's own writes invalidate its rows too (NOLOOP would
+  // not help: the writes leave on the command connection, the invalidations come on the
+  // subscriber's), so a put's row is usually gone a round trip later and the next read refills.
+  // Single server only.
   kTracking,
 };
 
-// How a table's L2 values are laid out (WIRE §3).
+// How a table's L2 values are laid out (docs/wire.md, "L2 values").
 enum class L2Format : std::uint8_t {
   kFramed,  // version(14) ‖ value: the original's frame, every lane
   kRaw,     // the value bytes alone (kTracking only): a table over keys that programs other than
@@ -74,11 +75,12 @@ enum class L1Clock : std::uint8_t {
             // clock's read is ~10 ns of a ~25 ns hit on a table that fits in cache
 };
 
-// What a table's keys are (WIRE §2.2).
+// What a table's keys are (docs/wire.md, "Text keys").
 enum class KeyKind : std::uint8_t {
   kBranded,  // 14-byte branded ids of the table's kind (the original's contract; the kind gate)
   kText,     // 1..200 bytes, no '{', '}', space or control byte ("AAPL"), on every lane: the
-             // message is key:version (WIRE §2.2); the kind only namespaces the versions
+             // message is key:version (docs/wire.md, "Text keys"); the kind namespaces
+             // only the versions
 };
 
 // Why a row left L1 (table/eviction.h): kMessage (a coherence message newer than the row, any
@@ -145,9 +147,10 @@ std::string_view to_string(CoherenceMode m) noexcept;
 std::string_view to_string(DisconnectPolicy p) noexcept;
 std::string_view to_string(L2Format f) noexcept;
 
-// A loader's answer for a name missing from L1 and L2 (WIRE §4.3): a value (its version minted
-// by the engine in the table's kind at flight start), a value with its own version, or an error
-// (never cached; every waiter gets Errc::kLoaderFailed with the message "loader failed: <reason>").
+// A loader's answer for a name missing from L1 and L2 (docs/wire.md, "Table semantics"): a value
+// (its version minted by the engine in the table's kind at flight start), a value with its own
+// version, or an error (never cached; every waiter gets Errc::kLoaderFailed with the message
+// "loader failed: <reason>").
 struct Loaded {
   std::string value;
   std::optional<table::BrandedId> version;
@@ -240,13 +243,13 @@ struct TableSpec {
   int job_max_attempts = 3;                // 1 .. 1000: then the job is dead
   std::size_t job_credits = 1024;          // 1 .. ring_capacity: claimed, not yet applied
   bool job_shared_queue = false;           // enqueue also feeds ecc.coh.<t> (original consumers)
-  // The relay (WIRE §5.5): this member also consumes the shared queue ecc.coh.<t> as the
-  // original's consumers do, admits each job it claims into every live member queue (under the
-  // job's own id) and then completes it there. On by default: without it a job an original
-  // writer admits (genqueue) reaches no EchoStore node, and each serves the old row until its
-  // TTL. It costs a thread and a parked connection per engine (for all its relaying tables) and
-  // one empty claim per wake another consumer won. Off where no original writer shares the
-  // server and nothing else feeds the shared queue.
+  // The relay (docs/wire.md, "The job lane's member queues"): this member also consumes the shared
+  // queue ecc.coh.<t> as the original's consumers do, admits each job it claims into every live
+  // member queue (under the job's own id) and then completes it there. On by default: without it a
+  // job an original writer admits (genqueue) reaches no EchoStore node, and each serves the old row
+  // until its TTL. It costs a thread and a parked connection per engine (for all its relaying
+  // tables) and one empty claim per wake another consumer won. Off where no original writer shares
+  // the server and nothing else feeds the shared queue.
   bool job_relay = true;
   // The lead: this node listens on the table's lead channel (JobLaneKeys::lead) and applies what
   // arrives there at once, and its enqueue PUBLISHes the message there one round trip before it

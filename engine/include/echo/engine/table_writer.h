@@ -77,9 +77,9 @@ struct JobAck {
   bool remembered = false;  // answered remembered_stale by the applied memory: table untouched
 };
 
-// The journal's applied memory as the writer consults it on the job lane (WIRE §8, applier's
-// edge): `stale` is checked before the table (true: remembered_stale, nothing touched); after a
-// table verdict, `remember` upserts newer-only — even when the verdict was stale.
+// The journal's applied memory as the writer consults it on the job lane (docs/wire.md,
+// "The journal", its applier): `stale` is checked before the table (true: remembered_stale, nothing
+// touched); after a table verdict, `remember` upserts newer-only — even when the verdict was stale.
 struct MemoryHooks {
   std::function<bool(std::string_view name, const table::BrandedId& version)> stale;
   std::function<void(std::string_view name, const table::BrandedId& version)> remember;
@@ -95,7 +95,8 @@ using AckSink = std::function<void(std::span<const JobAck>)>;
 template <class T>
 using WriterAnswer = Result<T>;
 
-// Where a read was answered from (WIRE §4.3's sources, plus l1).
+// Where a read was answered from (L1, or a flight's L2 GET or loader: docs/wire.md,
+// "Table semantics").
 enum class Source : std::uint8_t { kL1, kL2, kLoader };
 std::string_view to_string(Source s) noexcept;
 
@@ -268,14 +269,14 @@ class TableWriter {
   }
   // Apply one coherence message through the inbox (job lane handler, tests): done(verdict), or
   // done(`stopped`) when the writer stopped before it ran.
-  // `name`: a branded id or, on a text-key table, its key (WIRE §2.2).
+  // `name`: a branded id or, on a text-key table, its key (docs/wire.md, "Text keys").
   void apply(std::string_view name, const table::BrandedId& version,
              std::function<void(WriterAnswer<table::Verdict>)> done);
   void apply(const table::CoherenceMessage& message,
              std::function<void(WriterAnswer<table::Verdict>)> done) {
     apply(message.name.view(), message.version, std::move(done));
   }
-  // apply with the applied memory (WIRE §8 apply_and_remember): done(verdict), or `stopped`.
+  // apply with the applied memory (docs/wire.md, "The journal"): done(verdict), or `stopped`.
   void apply_and_remember(std::string_view name, const table::BrandedId& version,
                           std::function<void(WriterAnswer<Applied>)> done);
   void apply_and_remember(const table::CoherenceMessage& message,

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: MIT
-// The pure half of cluster support (WIRE §2 slots): a key's hash slot, the slot of a command's
-// first key, the MOVED/ASK redirect text, and the CLUSTER SHARDS / CLUSTER SLOTS replies as a
-// slot map. No I/O, no threads: the ClusterClient feeds these, the unit tests pin them.
-// io/ keeps its own CRC16 rather than calling table::hash_slot, because io/ and table/ know
-// nothing of each other (docs/architecture.md, "Folders"); a unit test holds the two to the
-// same answers.
+// The pure half of cluster support (the slots of docs/wire.md, "Names, keys and channels"): a key's
+// hash slot, the slot of a command's first key, the MOVED/ASK redirect text, and the CLUSTER SHARDS
+// / CLUSTER SLOTS replies as a slot map. No I/O, no threads: the ClusterClient feeds these, the
+// unit tests pin them. io/ keeps its own CRC16 rather than calling table::hash_slot, because io/
+// and table/ know nothing of each other (docs/architecture.md, "Folders"); a unit test holds the
+// two to the same answers.
 #pragma once
 
 #include <echo/io/resp3_value.h>

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: MIT
-// The connector (WIRE §6): one socket to Valkey/Redis driven by a UringLoop. It boots (HELLO 3 /
-// RESP2 fallback, AUTH, SELECT, CLIENT SETNAME, the {emq}:version fence), pairs pipelined replies
-// with their callers through a FIFO, routes RESP3 pushes to a handler, calls scripts by EVALSHA
-// with one NOSCRIPT reload, beats when idle, and on socket loss fails every in-flight caller,
-// reconnects with jittered backoff, re-fences, resubscribes and tells its owner. With
-// ConnectionOptions::tls it speaks TLS first (connection_tls.cc), on the same loop thread.
+// The connector (docs/wire.md, "The connector"): one socket to Valkey/Redis driven by a UringLoop.
+// It boots (HELLO 3 / RESP2 fallback, AUTH, SELECT, CLIENT SETNAME, the {emq}:version fence), pairs
+// pipelined replies with their callers through a FIFO, routes RESP3 pushes to a handler, calls
+// scripts by EVALSHA with one NOSCRIPT reload, beats when idle, and on socket loss fails every
+// in-flight caller, reconnects with jittered backoff, re-fences, resubscribes and tells its owner.
+// With ConnectionOptions::tls it speaks TLS first (connection_tls.cc), on the same loop thread.
 #pragma once
 
 #include <sys/socket.h>
@@ -104,8 +104,9 @@ enum class ConnStatus : std::uint8_t { kIdle, kConnecting, kBooting, kReady, kBa
 std::string_view to_string(ConnStatus s) noexcept;
 
 
-// WIRE §6 stats, a snapshot. Counters are single-writer (the loop thread), read relaxed: each is
-// exact, a snapshot of several is approximate while the connection runs.
+// The connector's stats (docs/wire.md, "The connector"), a snapshot. Counters are single-writer
+// (the loop thread), read relaxed: each is exact, a snapshot of several is approximate while the
+// connection runs.
 struct ConnectionStats {
   std::string label;
   ConnStatus status = ConnStatus::kIdle;
@@ -137,7 +138,7 @@ struct Script {
 };
 
 // A reply's fate: `ec` empty → `reply` is the server's answer; `ec` == server → `reply` is the
-// server's error reply (its text says why: WIRE's {server, msg}); sha_mismatch → `reply` is the
+// server's error reply (its text says why); sha_mismatch → `reply` is the
 // SHA the server computed; any other `ec` → no reply (disconnected, closed, ...). The
 // Resp3Value is valid only during the callback; keep it with to_owned().
 using ReplyFn = std::function<void(std::error_code ec, const Resp3Value& reply)>;

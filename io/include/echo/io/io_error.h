@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
-// The connector's typed errors (WIRE §6): one enum, one std::error_category, so every failure a
-// caller can see is a std::error_code that names what went wrong and compares by value.
+// The connector's typed errors (docs/wire.md, "The connector"): one enum, one std::error_category,
+// so every failure a caller can see is a std::error_code that names what went wrong and compares by
+// value.
 #pragma once
 
 #include <string_view>
@@ -43,7 +44,8 @@ inline std::error_code make_error_code(IoErrc e) noexcept {
   return {static_cast<int>(e), io_category()};
 }
 
-// A short stable name ("disconnected", "requires_resp3", ...), as WIRE §6 spells them.
+// A short stable name ("disconnected", "requires_resp3", ...), spelled as in docs/wire.md,
+// "The connector".
 std::string_view to_string(IoErrc e) noexcept;
 
 }  // namespace echo::io

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 // The command encoder: each command is a RESP array of bulk strings (integers as decimal text,
-// WIRE.md section 6) appended to one reusable buffer, so a pipeline is several appends and a
-// send of bytes(). Kept over hiredis's redisFormatCommandArgv, which formats with sprintf into a
-// fresh malloc per command: 6-8x its commands/s on a 64-command pipeline of PUBLISH, GET,
+// docs/wire.md, "The connector") appended to one reusable buffer, so a pipeline is several appends
+// and a send of bytes(). Kept over hiredis's redisFormatCommandArgv, which formats with sprintf
+// into a fresh malloc per command: 6-8x its commands/s on a 64-command pipeline of PUBLISH, GET,
 // SET and EVALSHA (bench/resp3_bench.cc, BM_RespEncoder_EncodePipeline against
 // BM_Hiredis_FormatCommandArgvPipeline).
 //

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
-// TLS for a connection (WIRE §6's connector over OpenSSL 3): what to trust, what to present and
-// which name to check. No OpenSSL type appears here; the session lives in io/src/tls_session.h.
-// The handshake and every record run on the loop thread over io_uring through memory BIOs (this
-// kernel has no kTLS: CONFIG_TLS is unset, so there is no kTLS path).
+// TLS for a connection (the connector of docs/wire.md, "The connector", over OpenSSL 3): what to
+// trust, what to present and which name to check. No OpenSSL type appears here; the session lives
+// in io/src/tls_session.h. The handshake and every record run on the loop thread over io_uring
+// through memory BIOs (this kernel has no kTLS: CONFIG_TLS is unset, so there is no kTLS path).
 #pragma once
 
 #include <string>

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // The server-side Lua scripts (lua/scripts/*.lua), embedded into the library at build time.
-// Each carries the lowercase hex SHA1 of its source, which is what EVALSHA sends (WIRE §6).
+// Each carries the lowercase hex SHA1 of its source, which is what EVALSHA sends (docs/wire.md,
+// "The connector").
 #pragma once
 
 #include <cstddef>

@@ -67,7 +67,7 @@ struct WaitConfig {
 inline constexpr std::uint32_t kMaxGather = 65536;
 
 struct RingConfig {
-  // Power of two >= 2; 4096 is WIRE §7's default.
+  // Power of two >= 2; 4096 is the default of docs/wire.md, "The ring".
   std::size_t capacity = 4096;
   FullPolicy full_policy = FullPolicy::kDrop;
   // How a block-policy producer waits for space (ignored by the other policies).

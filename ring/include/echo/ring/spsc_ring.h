@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
-// The bounded lock-free single-producer single-consumer ring (WIRE §7) that carries coherence
-// messages from one io thread to one table writer. Free-running 64-bit sequences, masked on
-// access; each side caches the other's sequence (rigtorp SPSCQueue), so the steady state costs
-// no shared-line miss per item; publish and drain move whole batches; the producer rings the
+// The bounded lock-free single-producer single-consumer ring (docs/wire.md, "The ring") that
+// carries coherence messages from one io thread to one table writer. Free-running 64-bit sequences,
+// masked on access; each side caches the other's sequence (rigtorp SPSCQueue), so the steady state
+// costs no shared-line miss per item; publish and drain move whole batches; the producer rings the
 // consumer's Doorbell only on the empty→non-empty edge.
 //
 // Thread contract: one producer thread calls try_publish / publish / try_publish_batch /

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
-// Branded ids (WIRE §1): 3 namespace bytes A–Z + 11 base62 digits of a 63-bit snowflake
-// (ts 41 | node 10 | seq 12), 14 bytes, no terminator. Byte order of payloads = numeric order =
-// mint order, so "newer wins" is a comparison of 11 bytes (newer()).
+// Branded ids (docs/wire.md, "Branded ids"): 3 namespace bytes A–Z + 11 base62 digits of a 63-bit
+// snowflake (ts 41 | node 10 | seq 12), 14 bytes, no terminator. Byte order of payloads = numeric
+// order = mint order, so "newer wins" is a comparison of 11 bytes (newer()).
 #pragma once
 
 #include <array>
@@ -74,7 +74,7 @@ Expected<std::array<char, kPayloadSize>, IdError> base62_encode(std::uint64_t sn
 // 11 base62 digits to the snowflake: kLength, kCharset or kRange (> kMaxPayload).
 Expected<std::uint64_t, IdError> base62_decode(std::string_view digits) noexcept;
 
-// Snowflake fields (WIRE §1.2).
+// Snowflake fields (docs/wire.md, "Branded ids").
 constexpr std::int64_t unix_ms(std::uint64_t s) noexcept {
   return static_cast<std::int64_t>(s >> 22) + kEpochMs;
 }
@@ -84,7 +84,7 @@ constexpr unsigned seq_of(std::uint64_t s) noexcept { return s & 0xFFF; }
 constexpr std::uint64_t min_for(std::int64_t t_ms) noexcept {
   return static_cast<std::uint64_t>(t_ms - kEpochMs) << 22;
 }
-// Placement hash: the first half of fmix64, low 32 bits (WIRE §1.6).
+// Placement hash: the first half of fmix64, low 32 bits (docs/wire.md, "Branded ids").
 constexpr std::uint32_t hash32(std::uint64_t k) noexcept {
   k ^= k >> 33;
   k *= 0xFF51AFD7ED558CCDull;
@@ -92,9 +92,9 @@ constexpr std::uint32_t hash32(std::uint64_t k) noexcept {
   return static_cast<std::uint32_t>(k);
 }
 
-// The minting cell (WIRE §1.3): one atomic (ts << 12 | seq) shared by every minter of a process.
-// Monotonic per process, never blocks, never repeats: same-ms mints bump seq, more than 4096 in a
-// millisecond borrow into ts, a backwards clock continues from the last state.
+// The minting cell (docs/wire.md, "Branded ids"): one atomic (ts << 12 | seq) shared by every
+// minter of a process. Monotonic per process, never blocks, never repeats: same-ms mints bump seq,
+// more than 4096 in a millisecond borrow into ts, a backwards clock continues from the last state.
 class Minter {
  public:
   using WallClock = std::int64_t (*)() noexcept;  // Unix wall-clock milliseconds
@@ -134,9 +134,9 @@ class Minter {
   std::atomic<std::int64_t> state_;
 };
 
-// The process's one minting cell (WIRE §1.3: "one atomic state"). Every part of the engine mints
-// through it with its own node id, so two components of one process can never mint the same id
-// or an out-of-order pair, whatever nodes they were given. Any thread.
+// The process's one minting cell (docs/wire.md, "Branded ids": "one atomic state"). Every part of
+// the engine mints through it with its own node id, so two components of one process can never mint
+// the same id or an out-of-order pair, whatever nodes they were given. Any thread.
 Minter& process_minter() noexcept;  // NOLINT(bugprone-exception-escape): cannot throw
 
 }  // namespace echo::table

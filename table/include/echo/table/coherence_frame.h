@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: MIT
 // The coherence messages. make_frame and parse_frame are the 29-byte message of a branded table
-// (WIRE §2.1): name(14) ":" version(14); building needs only the lengths, parsing refuses
-// anything but exactly 29 bytes, a colon at byte 14 and two valid ids. make_text_frame and
-// parse_text_frame are the message of a table of text keys (§2.2, an EchoStore extension):
-// key ":" version(14), 16..215 bytes, split from the right because the key may hold ':'.
+// (docs/wire.md, "The coherence message"): name(14) ":" version(14); building needs only the
+// lengths, parsing refuses anything but exactly 29 bytes, a colon at byte 14 and two valid ids.
+// make_text_frame and parse_text_frame are the message of a table of text keys ("Text keys", an
+// EchoStore extension): key ":" version(14), 16..215 bytes, split from the right because the key
+// may hold ':'.
 #pragma once
 
 #include <array>
@@ -28,7 +29,7 @@ struct CoherenceMessage {
   BrandedId version;
 };
 
-// The gates, in the order both parsers check them. Text frames (§2.2): kLength is outside
+// The gates, in the order both parsers check them. Text frames: kLength is outside
 // 16..215 bytes, kSeparator the byte before the last 14, kName the key's text-key check.
 enum class FrameError : std::uint8_t {
   kLength = 1,     // not exactly 29 bytes (build: a half not exactly 14 bytes)
@@ -57,7 +58,7 @@ Expected<Frame, FrameError> make_frame(std::string_view name, std::string_view v
 // allocation; never reads outside `bytes`.
 Expected<CoherenceMessage, FrameRefusal> parse_frame(std::string_view bytes) noexcept;
 
-// ---- text keys (WIRE §2.2) ----
+// ---- text keys (docs/wire.md, "Text keys") ----
 
 inline constexpr std::size_t kMinTextFrameSize = 1 + 1 + kIdSize;            // 16
 inline constexpr std::size_t kMaxTextFrameSize = kMaxTextKey + 1 + kIdSize;  // 215

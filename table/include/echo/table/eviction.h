@@ -30,8 +30,8 @@ enum class Eviction : std::uint8_t {
   // CLOCK (second chance): one FIFO, a 1-bit mark; a row hit since it was last at the end goes
   // round again with its mark cleared. A hit writes the mark once per trip.
   kClock,
-  // The original's (WIRE §4.2): a full map drops its expired rows and skips the insert if none
-  // went (full_skips); no row is evicted and a hit writes nothing.
+  // The original's (docs/wire.md, "Table semantics"): a full map drops its expired rows and skips
+  // the insert if none went (full_skips); no row is evicted and a hit writes nothing.
   kSkip,
 };
 

@@ -58,7 +58,7 @@ inline std::uint64_t hash_name(const char* p) noexcept {
   return h;
 }
 
-// The hash of any name (a branded id's 14 bytes or a text key's 1..200, WIRE §2.2): hash_name
+// The hash of any name (a branded id's 14 bytes or a text key's 1..200): hash_name
 // for 14 bytes, so a branded table hashes as it always did. Other lengths read whole words with
 // no loop and no call below 17 bytes (symbols, currency pairs): two overlapping 8-, 4- or 1-byte
 // loads, as wyhash reads its tail; longer names fold 16 bytes a round. The length is mixed in, so

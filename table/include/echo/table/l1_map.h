@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
-// The L1 map (WIRE §4.2-4.4): rows of (name, value, version, expires_at) owned by ONE writer
-// thread, read by any number of threads without locks. Also the newer-wins apply primitive
-// (apply_coherence) and the fill guard (tombstones, fill_guard.h). Reads never block, allocate,
-// make a syscall or write a shared cache line; see "Why this technique" in l1_map.cc.
+// The L1 map (docs/wire.md, "Table semantics"): rows of (name, value, version, expires_at) owned by
+// ONE writer thread, read by any number of threads without locks. Also the newer-wins apply
+// primitive (apply_coherence) and the fill guard (tombstones, fill_guard.h). Reads never block,
+// allocate, make a syscall or write a shared cache line; see "Why this technique" in l1_map.cc.
 #pragma once
 
 #include <echo/base/cache_line.h>
@@ -29,7 +29,8 @@
 
 namespace echo::table {
 
-// Monotonic milliseconds (WIRE §4.2's clock). Must be callable from any thread, noexcept.
+// Monotonic milliseconds (the rows' clock, docs/wire.md, "Table semantics"). Must be callable from
+// any thread, noexcept.
 using MonotonicClock = std::int64_t (*)() noexcept;
 // std::chrono::steady_clock in ms: exact, but a TSC read costs ~50-110 ns on a VM like the
 // benchmark host (BM_L1Map_GetHit vs BM_L1Map_GetHitAt), more than the rest of a hit.
@@ -39,7 +40,8 @@ std::int64_t steady_clock_ms() noexcept;
 // it where that is acceptable (BM_L1Map_GetHitCoarse).
 std::int64_t coarse_monotonic_ms() noexcept;
 
-// The longest name a row may have: WIRE §2.2's text keys (1..200 bytes); a branded id is 14.
+// The longest name a row may have: a text key (1..200 bytes, docs/wire.md, "Text keys"); a branded
+// id is 14.
 inline constexpr std::size_t kMaxNameSize = 200;
 
 // How rows hold their values. Bytes (size 0, the default): the value's bytes as the writer gave
@@ -103,7 +105,7 @@ struct L1Config {
   RemovalListener on_removal{};
 };
 
-// WIRE §4.4 verdicts.
+// The verdicts of newer wins (docs/wire.md, "Table semantics").
 enum class Verdict : std::uint8_t { kApplied, kStale };
 
 // What an insert did. Anything but kInserted/kReplaced left the map unchanged.
@@ -154,8 +156,8 @@ struct L1Stats {
   std::uint64_t decode_errors = 0;
   // Rows that left, by cause (RemovalCause): evicted under max_size, under max_bytes; expired
   // (swept, or found expired by an eviction or a full kSkip map); invalidated (a message, erase,
-  // clear); replaced by a fill or put of the same name. swept and coh_applied stay as WIRE
-  // names them (a part of expired, of invalidated).
+  // clear); replaced by a fill or put of the same name. swept and coh_applied keep the
+  // original's names (a part of expired, of invalidated).
   std::uint64_t evicted_size = 0, evicted_bytes = 0, expired = 0, invalidated = 0, replaced = 0;
   // The linked rows' charged bytes (L1Config::max_bytes; row_charge()).
   std::uint64_t bytes = 0;
@@ -215,10 +217,10 @@ class L1Map {
   // the policy first (L1Config::eviction; each row told to the listener with its cause), so
   // the bounds hold at every moment; kSkip evicts nothing and skips instead (kFullSkip).
 
-  // A fill (WIRE §4.3, the fill guard of fill_guard.h): refused if the current row is newer than
-  // `version` (fill_refused++) or if a remembered coherence message is newer (fill_refused++).
-  // Equal versions pass both checks: a row at v survives a message v (§4.4), so a fill at v must
-  // too, or every update would make the name uncacheable for a TTL.
+  // A fill (docs/wire.md, "Table semantics", the fill guard of fill_guard.h): refused if the
+  // current row is newer than `version` (fill_refused++) or if a remembered coherence message is
+  // newer (fill_refused++). Equal versions pass both checks: a row at v survives a message v (newer
+  // wins), so a fill at v must too, or every update would make the name uncacheable for a TTL.
   // Names are 1..kMaxNameSize bytes (std::length_error otherwise, as for a value of 4 GiB); the
   // BrandedId overloads pass the id's 14 bytes.
   InsertVerdict insert_fill(std::string_view name, std::string_view value,
@@ -234,31 +236,34 @@ class L1Map {
   std::optional<IdBytes> fill_floor(const BrandedId& name) const noexcept {
     return fill_floor(name.view());
   }
-  // A put (WIRE §4.3): no compare with the current row (the writer's own write wins), but a put
-  // older than a remembered coherence message is refused (put_refused++): that message announced
-  // newer data in L2, and L1 must not serve older data than L2 holds.
+  // A put (docs/wire.md, "Table semantics"): no compare with the current row (the writer's own
+  // write wins), but a put older than a remembered coherence message is refused (put_refused++):
+  // that message announced newer data in L2, and L1 must not serve older data than L2 holds.
   InsertVerdict put(std::string_view name, std::string_view value, const BrandedId& version);
   InsertVerdict put(const BrandedId& name, std::string_view value, const BrandedId& version) {
     return put(name.view(), value, version);
   }
   // Why the last kRefusedDecode was refused (the layout's decode). Writer thread.
   const std::string& decode_error() const noexcept { return decode_error_; }
-  // WIRE §4.4: row exists and newer(version, row.version) -> delete, kApplied, coh_applied++;
-  // else kStale, coh_stale++. Either way the version is remembered for the fill guard.
-  // A name outside 1..kMaxNameSize bytes matches no row: kStale, and nothing remembered.
+  // Newer wins (docs/wire.md, "Table semantics"): row exists and newer(version, row.version) ->
+  // delete, kApplied, coh_applied++; else kStale, coh_stale++. Either way the version is remembered
+  // for the fill guard. A name outside 1..kMaxNameSize bytes matches no row: kStale, and nothing
+  // remembered.
   Verdict apply_coherence(std::string_view name, const BrandedId& version) noexcept;
   Verdict apply_coherence(const BrandedId& name, const BrandedId& version) noexcept {
     return apply_coherence(name.view(), version);
   }
-  // A text key's message as the broadcast ring carries it (WIRE §2.2; the ring holds no key
-  // bytes): every row whose name hashes to `hash` (hash_key) and is older than `version` goes,
-  // and the fill guard remembers the version under that hash, as apply_coherence does. Two names
-  // of one 64-bit hash both go: a drop costs a refill, never a stale read. Writer thread.
+  // A text key's message as the broadcast ring carries it (docs/wire.md, "Text keys"; the ring
+  // holds no key bytes): every row whose name hashes to `hash` (hash_key) and is older than
+  // `version` goes, and the fill guard remembers the version under that hash, as apply_coherence
+  // does. Two names of one 64-bit hash both go: a drop costs a refill, never a stale read. Writer
+  // thread.
   Verdict apply_hashed(std::uint64_t hash, const BrandedId& version) noexcept;
-  // An unversioned invalidation (the tracking lane, WIRE §4.5): every row whose name hashes to
-  // `hash` goes, whatever its version (told to the listener as kMessage with an empty version);
-  // nothing is remembered (no version to guard with: the writer's invalidation sequence guards
-  // the fills). kApplied when a row went (coh_applied), else kStale (coh_stale). Writer thread.
+  // An unversioned invalidation (the tracking lane, docs/wire.md, "Table semantics"): every row
+  // whose name hashes to `hash` goes, whatever its version (told to the listener as kMessage with
+  // an empty version); nothing is remembered (no version to guard with: the writer's invalidation
+  // sequence guards the fills). kApplied when a row went (coh_applied), else kStale (coh_stale).
+  // Writer thread.
   Verdict forget_hashed(std::uint64_t hash) noexcept;
   // The same comparison for a batch (the ring's apply function); returns how many applied.
   // Exactly what apply_coherence on each message in order would do (same verdicts, counters,

@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: MIT
-// Key, channel and queue names (WIRE §2), and the cluster hash slot. Every key of one table (or
-// one queue) shares one hash tag, so every script touching them is single-slot. Builders refuse
-// an invalid id, a text key or a table name that would break a key before anything reaches the
-// wire. Which section each implements: check_table_name and the builders from l2_key to
-// journal_file, §2's table (l2_key is the branded form); crc16 and hash_slot, §2's slot rule;
-// check_text_key and text_l2_key, §2.2 (an EchoStore extension: tables of text keys).
+// Key, channel and queue names (docs/wire.md, "Names, keys and channels"), and the cluster hash
+// slot. Every key of one table (or one queue) shares one hash tag, so every script touching them is
+// single-slot. Builders refuse an invalid id, a text key or a table name that would break a key
+// before anything reaches the wire. Which section each implements: check_table_name and the
+// builders from l2_key to journal_file, the table of "Names, keys and channels" (l2_key is the
+// branded form); crc16 and hash_slot, its slot rule; check_text_key and text_l2_key, "Text keys"
+// (an EchoStore extension: tables of text keys).
 #pragma once
 
 #include <cstdint>
@@ -17,7 +18,7 @@
 namespace echo::table {
 
 inline constexpr std::size_t kMaxTableName = 200;
-inline constexpr std::size_t kMaxTextKey = 200;  // WIRE §2.2
+inline constexpr std::size_t kMaxTextKey = 200;  // docs/wire.md, "Text keys"
 
 enum class NameError : std::uint8_t {
   kEmpty = 1,          // a table or queue name, or a text key, of zero bytes
@@ -33,16 +34,17 @@ std::string_view to_string(NameError e) noexcept;
 // The table name check every builder applies. Any thread; no allocation.
 Expected<std::string_view, NameError> check_table_name(std::string_view table) noexcept;
 
-// The text key check (WIRE §2.2): 1..kMaxTextKey bytes with no '{', '}', space or control byte,
-// so a key never moves the hash tag of ecc:{t}:<key> and never splits a RESP inline command.
-// kEmpty, kTooLong or kForbiddenByte. Bytes >= 0x80 pass: §2.2 asks no more (a key is not
-// written into JSON, which is why a table name must also be UTF-8). Any thread; no allocation.
+// The text key check (docs/wire.md, "Text keys"): 1..kMaxTextKey bytes with no '{', '}', space or
+// control byte, so a key never moves the hash tag of ecc:{t}:<key> and never splits a RESP inline
+// command. kEmpty, kTooLong or kForbiddenByte. Bytes >= 0x80 pass: the contract asks no more (a key
+// is not written into JSON, which is why a table name must also be UTF-8). Any thread; no
+// allocation.
 Expected<std::string_view, NameError> check_text_key(std::string_view key) noexcept;
 
 // ecc:{t}:<id> — the L2 key of a cached name (a branded table).
 Expected<std::string, NameError> l2_key(std::string_view table, std::string_view id);
-// ecc:{t}:<key> — the L2 key of a text key (WIRE §2.2). The table is checked first, so once a
-// table has passed check_table_name every refusal here is the key's.
+// ecc:{t}:<key> — the L2 key of a text key (docs/wire.md, "Text keys"). The table is checked first,
+// so once a table has passed check_table_name every refusal here is the key's.
 Expected<std::string, NameError> text_l2_key(std::string_view table, std::string_view key);
 // ecc:{t}:coh — the broadcast lane's channel.
 Expected<std::string, NameError> coherence_channel(std::string_view table);
