@@ -94,6 +94,19 @@ struct Lane {
   PushRouter::Target target;
 };
 
+// The staging several tests share: the broadcast table "quotes" routed and confirmed, holding
+// one row (AST 1) at version TXN 20.
+struct Quotes {
+  Quotes() {
+    router.add_broadcast("ecc:{quotes}:coh", q.target);
+    router.on_push(push({"subscribe", "ecc:{quotes}:coh", "1"}).view());
+    q.put(name.view(), id("TXN", 20));
+  }
+  Lane q{spec("quotes", CoherenceMode::kBroadcast)};
+  PushRouter router;
+  const BrandedId name = id("AST", 1);
+};
+
 TEST(PushRouter, AMessageDropsTheRowOnlyWhenItsVersionIsNewer) {
   Lane q(spec("quotes", CoherenceMode::kBroadcast));
   PushRouter router;
@@ -134,12 +147,8 @@ TEST(PushRouter, ASubscribeConfirmationResumesItsTableOnly) {
 }
 
 TEST(PushRouter, MalformedFramesAreCountedAndNeverApplied) {
-  Lane q(spec("quotes", CoherenceMode::kBroadcast));
-  PushRouter router;
-  router.add_broadcast("ecc:{quotes}:coh", q.target);
-  router.on_push(push({"subscribe", "ecc:{quotes}:coh", "1"}).view());
-  const BrandedId name = id("AST", 1);
-  q.put(name.view(), id("TXN", 20));
+  Quotes f;
+  auto& [q, router, name] = f;
   for (std::string_view bad : {"", "short", "ASTAAAAAAAAAAA:TXNAAAAAAAAAAAA", "x:y"}) {
     router.on_push(push({"message", "ecc:{quotes}:coh", bad}).view());
   }
@@ -196,12 +205,8 @@ TEST(PushRouter, TrackingInvalidationsForgetAKeyOrEverything) {
 }
 
 TEST(PushRouter, AClosedRouterPutsNothingIntoARing) {
-  Lane q(spec("quotes", CoherenceMode::kBroadcast));
-  PushRouter router;
-  router.add_broadcast("ecc:{quotes}:coh", q.target);
-  router.on_push(push({"subscribe", "ecc:{quotes}:coh", "1"}).view());
-  const BrandedId name = id("AST", 1);
-  q.put(name.view(), id("TXN", 20));
+  Quotes f;
+  auto& [q, router, name] = f;
   router.close();
   router.on_push(push({"message", "ecc:{quotes}:coh", frame(name, id("TXN", 30))}).view());
   EXPECT_EQ(q.counters.pushes.load(), 0u);

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // The bus gates of docs/wire.md, "The gates" (3.2 J1-J5 admission, 3.3 L1-L6 leases and fencing,
-// 3.4 G1-G8 lanes), printed by the drill as the integration tests (bus_scripts_test,
-// job_lane_test) assert them. They run the embedded scripts by EVALSHA on a plain client, each
+// 3.4 G1-G8 lanes), printed by the drill as the integration tests (bus_scripts_*_test,
+// job_lane_*_test) assert them. They run the embedded scripts by EVALSHA on a plain client, each
 // gate on a fresh queue; 3.4 G5 and G6 park this project's own consumer (an engine node) rather
 // than a raw BLPOP, since that is the consumer the lane ships. Ids are prefixed with their
 // chapter: 3.4's G gates would otherwise clash with the ring's G1-G6 (4.3).
