@@ -12,6 +12,7 @@
 // remembered lane and its baseline alike. The run ends with a table of the goals' ratios.
 // ECHO_BENCH_MESSAGES overrides the lane messages per lane (default 2,000).
 #include <benchmark/benchmark.h>
+#include <echo/engine/internal/access.h>
 #include <echo/engine/engine.h>
 #include <echo/engine/journal.h>
 #include <echo/testing/local_server.h>
@@ -388,13 +389,13 @@ void BM_JobLane_RememberedVsBare(benchmark::State& state, const Placement& p) {
     lane.turns.sent();
     char buf[64];
     const bool gone = spin_until([&] {
-      return r.writer(lane.table)->map().read(name.view(), buf).status == echo::table::ReadStatus::kMiss;
+      return echo::engine::internal::writer_of(r, lane.table)->map().read(name.view(), buf).status == echo::table::ReadStatus::kMiss;
     });
     if (!gone) return -1;
     const double us = since_us(t0);
     if (keep) {
       lane.samples.us.push_back(us);
-      const std::int64_t at = r.writer(lane.table)->stats().last_applied_ns;
+      const std::int64_t at = echo::engine::internal::writer_of(r, lane.table)->stats().last_applied_ns;
       lane.applied.us.push_back(static_cast<double>(at - std::chrono::duration_cast<std::chrono::nanoseconds>(
                                                              t0.time_since_epoch()).count()) / 1e3);
     }

@@ -24,6 +24,8 @@
 // refuses io_uring gets); the table prints epoll against io_uring, both measured in this run.
 // ECHO_BENCH_MESSAGES overrides the message count (default 10,000; the job lane takes a fifth).
 #include <benchmark/benchmark.h>
+#include <echo/engine/internal/job_consumer.h>
+#include <echo/engine/internal/access.h>
 #include <echo/engine/codec.h>
 #include <echo/engine/engine.h>
 #include <echo/testing/local_server.h>
@@ -96,7 +98,7 @@ Context connect() { return echo::harness::connect(g_server->host(), g_server->po
 // a blocking send (Engine::enqueue waits for its reply) returns after the row may already be gone,
 // so "spin until the row is gone" ends at max(apply, the send's return); this ends at the apply.
 double applied_us(const Engine& e, const char* table, std::chrono::steady_clock::time_point t0) {
-  const std::int64_t at = e.writer(table)->stats().last_applied_ns;
+  const std::int64_t at = echo::engine::internal::writer_of(e, table)->stats().last_applied_ns;
   return static_cast<double>(at - std::chrono::duration_cast<std::chrono::nanoseconds>(
                                        t0.time_since_epoch()).count()) / 1e3;
 }
@@ -104,7 +106,7 @@ double applied_us(const Engine& e, const char* table, std::chrono::steady_clock:
 // Send -> the receiving io thread's decode of the message that dropped the row
 // (WriterStats::last_decoded_ns): the wire and the server; the rest up to the apply is the ring.
 double decoded_us(const Engine& e, const char* table, std::chrono::steady_clock::time_point t0) {
-  const std::int64_t at = e.writer(table)->stats().last_decoded_ns;
+  const std::int64_t at = echo::engine::internal::writer_of(e, table)->stats().last_decoded_ns;
   return static_cast<double>(at - std::chrono::duration_cast<std::chrono::nanoseconds>(
                                        t0.time_since_epoch()).count()) / 1e3;
 }

@@ -12,7 +12,7 @@
 #include <future>
 #include <thread>
 
-#include <echo/engine/table_writer.h>
+#include <echo/engine/internal/table_writer.h>
 
 namespace {
 

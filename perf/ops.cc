@@ -5,10 +5,11 @@
 // the engine's handle, and an absl::flat_hash_map find as their baseline). callgrind_ops.sh
 // divides each function's instructions by N. Each op checks its own answer (what was consumed
 // equals what was produced); a wrong answer exits 1.
+#include <echo/engine/internal/access.h>
 #include <echo/engine/codec.h>
 #include <echo/engine/engine.h>
 #include <echo/engine/table.h>
-#include <echo/engine/table_writer.h>
+#include <echo/engine/internal/table_writer.h>
 #include <echo/io/resp3_decoder.h>
 #include <echo/ring/spsc_ring.h>
 #include <echo/table/branded_id.h>
@@ -180,7 +181,7 @@ int main(int argc, char** argv) {
     echo::engine::Engine engine(o, {echo::engine::typed<Quote>(std::move(spec))});
     const auto handle = engine.table<Quote>("quotes");
     // The writer's side of the map (handle.l1() is read-only): filled here, before any writer.
-    auto& typed = const_cast<echo::table::L1Map&>(engine.writer("quotes")->map());
+    auto& typed = const_cast<echo::table::L1Map&>(echo::engine::internal::writer_of(engine, "quotes")->map());
     ECHO_FLAT_MAP<std::string, Quote> flat;
     std::vector<std::string> keys;
     const Quote q{100.5, 100.75, 1, 2, {'X', 'N', 'Y', 'S'}};

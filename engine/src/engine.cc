@@ -360,8 +360,8 @@ Result<BrandedId> Engine::mint(std::string_view ns) { return impl_->mint(ns); }
 int Engine::node_id() const noexcept { return impl_->lease ? impl_->lease->node() : -1; }
 
 
-const TableWriter* Engine::writer(std::string_view table) const {
-  Impl::Slot* slot = impl_->find(table);
+const TableWriter* internal::writer_of(const Engine& engine, std::string_view table) {
+  Engine::Impl::Slot* slot = engine.impl_->find(table);
   return slot == nullptr ? nullptr : slot->writer.get();
 }
 

@@ -30,6 +30,8 @@
 #include <echo/base/clock.h>
 #include <echo/base/counter.h>
 #include <echo/engine/engine.h>
+#include <echo/engine/internal/job_consumer.h>
+#include <echo/engine/internal/table_writer.h>
 #include <echo/engine/l2_frame.h>
 #include <echo/io/cluster_client.h>
 #include <echo/lua/scripts.h>

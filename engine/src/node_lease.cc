@@ -8,7 +8,7 @@
 #include <echo/base/clock.h>
 #include <echo/base/counter.h>
 #include <echo/engine/errc.h>
-#include <echo/engine/job_consumer.h>
+#include <echo/engine/internal/job_consumer.h>
 
 namespace echo::engine {
 

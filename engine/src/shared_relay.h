@@ -25,7 +25,7 @@
 #include <vector>
 
 #include <echo/engine/error.h>
-#include <echo/engine/job_consumer.h>
+#include <echo/engine/internal/job_consumer.h>
 #include <echo/engine/table_spec.h>
 #include <echo/io/resp3_value.h>
 #include <echo/table/branded_id.h>

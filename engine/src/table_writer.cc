@@ -6,7 +6,7 @@
 // a fill older than a remembered drop (tombstone), and a flight that a newer drop overtook
 // re-reads L2 instead of answering (its riders may have asked after the drop, so answering them
 // with what the flight read before it would be a stale read).
-#include <echo/engine/table_writer.h>
+#include <echo/engine/internal/table_writer.h>
 
 #include <echo/base/clock.h>
 #include <echo/base/counter.h>

@@ -2,6 +2,8 @@
 // The staging helpers of stage.h.
 #include <echo/harness/stage.h>
 
+#include <echo/engine/internal/access.h>
+
 #include <chrono>
 #include <optional>
 #include <utility>
@@ -84,7 +86,8 @@ engine::JournalOptions journal_options(const std::filesystem::path& dir, std::st
 
 bool cached(const engine::Engine& node, std::string_view table, const table::BrandedId& name) {
   char buf[64];
-  return node.writer(table)->map().read(name.view(), buf).status != table::ReadStatus::kMiss;
+  return engine::internal::writer_of(node, table)->map().read(name.view(), buf).status !=
+         table::ReadStatus::kMiss;
 }
 
 }  // namespace echo::harness

@@ -7,7 +7,7 @@
 // replays what the bus lost) run against the cluster; in H4 the bus is lost by killing the
 // master of the consumer's queue and then erasing what its promoted replica kept.
 #include <echo/engine/engine.h>
-#include <echo/engine/job_consumer.h>
+#include <echo/engine/internal/job_consumer.h>
 #include <echo/engine/journal.h>
 #include <echo/testing/local_cluster.h>
 #include <echo/io/cluster_map.h>

@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include <echo/engine/internal/access.h>
 #include <echo/engine/engine.h>
 #include <echo/engine/l2_frame.h>
 #include <echo/table/branded_id.h>
@@ -89,7 +90,7 @@ bool eventually(Pred pred, std::chrono::milliseconds timeout = 5s) {
 }
 
 inline const engine::TableWriter& writer_of(const engine::Engine& e, std::string_view table) {
-  const engine::TableWriter* w = e.writer(table);
+  const engine::TableWriter* w = engine::internal::writer_of(e, table);
   EXPECT_NE(w, nullptr) << "no writer for " << table;
   return *w;
 }

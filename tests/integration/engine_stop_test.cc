@@ -17,7 +17,7 @@
 #include <thread>
 #include <vector>
 
-#include <echo/engine/job_consumer.h>
+#include <echo/engine/internal/job_consumer.h>
 
 #include "engine_nodes.h"
 

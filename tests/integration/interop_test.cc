@@ -7,6 +7,7 @@
 
 #include <string>
 
+#include <echo/engine/internal/job_consumer.h>
 #include <echo/table/coherence_frame.h>
 
 #include "engine_nodes.h"

@@ -5,7 +5,7 @@
 // call's own (no callback), a lane with no live member answers kNoLiveMember through the callback,
 // and stop() runs every handed-off job's admissions and callback before it returns; after it, the
 // call answers kStopped.
-#include <echo/engine/job_consumer.h>
+#include <echo/engine/internal/job_consumer.h>
 #include <hiredis/hiredis.h>
 
 #include <atomic>

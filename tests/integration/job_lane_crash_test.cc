@@ -3,6 +3,7 @@
 // paused longer than its lease (no stale completion accepted), killed and restarted mid fan-out.
 // Consumer processes are this binary re-executed with --child-node (main, at the bottom).
 
+#include <echo/engine/internal/job_consumer.h>
 #include "support/child_process.h"
 
 #include "job_lane_fixture.h"

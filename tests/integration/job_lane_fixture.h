@@ -4,7 +4,8 @@
 // the JobLane fixture (one real redis-server per test).
 #pragma once
 
-#include <echo/engine/job_consumer.h>
+#include <echo/engine/internal/access.h>
+#include <echo/engine/internal/job_consumer.h>
 #include <echo/lua/scripts.h>
 #include <hiredis/hiredis.h>
 
@@ -142,7 +143,7 @@ inline std::optional<engine::JobConsumerStats> consumer_of(const Engine& e,
 // One line of name=value counters: the consumer's, the job ring's and the writer's.
 inline std::string stats_line(const Engine& e, const std::string& table) {
   const auto c = consumer_of(e, table).value_or(engine::JobConsumerStats{});
-  const engine::TableWriter* w = e.writer(table);
+  const engine::TableWriter* w = engine::internal::writer_of(e, table);
   const auto rings = w->ring_stats();
   const auto ws = w->stats();
   std::ostringstream out;

@@ -2,6 +2,7 @@
 // The job lane's lead (TableSpec::job_lead): it drops the row ahead of its job, and leads refused
 // by a full ring or garbled are counted while the jobs still drop every row.
 
+#include <echo/engine/internal/job_consumer.h>
 #include "job_lane_fixture.h"
 
 namespace echo::test {
@@ -66,9 +67,9 @@ TEST_F(JobLane, ALeadDropsTheRowWhileItsJobWaitsInAPausedQueueAndTheJobThenCompl
     EXPECT_EQ(c.claimed + c.handed_off, 0u) << t;
   }
   EXPECT_TRUE(l1_holds(*n, off, names.at(off))) << "job_lead off: the row waits for its job";
-  EXPECT_EQ(n->writer(on)->stats().applied, 1u);
+  EXPECT_EQ(engine::internal::writer_of(*n, on)->stats().applied, 1u);
   // The lead's ring, or the io thread itself while the writer waited (direct_apply).
-  EXPECT_EQ(n->writer(on)->ring_stats().at(1).applied + n->writer(on)->stats().direct_applies, 1u)
+  EXPECT_EQ(engine::internal::writer_of(*n, on)->ring_stats().at(1).applied + engine::internal::writer_of(*n, on)->stats().direct_applies, 1u)
       << "the lead applied it";
 
   for (const auto& t : {on, off}) {
@@ -78,10 +79,10 @@ TEST_F(JobLane, ALeadDropsTheRowWhileItsJobWaitsInAPausedQueueAndTheJobThenCompl
     return consumer_of(*n, on)->completed == 1 && consumer_of(*n, off)->completed == 1;
   }));
   EXPECT_EQ(consumer_of(*n, on)->stale_applies, 1u) << "the job found the lead's drop";
-  EXPECT_EQ(n->writer(on)->stats().applied, 1u) << "exactly one effective drop";
+  EXPECT_EQ(engine::internal::writer_of(*n, on)->stats().applied, 1u) << "exactly one effective drop";
   EXPECT_EQ(consumer_of(*n, off)->applied, 1u);
   EXPECT_FALSE(l1_holds(*n, off, names.at(off)));
-  EXPECT_EQ(n->writer(off)->ring_stats().size(), 1u) << "job_lead off: no lead ring";
+  EXPECT_EQ(engine::internal::writer_of(*n, off)->ring_stats().size(), 1u) << "job_lead off: no lead ring";
   for (const auto& t : {on, off}) {
     auto after = n->get(t, names.at(t).view());
     ASSERT_TRUE(after);
@@ -127,17 +128,17 @@ TEST_F(JobLane, LeadsRefusedByAFullRingOrGarbledAreCountedAndTheJobsStillDropEve
     }
     // Every lead has reached the io thread: 4 fit the ring, the rest were refused.
     ASSERT_TRUE(within(5s, [&] {
-      const auto lead = n->writer(t)->ring_stats().at(1);
+      const auto lead = engine::internal::writer_of(*n, t)->ring_stats().at(1);
       return lead.published + lead.dropped == kNames;
     }));
   }
   ASSERT_TRUE(within(10s, [&] { return consumer_of(*n, t)->completed == kNames; }))
       << stats_line(*n, t);
-  const auto lead = n->writer(t)->ring_stats().at(1);
+  const auto lead = engine::internal::writer_of(*n, t)->ring_stats().at(1);
   EXPECT_EQ(lead.published, 4u);
   EXPECT_EQ(lead.dropped, kNames - 4u);
-  EXPECT_EQ(n->writer(t)->stats().ring_flushes, 0u) << "a refused lead flushes nothing";
-  EXPECT_EQ(n->writer(t)->stats().applied, static_cast<std::uint64_t>(kNames));
+  EXPECT_EQ(engine::internal::writer_of(*n, t)->stats().ring_flushes, 0u) << "a refused lead flushes nothing";
+  EXPECT_EQ(engine::internal::writer_of(*n, t)->stats().applied, static_cast<std::uint64_t>(kNames));
   for (const auto& name : names) {
     EXPECT_FALSE(l1_holds(*n, t, name)) << name.str();
     auto now = n->get(t, name.view());

@@ -2,6 +2,7 @@
 // The job lane's membership: an enqueue with no live member is a typed error, churn admits every
 // member within two rounds, and a second process under one node id is refused.
 
+#include <echo/engine/internal/job_consumer.h>
 #include "job_lane_fixture.h"
 
 namespace echo::test {

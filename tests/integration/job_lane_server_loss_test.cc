@@ -2,6 +2,7 @@
 // The job lane when its server loses its data, restarts or is down: no node serves a row it
 // cached before, every member is admitted again, and refused completions are counted as errors.
 
+#include <echo/engine/internal/job_consumer.h>
 #include "job_lane_fixture.h"
 
 namespace echo::test {

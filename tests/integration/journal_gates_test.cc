@@ -5,7 +5,7 @@
 // compaction by coverage, and the price beside a plain SQLite WAL commit. A crash drill kills a
 // writer process with SIGKILL at each seam; a restarted writer replays. Writer processes are this
 // binary re-executed through /proc/self/exe with --journal-writer (main, at the bottom).
-#include <echo/engine/job_consumer.h>
+#include <echo/engine/internal/job_consumer.h>
 #include <echo/engine/journal.h>
 #include <sqlite3.h>
 #include <stdlib.h>

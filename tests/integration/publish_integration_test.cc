@@ -21,7 +21,7 @@
 #include <thread>
 #include <vector>
 
-#include <echo/engine/job_consumer.h>
+#include <echo/engine/internal/job_consumer.h>
 #include <echo/lua/scripts.h>
 
 #include "engine_nodes.h"

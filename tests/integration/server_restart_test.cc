@@ -3,7 +3,7 @@
 // and restart with AOF (appendfsync always: the data returns), and maxmemory with noeviction
 // refusing writes (a put, a publish, and a journal's enqueue). Each test states the engine's
 // promise, then stages the fault on a real redis-server and asserts it.
-#include <echo/engine/job_consumer.h>
+#include <echo/engine/internal/job_consumer.h>
 #include <hiredis/hiredis.h>
 
 #include <chrono>

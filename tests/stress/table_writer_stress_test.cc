@@ -13,7 +13,7 @@
 #include <unordered_map>
 
 #include <echo/engine/l2_frame.h>
-#include <echo/engine/table_writer.h>
+#include <echo/engine/internal/table_writer.h>
 
 namespace echo::engine {
 namespace {

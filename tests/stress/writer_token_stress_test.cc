@@ -16,8 +16,8 @@
 #include <vector>
 
 #include <echo/engine/l2_frame.h>
-#include <echo/engine/table_writer.h>
-#include <echo/engine/writer_token.h>
+#include <echo/engine/internal/table_writer.h>
+#include <echo/engine/internal/writer_token.h>
 
 namespace echo::engine {
 namespace {

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // The job consumer's exported in-flight gauge: a difference of counters another thread moves, so
 // a racing read may see more settled than taken; the gauge then says 0, never 2^64 - 1.
-#include <echo/engine/job_consumer.h>
+#include <echo/engine/internal/job_consumer.h>
 #include <gtest/gtest.h>
 
 #include <cstdint>

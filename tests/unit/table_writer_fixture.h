@@ -19,7 +19,7 @@
 
 #include <echo/engine/errc.h>
 #include <echo/engine/l2_frame.h>
-#include <echo/engine/table_writer.h>
+#include <echo/engine/internal/table_writer.h>
 
 namespace echo::engine {
 

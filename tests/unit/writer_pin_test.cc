@@ -3,7 +3,7 @@
 // WriterStats::pin_failures and the writer runs unpinned. The refusal is staged with a seccomp
 // filter on one test thread (inherited by the writer thread it starts, and by nothing else) that
 // answers sched_setaffinity with EINVAL, as the kernel does for a CPU the cpuset excludes.
-#include <echo/engine/table_writer.h>
+#include <echo/engine/internal/table_writer.h>
 #include <gtest/gtest.h>
 #include <sys/syscall.h>
 

@@ -7,7 +7,7 @@
 #include <chrono>
 #include <thread>
 
-#include <echo/engine/writer_token.h>
+#include <echo/engine/internal/writer_token.h>
 
 namespace echo::engine {
 namespace {

@@ -10,6 +10,8 @@
 // with the blocking Engine::enqueue. The journal row compares a record+mark pair with a plain
 // SQLite WAL commit, as the drill's H6 does. The epoll row runs the broadcast lane into two more
 // receivers alike but for their io backend (io_uring, epoll), message by message.
+#include <echo/engine/internal/job_consumer.h>
+#include <echo/engine/internal/access.h>
 #include <echo/engine/engine.h>
 #include <echo/engine/journal.h>
 #include <echo/harness/plain_wal.h>
@@ -64,7 +66,7 @@ double one_message(Engine& r, const std::string& t, const BrandedId& name, table
   if (!gone) throw std::runtime_error("a message to " + t + " did not drop R's row within 2 s");
   const double us = floors::since_us(t0);
   if (applied != nullptr) {
-    const std::int64_t at = r.writer(t)->stats().last_applied_ns;
+    const std::int64_t at = engine::internal::writer_of(r, t)->stats().last_applied_ns;
     applied->push_back(
         static_cast<double>(
             at -

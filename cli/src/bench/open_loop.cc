@@ -7,6 +7,7 @@
 // the table's writer after applying it (TableSpec::on_message), for the floor a bare blocking
 // hiredis subscriber after reading it. Both at the same rate, interleaved, in the same run.
 #include <echo/base/clock.h>
+#include <echo/engine/internal/access.h>
 #include <echo/engine/engine.h>
 #include <echo/harness/open_loop.h>
 #include <echo/harness/stage.h>
@@ -203,7 +204,7 @@ void run_open_loop(const BenchConfig& c, const DrillTarget& target, Progress& pr
         lane[k].add(f, run);
         // The next run starts on an empty ring (a run that lost messages may leave some queued).
         (void)floors::eventually([&] {
-          for (const auto& ring : r.writer(t)->ring_stats()) {
+          for (const auto& ring : engine::internal::writer_of(r, t)->ring_stats()) {
             if (ring.occupancy != 0) return false;
           }
           return true;

@@ -4,6 +4,7 @@
 // plain PUBLISH -> message floor measured in the same run and the cross-node round trip, the
 // job-lane table the broadcast passes by, and a 500-message storm through the wire and the ring
 // with a fill fired in its middle.
+#include <echo/engine/internal/access.h>
 #include <echo/engine/engine.h>
 #include <echo/table/branded_id.h>
 #include <echo/table/coherence_frame.h>
@@ -345,7 +346,7 @@ void g5_storm(GateRun& run, const DrillTarget& target) {
     }
     return true;
   };
-  auto& r_writer = *r.writer("storm");
+  auto& r_writer = *engine::internal::writer_of(r, "storm");
   const auto base = r_writer.stats().applied;
   auto fill = std::make_shared<std::promise<std::pair<engine::Result<engine::Got>, double>>>();
   auto fill_done = fill->get_future();

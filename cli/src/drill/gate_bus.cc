@@ -6,7 +6,7 @@
 // than a raw BLPOP, since that is the consumer the lane ships. Ids are prefixed with their
 // chapter: 3.4's G gates would otherwise clash with the ring's G1-G6 (4.3).
 #include <echo/engine/engine.h>
-#include <echo/engine/job_consumer.h>
+#include <echo/engine/internal/job_consumer.h>
 #include <echo/lua/scripts.h>
 #include <echo/table/branded_id.h>
 #include <echo/table/coherence_frame.h>

@@ -3,6 +3,7 @@
 // against the drill's server - the directory and the kind gate, the three sources, the herd on
 // one flight, L1 speed against a plain GET measured in the same run, jittered expiry against a
 // zero-jitter control, and the size bound.
+#include <echo/engine/internal/access.h>
 #include <echo/engine/engine.h>
 #include <echo/table/branded_id.h>
 #include <echo/table/names.h>
@@ -278,7 +279,7 @@ void e4_speed(GateRun& run, const DrillTarget& target) {
 
   // The map's own read, under the façade: how much of a hit is the façade's.
   std::string value;
-  const auto& map = node.writer("speed")->map();
+  const auto& map = engine::internal::writer_of(node, "speed")->map();
   std::size_t raw_ok = 0;
   const auto t1 = Clock::now();
   for (int i = 0; i < kHits; ++i) raw_ok += map.get(name.view(), value) ? 1 : 0;
@@ -302,7 +303,7 @@ struct FillWindow {
 };
 
 FillWindow fill_all(Engine& node, const std::string& table, const std::vector<BrandedId>& names) {
-  const auto& map = node.writer(table)->map();
+  const auto& map = engine::internal::writer_of(node, table)->map();
   FillWindow w;
   std::atomic<int> answered{0}, served{0};
   w.t0 = map.now();
@@ -327,7 +328,7 @@ struct Spread {
 
 Spread expiry_spread(const Engine& node, const std::string& table,
                      const std::vector<BrandedId>& names) {
-  const auto& map = node.writer(table)->map();
+  const auto& map = engine::internal::writer_of(node, table)->map();
   Spread s;
   table::ReadGuard guard;
   for (const auto& n : names) {

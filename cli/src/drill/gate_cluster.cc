@@ -6,8 +6,9 @@
 // in the same run; F5 the job lane's once-effect on its queue's shard; FO the failover drill
 // (the master of a broadcast table's slot SIGKILLed under writers and readers; the same master
 // owns a job-lane table's queue, fed through a journal, which loses nothing it recorded).
+#include <echo/engine/internal/access.h>
 #include <echo/engine/engine.h>
-#include <echo/engine/job_consumer.h>
+#include <echo/engine/internal/job_consumer.h>
 #include <echo/engine/journal.h>
 #include <echo/testing/local_cluster.h>
 #include <echo/harness/stage.h>
@@ -144,9 +145,9 @@ void f2_newer_wins(GateRun& run, const DrillTarget& target) {
   const BrandedId name = writer.mint("AST").value();
   const BrandedId v_old = writer.mint("TXN").value(), v_new = writer.mint("TXN").value();
   run.expect(a.put("quotes", name.view(), "px=105.00", v_new).has_value(), "A puts v_new");
-  const auto stale_before = a.writer("quotes")->stats().stale;
+  const auto stale_before = engine::internal::writer_of(a, "quotes")->stats().stale;
   run.expect(b.broadcast("quotes", name.view(), v_old).has_value(), "B SPUBLISHes v_old");
-  run.expect(floors::eventually([&] { return a.writer("quotes")->stats().stale > stale_before; }),
+  run.expect(floors::eventually([&] { return engine::internal::writer_of(a, "quotes")->stats().stale > stale_before; }),
              "A answered v_old stale");
   auto kept = a.get("quotes", name.view());
   run.expect(kept && kept->source == Source::kL1 && kept->version == v_new,
@@ -292,7 +293,7 @@ void f5_job_lane(GateRun& run, const DrillTarget& target) {
   // The lead (an SPUBLISH a server turn ahead of each admission) or the first job dropped the
   // row; every other apply, the replay's among them, found it gone.
   run.expect(consumer().applied + consumer().stale_applies == 2 && consumer().stale_applies >= 1 &&
-                 c.writer("lanes")->stats().applied == 1,
+                 engine::internal::writer_of(c, "lanes")->stats().applied == 1,
              "the replay answered stale: one effective drop");
   int foreign = 0, held = 0;
   for (const auto& n : cluster.nodes()) {
@@ -431,7 +432,7 @@ void fo_failover(GateRun& run, const DrillTarget& target) {
     followed = followed && floors::eventually(
                                [&] {
                                  const auto s = e->stats();
-                                 const auto wr = e->writer("fo")->stats();
+                                 const auto wr = engine::internal::writer_of(*e, "fo")->stats();
                                  return s.cluster && s.cluster->resubscribes >= 1 &&
                                         wr.disconnect_flushes >= 1 && !wr.suspended;
                                },

@@ -15,8 +15,9 @@
 #include <thread>
 #include <vector>
 
+#include <echo/engine/internal/access.h>
 #include <echo/engine/engine.h>
-#include <echo/engine/job_consumer.h>
+#include <echo/engine/internal/job_consumer.h>
 #include <echo/lua/scripts.h>
 #include <echo/table/branded_id.h>
 #include <echo/table/coherence_frame.h>
@@ -363,9 +364,9 @@ void f6_price(GateRun& run, const DrillTarget& target) {
   run.expect(job.us.size() == kMessages && bare.us.size() == kMessages,
              "1,000 jobs on each job lane each dropped the row");
   run.expect(c.applied + c.stale_applies == turns.count() &&
-                 r.writer("limits")->stats().applied == turns.count(),
+                 engine::internal::writer_of(r, "limits")->stats().applied == turns.count(),
              "with the lead: every message dropped the row exactly once, lead or job (writer " +
-                 std::to_string(r.writer("limits")->stats().applied) + " drops of " +
+                 std::to_string(engine::internal::writer_of(r, "limits")->stats().applied) + " drops of " +
                  std::to_string(turns.count()) + "; the jobs found " +
                  std::to_string(c.stale_applies) + " rows already gone)");
   run.expect(cb.applied == bare_turns.count() && cb.stale_applies == 0,

@@ -19,8 +19,9 @@
 #include <thread>
 #include <vector>
 
+#include <echo/engine/internal/access.h>
 #include <echo/engine/engine.h>
-#include <echo/engine/job_consumer.h>
+#include <echo/engine/internal/job_consumer.h>
 #include <echo/engine/journal.h>
 #include <echo/engine/l2_frame.h>
 #include <echo/harness/plain_wal.h>
@@ -254,7 +255,7 @@ void h3_memory(GateRun& run, const DrillTarget& target) {
   Journal j(options(dir.path(), group));
   auto c = remembering(target, 443, t, j);
   if (!run.expect(c != nullptr, "C starts again")) return;
-  const engine::TableWriter* w = c->writer(t);
+  const engine::TableWriter* w = engine::internal::writer_of(*c, t);
   run.expect(w->map().size() == 0 && j.last_applied(name) == v5, "empty L1; the reopened file remembers v5");
   const auto l1 = c->stats().tables.at(0).l1;
   const auto ws = w->stats();

@@ -3,9 +3,9 @@
 // ndebug_layout_test: once with NDEBUG, once without (tests/CMakeLists.txt). A program built
 // without NDEBUG must be able to use a library built with it (the package ships one build).
 #include <echo/engine/engine.h>
-#include <echo/engine/job_consumer.h>
+#include <echo/engine/internal/job_consumer.h>
 #include <echo/engine/journal.h>
-#include <echo/engine/table_writer.h>
+#include <echo/engine/internal/table_writer.h>
 #include <echo/io/connection.h>
 #include <echo/io/resp3_decoder.h>
 #include <echo/io/uring_loop.h>

@@ -32,16 +32,18 @@
 #include <typeinfo>
 #include <vector>
 
+#include <echo/engine/answers.h>
 #include <echo/engine/errc.h>
 #include <echo/engine/error.h>
-#include <echo/engine/job_consumer.h>
 #include <echo/engine/journal.h>
 #include <echo/engine/log.h>
+#include <echo/engine/stats.h>
 #include <echo/engine/table_spec.h>
-#include <echo/engine/table_writer.h>
 #include <echo/io/connection.h>
 #include <echo/io/latency_histogram.h>
 #include <echo/io/uring_loop.h>
+#include <echo/ring/ring_stats.h>
+#include <echo/table/l1_map.h>
 #include <echo/table/expected.h>
 
 namespace echo::engine {
@@ -292,6 +294,14 @@ Error probe_server(const EngineOptions& options, std::chrono::milliseconds timeo
 template <class T>
 class Table;  // table.h: a typed handle on one declared table
 
+class Engine;
+class TableWriter;  // echo/engine/internal/table_writer.h
+namespace internal {
+// The table's writer (its map, its stats), or nullptr: for the project's own tests, drill and
+// profiling (echo/engine/internal/access.h), not for applications.
+const TableWriter* writer_of(const Engine& engine, std::string_view table);
+}  // namespace internal
+
 class Engine {
  public:
   // Validates every declaration (ConfigError naming the table and knob). Starts nothing.
@@ -494,11 +504,10 @@ class Engine {
   // /proc (three syscalls a thread): not for a polling loop, which stats() alone serves.
   void add_thread_counts(EngineStats& stats) const;
   EngineStats stats() const;
-  // The table's writer (its map, its stats), or nullptr. For tests and diagnostics.
-  const TableWriter* writer(std::string_view table) const;
   bool running() const noexcept;
 
  private:
+  friend const TableWriter* internal::writer_of(const Engine& engine, std::string_view table);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <echo/engine/engine.h>
+#include <echo/engine/internal/access.h>
 #include <echo/harness/samples.h>
 #include <echo/harness/stage.h>
 #include <echo/table/branded_id.h>
@@ -75,7 +76,7 @@ bool lane_message(const engine::Engine& node, const std::string& table,
   if (!send(v) || !spin_until([&] { return !cached(node, table, name); })) return false;
   if (!keep) return true;
   seen.us.push_back(since_us(t0));
-  const std::int64_t at = node.writer(table)->stats().last_applied_ns;
+  const std::int64_t at = engine::internal::writer_of(node, table)->stats().last_applied_ns;
   const std::int64_t from =
       std::chrono::duration_cast<std::chrono::nanoseconds>(t0.time_since_epoch()).count();
   applied.us.push_back(static_cast<double>(at - from) / 1e3);

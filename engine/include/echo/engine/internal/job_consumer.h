@@ -11,8 +11,9 @@
 // engine/src/job_consumer.cc; the keys and scripts: docs/wire.md, "The job lane's member queues".
 #pragma once
 
+#include <echo/engine/stats.h>
 #include <echo/engine/table_spec.h>
-#include <echo/engine/table_writer.h>
+#include <echo/engine/internal/table_writer.h>
 #include <echo/io/connection.h>
 #include <echo/io/uring_loop.h>
 
@@ -28,26 +29,6 @@
 #include <unordered_map>
 
 namespace echo::engine {
-
-struct JobConsumerStats {
-  std::uint64_t claimed = 0, handed_off = 0, applied = 0, stale_applies = 0;
-  std::uint64_t completed = 0, complete_gone = 0, complete_stale = 0, complete_errors = 0;
-  std::uint64_t malformed = 0, retried = 0, dead = 0;
-  std::uint64_t beats = 0, rejoins = 0, reaped = 0, promoted = 0, members_reaped = 0;
-  std::uint64_t maintenance_errors = 0;  // reap, promote, member_reap or member_drop failed
-  std::uint64_t parks = 0, wakes = 0, empty_claims = 0, in_flight = 0;
-  // Beats that found another process beating as this member (the same node id twice: see "Two
-  // processes, one node id" in engine/src/job_consumer.cc); while they last, the table caches
-  // nothing.
-  std::uint64_t member_conflicts = 0;
-};
-
-// JobConsumerStats::in_flight from its counters: jobs taken (claimed + handed off) less jobs
-// settled (applied, stale, malformed). They are separate relaxed loads against the loop thread,
-// so a read can count a job settled and miss its taking: 0 then, never a wrap to 2^64 - 1.
-constexpr std::uint64_t in_flight_of(std::uint64_t taken, std::uint64_t settled) noexcept {
-  return taken > settled ? taken - settled : 0;
-}
 
 // The queue names of one job-lane table. The shared queue and the membership share the table's
 // hash tag; each member's queue is a bus queue of its own, ecc.coh.<t>|<m>, with its own

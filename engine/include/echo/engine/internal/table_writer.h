@@ -28,10 +28,12 @@
 #include <variant>
 #include <vector>
 
+#include <echo/engine/answers.h>
 #include <echo/engine/error.h>
+#include <echo/engine/stats.h>
 #include <echo/engine/log.h>
 #include <echo/engine/table_spec.h>
-#include <echo/engine/writer_token.h>
+#include <echo/engine/internal/writer_token.h>
 #include <echo/ring/doorbell.h>
 #include <echo/ring/spsc_ring.h>
 #include <echo/table/branded_id.h>
@@ -85,9 +87,6 @@ struct MemoryHooks {
   std::function<void(std::string_view name, const table::BrandedId& version)> remember;
 };
 
-// apply_and_remember's verdicts.
-enum class Applied : std::uint8_t { kApplied, kStale, kRememberedStale };
-std::string_view to_string(Applied a) noexcept;
 // Called on the writer thread once per drained batch that carried tickets; must not block.
 using AckSink = std::function<void(std::span<const JobAck>)>;
 
@@ -95,10 +94,6 @@ using AckSink = std::function<void(std::span<const JobAck>)>;
 template <class T>
 using WriterAnswer = Result<T>;
 
-// Where a read was answered from (L1, or a flight's L2 GET or loader: docs/wire.md,
-// "Table semantics").
-enum class Source : std::uint8_t { kL1, kL2, kLoader };
-std::string_view to_string(Source s) noexcept;
 
 struct GetOutcome {
   Error ec;  // the code, and a message where the code is not all (a loader's reason)
@@ -163,52 +158,6 @@ struct WriterPorts {
   std::function<void(bool suspended)> on_suspend;
   // Where the writer's (and its job consumer's) few lines go (log.h); empty: stderr.
   LogSink log;
-};
-
-// Lag from decode (io thread) to apply (writer), power-of-two buckets of nanoseconds: bucket k
-// counts [2^k, 2^(k+1)) ns.
-inline constexpr std::size_t kLagBuckets = 40;
-
-struct WriterStats {
-  std::uint64_t applied = 0, stale = 0;        // coherence verdicts from the rings
-  std::uint64_t fills = 0, l2_hits = 0, coalesced = 0, load_errors = 0, corrupt_frames = 0;
-  std::uint64_t flight_restarts = 0;           // flights re-read after a newer drop overtook them
-  std::uint64_t ring_flushes = 0;              // flush policy: a ring refused, the table dropped all
-  std::uint64_t disconnect_flushes = 0;        // subscription loss / resubscribe flushes
-  std::uint64_t suspended_fills = 0;           // fills answered but not cached while suspended
-  std::uint64_t puts = 0, erases = 0, commands = 0, passes = 0;
-  std::uint64_t remembered_stale = 0;          // job-lane items the applied memory answered
-  std::uint64_t loader_timeouts = 0;           // flights answered loader_timeout
-  std::uint64_t loader_late = 0;               // loader answers that came after their timeout
-                                               // (discarded)
-  std::uint64_t pin_failures = 0;              // writer_cpu refused by the kernel: runs unpinned
-  std::uint64_t listener_throws = 0;           // on_removal or on_message threw (they must not)
-  // The tracking lane's guard (no versions): fills an invalidation overtook, answered to the
-  // readers that asked before it and not cached; puts an invalidation overtook, not cached.
-  std::uint64_t forgotten_fills = 0, forgotten_puts = 0;
-  std::uint64_t held_fills = 0;                // fills held by the fill_hold fault injection
-  // Items an io thread applied itself under the writer's token (TableSpec::direct_apply), in
-  // applied/stale too; the ring's published/applied do not count them.
-  std::uint64_t direct_applies = 0;
-  // What the writer costs its neighbours on the CPUs it shares: parks (the writer slept on its
-  // doorbell), signals (futex wakes other threads sent it), membarriers (membarrier calls it
-  // made: its doorbell's handshake and reclamation's scans of the reader slots, each an IPI to
-  // every CPU running a thread of the process), and the kernel's counts for the writer thread:
-  // os_wakes (voluntary context switches: each sleep, whatever its cause, ends in one wake) and
-  // os_preemptions (involuntary ones), filled by Engine::add_thread_counts only (0 from stats(),
-  // which stays cheap to poll: the /proc reads cost a job-lane bench that polled stats 2x).
-  std::uint64_t parks = 0, signals = 0, membarriers = 0, os_wakes = 0, os_preemptions = 0;
-  bool suspended = false;
-  std::array<std::uint64_t, kLagBuckets> lag_histogram{};
-  std::uint64_t lag_sum_ns = 0;  // the sum of every lag lag_histogram counts (negatives as 0)
-  // Steady-clock ns (std::chrono::steady_clock) at the end of the last batch from the rings that
-  // dropped a row (0: none yet): the moment its rows were gone from L1. A batch of stale items
-  // leaves it (a job finding the row its lead dropped).
-  std::int64_t last_applied_ns = 0;
-  // The decoded_ns of that batch's last item that dropped a row: when the io thread had it (so a
-  // lane's latency splits into send -> decoded, the wire and the server, and decoded -> applied,
-  // the ring).
-  std::int64_t last_decoded_ns = 0;
 };
 
 class TableWriter {
