@@ -19,18 +19,18 @@
 #include <cstdlib>
 #include <string>
 
-#include <echo/testing/local_server.h>
 #include <echo/harness/hiredis.h>
 #include <echo/harness/placement.h>
 #include <echo/io/connection.h>
 #include <echo/io/uring_loop.h>
+#include <echo/testing/local_server.h>
 
 namespace {
 
 using namespace std::chrono_literals;
-using echo::io::ConnStatus;
 using echo::io::Connection;
 using echo::io::ConnectionOptions;
+using echo::io::ConnStatus;
 using echo::io::LoopOptions;
 using echo::io::Resp3Value;
 using echo::io::UringLoop;

@@ -12,10 +12,9 @@
 // remembered lane and its baseline alike. The run ends with a table of the goals' ratios.
 // ECHO_BENCH_MESSAGES overrides the lane messages per lane (default 2,000).
 #include <benchmark/benchmark.h>
-#include <echo/engine/internal/access.h>
 #include <echo/engine/engine.h>
+#include <echo/engine/internal/access.h>
 #include <echo/engine/journal.h>
-#include <echo/testing/local_server.h>
 #include <echo/harness/lane.h>
 #include <echo/harness/placement.h>
 #include <echo/harness/plain_wal.h>
@@ -23,6 +22,7 @@
 #include <echo/harness/stage.h>
 #include <echo/harness/temp_dir.h>
 #include <echo/table/branded_id.h>
+#include <echo/testing/local_server.h>
 #include <sqlite3.h>
 
 #include <algorithm>
@@ -89,7 +89,8 @@ void BM_Sqlite_PlainWalCommit(benchmark::State& state, bool full) {
       break;
     }
   }
-  const double us = since_us(t0) / static_cast<double>(std::max<std::int64_t>(1, state.iterations()));
+  const double us =
+      since_us(t0) / static_cast<double>(std::max<std::int64_t>(1, state.iterations()));
   state.counters["us_per_commit"] = us;
   state.SetItemsProcessed(state.iterations());
   g_figures[full ? "plain_full" : "plain"] = us;
@@ -140,24 +141,29 @@ void BM_Sqlite_WireSchemaPairCommit(benchmark::State& state) {
   pin_thread_or_warn(-1);
   TempDir dir(kDirPrefix);
   sqlite3* db = nullptr;
-  if (sqlite3_open((dir.path() / "wire.db").c_str(), &db) != SQLITE_OK) throw std::runtime_error("open");
+  if (sqlite3_open((dir.path() / "wire.db").c_str(), &db) != SQLITE_OK)
+    throw std::runtime_error("open");
   sqlite3_stmt *ins = nullptr, *mark = nullptr, *begin = nullptr, *commit = nullptr;
   const bool ok =
-      sqlite3_exec(db,
-                   ("PRAGMA page_size=" + std::to_string(echo::engine::kJournalPageSize) +
-                    "; PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; CREATE TABLE intents(seq INTEGER "
-                    "PRIMARY KEY AUTOINCREMENT, job_id TEXT NOT NULL UNIQUE, name_id TEXT NOT NULL, version "
-                    "TEXT NOT NULL, enqueued INTEGER NOT NULL DEFAULT 0, recorded_at INTEGER NOT NULL)")
-                       .c_str(),
-                   nullptr, nullptr, nullptr) == SQLITE_OK &&
-      sqlite3_prepare_v2(db,
-                         "INSERT INTO intents(job_id, name_id, version, recorded_at) VALUES(?, ?, ?, ?) "
-                         "RETURNING seq",
-                         -1, &ins, nullptr) == SQLITE_OK &&
-      sqlite3_prepare_v2(db, "UPDATE intents SET enqueued = 1 WHERE job_id = ?", -1, &mark, nullptr) == SQLITE_OK &&
+      sqlite3_exec(
+          db,
+          ("PRAGMA page_size=" + std::to_string(echo::engine::kJournalPageSize) +
+           "; PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; CREATE TABLE intents(seq INTEGER "
+           "PRIMARY KEY AUTOINCREMENT, job_id TEXT NOT NULL UNIQUE, name_id TEXT NOT NULL, version "
+           "TEXT NOT NULL, enqueued INTEGER NOT NULL DEFAULT 0, recorded_at INTEGER NOT NULL)")
+              .c_str(),
+          nullptr, nullptr, nullptr) == SQLITE_OK &&
+      sqlite3_prepare_v2(
+          db,
+          "INSERT INTO intents(job_id, name_id, version, recorded_at) VALUES(?, ?, ?, ?) "
+          "RETURNING seq",
+          -1, &ins, nullptr) == SQLITE_OK &&
+      sqlite3_prepare_v2(db, "UPDATE intents SET enqueued = 1 WHERE job_id = ?", -1, &mark,
+                         nullptr) == SQLITE_OK &&
       sqlite3_prepare_v2(db, "BEGIN IMMEDIATE", -1, &begin, nullptr) == SQLITE_OK &&
       sqlite3_prepare_v2(db, "COMMIT", -1, &commit, nullptr) == SQLITE_OK;
-  if (!ok) throw std::runtime_error(std::string("journal_bench: wire table: ") + sqlite3_errmsg(db));
+  if (!ok)
+    throw std::runtime_error(std::string("journal_bench: wire table: ") + sqlite3_errmsg(db));
   const BrandedId name = mint("AST");
   std::string last_job;
   auto text = [](sqlite3_stmt* st, int i, std::string_view v) {
@@ -187,7 +193,8 @@ void BM_Sqlite_WireSchemaPairCommit(benchmark::State& state) {
     }
     last_job = job.str();
   }
-  const double us = since_us(t0) / static_cast<double>(std::max<std::int64_t>(1, state.iterations()));
+  const double us =
+      since_us(t0) / static_cast<double>(std::max<std::int64_t>(1, state.iterations()));
   for (sqlite3_stmt* st : {ins, mark, begin, commit}) sqlite3_finalize(st);
   sqlite3_close(db);
   state.counters["us_per_commit"] = us;
@@ -205,14 +212,16 @@ void BM_Journal_RecordMarkPair(benchmark::State& state, bool full) {
   const auto t0 = Clock::now();
   for (auto _ : state) j.mark_enqueued(j.record(name, mint("AST")));
   j.flush();
-  const double us = since_us(t0) / static_cast<double>(std::max<std::int64_t>(1, state.iterations()));
+  const double us =
+      since_us(t0) / static_cast<double>(std::max<std::int64_t>(1, state.iterations()));
   const auto s = j.stats();
   if (s.intents != static_cast<std::uint64_t>(state.iterations()) || s.pending_enqueue != 0) {
     state.SkipWithError("not every pair reached the file");
   }
   state.counters["us_per_pair"] = us;
   state.counters["requests_per_commit"] =
-      static_cast<double>(s.grouped) / static_cast<double>(std::max<std::uint64_t>(1, s.transactions));
+      static_cast<double>(s.grouped) /
+      static_cast<double>(std::max<std::uint64_t>(1, s.transactions));
   state.SetItemsProcessed(state.iterations());
   g_figures[full ? "pair_full" : "pair"] = us;
 }
@@ -246,7 +255,8 @@ void BM_Journal_RecordMarkPairConcurrent(benchmark::State& state) {
     }
     state.counters["us_per_pair"] = us;
     state.counters["requests_per_commit"] =
-        static_cast<double>(s.grouped) / static_cast<double>(std::max<std::uint64_t>(1, s.transactions));
+        static_cast<double>(s.grouped) /
+        static_cast<double>(std::max<std::uint64_t>(1, s.transactions));
     g_figures["pair_" + std::to_string(state.threads())] = us;
     g_shared.journal.reset();
     g_shared.dir.reset();
@@ -345,10 +355,12 @@ void BM_JobLane_RememberedVsBare(benchmark::State& state, const Placement& p) {
   r.use_journal("jm", j);
   Engine s(node(52, p.bench_cpu), {lane_table("jb", CoherenceMode::kNone, p.bench_cpu),
                                    lane_table("jm", CoherenceMode::kNone, p.bench_cpu)});
-  if (r.start() || s.start()) throw std::runtime_error("journal_bench: the lane nodes did not start");
+  if (r.start() || s.start())
+    throw std::runtime_error("journal_bench: the lane nodes did not start");
   // When the remembered lane's enqueue starts: the record's commit is over (the split below).
   Clock::time_point enqueue_at;
-  const echo::engine::EnqueueFn enqueue = [&s, group, &enqueue_at](const BrandedId& job, std::string_view name,
+  const echo::engine::EnqueueFn enqueue = [&s, group, &enqueue_at](const BrandedId& job,
+                                                                   std::string_view name,
                                                                    const BrandedId& version) {
     enqueue_at = Clock::now();
     return s.enqueue_job("jm", group, job, name, version);
@@ -389,15 +401,22 @@ void BM_JobLane_RememberedVsBare(benchmark::State& state, const Placement& p) {
     lane.turns.sent();
     char buf[64];
     const bool gone = spin_until([&] {
-      return echo::engine::internal::writer_of(r, lane.table)->map().read(name.view(), buf).status == echo::table::ReadStatus::kMiss;
+      return echo::engine::internal::writer_of(r, lane.table)
+                 ->map()
+                 .read(name.view(), buf)
+                 .status == echo::table::ReadStatus::kMiss;
     });
     if (!gone) return -1;
     const double us = since_us(t0);
     if (keep) {
       lane.samples.us.push_back(us);
-      const std::int64_t at = echo::engine::internal::writer_of(r, lane.table)->stats().last_applied_ns;
-      lane.applied.us.push_back(static_cast<double>(at - std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                                             t0.time_since_epoch()).count()) / 1e3);
+      const std::int64_t at =
+          echo::engine::internal::writer_of(r, lane.table)->stats().last_applied_ns;
+      lane.applied.us.push_back(
+          static_cast<double>(
+              at -
+              std::chrono::duration_cast<std::chrono::nanoseconds>(t0.time_since_epoch()).count()) /
+          1e3);
     }
     return us;
   };
@@ -465,8 +484,10 @@ void print_table() {
   std::printf("\njournal price (baselines in this run)\n");
   const double plain = fig("plain"), pair = fig("pair");
   if (plain > 0 && pair > 0) {
-    std::printf("single pair (NORMAL, unpinned): %.1f us vs a plain WAL commit %.1f us = %.2fx (goal <= 2x: %s)\n",
-                pair, plain, pair / plain, verdict(pair <= 2 * plain));
+    std::printf(
+        "single pair (NORMAL, unpinned): %.1f us vs a plain WAL commit %.1f us = %.2fx (goal <= "
+        "2x: %s)\n",
+        pair, plain, pair / plain, verdict(pair <= 2 * plain));
   }
   const double vfs_d = fig("vfs_default"), vfs_1 = fig("vfs_one_write"), vfs_j = fig("vfs_journal");
   if (vfs_d > 0 && vfs_1 > 0 && vfs_j > 0) {
@@ -480,21 +501,24 @@ void print_table() {
   if (plain > 0 && wire > 0 && pair > 0) {
     // The two medians come from separate benchmark runs, so their difference is only as good as
     // the run's noise: a negative one says the journal's share is below it, not that it is < 0.
-    std::printf("of which SQLite on the journal's schema (the same BEGIN, mark, INSERT, COMMIT, "
-                "no journal): %.1f us = %.2fx the plain commit; the journal's own share "
-                "%+.1f us%s\n",
-                wire, wire / plain, pair - wire, pair < wire ? " (below this run's noise)" : "");
+    std::printf(
+        "of which SQLite on the journal's schema (the same BEGIN, mark, INSERT, COMMIT, "
+        "no journal): %.1f us = %.2fx the plain commit; the journal's own share "
+        "%+.1f us%s\n",
+        wire, wire / plain, pair - wire, pair < wire ? " (below this run's noise)" : "");
   }
   const double plain_full = fig("plain_full"), pair_full = fig("pair_full");
   if (plain_full > 0 && pair_full > 0) {
-    std::printf("single pair (FULL, unpinned):   %.1f us vs a plain WAL commit %.1f us = %.2fx\n", pair_full,
-                plain_full, pair_full / plain_full);
+    std::printf("single pair (FULL, unpinned):   %.1f us vs a plain WAL commit %.1f us = %.2fx\n",
+                pair_full, plain_full, pair_full / plain_full);
   }
   for (int w : {2, 4, 8}) {
     const double us = fig("pair_" + std::to_string(w));
     if (us <= 0) continue;
-    std::printf("amortized pair, %d writers (unpinned): %.1f us = %.2fx the plain commit (goal <= 10 us: %s)\n", w,
-                us, plain > 0 ? us / plain : 0, verdict(us <= 10));
+    std::printf(
+        "amortized pair, %d writers (unpinned): %.1f us = %.2fx the plain commit (goal <= 10 us: "
+        "%s)\n",
+        w, us, plain > 0 ? us / plain : 0, verdict(us <= 10));
   }
   for (const char* key : {"tail_", "tail_bursts_"}) {
     const std::string k = key;
@@ -513,21 +537,30 @@ void print_table() {
   for (const Placement& p : kPlacements) {
     const double bare = fig(std::string("bare_") + p.name), mem = fig(std::string("mem_") + p.name);
     if (bare <= 0 || mem <= 0) continue;
-    std::printf("lane median (%s): remembered %.0f us vs bare %.0f us = %.2fx (goal <= 1.3x: %s); the record's "
-                "commit inside it %.0f us (median)\n",
-                p.name, mem, bare, mem / bare, verdict(mem <= 1.3 * bare), fig(std::string("rec_") + p.name));
-    const double bare_a = fig(std::string("bare_applied_") + p.name), mem_a = fig(std::string("mem_applied_") + p.name);
+    std::printf(
+        "lane median (%s): remembered %.0f us vs bare %.0f us = %.2fx (goal <= 1.3x: %s); the "
+        "record's "
+        "commit inside it %.0f us (median)\n",
+        p.name, mem, bare, mem / bare, verdict(mem <= 1.3 * bare),
+        fig(std::string("rec_") + p.name));
+    const double bare_a = fig(std::string("bare_applied_") + p.name),
+                 mem_a = fig(std::string("mem_applied_") + p.name);
     if (bare_a > 0 && mem_a > 0) {
-      std::printf("  send -> the receiver's apply (its own clock, no observer) (%s): remembered %.0f us vs bare %.0f us "
-                  "= %.2fx; remembered - bare = %.0f us\n",
-                  p.name, mem_a, bare_a, mem_a / bare_a, mem_a - bare_a);
+      std::printf(
+          "  send -> the receiver's apply (its own clock, no observer) (%s): remembered %.0f us vs "
+          "bare %.0f us "
+          "= %.2fx; remembered - bare = %.0f us\n",
+          p.name, mem_a, bare_a, mem_a / bare_a, mem_a - bare_a);
     }
     const double cold = fig(std::string("plain_cold_") + p.name);
     if (cold > 0) {
-      std::printf("  the record's floor (%s): a plain WAL commit at the same point of the cycle %.0f us (the record "
-                  "%.2fx it); the lane's ratio with a record at that floor: %.2fx observed, %.2fx at the apply\n",
-                  p.name, cold, fig(std::string("rec_") + p.name) / cold, (bare + cold) / bare,
-                  bare_a > 0 ? (bare_a + cold) / bare_a : 0);
+      std::printf(
+          "  the record's floor (%s): a plain WAL commit at the same point of the cycle %.0f us "
+          "(the record "
+          "%.2fx it); the lane's ratio with a record at that floor: %.2fx observed, %.2fx at the "
+          "apply\n",
+          p.name, cold, fig(std::string("rec_") + p.name) / cold, (bare + cold) / bare,
+          bare_a > 0 ? (bare_a + cold) / bare_a : 0);
     }
   }
   std::printf("the original: 143 us per pair; remembered lane 524 us vs bare 148 us, 3.5x\n");
@@ -541,18 +574,19 @@ int main(int argc, char** argv) {
   g_server = &server;
   for (bool full : {false, true}) {
     const char* tag = full ? "/full" : "/normal";
-    benchmark::RegisterBenchmark((std::string("BM_Sqlite_PlainWalCommit") + tag).c_str(), BM_Sqlite_PlainWalCommit,
-                                 full)
+    benchmark::RegisterBenchmark((std::string("BM_Sqlite_PlainWalCommit") + tag).c_str(),
+                                 BM_Sqlite_PlainWalCommit, full)
         ->Unit(benchmark::kMicrosecond);
     if (!full) {
       benchmark::RegisterBenchmark("BM_Sqlite_JournalVfsVsDefault/normal",
                                    BM_Sqlite_JournalVfsVsDefault)
           ->Unit(benchmark::kMicrosecond);
-      benchmark::RegisterBenchmark("BM_Sqlite_WireSchemaPairCommit/normal", BM_Sqlite_WireSchemaPairCommit)
+      benchmark::RegisterBenchmark("BM_Sqlite_WireSchemaPairCommit/normal",
+                                   BM_Sqlite_WireSchemaPairCommit)
           ->Unit(benchmark::kMicrosecond);
     }
-    benchmark::RegisterBenchmark((std::string("BM_Journal_RecordMarkPair") + tag).c_str(), BM_Journal_RecordMarkPair,
-                                 full)
+    benchmark::RegisterBenchmark((std::string("BM_Journal_RecordMarkPair") + tag).c_str(),
+                                 BM_Journal_RecordMarkPair, full)
         ->Unit(benchmark::kMicrosecond);
   }
   benchmark::RegisterBenchmark("BM_Journal_RecordTail", BM_Journal_RecordTail, false)
@@ -561,7 +595,8 @@ int main(int argc, char** argv) {
   benchmark::RegisterBenchmark("BM_Journal_RecordTail/bursts", BM_Journal_RecordTail, true)
       ->Iterations(8000)
       ->Unit(benchmark::kMicrosecond);
-  benchmark::RegisterBenchmark("BM_Journal_RecordMarkPairConcurrent", BM_Journal_RecordMarkPairConcurrent)
+  benchmark::RegisterBenchmark("BM_Journal_RecordMarkPairConcurrent",
+                               BM_Journal_RecordMarkPairConcurrent)
       ->Threads(2)
       ->Threads(4)
       ->Threads(8)

@@ -19,8 +19,8 @@
 #include <mutex>
 #include <random>
 #include <shared_mutex>
-#include <string>
 #include <stop_token>
+#include <string>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -170,10 +170,12 @@ struct L1Fixture {
     for (std::size_t i = 0; i < kRows; ++i) map.put(ids[i], value_bytes(), ver(0));
     sw.filled();
     // Drop + re-insert, paced per millisecond.
-    churn_loop(sw, stop, [this] { map.reclaim(); }, [&](std::size_t row, std::uint64_t v) {
-      if (map.apply_coherence(ids[row], ver(v)) == Verdict::kApplied) sw.count_drop();
-      map.put(ids[row], value_bytes(), ver(v));
-    });
+    churn_loop(
+        sw, stop, [this] { map.reclaim(); },
+        [&](std::size_t row, std::uint64_t v) {
+          if (map.apply_coherence(ids[row], ver(v)) == Verdict::kApplied) sw.count_drop();
+          map.put(ids[row], value_bytes(), ver(v));
+        });
   }
 };
 
@@ -270,21 +272,23 @@ struct SharedFixture {
       for (const auto& s : n) map.emplace(s, Row{ver(0).str(), value_bytes()});
     }
     sw.filled();
-    churn_loop(sw, stop, [] {}, [&](std::size_t row, std::uint64_t v) {
-      const std::string vs = ver(v).str();
-      {
-        std::unique_lock lock(mu);
-        auto it = map.find(n[row]);
-        if (it != map.end() && echo::table::newer(vs, it->second.version)) {
-          map.erase(it);
-          sw.count_drop();
-        }
-      }
-      {
-        std::unique_lock lock(mu);
-        map.insert_or_assign(n[row], Row{vs, value_bytes()});
-      }
-    });
+    churn_loop(
+        sw, stop, [] {},
+        [&](std::size_t row, std::uint64_t v) {
+          const std::string vs = ver(v).str();
+          {
+            std::unique_lock lock(mu);
+            auto it = map.find(n[row]);
+            if (it != map.end() && echo::table::newer(vs, it->second.version)) {
+              map.erase(it);
+              sw.count_drop();
+            }
+          }
+          {
+            std::unique_lock lock(mu);
+            map.insert_or_assign(n[row], Row{vs, value_bytes()});
+          }
+        });
   }
 };
 
@@ -333,7 +337,11 @@ const std::vector<std::string>& symbols() {
   return v;
 }
 std::string quote_bytes(std::uint64_t v) {
-  Quote q{100.0 + static_cast<double>(v % 100), 100.5, static_cast<std::int64_t>(v), 100, {'X', 'N', 'Y', 'S'}};
+  Quote q{100.0 + static_cast<double>(v % 100),
+          100.5,
+          static_cast<std::int64_t>(v),
+          100,
+          {'X', 'N', 'Y', 'S'}};
   return std::string(reinterpret_cast<const char*>(&q), sizeof q);
 }
 // The struct's whole read: what a caller of either map does with the row.
@@ -369,12 +377,17 @@ struct TypedFixture {
     for (std::size_t i = 0; i < kRows; ++i) map.put(n[i], q0, ver(0));
     sw.filled();
     const std::string q1 = quote_bytes(1);
-    churn_loop(sw, stop, [this] { map.reclaim(); (void)map.tick(); },
-               [&](std::size_t row, std::uint64_t v) {
-                 if (map.apply_coherence(n[row], ver(v)) == Verdict::kApplied) sw.count_drop();
-                 map.put(n[row], q1, ver(v));
-                 if (row % 1024 == 0) (void)map.tick();  // an engine writer ticks each pass
-               });
+    churn_loop(
+        sw, stop,
+        [this] {
+          map.reclaim();
+          (void)map.tick();
+        },
+        [&](std::size_t row, std::uint64_t v) {
+          if (map.apply_coherence(n[row], ver(v)) == Verdict::kApplied) sw.count_drop();
+          map.put(n[row], q1, ver(v));
+          if (row % 1024 == 0) (void)map.tick();  // an engine writer ticks each pass
+        });
   }
 };
 
@@ -505,10 +518,14 @@ std::uint64_t apply_batches(benchmark::State& state, Count message_count, Refill
 // same messages through apply_coherence one by one.
 Eviction policy_arg(std::int64_t a) {
   switch (a) {
-    case 1: return Eviction::kS3Fifo;
-    case 2: return Eviction::kLru;
-    case 3: return Eviction::kClock;
-    default: return Eviction::kSkip;
+    case 1:
+      return Eviction::kS3Fifo;
+    case 2:
+      return Eviction::kLru;
+    case 3:
+      return Eviction::kClock;
+    default:
+      return Eviction::kSkip;
   }
 }
 

@@ -24,12 +24,10 @@
 // refuses io_uring gets); the table prints epoll against io_uring, both measured in this run.
 // ECHO_BENCH_MESSAGES overrides the message count (default 10,000; the job lane takes a fifth).
 #include <benchmark/benchmark.h>
-#include <echo/engine/internal/job_consumer.h>
-#include <echo/engine/internal/access.h>
 #include <echo/engine/codec.h>
 #include <echo/engine/engine.h>
-#include <echo/testing/local_server.h>
-#include <echo/testing/local_tls.h>
+#include <echo/engine/internal/access.h>
+#include <echo/engine/internal/job_consumer.h>
 #include <echo/harness/hiredis.h>
 #include <echo/harness/lane.h>
 #include <echo/harness/placement.h>
@@ -41,6 +39,8 @@
 #include <echo/table/coherence_frame.h>
 #include <echo/table/l1_reader.h>
 #include <echo/table/names.h>
+#include <echo/testing/local_server.h>
+#include <echo/testing/local_tls.h>
 #include <hiredis/hiredis.h>
 
 #include <algorithm>
@@ -99,16 +99,20 @@ Context connect() { return echo::harness::connect(g_server->host(), g_server->po
 // so "spin until the row is gone" ends at max(apply, the send's return); this ends at the apply.
 double applied_us(const Engine& e, const char* table, std::chrono::steady_clock::time_point t0) {
   const std::int64_t at = echo::engine::internal::writer_of(e, table)->stats().last_applied_ns;
-  return static_cast<double>(at - std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                       t0.time_since_epoch()).count()) / 1e3;
+  return static_cast<double>(
+             at -
+             std::chrono::duration_cast<std::chrono::nanoseconds>(t0.time_since_epoch()).count()) /
+         1e3;
 }
 
 // Send -> the receiving io thread's decode of the message that dropped the row
 // (WriterStats::last_decoded_ns): the wire and the server; the rest up to the apply is the ring.
 double decoded_us(const Engine& e, const char* table, std::chrono::steady_clock::time_point t0) {
   const std::int64_t at = echo::engine::internal::writer_of(e, table)->stats().last_decoded_ns;
-  return static_cast<double>(at - std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                       t0.time_since_epoch()).count()) / 1e3;
+  return static_cast<double>(
+             at -
+             std::chrono::duration_cast<std::chrono::nanoseconds>(t0.time_since_epoch()).count()) /
+         1e3;
 }
 
 // Samples of one lane's messages, ended three ways.
@@ -166,7 +170,8 @@ EngineOptions node(unsigned id, int cpu, Backend backend = Backend::kAuto) {
 
 // The same node over TLS (the server's TLS port, the run's CA).
 EngineOptions tls_node(unsigned id, int cpu) {
-  EngineOptions o = echo::harness::quiet_node_options(g_server->host(), g_server->tls_port(), id, cpu);
+  EngineOptions o =
+      echo::harness::quiet_node_options(g_server->host(), g_server->tls_port(), id, cpu);
   o.tls.enabled = true;
   o.tls.ca_file = g_tls->ca_file();
   return o;
@@ -196,7 +201,8 @@ void BM_Hiredis_PublishToMessage(benchmark::State& state, const Placement& p) {
       void* raw = nullptr;
       if (redisGetReply(sub.get(), &raw) != REDIS_OK) return;
       Reply m(static_cast<redisReply*>(raw));
-      if (m->type == REDIS_REPLY_ARRAY && m->elements == 3 && std::string_view(m->element[0]->str) == "message") {
+      if (m->type == REDIS_REPLY_ARRAY && m->elements == 3 &&
+          std::string_view(m->element[0]->str) == "message") {
         heard.fetch_add(1, std::memory_order_release);  // pairs with the bench thread's acquire
       }
     }
@@ -246,12 +252,14 @@ void BM_Hiredis_HandOffToDeliver(benchmark::State& state, const Placement& p) {
   Context c = connect(), parked = connect();
   const echo::lua::Script* admit = echo::lua::find_script("member_enqueue");
   Reply loaded = command(c.get(), "SCRIPT LOAD %b", admit->source.data(), admit->source.size());
-  const std::string mbase = echo::engine::JobLaneKeys::for_table("handoff").member_base("0"), sha(admit->sha1);
+  const std::string mbase = echo::engine::JobLaneKeys::for_table("handoff").member_base("0"),
+                    sha(admit->sha1);
   const std::string live = mbase + "live", credits = mbase + "parked", deliver = mbase + "deliver";
   Reply registered = command(c.get(), "SET %s 30000 PX 600000", live.c_str());
   echo::table::Minter minter(106);
   const std::string group = minter.mint("PRT").value().str();
-  const auto frame = echo::table::make_frame(minter.mint("AST").value(), minter.mint("TXN").value());
+  const auto frame =
+      echo::table::make_frame(minter.mint("AST").value(), minter.mint("TXN").value());
   const auto payload = echo::table::view(frame);
   std::atomic<long> heard{0};
   std::atomic<bool> quit{false};
@@ -260,24 +268,28 @@ void BM_Hiredis_HandOffToDeliver(benchmark::State& state, const Placement& p) {
     while (!quit.load(std::memory_order_relaxed)) {
       Reply r = command(parked.get(), "BLMPOP 1 1 %s LEFT COUNT 1", deliver.c_str());
       if (!r) return;
-      if (r->type == REDIS_REPLY_ARRAY && r->elements == 2) heard.fetch_add(1, std::memory_order_release);
+      if (r->type == REDIS_REPLY_ARRAY && r->elements == 2)
+        heard.fetch_add(1, std::memory_order_release);
     }
   });
   auto one = [&](Samples* out) {
     // Untimed: one credit listed, the last job's row and lease gone, the client parked again.
     const std::string id = minter.mint("JOB").value().str();
-    Reply clear = command(c.get(), "DEL %s %sactive %sgactive", credits.c_str(), mbase.c_str(), mbase.c_str());
+    Reply clear = command(c.get(), "DEL %s %sactive %sgactive", credits.c_str(), mbase.c_str(),
+                          mbase.c_str());
     Reply credit = command(c.get(), "RPUSH %s 30000", credits.c_str());
     if (!spin_until([&] {
           Reply n = command(c.get(), "INFO clients");
-          return n && n->type == REDIS_REPLY_STRING && std::string_view(n->str, n->len).find("blocked_clients:1\r") != std::string_view::npos;
+          return n && n->type == REDIS_REPLY_STRING &&
+                 std::string_view(n->str, n->len).find("blocked_clients:1\r") !=
+                     std::string_view::npos;
         })) {
       return false;
     }
     const long before = heard.load(std::memory_order_acquire);
     const auto t0 = Clock::now();
-    Reply r = command(c.get(), "EVALSHA %s 1 %s %s %s %b %s 30000", sha.c_str(), live.c_str(), mbase.c_str(),
-                      id.c_str(), payload.data(), payload.size(), group.c_str());
+    Reply r = command(c.get(), "EVALSHA %s 1 %s %s %s %b %s 30000", sha.c_str(), live.c_str(),
+                      mbase.c_str(), id.c_str(), payload.data(), payload.size(), group.c_str());
     if (!r || r->type != REDIS_REPLY_INTEGER || r->integer != 2) return false;
     if (!spin_until([&] { return heard.load(std::memory_order_acquire) > before; })) return false;
     const double us = since_us(t0);
@@ -298,13 +310,14 @@ void BM_Hiredis_HandOffToDeliver(benchmark::State& state, const Placement& p) {
   // The server's own time: the script, and the parked BLMPOP's service when the script's RPUSH
   // unblocked it (Redis counts that under blmpop).
   Reply stats = command(c.get(), "INFO commandstats");
-  const std::string text = stats && stats->type == REDIS_REPLY_STRING ? std::string(stats->str, stats->len) : "";
+  const std::string text =
+      stats && stats->type == REDIS_REPLY_STRING ? std::string(stats->str, stats->len) : "";
   g_results["handoff_server_evalsha"][p.name].us.assign(1, usec_per_call(text, "evalsha"));
   g_results["handoff_server_blmpop"][p.name].us.assign(1, usec_per_call(text, "blmpop"));
   quit.store(true, std::memory_order_relaxed);
   listener.join();  // its BLMPOP times out within a second
-  Reply left = command(c.get(), "DEL %s %s %s %sactive %sgactive", live.c_str(), credits.c_str(), deliver.c_str(),
-                       mbase.c_str(), mbase.c_str());
+  Reply left = command(c.get(), "DEL %s %s %s %sactive %sgactive", live.c_str(), credits.c_str(),
+                       deliver.c_str(), mbase.c_str(), mbase.c_str());
   report(state, "job_floor", p, std::move(s));
 }
 
@@ -355,7 +368,8 @@ class BroadcastProbe {
     }
     const auto frame = echo::table::make_frame(name_, v);
     const auto bytes = echo::table::view(frame);
-    Reply rep = command(pub_.get(), "PUBLISH %b %b", channel_.data(), channel_.size(), bytes.data(), bytes.size());
+    Reply rep = command(pub_.get(), "PUBLISH %b %b", channel_.data(), channel_.size(), bytes.data(),
+                        bytes.size());
     return rep && rep->type == REDIS_REPLY_INTEGER && rep->integer == 1;
   }
 
@@ -483,9 +497,13 @@ void BM_JobLane_EnqueueToDrop(benchmark::State& state, const Placement& p) {
   // The consumer's own round trips per job (each one a command on the receiving io thread).
   const auto c1 = probe.consumer();
   const double jobs = std::max<double>(1, static_cast<double>(samples.us.size()));
-  state.counters["empty_claims_per_job"] = static_cast<double>(c1.empty_claims - c0.empty_claims) / jobs;
+  state.counters["empty_claims_per_job"] =
+      static_cast<double>(c1.empty_claims - c0.empty_claims) / jobs;
   state.counters["parks_per_job"] = static_cast<double>(c1.parks - c0.parks) / jobs;
-  state.counters["handed_off_pct"] = samples.us.empty() ? 0 : 100.0 * static_cast<double>(probe.handed) / static_cast<double>(samples.us.size());
+  state.counters["handed_off_pct"] =
+      samples.us.empty()
+          ? 0
+          : 100.0 * static_cast<double>(probe.handed) / static_cast<double>(samples.us.size());
   applied.sort();
   g_results["job_applied"][p.name] = std::move(applied);
   report(state, "job", p, std::move(samples));
@@ -518,7 +536,9 @@ void BM_Lanes_Alternating(benchmark::State& state, const Placement& p) {
       break;
     }
   }
-  state.counters["handed_off_pct"] = j.seen.us.empty() ? 0 : 100.0 * static_cast<double>(job.handed) / static_cast<double>(j.seen.us.size());
+  state.counters["handed_off_pct"] = j.seen.us.empty() ? 0
+                                                       : 100.0 * static_cast<double>(job.handed) /
+                                                             static_cast<double>(j.seen.us.size());
   state.counters["bare_handed_off_pct"] =
       n.seen.us.empty()
           ? 0
@@ -562,14 +582,16 @@ void BM_JobLane_Throughput(benchmark::State& state, const Placement& p, int cons
   Reply loaded = command(pub.get(), "SCRIPT LOAD %b", admit->source.data(), admit->source.size());
   const auto lane_keys = echo::engine::JobLaneKeys::for_table(table);
   std::vector<std::string> mbases;
-  for (int i = 0; i < consumers; ++i) mbases.push_back(lane_keys.member_base(std::to_string(31 + i)));
+  for (int i = 0; i < consumers; ++i)
+    mbases.push_back(lane_keys.member_base(std::to_string(31 + i)));
   const std::string sha(admit->sha1);
   echo::table::Minter minter(102);
   const BrandedId group = minter.mint("PRT").value();
   std::vector<std::string> jobs, frames;
   for (int i = 0; i < n; ++i) {
     jobs.push_back(minter.mint("JOB").value().str());
-    const auto frame = echo::table::make_frame(minter.mint("AST").value(), minter.mint("TXN").value());
+    const auto frame =
+        echo::table::make_frame(minter.mint("AST").value(), minter.mint("TXN").value());
     frames.emplace_back(echo::table::view(frame));
   }
   auto done = [&](std::uint64_t base) {
@@ -587,19 +609,21 @@ void BM_JobLane_Throughput(benchmark::State& state, const Placement& p, int cons
       const int end = std::min(n, i + 64);
       for (int k = i; k < end; ++k) {
         for (const auto& mbase : mbases) {
-          redisAppendCommand(pub.get(), "EVALSHA %s 1 %slive %s %s %b %s 30000", sha.c_str(), mbase.c_str(),
-                             mbase.c_str(), jobs[k].c_str(), frames[k].data(), frames[k].size(),
-                             group.str().c_str());
+          redisAppendCommand(pub.get(), "EVALSHA %s 1 %slive %s %s %b %s 30000", sha.c_str(),
+                             mbase.c_str(), mbase.c_str(), jobs[k].c_str(), frames[k].data(),
+                             frames[k].size(), group.str().c_str());
         }
       }
       for (int k = i; k < end; ++k) {
         for (std::size_t m = 0; m < mbases.size(); ++m) {
           void* raw = nullptr;
-          if (redisGetReply(pub.get(), &raw) != REDIS_OK) throw std::runtime_error("admission pipeline lost");
+          if (redisGetReply(pub.get(), &raw) != REDIS_OK)
+            throw std::runtime_error("admission pipeline lost");
           Reply rep(static_cast<redisReply*>(raw));
           if (rep->type != REDIS_REPLY_INTEGER || rep->integer < 1) {
-            throw std::runtime_error("member_enqueue answered " +
-                                     std::string(rep->type == REDIS_REPLY_ERROR ? rep->str : "not 1 or 2"));
+            throw std::runtime_error(
+                "member_enqueue answered " +
+                std::string(rep->type == REDIS_REPLY_ERROR ? rep->str : "not 1 or 2"));
           }
         }
       }
@@ -607,7 +631,8 @@ void BM_JobLane_Throughput(benchmark::State& state, const Placement& p, int cons
     total += static_cast<std::uint64_t>(n);
     // A sleeping wait: a spinning bench thread would take the receivers' CPU in this run.
     const auto limit = Clock::now() + std::chrono::seconds(30);
-    while (!done(total) && Clock::now() < limit) std::this_thread::sleep_for(std::chrono::microseconds(200));
+    while (!done(total) && Clock::now() < limit)
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
     if (!done(total)) {
       state.SkipWithError("jobs were not all completed");
       break;
@@ -646,7 +671,8 @@ void BM_JobLane_ServerHop(benchmark::State& state, const Placement& p) {
   Reply live = command(c.get(), "SET %slive 30000 PX 600000", mbase.c_str());
   echo::table::Minter minter(105);
   const std::string group = minter.mint("PRT").value().str();
-  const auto frame = echo::table::make_frame(minter.mint("AST").value(), minter.mint("TXN").value());
+  const auto frame =
+      echo::table::make_frame(minter.mint("AST").value(), minter.mint("TXN").value());
   const auto payload = echo::table::view(frame);
   Samples publish, hop;
   // The server's own time per command (INFO commandstats, from here to the loop's end): the
@@ -655,8 +681,8 @@ void BM_JobLane_ServerHop(benchmark::State& state, const Placement& p) {
   for (auto _ : state) {
     // Untimed: one hand-off credit listed (as member_park lists it: the member's lease) and no
     // earlier rows, so each call takes the hand-off.
-    Reply clear = command(c.get(), "DEL %sparked %sdeliver %sactive %sgactive", mbase.c_str(), mbase.c_str(),
-                          mbase.c_str(), mbase.c_str());
+    Reply clear = command(c.get(), "DEL %sparked %sdeliver %sactive %sgactive", mbase.c_str(),
+                          mbase.c_str(), mbase.c_str(), mbase.c_str());
     Reply credit = command(c.get(), "RPUSH %sparked 30000", mbase.c_str());
     auto t0 = Clock::now();
     Reply pub = command(c.get(), "PUBLISH %s %b", channel.c_str(), payload.data(), payload.size());
@@ -677,7 +703,8 @@ void BM_JobLane_ServerHop(benchmark::State& state, const Placement& p) {
     Reply gone = command(c.get(), "DEL %sjob:%s", mbase.c_str(), id.c_str());
   }
   Reply stats = command(c.get(), "INFO commandstats");
-  const std::string text = stats && stats->type == REDIS_REPLY_STRING ? std::string(stats->str, stats->len) : "";
+  const std::string text =
+      stats && stats->type == REDIS_REPLY_STRING ? std::string(stats->str, stats->len) : "";
   g_results["server_evalsha"][p.name].us.assign(1, usec_per_call(text, "evalsha"));
   g_results["server_publish"][p.name].us.assign(1, usec_per_call(text, "publish"));
   Reply left = command(c.get(), "DEL %slive %sparked %sdeliver %sactive %sgactive", mbase.c_str(),
@@ -835,48 +862,66 @@ void print_table() {
     const double f = median("floor", p.name), b = median("broadcast", p.name),
                  be = median("broadcast_engine", p.name), j = median("job", p.name);
     if (f == 0 && b == 0 && j == 0) continue;
-    std::printf("%-10s | %9.1f / %-10.1f | %9.1f / %-10.1f | %9.1f / %-10.1f | %9.1f / %-10.1f | %8.2fx | %8.2fx | %8.2fx\n",
-                p.name, f, p99("floor", p.name), b, p99("broadcast", p.name), be,
-                p99("broadcast_engine", p.name), j, p99("job", p.name), f > 0 ? b / f : 0,
-                be > 0 ? j / be : 0, b > 0 ? j / b : 0);
+    std::printf(
+        "%-10s | %9.1f / %-10.1f | %9.1f / %-10.1f | %9.1f / %-10.1f | %9.1f / %-10.1f | %8.2fx | "
+        "%8.2fx | %8.2fx\n",
+        p.name, f, p99("floor", p.name), b, p99("broadcast", p.name), be,
+        p99("broadcast_engine", p.name), j, p99("job", p.name), f > 0 ? b / f : 0,
+        be > 0 ? j / be : 0, b > 0 ? j / b : 0);
   }
   for (const Placement& p : kPlacements) {
     const double pub = median("publish_rtt", p.name), fan = median("fanout_rtt", p.name),
                  be = median("broadcast_engine", p.name), j = median("job", p.name);
     if (fan == 0) continue;
     const double floor = be + (fan - pub);
-    std::printf("%-10s | server hop: member_enqueue hand-off round trip %.1f us vs PUBLISH %.1f us (+%.1f us); "
-                "job-lane floor with this script = bc(E) + %.1f = %.1f us (%.2fx bc(E)); job lane %.2fx that floor\n",
-                p.name, fan, pub, fan - pub, fan - pub, floor, be > 0 ? floor / be : 0, floor > 0 ? j / floor : 0);
+    std::printf(
+        "%-10s | server hop: member_enqueue hand-off round trip %.1f us vs PUBLISH %.1f us (+%.1f "
+        "us); "
+        "job-lane floor with this script = bc(E) + %.1f = %.1f us (%.2fx bc(E)); job lane %.2fx "
+        "that floor\n",
+        p.name, fan, pub, fan - pub, fan - pub, floor, be > 0 ? floor / be : 0,
+        floor > 0 ? j / floor : 0);
     const double se = median("server_evalsha", p.name), sp = median("server_publish", p.name);
     if (se > 0 && sp > 0) {
-      std::printf("%-10s | server time (INFO commandstats, no wakes in it): member_enqueue %.1f us vs PUBLISH %.1f us "
-                  "(+%.1f us); bc(E) + that = %.1f us (%.2fx bc(E))\n",
-                  p.name, se, sp, se - sp, be + se - sp, be > 0 ? (be + se - sp) / be : 0);
+      std::printf(
+          "%-10s | server time (INFO commandstats, no wakes in it): member_enqueue %.1f us vs "
+          "PUBLISH %.1f us "
+          "(+%.1f us); bc(E) + that = %.1f us (%.2fx bc(E))\n",
+          p.name, se, sp, se - sp, be + se - sp, be > 0 ? (be + se - sp) / be : 0);
     }
   }
   for (const Placement& p : kPlacements) {
     const double be = median("broadcast_engine_applied", p.name), j = median("job_applied", p.name);
     if (be == 0 || j == 0) continue;
-    std::printf("%-10s | send -> the writer's apply (its own clock, no observer): broadcast (Engine) %.1f us, "
-                "job lane %.1f us: %.2fx\n", p.name, be, j, j / be);
+    std::printf(
+        "%-10s | send -> the writer's apply (its own clock, no observer): broadcast (Engine) %.1f "
+        "us, "
+        "job lane %.1f us: %.2fx\n",
+        p.name, be, j, j / be);
   }
   for (const Placement& p : kPlacements) {
     const double f = median("floor", p.name), jf = median("job_floor", p.name);
     if (f == 0 || jf == 0) continue;
-    std::printf("%-10s | plain-client floors: PUBLISH -> message %.1f us; member_enqueue -> the parked BLMPOP's "
-                "hand-off %.1f us: %.2fx (what the script and the unblock cost the server, no engine in it; "
-                "server time: the script %.1f us, the BLMPOP's service %.1f us)\n",
-                p.name, f, jf, jf / f, median("handoff_server_evalsha", p.name), median("handoff_server_blmpop", p.name));
+    std::printf(
+        "%-10s | plain-client floors: PUBLISH -> message %.1f us; member_enqueue -> the parked "
+        "BLMPOP's "
+        "hand-off %.1f us: %.2fx (what the script and the unblock cost the server, no engine in "
+        "it; "
+        "server time: the script %.1f us, the BLMPOP's service %.1f us)\n",
+        p.name, f, jf, jf / f, median("handoff_server_evalsha", p.name),
+        median("handoff_server_blmpop", p.name));
   }
   for (const Placement& p : kPlacements) {
     const double b = median("alt_bc", p.name), j = median("alt_job", p.name);
     const double ba = median("alt_bc_applied", p.name), ja = median("alt_job_applied", p.name);
     if (b == 0 || j == 0) continue;
     const double bd = median("alt_bc_decoded", p.name), jd = median("alt_job_decoded", p.name);
-    std::printf("%-10s | alternating, message by message: broadcast (Engine) %.1f us, job lane %.1f us: %.2fx; "
-                "at the writer's apply %.1f vs %.1f us: %.2fx; at the receiving io thread's decode %.1f vs "
-                "%.1f us: %.2fx\n", p.name, b, j, j / b, ba, ja, ba > 0 ? ja / ba : 0, bd, jd, bd > 0 ? jd / bd : 0);
+    std::printf(
+        "%-10s | alternating, message by message: broadcast (Engine) %.1f us, job lane %.1f us: "
+        "%.2fx; "
+        "at the writer's apply %.1f vs %.1f us: %.2fx; at the receiving io thread's decode %.1f vs "
+        "%.1f us: %.2fx\n",
+        p.name, b, j, j / b, ba, ja, ba > 0 ? ja / ba : 0, bd, jd, bd > 0 ? jd / bd : 0);
     const double n = median("alt_bare", p.name), na = median("alt_bare_applied", p.name),
                  nd = median("alt_bare_decoded", p.name);
     if (n > 0) {
@@ -892,24 +937,29 @@ void print_table() {
   for (const Placement& p : kPlacements) {
     const double t1 = median("throughput_1", p.name), t2 = median("throughput_2", p.name);
     if (t1 == 0 && t2 == 0) continue;
-    std::printf("%-10s | job lane throughput: 1 consumer %.0f jobs/s; 2 consumers %.0f jobs/s each (%.0f applies/s)\n",
-                p.name, t1, t2, 2 * t2);
+    std::printf(
+        "%-10s | job lane throughput: 1 consumer %.0f jobs/s; 2 consumers %.0f jobs/s each (%.0f "
+        "applies/s)\n",
+        p.name, t1, t2, 2 * t2);
   }
   for (const Placement& p : kPlacements) {
     const double hit = median("l1_hit", p.name), get = median("l2_get", p.name),
                  miss = median("engine_l2", p.name);
     if (hit == 0) continue;
-    std::printf("%-10s | L1 hit %.0f ns vs plain L2 GET %.1f us (%.0fx) and an engine read from L2 %.1f us "
-                "(the original: 762 ns vs 31 us, 40x)\n",
-                p.name, hit * 1000, get, hit > 0 ? get / hit : 0, miss);
+    std::printf(
+        "%-10s | L1 hit %.0f ns vs plain L2 GET %.1f us (%.0fx) and an engine read from L2 %.1f us "
+        "(the original: 762 ns vs 31 us, 40x)\n",
+        p.name, hit * 1000, get, hit > 0 ? get / hit : 0, miss);
   }
   for (const Placement& p : kPlacements) {
-    const double plain = median("broadcast_engine", p.name), tls = median("broadcast_engine_tls", p.name);
+    const double plain = median("broadcast_engine", p.name),
+                 tls = median("broadcast_engine_tls", p.name);
     if (plain == 0 || tls == 0) continue;
-    std::printf("%-10s | broadcast (Engine) over TLS %.1f / %.1f us (p50/p99) vs plain %.1f / %.1f us: "
-                "tls/plain %.2fx (goal <= 1.10x)\n",
-                p.name, tls, p99("broadcast_engine_tls", p.name), plain, p99("broadcast_engine", p.name),
-                tls / plain);
+    std::printf(
+        "%-10s | broadcast (Engine) over TLS %.1f / %.1f us (p50/p99) vs plain %.1f / %.1f us: "
+        "tls/plain %.2fx (goal <= 1.10x)\n",
+        p.name, tls, p99("broadcast_engine_tls", p.name), plain, p99("broadcast_engine", p.name),
+        tls / plain);
   }
   for (const Placement& p : kPlacements) {
     for (const std::string key : {"broadcast", "broadcast_engine"}) {
@@ -917,16 +967,18 @@ void print_table() {
       const double u = median(key, p.name), e = median(epoll, p.name);
       const double ua = median(key + "_applied", p.name), ea = median(epoll + "_applied", p.name);
       if (u == 0 || e == 0) continue;
-      std::printf("%-10s | %s on epoll %.1f us (p99 %.1f) vs on %s %.1f us (p99 %.1f): %.2fx; at the "
-                  "writer's apply %.1f vs %.1f us: %.2fx\n",
-                  p.name, key == "broadcast" ? "bc(P)" : "bc(E)", e, p99(epoll, p.name),
-                  std::string(echo::io::to_string(g_backend_of[key])).c_str(), u, p99(key, p.name),
-                  e / u, ea, ua, ua > 0 ? ea / ua : 0);
+      std::printf(
+          "%-10s | %s on epoll %.1f us (p99 %.1f) vs on %s %.1f us (p99 %.1f): %.2fx; at the "
+          "writer's apply %.1f vs %.1f us: %.2fx\n",
+          p.name, key == "broadcast" ? "bc(P)" : "bc(E)", e, p99(epoll, p.name),
+          std::string(echo::io::to_string(g_backend_of[key])).c_str(), u, p99(key, p.name), e / u,
+          ea, ua, ua > 0 ? ea / ua : 0);
     }
   }
-  std::printf("goals: broadcast lane median <= 1.15x the floor; job lane median <= 1.3x the "
-              "broadcast lane's. bc(E): sent by Engine::broadcast, the same verb shape as "
-              "Engine::enqueue; bc(P): sent by a plain hiredis PUBLISH.\n");
+  std::printf(
+      "goals: broadcast lane median <= 1.15x the floor; job lane median <= 1.3x the "
+      "broadcast lane's. bc(E): sent by Engine::broadcast, the same verb shape as "
+      "Engine::enqueue; bc(P): sent by a plain hiredis PUBLISH.\n");
 }
 
 }  // namespace
@@ -944,45 +996,73 @@ int main(int argc, char** argv) {
   const int n = messages();
   for (const Placement& p : kPlacements) {
     const std::string tag = std::string("/") + p.name;
-    benchmark::RegisterBenchmark(("BM_Hiredis_PublishToMessage" + tag).c_str(), BM_Hiredis_PublishToMessage, p)
-        ->Iterations(n)->UseManualTime()->Unit(benchmark::kMicrosecond);
-    benchmark::RegisterBenchmark(("BM_Hiredis_HandOffToDeliver" + tag).c_str(), BM_Hiredis_HandOffToDeliver, p)
-        ->Iterations(std::max(1000, n / 5))->UseManualTime()->Unit(benchmark::kMicrosecond);
+    benchmark::RegisterBenchmark(("BM_Hiredis_PublishToMessage" + tag).c_str(),
+                                 BM_Hiredis_PublishToMessage, p)
+        ->Iterations(n)
+        ->UseManualTime()
+        ->Unit(benchmark::kMicrosecond);
+    benchmark::RegisterBenchmark(("BM_Hiredis_HandOffToDeliver" + tag).c_str(),
+                                 BM_Hiredis_HandOffToDeliver, p)
+        ->Iterations(std::max(1000, n / 5))
+        ->UseManualTime()
+        ->Unit(benchmark::kMicrosecond);
     for (Backend b : {Backend::kAuto, Backend::kEpoll}) {
       const std::string on = b == Backend::kEpoll ? "/epoll" : "";
       benchmark::RegisterBenchmark(("BM_BroadcastLane_PublishToDrop" + tag + on).c_str(),
                                    BM_BroadcastLane_PublishToDrop, p, false, b)
-          ->Iterations(n)->UseManualTime()->Unit(benchmark::kMicrosecond);
+          ->Iterations(n)
+          ->UseManualTime()
+          ->Unit(benchmark::kMicrosecond);
       benchmark::RegisterBenchmark(("BM_BroadcastLane_BroadcastToDrop" + tag + on).c_str(),
                                    BM_BroadcastLane_PublishToDrop, p, true, b)
-          ->Iterations(n)->UseManualTime()->Unit(benchmark::kMicrosecond);
+          ->Iterations(n)
+          ->UseManualTime()
+          ->Unit(benchmark::kMicrosecond);
     }
-    benchmark::RegisterBenchmark(("BM_BroadcastLane_TlsBroadcastToDrop" + tag).c_str(), BM_BroadcastLane_TlsBroadcastToDrop, p)
-        ->Iterations(n)->UseManualTime()->Unit(benchmark::kMicrosecond);
-    benchmark::RegisterBenchmark(("BM_JobLane_EnqueueToDrop" + tag).c_str(), BM_JobLane_EnqueueToDrop, p)
-        ->Iterations(std::max(2000, n / 5))->UseManualTime()->Unit(benchmark::kMicrosecond);
+    benchmark::RegisterBenchmark(("BM_BroadcastLane_TlsBroadcastToDrop" + tag).c_str(),
+                                 BM_BroadcastLane_TlsBroadcastToDrop, p)
+        ->Iterations(n)
+        ->UseManualTime()
+        ->Unit(benchmark::kMicrosecond);
+    benchmark::RegisterBenchmark(("BM_JobLane_EnqueueToDrop" + tag).c_str(),
+                                 BM_JobLane_EnqueueToDrop, p)
+        ->Iterations(std::max(2000, n / 5))
+        ->UseManualTime()
+        ->Unit(benchmark::kMicrosecond);
     benchmark::RegisterBenchmark(("BM_JobLane_ServerHop" + tag).c_str(), BM_JobLane_ServerHop, p)
-        ->Iterations(std::max(1000, n / 10))->UseManualTime()->Unit(benchmark::kMicrosecond);
+        ->Iterations(std::max(1000, n / 10))
+        ->UseManualTime()
+        ->Unit(benchmark::kMicrosecond);
     benchmark::RegisterBenchmark(("BM_Lanes_Alternating" + tag).c_str(), BM_Lanes_Alternating, p)
-        ->Iterations(std::max(2000, n / 5))->UseManualTime()->Unit(benchmark::kMicrosecond);
+        ->Iterations(std::max(2000, n / 5))
+        ->UseManualTime()
+        ->Unit(benchmark::kMicrosecond);
   }
   for (const Placement& p : kPlacements) {
     const std::string tag = std::string("/") + p.name;
     for (int consumers : {1, 2}) {
-      benchmark::RegisterBenchmark(("BM_JobLane_Throughput" + tag + "/consumers:" + std::to_string(consumers)).c_str(),
-                                   BM_JobLane_Throughput, p, consumers)
-          ->Iterations(3)->UseManualTime()->Unit(benchmark::kMillisecond);
+      benchmark::RegisterBenchmark(
+          ("BM_JobLane_Throughput" + tag + "/consumers:" + std::to_string(consumers)).c_str(),
+          BM_JobLane_Throughput, p, consumers)
+          ->Iterations(3)
+          ->UseManualTime()
+          ->Unit(benchmark::kMillisecond);
     }
   }
   for (const Placement& p : {kPlacements[0], kPlacements[1]}) {
     const std::string tag = std::string("/") + p.name;
-    benchmark::RegisterBenchmark(("BM_Engine_GetL1Hit" + tag).c_str(), BM_Engine_GetL1Hit, p)->UseRealTime();
-    benchmark::RegisterBenchmark(("BM_Table_ReadL1Hit" + tag).c_str(), BM_Table_ReadL1Hit, p)->UseRealTime();
-    benchmark::RegisterBenchmark(("BM_Table_MapVisitL1Hit" + tag).c_str(), BM_Table_MapVisitL1Hit, p)
+    benchmark::RegisterBenchmark(("BM_Engine_GetL1Hit" + tag).c_str(), BM_Engine_GetL1Hit, p)
         ->UseRealTime();
-    benchmark::RegisterBenchmark(("BM_Hiredis_Get" + tag).c_str(), BM_Hiredis_Get, p)->UseRealTime();
+    benchmark::RegisterBenchmark(("BM_Table_ReadL1Hit" + tag).c_str(), BM_Table_ReadL1Hit, p)
+        ->UseRealTime();
+    benchmark::RegisterBenchmark(("BM_Table_MapVisitL1Hit" + tag).c_str(), BM_Table_MapVisitL1Hit,
+                                 p)
+        ->UseRealTime();
+    benchmark::RegisterBenchmark(("BM_Hiredis_Get" + tag).c_str(), BM_Hiredis_Get, p)
+        ->UseRealTime();
     benchmark::RegisterBenchmark(("BM_Engine_GetL2" + tag).c_str(), BM_Engine_GetL2, p)
-        ->Iterations(1500)->UseRealTime();
+        ->Iterations(1500)
+        ->UseRealTime();
   }
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

@@ -77,9 +77,10 @@ struct MutexMinter {
   std::mutex mu;
   std::int64_t last = 0;
   std::uint64_t next() {
-    const std::int64_t now =
-        std::chrono::duration_cast<std::chrono::milliseconds>(
-            std::chrono::system_clock::now().time_since_epoch()).count() - kEpochMs;
+    const std::int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                 std::chrono::system_clock::now().time_since_epoch())
+                                 .count() -
+                             kEpochMs;
     std::lock_guard<std::mutex> lock(mu);
     last = std::max(now << 12, last + 1);
     return static_cast<std::uint64_t>(last >> 12) << 22 | (last & 0xFFF);
@@ -214,7 +215,8 @@ void BM_Baseline_BitwiseCrc16Slot(benchmark::State& state) {
   for (auto _ : state) {
     benchmark::DoNotOptimize(key.data());
     const auto open = key.find('{'), close = key.find('}', open + 1);
-    benchmark::DoNotOptimize(bitwise_crc16(std::string_view(key).substr(open + 1, close - open - 1)) & 16383);
+    benchmark::DoNotOptimize(
+        bitwise_crc16(std::string_view(key).substr(open + 1, close - open - 1)) & 16383);
   }
   state.SetItemsProcessed(state.iterations());
 }

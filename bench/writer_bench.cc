@@ -34,7 +34,8 @@ constexpr std::uint64_t kItems = 4096;
 struct Published {
   std::uint64_t items = 0;
   ~Published() {
-    if (std::getenv("ECHO_BENCH_SAY_ITEMS") != nullptr) std::fprintf(stderr, "items %llu\n", static_cast<unsigned long long>(items));
+    if (std::getenv("ECHO_BENCH_SAY_ITEMS") != nullptr)
+      std::fprintf(stderr, "items %llu\n", static_cast<unsigned long long>(items));
   }
 } g_published;
 

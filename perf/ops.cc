@@ -5,11 +5,11 @@
 // the engine's handle, and an absl::flat_hash_map find as their baseline). callgrind_ops.sh
 // divides each function's instructions by N. Each op checks its own answer (what was consumed
 // equals what was produced); a wrong answer exits 1.
-#include <echo/engine/internal/access.h>
 #include <echo/engine/codec.h>
 #include <echo/engine/engine.h>
-#include <echo/engine/table.h>
+#include <echo/engine/internal/access.h>
 #include <echo/engine/internal/table_writer.h>
+#include <echo/engine/table.h>
 #include <echo/io/resp3_decoder.h>
 #include <echo/ring/spsc_ring.h>
 #include <echo/table/branded_id.h>
@@ -108,7 +108,9 @@ __attribute__((noinline)) double echo_perf_handle_hit(const echo::engine::Table<
                                                       const std::vector<std::string>& keys) {
   double sum = 0;
   for (const std::string& k : keys) {
-    auto r = table.read(k, [&sum](const Quote& q, std::string_view) { sum += q.bid + static_cast<double>(q.size); });
+    auto r = table.read(k, [&sum](const Quote& q, std::string_view) {
+      sum += q.bid + static_cast<double>(q.size);
+    });
     if (!r) return -1;
   }
   return sum;
@@ -118,7 +120,8 @@ __attribute__((noinline)) double echo_perf_flat_hit(const ECHO_FLAT_MAP<std::str
                                                     const std::vector<std::string>& keys) {
   double sum = 0;
   for (const std::string& k : keys) {
-    if (auto it = map.find(k); it != map.end()) sum += it->second.bid + static_cast<double>(it->second.size);
+    if (auto it = map.find(k); it != map.end())
+      sum += it->second.bid + static_cast<double>(it->second.size);
   }
   return sum;
 }
@@ -172,16 +175,18 @@ int main(int argc, char** argv) {
     // thread (no writer thread runs before start), read through the map and through the handle.
     echo::engine::EngineOptions o;
     o.port = 1;
-    echo::engine::TableSpec spec{.name = "quotes", .kind = "AST", .loader = [](const echo::engine::Key&) {
-                                   return echo::engine::LoadResult{};
-                                 }};
+    echo::engine::TableSpec spec{
+        .name = "quotes", .kind = "AST", .loader = [](const echo::engine::Key&) {
+          return echo::engine::LoadResult{};
+        }};
     spec.keys = echo::engine::KeyKind::kText;
     spec.ttl_ms = 3'600'000;
     spec.max_size = n + 16;
     echo::engine::Engine engine(o, {echo::engine::typed<Quote>(std::move(spec))});
     const auto handle = engine.table<Quote>("quotes");
     // The writer's side of the map (handle.l1() is read-only): filled here, before any writer.
-    auto& typed = const_cast<echo::table::L1Map&>(echo::engine::internal::writer_of(engine, "quotes")->map());
+    auto& typed =
+        const_cast<echo::table::L1Map&>(echo::engine::internal::writer_of(engine, "quotes")->map());
     ECHO_FLAT_MAP<std::string, Quote> flat;
     std::vector<std::string> keys;
     const Quote q{100.5, 100.75, 1, 2, {'X', 'N', 'Y', 'S'}};

@@ -51,6 +51,8 @@ record doc-links bash scripts/check-doc-links.sh  # every relative link of READM
 # clang-tidy over the library's sources with .clang-tidy (its own configure-only tree, build/tidy):
 # any diagnostic fails.
 record tidy bash scripts/check-tidy.sh
+# clang-format-14 with .clang-format over every C++ file git tracks: any file that differs fails.
+record format bash scripts/check-format.sh
 
 step "unit + integration under ASan+UBSan"
 configure_asan_tree

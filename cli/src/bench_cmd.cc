@@ -5,8 +5,8 @@
 // the in-process rows and then the lane rows, and prints the table (and the JSON).
 #include "bench_cmd.h"
 
-#include <echo/testing/local_server.h>
 #include <echo/harness/placement.h>
+#include <echo/testing/local_server.h>
 
 #include <charconv>
 #include <chrono>
@@ -56,8 +56,8 @@ bool configure(const BenchArgs& a, bench::BenchConfig& c) {
     c.messages = 50;
   }
   if (!a.only.empty()) {
-    if (a.only != "micro" && a.only != "hit_ratio" && a.only != "lanes" &&
-        a.only != "io_threads" && a.only != "neighbour" && a.only != "open_loop") {
+    if (a.only != "micro" && a.only != "hit_ratio" && a.only != "lanes" && a.only != "io_threads" &&
+        a.only != "neighbour" && a.only != "open_loop") {
       return bad("--only wants micro, hit_ratio, lanes, io_threads, neighbour or open_loop, got '" +
                  a.only + "'");
     }
@@ -73,8 +73,8 @@ bool configure(const BenchArgs& a, bench::BenchConfig& c) {
       const std::size_t end = std::min(rates.find(',', at), rates.size());
       const auto v = parse_count(rates.substr(at, end - at));
       if (!v || *v < 100 || *v > 1'000'000) {
-        return bad("--load wants rates in 100..1000000 messages/s, comma-separated, got '" +
-                   rates + "'");
+        return bad("--load wants rates in 100..1000000 messages/s, comma-separated, got '" + rates +
+                   "'");
       }
       c.load.push_back(static_cast<double>(*v));
       at = end + 1;
@@ -179,8 +179,7 @@ int run(const BenchArgs& a) {
     std::cerr << "echostore bench: cannot pin the bench to CPU " << c.process_cpu << '\n';
     return 1;
   }
-  if (server.own && c.server_cpu >= 0 &&
-      !harness::pin_process(server.own->pid(), c.server_cpu)) {
+  if (server.own && c.server_cpu >= 0 && !harness::pin_process(server.own->pid(), c.server_cpu)) {
     std::cerr << "echostore bench: cannot pin redis-server to CPU " << c.server_cpu << '\n';
     return 1;
   }
@@ -192,12 +191,13 @@ int run(const BenchArgs& a) {
   const int open_loop_steps =
       bench::kOpenLoopStepsPerRate * static_cast<int>(c.load.size()) * c.rounds;
   const int neighbour_steps = bench::kNeighbourSteps * c.rounds;
-  bench::Progress progress(std::cerr, (part("micro") ? bench::kMicroSteps * c.rounds : 0) +
-                                          (part("hit_ratio") ? bench::kHitRatioSteps : 0) +
-                                          (part("lanes") ? bench::kLaneSteps * c.rounds : 0) +
-                                          (part("io_threads") ? bench::kIoThreadsSteps * c.rounds : 0) +
-                                          (part("neighbour") ? neighbour_steps : 0) +
-                                          (part("open_loop") ? open_loop_steps : 0));
+  bench::Progress progress(std::cerr,
+                           (part("micro") ? bench::kMicroSteps * c.rounds : 0) +
+                               (part("hit_ratio") ? bench::kHitRatioSteps : 0) +
+                               (part("lanes") ? bench::kLaneSteps * c.rounds : 0) +
+                               (part("io_threads") ? bench::kIoThreadsSteps * c.rounds : 0) +
+                               (part("neighbour") ? neighbour_steps : 0) +
+                               (part("open_loop") ? open_loop_steps : 0));
   const auto t0 = std::chrono::steady_clock::now();
   try {
     if (part("micro")) bench::run_micro(c, progress, rows);
@@ -262,11 +262,14 @@ void add_bench_command(CLI::App& app, int& exit_code) {
                     "io_threads (a 4-table flood on 2 io threads vs 1), neighbour (a spinner "
                     "pinned to CPU 1: its loop gaps beside 2 engines on CPU 0 vs alone) or "
                     "open_loop (as --load)");
-  auto* load = bench->add_option("--load", args->load_text,
-                    "the open-loop rows alone: PUBLISH at each RATE[,RATE...] msg/s on a fixed "
-                    "schedule, the broadcast lane's p50/p99/p99.9 from each message's scheduled "
-                    "time beside a bare subscriber's (bare --load: 10000,50000,100000; 5 rounds)")
-      ->expected(0, 1);
+  auto* load =
+      bench
+          ->add_option(
+              "--load", args->load_text,
+              "the open-loop rows alone: PUBLISH at each RATE[,RATE...] msg/s on a fixed "
+              "schedule, the broadcast lane's p50/p99/p99.9 from each message's scheduled "
+              "time beside a bare subscriber's (bare --load: 10000,50000,100000; 5 rounds)")
+          ->expected(0, 1);
   add_auth_options(bench, args->auth);
   add_tls_flags(bench, args->tls);
   bench->add_option("--tls-port", args->tls.port,

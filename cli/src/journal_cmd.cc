@@ -78,10 +78,10 @@ int run(const JournalArgs& a) {
       return 1;
     }
     const auto group = journal.group();
-    auto result = journal.replay([&](const table::BrandedId& job, std::string_view name,
-                                     const table::BrandedId& version) {
-      return node.enqueue_job(a.table, group, job, name, version);
-    });
+    auto result = journal.replay(
+        [&](const table::BrandedId& job, std::string_view name, const table::BrandedId& version) {
+          return node.enqueue_job(a.table, group, job, name, version);
+        });
     if (!result) {
       std::cerr << "echostore journal replay: " << result.error().message() << "\n";
       return 1;
@@ -106,8 +106,7 @@ int run(const JournalArgs& a) {
 
 void add_journal_command(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<JournalArgs>();
-  auto* journal =
-      app.add_subcommand("journal", "Inspect, replay or compact a journal file");
+  auto* journal = app.add_subcommand("journal", "Inspect, replay or compact a journal file");
   journal->add_option("VERB", args->verb, "stats | replay | compact")
       ->required()
       ->check(CLI::IsMember({"stats", "replay", "compact"}));

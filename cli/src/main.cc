@@ -13,17 +13,17 @@
 #include <thread>
 
 #include <echo/engine/engine.h>
-#include <echo/testing/local_server.h>
-#include <echo/testing/local_tls.h>
 #include <echo/harness/machine.h>
 #include <echo/harness/stage.h>
 #include <echo/io/cluster_map.h>
 #include <echo/table/branded_id.h>
+#include <echo/testing/local_server.h>
+#include <echo/testing/local_tls.h>
 
 #include "bench_cmd.h"
 #include "drill/chaos.h"
-#include "git_commit.h"
 #include "drill/drill.h"
+#include "git_commit.h"
 #include "journal_cmd.h"
 #include "referee/referee.h"
 #include "server_target.h"
@@ -150,7 +150,8 @@ int main(int argc, char** argv) {
   mint->add_option("NS", ns, "namespace: 3 bytes A-Z")->required();
   mint->add_option("--node", node, "node id")->check(CLI::Range(0u, 1023u));
   std::string text;
-  auto* decode = id->add_subcommand("decode", "Decode an id: namespace, snowflake, time, node, seq");
+  auto* decode =
+      id->add_subcommand("decode", "Decode an id: namespace, snowflake, time, node, seq");
   decode->add_option("ID", text, "a 14-byte branded id")->required();
 
   std::string server;
@@ -168,13 +169,16 @@ int main(int argc, char** argv) {
   drill_cmd->add_flag("--cluster", cluster,
                       "start a local cluster (3 masters, 3 replicas) and run the cluster gates");
   cli::chaos::ChaosConfig chaos;
-  auto* chaos_opt = drill_cmd->add_option(
-      "--chaos", chaos.seconds,
-      "run only the chaos drill for SECONDS (10..86400): three nodes behind fault proxies, random "
-      "network and server faults, every read judged, every heal converged")
-      ->check(CLI::Range(10, 86400));
-  drill_cmd->add_option("--seed", chaos.seed,
-                        "the chaos drill's seed (default: drawn, and printed for a replay)")
+  auto* chaos_opt =
+      drill_cmd
+          ->add_option("--chaos", chaos.seconds,
+                       "run only the chaos drill for SECONDS (10..86400): three nodes behind fault "
+                       "proxies, random "
+                       "network and server faults, every read judged, every heal converged")
+          ->check(CLI::Range(10, 86400));
+  drill_cmd
+      ->add_option("--seed", chaos.seed,
+                   "the chaos drill's seed (default: drawn, and printed for a replay)")
       ->needs(chaos_opt);
   chaos_opt->excludes("--cluster");
 
@@ -206,6 +210,7 @@ int main(int argc, char** argv) {
     chaos.server = server;
     return cli::chaos::drill_chaos(chaos, std::cout);
   }
-  if (drill_cmd->parsed()) return cluster ? cli::drill_cluster(std::cout) : drill(server, drill_tls);
+  if (drill_cmd->parsed())
+    return cluster ? cli::drill_cluster(std::cout) : drill(server, drill_tls);
   return 2;
 }

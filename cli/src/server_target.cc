@@ -11,8 +11,9 @@
 namespace echo::cli {
 
 void add_tls_flags(CLI::App* command, TlsArgs& a) {
-  command->add_option("--tls-ca", a.ca, "PEM CA file the server's certificate must chain to "
-                                        "(turns TLS on; default with TLS: the system store)");
+  command->add_option("--tls-ca", a.ca,
+                      "PEM CA file the server's certificate must chain to "
+                      "(turns TLS on; default with TLS: the system store)");
   command->add_option("--tls-cert", a.cert, "PEM client certificate (with --tls-key)");
   command->add_option("--tls-key", a.key, "PEM key of --tls-cert");
   command->add_option("--tls-server-name", a.server_name,
@@ -49,8 +50,8 @@ int open_server(std::string_view command, const std::string& server, ServerTarge
         out.target.tls.ca_file = out.own_tls->ca_file();
       }
       out.described = "redis-server " + out.own->version() + " on " + out.target.host + ':' +
-                      std::to_string(out.target.port) + " (started by the " +
-                      std::string(command) + ")";
+                      std::to_string(out.target.port) + " (started by the " + std::string(command) +
+                      ")";
       return 0;
     }
     const auto address = io::parse_address(server);

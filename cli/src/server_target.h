@@ -9,9 +9,9 @@
 
 #include <CLI/CLI.hpp>
 
+#include <echo/io/tls_options.h>
 #include <echo/testing/local_server.h>
 #include <echo/testing/local_tls.h>
-#include <echo/io/tls_options.h>
 
 #include "drill/drill.h"
 
@@ -22,7 +22,9 @@ namespace echo::cli {
 // its key, both or neither, the name to check instead of the host).
 struct TlsArgs {
   std::string ca, cert, key, server_name, port;
-  bool given() const { return !ca.empty() || !cert.empty() || !key.empty() || !server_name.empty(); }
+  bool given() const {
+    return !ca.empty() || !cert.empty() || !key.empty() || !server_name.empty();
+  }
 };
 void add_tls_flags(CLI::App* command, TlsArgs& a);
 io::TlsOptions tls_options(const TlsArgs& a);
@@ -30,7 +32,7 @@ io::TlsOptions tls_options(const TlsArgs& a);
 struct ServerTarget {
   DrillTarget target;
   std::unique_ptr<testing::LocalTlsFiles> own_tls;  // the started server's certificates
-  std::unique_ptr<testing::LocalServer> own;  // the started server (null for --server's)
+  std::unique_ptr<testing::LocalServer> own;        // the started server (null for --server's)
   // "redis-server 7.0.15 on 127.0.0.1:40101 (started by the bench)", or "server H:P (given)".
   std::string described;
 };

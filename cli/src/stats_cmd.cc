@@ -22,9 +22,9 @@
 #include <chrono>
 #include <iostream>
 #include <set>
+#include <string>
 #include <thread>
 #include <utility>
-#include <string>
 #include <vector>
 
 #include "stats_watch.h"
@@ -258,8 +258,8 @@ int read_plain(const StatsArgs& /*a*/, const io::NodeAddress& at,
   for (const std::string& pattern : patterns) {
     std::string cursor = "0";
     do {
-      Reply r(static_cast<redisReply*>(redisCommand(c.get(), "SCAN %s MATCH %b COUNT 1000",
-                                                    cursor.c_str(), pattern.data(), pattern.size())));
+      Reply r(static_cast<redisReply*>(redisCommand(
+          c.get(), "SCAN %s MATCH %b COUNT 1000", cursor.c_str(), pattern.data(), pattern.size())));
       if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 2) {
         std::cerr << "echostore stats: SCAN failed on " << at.text() << "\n";
         return 1;
@@ -292,9 +292,8 @@ std::vector<std::string> checked(const StatsArgs& /*a*/,
       ++refused;
       // ecc:{<table>}:stats:<node>
       const std::size_t at = key.rfind(":stats:");
-      std::cerr << "echostore stats: node '"
-                << (at == std::string::npos ? key : key.substr(at + 7)) << "': refused: "
-                << e.what() << "\n";
+      std::cerr << "echostore stats: node '" << (at == std::string::npos ? key : key.substr(at + 7))
+                << "': refused: " << e.what() << "\n";
     }
   }
   return snapshots;
@@ -331,8 +330,9 @@ void add_stats_command(CLI::App& app, int& exit_code) {
   stats->add_flag("--json", args->json, "print the snapshots as a JSON array");
   stats->add_flag("--cluster", args->cluster,
                   "the server is a cluster node: read every master (found by asking without it)");
-  stats->add_option("--watch", args->watch_s,
-                    "redraw a one-screen view every SECONDS (default 2) until interrupted")
+  stats
+      ->add_option("--watch", args->watch_s,
+                   "redraw a one-screen view every SECONDS (default 2) until interrupted")
       ->expected(0, 1)
       ->default_str("2")
       ->check(CLI::Range(0.1, 3600.0));

@@ -58,12 +58,12 @@ class Chores {
   const Housekeeping& housekeeping_;
   mutable std::mutex mu_;
   std::condition_variable_any cv_;
-  std::vector<Entry> entries_;     // few (two today): a scan beats a heap
+  std::vector<Entry> entries_;  // few (two today): a scan beats a heap
   std::uint64_t next_id_ = 1;
-  std::uint64_t running_ = 0;      // the id of the chore under way, 0 for none
+  std::uint64_t running_ = 0;  // the id of the chore under way, 0 for none
   std::uint64_t runs_ = 0;
-  std::uint64_t changes_ = 0;     // bumped by add() and remove(): the sleeper looks again
-  std::jthread thread_;            // last: started by the first add()
+  std::uint64_t changes_ = 0;  // bumped by add() and remove(): the sleeper looks again
+  std::jthread thread_;        // last: started by the first add()
 };
 
 }  // namespace echo::engine

@@ -82,7 +82,8 @@ void Engine::Impl::resend_tracking() {
     if (e || r.type() != io::Resp3Type::simple_string || r.str() != "OK") {
       if (tracking_refusals.fetch_add(1, std::memory_order_relaxed) == 0) {
         log_line(options.log, LogLevel::kError, "engine",
-                 "CLIENT TRACKING refused after a reconnect (" + (e ? e.message() : std::string(r.str())) +
+                 "CLIENT TRACKING refused after a reconnect (" +
+                     (e ? e.message() : std::string(r.str())) +
                      "): tracking tables stay suspended");
       }
       return;

@@ -51,7 +51,8 @@ void Engine::Impl::add_table(TableSpec spec, int& broadcast_tables) {
   switch (slot->spec.coherence) {
     case CoherenceMode::kBroadcast:
       slot->ring = route.ring = &slot->writer->add_ring(slot->spec.full_policy);
-      slot->io_index = route.io_thread = options.io_threads - 1 - broadcast_tables++ % options.io_threads;
+      slot->io_index = route.io_thread =
+          options.io_threads - 1 - broadcast_tables++ % options.io_threads;
       router.add_broadcast(slot->channel, route);
       break;
     case CoherenceMode::kTracking:
@@ -99,7 +100,8 @@ Result<BrandedId> Engine::Impl::mint(std::string_view ns) const {
   return *id;
 }
 
-Result<BrandedId> Engine::Impl::version_for(const Slot& slot, std::optional<BrandedId> version) const {
+Result<BrandedId> Engine::Impl::version_for(const Slot& slot,
+                                            std::optional<BrandedId> version) const {
   if (version) return *version;
   return mint(slot.spec.kind);
 }
@@ -125,7 +127,8 @@ Engine::Impl::ReadHere Engine::Impl::read_here(Slot& slot, std::string_view id) 
   Got hit;
   table::IdBytes version;
   // A typed table's rows hold objects: its bytes come through the miss path (an L2 read).
-  if (r.slot->writer->map().layout().bytes() && r.slot->writer->map().get(*name, hit.value, &version)) {
+  if (r.slot->writer->map().layout().bytes() &&
+      r.slot->writer->map().get(*name, hit.value, &version)) {
     hit.version = BrandedId::parse(table::view(version)).value();
     r.answer.emplace(std::move(hit));
     return r;
@@ -138,7 +141,8 @@ Engine::Impl::ReadHere Engine::Impl::read_here(Slot& slot, std::string_view id) 
   return r;
 }
 
-void Engine::Impl::send_miss(Slot& slot, std::string_view name, std::function<void(Result<Got>)> done) {
+void Engine::Impl::send_miss(Slot& slot, std::string_view name,
+                             std::function<void(Result<Got>)> done) {
   slot.writer->miss(name, [done = std::move(done)](GetOutcome&& o) {
     if (o.ec) return done(table::Unexpected{std::move(o.ec)});
     done(Got{std::move(o.value), o.version, o.source});
@@ -271,7 +275,6 @@ Result<BrandedId> Engine::publish(TableRef& ref, std::string_view key, std::stri
   return d.put_l1(*slot, *name, value, *version);
 }
 
-
 Result<std::int64_t> Engine::broadcast(std::string_view table, std::string_view id,
                                        const BrandedId& version) {
   auto channel = table::coherence_channel(table);
@@ -279,8 +282,8 @@ Result<std::int64_t> Engine::broadcast(std::string_view table, std::string_view 
   // A declared text-key table's message is key:version; anything else the 29 bytes.
   // (A branded id of another kind is sent as given: this verb is the interop tool's.)
   const Impl::Slot* slot = impl_->find(table);
-  auto payload = Impl::message_of(slot != nullptr && slot->spec.keys == KeyKind::kText ? slot : nullptr,
-                                  id, version);
+  auto payload = Impl::message_of(
+      slot != nullptr && slot->spec.keys == KeyKind::kText ? slot : nullptr, id, version);
   if (!payload) return table::Unexpected{payload.error()};
   // On a cluster the channel is sharded: SPUBLISH reaches the SSUBSCRIBErs on its slot's shard.
   const char* verb = impl_->options.mode == ServerMode::kCluster ? "SPUBLISH" : "PUBLISH";
@@ -290,28 +293,30 @@ Result<std::int64_t> Engine::broadcast(std::string_view table, std::string_view 
   return reply->view().integer();
 }
 
-
 void Engine::use_journal(std::string_view table, Journal& journal) {
   Impl::Slot* slot = impl_->find(table);
   if (slot == nullptr || slot->spec.coherence != CoherenceMode::kJob) {
     throw ConfigError("use_journal: '" + std::string(table) + "' is not a declared job-lane table");
   }
   MemoryHooks hooks;
-  hooks.stale = [&journal](std::string_view n, const BrandedId& v) { return journal.remembered_stale(n, v); };
+  hooks.stale = [&journal](std::string_view n, const BrandedId& v) {
+    return journal.remembered_stale(n, v);
+  };
   hooks.remember = [&journal](std::string_view n, const BrandedId& v) { journal.remember(n, v); };
   slot->writer->set_memory(std::move(hooks));
 }
 
 Result<Applied> Engine::apply_and_remember(std::string_view table, std::string_view id,
                                            const BrandedId& version) {
-  return impl_->ask_writer<Applied>(table, id, version,
-                                    [](TableWriter& w, std::string_view name, const BrandedId& v, auto answer) {
-                                      w.apply_and_remember(name, v, std::move(answer));
-                                    });
+  return impl_->ask_writer<Applied>(
+      table, id, version,
+      [](TableWriter& w, std::string_view name, const BrandedId& v, auto answer) {
+        w.apply_and_remember(name, v, std::move(answer));
+      });
 }
 
-
-Result<bool> Engine::drop_l2(std::string_view table, std::string_view id, const BrandedId& version) {
+Result<bool> Engine::drop_l2(std::string_view table, std::string_view id,
+                             const BrandedId& version) {
   auto& d = *impl_;
   Impl::Slot* slot = d.find(table);
   if (slot == nullptr) return table::Unexpected{make_error_code(Errc::kNoSuchCache)};
@@ -349,16 +354,16 @@ Result<bool> Engine::invalidate(TableRef& ref, std::string_view key) {
 
 Result<table::Verdict> Engine::apply_coherence(std::string_view table, std::string_view id,
                                                const BrandedId& version) {
-  return impl_->ask_writer<table::Verdict>(table, id, version,
-                                           [](TableWriter& w, std::string_view name, const BrandedId& v, auto answer) {
-                                             w.apply(name, v, std::move(answer));
-                                           });
+  return impl_->ask_writer<table::Verdict>(
+      table, id, version,
+      [](TableWriter& w, std::string_view name, const BrandedId& v, auto answer) {
+        w.apply(name, v, std::move(answer));
+      });
 }
 
 Result<BrandedId> Engine::mint(std::string_view ns) { return impl_->mint(ns); }
 
 int Engine::node_id() const noexcept { return impl_->lease ? impl_->lease->node() : -1; }
-
 
 const TableWriter* internal::writer_of(const Engine& engine, std::string_view table) {
   Engine::Impl::Slot* slot = engine.impl_->find(table);

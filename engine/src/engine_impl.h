@@ -45,8 +45,8 @@
 #include "node_lease.h"
 #include "push_router.h"
 #include "sentinel_watch.h"
-#include "shared_relay.h"
 #include "sharded_subscriber.h"
+#include "shared_relay.h"
 
 namespace echo::engine {
 
@@ -80,7 +80,7 @@ struct Engine::TableRef {
   CoherenceRing* job_ring = nullptr;   // job lane: the consumer's ring (credit-limited)
   CoherenceRing* lead_ring = nullptr;  // job lane with job_lead: the lead pushes' ring (drop)
   std::unique_ptr<JobConsumer> consumer;
-  std::unique_ptr<LoaderPool> loaders;  // between start() and stop()
+  std::unique_ptr<LoaderPool> loaders;            // between start() and stop()
   std::optional<table::BrandedId> publish_group;  // job lane: publish's group when none is given
   PushRouter::Counters pushes;
   // TableStats' latencies: sampled reads (Engine::note_get, any reader thread), every loader call
@@ -205,7 +205,8 @@ struct Engine::Impl {
   // no_node_lease without one, kind for a bad namespace.
   Result<table::BrandedId> mint(std::string_view ns) const;
   // `version`, or a new one of the table's kind.
-  Result<table::BrandedId> version_for(const Slot& slot, std::optional<table::BrandedId> version) const;
+  Result<table::BrandedId> version_for(const Slot& slot,
+                                       std::optional<table::BrandedId> version) const;
   // The leased node as the member queues and stats keys name it.
   std::string node_name() const { return std::to_string(lease ? lease->node() : -1); }
 
@@ -284,9 +285,11 @@ struct Engine::Impl {
                     const std::shared_ptr<LoadClaim>& claim, std::function<void(LoadOutcome)> done);
 
   // ---- The job lane's sending side (job_fanout.cc). Any thread. ----
-  Result<std::vector<MemberAdmission>> fan_out(std::string_view table, const table::BrandedId& group,
+  Result<std::vector<MemberAdmission>> fan_out(std::string_view table,
+                                               const table::BrandedId& group,
                                                const table::BrandedId& job, std::string_view id,
-                                               const table::BrandedId& version, FanOut how = FanOut{});
+                                               const table::BrandedId& version,
+                                               FanOut how = FanOut{});
   struct Round;
   Result<bool> fan_out_round(Round& r, std::vector<MemberAdmission>& out);
   // Reads a job-lane table's membership: the epoch, then the members (one pipeline, one shard),
@@ -341,7 +344,8 @@ Result<T> Engine::Impl::ask_writer(std::string_view table, std::string_view id,
   auto promise = std::make_shared<std::promise<Result<T>>>();
   auto future = promise->get_future();
   // The writer answers every command, `stopped` included when stop() overtakes this one.
-  submit(*slot->writer, *name, version, [promise](Result<T> v) { promise->set_value(std::move(v)); });
+  submit(*slot->writer, *name, version,
+         [promise](Result<T> v) { promise->set_value(std::move(v)); });
   if (future.wait_for(options.get_timeout) != std::future_status::ready) {
     return table::Unexpected{make_error_code(Errc::kTimeout)};
   }

@@ -85,14 +85,16 @@ void check_connection_knobs(const EngineOptions& o, bool by_seeds) {
 void check_sentinel_knobs(const EngineOptions& o) {
   if (o.mode != ServerMode::kSentinel) {
     if (!o.sentinels.empty() || !o.sentinel_master.empty()) {
-      throw ConfigError("sentinels / sentinel_master are set but mode is not sentinel (set mode = "
-                        "ServerMode::kSentinel)");
+      throw ConfigError(
+          "sentinels / sentinel_master are set but mode is not sentinel (set mode = "
+          "ServerMode::kSentinel)");
     }
     return;
   }
   if (o.sentinels.empty()) {
-    throw ConfigError("sentinels must list 1 or more sentinels as host:port,host:port,... when mode "
-                      "is sentinel");
+    throw ConfigError(
+        "sentinels must list 1 or more sentinels as host:port,host:port,... when mode "
+        "is sentinel");
   }
   try {
     (void)io::parse_seeds(o.sentinels);
@@ -105,17 +107,19 @@ void check_sentinel_knobs(const EngineOptions& o) {
                          return b <= 0x20 || b == 0x7F;
                        });
   if (!name_ok) {
-    throw ConfigError("sentinel_master must be the monitored master's name, 1..255 bytes with no "
-                      "space or control byte, got '" + o.sentinel_master + "'");
+    throw ConfigError(
+        "sentinel_master must be the monitored master's name, 1..255 bytes with no "
+        "space or control byte, got '" +
+        o.sentinel_master + "'");
   }
 }
-
 
 // ServerMode::kCluster's knobs, and their absence in the other modes.
 void check_cluster_knobs(const EngineOptions& o) {
   if (o.mode != ServerMode::kCluster) {
     if (!o.cluster_seeds.empty()) {
-      throw ConfigError("cluster_seeds is set but mode is not cluster (set mode = ServerMode::kCluster)");
+      throw ConfigError(
+          "cluster_seeds is set but mode is not cluster (set mode = ServerMode::kCluster)");
     }
     return;
   }
@@ -138,8 +142,10 @@ void check_thread_knobs(const EngineOptions& o) {
     throw ConfigError("io_threads must lie in 1..16, got " + std::to_string(o.io_threads));
   }
   if (o.io_threads > 1 && o.mode != ServerMode::kSingle) {
-    throw ConfigError("io_threads above 1 needs mode single (a cluster's sharded subscriber and a "
-                      "sentinel's redials run on io thread 0), got " + std::to_string(o.io_threads));
+    throw ConfigError(
+        "io_threads above 1 needs mode single (a cluster's sharded subscriber and a "
+        "sentinel's redials run on io thread 0), got " +
+        std::to_string(o.io_threads));
   }
   for (const int cpu : o.housekeeping_cpus) {
     if (cpu < 0 || cpu >= CPU_SETSIZE) {
@@ -152,7 +158,8 @@ void check_thread_knobs(const EngineOptions& o) {
 // The node, its lease, and what the engine publishes about itself.
 void check_node_knobs(const EngineOptions& o) {
   if (const auto p = o.stats_publish.count(); p != 0 && (p < 100 || p > 3600000)) {
-    throw ConfigError("stats_publish must be 0 (off) or lie in 100..3,600,000 ms, got " + std::to_string(p));
+    throw ConfigError("stats_publish must be 0 (off) or lie in 100..3,600,000 ms, got " +
+                      std::to_string(p));
   }
   if (o.node_id > table::kMaxNode && o.node_id != EngineOptions::kAutoNode) {
     throw ConfigError("node_id must be auto (EngineOptions::kAutoNode) or lie in 0..1023, got " +

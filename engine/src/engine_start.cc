@@ -101,7 +101,7 @@ Error Engine::Impl::open_io() {
   extra_io.reserve(static_cast<std::size_t>(options.io_threads - 1));
   for (int k = 1; k < options.io_threads; ++k) {
     io::LoopOptions lo = options.io;
-    lo.cpu = -1;  // io.cpu pins io thread 0 only
+    lo.cpu = -1;                                       // io.cpu pins io thread 0 only
     auto loop = std::make_unique<io::LoopThread>(lo);  // may throw: stop() sees only built ones
     loop->loop().post([this, k] { note_io_thread(k); });
     extra_io.push_back(ExtraIo{std::move(loop), nullptr});
@@ -117,9 +117,8 @@ Error Engine::Impl::open_io() {
 // of start(). It lives on io thread 0.
 Error Engine::Impl::open_metrics() {
   if (options.metrics_port == 0) return {};
-  metrics = std::make_unique<MetricsEndpoint>(io->loop(), [this] {
-    return to_prometheus(take_snapshot(engine, node_name()));
-  });
+  metrics = std::make_unique<MetricsEndpoint>(
+      io->loop(), [this] { return to_prometheus(take_snapshot(engine, node_name())); });
   return metrics->open(options.metrics_bind, options.metrics_port);
 }
 
@@ -147,7 +146,8 @@ Error Engine::Impl::connect_single(Clock::time_point deadline) {
     so.password = options.sentinel_password;
     so.call_timeout = options.call_timeout;
     so.heartbeat = options.heartbeat;
-    sentinel = std::make_unique<SentinelWatch>(io->loop(), std::move(so), [this] { on_master_switch(); });
+    sentinel =
+        std::make_unique<SentinelWatch>(io->loop(), std::move(so), [this] { on_master_switch(); });
     if (auto ec = sentinel->start(deadline)) return ec;
     on_cmd_event = [this](io::ConnEvent event, std::error_code) {
       if (io_closing) return;  // stop() is destroying cmd
@@ -180,8 +180,9 @@ Error Engine::Impl::check_server(Clock::time_point deadline) {
       break;
     }
     if (Clock::now() >= deadline) {
-      return Error(Errc::kNotMaster, "the master the sentinels name, " + sentinel->stats().master +
-                                         ", did not answer ROLE as a master before start's deadline");
+      return Error(Errc::kNotMaster,
+                   "the master the sentinels name, " + sentinel->stats().master +
+                       ", did not answer ROLE as a master before start's deadline");
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
@@ -258,7 +259,8 @@ Error Engine::Impl::subscribe(Clock::time_point deadline) {
   }
   if (channels.empty() && !router.tracking()) return {};
   sub = std::make_unique<io::Connection>(
-      io->loop(), connection_options("sub"), [this](const io::Resp3Value& push) { router.on_push(push); },
+      io->loop(), connection_options("sub"),
+      [this](const io::Resp3Value& push) { router.on_push(push); },
       [this](io::ConnEvent event, std::error_code) { on_sub_event(event, 0); });
   follow(sub.get());
   if (Error e = open_subscriber(*sub, channels, deadline)) return e;
@@ -270,9 +272,10 @@ Error Engine::Impl::subscribe(Clock::time_point deadline) {
   const io::Resp3Value v = r.reply.view();
   if (r.ec || v.type() != io::Resp3Type::simple_string || v.str() != "OK") {
     base::shared_add(tracking_refusals);
-    return Error(Errc::kTrackingRefused,
-                 "CLIENT TRACKING ON BCAST was answered " +
-                     (r.ec && r.ec != io::IoErrc::kServerError ? r.ec.message() : std::string(v.str())));
+    return Error(
+        Errc::kTrackingRefused,
+        "CLIENT TRACKING ON BCAST was answered " +
+            (r.ec && r.ec != io::IoErrc::kServerError ? r.ec.message() : std::string(v.str())));
   }
   router.tracking_confirmed();
   return {};
@@ -324,11 +327,13 @@ Error Engine::Impl::start_relay() {
   const std::chrono::milliseconds beat(beat_ms);
   SharedQueueRelay::Ports ports;
   ports.command = [this](std::vector<std::string> args) { return command(std::move(args)); };
-  ports.script = [this](const io::Script& s, std::vector<std::string> keys, std::vector<std::string> argv) {
+  ports.script = [this](const io::Script& s, std::vector<std::string> keys,
+                        std::vector<std::string> argv) {
     return script(s, std::move(keys), std::move(argv));
   };
-  ports.fan_out = [this](const TableSpec& spec, const table::BrandedId& group, const table::BrandedId& job,
-                         std::string_view name, const table::BrandedId& version) -> std::error_code {
+  ports.fan_out = [this](const TableSpec& spec, const table::BrandedId& group,
+                         const table::BrandedId& job, std::string_view name,
+                         const table::BrandedId& version) -> std::error_code {
     auto r = fan_out(spec.name, group, job, name, version, FanOut{.to_shared = false});
     return r ? std::error_code{} : static_cast<std::error_code>(r.error());
   };

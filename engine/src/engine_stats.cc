@@ -36,7 +36,8 @@ TableStats table_stats(const Engine::TableRef& s) {
 
 // Per io thread: the pushes it routed, its broadcast tables, the wakes it sent their writers
 // and the items it applied itself.
-void add_io_thread_stats(EngineStats& out, const std::vector<std::unique_ptr<Engine::TableRef>>& slots,
+void add_io_thread_stats(EngineStats& out,
+                         const std::vector<std::unique_ptr<Engine::TableRef>>& slots,
                          int io_threads) {
   out.io_threads.resize(static_cast<std::size_t>(io_threads));
   for (std::size_t i = 0; i < slots.size(); ++i) {
@@ -71,8 +72,8 @@ EngineStats Engine::stats() const {
   if (impl_->cluster) {
     auto cs = impl_->cluster->stats();
     out.connections.insert(out.connections.end(), cs.connections.begin(), cs.connections.end());
-    out.cluster = ClusterCounters{cs.moved, cs.ask, cs.refreshes, cs.held, cs.held_expired,
-                                  cs.redirect_limit, cs.masters};
+    out.cluster = ClusterCounters{
+        cs.moved, cs.ask, cs.refreshes, cs.held, cs.held_expired, cs.redirect_limit, cs.masters};
   }
   if (impl_->ssub) {
     auto subs = impl_->ssub->stats();

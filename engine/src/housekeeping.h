@@ -24,9 +24,7 @@ class Housekeeping {
   // pin_failures(); the thread then runs unpinned. Never throws.
   void enter(std::string_view name) const noexcept;
 
-  std::uint64_t pin_failures() const noexcept {
-    return failures_.load(std::memory_order_relaxed);
-  }
+  std::uint64_t pin_failures() const noexcept { return failures_.load(std::memory_order_relaxed); }
 
  private:
   cpu_set_t set_{};

@@ -103,7 +103,6 @@
 namespace echo::engine {
 namespace {
 
-
 std::int64_t as_int(const io::Resp3Value& v) {
   if (v.type() == io::Resp3Type::integer) return v.integer();
   std::int64_t n = 0;
@@ -158,8 +157,8 @@ JobLaneKeys JobLaneKeys::for_table(std::string_view table) {
 
 JobLaneScripts JobLaneScripts::embedded() {
   const auto e = embedded_script;
-  return {e("gclaim"),      e("complete"),    e("retry"),          e("promote"),
-          e("reap"),        e("member_beat"), e("member_reap"),    e("member_drop"),
+  return {e("gclaim"),         e("complete"),    e("retry"),       e("promote"),
+          e("reap"),           e("member_beat"), e("member_reap"), e("member_drop"),
           e("member_enqueue"), e("member_park")};
 }
 
@@ -169,15 +168,13 @@ CommandPort CommandPort::of(io::Connection& c) {
     return c.call(args, std::move(done));
   };
   p.evalsha_fn = [&c](const io::Script& s, std::span<const std::string_view> keys,
-                      std::span<const std::string_view> argv, io::ReplyFn done) {
-    return c.evalsha(s, keys, argv, std::move(done));
-  };
+                      std::span<const std::string_view> argv,
+                      io::ReplyFn done) { return c.evalsha(s, keys, argv, std::move(done)); };
   return p;
 }
 
-JobConsumer::JobConsumer(io::UringLoop& loop, CommandPort cmd,
-                         io::ConnectionOptions park_options, TableWriter& writer,
-                         CoherenceRing& ring, std::string member)
+JobConsumer::JobConsumer(io::UringLoop& loop, CommandPort cmd, io::ConnectionOptions park_options,
+                         TableWriter& writer, CoherenceRing& ring, std::string member)
     : loop_(loop),
       cmd_(std::move(cmd)),
       writer_(writer),
@@ -322,7 +319,8 @@ void JobConsumer::enter(bool was_live) {
   const std::string_view keys[] = {keys_.members, keys_.epoch};
   const std::string_view argv[] = {member_, ttl};
   const auto ec = cmd_.evalsha(
-      scripts_.member_beat, keys, argv, [this, was_live](std::error_code e, const io::Resp3Value& r) {
+      scripts_.member_beat, keys, argv,
+      [this, was_live](std::error_code e, const io::Resp3Value& r) {
         if (stopping_) return;
         if (e || r.type() != io::Resp3Type::array || r.size() < 2 ||
             r[1].type() != io::Resp3Type::integer) {
@@ -423,10 +421,11 @@ void JobConsumer::maintain() {
             const std::string mbase = keys_.member_base(m.str()), live = mbase + "live";
             const std::string_view k[] = {live};
             const std::string_view a[] = {mbase};
-            const auto dropped = cmd_.evalsha(
-                scripts_.member_drop, k, a, [this](std::error_code e, const io::Resp3Value&) {
-                  if (e && !stopping_) base::solo_add(maintenance_errors_);
-                });
+            const auto dropped = cmd_.evalsha(scripts_.member_drop, k, a,
+                                              [this](std::error_code e, const io::Resp3Value&) {
+                                                if (e && !stopping_)
+                                                  base::solo_add(maintenance_errors_);
+                                              });
             if (dropped) base::solo_add(maintenance_errors_);
           }
         });
@@ -450,20 +449,20 @@ void JobConsumer::pump() {
   // (docs/wire.md, "Scripts").
   // A resume (HDEL meta paused) sends no wake: the next beat claims again.
   const std::string meta = mbase_ + "meta";
-  const auto ec = cmd_.call({"HGET", meta, "paused"},
-                            [this, gen](std::error_code e, const io::Resp3Value& r) {
-                              if (stopping_ || e) {
-                                claiming_ = false;
-                                return;  // the next beat pumps again
-                              }
-                              if (!r.is_null()) {
-                                claiming_ = false;
-                                base::solo_add(empty_claims_);
-                                lanes_idle_ = gen == wake_gen_;
-                                return;
-                              }
-                              claim(gen);
-                            });
+  const auto ec =
+      cmd_.call({"HGET", meta, "paused"}, [this, gen](std::error_code e, const io::Resp3Value& r) {
+        if (stopping_ || e) {
+          claiming_ = false;
+          return;  // the next beat pumps again
+        }
+        if (!r.is_null()) {
+          claiming_ = false;
+          base::solo_add(empty_claims_);
+          lanes_idle_ = gen == wake_gen_;
+          return;
+        }
+        claim(gen);
+      });
   if (ec) claiming_ = false;
 }
 
@@ -529,8 +528,7 @@ void JobConsumer::arm() {
     rearm_ = true;  // counted from state that has changed since: send again on its reply
     return;
   }
-  const bool can_block =
-      registered_ && !park_refused_ && park_->status() == io::ConnStatus::kReady;
+  const bool can_block = registered_ && !park_refused_ && park_->status() == io::ConnStatus::kReady;
   const std::string parked = mbase_ + "parked", deliver = mbase_ + "deliver";
   const std::string free = std::to_string(can_block ? free_credits() : 0);
   const std::string px = std::to_string(spec_.job_beat_ms * 2 + 1000);
@@ -613,7 +611,8 @@ void JobConsumer::deliver(Job job) {
     auto text = table::parse_text_frame(job.payload);
     if (!text) {
       base::solo_add(malformed_);
-      retry(job, "malformed coherence payload: " + std::string(table::to_string(text.error().error)));
+      retry(job,
+            "malformed coherence payload: " + std::string(table::to_string(text.error().error)));
       return;
     }
     const std::size_t key_size = text->key.size();
@@ -718,19 +717,19 @@ void JobConsumer::complete(const Job& job, table::Verdict verdict) {
   const std::string_view argv[] = {job.id, token, mbase_};
   // A call refused inline (disconnected, overloaded) answers nothing: counted here, like an
   // error reply. Either way the job stays active and the reaper redelivers it with token + 1.
-  const auto refused = cmd_.evalsha(scripts_.complete, keys, argv, [this](std::error_code ec,
-                                                                         const io::Resp3Value& r) {
-    if (ec == make_error_code(io::IoErrc::kServerError) && r.str().starts_with("EMQSTALE")) {
-      base::solo_add(complete_stale_);  // a superseded token: the script refused it
-    } else if (ec || r.type() != io::Resp3Type::integer) {
-      // Unacknowledged: the reaper redelivers, newer-wins absorbs it
-      base::solo_add(complete_errors_);
-    } else if (r.integer() == 1) {
-      base::solo_add(completed_);
-    } else {
-      base::solo_add(complete_gone_);
-    }
-  });
+  const auto refused = cmd_.evalsha(
+      scripts_.complete, keys, argv, [this](std::error_code ec, const io::Resp3Value& r) {
+        if (ec == make_error_code(io::IoErrc::kServerError) && r.str().starts_with("EMQSTALE")) {
+          base::solo_add(complete_stale_);  // a superseded token: the script refused it
+        } else if (ec || r.type() != io::Resp3Type::integer) {
+          // Unacknowledged: the reaper redelivers, newer-wins absorbs it
+          base::solo_add(complete_errors_);
+        } else if (r.integer() == 1) {
+          base::solo_add(completed_);
+        } else {
+          base::solo_add(complete_gone_);
+        }
+      });
   if (refused) base::solo_add(complete_errors_);
 }
 
@@ -742,14 +741,14 @@ void JobConsumer::retry(const Job& job, const std::string& reason) {
                     max = std::to_string(spec_.job_max_attempts);
   const std::string_view keys[] = {active, schedule, dead, job_key};
   const std::string_view argv[] = {job.id, token, delay, max, reason, mbase_};
-  const auto refused = cmd_.evalsha(scripts_.retry, keys, argv, [this](std::error_code ec,
-                                                                      const io::Resp3Value& r) {
-    if (ec) {
-      base::solo_add(complete_errors_);
-      return;
-    }
-    base::solo_add(r.str() == "dead" ? dead_ : retried_);
-  });
+  const auto refused =
+      cmd_.evalsha(scripts_.retry, keys, argv, [this](std::error_code ec, const io::Resp3Value& r) {
+        if (ec) {
+          base::solo_add(complete_errors_);
+          return;
+        }
+        base::solo_add(r.str() == "dead" ? dead_ : retried_);
+      });
   // Refused inline: nothing answers (see complete())
   if (refused) base::solo_add(complete_errors_);
 }

@@ -46,7 +46,8 @@ Result<Engine::Impl::Membership> Engine::Impl::read_membership(std::string_view 
   }
   base::shared_add(fan_membership_reads);
   const io::Resp3Value epoch = (*replies)[at].reply.view(), list = (*replies)[at + 1].reply.view();
-  if ((!epoch.is_null() && epoch.type() != io::Resp3Type::bulk_string) || list.type() != io::Resp3Type::array) {
+  if ((!epoch.is_null() && epoch.type() != io::Resp3Type::bulk_string) ||
+      list.type() != io::Resp3Type::array) {
     return table::Unexpected{unexpected_reply()};
   }
   Membership m;
@@ -62,7 +63,8 @@ Result<Engine::Impl::Membership> Engine::Impl::read_membership(std::string_view 
   return m;
 }
 
-Engine::Impl::Call Engine::Impl::lead_call(const JobLaneKeys& keys, const std::string& payload) const {
+Engine::Impl::Call Engine::Impl::lead_call(const JobLaneKeys& keys,
+                                           const std::string& payload) const {
   const char* verb = options.mode == ServerMode::kCluster ? "SPUBLISH" : "PUBLISH";
   return Call{nullptr, {}, {verb, keys.lead, payload}, true};
 }
@@ -82,10 +84,10 @@ struct Engine::Impl::Round {
   JobLaneKeys keys;
   std::string payload, job_id, group, lease;
   std::optional<Membership> known;
-  std::optional<Call> row;  // publish's SET, until a pipeline carried it
-  bool lead = false;        // the lead push is still to send
-  bool fresh = false;       // `known` was read during this call
-  bool shared = false;      // the shared queue is still to feed
+  std::optional<Call> row;               // publish's SET, until a pipeline carried it
+  bool lead = false;                     // the lead push is still to send
+  bool fresh = false;                    // `known` was read during this call
+  bool shared = false;                   // the shared queue is still to feed
   std::unordered_set<std::string> sent;  // in the second round: who has the job already
 };
 
@@ -98,11 +100,14 @@ struct Engine::Impl::Round {
 // when there is one, else as the first round's leading call. publish's SET (single server)
 // leads the first pipeline on the one command connection, so the server runs it before the lead
 // and every admission: no member hears of a row not yet written.
-Result<std::vector<MemberAdmission>> Engine::Impl::fan_out(std::string_view table, const BrandedId& group,
-                                                           const BrandedId& job, std::string_view id,
+Result<std::vector<MemberAdmission>> Engine::Impl::fan_out(std::string_view table,
+                                                           const BrandedId& group,
+                                                           const BrandedId& job,
+                                                           std::string_view id,
                                                            const BrandedId& version, FanOut how) {
   base::shared_add(fan_enqueues);
-  if (!table::check_table_name(table)) return table::Unexpected{make_error_code(Errc::kNoSuchCache)};
+  if (!table::check_table_name(table))
+    return table::Unexpected{make_error_code(Errc::kNoSuchCache)};
   const Slot* slot = find(table);
   auto payload = message_of(slot, id, version);
   if (!payload) return table::Unexpected{payload.error()};
@@ -124,7 +129,8 @@ Result<std::vector<MemberAdmission>> Engine::Impl::fan_out(std::string_view tabl
   r.fresh = !r.known;
   r.shared = spec.job_shared_queue && how.to_shared;
   if (!r.known) {
-    auto read = read_membership(table, r.keys, r.lead ? std::optional(lead_call(r.keys, r.payload)) : std::nullopt,
+    auto read = read_membership(table, r.keys,
+                                r.lead ? std::optional(lead_call(r.keys, r.payload)) : std::nullopt,
                                 std::exchange(r.row, std::nullopt));
     if (!read) return table::Unexpected{read.error()};
     r.known = std::move(*read);
@@ -162,15 +168,17 @@ Result<bool> Engine::Impl::fan_out_round(Round& r, std::vector<MemberAdmission>&
     if (r.sent.count(m) != 0) continue;
     std::string mbase = r.keys.member_base(m);
     std::string live = mbase + "live";
-    batch.push_back({&member_enqueue, {std::move(live)}, {std::move(mbase), r.job_id, r.payload, r.group, r.lease}});
+    batch.push_back({&member_enqueue,
+                     {std::move(live)},
+                     {std::move(mbase), r.job_id, r.payload, r.group, r.lease}});
     targets.push_back(m);
   }
   if (!r.fresh) batch.push_back({nullptr, {}, {"GET", r.keys.epoch}});
   if (r.shared) {
     const std::string& q = r.keys.qbase;
     batch.push_back({&genqueue,
-                     {q + "job:" + r.job_id, q + "g:" + r.group + ":pending", q + "ring", q + "paused",
-                      q + "glimit", q + "gactive", q + "wake"},
+                     {q + "job:" + r.job_id, q + "g:" + r.group + ":pending", q + "ring",
+                      q + "paused", q + "glimit", q + "gactive", q + "wake"},
                      {r.job_id, r.payload, r.group}});
   }
   // A fresh list of no member, no shared queue to feed (the row went with the list's read: a
@@ -210,7 +218,8 @@ Result<bool> Engine::Impl::fan_out_round(Round& r, std::vector<MemberAdmission>&
   }
   if (r.fresh) return true;
   const io::Resp3Value epoch = (*replies)[first + targets.size()].reply.view();
-  if (!epoch.is_null() && epoch.type() != io::Resp3Type::bulk_string) return table::Unexpected{unexpected_reply()};
+  if (!epoch.is_null() && epoch.type() != io::Resp3Type::bulk_string)
+    return table::Unexpected{unexpected_reply()};
   if ((epoch.is_null() ? std::string_view() : epoch.str()) == r.known->epoch) return true;
   r.sent.insert(targets.begin(), targets.end());
   auto read = read_membership(r.table, r.keys);
@@ -221,7 +230,8 @@ Result<bool> Engine::Impl::fan_out_round(Round& r, std::vector<MemberAdmission>&
 }
 
 Result<std::vector<MemberAdmission>> Engine::enqueue(std::string_view table, const BrandedId& group,
-                                                     std::string_view id, const BrandedId& version) {
+                                                     std::string_view id,
+                                                     const BrandedId& version) {
   auto job = impl_->mint("JOB");
   if (!job) return table::Unexpected{job.error()};
   auto admitted = impl_->fan_out(table, group, *job, id, version);
@@ -234,7 +244,8 @@ Result<BrandedId> Engine::enqueue_async(std::string_view table, const BrandedId&
                                         EnqueueDone done) {
   auto& d = *impl_;
   if (!running()) return table::Unexpected{make_error_code(Errc::kStopped)};
-  if (!table::check_table_name(table)) return table::Unexpected{make_error_code(Errc::kNoSuchCache)};
+  if (!table::check_table_name(table))
+    return table::Unexpected{make_error_code(Errc::kNoSuchCache)};
   const Impl::Slot* slot = d.find(table);
   // The lead's payload, checked as fan_out checks it (its refusals are this call's, not done's).
   auto payload = Impl::message_of(slot, id, version);
@@ -251,8 +262,8 @@ Result<BrandedId> Engine::enqueue_async(std::string_view table, const BrandedId&
     }
     if (replies) d.note_lead(replies->front());
   }
-  const bool queued = d.job_sends.push([&d, t = std::string(table), group, j = *job, n = std::string(id),
-                                        version, done = std::move(done)] {
+  const bool queued = d.job_sends.push([&d, t = std::string(table), group, j = *job,
+                                        n = std::string(id), version, done = std::move(done)] {
     auto admit = [&]() -> Result<std::vector<MemberAdmission>> {
       try {
         return d.fan_out(t, group, j, n, version, FanOut{.lead_sent = true});
@@ -268,8 +279,9 @@ Result<BrandedId> Engine::enqueue_async(std::string_view table, const BrandedId&
   return *job;
 }
 
-Result<bool> Engine::enqueue_job(std::string_view table, const BrandedId& group, const BrandedId& job,
-                                 std::string_view id, const BrandedId& version) {
+Result<bool> Engine::enqueue_job(std::string_view table, const BrandedId& group,
+                                 const BrandedId& job, std::string_view id,
+                                 const BrandedId& version) {
   auto admissions = impl_->fan_out(table, group, job, id, version);
   if (!admissions) {
     base::shared_add(impl_->fan_errors);
@@ -282,8 +294,9 @@ Result<bool> Engine::enqueue_job(std::string_view table, const BrandedId& group,
 }
 
 // The job lane's publish: the row into L2, then the job to every member; the L1 row here last.
-Result<BrandedId> Engine::publish(std::string_view table, const BrandedId& group, std::string_view id,
-                                  std::string_view value, std::optional<BrandedId> version) {
+Result<BrandedId> Engine::publish(std::string_view table, const BrandedId& group,
+                                  std::string_view id, std::string_view value,
+                                  std::optional<BrandedId> version) {
   auto& d = *impl_;
   Impl::Slot* slot = d.find(table);
   if (slot == nullptr) return table::Unexpected{make_error_code(Errc::kNoSuchCache)};

@@ -87,7 +87,8 @@ class JobSendQueue {
   static void never_preempt_on_wake() noexcept {
     int policy = 0;
     sched_param param{};
-    if (pthread_getschedparam(pthread_self(), &policy, &param) != 0 || policy != SCHED_OTHER) return;
+    if (pthread_getschedparam(pthread_self(), &policy, &param) != 0 || policy != SCHED_OTHER)
+      return;
     param.sched_priority = 0;
     (void)pthread_setschedparam(pthread_self(), SCHED_BATCH, &param);
   }

@@ -116,7 +116,8 @@ std::int64_t wall_ms() {
 }
 
 constexpr const char* kSchema =
-    "CREATE TABLE IF NOT EXISTS intents(seq INTEGER PRIMARY KEY AUTOINCREMENT, job_id TEXT NOT NULL "
+    "CREATE TABLE IF NOT EXISTS intents(seq INTEGER PRIMARY KEY AUTOINCREMENT, job_id TEXT NOT "
+    "NULL "
     "UNIQUE, name_id TEXT NOT NULL, version TEXT NOT NULL, enqueued INTEGER NOT NULL DEFAULT 0, "
     "recorded_at INTEGER NOT NULL);"
     "CREATE TABLE IF NOT EXISTS applied(name_id TEXT PRIMARY KEY, version TEXT NOT NULL, seq "
@@ -124,7 +125,8 @@ constexpr const char* kSchema =
 
 // Coverage: an applied row for the name at least as new as the intent (payload bytes 4..14).
 constexpr const char* kUncovered =
-    "SELECT i.job_id, i.name_id, i.version FROM intents i WHERE NOT EXISTS (SELECT 1 FROM applied a "
+    "SELECT i.job_id, i.name_id, i.version FROM intents i WHERE NOT EXISTS (SELECT 1 FROM applied "
+    "a "
     "WHERE a.name_id = i.name_id AND substr(a.version, 4) >= substr(i.version, 4)) ORDER BY i.seq";
 constexpr const char* kCompact =
     "DELETE FROM intents WHERE EXISTS (SELECT 1 FROM applied a WHERE a.name_id = intents.name_id "
@@ -133,7 +135,9 @@ constexpr const char* kCompact =
 // The applied memory's hash: looks a name up by view, so the applier's check allocates nothing.
 struct StringHash {
   using is_transparent = void;
-  std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+  std::size_t operator()(std::string_view s) const noexcept {
+    return std::hash<std::string_view>{}(s);
+  }
 };
 
 // An intent's name: a branded id or a text key (docs/wire.md, "Text keys"; a branded id's 14 bytes
@@ -242,7 +246,7 @@ struct Journal::Impl {
   }
 
   std::mutex mu;
-  std::vector<Sync*> waiting;  // under mu
+  std::vector<Sync*> waiting;          // under mu
   std::atomic<std::size_t> queued{0};  // waiting.size(), for a gathering leader that holds no mu
   // The wake of waiters: the leader bumps `generation` after it answered a batch (and handed the
   // connection on) and wakes its sleepers with one futex call when `sleepers` says there are any.
@@ -257,12 +261,12 @@ struct Journal::Impl {
   // behind one unbounded transaction; a call's fn runs only once everything queued before it is
   // in the file (flush() finds them there), over as many transactions as that takes.
   std::deque<Async> pending;
-  std::uint64_t submitted = 0;  // under mu: the last seq given
-  bool leading = false;        // under mu: some thread holds the connection
-  bool stopping = false;       // under mu
-  bool flusher_idle = false;   // under mu: the flusher sleeps until notified
-  std::size_t last_callers = 0;   // under mu: writers the last batch carried
-  std::uint64_t batch_no = 0;     // under mu: batches taken so far (the last one's number)
+  std::uint64_t submitted = 0;   // under mu: the last seq given
+  bool leading = false;          // under mu: some thread holds the connection
+  bool stopping = false;         // under mu
+  bool flusher_idle = false;     // under mu: the flusher sleeps until notified
+  std::size_t last_callers = 0;  // under mu: writers the last batch carried
+  std::uint64_t batch_no = 0;    // under mu: batches taken so far (the last one's number)
   std::condition_variable flusher_cv;
   Housekeeping housekeeping;  // JournalOptions::flusher_cpus: names and pins the flusher
   std::thread flusher;
@@ -278,7 +282,7 @@ struct Journal::Impl {
     const BrandedId* version;
     std::int64_t at;
   };
-  std::vector<RowRef> batch_rows;  // the batch's records, in order
+  std::vector<RowRef> batch_rows;             // the batch's records, in order
   std::vector<std::string_view> batch_marks;  // views of batch_asyncs' job ids
   std::uint64_t transactions = 0, grouped = 0, failed = 0, inline_checkpoints = 0;
   std::atomic<std::uint64_t> checkpoints{0};  // the flusher's that ran on a WAL
@@ -362,7 +366,8 @@ struct Journal::Impl {
       sleepers.fetch_add(1, std::memory_order_seq_cst);
       const std::uint32_t gen = generation.load(std::memory_order_seq_cst);
       st = s.state.load(std::memory_order_seq_cst);
-      if (st == kWaiting) ring::detail::futex_wait(generation, gen, std::chrono::steady_clock::time_point::max());
+      if (st == kWaiting)
+        ring::detail::futex_wait(generation, gen, std::chrono::steady_clock::time_point::max());
       sleepers.fetch_sub(1, std::memory_order_relaxed);
       if (st != kWaiting) return st;
       st = s.state.load(std::memory_order_acquire);
@@ -373,7 +378,8 @@ struct Journal::Impl {
   // After state stores: one bump of the word, one futex call if anyone sleeps.
   void wake() {
     generation.fetch_add(1, std::memory_order_seq_cst);
-    if (sleepers.load(std::memory_order_seq_cst) != 0) ring::detail::futex_wake(generation, 1 << 30);
+    if (sleepers.load(std::memory_order_seq_cst) != 0)
+      ring::detail::futex_wake(generation, 1 << 30);
   }
 
   // Holds the connection (leading, `lock` held on entry and on return): commits batches until
@@ -396,7 +402,8 @@ struct Journal::Impl {
         // be waking on this one); never longer than kGather.
         lock.unlock();
         const auto until = std::chrono::steady_clock::now() + kGather;
-        while (queued.load(std::memory_order_relaxed) < target && std::chrono::steady_clock::now() < until) {
+        while (queued.load(std::memory_order_relaxed) < target &&
+               std::chrono::steady_clock::now() < until) {
           std::this_thread::yield();
         }
         lock.lock();
@@ -524,7 +531,8 @@ struct Journal::Impl {
         std::size_t w = 0;
         while (kMarkWidths[w] > batch_marks.size() - next) ++w;
         sqlite3_stmt* st = mark[w].get();
-        for (std::size_t k = 0; k < kMarkWidths[w]; ++k) bind_text(st, static_cast<int>(k + 1), batch_marks[next + k]);
+        for (std::size_t k = 0; k < kMarkWidths[w]; ++k)
+          bind_text(st, static_cast<int>(k + 1), batch_marks[next + k]);
         run(db.get(), st, "mark");
         next += kMarkWidths[w];
       }
@@ -680,14 +688,16 @@ struct Journal::Impl {
 Journal::Journal(const JournalOptions& options) {
   auto group = BrandedId::parse(options.group);
   if (!group) {
-    throw ConfigError("journal group must be a valid branded id, got '" + options.group + "' (gate " +
-                      std::string(table::to_string(group.error())) + ")");
+    throw ConfigError("journal group must be a valid branded id, got '" + options.group +
+                      "' (gate " + std::string(table::to_string(group.error())) + ")");
   }
   if (options.node_id > table::kMaxNode) {
-    throw ConfigError("journal node_id must lie in 0..1023, got " + std::to_string(options.node_id));
+    throw ConfigError("journal node_id must lie in 0..1023, got " +
+                      std::to_string(options.node_id));
   }
   if (options.max_group < 1 || options.max_group > 65536) {
-    throw ConfigError("journal max_group must lie in 1..65536, got " + std::to_string(options.max_group));
+    throw ConfigError("journal max_group must lie in 1..65536, got " +
+                      std::to_string(options.max_group));
   }
   for (const int cpu : options.flusher_cpus) {
     if (cpu < 0 || cpu >= CPU_SETSIZE) {
@@ -701,7 +711,8 @@ Journal::Journal(const JournalOptions& options) {
   d.path = table::journal_file(options.dir, options.group).value();
   // The connection passes between threads (one at a time, ordered by the hand-off under mu):
   // SQLite's multi-thread mode, which a single-thread build of the library cannot give.
-  if (sqlite3_threadsafe() == 0) throw std::runtime_error("journal: SQLite was built single-threaded");
+  if (sqlite3_threadsafe() == 0)
+    throw std::runtime_error("journal: SQLite was built single-threaded");
   sqlite3* raw = nullptr;
   const int rc = sqlite3_open_v2(d.path.c_str(), &raw,
                                  SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
@@ -728,7 +739,8 @@ Journal::Journal(const JournalOptions& options) {
   exec(raw, "PRAGMA busy_timeout=5000");
   exec(raw, kSchema);
   for (std::size_t w = 0; w < Impl::kInsertWidths.size(); ++w) {
-    std::string sql = "INSERT INTO intents(job_id, name_id, version, recorded_at) VALUES(?, ?, ?, ?)";
+    std::string sql =
+        "INSERT INTO intents(job_id, name_id, version, recorded_at) VALUES(?, ?, ?, ?)";
     for (std::size_t k = 1; k < Impl::kInsertWidths[w]; ++k) sql += ", (?, ?, ?, ?)";
     d.insert[w] = prepare(raw, sql.c_str());
   }
@@ -737,10 +749,11 @@ Journal::Journal(const JournalOptions& options) {
     for (std::size_t k = 1; k < Impl::kMarkWidths[w]; ++k) sql += ", ?";
     d.mark[w] = prepare(raw, (sql + ")").c_str());
   }
-  d.upsert = prepare(raw,
-                     "INSERT INTO applied(name_id, version, seq) VALUES(?, ?, 0) ON CONFLICT(name_id) "
-                     "DO UPDATE SET version = excluded.version WHERE substr(excluded.version, 4) > "
-                     "substr(applied.version, 4)");
+  d.upsert =
+      prepare(raw,
+              "INSERT INTO applied(name_id, version, seq) VALUES(?, ?, 0) ON CONFLICT(name_id) "
+              "DO UPDATE SET version = excluded.version WHERE substr(excluded.version, 4) > "
+              "substr(applied.version, 4)");
   d.uncovered = prepare(raw, kUncovered);
   d.compact = prepare(raw, kCompact);
   d.count_intents = prepare(raw, "SELECT count(*) FROM intents");
@@ -775,8 +788,9 @@ Journal::Journal(const JournalOptions& options) {
       },
       &d);
   sqlite3* ck = nullptr;
-  const int ck_rc = sqlite3_open_v2(d.path.c_str(), &ck, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX,
-                                    journal_vfs(options.exclusive));
+  const int ck_rc =
+      sqlite3_open_v2(d.path.c_str(), &ck, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX,
+                      journal_vfs(options.exclusive));
   d.checkpointer.reset(ck);
   if (ck_rc != SQLITE_OK) fail(ck, "open the checkpointer on " + d.path.string());
   exec(ck, "PRAGMA busy_timeout=5000");
@@ -818,7 +832,8 @@ std::vector<BrandedId> Journal::record_many(std::span<const IntentRow> rows) {
   return jobs;
 }
 
-std::vector<BrandedId> Journal::record_many(const std::vector<std::pair<BrandedId, BrandedId>>& rows) {
+std::vector<BrandedId> Journal::record_many(
+    const std::vector<std::pair<BrandedId, BrandedId>>& rows) {
   std::vector<IntentRow> views;
   views.reserve(rows.size());
   for (const auto& [name, version] : rows) views.push_back(IntentRow{name.view(), version});
@@ -848,7 +863,7 @@ Result<BrandedId> Journal::intend_and_enqueue(std::string_view name, const Brand
                                               const EnqueueFn& enqueue) {
   if (!intent_name(name)) return table::Unexpected{make_error_code(Errc::kBadKey)};
   const BrandedId job = record(name, version);  // durable before anything reaches the bus
-  auto admitted = enqueue(job, name, version);    // seam A is before this line, seam B after
+  auto admitted = enqueue(job, name, version);  // seam A is before this line, seam B after
   if (!admitted) return table::Unexpected{admitted.error()};
   mark_enqueued(job);
   return job;

@@ -24,13 +24,15 @@ Result<io::Resp3Owned> Engine::Impl::blocking(std::function<std::error_code(io::
   io->loop().post([this, issue = std::move(issue), promise]() {
     if (io_closing) return promise->set_value(io::OwnedResult{make_error_code(Errc::kStopped), {}});
     auto fired = std::make_shared<bool>(false);
-    const std::error_code ec = issue([promise, fired](std::error_code e, const io::Resp3Value& reply) {
-      *fired = true;
-      promise->set_value(io::OwnedResult{e, io::Resp3Owned(reply)});
-    });
+    const std::error_code ec =
+        issue([promise, fired](std::error_code e, const io::Resp3Value& reply) {
+          *fired = true;
+          promise->set_value(io::OwnedResult{e, io::Resp3Owned(reply)});
+        });
     if (ec && !*fired) promise->set_value(io::OwnedResult{ec, {}});
   });
-  if (future.wait_for(options.call_timeout + std::chrono::seconds(1)) != std::future_status::ready) {
+  if (future.wait_for(options.call_timeout + std::chrono::seconds(1)) !=
+      std::future_status::ready) {
     return table::Unexpected{make_error_code(io::IoErrc::kTimeout)};
   }
   io::OwnedResult r = future.get();
@@ -63,8 +65,10 @@ std::error_code Engine::Impl::issue(std::span<const std::string_view> args, io::
   return {};
 }
 
-std::error_code Engine::Impl::issue_script(const io::Script& s, std::span<const std::string_view> keys,
-                                           std::span<const std::string_view> argv, io::ReplyFn done) {
+std::error_code Engine::Impl::issue_script(const io::Script& s,
+                                           std::span<const std::string_view> keys,
+                                           std::span<const std::string_view> argv,
+                                           io::ReplyFn done) {
   if (!cluster) return cmd->evalsha(s, keys, argv, std::move(done));
   cluster->evalsha(s, keys, argv, std::move(done));
   return {};
@@ -84,7 +88,8 @@ struct Engine::Impl::CallsState {
 
 // Loop thread: issues calls [from, to) of a batch. The last leading call's answer issues the
 // rest (after its own settle: the rest may settle the whole batch).
-void Engine::Impl::issue_calls(const std::shared_ptr<CallsState>& st, std::size_t from, std::size_t to) {
+void Engine::Impl::issue_calls(const std::shared_ptr<CallsState>& st, std::size_t from,
+                               std::size_t to) {
   for (std::size_t i = from; i < to; ++i) {
     const bool leading = i < st->leads;
     auto after = [this, st, leading] {
@@ -125,8 +130,10 @@ Result<std::vector<io::OwnedResult>> Engine::Impl::calls(std::vector<Call> batch
   st->leads_left = st->leads;
   auto future = st->done.get_future();
   if (st->batch.empty()) return std::vector<io::OwnedResult>{};
-  io->loop().post([this, st]() { issue_calls(st, 0, st->leads != 0 ? st->leads : st->batch.size()); });
-  if (future.wait_for(options.call_timeout + std::chrono::seconds(1)) != std::future_status::ready) {
+  io->loop().post(
+      [this, st]() { issue_calls(st, 0, st->leads != 0 ? st->leads : st->batch.size()); });
+  if (future.wait_for(options.call_timeout + std::chrono::seconds(1)) !=
+      std::future_status::ready) {
     return table::Unexpected{make_error_code(io::IoErrc::kTimeout)};
   }
   return std::move(st->out);
@@ -144,11 +151,14 @@ Error Engine::Impl::set_failed(const io::OwnedResult& r) {
   return {};
 }
 
-Result<table::BrandedId> Engine::Impl::put_l1(Slot& slot, std::string_view name, std::string_view value,
-                                              const table::BrandedId& version, std::uint64_t guard) {
+Result<table::BrandedId> Engine::Impl::put_l1(Slot& slot, std::string_view name,
+                                              std::string_view value,
+                                              const table::BrandedId& version,
+                                              std::uint64_t guard) {
   auto promise = std::make_shared<std::promise<void>>();
   auto future = promise->get_future();
-  slot.writer->put(name, std::string(value), version, [promise] { promise->set_value(); }, guard);
+  slot.writer->put(
+      name, std::string(value), version, [promise] { promise->set_value(); }, guard);
   if (future.wait_for(options.get_timeout) != std::future_status::ready) {
     return table::Unexpected{make_error_code(Errc::kTimeout)};
   }

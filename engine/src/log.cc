@@ -10,21 +10,30 @@ namespace echo::engine {
 
 std::string_view to_string(LogLevel level) noexcept {
   switch (level) {
-    case LogLevel::kInfo: return "info";
-    case LogLevel::kWarn: return "warn";
-    case LogLevel::kError: return "error";
+    case LogLevel::kInfo:
+      return "info";
+    case LogLevel::kWarn:
+      return "warn";
+    case LogLevel::kError:
+      return "error";
   }
   return "unknown";
 }
 
 std::string_view to_string(EventKind kind) noexcept {
   switch (kind) {
-    case EventKind::kConnected: return "connected";
-    case EventKind::kLost: return "lost";
-    case EventKind::kReconnected: return "reconnected";
-    case EventKind::kResubscribed: return "resubscribed";
-    case EventKind::kSuspended: return "suspended";
-    case EventKind::kResumed: return "resumed";
+    case EventKind::kConnected:
+      return "connected";
+    case EventKind::kLost:
+      return "lost";
+    case EventKind::kReconnected:
+      return "reconnected";
+    case EventKind::kResubscribed:
+      return "resubscribed";
+    case EventKind::kSuspended:
+      return "suspended";
+    case EventKind::kResumed:
+      return "resumed";
   }
   return "unknown";
 }

@@ -27,12 +27,18 @@ using namespace std::chrono_literals;
 
 std::string_view reason_of(int status) {
   switch (status) {
-    case 200: return "OK";
-    case 400: return "Bad Request";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 431: return "Request Header Fields Too Large";
-    default: return "Service Unavailable";
+    case 200:
+      return "OK";
+    case 400:
+      return "Bad Request";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 431:
+      return "Request Header Fields Too Large";
+    default:
+      return "Service Unavailable";
   }
 }
 
@@ -42,13 +48,13 @@ struct MetricsEndpoint::Client {
   MetricsEndpoint* owner = nullptr;
   io::UniqueFd fd;
   io::IoOp recv_op, send_op, deadline_op;
-  std::string in;              // the request so far (at most kMaxRequestBytes)
-  char chunk[1024];            // one recv's landing place
-  std::string out;             // the whole answer
-  std::size_t sent = 0;        // bytes of `out` the socket took
-  bool refused = false;        // over kMaxClients: a /metrics request is answered 503
-  bool answering = false;      // `out` is set (a request was answered)
-  bool closing = false;        // finish() ran: waiting for armed ops to come back
+  std::string in;          // the request so far (at most kMaxRequestBytes)
+  char chunk[1024];        // one recv's landing place
+  std::string out;         // the whole answer
+  std::size_t sent = 0;    // bytes of `out` the socket took
+  bool refused = false;    // over kMaxClients: a /metrics request is answered 503
+  bool answering = false;  // `out` is set (a request was answered)
+  bool closing = false;    // finish() ran: waiting for armed ops to come back
 };
 
 void MetricsEndpoint::check_options(const EngineOptions& options) {
@@ -138,8 +144,8 @@ MetricsCounters MetricsEndpoint::counters() const noexcept {
   const auto ld = [](const std::atomic<std::uint64_t>& c) {
     return c.load(std::memory_order_relaxed);
   };
-  return MetricsCounters{ld(requests_), ld(ok_), ld(client_errors_), ld(server_errors_),
-                         ld(dropped_), ld(connected_)};
+  return MetricsCounters{ld(requests_),      ld(ok_),      ld(client_errors_),
+                         ld(server_errors_), ld(dropped_), ld(connected_)};
 }
 
 void MetricsEndpoint::arm_accept() { loop_.accept(listen_fd_.get(), accept_op_); }

@@ -25,8 +25,8 @@ namespace echo::engine {
 
 class MetricsEndpoint {
  public:
-  static constexpr std::size_t kMaxRequestBytes = 8192;  // a request's head, all of it
-  static constexpr std::size_t kMaxClients = 16;         // served at once; more get a 503
+  static constexpr std::size_t kMaxRequestBytes = 8192;       // a request's head, all of it
+  static constexpr std::size_t kMaxClients = 16;              // served at once; more get a 503
   static constexpr auto kDeadline = std::chrono::seconds(2);  // accept → the answer sent
   static constexpr std::size_t kSendBuffer = std::size_t{64} * 1024;  // each client's SO_SNDBUF
 

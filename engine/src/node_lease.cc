@@ -47,8 +47,10 @@ Error NodeLease::acquire(std::chrono::steady_clock::time_point deadline) {
     if (got == -1) return make_error_code(Errc::kNoFreeNode);
     if (got >= 0) break;
     // Held by another token: a live twin, or a crashed predecessor whose lease has yet to lapse.
-    const auto pause = std::min<std::chrono::milliseconds>(lease_ / 10, std::chrono::milliseconds(100));
-    if (std::chrono::steady_clock::now() + pause >= deadline) return make_error_code(Errc::kNodeTaken);
+    const auto pause =
+        std::min<std::chrono::milliseconds>(lease_ / 10, std::chrono::milliseconds(100));
+    if (std::chrono::steady_clock::now() + pause >= deadline)
+      return make_error_code(Errc::kNodeTaken);
     std::this_thread::sleep_for(pause);
   }
   node_.store(static_cast<int>(got), std::memory_order_relaxed);
@@ -67,7 +69,8 @@ Error NodeLease::acquire(std::chrono::steady_clock::time_point deadline) {
 std::chrono::milliseconds NodeLease::keep() {
   // Every third of the lease; after a renewal that got no answer (a dropped connection, a
   // failover under way) every 100 ms, so that a blip costs no lapse.
-  const auto retry = std::min<std::chrono::milliseconds>(lease_ / 3, std::chrono::milliseconds(100));
+  const auto retry =
+      std::min<std::chrono::milliseconds>(lease_ / 3, std::chrono::milliseconds(100));
   return renew() ? lease_ / 3 : retry;
 }
 

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include <echo/base/counter.h>
-#include <echo/engine/table_spec.h>
 #include <echo/engine/internal/table_writer.h>
+#include <echo/engine/table_spec.h>
 #include <echo/io/resp3_value.h>
 
 namespace echo::engine {

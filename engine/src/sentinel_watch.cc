@@ -36,8 +36,8 @@ std::string numeric_host(const std::string& host) {
   addrinfo* res = nullptr;
   if (::getaddrinfo(host.c_str(), nullptr, &hints, &res) != 0 || res == nullptr) return {};
   char text[NI_MAXHOST];
-  const int rc = ::getnameinfo(res->ai_addr, res->ai_addrlen, text, sizeof text, nullptr, 0,
-                               NI_NUMERICHOST);
+  const int rc =
+      ::getnameinfo(res->ai_addr, res->ai_addrlen, text, sizeof text, nullptr, 0, NI_NUMERICHOST);
   ::freeaddrinfo(res);
   return rc == 0 ? std::string(text) : std::string();
 }
@@ -96,8 +96,9 @@ Error SentinelWatch::start(std::chrono::steady_clock::time_point deadline) {
                  [&] { return !master_.host.empty() || unknown_ || fatal_ || dials_ > n; });
   if (!master_.host.empty()) return {};
   if (unknown_) {
-    return Error(Errc::kSentinelUnknownMaster,
-                 "sentinel " + unknown_at_ + " does not monitor master '" + options_.master_name + "'");
+    return Error(
+        Errc::kSentinelUnknownMaster,
+        "sentinel " + unknown_at_ + " does not monitor master '" + options_.master_name + "'");
   }
   lock.unlock();
   const std::string last = conn_->cause();  // takes the connection's own mutex
@@ -176,9 +177,8 @@ void SentinelWatch::ask() {
           }
           return;
         }
-        const int port = !e && r.type() == io::Resp3Type::array && r.size() == 2
-                             ? parse_port(r[1].str())
-                             : 0;
+        const int port =
+            !e && r.type() == io::Resp3Type::array && r.size() == 2 ? parse_port(r[1].str()) : 0;
         if (port == 0 || r[0].str().empty()) {
           // An error reply or a garbled one (not a sentinel, or no such command): the next one.
           std::fprintf(stderr, "echo::engine: sentinel %s:%d answered no master address: %s\n",
@@ -220,8 +220,10 @@ void SentinelWatch::adopt(std::string host, int port) {
   // to announce host names (announce-hostnames yes): then this resolves it, on the loop thread.
   std::string numeric = numeric_host(host);
   if (numeric.empty()) {
-    std::fprintf(stderr, "echo::engine: the sentinels name master '%s' at '%s', which does not "
-                 "resolve: not followed\n", options_.master_name.c_str(), host.c_str());
+    std::fprintf(stderr,
+                 "echo::engine: the sentinels name master '%s' at '%s', which does not "
+                 "resolve: not followed\n",
+                 options_.master_name.c_str(), host.c_str());
     return;
   }
   host = std::move(numeric);

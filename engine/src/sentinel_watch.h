@@ -25,20 +25,20 @@
 namespace echo::engine {
 
 struct SentinelWatchOptions {
-  std::vector<io::NodeAddress> sentinels;  // 1 or more; names resolved by start()
-  std::string master_name;                 // the name the sentinels monitor the master under
-  std::string password;                    // the sentinels' requirepass; empty: none
+  std::vector<io::NodeAddress> sentinels;        // 1 or more; names resolved by start()
+  std::string master_name;                       // the name the sentinels monitor the master under
+  std::string password;                          // the sentinels' requirepass; empty: none
   std::chrono::milliseconds call_timeout{5000};  // per SENTINEL call; 1..3,600,000 ms
   std::chrono::milliseconds heartbeat{30000};    // idle PING to the sentinel; 0 = off
 };
 
 // EngineStats::sentinel, a relaxed snapshot.
 struct SentinelWatchCounters {
-  std::string master;                 // "host:port" the engine dials now ("" before start)
-  std::uint64_t switches = 0;         // master changes followed (+switch-master, or a re-ask)
-  std::uint64_t reconnects = 0;       // the watcher's sentinel connection booted again
-  std::uint64_t asks = 0;             // get-master-addr-by-name answered with an address
-  std::uint64_t role_refusals = 0;    // engine connections that found a non-master (ROLE)
+  std::string master;               // "host:port" the engine dials now ("" before start)
+  std::uint64_t switches = 0;       // master changes followed (+switch-master, or a re-ask)
+  std::uint64_t reconnects = 0;     // the watcher's sentinel connection booted again
+  std::uint64_t asks = 0;           // get-master-addr-by-name answered with an address
+  std::uint64_t role_refusals = 0;  // engine connections that found a non-master (ROLE)
 };
 
 class SentinelWatch {
@@ -79,16 +79,16 @@ class SentinelWatch {
   SentinelWatchOptions options_;
   std::function<void()> on_switch_;
   std::unique_ptr<io::Connection> conn_;
-  std::size_t at_ = 0;     // loop thread: the sentinel dialled last
-  bool closing_ = false;   // loop thread
+  std::size_t at_ = 0;    // loop thread: the sentinel dialled last
+  bool closing_ = false;  // loop thread
 
   mutable std::mutex mu_;  // guards the rest; start() waits on cv_
   std::condition_variable cv_;
   io::DialTarget master_;
-  bool unknown_ = false;       // a sentinel answered nil for our name
-  std::string unknown_at_;     // which one ("host:port")
-  std::error_code fatal_;      // the sentinel connection stopped (auth_refused, ...)
-  std::size_t dials_ = 0;      // connects begun, the first included
+  bool unknown_ = false;    // a sentinel answered nil for our name
+  std::string unknown_at_;  // which one ("host:port")
+  std::error_code fatal_;   // the sentinel connection stopped (auth_refused, ...)
+  std::size_t dials_ = 0;   // connects begun, the first included
   SentinelWatchCounters counters_;
 };
 

@@ -61,7 +61,8 @@ ShardedSubscriber::~ShardedSubscriber() {
             shut();
           },
           milliseconds(10000))) {
-    std::fprintf(stderr, "echo::engine::ShardedSubscriber: the tick was still armed 10 s after close\n");
+    std::fprintf(stderr,
+                 "echo::engine::ShardedSubscriber: the tick was still armed 10 s after close\n");
     std::abort();
   }
   subs_.clear();

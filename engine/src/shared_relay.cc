@@ -91,8 +91,8 @@ void SharedQueueRelay::drain(const Table& t, const std::stop_token& stop) {
     if (v.type() != io::Resp3Type::array || v.size() < 4) return;  // empty
     base::shared_add(claimed_);
     std::vector<std::string> job;
-    for (std::size_t i = 0; i < 4; ++i) job.emplace_back(v[i].type() == io::Resp3Type::integer
-                                                             ? std::to_string(v[i].integer())
+    for (std::size_t i = 0; i < 4; ++i)
+      job.emplace_back(v[i].type() == io::Resp3Type::integer ? std::to_string(v[i].integer())
                                                              : std::string(v[i].str()));
     settle(t, job);
   }
@@ -141,10 +141,10 @@ void SharedQueueRelay::retry(const Table& t, std::string_view id, std::string_vi
                              std::string reason) {
   const std::string& q = t.keys.qbase;
   const std::string job_key = q + "job:" + std::string(id);
-  auto r = ports_.script(scripts_.retry, {q + "active", q + "schedule", q + "dead", job_key},
-                         {std::string(id), std::string(token),
-                          std::to_string(t.spec->job_retry_delay_ms),
-                          std::to_string(t.spec->job_max_attempts), std::move(reason), q});
+  auto r = ports_.script(
+      scripts_.retry, {q + "active", q + "schedule", q + "dead", job_key},
+      {std::string(id), std::string(token), std::to_string(t.spec->job_retry_delay_ms),
+       std::to_string(t.spec->job_max_attempts), std::move(reason), q});
   if (!r) base::shared_add(errors_);
 }
 

@@ -39,7 +39,7 @@ struct RelayCounters {
   std::uint64_t claimed = 0;    // shared-queue jobs this engine claimed
   std::uint64_t relayed = 0;    // fanned out to the member queues and completed
   std::uint64_t malformed = 0;  // payloads that are not a message of the table (retried, then dead)
-  std::uint64_t errors = 0;     // claims, fan-outs or completions that failed (the lease returns it)
+  std::uint64_t errors = 0;  // claims, fan-outs or completions that failed (the lease returns it)
   std::uint64_t maintenance = 0;  // reaped + promoted shared-queue jobs
 };
 
@@ -62,7 +62,8 @@ class SharedQueueRelay {
                                   const table::BrandedId& version)>
         fan_out;
     // Waits up to `timeout` for a wake token on any of `wake_lists` (or just waits, on a cluster).
-    std::function<void(const std::vector<std::string>& wake_lists, std::chrono::milliseconds timeout)>
+    std::function<void(const std::vector<std::string>& wake_lists,
+                       std::chrono::milliseconds timeout)>
         park;
   };
 

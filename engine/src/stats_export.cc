@@ -8,8 +8,8 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <stdexcept>
 
 #include "stats_fields.h"
@@ -164,9 +164,9 @@ void render_fields(Exposition& e, const std::string& thing, const json& j, const
       char value[40];
       std::snprintf(value, sizeof value, "%.3f",
                     static_cast<double>(count_of(need(j, f.key), f.key)) / 1000.0);
-      e.sample_text("echostore_" + thing + '_' + std::string(key.substr(0, key.size() - 3)) +
-                        "_seconds",
-                    "gauge", f.help, labels, value);
+      e.sample_text(
+          "echostore_" + thing + '_' + std::string(key.substr(0, key.size() - 3)) + "_seconds",
+          "gauge", f.help, labels, value);
       continue;
     }
     const bool counter = f.kind == Kind::kCounter;

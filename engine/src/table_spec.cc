@@ -26,30 +26,37 @@ void check_range(const TableSpec& spec, std::string_view knob, T value, T lo, T 
 
 std::string_view to_string(CoherenceMode m) noexcept {
   switch (m) {
-    case CoherenceMode::kNone: return "none";
-    case CoherenceMode::kBroadcast: return "broadcast";
-    case CoherenceMode::kJob: return "job";
-    case CoherenceMode::kTracking: return "tracking";
+    case CoherenceMode::kNone:
+      return "none";
+    case CoherenceMode::kBroadcast:
+      return "broadcast";
+    case CoherenceMode::kJob:
+      return "job";
+    case CoherenceMode::kTracking:
+      return "tracking";
   }
   return "?";
 }
 
 std::string_view to_string(L2Format f) noexcept {
   switch (f) {
-    case L2Format::kFramed: return "framed";
-    case L2Format::kRaw: return "raw";
+    case L2Format::kFramed:
+      return "framed";
+    case L2Format::kRaw:
+      return "raw";
   }
   return "?";
 }
 
 std::string_view to_string(DisconnectPolicy p) noexcept {
   switch (p) {
-    case DisconnectPolicy::kFlush: return "flush";
-    case DisconnectPolicy::kServeStale: return "serve_stale";
+    case DisconnectPolicy::kFlush:
+      return "flush";
+    case DisconnectPolicy::kServeStale:
+      return "serve_stale";
   }
   return "?";
 }
-
 
 const table::BrandedId& Key::id() const {
   if (!id_) throw std::logic_error("Key::id(): '" + std::string(text_) + "' is a text key");
@@ -62,15 +69,16 @@ void validate(const TableSpec& spec) {
                       std::string(table::to_string(ok.error())) +
                       "): 1..200 bytes of UTF-8, no braces, spaces or control bytes");
   }
-  const bool kind_ok = spec.kind.size() == 3 &&
-                       std::all_of(spec.kind.begin(), spec.kind.end(),
-                                   [](char c) { return c >= 'A' && c <= 'Z'; });
+  const bool kind_ok =
+      spec.kind.size() == 3 &&
+      std::all_of(spec.kind.begin(), spec.kind.end(), [](char c) { return c >= 'A' && c <= 'Z'; });
   if (!kind_ok) refuse(spec, "kind must be exactly 3 bytes A-Z, got '" + spec.kind + "'");
   if (!spec.loader) refuse(spec, "loader is required");
   check_range<int>(spec, "loader_threads", spec.loader_threads, 1, 64);
   if (const auto t = spec.loader_timeout.count(); t != 0 && (t < 1 || t > 3'600'000)) {
-    refuse(spec, "loader_timeout must be 0 (the engine's get_timeout) or lie in 1..3,600,000 ms, got " +
-                     std::to_string(t));
+    refuse(spec,
+           "loader_timeout must be 0 (the engine's get_timeout) or lie in 1..3,600,000 ms, got " +
+               std::to_string(t));
   }
   check_range<std::int64_t>(spec, "ttl_ms", spec.ttl_ms, 1, std::int64_t{1} << 40);
   if (!(spec.jitter >= 0.0 && spec.jitter <= 0.5)) {
@@ -101,8 +109,10 @@ void validate(const TableSpec& spec) {
   if (spec.l2_format == L2Format::kRaw) {
     // Only the tracking lane needs no version in L2: the others order messages by it.
     if (spec.coherence != CoherenceMode::kTracking) {
-      refuse(spec, "l2_format raw needs coherence tracking (the other lanes order by the version "
-                   "in L2's frame), got coherence " + std::string(to_string(spec.coherence)));
+      refuse(spec,
+             "l2_format raw needs coherence tracking (the other lanes order by the version "
+             "in L2's frame), got coherence " +
+                 std::string(to_string(spec.coherence)));
     }
   } else if (spec.l2_format != L2Format::kFramed) {
     refuse(spec, "l2_format must be framed or raw");
@@ -131,8 +141,8 @@ void validate(const TableSpec& spec) {
   }
   const int cpus = static_cast<int>(std::thread::hardware_concurrency());
   if (spec.writer_cpu < -1 || (cpus > 0 && spec.writer_cpu >= cpus)) {
-    refuse(spec, "writer_cpu must be -1 (unpinned) or 0.." + std::to_string(cpus - 1) +
-                     ", got " + std::to_string(spec.writer_cpu));
+    refuse(spec, "writer_cpu must be -1 (unpinned) or 0.." + std::to_string(cpus - 1) + ", got " +
+                     std::to_string(spec.writer_cpu));
   }
 }
 

@@ -42,7 +42,8 @@ table::L1Config l1_config(const TableSpec& spec, table::RemovalListener on_remov
   c.max_size = spec.max_size;
   c.max_bytes = spec.max_bytes;
   c.eviction = spec.eviction;
-  c.clock = spec.l1_clock == L1Clock::kExact ? &table::steady_clock_ms : &table::coarse_monotonic_ms;
+  c.clock =
+      spec.l1_clock == L1Clock::kExact ? &table::steady_clock_ms : &table::coarse_monotonic_ms;
   c.read_clock = spec.l1_clock == L1Clock::kWriter  ? table::ReadClock::kPublished
                  : spec.l1_clock == L1Clock::kSweep ? table::ReadClock::kNone
                                                     : table::ReadClock::kCall;
@@ -55,18 +56,24 @@ table::L1Config l1_config(const TableSpec& spec, table::RemovalListener on_remov
 
 std::string_view to_string(Applied a) noexcept {
   switch (a) {
-    case Applied::kApplied: return "applied";
-    case Applied::kStale: return "stale";
-    case Applied::kRememberedStale: return "remembered_stale";
+    case Applied::kApplied:
+      return "applied";
+    case Applied::kStale:
+      return "stale";
+    case Applied::kRememberedStale:
+      return "remembered_stale";
   }
   return "?";
 }
 
 std::string_view to_string(Source s) noexcept {
   switch (s) {
-    case Source::kL1: return "l1";
-    case Source::kL2: return "l2";
-    case Source::kLoader: return "loader";
+    case Source::kL1:
+      return "l1";
+    case Source::kL2:
+      return "l2";
+    case Source::kLoader:
+      return "loader";
   }
   return "?";
 }
@@ -79,9 +86,9 @@ TableWriter::TableWriter(const TableSpec& spec, WriterPorts ports, unsigned node
     : spec_((validate(spec), spec)),
       ports_(std::move(ports)),
       node_id_(node_id),
-      map_(std::make_unique<table::L1Map>(l1_config(
-          spec, spec.on_removal ? table::RemovalListener{&TableWriter::removed, this}
-                                : table::RemovalListener{}))),
+      map_(std::make_unique<table::L1Map>(
+          l1_config(spec, spec.on_removal ? table::RemovalListener{&TableWriter::removed, this}
+                                          : table::RemovalListener{}))),
       bell_(spec.writer_wait),
       inbox_(std::make_unique<Inbox>()),
       suspended_(spec.coherence != CoherenceMode::kNone),
@@ -165,9 +172,8 @@ void TableWriter::post(Command&& cmd) {
 void TableWriter::miss(std::string_view name, GetCallback done) {
   post(MissCmd{std::string(name), std::move(done)});
 }
-void TableWriter::put(std::string_view name, std::string value,
-                      const table::BrandedId& version, std::function<void()> done,
-                      std::uint64_t guard) {
+void TableWriter::put(std::string_view name, std::string value, const table::BrandedId& version,
+                      std::function<void()> done, std::uint64_t guard) {
   post(PutCmd{std::string(name), std::move(value), version, std::move(done), guard});
 }
 void TableWriter::erase(std::string_view name, std::function<void()> done) {
@@ -290,7 +296,8 @@ void TableWriter::run(const std::stop_token& stop) {
 bool TableWriter::deliver(CoherenceRing& ring, CoherenceItem&& item) noexcept {
   // Only what the drain would apply with no memory, no ack and no listener; a job-lane text item
   // (it carries its key's bytes) and a tracking invalidation stay on the ring.
-  const bool plain = item.ticket == 0 && (item.kind == ItemKind::kBranded || item.kind == ItemKind::kTextHash);
+  const bool plain =
+      item.ticket == 0 && (item.kind == ItemKind::kBranded || item.kind == ItemKind::kTextHash);
   if (direct_ && plain && token_.try_borrow()) {
     // Empty: every item this producer published before is applied (head_ acquire, pairs with
     // the drain's release; the writer did it while it held the token, so lend() ordered it
@@ -378,7 +385,10 @@ bool TableWriter::reclaim_wanted() noexcept {
       const auto verdict = map_->apply_hashed(item.text_hash, item.message.version);
       if (!flights_.empty()) note_drop_hashed(item.text_hash);
       if (spec_.on_message) {
-        hear(Heard{{}, item.text_hash, item.message.version.view(), false,
+        hear(Heard{{},
+                   item.text_hash,
+                   item.message.version.view(),
+                   false,
                    verdict == table::Verdict::kApplied});
       }
       return {verdict};
@@ -415,7 +425,8 @@ bool TableWriter::reclaim_wanted() noexcept {
 [[gnu::always_inline]] inline void TableWriter::commit(const Tally& tally, std::size_t items,
                                                        std::int64_t now) noexcept {
   if (tally.applied != 0) base::solo_add(applied_, tally.applied);
-  if (const std::size_t stale = items - tally.applied - tally.counted; stale != 0) base::solo_add(stale_, stale);
+  if (const std::size_t stale = items - tally.applied - tally.counted; stale != 0)
+    base::solo_add(stale_, stale);
   // When the pass's rows were gone: what a lane's latency ends on (lanes_bench, drill F6). Only
   // a pass that dropped a row: a job whose lead dropped its row first, applied later as stale,
   // must not move the moment the row went.
@@ -451,7 +462,8 @@ void TableWriter::count_lag(std::int64_t lag) noexcept {
 }
 
 std::size_t TableWriter::apply_plain(std::span<CoherenceItem> items) noexcept {
-  static_assert(offsetof(CoherenceItem, message) == 0 && alignof(CoherenceItem) >= alignof(table::CoherenceMessage),
+  static_assert(offsetof(CoherenceItem, message) == 0 &&
+                    alignof(CoherenceItem) >= alignof(table::CoherenceMessage),
                 "apply_batch strides over the items' messages");
   return map_->apply_batch(&items[0].message, items.size(), sizeof(CoherenceItem),
                            verdicts_.data());
@@ -571,7 +583,8 @@ void TableWriter::tell(std::string_view name, std::string_view version,
   try {
     spec_.on_removal(name, version, cause);
   } catch (...) {
-    base::solo_add(listener_throws_);  // documented must-not-throw: counted, never let through the drain
+    base::solo_add(
+        listener_throws_);  // documented must-not-throw: counted, never let through the drain
   }
 }
 
@@ -616,7 +629,8 @@ void TableWriter::hear(const Heard& heard) noexcept {
   try {
     spec_.on_message(heard);
   } catch (...) {
-    base::solo_add(listener_throws_);  // documented must-not-throw: counted, never let through the drain
+    base::solo_add(
+        listener_throws_);  // documented must-not-throw: counted, never let through the drain
   }
 }
 
@@ -634,7 +648,8 @@ void TableWriter::handle(Command& cmd) {
           // Not caching (suspended), an invalidation after L2 was written (tracking: maybe of a
           // later write), or L2 holds what the table's codec refuses: no row, and no older row
           // survives either.
-          const bool forgotten = !suspended_ && c.guard != kNoGuard && c.guard != forget_token(c.name);
+          const bool forgotten =
+              !suspended_ && c.guard != kNoGuard && c.guard != forget_token(c.name);
           if (forgotten) base::solo_add(forgotten_puts_);
           if (suspended_ || forgotten ||
               map_->put(c.name, c.value, c.version) == table::InsertVerdict::kRefusedDecode) {
@@ -702,8 +717,9 @@ void TableWriter::on_miss(MissCmd& cmd) {
   // A plain loader value takes a table-kind version minted at flight start (docs/wire.md,
   // "Table semantics").
   Flight& flight =
-      flights_.emplace(cmd.name, Flight{next_flight_++, table::hash_key(cmd.name),
-                                        mint_version(cmd.name), {}})
+      flights_
+          .emplace(cmd.name,
+                   Flight{next_flight_++, table::hash_key(cmd.name), mint_version(cmd.name), {}})
           .first->second;
   flight.waiters.push_back(std::move(cmd.done));
   start_fetch(cmd.name, flight);
@@ -898,14 +914,17 @@ void TableWriter::finish(std::string_view name, GetOutcome outcome) {
   if (!waiters.empty()) waiters.back()(std::move(outcome));
 }
 
-void TableWriter::serve_forgotten(std::string_view name, Flight& flight, const GetOutcome& outcome) {
+void TableWriter::serve_forgotten(std::string_view name, Flight& flight,
+                                  const GetOutcome& outcome) {
   // The read may predate the write the invalidation announced: those who asked before the
   // invalidation reached this node may have it (their read began before), nobody may keep it.
   base::solo_add(forgotten_fills_);
   const std::size_t early = std::min(flight.forgotten_at, flight.waiters.size());
-  std::vector<GetCallback> served(std::make_move_iterator(flight.waiters.begin()),
-                                  std::make_move_iterator(flight.waiters.begin() + static_cast<std::ptrdiff_t>(early)));
-  flight.waiters.erase(flight.waiters.begin(), flight.waiters.begin() + static_cast<std::ptrdiff_t>(early));
+  std::vector<GetCallback> served(
+      std::make_move_iterator(flight.waiters.begin()),
+      std::make_move_iterator(flight.waiters.begin() + static_cast<std::ptrdiff_t>(early)));
+  flight.waiters.erase(flight.waiters.begin(),
+                       flight.waiters.begin() + static_cast<std::ptrdiff_t>(early));
   flight.forgotten_at = Flight::kNotForgotten;
   if (flight.waiters.empty()) {
     flights_.erase(std::string(name));

@@ -16,8 +16,7 @@ namespace {
 
 // The number after `key` in `text` ("voluntary_ctxt_switches:\t123"), 0 when absent.
 std::uint64_t field(std::string_view text, std::string_view key) noexcept {
-  for (std::size_t at = text.find(key); at != std::string_view::npos;
-       at = text.find(key, at + 1)) {
+  for (std::size_t at = text.find(key); at != std::string_view::npos; at = text.find(key, at + 1)) {
     if (at != 0 && text[at - 1] != '\n') continue;  // "nonvoluntary_..." contains "voluntary_..."
     std::size_t p = at + key.size();
     while (p < text.size() && (text[p] == ' ' || text[p] == '\t')) ++p;

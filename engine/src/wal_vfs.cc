@@ -42,7 +42,7 @@
 namespace echo::engine {
 namespace {
 
-constexpr int kFrameHeader = 24;           // a WAL frame's header (SQLite's WAL file format)
+constexpr int kFrameHeader = 24;  // a WAL frame's header (SQLite's WAL file format)
 // A run is written before an append would take it past this: the unix VFSes write at most
 // 128 KiB - 1 bytes per call (os_unix.c masks a larger size and reports the rest as a full
 // disk), and a page is at most 64 KiB, so a run (one page at least) always fits.

@@ -48,7 +48,8 @@ WriterPorts Engine::Impl::ports_for(Slot& slot) {
   p.log = options.log;
   if (options.on_event) {
     p.on_suspend = [this, &slot](bool suspended) {
-      options.on_event(Event{suspended ? EventKind::kSuspended : EventKind::kResumed, slot.spec.name, {}});
+      options.on_event(
+          Event{suspended ? EventKind::kSuspended : EventKind::kResumed, slot.spec.name, {}});
     };
   }
   p.fetch = [this, &slot](std::string_view name, std::function<void(L2Fetch)> done) {
@@ -59,7 +60,8 @@ WriterPorts Engine::Impl::ports_for(Slot& slot) {
       const auto ec = issue({"GET", key}, [shared](std::error_code e, const io::Resp3Value& r) {
         if (e) return (*shared)(L2Fetch{e, std::nullopt});
         if (r.is_null()) return (*shared)(L2Fetch{{}, std::nullopt});
-        if (r.type() != io::Resp3Type::bulk_string) return (*shared)(L2Fetch{unexpected_reply(), std::nullopt});
+        if (r.type() != io::Resp3Type::bulk_string)
+          return (*shared)(L2Fetch{unexpected_reply(), std::nullopt});
         (*shared)(L2Fetch{{}, std::string(r.str())});
       });
       if (ec) (*shared)(L2Fetch{ec, std::nullopt});
@@ -85,7 +87,8 @@ void Engine::Impl::load_into_l2(Slot& slot, const std::string& name, const table
   slot.load.record(base::steady_ns() - t0);
   // Too late: the writer answered the flight loader_timeout. Nothing of this answer is kept, in
   // L2 either (the writer counts it loader_late).
-  if (claim && !claim->claim_answer()) return done(LoadOutcome{make_error_code(Errc::kLoaderTimeout)});
+  if (claim && !claim->claim_answer())
+    return done(LoadOutcome{make_error_code(Errc::kLoaderTimeout)});
   if (auto* failed = std::get_if<LoadError>(&result)) {
     return done(LoadOutcome{Error{Errc::kLoaderFailed, failed->reason.empty()
                                                            ? "loader failed"
@@ -101,8 +104,8 @@ void Engine::Impl::load_into_l2(Slot& slot, const std::string& name, const table
   std::string framed = raw ? out.value : frame_l2_value(*out.version, out.value);
   std::string key = key_of(slot, name);
   std::string ttl = std::to_string(slot.spec.ttl_ms);
-  io->loop().post([this, raw, key = std::move(key), framed = std::move(framed), ttl = std::move(ttl),
-                   out = std::move(out), done = std::move(done)]() mutable {
+  io->loop().post([this, raw, key = std::move(key), framed = std::move(framed),
+                   ttl = std::move(ttl), out = std::move(out), done = std::move(done)]() mutable {
     if (io_closing) return done(LoadOutcome{make_error_code(Errc::kStopped)});
     auto state = std::make_shared<std::pair<LoadOutcome, std::function<void(LoadOutcome)>>>(
         std::move(out), std::move(done));

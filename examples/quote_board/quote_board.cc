@@ -1,16 +1,16 @@
 // SPDX-License-Identifier: MIT
 // Two engines in one process stand for two services: node 1 owns the writer thread, node 2 the
-// reader threads. Quotes are structs keyed by symbols, read in place through a table handle. Node 2 publishes its stats snapshot into L2 (echostore stats --table quotes).
-// The check: once node 2 has applied the writer's last broadcast (seen as every instrument
-// reading its final price), each reader's last read of each instrument must be that price. The
-// fill guard is what makes that hold: a refill that read an older L2 row cannot land after a newer
-// drop.
+// reader threads. Quotes are structs keyed by symbols, read in place through a table handle. Node 2
+// publishes its stats snapshot into L2 (echostore stats --table quotes). The check: once node 2 has
+// applied the writer's last broadcast (seen as every instrument reading its final price), each
+// reader's last read of each instrument must be that price. The fill guard is what makes that hold:
+// a refill that read an older L2 row cannot land after a newer drop.
 #include "quote_board.h"
 
 #include <echo/engine/codec.h>
 #include <echo/engine/engine.h>
-#include <echo/testing/local_server.h>
 #include <echo/io/cluster_map.h>
+#include <echo/testing/local_server.h>
 
 #include <algorithm>
 #include <atomic>
@@ -55,15 +55,13 @@ engine::TableSpec quotes_table() {  // keyed by symbols ("AAPL"), announced on t
 
 // Instrument i's symbol: a real ticker for the first few, then "SYM<i>".
 std::string symbol_of(int i) {
-  static const char* const kTickers[] = {"AAPL", "MSFT", "GOOG", "AMZN", "NVDA", "META",
-                                         "TSLA", "EUR:USD", "BRK.B", "JPM"};
+  static const char* const kTickers[] = {"AAPL", "MSFT", "GOOG",    "AMZN",  "NVDA",
+                                         "META", "TSLA", "EUR:USD", "BRK.B", "JPM"};
   if (i < static_cast<int>(std::size(kTickers))) return kTickers[i];
   return "SYM" + std::to_string(i);
 }
 // Repricing k of an instrument: bid 100.00 + k/100, a 2-cent spread.
-Quote quote_of(int k) {
-  return Quote{100.0 + k / 100.0, 100.02 + k / 100.0, 100 + k};
-}
+Quote quote_of(int k) { return Quote{100.0 + k / 100.0, 100.02 + k / 100.0, 100 + k}; }
 
 template <class T>
 T must(engine::Result<T> r, const char* what) {
@@ -181,8 +179,9 @@ QuoteBoardSummary run_quote_board(const QuoteBoardOptions& o, std::ostream& out)
       double spread = 0;  // uses the quote, in place
       for (std::size_t k = 0; !stop.load(std::memory_order_acquire); ++k) {
         const auto t0 = Clock::now();
-        auto got = quotes.read(symbols[k % symbols.size()],
-                               [&spread](const Quote& q, std::string_view) { spread += q.ask - q.bid; });
+        auto got =
+            quotes.read(symbols[k % symbols.size()],
+                        [&spread](const Quote& q, std::string_view) { spread += q.ask - q.bid; });
         const auto t1 = Clock::now();
         ++res.reads;
         if (got && *got == engine::Source::kL1) {
@@ -227,7 +226,8 @@ QuoteBoardSummary run_quote_board(const QuoteBoardOptions& o, std::ostream& out)
   // quote; the wait is bounded.
   const auto deadline = Clock::now() + std::chrono::seconds(20);
   bool settled = true;
-  for (int i = 0; i < o.instruments; ++i) settled &= await_quote(quotes, symbols[i], final_k[i], deadline);
+  for (int i = 0; i < o.instruments; ++i)
+    settled &= await_quote(quotes, symbols[i], final_k[i], deadline);
   stop.store(true, std::memory_order_release);
   for (auto& t : readers) t.join();  // stop_readers finds them joined
 

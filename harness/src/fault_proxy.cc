@@ -35,8 +35,8 @@ namespace echo::harness {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using std::chrono::milliseconds;
 using detail::Fd;
+using std::chrono::milliseconds;
 
 [[noreturn]] void fail(const std::string& call) {
   throw std::runtime_error("fault proxy: " + call + ": " + std::strerror(errno));
@@ -120,7 +120,8 @@ struct FaultProxy::Impl {
     if (counts) fault_calls.fetch_add(1, std::memory_order_relaxed);
     poke();
     lock.lock();
-    applied_cv.wait_for(lock, std::chrono::seconds(1), [&] { return taken_gen >= gen || stopping; });
+    applied_cv.wait_for(lock, std::chrono::seconds(1),
+                        [&] { return taken_gen >= gen || stopping; });
   }
 
   void accept_all();
@@ -190,9 +191,9 @@ bool FaultProxy::Impl::pump(Pair& p, Way& w, int from, int to, bool stopped, con
     c.bytes.resize(static_cast<std::size_t>(n));
     c.release = now;
     if (f.delay.count() > 0 || f.jitter.count() > 0) {
-      const auto jitter = f.jitter.count() > 0
-                              ? std::uniform_int_distribution<std::int64_t>(0, f.jitter.count())(rng)
-                              : 0;
+      const auto jitter = f.jitter.count() > 0 ? std::uniform_int_distribution<std::int64_t>(
+                                                     0, f.jitter.count())(rng)
+                                               : 0;
       c.release = now + f.delay + milliseconds(jitter);
     }
     if (!w.queue.empty()) c.release = std::max(c.release, w.queue.back().release);  // order kept
@@ -293,8 +294,8 @@ void FaultProxy::Impl::run() {
       }
       ok = ok && pump(*it, it->up, it->client.fd, it->server.fd, f.stop_up, f, now, to_server);
       // A socket still dialing has nothing to read (recv would answer ENOTCONN).
-      ok = ok && (it->dialing ||
-                  pump(*it, it->down, it->server.fd, it->client.fd, f.stop_down, f, now, to_client));
+      ok = ok && (it->dialing || pump(*it, it->down, it->server.fd, it->client.fd, f.stop_down, f,
+                                      now, to_client));
       const bool done = it->up.shut && it->down.shut;
       if (!ok || done) {
         if (!ok) {  // one side failed or reset: the other hears an RST too
@@ -333,8 +334,8 @@ void FaultProxy::Impl::run() {
       // for as long as a stall holds the pair open.
       const auto entry = [](int fd, short e) { return pollfd{e != 0 ? fd : -1, e, 0}; };
       fds.push_back(entry(p.client.fd, events(p.up, p.down, f.stop_down)));
-      fds.push_back(entry(p.server.fd,
-                          p.dialing ? short{POLLOUT} : events(p.down, p.up, f.stop_up)));
+      fds.push_back(
+          entry(p.server.fd, p.dialing ? short{POLLOUT} : events(p.down, p.up, f.stop_up)));
     }
     if (f.stall_until > now) next = std::min(next, f.stall_until);
     const auto wait = std::chrono::duration_cast<milliseconds>(next - now).count() + 1;
@@ -358,8 +359,10 @@ FaultProxy::FaultProxy(FaultProxyOptions options) : impl_(std::make_unique<Impl>
   in_addr addr{};
   if (::inet_pton(AF_INET, options.target_host.c_str(), &addr) != 1 ||
       (ntohl(addr.s_addr) >> 24) != 127) {
-    throw std::invalid_argument("fault proxy: target_host must be a numeric IPv4 address in "
-                                "127.0.0.0/8, got '" + options.target_host + "'");
+    throw std::invalid_argument(
+        "fault proxy: target_host must be a numeric IPv4 address in "
+        "127.0.0.0/8, got '" +
+        options.target_host + "'");
   }
   if (options.target_port < 1 || options.target_port > 65535) {
     throw std::invalid_argument("fault proxy: target_port must be 1..65535, got " +
@@ -428,7 +431,8 @@ void FaultProxy::stall(milliseconds duration) {
 }
 
 void FaultProxy::half_open(Flow stopped) {
-  impl_->change([&](Impl::Faults& f) { (stopped == Flow::kToServer ? f.stop_up : f.stop_down) = true; });
+  impl_->change(
+      [&](Impl::Faults& f) { (stopped == Flow::kToServer ? f.stop_up : f.stop_down) = true; });
 }
 
 void FaultProxy::trickle(bool on) {
@@ -478,9 +482,9 @@ FaultProxyStats FaultProxy::stats() const {
   const auto r = [](const std::atomic<std::uint64_t>& a) {
     return a.load(std::memory_order_relaxed);
   };
-  return {r(d.accepted),  r(d.refused),     r(d.dial_failures),   r(d.live),
-          r(d.to_server), r(d.to_client),   r(d.fault_calls),     r(d.closed_by_fault),
-          r(d.reset_by_fault)};
+  return {r(d.accepted),    r(d.refused),         r(d.dial_failures),
+          r(d.live),        r(d.to_server),       r(d.to_client),
+          r(d.fault_calls), r(d.closed_by_fault), r(d.reset_by_fault)};
 }
 
 void FaultProxy::stop() {

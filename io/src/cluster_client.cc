@@ -244,7 +244,9 @@ void ClusterClient::topology_answer(Node* from, bool shards, std::error_code ec,
     return stop_fatal(IoErrc::kTopologyRefused);  // a single server: the mode is wrong
   }
   std::optional<std::vector<SlotRange>> ranges;
-  if (!ec) ranges = shards ? parse_cluster_shards(v, options_.connection.tls.enabled) : parse_cluster_slots(v);
+  if (!ec)
+    ranges =
+        shards ? parse_cluster_shards(v, options_.connection.tls.enabled) : parse_cluster_slots(v);
   if (!ranges || ranges->empty()) {
     base::solo_add(refresh_failures_);
     want_refresh();  // the tick asks again, of the next ready node

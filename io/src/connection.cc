@@ -51,8 +51,8 @@ void check_ms(milliseconds v, long min, const char* knob) {
 Resp3Limits limits_for(const ConnectionOptions& o) {
   Resp3Limits l;
   l.max_frame_bytes = std::max<std::uint64_t>(o.max_reply_bytes, 16);
-  l.max_bulk_len = static_cast<std::uint32_t>(
-      std::min<std::uint64_t>(o.max_reply_bytes, l.max_bulk_len));
+  l.max_bulk_len =
+      static_cast<std::uint32_t>(std::min<std::uint64_t>(o.max_reply_bytes, l.max_bulk_len));
   // The decoder's arena holds 24 bytes per element and an element may cost 3 wire bytes (a RESP3
   // null): one element per 8 bytes of reply keeps the arena within 3x max_reply_bytes (a frame of
   // nulls filling the default 64 MiB took ~626 MiB at the decoder's own 2^24 cap).
@@ -85,18 +85,23 @@ void retarget(ConnectionOptions& o, sockaddr_storage& addr, socklen_t& len, cons
 
 std::string_view to_string(ConnStatus s) noexcept {
   switch (s) {
-    case ConnStatus::kIdle: return "idle";
-    case ConnStatus::kConnecting: return "connecting";
-    case ConnStatus::kBooting: return "booting";
-    case ConnStatus::kReady: return "ready";
-    case ConnStatus::kBackoff: return "backoff";
-    case ConnStatus::kStopped: return "stopped";
+    case ConnStatus::kIdle:
+      return "idle";
+    case ConnStatus::kConnecting:
+      return "connecting";
+    case ConnStatus::kBooting:
+      return "booting";
+    case ConnStatus::kReady:
+      return "ready";
+    case ConnStatus::kBackoff:
+      return "backoff";
+    case ConnStatus::kStopped:
+      return "stopped";
   }
   return "unknown";
 }
 
-Connection::Connection(UringLoop& loop, ConnectionOptions options, PushFn on_push,
-                       EventFn on_event)
+Connection::Connection(UringLoop& loop, ConnectionOptions options, PushFn on_push, EventFn on_event)
     : loop_(loop),
       options_(std::move(options)),
       on_push_(std::move(on_push)),
@@ -317,7 +322,8 @@ void Connection::arm_recv() {
   if (tls_) {
     // Ciphertext: the session decrypts it into the decoder (tls_received).
     recv_len_ = tls_in_.size();
-    loop_.recv(fd_.get(), tls_in_.data(), tls_in_.size(), recv_op_, /*poll_first=*/!last_recv_full_);
+    loop_.recv(fd_.get(), tls_in_.data(), tls_in_.size(), recv_op_,
+               /*poll_first=*/!last_recv_full_);
     return;
   }
   std::span<char> room = decoder_.prepare(std::max(kRecvChunk, decoder_.wanted()));
@@ -334,10 +340,11 @@ void Connection::on_recv(IoOp& op, int res) noexcept {
   if (self->tls_) return self->tls_received(res);
   if (res <= 0) {
     std::string detail = self->where() + (res == 0 ? std::string(" closed the connection")
-                                              : ": " + std::system_category().message(-res));
+                                                   : ": " + std::system_category().message(-res));
     if (self->status_.load(std::memory_order_relaxed) == ConnStatus::kBooting) {
       detail += " during the boot's " + std::string(self->boot_step_);
-      if (!self->first_bytes_.empty()) detail += " after sending \"" + escaped(self->first_bytes_) + "\"";
+      if (!self->first_bytes_.empty())
+        detail += " after sending \"" + escaped(self->first_bytes_) + "\"";
     }
     self->lose(make_error_code(IoErrc::kDisconnected), std::move(detail));
     return;
@@ -362,8 +369,8 @@ void Connection::dispatch() {
     if (r.status == Resp3Status::need_more) return;
     if (r.status == Resp3Status::error) {
       base::solo_add(wire_errors_);
-      std::string detail = where() + " sent bytes that are not RESP (" +
-                           std::string(to_string(r.error)) + ")";
+      std::string detail =
+          where() + " sent bytes that are not RESP (" + std::string(to_string(r.error)) + ")";
       if (!ever_ready_) {
         detail += " in answer to the boot's " + std::string(boot_step_) + "; its first bytes: \"" +
                   escaped(first_bytes_) + "\": is this a Redis/Valkey server?";
@@ -401,8 +408,8 @@ void Connection::dispatch() {
       Pending p = std::move(fifo_.front());
       fifo_.pop_front();
       pending_.store(fifo_.size(), std::memory_order_relaxed);
-      reply_latency_.record(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                Clock::now() - p.sent).count());
+      reply_latency_.record(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - p.sent).count());
       if (p.done) {
         if (r.value.is_error()) {
           p.done(make_error_code(IoErrc::kServerError), r.value);
@@ -516,8 +523,7 @@ void Connection::on_tick(IoOp& op, int) noexcept {
     // ClientHello never sends): a loss like a silent boot step, retried.
     self->lose(make_error_code(IoErrc::kTimeout),
                self->where() + ": no TLS handshake within " +
-                   std::to_string(self->options_.boot_timeout.count()) +
-                   " ms (is it a TLS port?)");
+                   std::to_string(self->options_.boot_timeout.count()) + " ms (is it a TLS port?)");
   }
   if ((s == ConnStatus::kBooting || s == ConnStatus::kReady) && !self->fifo_.empty()) {
     const milliseconds limit =
@@ -551,8 +557,8 @@ void Connection::on_tick(IoOp& op, int) noexcept {
 }
 
 milliseconds Connection::tick_period(Clock::time_point now) const noexcept {
-  const milliseconds busy = options_.heartbeat.count() > 0 ? std::min(kTickPeriod, options_.heartbeat)
-                                                           : kTickPeriod;
+  const milliseconds busy =
+      options_.heartbeat.count() > 0 ? std::min(kTickPeriod, options_.heartbeat) : kTickPeriod;
   if (status_.load(std::memory_order_relaxed) != ConnStatus::kReady || !fifo_.empty() ||
       tls_handshaking_) {
     return busy;

@@ -55,8 +55,8 @@ bool is_ok(const Resp3Value& v) noexcept {
 // --- Boot ----------------------------------------------------------------------------------
 
 bool fence_accepts(const ConnectionOptions& o, std::string_view held) noexcept {
-  return held == o.version_value ||
-         std::find(o.version_accept.begin(), o.version_accept.end(), held) != o.version_accept.end();
+  return held == o.version_value || std::find(o.version_accept.begin(), o.version_accept.end(),
+                                              held) != o.version_accept.end();
 }
 
 // A boot step answered by a server that cannot serve yet: LOADING (a restart reading its data
@@ -97,7 +97,8 @@ void Connection::boot() {
     if (ec && ec != IoErrc::kServerError) return;  // the socket went; lose() has the rest
     if (boot_transient(v)) return;
     if (auth_refusal(v) || no_permission(v)) {
-      return boot_refusal(options_.password.empty() ? "HELLO 3" : "HELLO 3 AUTH " + options_.username, v);
+      return boot_refusal(
+          options_.password.empty() ? "HELLO 3" : "HELLO 3 AUTH " + options_.username, v);
     }
     if (v.is_error()) {
       if (options_.protocol == Protocol::kAuto) return boot_resp2();
@@ -254,8 +255,8 @@ void Connection::hold_place_for(std::span<const std::string_view> args) {
   const auto* verb = std::find_if(std::begin(kVerbs), std::end(kVerbs), same);
   if (verb == std::end(kVerbs)) return;
   if (fifo_.empty()) wake_tick();
-  fifo_.push_back(Pending{{}, std::chrono::steady_clock::now(),
-                         static_cast<std::uint32_t>(args.size() - 1), *verb});
+  fifo_.push_back(Pending{
+      {}, std::chrono::steady_clock::now(), static_cast<std::uint32_t>(args.size() - 1), *verb});
   pending_.store(fifo_.size(), std::memory_order_relaxed);
 }
 
@@ -374,7 +375,8 @@ std::error_code Connection::subscribe_blocking(std::string channel) {
   if (loop_.in_loop_thread()) contract_violation("subscribe_blocking() on the loop thread");
   auto result = std::make_shared<std::promise<std::error_code>>();
   auto future = result->get_future();
-  loop_.post([this, result, channel = std::move(channel)] { result->set_value(subscribe(channel)); });
+  loop_.post(
+      [this, result, channel = std::move(channel)] { result->set_value(subscribe(channel)); });
   if (future.wait_for(options_.call_timeout) != std::future_status::ready) return IoErrc::kTimeout;
   return future.get();
 }

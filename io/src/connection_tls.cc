@@ -55,9 +55,8 @@ void Connection::tls_received(int res) {
   last_recv_full_ = static_cast<std::size_t>(res) == recv_len_;
   if (tls_handshaking_ && first_bytes_.size() < kShownBytes) {
     // What a peer that is not TLS said instead (a RESP error, an HTTP status), for the cause.
-    first_bytes_.append(tls_in_.data(),
-                        std::min<std::size_t>(kShownBytes - first_bytes_.size(),
-                                              static_cast<std::size_t>(res)));
+    first_bytes_.append(tls_in_.data(), std::min<std::size_t>(kShownBytes - first_bytes_.size(),
+                                                              static_cast<std::size_t>(res)));
   }
   // Receiving does not touch last_io_: the heartbeat counts from the last send (connection.cc).
   tls_->feed(std::span<const char>(tls_in_.data(), static_cast<std::size_t>(res)));
@@ -72,9 +71,9 @@ void Connection::tls_received(int res) {
       case TlsSession::Step::kDone:
         tls_handshaking_ = false;
         first_bytes_.clear();  // from here on the plaintext's, as a plain socket keeps them
-        boot();  // queues HELLO behind the handshake's last flight; arms the receive
+        boot();                // queues HELLO behind the handshake's last flight; arms the receive
         if (!tls_) return;
-        break;   // records that came with the last flight (session tickets) are read below
+        break;  // records that came with the last flight (session tickets) are read below
     }
   }
   const std::uint64_t gen = conn_gen_;

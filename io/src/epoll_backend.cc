@@ -326,8 +326,7 @@ struct EpollBackend::State {
     if (!timers.empty()) {
       const auto left = records[timers.front()].deadline - now;
       // Rounded up: a timer never fires early.
-      const long long left_ns =
-          std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
+      const long long left_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
       const long long due = left_ns <= 0 ? 0 : (left_ns + 999'999) / 1'000'000;
       ms = ms < 0 ? due : std::min(ms, due);
     }
@@ -442,8 +441,8 @@ void EpollBackend::cancel_fd(int fd) noexcept {
 void EpollBackend::cycle(Wait wait, std::uint64_t& completions) noexcept {
   State& s = *state_;
   const int timeout = s.timeout_ms(wait, Clock::now());
-  const int n = ::epoll_wait(s.epfd.get(), s.events.data(), static_cast<int>(s.events.size()),
-                             timeout);
+  const int n =
+      ::epoll_wait(s.epfd.get(), s.events.data(), static_cast<int>(s.events.size()), timeout);
   for (int k = 0; k < n; ++k) s.on_event(s.events[static_cast<std::size_t>(k)], completions);
   if (!s.timers.empty()) s.expire(Clock::now());
   // Results found from here on (an op a completion arms that finishes at once) run next cycle.

@@ -25,26 +25,46 @@ const std::error_category& io_category() noexcept {
 
 std::string_view to_string(IoErrc e) noexcept {
   switch (e) {
-    case IoErrc::kDisconnected: return "disconnected";
-    case IoErrc::kOverloaded: return "overloaded";
-    case IoErrc::kRequiresResp3: return "requires_resp3";
-    case IoErrc::kAuthRefused: return "auth_refused";
-    case IoErrc::kBootRefused: return "boot_refused";
-    case IoErrc::kUnexpectedHello: return "unexpected_hello";
-    case IoErrc::kVersionFence: return "version_fence";
-    case IoErrc::kShaMismatch: return "sha_mismatch";
-    case IoErrc::kServerError: return "server";
-    case IoErrc::kClosed: return "closed";
-    case IoErrc::kTimeout: return "timeout";
-    case IoErrc::kConnectFailed: return "connect_failed";
-    case IoErrc::kProtocolError: return "protocol_error";
-    case IoErrc::kTooManyRedirects: return "too_many_redirects";
-    case IoErrc::kClusterDown: return "cluster_down";
-    case IoErrc::kTopologyRefused: return "topology_refused";
-    case IoErrc::kClusterNode: return "cluster_node";
-    case IoErrc::kNoPermission: return "no_permission";
-    case IoErrc::kTlsHandshake: return "tls_handshake";
-    case IoErrc::kTlsVerify: return "tls_verify";
+    case IoErrc::kDisconnected:
+      return "disconnected";
+    case IoErrc::kOverloaded:
+      return "overloaded";
+    case IoErrc::kRequiresResp3:
+      return "requires_resp3";
+    case IoErrc::kAuthRefused:
+      return "auth_refused";
+    case IoErrc::kBootRefused:
+      return "boot_refused";
+    case IoErrc::kUnexpectedHello:
+      return "unexpected_hello";
+    case IoErrc::kVersionFence:
+      return "version_fence";
+    case IoErrc::kShaMismatch:
+      return "sha_mismatch";
+    case IoErrc::kServerError:
+      return "server";
+    case IoErrc::kClosed:
+      return "closed";
+    case IoErrc::kTimeout:
+      return "timeout";
+    case IoErrc::kConnectFailed:
+      return "connect_failed";
+    case IoErrc::kProtocolError:
+      return "protocol_error";
+    case IoErrc::kTooManyRedirects:
+      return "too_many_redirects";
+    case IoErrc::kClusterDown:
+      return "cluster_down";
+    case IoErrc::kTopologyRefused:
+      return "topology_refused";
+    case IoErrc::kClusterNode:
+      return "cluster_node";
+    case IoErrc::kNoPermission:
+      return "no_permission";
+    case IoErrc::kTlsHandshake:
+      return "tls_handshake";
+    case IoErrc::kTlsVerify:
+      return "tls_verify";
   }
   return "unknown";
 }

@@ -62,8 +62,8 @@ std::shared_ptr<TlsContext> TlsContext::for_options(const TlsOptions& o) {
   // cluster nodes) share one CA store and one parsed key. A context dies with its last session.
   static std::mutex mu;
   static std::map<std::string, std::weak_ptr<TlsContext>> live;
-  const std::string key = o.ca_file + '\0' + o.cert_file + '\0' + o.key_file + '\0' +
-                          (o.verify ? '1' : '0');
+  const std::string key =
+      o.ca_file + '\0' + o.cert_file + '\0' + o.key_file + '\0' + (o.verify ? '1' : '0');
   std::lock_guard lock(mu);
   if (auto found = live.find(key); found != live.end()) {
     if (auto ctx = found->second.lock()) return ctx;
@@ -82,8 +82,10 @@ std::shared_ptr<TlsContext> TlsContext::for_options(const TlsOptions& o) {
       refuse("ca_file", o.ca_file, "holds no usable PEM certificate: " + drain_errors());
     }
   } else if (o.verify && SSL_CTX_set_default_verify_paths(raw) != 1) {
-    throw std::invalid_argument("TlsOptions::ca_file is empty and the system trust store does "
-                                "not load: " + drain_errors());
+    throw std::invalid_argument(
+        "TlsOptions::ca_file is empty and the system trust store does "
+        "not load: " +
+        drain_errors());
   }
   if (!o.cert_file.empty()) {
     check_readable("cert_file", o.cert_file);

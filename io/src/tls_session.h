@@ -43,9 +43,9 @@ class TlsSession {
  public:
   enum class Step : unsigned char { kDone, kWant, kFailed };
   // read()'s answers besides a byte count > 0.
-  static constexpr long kWantMore = 0;     // no whole record buffered: feed more ciphertext
-  static constexpr long kClosed = -1;      // the peer sent close_notify
-  static constexpr long kFailed = -2;      // a record or alert failure: failure() says which
+  static constexpr long kWantMore = 0;  // no whole record buffered: feed more ciphertext
+  static constexpr long kClosed = -1;   // the peer sent close_notify
+  static constexpr long kFailed = -2;   // a record or alert failure: failure() says which
 
   // A client session that checks the server's certificate for `peer_name` (when verify is on)
   // and sends it as SNI when it is a host name. Throws std::bad_alloc if OpenSSL cannot allocate.

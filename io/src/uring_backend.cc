@@ -38,8 +38,8 @@ struct UringBackend::Ring {
     io_uring_params params{};
     if (single_thread_taskrun) {
       // Disabled until the running thread enables it: that thread becomes the single issuer.
-      params.flags = IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN |
-                     IORING_SETUP_R_DISABLED;
+      params.flags =
+          IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_R_DISABLED;
     }
     const int rc = io_uring_queue_init_params(entries, &ring, &params);
     if (rc < 0) throw std::system_error(-rc, std::system_category(), "io_uring_queue_init");
@@ -72,16 +72,16 @@ void UringBackend::claim_thread() {
   if (issuer_ == std::thread::id{}) {
     // liburing 2.3 declares io_uring_enable_rings() but its .so does not export it: the
     // exported raw register call does the same.
-    const int rc =
-        io_uring_register(ring_->ring.ring_fd, IORING_REGISTER_ENABLE_RINGS, nullptr, 0);
+    const int rc = io_uring_register(ring_->ring.ring_fd, IORING_REGISTER_ENABLE_RINGS, nullptr, 0);
     if (rc < 0) {
       std::fprintf(stderr, "echo::io::UringLoop: io_uring_enable_rings failed (%d)\n", rc);
       std::abort();
     }
     issuer_ = std::this_thread::get_id();
   } else if (issuer_ != std::this_thread::get_id()) {
-    std::fprintf(stderr, "echo::io::UringLoop: single_thread_taskrun loop run by a second "
-                         "thread (the kernel would refuse every submission)\n");
+    std::fprintf(stderr,
+                 "echo::io::UringLoop: single_thread_taskrun loop run by a second "
+                 "thread (the kernel would refuse every submission)\n");
     std::abort();
   }
 }

@@ -31,9 +31,12 @@ namespace echo::io {
 
 std::string_view to_string(Backend b) noexcept {
   switch (b) {
-    case Backend::kAuto: return "auto";
-    case Backend::kUring: return "uring";
-    case Backend::kEpoll: return "epoll";
+    case Backend::kAuto:
+      return "auto";
+    case Backend::kUring:
+      return "uring";
+    case Backend::kEpoll:
+      return "epoll";
   }
   return "unknown";
 }
@@ -69,7 +72,8 @@ void on_backend(std::optional<detail::UringBackend>& uring,
 // The one stderr line a kAuto fallback prints, once per process however many loops fall back.
 void say_fallback_once(const std::string& reason) {
   static std::once_flag said;
-  std::call_once(said, [&] { std::fprintf(stderr, "echostore: %s; using epoll\n", reason.c_str()); });
+  std::call_once(said,
+                 [&] { std::fprintf(stderr, "echostore: %s; using epoll\n", reason.c_str()); });
 }
 
 }  // namespace
@@ -92,8 +96,8 @@ UringLoop::UringLoop(LoopOptions options) : options_(options) {
       // EPERM: a seccomp profile (Docker's default) or kernel.io_uring_disabled; ENOSYS: a kernel
       // built without io_uring. Anything else (ENOMEM, EINVAL for a flag) is a real failure.
       const int err = e.code().value();
-      const bool refused = e.code().category() == std::system_category() &&
-                           (err == EPERM || err == ENOSYS);
+      const bool refused =
+          e.code().category() == std::system_category() && (err == EPERM || err == ENOSYS);
       if (options_.backend == Backend::kUring || !refused) throw;
       fallback_reason_ = "io_uring refused (" + e.code().message() + ")";
     }
@@ -138,7 +142,7 @@ void UringLoop::post(std::function<void()> fn) {
 
 void UringLoop::stop() noexcept {
   stop_.store(true, std::memory_order_release);  // pairs with the acquire load in loop_until
-  if (in_loop_thread()) return;  // the loop checks the flag before it next waits
+  if (in_loop_thread()) return;                  // the loop checks the flag before it next waits
   if (!wake_pending_.exchange(true, std::memory_order_seq_cst)) {
     const std::uint64_t one = 1;
     [[maybe_unused]] ssize_t n = ::write(impl_->wake_fd.get(), &one, sizeof one);
@@ -187,8 +191,9 @@ void UringLoop::run() {
     CPU_SET(options_.cpu, &set);
     const int rc = pthread_setaffinity_np(pthread_self(), sizeof set, &set);
     if (rc != 0) {
-      throw std::system_error(rc, std::system_category(),
-                              "LoopOptions::cpu: cannot pin to CPU " + std::to_string(options_.cpu));
+      throw std::system_error(
+          rc, std::system_category(),
+          "LoopOptions::cpu: cannot pin to CPU " + std::to_string(options_.cpu));
     }
   }
   loop_until(nullptr, std::chrono::steady_clock::time_point::max());
@@ -235,7 +240,7 @@ void UringLoop::loop_until(const std::function<bool()>* done,
     drain_posted();
     run_deferred();
     // A bounded run must not sleep past its deadline: it waits at most 1 ms per cycle.
-    const detail::Wait wait = busy               ? detail::Wait::kPoll
+    const detail::Wait wait = busy              ? detail::Wait::kPoll
                               : done != nullptr ? detail::Wait::kUpTo1ms
                                                 : detail::Wait::kBlock;
     on_backend(impl_->uring, impl_->epoll,

@@ -10,9 +10,7 @@ extern const Script kScripts[];
 extern const std::size_t kScriptCount;
 }  // namespace detail
 
-std::span<const Script> all_scripts() noexcept {
-  return {detail::kScripts, detail::kScriptCount};
-}
+std::span<const Script> all_scripts() noexcept { return {detail::kScripts, detail::kScriptCount}; }
 
 const Script* find_script(std::string_view name) noexcept {
   const auto scripts = all_scripts();

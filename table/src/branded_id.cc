@@ -33,10 +33,14 @@ bool valid_namespace(std::string_view ns) noexcept {
 
 std::string_view to_string(IdError e) noexcept {
   switch (e) {
-    case IdError::kLength: return "length";
-    case IdError::kNamespace: return "namespace";
-    case IdError::kCharset: return "charset";
-    case IdError::kRange: return "range";
+    case IdError::kLength:
+      return "length";
+    case IdError::kNamespace:
+      return "namespace";
+    case IdError::kCharset:
+      return "charset";
+    case IdError::kRange:
+      return "range";
   }
   return "unknown";
 }
@@ -59,7 +63,8 @@ Expected<std::uint64_t, IdError> base62_decode(std::string_view digits) noexcept
   // Byte order equals numeric order, so the range gate is a compare, never an overflow.
   if (digits > kMaxPayload) return Unexpected{IdError::kRange};
   std::uint64_t s = 0;
-  for (const char c : digits) s = s * 62 + static_cast<std::uint64_t>(kDigit[static_cast<unsigned char>(c)]);
+  for (const char c : digits)
+    s = s * 62 + static_cast<std::uint64_t>(kDigit[static_cast<unsigned char>(c)]);
   return s;
 }
 
@@ -76,7 +81,8 @@ Expected<BrandedId, IdError> BrandedId::parse(std::string_view text) noexcept {
   return id;
 }
 
-Expected<BrandedId, IdError> BrandedId::encode(std::string_view ns, std::uint64_t snowflake) noexcept {
+Expected<BrandedId, IdError> BrandedId::encode(std::string_view ns,
+                                               std::uint64_t snowflake) noexcept {
   if (!valid_namespace(ns)) return Unexpected{IdError::kNamespace};
   const auto digits = base62_encode(snowflake);
   if (!digits) return Unexpected{digits.error()};
@@ -88,7 +94,8 @@ Expected<BrandedId, IdError> BrandedId::encode(std::string_view ns, std::uint64_
 
 std::uint64_t BrandedId::snowflake() const noexcept {
   std::uint64_t s = 0;
-  for (const char c : payload()) s = s * 62 + static_cast<std::uint64_t>(kDigit[static_cast<unsigned char>(c)]);
+  for (const char c : payload())
+    s = s * 62 + static_cast<std::uint64_t>(kDigit[static_cast<unsigned char>(c)]);
   return s;
 }
 

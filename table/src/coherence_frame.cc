@@ -9,10 +9,14 @@ namespace echo::table {
 
 std::string_view to_string(FrameError e) noexcept {
   switch (e) {
-    case FrameError::kLength: return "length";
-    case FrameError::kSeparator: return "separator";
-    case FrameError::kName: return "name";
-    case FrameError::kVersion: return "version";
+    case FrameError::kLength:
+      return "length";
+    case FrameError::kSeparator:
+      return "separator";
+    case FrameError::kName:
+      return "name";
+    case FrameError::kVersion:
+      return "version";
   }
   return "unknown";
 }

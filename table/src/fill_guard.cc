@@ -30,7 +30,8 @@ const IdBytes* TombstoneTable::find(std::uint64_t hash) const noexcept {
   return s.key != 0 ? &s.version : nullptr;
 }
 
-const IdBytes* TombstoneTable::newest_refusing(std::uint64_t hash, std::int64_t now) const noexcept {
+const IdBytes* TombstoneTable::newest_refusing(std::uint64_t hash,
+                                               std::int64_t now) const noexcept {
   const IdBytes* t = find(hash);
   if (floor_active_ && now < floor_deadline_ && (t == nullptr || newer(view(floor_), view(*t)))) {
     return &floor_;

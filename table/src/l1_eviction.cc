@@ -26,23 +26,34 @@ namespace echo::table {
 
 std::string_view to_string(RemovalCause c) noexcept {
   switch (c) {
-    case RemovalCause::kMessage: return "message";
-    case RemovalCause::kInvalidate: return "invalidate";
-    case RemovalCause::kFlush: return "flush";
-    case RemovalCause::kExpired: return "expired";
-    case RemovalCause::kSize: return "size";
-    case RemovalCause::kBytes: return "bytes";
-    case RemovalCause::kReplaced: return "replaced";
+    case RemovalCause::kMessage:
+      return "message";
+    case RemovalCause::kInvalidate:
+      return "invalidate";
+    case RemovalCause::kFlush:
+      return "flush";
+    case RemovalCause::kExpired:
+      return "expired";
+    case RemovalCause::kSize:
+      return "size";
+    case RemovalCause::kBytes:
+      return "bytes";
+    case RemovalCause::kReplaced:
+      return "replaced";
   }
   return "?";
 }
 
 std::string_view to_string(Eviction e) noexcept {
   switch (e) {
-    case Eviction::kS3Fifo: return "s3fifo";
-    case Eviction::kLru: return "lru";
-    case Eviction::kClock: return "clock";
-    case Eviction::kSkip: return "skip";
+    case Eviction::kS3Fifo:
+      return "s3fifo";
+    case Eviction::kLru:
+      return "lru";
+    case Eviction::kClock:
+      return "clock";
+    case Eviction::kSkip:
+      return "skip";
   }
   return "?";
 }
@@ -216,12 +227,15 @@ void L1Map::admit(Row* row) noexcept {
       }
       break;
     }
-    case Eviction::kClock: push(main_, kMain, row, charged); break;
+    case Eviction::kClock:
+      push(main_, kMain, row, charged);
+      break;
     // upsert() reserved the heap's room: no allocation here.
     case Eviction::kLru:
       heap_push(row, lru_clock_.fetch_add(1, std::memory_order_relaxed) + 1);
       break;
-    case Eviction::kSkip: break;
+    case Eviction::kSkip:
+      break;
   }
   bytes_ += charged;
   counters_.bytes.store(bytes_, std::memory_order_relaxed);
@@ -232,10 +246,17 @@ L1Map::Place L1Map::take_out(Row* row) noexcept {
   const Place p{static_cast<Queue>(t.queue), row->mark.load(std::memory_order_relaxed)};
   const std::size_t charged = charge(row_bytes(row));
   switch (p.queue) {
-    case kSmall: drop(small_, row, charged); break;
-    case kMain: drop(main_, row, charged); break;
-    case kHeap: heap_remove(row->links().heap_slot); break;
-    case kNoQueue: break;
+    case kSmall:
+      drop(small_, row, charged);
+      break;
+    case kMain:
+      drop(main_, row, charged);
+      break;
+    case kHeap:
+      heap_remove(row->links().heap_slot);
+      break;
+    case kNoQueue:
+      break;
   }
   t.queue = kNoQueue;
   bytes_ -= charged;
@@ -287,8 +308,11 @@ void L1Map::put_back(Row* row, Place place) noexcept {
       push(place.queue == kSmall ? small_ : main_, place.queue, row, charged);
       break;
     // The heap lost an entry in take_out() and regains one: no allocation.
-    case kHeap: heap_push(row, lru_clock_.fetch_add(1, std::memory_order_relaxed) + 1); break;
-    case kNoQueue: break;
+    case kHeap:
+      heap_push(row, lru_clock_.fetch_add(1, std::memory_order_relaxed) + 1);
+      break;
+    case kNoQueue:
+      break;
   }
   bytes_ += charged;
   counters_.bytes.store(bytes_, std::memory_order_relaxed);
@@ -316,8 +340,8 @@ L1Map::Row* L1Map::victim(std::int64_t now) noexcept {
     // moves to main, unmarked; any other goes (and its name to the ghost, in evict()). One hit,
     // not the paper's two (libCacheSim's move-to-main-threshold 1, its pre-2023 default): two
     // measured lower or equal on every hit_ratio_* trace (by up to 1.7 points, bench --quick).
-    const bool small_share = max_bytes_ != 0 ? small_.bytes * 10 >= bytes_
-                                             : small_.rows * 10 >= size();
+    const bool small_share =
+        max_bytes_ != 0 ? small_.bytes * 10 >= bytes_ : small_.rows * 10 >= size();
     if (small_.rows != 0 && (main_.rows == 0 || small_share)) {
       Row* t = oldest(small_);  // not null: small holds rows
       if (t->mark.load(std::memory_order_relaxed) == 0 || last_chance || expired(t, now)) {
@@ -357,9 +381,9 @@ bool L1Map::make_room(std::size_t need, bool new_row, std::int64_t now) noexcept
   do {
     Row* v = victim(now);
     if (v == nullptr) return false;
-    const RemovalCause cause = expired(v, now)                       ? RemovalCause::kExpired
+    const RemovalCause cause = expired(v, now)                  ? RemovalCause::kExpired
                                : new_row && size() >= max_size_ ? RemovalCause::kSize
-                                                                    : RemovalCause::kBytes;
+                                                                : RemovalCause::kBytes;
     evict(v, cause);
   } while (over());
   return true;

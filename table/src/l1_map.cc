@@ -85,7 +85,7 @@ static_assert(sizeof(std::atomic<void*>) == sizeof(void*),
 namespace {
 
 constexpr std::int64_t kMaxTtlMs = std::int64_t{1} << 40;
-constexpr std::size_t kMaxSize = std::size_t{1} << 26;  // why: L1Config::max_size
+constexpr std::size_t kMaxSize = std::size_t{1} << 26;        // why: L1Config::max_size
 constexpr std::size_t kMaxObjectSize = std::size_t{1} << 20;  // ValueLayout::size
 constexpr std::size_t kMinBytes = 4096, kMaxBytes = std::size_t{1} << 44;  // L1Config::max_bytes
 
@@ -93,10 +93,13 @@ constexpr std::size_t kMinBytes = 4096, kMaxBytes = std::size_t{1} << 44;  // L1
 // mark stays 0 below its limit 1, so every hit reaches touch() and takes a ticket.
 std::uint8_t mark_limit(Eviction e) noexcept {
   switch (e) {
-    case Eviction::kS3Fifo: return 3;
+    case Eviction::kS3Fifo:
+      return 3;
     case Eviction::kLru:
-    case Eviction::kClock: return 1;
-    case Eviction::kSkip: return 0;
+    case Eviction::kClock:
+      return 1;
+    case Eviction::kSkip:
+      return 0;
   }
   return 0;
 }
@@ -144,9 +147,8 @@ const L1Config& validated(const L1Config& c) {
         std::to_string(c.max_bytes) + ")");
   }
   if (c.eviction > Eviction::kSkip) {
-    throw std::invalid_argument(
-        "L1Config.eviction must be kS3Fifo, kLru, kClock or kSkip (got " +
-        std::to_string(static_cast<int>(c.eviction)) + ")");
+    throw std::invalid_argument("L1Config.eviction must be kS3Fifo, kLru, kClock or kSkip (got " +
+                                std::to_string(static_cast<int>(c.eviction)) + ")");
   }
   if (c.clock == nullptr) throw std::invalid_argument("L1Config.clock must not be null");
   if (c.read_clock > ReadClock::kNone) {
@@ -185,8 +187,8 @@ std::size_t tombstone_slots(const L1Config& c) {
 }  // namespace
 
 L1Map::L1Map(const L1Config& config)
-    : buckets_(static_cast<std::atomic<Row*>*>(huge_page_alloc(
-          index_buckets(validated(config).max_size) * sizeof(std::atomic<Row*>)))),
+    : buckets_(static_cast<std::atomic<Row*>*>(
+          huge_page_alloc(index_buckets(validated(config).max_size) * sizeof(std::atomic<Row*>)))),
       mask_(index_buckets(config.max_size) - 1),
       clock_(config.clock),
       shards_(new ReaderShard[kMaxReaderThreads]),
@@ -243,7 +245,8 @@ const L1Map::Row* L1Map::lookup(std::string_view name, std::uint64_t hash) const
   // writer's membarrier stands in for that fence and these loads need only be acquire; seq_cst
   // costs nothing more on x86.)
   const Row* r = buckets_[hash & mask_].load(std::memory_order_seq_cst);
-  if (name.size() != kIdSize) [[unlikely]] return lookup_text(r, name);
+  if (name.size() != kIdSize) [[unlikely]]
+    return lookup_text(r, name);
   // A branded id: the 14-byte compare inlines (two 8-byte loads a side) and the loop calls
   // nothing, so this path keeps no frame (perf/ops.cc's l1_hit).
   for (; r != nullptr; r = r->next.load(std::memory_order_seq_cst)) {
@@ -376,7 +379,8 @@ std::atomic<L1Map::Row*>* L1Map::find_link(std::string_view name,
                                            std::uint64_t hash) const noexcept {
   // relaxed: only this (writer) thread stores these pointers.
   std::atomic<Row*>* link = &buckets_[hash & mask_];
-  if (name.size() != kIdSize) [[unlikely]] return find_link_text(link, name);
+  if (name.size() != kIdSize) [[unlikely]]
+    return find_link_text(link, name);
   // A branded id: the 14-byte compare inlines, as in lookup() (perf/ops.cc's apply_drop).
   for (Row* r = link->load(std::memory_order_relaxed); r != nullptr;
        r = link->load(std::memory_order_relaxed)) {
@@ -709,11 +713,21 @@ void L1Map::removed(const Row* row, std::string_view version, RemovalCause cause
   switch (cause) {
     case RemovalCause::kMessage:
     case RemovalCause::kInvalidate:
-    case RemovalCause::kFlush: base::solo_add(counters_.invalidated); break;
-    case RemovalCause::kExpired: base::solo_add(counters_.expired); break;
-    case RemovalCause::kSize: base::solo_add(counters_.evicted_size); break;
-    case RemovalCause::kBytes: base::solo_add(counters_.evicted_bytes); break;
-    case RemovalCause::kReplaced: base::solo_add(counters_.replaced); break;
+    case RemovalCause::kFlush:
+      base::solo_add(counters_.invalidated);
+      break;
+    case RemovalCause::kExpired:
+      base::solo_add(counters_.expired);
+      break;
+    case RemovalCause::kSize:
+      base::solo_add(counters_.evicted_size);
+      break;
+    case RemovalCause::kBytes:
+      base::solo_add(counters_.evicted_bytes);
+      break;
+    case RemovalCause::kReplaced:
+      base::solo_add(counters_.replaced);
+      break;
   }
   // After the unlink (a listener that reads the name again must miss it), before the retire
   // (which may free the row once no reader holds it).
@@ -772,7 +786,8 @@ Verdict L1Map::apply_hashed(std::uint64_t hash, const BrandedId& version) noexce
 
 Verdict L1Map::forget_hashed(std::uint64_t hash) noexcept {
   check_writer("forget_hashed");
-  return drop_hashed(hash, {}, [](const Row*) { return true; }) ? Verdict::kApplied : Verdict::kStale;
+  return drop_hashed(hash, {}, [](const Row*) { return true; }) ? Verdict::kApplied
+                                                                : Verdict::kStale;
 }
 
 Verdict L1Map::apply_coherence(std::string_view name, const BrandedId& version) noexcept {
@@ -786,8 +801,8 @@ Verdict L1Map::apply_coherence(std::string_view name, const BrandedId& version) 
   return v;
 }
 
-std::size_t L1Map::apply_batch(const CoherenceMessage* first, std::size_t count,
-                              std::size_t stride, Verdict* verdicts) noexcept {
+std::size_t L1Map::apply_batch(const CoherenceMessage* first, std::size_t count, std::size_t stride,
+                               Verdict* verdicts) noexcept {
   check_writer("apply_batch");
   assert(stride >= sizeof(CoherenceMessage) && stride % alignof(CoherenceMessage) == 0 &&
          "apply_batch: the stride spans whole messages");

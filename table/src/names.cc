@@ -85,10 +85,14 @@ std::string concat(std::initializer_list<std::string_view> parts) {
 
 std::string_view to_string(NameError e) noexcept {
   switch (e) {
-    case NameError::kEmpty: return "empty";
-    case NameError::kTooLong: return "too_long";
-    case NameError::kForbiddenByte: return "forbidden_byte";
-    case NameError::kInvalidId: return "invalid_id";
+    case NameError::kEmpty:
+      return "empty";
+    case NameError::kTooLong:
+      return "too_long";
+    case NameError::kForbiddenByte:
+      return "forbidden_byte";
+    case NameError::kInvalidId:
+      return "invalid_id";
     case NameError::kNotUtf8:
       return "not_utf8";
   }
@@ -156,8 +160,8 @@ Expected<std::filesystem::path, NameError> journal_file(const std::filesystem::p
 std::uint16_t crc16(std::string_view bytes) noexcept {
   std::uint16_t crc = 0;
   for (const char c : bytes) {
-    crc = static_cast<std::uint16_t>((crc << 8) ^
-                                     kCrcTable[((crc >> 8) ^ static_cast<unsigned char>(c)) & 0xFF]);
+    crc = static_cast<std::uint16_t>(
+        (crc << 8) ^ kCrcTable[((crc >> 8) ^ static_cast<unsigned char>(c)) & 0xFF]);
   }
   return crc;
 }

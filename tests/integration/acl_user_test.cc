@@ -105,10 +105,13 @@ TEST_F(AclUser, TheJobLaneRunsWithTheLeastPrivilege) {
   ASSERT_TRUE(consumer->get("fills", name.view()));
   auto v2 = writer->publish("fills", name.view(), "qty=2");
   ASSERT_TRUE(v2) << v2.error() << " " << denials();
-  ASSERT_TRUE(eventually([&] {
-    auto got = consumer->get("fills", name.view());
-    return got && got->value == "qty=2";
-  }, 15s)) << denials();
+  ASSERT_TRUE(eventually(
+      [&] {
+        auto got = consumer->get("fills", name.view());
+        return got && got->value == "qty=2";
+      },
+      15s))
+      << denials();
   EXPECT_EQ(denials(), "") << "the engine asked for nothing beyond the line";
 }
 
@@ -120,17 +123,20 @@ TEST_F(AclUser, TheTrackingLaneRunsWithTheLeastPrivilege) {
   const BrandedId name = fresh_id("AST");
   ASSERT_TRUE(a->get("board", name.view()));
   ASSERT_TRUE(b->put("board", name.view(), "px=2", fresh_id("AST")));
-  ASSERT_TRUE(eventually([&] {
-    auto got = a->get("board", name.view());
-    return got && got->value == "px=2";
-  }, 15s)) << denials();
+  ASSERT_TRUE(eventually(
+      [&] {
+        auto got = a->get("board", name.view());
+        return got && got->value == "px=2";
+      },
+      15s))
+      << denials();
   EXPECT_EQ(denials(), "") << "the engine asked for nothing beyond the line";
 }
 
 TEST_F(AclUser, AUserWithoutACommandTheEngineNeedsIsRefusedAtStartNamingIt) {
   command(client(), "ACL SETUSER echo -evalsha");
-  engine::Engine e(as_echo(57), {table_spec("quotes", "AST", CoherenceMode::kBroadcast,
-                                            answering("px"))});
+  engine::Engine e(as_echo(57),
+                   {table_spec("quotes", "AST", CoherenceMode::kBroadcast, answering("px"))});
   const engine::Error err = e.start();
   EXPECT_TRUE(err) << "EVALSHA is how the node lease is taken";
   EXPECT_NE(err.message().find("NOPERM"), std::string::npos) << err;

@@ -34,7 +34,8 @@ class BroadcastLane : public SingleServerTest {};
 // ---- 4.1 E1 declared ----
 TEST_F(BroadcastLane, DirectoryListsTablesAndAWrongKindIdTouchesNothing) {
   LoaderProbe quotes, users;
-  auto quotes_spec = table_spec("quotes", "AST", CoherenceMode::kBroadcast, quotes.answer("px=100.00"), 300);
+  auto quotes_spec =
+      table_spec("quotes", "AST", CoherenceMode::kBroadcast, quotes.answer("px=100.00"), 300);
   auto users_spec = table_spec("users", "USR", CoherenceMode::kNone, users.answer("alice"), 5000);
   auto a = node(1, {quotes_spec, users_spec});
   ASSERT_TRUE(a);
@@ -63,7 +64,8 @@ TEST_F(BroadcastLane, DirectoryListsTablesAndAWrongKindIdTouchesNothing) {
   auto wrong_put = a->put("quotes", "ORD0KHTOWnGLuC", "px=1.00");
   ASSERT_FALSE(wrong_put);
   EXPECT_EQ(wrong_put.error(), Errc::kKind);
-  EXPECT_EQ(a->stats().connections.at(0).commands, commands_before) << "a refused id reached the wire";
+  EXPECT_EQ(a->stats().connections.at(0).commands, commands_before)
+      << "a refused id reached the wire";
   EXPECT_EQ(quotes.runs(), 0);
   EXPECT_EQ(count_keys(client(), "ecc:{quotes}:*"), 0u);
 }
@@ -95,7 +97,8 @@ TEST_F(BroadcastLane, DirectoryShowsTheBroadcastAndJobLanes) {
 TEST_F(BroadcastLane, FillThenHitThenL2AfterAnotherNodesBroadcastDropsTheRow) {
   constexpr std::int64_t kTtl = 3000;
   LoaderProbe loader;
-  auto spec = table_spec("quotes", "AST", CoherenceMode::kBroadcast, loader.answer("px=100.00"), kTtl);
+  auto spec =
+      table_spec("quotes", "AST", CoherenceMode::kBroadcast, loader.answer("px=100.00"), kTtl);
   spec.jitter = 0.5;  // L1 may live 1.5x ttl; L2 must not (SET PX ttl, no jitter)
   auto a = node(1, {spec});
   auto b = node(2, {spec});
@@ -190,7 +193,8 @@ TEST_F(BroadcastLane, TwoHundredColdReadersShareOneLoaderRun) {
 // ---- 4.1 E4 speed ----
 TEST_F(BroadcastLane, AnL1HitIsOverTenTimesCheaperThanAnL2Get) {
   LoaderProbe loader;
-  auto a = node(1, {table_spec("quotes", "AST", CoherenceMode::kBroadcast, loader.answer("px=100.00"))});
+  auto a =
+      node(1, {table_spec("quotes", "AST", CoherenceMode::kBroadcast, loader.answer("px=100.00"))});
   ASSERT_TRUE(a);
   const BrandedId name = fresh_id("AST");
   ASSERT_TRUE(a->get("quotes", name.view()));
@@ -200,7 +204,8 @@ TEST_F(BroadcastLane, AnL1HitIsOverTenTimesCheaperThanAnL2Get) {
   // VM is shared) only makes its side slower, so the minimum is the figure to compare.
   constexpr int kTrials = 15;
   auto per_op_ns = [](Clock::time_point t0, std::uint64_t n) {
-    return std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / static_cast<double>(n);
+    return std::chrono::duration<double, std::nano>(Clock::now() - t0).count() /
+           static_cast<double>(n);
   };
   double hit_ns = 1e18, map_ns = 1e18, get_ns = 1e18;
   std::string value;
@@ -214,7 +219,8 @@ TEST_F(BroadcastLane, AnL1HitIsOverTenTimesCheaperThanAnL2Get) {
     hit_ns = std::min(hit_ns, per_op_ns(t0, 5000));
     // The map read underneath, for the record: what get() adds on a hit is the façade's cost.
     t0 = Clock::now();
-    for (int i = 0; i < 5000; ++i) ASSERT_TRUE(writer_of(*a, "quotes").map().get(name.view(), value));
+    for (int i = 0; i < 5000; ++i)
+      ASSERT_TRUE(writer_of(*a, "quotes").map().get(name.view(), value));
     map_ns = std::min(map_ns, per_op_ns(t0, 5000));
     // The floor for a miss: a plain blocking GET of the same key.
     t0 = Clock::now();
@@ -238,7 +244,8 @@ TEST_F(BroadcastLane, AnL1HitIsOverTenTimesCheaperThanAnL2Get) {
 TEST_F(BroadcastLane, JitterSpreadsExpiryAndTheSweeperTakesEveryRow) {
   constexpr int kRows = 400;
   LoaderProbe loader;
-  auto jittered = table_spec("quotes", "AST", CoherenceMode::kNone, loader.answer("px=100.00"), 300);
+  auto jittered =
+      table_spec("quotes", "AST", CoherenceMode::kNone, loader.answer("px=100.00"), 300);
   jittered.jitter = 0.2;
   jittered.sweep_ms = 100;
   auto flat = jittered;
@@ -289,12 +296,13 @@ TEST_F(BroadcastLane, JitterSpreadsExpiryAndTheSweeperTakesEveryRow) {
   };
   const Spread j = measure("quotes");
   const Spread c = measure("control");
-  std::printf("[ E5 ] %d rows filled in %lld ms expire %lld ms apart (ttl+r in [%lld, %lld]); "
-              "control %lld ms apart over a %lld ms fill (ttl+r in [%lld, %lld])\n",
-              kRows, static_cast<long long>(j.fill_ms), static_cast<long long>(j.spread_ms),
-              static_cast<long long>(j.offset_lo), static_cast<long long>(j.offset_hi),
-              static_cast<long long>(c.spread_ms), static_cast<long long>(c.fill_ms),
-              static_cast<long long>(c.offset_lo), static_cast<long long>(c.offset_hi));
+  std::printf(
+      "[ E5 ] %d rows filled in %lld ms expire %lld ms apart (ttl+r in [%lld, %lld]); "
+      "control %lld ms apart over a %lld ms fill (ttl+r in [%lld, %lld])\n",
+      kRows, static_cast<long long>(j.fill_ms), static_cast<long long>(j.spread_ms),
+      static_cast<long long>(j.offset_lo), static_cast<long long>(j.offset_hi),
+      static_cast<long long>(c.spread_ms), static_cast<long long>(c.fill_ms),
+      static_cast<long long>(c.offset_lo), static_cast<long long>(c.offset_hi));
   ASSERT_EQ(j.measured, kRows);
   ASSERT_EQ(c.measured, kRows);
   // jitter 0.2 of 300 ms: r uniform in [-60, 60]; 400 draws span nearly all 120 ms. A callback
@@ -350,8 +358,8 @@ TEST_F(BroadcastLane, AFullTableSkipsInsertsButServesEveryRead) {  // the origin
   EXPECT_EQ(hit->value, "px=104.00");
   EXPECT_EQ(hit->version, *v);
   std::printf("[ E6 ] max_size 100: size %llu, full_skips %llu, served %d of 150\n",
-              static_cast<unsigned long long>(l1.size), static_cast<unsigned long long>(l1.full_skips),
-              served);
+              static_cast<unsigned long long>(l1.size),
+              static_cast<unsigned long long>(l1.full_skips), served);
 }
 
 // E6 under the default policy (S3-FIFO): the table evicts instead of skipping, keeps the names
@@ -392,10 +400,11 @@ TEST_F(BroadcastLane, AFullTableEvictsByDefaultKeepingTheRowsReadAgain) {
   for (const auto c : *heard) {
     EXPECT_TRUE(c == engine::RemovalCause::kSize || c == engine::RemovalCause::kBytes);
   }
-  std::printf("[ E6s3 ] s3fifo, max_size 100, max_bytes 8000: size %llu, bytes %llu, evicted "
-              "%llu, %d of 20 hot rows kept\n",
-              static_cast<unsigned long long>(l1.size), static_cast<unsigned long long>(l1.bytes),
-              static_cast<unsigned long long>(l1.evicted_size + l1.evicted_bytes), hot_in_l1);
+  std::printf(
+      "[ E6s3 ] s3fifo, max_size 100, max_bytes 8000: size %llu, bytes %llu, evicted "
+      "%llu, %d of 20 hot rows kept\n",
+      static_cast<unsigned long long>(l1.size), static_cast<unsigned long long>(l1.bytes),
+      static_cast<unsigned long long>(l1.evicted_size + l1.evicted_bytes), hot_in_l1);
 }
 
 // ---- 4.2 F2 newer-wins ----
@@ -403,8 +412,8 @@ TEST_F(BroadcastLane, LateStaleDropBouncesOffBothLayersAndReplayStaysStale) {
   LoaderProbe loader;
   F2Nodes n;  // late v_old through the wire from another node
   ASSERT_NO_FATAL_FAILURE(f2_late_broadcast(
-      [&](unsigned id, std::vector<engine::TableSpec> t) { return node(id, std::move(t)); },
-      loader, n));
+      [&](unsigned id, std::vector<engine::TableSpec> t) { return node(id, std::move(t)); }, loader,
+      n));
   auto& [a, b, name, key, v_old, v_new] = n;
 
   // And through the handler path.
@@ -468,8 +477,8 @@ TEST_F(BroadcastLane, APublishDropsTheRowWithinAGenerousBandOverAThousandMessage
     EXPECT_EQ(owned->integer, 1);
   }
   const double median = percentile(us, 0.5), p99 = percentile(us, 0.99);
-  std::printf("[ F3 ] PUBLISH sent -> row gone from L1: median %.1f us, p99 %.1f us over %d\n", median,
-              p99, kMessages);
+  std::printf("[ F3 ] PUBLISH sent -> row gone from L1: median %.1f us, p99 %.1f us over %d\n",
+              median, p99, kMessages);
   // A loopback hop and a writer wake cannot take under 5 us; 20 ms would mean a lost wake.
   EXPECT_GT(median, 5.0);
   EXPECT_LT(median, 20000.0);
@@ -481,8 +490,8 @@ TEST_F(BroadcastLane, ThreeSubscribersHearAndTheOtherNodesRefillFreshFromL2) {
   LoaderProbe loader;
   F3Nodes n;
   ASSERT_NO_FATAL_FAILURE(f3_round_trip(
-      [&](unsigned id, std::vector<engine::TableSpec> t) { return node(id, std::move(t)); },
-      loader, n));
+      [&](unsigned id, std::vector<engine::TableSpec> t) { return node(id, std::move(t)); }, loader,
+      n));
   // The writer's own row was already v2: its own message is stale there.
   EXPECT_TRUE(eventually([&] { return writer_of(*n.a, "quotes").stats().stale >= 1; }));
   EXPECT_EQ(loader.runs(), 0);
@@ -493,7 +502,8 @@ TEST_F(BroadcastLane, ThreeSubscribersHearAndTheOtherNodesRefillFreshFromL2) {
 // ---- 4.2 F4 loss ----
 TEST_F(BroadcastLane, AJobLaneTableIsPassedByTheBroadcastAndKeepsServing) {
   LoaderProbe loader;
-  auto a = node(1, {table_spec("fx", "FXR", CoherenceMode::kBroadcast, loader.answer("px=100.00"))});
+  auto a =
+      node(1, {table_spec("fx", "FXR", CoherenceMode::kBroadcast, loader.answer("px=100.00"))});
   // b has fx on the job lane, and a broadcast table so that it has a subscriber at all.
   auto b = node(2, {table_spec("fx", "FXR", CoherenceMode::kJob, loader.answer("px=100.00")),
                     table_spec("marks", "MRK", CoherenceMode::kBroadcast, loader.answer("m"))});
@@ -565,8 +575,8 @@ TEST_F(BroadcastLane, AStormOfFiveHundredDropsLosesNoneAndAMidStormFillDoesNotWa
   std::thread storm([&] {
     const auto t0 = Clock::now();
     auto publish = [&](int i) {
-      const std::string frame = frame_text(names[static_cast<std::size_t>(i)],
-                                           v2[static_cast<std::size_t>(i)]);
+      const std::string frame =
+          frame_text(names[static_cast<std::size_t>(i)], v2[static_cast<std::size_t>(i)]);
       RedisReply r = command(pub.get(), "PUBLISH %b %b", channel.data(), channel.size(),
                              frame.data(), frame.size());
       if (r && r->type == REDIS_REPLY_INTEGER) heard_total.fetch_add(static_cast<int>(r->integer));
@@ -612,10 +622,11 @@ TEST_F(BroadcastLane, AStormOfFiveHundredDropsLosesNoneAndAMidStormFillDoesNotWa
   EXPECT_EQ(back->source, Source::kL2);
   EXPECT_EQ(back->value, "px=109.00");
 
-  std::printf("[ G5 ] %d PUBLISHes through the ring in %.1f ms, %llu dropped, largest batch %llu; "
-              "mid-storm fill %.2f ms, answered after %d re-sends\n",
-              kNames, storm_ms, static_cast<unsigned long long>(ring.dropped),
-              static_cast<unsigned long long>(ring.max_batch), fill_ms, extra);
+  std::printf(
+      "[ G5 ] %d PUBLISHes through the ring in %.1f ms, %llu dropped, largest batch %llu; "
+      "mid-storm fill %.2f ms, answered after %d re-sends\n",
+      kNames, storm_ms, static_cast<unsigned long long>(ring.dropped),
+      static_cast<unsigned long long>(ring.max_batch), fill_ms, extra);
 }
 
 }  // namespace

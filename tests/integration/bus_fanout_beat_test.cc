@@ -88,7 +88,8 @@ TEST_F(BusFanout, TheEpochMovesWhenAMemberEntersOrIsReapedAndNotOnARenewal) {
   EXPECT_EQ(mem().epoch(), 0);
   const long long before_ms = s().now_ms();
   RedisReply first = mem().beat("1", "60000");
-  ASSERT_TRUE(first && first->type == REDIS_REPLY_ARRAY && first->elements == 2) << text(first.get());
+  ASSERT_TRUE(first && first->type == REDIS_REPLY_ARRAY && first->elements == 2)
+      << text(first.get());
   EXPECT_EQ(first->element[1]->integer, 1);  // entered
   // A new epoch key starts at the server's time in microseconds, not at 1.
   const long long e0 = mem().epoch();

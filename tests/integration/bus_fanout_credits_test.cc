@@ -281,7 +281,7 @@ TEST_F(BusFanout, MemberParkListsTheFreeCreditsLessTheListedHandOffsOrDeletesThe
 
 TEST_F(BusFanout, AHandOffIsLeasedForTheMembersDeclaredLeaseNotTheWritersArgument) {
   mem().beat("1", 60000, "700");
-  mem().beat("2", 60000);      // declares none ("-"): the writer's argument
+  mem().beat("2", 60000);       // declares none ("-"): the writer's argument
   mem().beat("3", 60000, "x");  // not a positive integer: the writer's argument too
   Queue declared = mem().member("1"), plain = mem().member("2"), odd = mem().member("3");
   EXPECT_EQ(s().str("GET %s", declared.key("live")), "700");

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // member_enqueue against a real server: a fan-out admits one job into each live member's queue
-// (dedup per queue), hands it claimed to a parked member, and skips a member whose live key expired.
+// (dedup per queue), hands it claimed to a parked member, and skips a member whose live key
+// expired.
 
 #include "bus_fanout_fixture.h"
 

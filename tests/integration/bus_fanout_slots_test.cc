@@ -64,9 +64,8 @@ TEST_F(BusFanout, EachMemberQueueHasItsOwnSlotAndEveryScriptStaysInOne) {
 }
 
 TEST_F(BusFanout, EveryNewScriptIsEmbeddedWithItsContractHeaderAndTheServersSha1) {
-  for (const char* name :
-       {"member_beat", "member_enqueue", "complete_claim", "member_reap", "member_drop",
-        "member_park"}) {
+  for (const char* name : {"member_beat", "member_enqueue", "complete_claim", "member_reap",
+                           "member_drop", "member_park"}) {
     const lua::Script* script = lua::find_script(name);
     ASSERT_NE(script, nullptr) << name;
     EXPECT_TRUE(script->source.starts_with("-- SPDX-License-Identifier: MIT\n")) << name;

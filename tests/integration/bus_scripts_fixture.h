@@ -71,7 +71,9 @@ inline Claimed claimed(const std::optional<Claimed>& c) {
 class Bus : public ScriptClient {
  public:
   Bus(redisContext* c, std::string queue, Load load = Load::kEvalsha)
-      : ScriptClient(c, load), queue_(std::move(queue)), base_(table::bus_key(queue_, "").value()) {}
+      : ScriptClient(c, load),
+        queue_(std::move(queue)),
+        base_(table::bus_key(queue_, "").value()) {}
 
   const std::string& base() const { return base_; }
   std::string key(std::string_view suffix) const { return table::bus_key(queue_, suffix).value(); }

@@ -16,9 +16,9 @@ TEST_F(BusScripts, PublishL2SetsTheRowWithItsTtlAndPublishesTheMessageToEverySub
   const std::string message(table::view(table::make_frame(name, v)));
   RedisClient listener = connect_client(server());
   ASSERT_TRUE(command(listener.get(), "SUBSCRIBE %s", channel.c_str()));
-  EXPECT_TRUE(is_integer(bus().run("publish_l2", {key}, {v.str() + "value", "60000", channel, message,
-                                                         "PUBLISH"}),
-                         1));
+  EXPECT_TRUE(is_integer(
+      bus().run("publish_l2", {key}, {v.str() + "value", "60000", channel, message, "PUBLISH"}),
+      1));
   EXPECT_EQ(text(command(client(), "GET %s", key.c_str()).get()), v.str() + "value");
   const long long ttl = bus().integer("PTTL %s", key);
   EXPECT_GT(ttl, 0);
@@ -35,8 +35,9 @@ TEST_F(BusScripts, PublishL2RefusesAShortFrameOrAnotherVerbBeforeAnyWrite) {
   const std::string key = table::l2_key("users", name.view()).value();
   const std::string channel = table::coherence_channel("users").value();
   const std::string message(table::view(table::make_frame(name, v)));
-  EXPECT_TRUE(is_error(bus().run("publish_l2", {key}, {"AST0000", "60000", channel, message, "PUBLISH"}),
-                       "EMQFRAME framed value shorter than 14 bytes"));
+  EXPECT_TRUE(
+      is_error(bus().run("publish_l2", {key}, {"AST0000", "60000", channel, message, "PUBLISH"}),
+               "EMQFRAME framed value shorter than 14 bytes"));
   EXPECT_TRUE(is_error(bus().run("publish_l2", {key}, {v.str(), "60000", channel, message, "DEL"}),
                        "EMQARG verb must be PUBLISH or SPUBLISH"));
   EXPECT_EQ(dbsize(), 0);

@@ -9,9 +9,9 @@ namespace {
 
 TEST_F(BusScripts, EveryVerbIsEmbeddedWithItsContractHeaderAndTheServersSha1) {
   ASSERT_TRUE(command(client(), "SCRIPT FLUSH"));
-  for (const char* name : {"enqueue", "genqueue", "schedule", "claim", "gclaim", "complete",
-                           "retry", "promote", "reap", "gpause", "gresume", "glimit", "drop_l2",
-                           "publish_l2"}) {
+  for (const char* name :
+       {"enqueue", "genqueue", "schedule", "claim", "gclaim", "complete", "retry", "promote",
+        "reap", "gpause", "gresume", "glimit", "drop_l2", "publish_l2"}) {
     const lua::Script* s = lua::find_script(name);
     ASSERT_NE(s, nullptr) << name;
     EXPECT_TRUE(s->source.starts_with("-- SPDX-License-Identifier: MIT\n")) << name;
@@ -99,12 +99,14 @@ TEST_F(BusOnACluster, PublishL2SpublishesOnItsOwnSlotAndAnotherSlotsChannelIsRef
   const std::string message(table::view(table::make_frame(name, v)));
   ScriptClient strict(client(), ScriptClient::Load::kStrictSlot);
   EXPECT_TRUE(is_integer(
-      strict.run("publish_l2", {key}, {frame, "60000", "ecc:{users}:coh", message, "SPUBLISH"}), 0));
+      strict.run("publish_l2", {key}, {frame, "60000", "ecc:{users}:coh", message, "SPUBLISH"}),
+      0));
   EXPECT_EQ(text(command(client(), "GET %s", key.c_str()).get()), frame);
   const lua::Script* s = lua::find_script("publish_l2");
   ASSERT_NE(s, nullptr);
-  RedisReply foreign = command_argv(client(), {"EVAL", "#!lua\n" + std::string(s->source), "1", key,
-                                               frame, "60000", "ecc:{orders}:coh", message, "SPUBLISH"});
+  RedisReply foreign =
+      command_argv(client(), {"EVAL", "#!lua\n" + std::string(s->source), "1", key, frame, "60000",
+                              "ecc:{orders}:coh", message, "SPUBLISH"});
   ASSERT_TRUE(foreign && foreign->type == REDIS_REPLY_ERROR) << text(foreign.get());
   EXPECT_NE(text(foreign.get()).find("same slot"), std::string::npos) << text(foreign.get());
 }

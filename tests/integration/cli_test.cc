@@ -4,16 +4,17 @@
 // --tls-* (a wrong CA refused by name), reads every master of a cluster and redraws one screen
 // per refresh under --watch (bounded by --count), `journal replay` that skipped
 // malformed intents is not a success, `bench --json` and `--html` with paths that are not UTF-8
-// write their files instead of aborting (the page well-formed and holding every row), and a short `referee` run shows both sides of the face-off. Runs the
-// program built beside this test (ECHO_CLI_PATH) against a real server started here; registered
-// only when the CLI is built (ECHO_BUILD_CLI). `bench --only neighbour` gives its three rows with
-// finite ratios even where a gap count is 0.
+// write their files instead of aborting (the page well-formed and holding every row), and a short
+// `referee` run shows both sides of the face-off. Runs the program built beside this test
+// (ECHO_CLI_PATH) against a real server started here; registered only when the CLI is built
+// (ECHO_BUILD_CLI). `bench --only neighbour` gives its three rows with finite ratios even where a
+// gap count is 0.
 #include <echo/engine/journal.h>
+#include <echo/engine/stats_export.h>
+#include <echo/table/branded_id.h>
 #include <echo/testing/local_cluster.h>
 #include <echo/testing/local_server.h>
 #include <echo/testing/local_tls.h>
-#include <echo/engine/stats_export.h>
-#include <echo/table/branded_id.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <spawn.h>
@@ -102,10 +103,10 @@ TEST_F(CliTest, EveryUsageErrorExitsTwo) {
       {"stats", "--table", "t"},
       {"journal", "frobnicate", "/tmp/journal-PRT0KHTOWnGLuC.db"},
       {"id", "decode", "USR0NgWEfAEJfs", "extra"},
-      {"drill", "--chaos", "5"},                  // the chaos drill runs 10..86400 s
-      {"drill", "--seed", "3"},                   // a seed is the chaos drill's alone
-      {"drill", "--chaos", "60", "--cluster"},    // the chaos drill runs on one server
-      {"bench", "--only", "neighbor"},            // the part is spelt as the row ids spell it
+      {"drill", "--chaos", "5"},                // the chaos drill runs 10..86400 s
+      {"drill", "--seed", "3"},                 // a seed is the chaos drill's alone
+      {"drill", "--chaos", "60", "--cluster"},  // the chaos drill runs on one server
+      {"bench", "--only", "neighbor"},          // the part is spelt as the row ids spell it
   };
   for (const auto& args : bad) {
     const Ran r = run_cli(args);
@@ -139,7 +140,8 @@ TEST_F(CliTest, ServerIsParsedStrictly) {
 TEST_F(CliTest, DrillStopsAtOnceNamingWhyTheServerCannotBeUsed) {
   command(client(), "ACL SETUSER drill on >right ~* &* +@all");
   const auto t0 = std::chrono::steady_clock::now();
-  const Ran r = run_cli({"drill", "--server", server_arg(), "--user", "drill", "--password", "wrong"});
+  const Ran r =
+      run_cli({"drill", "--server", server_arg(), "--user", "drill", "--password", "wrong"});
   const auto took = std::chrono::steady_clock::now() - t0;
   EXPECT_EQ(r.status, 1) << r.out << r.err;
   EXPECT_NE(r.err.find("auth_refused"), std::string::npos) << r.err;
@@ -262,10 +264,12 @@ TEST_F(CliTest, JournalStatsOnAJournalAnotherProcessHasOpenIsRefusedNamingTheOwn
   {
     engine::Journal j(o);
     file = j.path();
-    j.record(table::BrandedId::encode("AST", 1).value(), table::BrandedId::encode("TXN", 1).value());
+    j.record(table::BrandedId::encode("AST", 1).value(),
+             table::BrandedId::encode("TXN", 1).value());
     const Ran r = run_cli({"journal", "stats", file.string()});
     EXPECT_EQ(r.status, 1) << r.out << r.err;
-    EXPECT_NE(r.err.find("is open in another process (one owner per file"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("is open in another process (one owner per file"), std::string::npos)
+        << r.err;
   }
   const Ran r = run_cli({"journal", "stats", file.string()});
   EXPECT_EQ(r.status, 0) << r.out << r.err;
@@ -374,8 +378,7 @@ TEST_F(CliTest, BenchJsonAndHtmlToPathsThatAreNotUtf8AreWrittenWhole) {
     EXPECT_NE(html.find("<tr data-row=\"" + id + "\">"), std::string::npos) << id;
   }
   for (const char* lane : {"broadcast_vs_floor", "job_vs_broadcast", "remembered_vs_job"}) {
-    EXPECT_NE(html.find("role=\"img\" data-row=\"" + std::string(lane) + "\""),
-              std::string::npos)
+    EXPECT_NE(html.find("role=\"img\" data-row=\"" + std::string(lane) + "\""), std::string::npos)
         << lane;
   }
   EXPECT_NE(html.find("<polyline"), std::string::npos);
@@ -498,7 +501,8 @@ TEST(CliStatsCluster, ReadsEveryMasterOfACluster) {
   }
   // Asked on the master that holds only the second table's key, found by asking (no --cluster).
   const int asked = cluster->master_of(slot_of(second));
-  const std::string at = "127.0.0.1:" + std::to_string(cluster->server(static_cast<std::size_t>(asked)).port());
+  const std::string at =
+      "127.0.0.1:" + std::to_string(cluster->server(static_cast<std::size_t>(asked)).port());
   for (const bool flag : {false, true}) {
     std::vector<std::string> args = {"stats", "--server", at, "--table", first, "--table", second};
     if (flag) args.push_back("--cluster");
@@ -537,8 +541,8 @@ TEST_F(CliTest, StatsWatchRedrawsOneScreenPerRefreshAndStopsAtCount) {
   }
   EXPECT_EQ(screens, 3u) << r.out;
   const std::string last = r.out.substr(r.out.rfind("\x1b[H\x1b[2J"));
-  for (const char* word : {"TABLE", "ROWS", "HIT%", "DROPS/S", "RING", "LAG p99", "CONN u/d",
-                           "every 0.3s"}) {
+  for (const char* word :
+       {"TABLE", "ROWS", "HIT%", "DROPS/S", "RING", "LAG p99", "CONN u/d", "every 0.3s"}) {
     EXPECT_NE(last.find(word), std::string::npos) << word << " in\n" << last;
   }
   // Two nodes of quotes: 84 rows, ring 14/8192, lag p99 in the bucket ending at 2048 ns, two

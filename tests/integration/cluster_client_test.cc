@@ -3,8 +3,8 @@
 // the harness is healthy, slots agree with the server's CLUSTER KEYSLOT, every command and script
 // lands on its slot's master, ASK during a migration changes nothing, MOVED after it updates the
 // map, and the redirect bound is a typed error. The failover case is cluster_failover_test.cc.
-#include <echo/testing/local_cluster.h>
 #include <echo/io/cluster_client.h>
+#include <echo/testing/local_cluster.h>
 #include <gtest/gtest.h>
 
 #include <future>

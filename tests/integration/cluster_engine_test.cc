@@ -6,8 +6,8 @@
 // sunsubscribe), its disconnect policy applied. The failover drill is cluster_failover_test.cc.
 #include <echo/engine/engine.h>
 #include <echo/engine/l2_frame.h>
-#include <echo/testing/local_cluster.h>
 #include <echo/io/cluster_map.h>
+#include <echo/testing/local_cluster.h>
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -64,8 +64,8 @@ TEST_F(ClusterEngine, F2LateStaleDropBouncesOffBothLayers) {
   LoaderProbe loader;
   F2Nodes n;
   ASSERT_NO_FATAL_FAILURE(f2_late_broadcast(
-      [&](unsigned id, std::vector<engine::TableSpec> t) { return node(id, std::move(t)); },
-      loader, n));
+      [&](unsigned id, std::vector<engine::TableSpec> t) { return node(id, std::move(t)); }, loader,
+      n));
   auto& [a, b, name, key, v_old, v_new] = n;
   EXPECT_EQ(l2(key), engine::frame_l2_value(v_new, "px=105.00"));
 
@@ -88,8 +88,8 @@ TEST_F(ClusterEngine, F3ThreeNodesHearTheShardedBroadcastAndRefillFromL2) {
   LoaderProbe loader;
   F3Nodes n;  // every node's SSUBSCRIBE is on the shard that owns {quotes}
   ASSERT_NO_FATAL_FAILURE(f3_round_trip(
-      [&](unsigned id, std::vector<engine::TableSpec> t) { return node(id, std::move(t)); },
-      loader, n));
+      [&](unsigned id, std::vector<engine::TableSpec> t) { return node(id, std::move(t)); }, loader,
+      n));
   EXPECT_EQ(loader.runs(), 0);
   std::printf("[ F3 cluster ] SPUBLISH reached %lld; the other nodes' next reads were l2\n",
               n.heard);

@@ -6,8 +6,8 @@
 // engines follow, resubscribe on the promoted master (flushing, their disconnect policy), and
 // after recovery every node's every read agrees with L2 (stale reads after the failover: 0).
 #include <echo/engine/engine.h>
-#include <echo/testing/local_cluster.h>
 #include <echo/io/cluster_client.h>
+#include <echo/testing/local_cluster.h>
 #include <gtest/gtest.h>
 
 #include <atomic>

@@ -9,9 +9,9 @@
 #include <echo/engine/engine.h>
 #include <echo/engine/internal/job_consumer.h>
 #include <echo/engine/journal.h>
-#include <echo/testing/local_cluster.h>
 #include <echo/io/cluster_map.h>
 #include <echo/lua/scripts.h>
+#include <echo/testing/local_cluster.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -82,8 +82,8 @@ class ClusterJobLane : public FreshClusterTest {
   bool is_live(const std::string& t, unsigned node) {
     try {
       const auto keys = engine::JobLaneKeys::for_table(t);
-      return on_member_shard(t, node, {"EXISTS", keys.member_base(std::to_string(node)) + "live"}) ==
-             "1";
+      return on_member_shard(t, node,
+                             {"EXISTS", keys.member_base(std::to_string(node)) + "live"}) == "1";
     } catch (const std::exception&) {
       return false;  // the shard is electing
     }
@@ -237,9 +237,10 @@ TEST_F(ClusterJobLane, MemberQueuesSpreadOverTheShardsAndAJoinerIsAdmittedByTheN
       EXPECT_EQ(holds, n.index == owners[i]) << pattern << " on master " << n.index;
     }
   }
-  std::printf("[ spread ] member queues of %u, %u, %u on masters %d, %d, %d; the joiner %u "
-              "admitted by the first enqueue after its join\n",
-              ids[0], ids[1], ids[2], owners[0], owners[1], owners[2], ids[2]);
+  std::printf(
+      "[ spread ] member queues of %u, %u, %u on masters %d, %d, %d; the joiner %u "
+      "admitted by the first enqueue after its join\n",
+      ids[0], ids[1], ids[2], owners[0], owners[1], owners[2], ids[2]);
 }
 
 // ---- The parking connection follows a failover of the queue's master ----
@@ -406,10 +407,10 @@ TEST_F(ClusterJobLane, FailoverUnderAJournalledWriterLosesNothingTheJournalRecor
     } catch (const std::exception& e) {
       ADD_FAILURE() << e.what();
     }
-    const bool rejoined = eventually([&] { return is_member(t, kConsumer) && is_live(t, kConsumer); }, 20s);
+    const bool rejoined =
+        eventually([&] { return is_member(t, kConsumer) && is_live(t, kConsumer); }, 20s);
     const int at_follow = recorded.load();
-    const bool resumed =
-        eventually([&] { return recorded.load() >= at_follow + 2 * kNames; }, 20s);
+    const bool resumed = eventually([&] { return recorded.load() >= at_follow + 2 * kNames; }, 20s);
     stop = true;
     write_loop.join();
     ASSERT_NE(promoted, -1);

@@ -177,14 +177,15 @@ TEST_F(CoherenceFaults, NoReadIssuedAfterADropWasAppliedReturnsTheOlderValue) {
   }
   ASSERT_TRUE(eventually([&] { return ring_applied(*r, "quotes") == kRounds; }));
   const auto ws = writer_of(*r, "quotes").stats();
-  std::printf("[ race ] %d rounds over %d names: %llu reads (%llu under a floor), %llu l1, %llu l2, "
-              "%llu contended; r applied %llu, stale %llu, flight restarts %llu; violations %llu\n",
-              kRounds, kNames, static_cast<unsigned long long>(sum.reads),
-              static_cast<unsigned long long>(sum.guarded), static_cast<unsigned long long>(sum.l1),
-              static_cast<unsigned long long>(sum.l2), static_cast<unsigned long long>(sum.contended),
-              static_cast<unsigned long long>(ws.applied), static_cast<unsigned long long>(ws.stale),
-              static_cast<unsigned long long>(ws.flight_restarts),
-              static_cast<unsigned long long>(sum.violations));
+  std::printf(
+      "[ race ] %d rounds over %d names: %llu reads (%llu under a floor), %llu l1, %llu l2, "
+      "%llu contended; r applied %llu, stale %llu, flight restarts %llu; violations %llu\n",
+      kRounds, kNames, static_cast<unsigned long long>(sum.reads),
+      static_cast<unsigned long long>(sum.guarded), static_cast<unsigned long long>(sum.l1),
+      static_cast<unsigned long long>(sum.l2), static_cast<unsigned long long>(sum.contended),
+      static_cast<unsigned long long>(ws.applied), static_cast<unsigned long long>(ws.stale),
+      static_cast<unsigned long long>(ws.flight_restarts),
+      static_cast<unsigned long long>(sum.violations));
   EXPECT_EQ(sum.violations, 0u) << sum.first_violation;
   EXPECT_EQ(write_errors.load(), 0);
   EXPECT_EQ(sum.errors, 0u);
@@ -199,7 +200,8 @@ TEST_F(CoherenceFaults, NoReadIssuedAfterADropWasAppliedReturnsTheOlderValue) {
 // ---- disconnect policy: flush ----
 TEST_F(CoherenceFaults, AKilledSubscriptionFlushesAndTheResubscribedTableServesNoStaleRow) {
   LoaderProbe loader;
-  auto b = node(2, {table_spec("quotes", "AST", CoherenceMode::kBroadcast, loader.answer("px=100.00"))});
+  auto b =
+      node(2, {table_spec("quotes", "AST", CoherenceMode::kBroadcast, loader.answer("px=100.00"))});
   ASSERT_TRUE(b);
   const BrandedId name = fresh_id("AST");
   const std::string key = l2_key("quotes", name);
@@ -214,11 +216,12 @@ TEST_F(CoherenceFaults, AKilledSubscriptionFlushesAndTheResubscribedTableServesN
   // The writer's change while the subscriber is gone: nobody hears it.
   const BrandedId v2 = fresh_id("AST");
   const std::string framed = engine::frame_l2_value(v2, "px=107.00");
-  ASSERT_TRUE(command(client(), "SET %b %b PX 60000", key.data(), key.size(), framed.data(), framed.size()));
+  ASSERT_TRUE(command(client(), "SET %b %b PX 60000", key.data(), key.size(), framed.data(),
+                      framed.size()));
   const std::string channel = table::coherence_channel("quotes").value();
   const std::string frame = frame_text(name, v2);
-  RedisReply heard = command(client(), "PUBLISH %b %b", channel.data(), channel.size(), frame.data(),
-                             frame.size());
+  RedisReply heard = command(client(), "PUBLISH %b %b", channel.data(), channel.size(),
+                             frame.data(), frame.size());
   ASSERT_TRUE(heard && heard->type == REDIS_REPLY_INTEGER);
   EXPECT_EQ(heard->integer, 0) << "the message was meant to be lost";
 
@@ -244,14 +247,14 @@ TEST_F(CoherenceFaults, AKilledSubscriptionFlushesAndTheResubscribedTableServesN
   // And the lane works again: a newer message drops the row.
   const BrandedId v3 = fresh_id("AST");
   const std::string frame3 = frame_text(name, v3);
-  heard = command(client(), "PUBLISH %b %b", channel.data(), channel.size(), frame3.data(), frame3.size());
+  heard = command(client(), "PUBLISH %b %b", channel.data(), channel.size(), frame3.data(),
+                  frame3.size());
   ASSERT_TRUE(heard && heard->type == REDIS_REPLY_INTEGER);
   EXPECT_EQ(heard->integer, 1);
   EXPECT_TRUE(eventually([&] { return !l1_holds(*b, "quotes", name); }));
 }
 
 // ---- a node in a second OS process ----
-
 
 std::string describe(const engine::Result<engine::Got>& g) {
   if (!g) return "error " + g.error().message();
@@ -263,7 +266,9 @@ std::string describe(const engine::Result<engine::Got>& g) {
 [[noreturn]] void run_child_node(int port, const BrandedId& name, int in, int out) {
   const engine::EngineOptions o = node_options("127.0.0.1", port, 7);
   auto spec = table_spec("quotes", "AST", CoherenceMode::kBroadcast,
-                         [](const BrandedId&) -> engine::LoadResult { return engine::Loaded{"loaded", std::nullopt}; });
+                         [](const BrandedId&) -> engine::LoadResult {
+                           return engine::Loaded{"loaded", std::nullopt};
+                         });
   {
     Engine e(o, {spec});
     if (auto ec = e.start()) {
@@ -275,7 +280,8 @@ std::string describe(const engine::Result<engine::Got>& g) {
       if (cmd->rfind("read ", 0) != 0) break;
       const std::uint64_t expect = std::stoull(cmd->substr(5));
       const bool applied = eventually([&] { return ring_applied(e, "quotes") >= expect; }, 5s);
-      write_line(out, std::string(applied ? "got " : "timeout ") + describe(e.get("quotes", name.view())));
+      write_line(
+          out, std::string(applied ? "got " : "timeout ") + describe(e.get("quotes", name.view())));
     }
     e.stop();
   }
@@ -288,7 +294,8 @@ TEST_F(CoherenceFaults, ANodeInAnotherProcessAppliesThisProcesssBroadcast) {
   const std::string channel = table::coherence_channel("quotes").value();
   const BrandedId v1 = fresh_id("AST");
   const std::string f1 = engine::frame_l2_value(v1, "px=100.00");
-  ASSERT_TRUE(command(client(), "SET %b %b PX 60000", key.data(), key.size(), f1.data(), f1.size()));
+  ASSERT_TRUE(
+      command(client(), "SET %b %b PX 60000", key.data(), key.size(), f1.data(), f1.size()));
 
   int to_child[2], from_child[2];
   ASSERT_EQ(::pipe(to_child), 0);
@@ -324,10 +331,11 @@ TEST_F(CoherenceFaults, ANodeInAnotherProcessAppliesThisProcesssBroadcast) {
 
   const BrandedId v2 = fresh_id("AST");
   const std::string f2 = engine::frame_l2_value(v2, "px=108.00");
-  ASSERT_TRUE(command(client(), "SET %b %b PX 60000", key.data(), key.size(), f2.data(), f2.size()));
+  ASSERT_TRUE(
+      command(client(), "SET %b %b PX 60000", key.data(), key.size(), f2.data(), f2.size()));
   const std::string frame = frame_text(name, v2);
-  RedisReply heard = command(client(), "PUBLISH %b %b", channel.data(), channel.size(), frame.data(),
-                             frame.size());
+  RedisReply heard = command(client(), "PUBLISH %b %b", channel.data(), channel.size(),
+                             frame.data(), frame.size());
   ASSERT_TRUE(heard && heard->type == REDIS_REPLY_INTEGER);
   EXPECT_EQ(heard->integer, 1) << "the child's subscriber";
   write_line(to_child[1], "read 1");
@@ -352,17 +360,19 @@ TEST_F(CoherenceFaults, ANodeInAnotherProcessAppliesThisProcesssBroadcast) {
 // ---- bad input ----
 TEST_F(CoherenceFaults, GarbageOnTheChannelIsCountedAndIgnored) {
   LoaderProbe loader;
-  auto b = node(2, {table_spec("quotes", "AST", CoherenceMode::kBroadcast, loader.answer("px=100.00"))});
+  auto b =
+      node(2, {table_spec("quotes", "AST", CoherenceMode::kBroadcast, loader.answer("px=100.00"))});
   ASSERT_TRUE(b);
   const BrandedId name = fresh_id("AST");
   auto filled = b->get("quotes", name.view());
   ASSERT_TRUE(filled);
   const std::string channel = table::coherence_channel("quotes").value();
   const std::string bad[] = {"garbage", "AST:short", "AAAAAAAAAAAAAA:BBBBBBBBBBBBBB",
-                             std::string(name.view()) + "!" + fresh_id("AST").str(), std::string(29, '\0')};
+                             std::string(name.view()) + "!" + fresh_id("AST").str(),
+                             std::string(29, '\0')};
   for (const auto& payload : bad) {
-    RedisReply r = command(client(), "PUBLISH %b %b", channel.data(), channel.size(), payload.data(),
-                           payload.size());
+    RedisReply r = command(client(), "PUBLISH %b %b", channel.data(), channel.size(),
+                           payload.data(), payload.size());
     ASSERT_TRUE(r && r->type == REDIS_REPLY_INTEGER);
     EXPECT_EQ(r->integer, 1);
   }
@@ -379,7 +389,8 @@ TEST_F(CoherenceFaults, GarbageOnTheChannelIsCountedAndIgnored) {
   // The lane still works after the garbage.
   ASSERT_TRUE(filled->version);
   const std::string good = frame_text(name, newer_than("AST", *filled->version));
-  ASSERT_TRUE(command(client(), "PUBLISH %b %b", channel.data(), channel.size(), good.data(), good.size()));
+  ASSERT_TRUE(
+      command(client(), "PUBLISH %b %b", channel.data(), channel.size(), good.data(), good.size()));
   EXPECT_TRUE(eventually([&] { return !l1_holds(*b, "quotes", name); }));
   EXPECT_EQ(b->stats().tables[0].garbage, std::size(bad));
 }
@@ -387,7 +398,8 @@ TEST_F(CoherenceFaults, GarbageOnTheChannelIsCountedAndIgnored) {
 TEST_F(CoherenceFaults, AShortL2FrameIsCorruptForEveryWaiterAndNothingIsCachedOrDeleted) {
   constexpr int kWaiters = 8;
   LoaderProbe loader;
-  auto b = node(2, {table_spec("quotes", "AST", CoherenceMode::kBroadcast, loader.answer("px=100.00"))});
+  auto b =
+      node(2, {table_spec("quotes", "AST", CoherenceMode::kBroadcast, loader.answer("px=100.00"))});
   ASSERT_TRUE(b);
   const BrandedId name = fresh_id("AST");
   const std::string key = l2_key("quotes", name);
@@ -444,7 +456,8 @@ TEST_F(CoherenceFaults, ALoaderErrorOrThrowIsLoaderFailedAndNeverCached) {
 TEST_F(CoherenceFaults, ServeStaleKeepsServingUntilItsMaxAgeWhileFlushDropsAtOnce) {
   constexpr std::int64_t kMaxAge = 800;
   LoaderProbe loader;
-  auto flushing = table_spec("flushy", "AST", CoherenceMode::kBroadcast, loader.answer("px=100.00"));
+  auto flushing =
+      table_spec("flushy", "AST", CoherenceMode::kBroadcast, loader.answer("px=100.00"));
   auto stale = table_spec("stale", "AST", CoherenceMode::kBroadcast, loader.answer("px=100.00"));
   stale.disconnect = DisconnectPolicy::kServeStale;
   stale.serve_stale_max_ms = kMaxAge;
@@ -459,7 +472,8 @@ TEST_F(CoherenceFaults, ServeStaleKeepsServingUntilItsMaxAgeWhileFlushDropsAtOnc
   ASSERT_TRUE(eventually([&] { return writer_of(*b, "flushy").stats().disconnect_flushes >= 1; }));
   const auto lost = Clock::now();
   // The counter moves just before the rows go (same writer pass): allow that pass to finish.
-  EXPECT_TRUE(eventually([&] { return !l1_holds(*b, "flushy", name); }, 100ms)) << "flush drops at once";
+  EXPECT_TRUE(eventually([&] { return !l1_holds(*b, "flushy", name); }, 100ms))
+      << "flush drops at once";
   auto served = b->get("stale", name.view());
   ASSERT_TRUE(served) << served.error().message();
   EXPECT_EQ(served->source, Source::kL1) << "serve_stale keeps serving while under its max age";

@@ -141,7 +141,8 @@ class FakeServer {
         const Action a = respond_(index, cmd);
         std::size_t off = 0;
         while (off < a.bytes.size()) {
-          const ssize_t w = ::send(conn.get(), a.bytes.data() + off, a.bytes.size() - off, MSG_NOSIGNAL);
+          const ssize_t w =
+              ::send(conn.get(), a.bytes.data() + off, a.bytes.size() - off, MSG_NOSIGNAL);
           if (w <= 0) return;
           off += static_cast<std::size_t>(w);
         }
@@ -202,7 +203,7 @@ struct HostileCase {
   const char* name;
   std::string bytes;
   Action::Then then;
-  IoErrc cause;          // what the owner hears
+  IoErrc cause;  // what the owner hears
   bool counts_wire_error;
 };
 
@@ -236,13 +237,15 @@ std::vector<HostileCase> hostile_cases() {
        IoErrc::kProtocolError, true},
       {"NegativeLength", "$-7\r\n", Action::kKeep, IoErrc::kProtocolError, true},
       {"HugeAggregateCount", "*2147483647\r\n", Action::kKeep, IoErrc::kProtocolError, true},
-      {"DeepNesting", repeat("*1\r\n", 100) + ":1\r\n", Action::kKeep, IoErrc::kProtocolError, true},
+      {"DeepNesting", repeat("*1\r\n", 100) + ":1\r\n", Action::kKeep, IoErrc::kProtocolError,
+       true},
       {"EndlessLine", "+" + std::string(100000, 'a'), Action::kKeep, IoErrc::kProtocolError, true},
       {"CrWithoutLf", "+OK\rX\n", Action::kKeep, IoErrc::kProtocolError, true},
       {"BadInteger", ":12a\r\n", Action::kKeep, IoErrc::kProtocolError, true},
       {"BulkWithoutCrlf", "$3\r\nabcXY", Action::kKeep, IoErrc::kProtocolError, true},
       {"StreamedString", "$?\r\n;4\r\nHell\r\n;0\r\n", Action::kKeep, IoErrc::kProtocolError, true},
-      {"IntegerOverflow", ":99999999999999999999999\r\n", Action::kKeep, IoErrc::kProtocolError, true},
+      {"IntegerOverflow", ":99999999999999999999999\r\n", Action::kKeep, IoErrc::kProtocolError,
+       true},
   };
 }
 
@@ -265,7 +268,8 @@ TEST_P(HostileReply, EndsInATypedErrorAndACleanReconnect) {
     conn.start();
     ASSERT_EQ(conn.wait_ready(5s), std::error_code{});
     const auto r = conn.call_blocking({"GET", "hostile"});
-    EXPECT_EQ(r.ec, IoErrc::kDisconnected) << "the caller in flight is failed, never answered garbage";
+    EXPECT_EQ(r.ec, IoErrc::kDisconnected)
+        << "the caller in flight is failed, never answered garbage";
     // The owner hears on the loop thread, just after the callers were failed.
     EXPECT_TRUE(eventually([&] { return events.disconnect_cause() == c.cause; }))
         << events.disconnect_cause().message();
@@ -321,16 +325,16 @@ TEST(FakeServer, AReplyOfManyElementsWithinTheBoundIsAnswered) {
 TEST(FakeServer, PushesBeforeAReplyGoToThePushHandler) {
   FakeServer fake([](int, const std::vector<std::string>& cmd) {
     if (cmd.size() == 2 && cmd[1] == "pushy") {
-      return Action{repeat(">3\r\n$7\r\nmessage\r\n$2\r\nch\r\n$1\r\nx\r\n", 3) + "$5\r\nreply\r\n"};
+      return Action{repeat(">3\r\n$7\r\nmessage\r\n$2\r\nch\r\n$1\r\nx\r\n", 3) +
+                    "$5\r\nreply\r\n"};
     }
     return FakeServer::good(cmd);
   });
   std::atomic<int> pushes{0};
   LoopThread lt(test::test_loop_options());
-  Connection conn(lt.loop(), fake_options(fake.port()),
-                  [&](const Resp3Value& v) {
-                    if (v.size() == 3 && v[2].str() == "x") pushes.fetch_add(1, std::memory_order_relaxed);
-                  });
+  Connection conn(lt.loop(), fake_options(fake.port()), [&](const Resp3Value& v) {
+    if (v.size() == 3 && v[2].str() == "x") pushes.fetch_add(1, std::memory_order_relaxed);
+  });
   conn.start();
   ASSERT_EQ(conn.wait_ready(5s), std::error_code{});
   auto r = conn.call_blocking({"GET", "pushy"});
@@ -397,8 +401,9 @@ TEST(FakeServer, GarbageDuringARebootIsALossAndItBootsAgain) {
   conn.start();
   ASSERT_EQ(conn.wait_ready(5s), std::error_code{});
   EXPECT_EQ(conn.call_blocking({"GET", "drop"}).ec, IoErrc::kDisconnected);
-  ASSERT_TRUE(eventually([&] { return fake.connections() >= 3 && conn.status() == ConnStatus::kReady; }))
-      << conn.cause();
+  ASSERT_TRUE(eventually([&] {
+    return fake.connections() >= 3 && conn.status() == ConnStatus::kReady;
+  })) << conn.cause();
   EXPECT_EQ(conn.stats().wire_errors, 1u);
   EXPECT_EQ(conn.stats().reconnects, 1u);
 }

@@ -16,9 +16,9 @@
 
 #include <gtest/gtest.h>
 
-#include <echo/testing/local_server.h>
 #include <echo/io/connection.h>
 #include <echo/io/uring_loop.h>
+#include <echo/testing/local_server.h>
 
 #include "support/io_backend.h"
 #include "support/on_loop.h"
@@ -30,8 +30,8 @@ namespace {
 
 using namespace std::chrono_literals;
 using test::command;
-using test::SingleServerTest;
 using test::RedisReply;
+using test::SingleServerTest;
 using test::text;
 
 // Pushes and owner events, recorded from the loop thread, read by the test thread.
@@ -155,8 +155,9 @@ TEST_F(ConnectionTest, PushesInterleavedWithRepliesBypassTheFifo) {
     for (int i = 0; i < kCount; ++i) {
       const std::string n = std::to_string(i);
       // PUBLISH to our own channel: its push and its reply race on the same socket.
-      conn.call({"PUBLISH", "ch:interleave", n},
-                [&](std::error_code e, const Resp3Value& v) { published.push_back(e ? -1 : v.integer()); });
+      conn.call({"PUBLISH", "ch:interleave", n}, [&](std::error_code e, const Resp3Value& v) {
+        published.push_back(e ? -1 : v.integer());
+      });
       conn.call({"ECHO", n}, [&](std::error_code e, const Resp3Value& v) {
         echoes.emplace_back(e ? "error" : std::string(v.str()));
         if (echoes.size() == kCount) all.set_value();
@@ -247,16 +248,20 @@ TEST_F(ConnectionTest, EvalshaReloadsOnceAfterScriptFlush) {
   conn.start();
   ASSERT_EQ(conn.wait_ready(5s), std::error_code{});
   auto run = [&] {
-    return on_loop(lt_.loop(), [&] {
-      auto p = std::make_shared<std::promise<OwnedResult>>();
-      const std::string_view keys[] = {"k"};
-      const std::string_view argv[] = {"v-"};
-      auto ec = conn.evalsha(script, keys, argv, [p](std::error_code e, const Resp3Value& v) {
-        p->set_value({e, v.to_owned()});
-      });
-      if (ec) p->set_value({ec, {}});
-      return p;
-    })->get_future().get();
+    return on_loop(lt_.loop(),
+                   [&] {
+                     auto p = std::make_shared<std::promise<OwnedResult>>();
+                     const std::string_view keys[] = {"k"};
+                     const std::string_view argv[] = {"v-"};
+                     auto ec = conn.evalsha(script, keys, argv,
+                                            [p](std::error_code e, const Resp3Value& v) {
+                                              p->set_value({e, v.to_owned()});
+                                            });
+                     if (ec) p->set_value({ec, {}});
+                     return p;
+                   })
+        ->get_future()
+        .get();
   };
   auto first = run();
   ASSERT_FALSE(first.ec) << first.ec.message();
@@ -312,7 +317,8 @@ TEST_F(ConnectionTest, ReconnectsAfterClientKillFailingInFlightCallersAndResubsc
     auto info = command(client(), "INFO clients");
     return info && std::string(info->str, info->len).find("blocked_clients:1") != std::string::npos;
   }));
-  auto killed = command(client(), "CLIENT KILL ID %lld", static_cast<long long>(id.reply.view().integer()));
+  auto killed =
+      command(client(), "CLIENT KILL ID %lld", static_cast<long long>(id.reply.view().integer()));
   ASSERT_TRUE(killed && killed->integer == 1);
   auto f = blpop.get_future();
   ASSERT_EQ(f.wait_for(5s), std::future_status::ready);
@@ -378,7 +384,8 @@ TEST_F(ConnectionTest, ABootThatMeetsABusyServerBacksOffAndBootsOnceTheScriptIsK
   ASSERT_TRUE(eventually([&] {
     redisContext* c = fresh();
     RedisReply r = command(c, "GET x");
-    const bool is_busy = r && r->type == REDIS_REPLY_ERROR && std::string(r->str).starts_with("BUSY");
+    const bool is_busy =
+        r && r->type == REDIS_REPLY_ERROR && std::string(r->str).starts_with("BUSY");
     redisFree(c);
     return is_busy;
   })) << "the server never went busy";
@@ -473,7 +480,8 @@ TEST_F(ConnectionTest, ReconnectsAfterAServerRestartAndRestoresSubscriptions) {
   EXPECT_GE(conn.stats().reconnects, 1u);
   auto c = test::connect_client(server());
   auto v = command(c.get(), "GET {emq}:version");
-  ASSERT_TRUE(v && v->type == REDIS_REPLY_STRING) << "the fence was claimed again on the new server";
+  ASSERT_TRUE(v && v->type == REDIS_REPLY_STRING)
+      << "the fence was claimed again on the new server";
   ASSERT_TRUE(eventually([&] {
     auto n = command(c.get(), "PUBLISH ch:restart after-restart");
     return n && n->integer == 1;
@@ -528,7 +536,8 @@ TEST_F(ConnectionTest, RedialFollowsTheTargetAndKeepsTheLastOneForANonNumericHos
 class ConnectionAuthTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    server_ = std::make_unique<testing::LocalServer>(testing::LocalServerOptions{.password = "s3cret"});
+    server_ =
+        std::make_unique<testing::LocalServer>(testing::LocalServerOptions{.password = "s3cret"});
   }
   static void TearDownTestSuite() { server_.reset(); }
   ConnectionOptions options(std::string password) {
@@ -574,9 +583,10 @@ TEST_F(ConnectionAuthTest, NoPasswordIsFatalAuthRefused) {
 
 TEST(ConnectionUnixSocket, BootsOverAUnixSocket) {
   const std::string path = (std::filesystem::temp_directory_path() /
-                            ("echo-conn-" + std::to_string(::getpid()) + ".sock")).string();
-  testing::LocalServer server(testing::LocalServerOptions{
-      .extra_args = {"--unixsocket", path, "--unixsocketperm", "700"}});
+                            ("echo-conn-" + std::to_string(::getpid()) + ".sock"))
+                               .string();
+  testing::LocalServer server(
+      testing::LocalServerOptions{.extra_args = {"--unixsocket", path, "--unixsocketperm", "700"}});
   LoopThread lt(test::test_loop_options());
   ConnectionOptions o;
   o.unix_path = path;

@@ -19,8 +19,8 @@
 #include <thread>
 #include <vector>
 
-#include <echo/engine/internal/access.h>
 #include <echo/engine/engine.h>
+#include <echo/engine/internal/access.h>
 #include <echo/engine/l2_frame.h>
 #include <echo/table/branded_id.h>
 #include <echo/table/coherence_frame.h>
@@ -107,7 +107,8 @@ inline std::uint64_t ring_applied(const engine::Engine& e, std::string_view tabl
 }
 
 // True iff the node's L1 holds a live row for `name` (a reader-side probe, counted as a read).
-inline bool l1_holds(const engine::Engine& e, std::string_view table, const table::BrandedId& name) {
+inline bool l1_holds(const engine::Engine& e, std::string_view table,
+                     const table::BrandedId& name) {
   char buf[256];
   return writer_of(e, table).map().read(name.view(), std::span<char>(buf, sizeof buf)).status !=
          table::ReadStatus::kMiss;

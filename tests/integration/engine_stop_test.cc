@@ -63,8 +63,8 @@ enum class Moment : int {
 };
 
 const char* name(Moment m) {
-  static const char* names[] = {"quiet",          "keys-deleted",   "killed-before",
-                                "killed-backoff", "restarted-before", "killed-during",
+  static const char* names[] = {"quiet",           "keys-deleted",     "killed-before",
+                                "killed-backoff",  "restarted-before", "killed-during",
                                 "restarted-during"};
   return names[static_cast<int>(m)];
 }
@@ -190,8 +190,8 @@ TEST_F(EngineStop, AJobLaneEngineStopsCleanlyWhateverTheServerIsDoingAtTheTime) 
       e->stop();  // aborts (Connection's close watchdog) if the ring keeps a reference
     }
     e.reset();
-    worst_stop_ms = std::max(
-        worst_stop_ms, std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+    worst_stop_ms = std::max(worst_stop_ms,
+                             std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
     ++per_moment[static_cast<int>(moment)];
   }
   if (!server().running()) server().restart();

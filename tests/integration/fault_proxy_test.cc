@@ -44,7 +44,8 @@ class Socket {
   ~Socket() { ::close(fd_); }
   bool connected() const { return connected_; }
   bool send_all(const std::string& bytes) {
-    return ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size());
+    return ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) ==
+           static_cast<ssize_t>(bytes.size());
   }
   // Reads until `want` bytes arrived or `timeout` passed; the bytes read. errno_out: the errno of a
   // failed recv (0: none), eof: the peer's FIN.
@@ -52,7 +53,8 @@ class Socket {
     std::string got;
     const auto deadline = Clock::now() + timeout;
     while (got.size() < want) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
       if (left.count() <= 0) break;
       pollfd p{fd_, POLLIN, 0};
       if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) break;
@@ -209,7 +211,8 @@ TEST_F(FaultProxyTest, TrickleDeliversEverythingOneByteAtATime) {
   const std::string want = "$100\r\n" + value + "\r\n";
   EXPECT_EQ(s.read(want.size(), 5s), want);
   // (request + reply) bytes, 2 ms apart at least.
-  const double floor_ms = 2.0 * static_cast<double>(resp({"GET", "fp:trickle"}).size() + want.size());
+  const double floor_ms =
+      2.0 * static_cast<double>(resp({"GET", "fp:trickle"}).size() + want.size());
   EXPECT_GE(ms_since(t0), floor_ms * 0.95);
 }
 
@@ -310,11 +313,13 @@ class EngineThroughProxy : public FaultProxyTest {
   // A's read of `name`, once it answers (a read may fail while the node reconnects).
   std::string read_at_a(const BrandedId& name) {
     std::string value;
-    eventually([&] {
-      auto got = a_->get("quotes", name.view());
-      if (got) value = got->value;
-      return got.has_value();
-    }, 5s);
+    eventually(
+        [&] {
+          auto got = a_->get("quotes", name.view());
+          if (got) value = got->value;
+          return got.has_value();
+        },
+        5s);
     return value;
   }
   // Stages A holding v1 of a fresh name in L1; the name.
@@ -344,12 +349,14 @@ TEST_F(EngineThroughProxy, StallPastTheHeartbeatIsNoticedAndTheRowIsNotServedSta
   const auto t0 = Clock::now();
   proxy_->stall(5s);
   ASSERT_TRUE(w_->publish("quotes", name.view(), "px=2"));  // its message is held by the stall
-  EXPECT_TRUE(eventually([&] { return events_.first(EventKind::kLost, "sub", t0).has_value(); },
-                         kNotice))
+  EXPECT_TRUE(
+      eventually([&] { return events_.first(EventKind::kLost, "sub", t0).has_value(); }, kNotice))
       << "the heartbeat did not notice the silent subscriber";
   proxy_->heal();
-  EXPECT_TRUE(eventually([&] { return events_.count(EventKind::kResubscribed, "sub") > resubscribed; }, 5s));
-  EXPECT_TRUE(eventually([&] { return events_.first(EventKind::kResumed, "quotes", t0).has_value(); }, 5s))
+  EXPECT_TRUE(eventually(
+      [&] { return events_.count(EventKind::kResubscribed, "sub") > resubscribed; }, 5s));
+  EXPECT_TRUE(
+      eventually([&] { return events_.first(EventKind::kResumed, "quotes", t0).has_value(); }, 5s))
       << "the flush policy resumes the table after the resubscribe";
   expect_converges(name, "px=2");
 }
@@ -369,14 +376,17 @@ TEST_F(EngineThroughProxy, APublishThroughAStallFailsTypedWithinItsBoundNotAHang
   EXPECT_EQ(put.error(), io::IoErrc::kDisconnected) << put.error().message();
   EXPECT_GE(took, static_cast<double>(kCallTimeout.count()) * 0.9);
   EXPECT_LE(took, static_cast<double>((kCallTimeout + 1500ms).count()));
-  EXPECT_TRUE(eventually([&] { return events_.first(EventKind::kLost, "cmd", t0).has_value(); }, 2s))
-      << "the command connection's loss is told (on the io thread, possibly after the put returned)";
+  EXPECT_TRUE(
+      eventually([&] { return events_.first(EventKind::kLost, "cmd", t0).has_value(); }, 2s))
+      << "the command connection's loss is told (on the io thread, possibly after the put "
+         "returned)";
   // The stall held the call's bytes, and the socket A closed still had them in flight: once
   // healed the proxy delivers them and the script lands late -- the contract's "may have landed"
   // (a real network that recovers before TCP gives up does the same), with its message, so A
   // (resubscribed, or still subscribed) drops its row and agrees with L2.
   proxy_->heal();
-  EXPECT_TRUE(eventually([&] { return l2_raw(client(), l2_key("quotes", name)).ends_with("px=3"); }, 3s))
+  EXPECT_TRUE(
+      eventually([&] { return l2_raw(client(), l2_key("quotes", name)).ends_with("px=3"); }, 3s))
       << "the publish's held script did not land after the heal";
   expect_converges(name, "px=3");
   ASSERT_TRUE(w_->publish("quotes", name.view(), "px=4"));
@@ -389,13 +399,16 @@ TEST_F(EngineThroughProxy, ResetReconnectsResubscribesAndFlushes) {
   const auto t0 = Clock::now();
   proxy_->refuse(true);  // the write below lands while A cannot be back yet
   proxy_->reset_all();
-  EXPECT_TRUE(eventually([&] { return events_.first(EventKind::kLost, "sub", t0).has_value(); }, 2s));
+  EXPECT_TRUE(
+      eventually([&] { return events_.first(EventKind::kLost, "sub", t0).has_value(); }, 2s));
   EXPECT_TRUE(eventually([&] { return proxy_->stats().refused >= 1u; }, 3s))
       << "A redials (after its backoff) and meets the refusing listener";
   ASSERT_TRUE(w_->publish("quotes", name.view(), "px=5"));  // A hears nothing of it
   proxy_->heal();
-  EXPECT_TRUE(eventually([&] { return events_.first(EventKind::kResubscribed, "sub", t0).has_value(); }, 5s));
-  EXPECT_TRUE(eventually([&] { return events_.first(EventKind::kReconnected, "cmd", t0).has_value(); }, 5s));
+  EXPECT_TRUE(eventually(
+      [&] { return events_.first(EventKind::kResubscribed, "sub", t0).has_value(); }, 5s));
+  EXPECT_TRUE(eventually(
+      [&] { return events_.first(EventKind::kReconnected, "cmd", t0).has_value(); }, 5s));
   expect_converges(name, "px=5");
 }
 
@@ -405,7 +418,8 @@ TEST_F(EngineThroughProxy, HalfOpenServerToClientIsNoticedByTheHeartbeat) {
   const auto t0 = Clock::now();
   proxy_->half_open(Flow::kToClient);
   ASSERT_TRUE(w_->publish("quotes", name.view(), "px=6"));
-  EXPECT_TRUE(eventually([&] { return events_.first(EventKind::kLost, "sub", t0).has_value(); }, kNotice))
+  EXPECT_TRUE(
+      eventually([&] { return events_.first(EventKind::kLost, "sub", t0).has_value(); }, kNotice))
       << "a peer that neither answers nor closes went unnoticed";
   proxy_->heal();
   expect_converges(name, "px=6");
@@ -420,11 +434,13 @@ TEST_F(EngineThroughProxy, TrickledPushesFallingBehindAreNoticedByTheHeartbeat) 
   const auto t0 = Clock::now();
   proxy_->trickle(true);
   int n = 10;
-  const bool noticed = eventually([&] {
-    EXPECT_TRUE(w_->publish("quotes", name.view(), "px=" + std::to_string(++n)));
-    std::this_thread::sleep_for(10ms);
-    return events_.first(EventKind::kLost, "sub", t0).has_value();
-  }, 5s);
+  const bool noticed = eventually(
+      [&] {
+        EXPECT_TRUE(w_->publish("quotes", name.view(), "px=" + std::to_string(++n)));
+        std::this_thread::sleep_for(10ms);
+        return events_.first(EventKind::kLost, "sub", t0).has_value();
+      },
+      5s);
   EXPECT_TRUE(noticed) << "a subscriber falling behind a trickle went unnoticed";
   if (const auto lost = events_.first(EventKind::kLost, "sub", t0)) {
     const double took = std::chrono::duration<double, std::milli>(*lost - t0).count();

@@ -66,12 +66,14 @@ struct Original {
   // The original's consumer: one gclaim (docs/wire.md, "Scripts"); [id, payload, attempts, group]
   // or empty.
   std::vector<std::string> gclaim(long long lease_ms) {
-    RedisReply r = eval("gclaim", {base + "ring", base + "active"}, {base, std::to_string(lease_ms)});
+    RedisReply r =
+        eval("gclaim", {base + "ring", base + "active"}, {base, std::to_string(lease_ms)});
     std::vector<std::string> out;
     if (!r || r->type != REDIS_REPLY_ARRAY) return out;
     for (std::size_t i = 0; i < r->elements; ++i) {
       const redisReply* e = r->element[i];
-      out.push_back(e->type == REDIS_REPLY_INTEGER ? std::to_string(e->integer) : std::string(e->str, e->len));
+      out.push_back(e->type == REDIS_REPLY_INTEGER ? std::to_string(e->integer)
+                                                   : std::string(e->str, e->len));
     }
     return out;
   }
@@ -108,11 +110,13 @@ TEST_F(Interop, AnOriginalWritersJobReachesEveryMemberAndLeavesTheSharedQueueEmp
                       engine::frame_l2_value(fresh_id("LIM"), "max=20").c_str()));
   for (engine::Engine* n : {a.get(), b.get()}) {
     ASSERT_TRUE(n->get("limits", name.view()));
-    ASSERT_TRUE(eventually([&] { return n->get("limits", name.view()) && l1_holds(*n, "limits", name); }));
+    ASSERT_TRUE(
+        eventually([&] { return n->get("limits", name.view()) && l1_holds(*n, "limits", name); }));
   }
   Original original{client(), engine::JobLaneKeys::for_table("limits").qbase};
   const BrandedId v2 = fresh_id("LIM");
-  ASSERT_TRUE(command(client(), "SET %s %s", key.c_str(), engine::frame_l2_value(v2, "max=30").c_str()));
+  ASSERT_TRUE(
+      command(client(), "SET %s %s", key.c_str(), engine::frame_l2_value(v2, "max=30").c_str()));
   ASSERT_EQ(original.genqueue(fresh_id("JOB"), frame_text(name, v2), fresh_id("PRT")), 1);
   for (engine::Engine* n : {a.get(), b.get()}) {
     ASSERT_TRUE(eventually([&] { return !l1_holds(*n, "limits", name); }, 10s))
@@ -138,7 +142,8 @@ TEST_F(Interop, AnOriginalWritersJobReachesEveryMemberAndLeavesTheSharedQueueEmp
 
   // Not a message of this table: retried by the relay as an original consumer would, then dead.
   ASSERT_EQ(original.genqueue(fresh_id("JOB"), "garbage", fresh_id("PRT")), 1);
-  ASSERT_TRUE(eventually([&] { return a->stats().relay_malformed + b->stats().relay_malformed >= 1; }));
+  ASSERT_TRUE(
+      eventually([&] { return a->stats().relay_malformed + b->stats().relay_malformed >= 1; }));
 }
 
 // A relay that crashed between its fan-out and its completion leaves the job active: its lease
@@ -167,7 +172,8 @@ TEST_F(Interop, AnEchoStoreWriterFeedsTheOriginalsConsumers) {
   auto admitted = writer->enqueue("limits", fresh_id("PRT"), name.view(), v);
   ASSERT_TRUE(admitted) << admitted.error().message();
   bool to_shared = false;
-  for (const auto& m : *admitted) to_shared |= m.member == "*" && m.admission == engine::Admission::kEnqueued;
+  for (const auto& m : *admitted)
+    to_shared |= m.member == "*" && m.admission == engine::Admission::kEnqueued;
   EXPECT_TRUE(to_shared);
   Original original{client(), engine::JobLaneKeys::for_table("limits").qbase};
   const auto job = original.gclaim(30000);
@@ -183,7 +189,8 @@ TEST_F(Interop, AnEchoStoreWriterFeedsTheOriginalsConsumers) {
   auto relay = node(46, {lane_table("limits", true)});
   ASSERT_TRUE(relay);
   for (int i = 0; i < 20; ++i) {
-    ASSERT_TRUE(writer->enqueue("limits", fresh_id("PRT"), fresh_id("LIM").view(), fresh_id("LIM")));
+    ASSERT_TRUE(
+        writer->enqueue("limits", fresh_id("PRT"), fresh_id("LIM").view(), fresh_id("LIM")));
   }
   ASSERT_TRUE(eventually([&] { return original.held() == 0; }, 10s));
   EXPECT_TRUE(eventually([&] { return relayed(*relay) == 20; }));

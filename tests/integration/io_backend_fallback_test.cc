@@ -44,7 +44,8 @@ int child_main(int argc, char** argv) {
     engine::EngineOptions o = node_options("127.0.0.1", port, id);
     o.io.backend = backend == "uring" ? io::Backend::kUring : io::Backend::kAuto;
     auto e = std::make_unique<Engine>(
-        o, std::vector{table_spec("quotes", "AST", CoherenceMode::kBroadcast, answering("px=100"))});
+        o,
+        std::vector{table_spec("quotes", "AST", CoherenceMode::kBroadcast, answering("px=100"))});
     if (const std::error_code ec = e->start()) {
       write_line(1, "start-failed " + std::to_string(ec.value()) + " " + ec.message());
       return 0;

@@ -77,8 +77,8 @@ class Answers {
 };
 
 bool is_member(redisContext* c, const std::string& t, unsigned node) {
-  RedisReply z = command_argv(c, {"ZSCORE", engine::JobLaneKeys::for_table(t).members,
-                                  std::to_string(node)});
+  RedisReply z =
+      command_argv(c, {"ZSCORE", engine::JobLaneKeys::for_table(t).members, std::to_string(node)});
   return z && z->type == REDIS_REPLY_STRING;
 }
 

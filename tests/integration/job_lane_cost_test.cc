@@ -55,9 +55,8 @@ TEST_F(JobLane, F6BothLanesCarryAThousandMessagesToOneRowAndTheirMediansAreRecor
     ASSERT_TRUE(admitted && admitted->size() == 1);
     // The job's own ring (a job always goes through the writer; its lead may have been applied
     // by the io thread, counted in direct_applies, and is not the message timed here).
-    ASSERT_TRUE(within(5s, [&] {
-      return rj.ring_stats().front().applied == static_cast<std::uint64_t>(i + 1);
-    }));
+    ASSERT_TRUE(within(
+        5s, [&] { return rj.ring_stats().front().applied == static_cast<std::uint64_t>(i + 1); }));
     job_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
   }
   ASSERT_TRUE(within(5s, [&] { return consumer_of(*r, "f6j")->completed == kMessages; }));

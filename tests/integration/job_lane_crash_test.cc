@@ -82,10 +82,11 @@ class ChildNode {
  public:
   static std::unique_ptr<ChildNode> spawn(int port, unsigned node, const std::string& table,
                                           const LaneKnobs& k) {
-    auto process = ChildProcess::spawn({"--child-node", std::to_string(port), std::to_string(node),
-                                        table, std::to_string(k.lease_ms), std::to_string(k.beat_ms),
-                                        std::to_string(k.retry_delay_ms), std::to_string(k.max_attempts),
-                                        std::to_string(k.ring_capacity), std::to_string(k.credits)});
+    auto process =
+        ChildProcess::spawn({"--child-node", std::to_string(port), std::to_string(node), table,
+                             std::to_string(k.lease_ms), std::to_string(k.beat_ms),
+                             std::to_string(k.retry_delay_ms), std::to_string(k.max_attempts),
+                             std::to_string(k.ring_capacity), std::to_string(k.credits)});
     if (!process) return nullptr;
     const auto ready = process->receive(std::chrono::seconds(20));
     EXPECT_EQ(ready.value_or("(nothing)"), "ready") << "child node " << node;
@@ -394,17 +395,18 @@ TEST_F(JobLane, SettledCountersAreNeverReadWhileAJobStillWaitsForItsClaim) {
     return now;
   };
   const auto early = settled_counters(client(), base, counters_then_claim);
-  EXPECT_FALSE(early.has_value())
-      << "settled while the job waited: completed " << early.value_or(Counters{})["completed"]
-      << " of 1";
+  EXPECT_FALSE(early.has_value()) << "settled while the job waited: completed "
+                                  << early.value_or(Counters{})["completed"] << " of 1";
   if (!resumed) {
     ASSERT_TRUE(command_argv(client(), {"HDEL", base + "meta", "paused"}));
   }
   std::optional<Counters> s;
-  ASSERT_TRUE(within(5s, [&] {
-    s = settled_counters(client(), base, [&] { return counters_of(*n, t); });
-    return s.has_value();
-  })) << "never settled: " << stats_line(*n, t);
+  ASSERT_TRUE(within(5s,
+                     [&] {
+                       s = settled_counters(client(), base, [&] { return counters_of(*n, t); });
+                       return s.has_value();
+                     }))
+      << "never settled: " << stats_line(*n, t);
   EXPECT_EQ((*s)["claimed"] + (*s)["handed_off"], 1u);
   EXPECT_EQ((*s)["completed"], 1u);
   EXPECT_EQ(hget(client(), base + "metrics:completed", "count"), "1");

@@ -51,16 +51,18 @@ TEST_F(JobLane, APausedMemberQueueIsNotClaimedFromOrHandedOffToUntilItsResume) {
   // an ack rather than a beat, with no member_park before it (a soak run under load handed a job
   // off on credits listed before the pause). Wait for what the hand-off reads: the credit list,
   // gone once a member_park has seen the pause.
-  ASSERT_TRUE(within(5s, [&] { return integer_of(client(), {"EXISTS", base + "parked"}) == 0; }))
-      << "the consumer's member_park never took its hand-off credits down";
+  ASSERT_TRUE(within(5s, [&] {
+    return integer_of(client(), {"EXISTS", base + "parked"}) == 0;
+  })) << "the consumer's member_park never took its hand-off credits down";
   const std::string via_lane = fresh_id("JOB").str(), via_writer = fresh_id("JOB").str();
   RedisReply a = run_script(client(), "genqueue",
                             {base + "job:" + via_lane, base + "g:" + g + ":pending", base + "ring",
                              base + "paused", base + "glimit", base + "gactive", base + "wake"},
                             {via_lane, frame_text(fresh_id("AST"), fresh_id("AST")), g});
   ASSERT_EQ(text(a.get()), "1");
-  RedisReply b = run_script(client(), "member_enqueue", {base + "live"},
-                            {base, via_writer, frame_text(fresh_id("AST"), fresh_id("AST")), g, "30000"});
+  RedisReply b =
+      run_script(client(), "member_enqueue", {base + "live"},
+                 {base, via_writer, frame_text(fresh_id("AST"), fresh_id("AST")), g, "30000"});
   ASSERT_EQ(text(b.get()), "1");  // into the lane, not handed off
   const auto before = consumer_of(*n, t).value();
   std::this_thread::sleep_for(500ms);  // five beats, each of which would claim

@@ -40,8 +40,9 @@ TEST_F(JobLane, ALeadDropsTheRowWhileItsJobWaitsInAPausedQueueAndTheJobThenCompl
     ASSERT_TRUE(command_argv(client(), {"HSET", base + "meta", "paused", "1"}));
     const std::uint64_t tried = consumer_of(*n, t)->empty_claims;
     ASSERT_TRUE(within(5s, [&] { return consumer_of(*n, t)->empty_claims >= tried + 2; }));
-    ASSERT_TRUE(within(5s, [&] { return integer_of(client(), {"EXISTS", base + "parked"}) == 0; }))
-        << "the consumer's member_park never took its hand-off credits down";
+    ASSERT_TRUE(within(5s, [&] {
+      return integer_of(client(), {"EXISTS", base + "parked"}) == 0;
+    })) << "the consumer's member_park never took its hand-off credits down";
   }
   std::map<std::string, BrandedId> names;
   for (const auto& t : {on, off}) {
@@ -69,7 +70,9 @@ TEST_F(JobLane, ALeadDropsTheRowWhileItsJobWaitsInAPausedQueueAndTheJobThenCompl
   EXPECT_TRUE(l1_holds(*n, off, names.at(off))) << "job_lead off: the row waits for its job";
   EXPECT_EQ(engine::internal::writer_of(*n, on)->stats().applied, 1u);
   // The lead's ring, or the io thread itself while the writer waited (direct_apply).
-  EXPECT_EQ(engine::internal::writer_of(*n, on)->ring_stats().at(1).applied + engine::internal::writer_of(*n, on)->stats().direct_applies, 1u)
+  EXPECT_EQ(engine::internal::writer_of(*n, on)->ring_stats().at(1).applied +
+                engine::internal::writer_of(*n, on)->stats().direct_applies,
+            1u)
       << "the lead applied it";
 
   for (const auto& t : {on, off}) {
@@ -79,10 +82,12 @@ TEST_F(JobLane, ALeadDropsTheRowWhileItsJobWaitsInAPausedQueueAndTheJobThenCompl
     return consumer_of(*n, on)->completed == 1 && consumer_of(*n, off)->completed == 1;
   }));
   EXPECT_EQ(consumer_of(*n, on)->stale_applies, 1u) << "the job found the lead's drop";
-  EXPECT_EQ(engine::internal::writer_of(*n, on)->stats().applied, 1u) << "exactly one effective drop";
+  EXPECT_EQ(engine::internal::writer_of(*n, on)->stats().applied, 1u)
+      << "exactly one effective drop";
   EXPECT_EQ(consumer_of(*n, off)->applied, 1u);
   EXPECT_FALSE(l1_holds(*n, off, names.at(off)));
-  EXPECT_EQ(engine::internal::writer_of(*n, off)->ring_stats().size(), 1u) << "job_lead off: no lead ring";
+  EXPECT_EQ(engine::internal::writer_of(*n, off)->ring_stats().size(), 1u)
+      << "job_lead off: no lead ring";
   for (const auto& t : {on, off}) {
     auto after = n->get(t, names.at(t).view());
     ASSERT_TRUE(after);
@@ -137,8 +142,10 @@ TEST_F(JobLane, LeadsRefusedByAFullRingOrGarbledAreCountedAndTheJobsStillDropEve
   const auto lead = engine::internal::writer_of(*n, t)->ring_stats().at(1);
   EXPECT_EQ(lead.published, 4u);
   EXPECT_EQ(lead.dropped, kNames - 4u);
-  EXPECT_EQ(engine::internal::writer_of(*n, t)->stats().ring_flushes, 0u) << "a refused lead flushes nothing";
-  EXPECT_EQ(engine::internal::writer_of(*n, t)->stats().applied, static_cast<std::uint64_t>(kNames));
+  EXPECT_EQ(engine::internal::writer_of(*n, t)->stats().ring_flushes, 0u)
+      << "a refused lead flushes nothing";
+  EXPECT_EQ(engine::internal::writer_of(*n, t)->stats().applied,
+            static_cast<std::uint64_t>(kNames));
   for (const auto& name : names) {
     EXPECT_FALSE(l1_holds(*n, t, name)) << name.str();
     auto now = n->get(t, name.view());

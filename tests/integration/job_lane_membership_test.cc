@@ -28,9 +28,11 @@ TEST_F(JobLane, AnEnqueueWithNoLiveMemberIsTheTypedErrorNoLiveMemberNotADuplicat
   // is admitted (true), and a replay is a duplicate (false). The writer read the membership empty
   // above; the join moves the epoch, so its next enqueue reads the membership again.
   const auto keys = engine::JobLaneKeys::for_table(t);
-  RedisReply live = command_argv(client(), {"SET", member_base(t, 97) + "live", "30000", "PX", "60000"});
+  RedisReply live =
+      command_argv(client(), {"SET", member_base(t, 97) + "live", "30000", "PX", "60000"});
   ASSERT_EQ(text(live.get()), "OK");
-  RedisReply beat = run_script(client(), "member_beat", {keys.members, keys.epoch}, {"97", "60000"});
+  RedisReply beat =
+      run_script(client(), "member_beat", {keys.members, keys.epoch}, {"97", "60000"});
   ASSERT_TRUE(beat && beat->type == REDIS_REPLY_ARRAY && beat->elements == 2) << text(beat.get());
   EXPECT_EQ(beat->element[1]->integer, 1);  // entered: the epoch moved
   auto first = w->enqueue_job(t, group, job, name.view(), w->mint("AST").value());
@@ -180,7 +182,8 @@ TEST_F(JobLane, ASecondProcessUnderOneNodeIdIsRefusedAndATwinStopsTheFirstCachin
   ASSERT_TRUE(within(5s, [&] { return caches(*a, t, name); })) << "a never cached again";
   const auto settled = consumer_of(*a, t)->member_conflicts;
   std::this_thread::sleep_for(500ms);
-  EXPECT_EQ(consumer_of(*a, t)->member_conflicts, settled) << "conflicts counted after the twin went";
+  EXPECT_EQ(consumer_of(*a, t)->member_conflicts, settled)
+      << "conflicts counted after the twin went";
   EXPECT_TRUE(caches(*a, t, name));
   std::printf("[ twin ] %llu conflicts counted while the twin beat; %llu reads, none from L1\n",
               static_cast<unsigned long long>(during), static_cast<unsigned long long>(reads));

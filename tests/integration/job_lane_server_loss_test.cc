@@ -44,10 +44,12 @@ TEST_F(JobLane, AfterTheServerLosesItsDataAWriterAdmitsEveryMemberThatJoinedSoNo
   std::string who;
   for (const auto& a : *admitted) who += a.member + " ";
   EXPECT_NE(who.find("115"), std::string::npos) << "admitted to " << who << "only";
-  ASSERT_TRUE(within(5s, [&] {
-    auto got = r3->get(t, name.view());
-    return got && got->version == v2;
-  })) << "node 115 still serves " << describe(r3->get(t, name.view()));
+  ASSERT_TRUE(within(5s,
+                     [&] {
+                       auto got = r3->get(t, name.view());
+                       return got && got->version == v2;
+                     }))
+      << "node 115 still serves " << describe(r3->get(t, name.view()));
 }
 
 // After a server restart a member's live key is gone, so writers skip it (member_enqueue answers
@@ -104,7 +106,8 @@ TEST_F(JobLane, CompletionsRefusedWhileTheServerIsDownAreCountedAsErrors) {
     }
     // A hand-off into a held writer: the consumer blocks again only after that ack, so it holds
     // one or a few; the rest wait listed, leased.
-    ASSERT_TRUE(within(10s, [&] { return consumer_of(*n, t)->in_flight >= 1; })) << stats_line(*n, t);
+    ASSERT_TRUE(within(10s, [&] { return consumer_of(*n, t)->in_flight >= 1; }))
+        << stats_line(*n, t);
     std::this_thread::sleep_for(300ms);
     const auto c = consumer_of(*n, t).value();
     taken = c.claimed + c.handed_off;

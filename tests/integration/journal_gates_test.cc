@@ -49,8 +49,8 @@ std::string member_base(const std::string& table, unsigned node) {
 
 // True once `node`'s beat has landed in `table`'s membership set (fanouts include it from then).
 bool is_member(redisContext* c, const std::string& table, unsigned node) {
-  RedisReply r =
-      command_argv(c, {"ZSCORE", engine::JobLaneKeys::for_table(table).members, std::to_string(node)});
+  RedisReply r = command_argv(
+      c, {"ZSCORE", engine::JobLaneKeys::for_table(table).members, std::to_string(node)});
   return r && r->type == REDIS_REPLY_STRING;
 }
 
@@ -62,14 +62,17 @@ void pause_group(redisContext* c, const std::string& table, unsigned node, const
   RedisReply r = run_script(c, "gpause", {b + "paused", b + "ring"}, {group.str()});
   EXPECT_TRUE(r && r->type == REDIS_REPLY_INTEGER) << text(r.get());
 }
-void resume_group(redisContext* c, const std::string& table, unsigned node, const BrandedId& group) {
+void resume_group(redisContext* c, const std::string& table, unsigned node,
+                  const BrandedId& group) {
   const std::string b = member_base(table, node);
-  RedisReply r = run_script(c, "gresume", {b + "paused", b + "ring", b + "glimit", b + "gactive", b + "wake"},
-                            {b, group.str()});
+  RedisReply r =
+      run_script(c, "gresume", {b + "paused", b + "ring", b + "glimit", b + "gactive", b + "wake"},
+                 {b, group.str()});
   EXPECT_TRUE(r && r->type == REDIS_REPLY_INTEGER) << text(r.get());
 }
 
-long long lane_depth(redisContext* c, const std::string& table, unsigned node, const BrandedId& group) {
+long long lane_depth(redisContext* c, const std::string& table, unsigned node,
+                     const BrandedId& group) {
   RedisReply r =
       command_argv(c, {"ZCARD", member_base(table, node) + "g:" + group.str() + ":pending"});
   return r && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
@@ -108,7 +111,6 @@ table::L1Stats l1_of(const Engine& e, const std::string& table) {
   }
   return {};
 }
-
 
 // ---- a writer in its own process ----
 
@@ -158,14 +160,13 @@ int writer_main(int argc, char** argv) {
     const BrandedId job = j.record(*name, *version);
     write_line(1, "recorded " + job.str());
   } else if (mode == "seam-b") {
-    auto r = j.intend_and_enqueue(*name, *version,
-                                  [&](const BrandedId& job, std::string_view n, const BrandedId& v) {
-                                    auto admitted = enqueue(job, n, v);
-                                    write_line(1, "enqueued " + job.str() + " " +
-                                                      (admitted && *admitted ? "1" : "0"));
-                                    read_line(0, std::chrono::hours(1));  // killed here, unmarked
-                                    return admitted;
-                                  });
+    auto r = j.intend_and_enqueue(
+        *name, *version, [&](const BrandedId& job, std::string_view n, const BrandedId& v) {
+          auto admitted = enqueue(job, n, v);
+          write_line(1, "enqueued " + job.str() + " " + (admitted && *admitted ? "1" : "0"));
+          read_line(0, std::chrono::hours(1));  // killed here, unmarked
+          return admitted;
+        });
     if (!r) return 5;
   } else {
     return 64;
@@ -195,7 +196,8 @@ class JournalGates : public SingleServerTest {};
 
 // ---- H1: files ----
 
-TEST_F(JournalGates, H1TwoGroupsMakeTwoFilesANonBrandedGroupIsRefusedAndTheSchemaHoldsBothMemories) {
+TEST_F(JournalGates,
+       H1TwoGroupsMakeTwoFilesANonBrandedGroupIsRefusedAndTheSchemaHoldsBothMemories) {
   TempDir dir;
   const BrandedId g1 = fresh_id("PRT"), g2 = fresh_id("PRT");
   {
@@ -215,12 +217,14 @@ TEST_F(JournalGates, H1TwoGroupsMakeTwoFilesANonBrandedGroupIsRefusedAndTheSchem
     if (entry.path().extension() == ".db") files.push_back(entry.path().filename().string());
   }
   std::sort(files.begin(), files.end());
-  std::vector<std::string> expected = {"journal-" + g1.str() + ".db", "journal-" + g2.str() + ".db"};
+  std::vector<std::string> expected = {"journal-" + g1.str() + ".db",
+                                       "journal-" + g2.str() + ".db"};
   std::sort(expected.begin(), expected.end());
   EXPECT_EQ(files, expected) << "exactly one file per group, none for the refused one";
   for (const auto& f : files) {
     sqlite3* db = nullptr;
-    ASSERT_EQ(sqlite3_open_v2((dir.path() / f).c_str(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+    ASSERT_EQ(sqlite3_open_v2((dir.path() / f).c_str(), &db, SQLITE_OPEN_READONLY, nullptr),
+              SQLITE_OK);
     sqlite3_stmt* s = nullptr;
     ASSERT_EQ(sqlite3_prepare_v2(db,
                                  "SELECT name FROM sqlite_master WHERE type = 'table' AND name IN "
@@ -295,7 +299,8 @@ TEST_F(JournalGates, H2BothCrashSeamsAreClosedByReplayOneReplayedOneDeduplicated
 
 // ---- H3: memory ----
 
-TEST_F(JournalGates, H3TheMemorySurvivesAFullRestartAndAnOldVersionAnswersRememberedStaleUntouched) {
+TEST_F(JournalGates,
+       H3TheMemorySurvivesAFullRestartAndAnOldVersionAnswersRememberedStaleUntouched) {
   TempDir dir;
   const std::string t = "h3";
   const BrandedId group = fresh_id("PRT"), name = fresh_id("AST");
@@ -357,7 +362,6 @@ TEST_F(JournalGates, H3TheMemorySurvivesAFullRestartAndAnOldVersionAnswersRememb
       static_cast<unsigned long long>(l1_after.coh_stale));
 }
 
-
 // ---- H4: loss ----
 
 // Stages H4 on table t2: 50 intents enqueued into a paused lane of a remembering consumer, 20
@@ -406,19 +410,22 @@ void loss_then_replay(const std::function<redisContext*()>& client_now,
 }
 
 TEST_F(JournalGates, H4DeletedQueueKeysAreReplayedBackThirtyInSeqOrderToFiftyOfFiftyNames) {
-  loss_then_replay([&] { return client(); }, server(), "keys deleted", [&] {
-    EXPECT_GT(delete_lane_keys(client(), "t2"), 0u);
-    EXPECT_EQ(count_keys(client(), "emq:{ecc.coh.t2[}|]*g:*"), 0u);
-  });
+  loss_then_replay([&] { return client(); }, server(), "keys deleted",
+                   [&] {
+                     EXPECT_GT(delete_lane_keys(client(), "t2"), 0u);
+                     EXPECT_EQ(count_keys(client(), "emq:{ecc.coh.t2[}|]*g:*"), 0u);
+                   });
 }
 
 TEST_F(JournalGates, H4ARealServerRestartIsReplayedBackThirtyInSeqOrderToFiftyOfFiftyNames) {
   RedisClient fresh;  // the fixture's client does not survive the restart
-  loss_then_replay([&] { return fresh ? fresh.get() : client(); }, server(), "server restarted", [&] {
-    server().restart(true);
-    fresh = connect_client(server());
-    EXPECT_EQ(count_keys(fresh.get(), "emq:*"), 0u) << "the restart kept queue keys";
-  });
+  loss_then_replay([&] { return fresh ? fresh.get() : client(); }, server(), "server restarted",
+                   [&] {
+                     server().restart(true);
+                     fresh = connect_client(server());
+                     EXPECT_EQ(count_keys(fresh.get(), "emq:*"), 0u)
+                         << "the restart kept queue keys";
+                   });
 }
 
 // ---- H5: compaction ----
@@ -511,8 +518,9 @@ TEST_F(JournalGates, H6ThePairCostIsPrintedBesideAPlainSqliteWalCommit) {
   const auto after = j.stats();
   EXPECT_EQ(after.intents, 2u * kPairs);
   EXPECT_EQ(after.pending_enqueue, 0u) << "every mark reached the file";
-  const double per_commit = static_cast<double>(after.grouped - before.grouped) /
-                            static_cast<double>(std::max<std::uint64_t>(1, after.transactions - before.transactions));
+  const double per_commit =
+      static_cast<double>(after.grouped - before.grouped) /
+      static_cast<double>(std::max<std::uint64_t>(1, after.transactions - before.transactions));
   std::printf(
       "[ H6 ] record+mark pair: %.1f us single, %.1f us amortized under %d writers (%.1f requests "
       "per commit); plain SQLite WAL commit %.1f us; single pair = %.2fx the plain commit\n",
@@ -526,7 +534,8 @@ TEST_F(JournalGates, H6ThePairCostIsPrintedBesideAPlainSqliteWalCommit) {
 
 // ---- the crash drill ----
 
-TEST_F(JournalGates, CrashDrillAWriterKilledAtEachSeamIsReplayedByItsRestartNothingLostTheDuplicateCounted) {
+TEST_F(JournalGates,
+       CrashDrillAWriterKilledAtEachSeamIsReplayedByItsRestartNothingLostTheDuplicateCounted) {
   TempDir writer_dir, consumer_dir;
   const std::string t = "crash";
   constexpr unsigned kConsumer = 242, kWriter = 241;
@@ -535,8 +544,8 @@ TEST_F(JournalGates, CrashDrillAWriterKilledAtEachSeamIsReplayedByItsRestartNoth
   const BrandedId a0 = fresh_id("AST"), b0 = fresh_id("AST");
   // The consumer node caches both names at their first versions.
   for (const auto& [n, v] : {std::pair{a, a0}, std::pair{b, b0}}) {
-    ASSERT_TRUE(command_argv(client(), {"SET", l2_key(t, n), engine::frame_l2_value(v, "v=" + v.str()),
-                                        "PX", "60000"}));
+    ASSERT_TRUE(command_argv(
+        client(), {"SET", l2_key(t, n), engine::frame_l2_value(v, "v=" + v.str()), "PX", "60000"}));
   }
   Journal memory(journal_options(consumer_dir.path(), group));
   auto c = node(kConsumer, {lane_spec(t)}, &memory);
@@ -547,8 +556,9 @@ TEST_F(JournalGates, CrashDrillAWriterKilledAtEachSeamIsReplayedByItsRestartNoth
   // Until the replay has answered, the lane holds what reaches it (so the bus still holds the
   // seam-B job when the restarted writer replays it).
   pause_group(client(), t, kConsumer, group);
-  const std::vector<std::string> common = {std::to_string(server().port()), writer_dir.path().string(),
-                                           group.str(), t, std::to_string(kWriter)};
+  const std::vector<std::string> common = {std::to_string(server().port()),
+                                           writer_dir.path().string(), group.str(), t,
+                                           std::to_string(kWriter)};
   const BrandedId a1 = fresh_id("AST"), b1 = fresh_id("AST");
   auto args = [&](std::vector<std::string> tail) {
     std::vector<std::string> out = common;
@@ -583,7 +593,8 @@ TEST_F(JournalGates, CrashDrillAWriterKilledAtEachSeamIsReplayedByItsRestartNoth
   EXPECT_EQ(lane_depth(client(), t, kConsumer, group), 2) << "one job per intent";
 
   resume_group(client(), t, kConsumer, group);
-  ASSERT_TRUE(eventually([&] { return memory.last_applied(a) == a1 && memory.last_applied(b) == b1; }, 10s))
+  ASSERT_TRUE(
+      eventually([&] { return memory.last_applied(a) == a1 && memory.last_applied(b) == b1; }, 10s))
       << "a name never reached its final version";
   ASSERT_TRUE(eventually([&] { return consumer_of(*c, t).completed == 2; }, 10s));
   EXPECT_EQ(describe(c->get(t, a.view())), "l2 " + a1.str() + " v=" + a1.str());

@@ -97,8 +97,8 @@ inline void replay_and_drain(engine::Journal& j, const engine::EnqueueFn& enqueu
                              const Intents& intents, int applied, engine::ReplayResult& out) {
   const int total = static_cast<int>(intents.names.size());
   std::vector<table::BrandedId> order;
-  auto r = j.replay(
-      [&](const table::BrandedId& job, std::string_view n, const table::BrandedId& v) {
+  auto r =
+      j.replay([&](const table::BrandedId& job, std::string_view n, const table::BrandedId& v) {
         order.push_back(job);
         return enqueue(job, n, v);
       });

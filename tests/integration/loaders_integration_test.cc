@@ -82,9 +82,8 @@ TEST_F(Loaders, ABlockedLoaderOfOneTableDoesNotDelayAnotherTablesMiss) {
   ASSERT_EQ(e.start(), std::error_code{});
   const OpenOnExit opener{gate};
 
-  e.get_async("slowt", fresh_id("AST").view(), [&slow](auto r) {
-    slow.set_value(r ? r->value : "error " + r.error().message());
-  });
+  e.get_async("slowt", fresh_id("AST").view(),
+              [&slow](auto r) { slow.set_value(r ? r->value : "error " + r.error().message()); });
   ASSERT_TRUE(gate.wait_entered(1)) << "table A's loader never ran";
 
   const auto t0 = Clock::now();
@@ -174,10 +173,10 @@ TEST_F(Loaders, ALoaderPastItsTimeoutAnswersLoaderTimeoutAndItsLateAnswerIsDisca
 
 // Fails before the Error's message: get answered "loader_failed" and the reason was lost.
 TEST_F(Loaders, ALoadErrorsReasonReachesTheCaller) {
-  auto spec = table_spec("failt", "AST", CoherenceMode::kNone,
-                         [](const BrandedId&) -> engine::LoadResult {
-                           return engine::LoadError{"no such quote in the feed"};
-                         });
+  auto spec =
+      table_spec("failt", "AST", CoherenceMode::kNone, [](const BrandedId&) -> engine::LoadResult {
+        return engine::LoadError{"no such quote in the feed"};
+      });
   auto e = node(44, {spec});
   ASSERT_TRUE(e);
   auto got = e->get("failt", fresh_id("AST").view());
@@ -189,10 +188,10 @@ TEST_F(Loaders, ALoadErrorsReasonReachesTheCaller) {
 // Fails before the Error's message: a throw was taken as LoadError{"loader threw"} and get
 // answered "loader_failed".
 TEST_F(Loaders, AThrowingLoadersWhatReachesTheCaller) {
-  auto spec = table_spec("throwt", "AST", CoherenceMode::kNone,
-                         [](const BrandedId&) -> engine::LoadResult {
-                           throw std::runtime_error("feed connection reset");
-                         });
+  auto spec =
+      table_spec("throwt", "AST", CoherenceMode::kNone, [](const BrandedId&) -> engine::LoadResult {
+        throw std::runtime_error("feed connection reset");
+      });
   auto e = node(45, {spec});
   ASSERT_TRUE(e);
   auto got = e->get("throwt", fresh_id("AST").view());

@@ -124,7 +124,8 @@ TEST_F(MetricsEndpointTest, ServesHistogramsThatPromtoolAccepts) {
 
   const Answer a = get(port);
   ASSERT_EQ(a.status, 200) << a.head;
-  EXPECT_NE(a.head.find("Content-Type: text/plain; version=0.0.4; charset=utf-8"), std::string::npos);
+  EXPECT_NE(a.head.find("Content-Type: text/plain; version=0.0.4; charset=utf-8"),
+            std::string::npos);
   EXPECT_NE(a.head.find("Content-Length: " + std::to_string(a.body.size())), std::string::npos);
   EXPECT_NE(a.head.find("Connection: close"), std::string::npos);
   const std::string& text = a.body;
@@ -133,7 +134,8 @@ TEST_F(MetricsEndpointTest, ServesHistogramsThatPromtoolAccepts) {
        {"echostore_get_hit_latency_seconds", "echostore_get_miss_latency_seconds",
         "echostore_load_latency_seconds", "echostore_writer_lag_seconds"}) {
     EXPECT_NE(text.find("# TYPE " + family + " histogram\n"), std::string::npos) << family;
-    EXPECT_NE(text.find(family + "_bucket" + quotes + ",le=\"+Inf\"}"), std::string::npos) << family;
+    EXPECT_NE(text.find(family + "_bucket" + quotes + ",le=\"+Inf\"}"), std::string::npos)
+        << family;
     // Prometheus' contract: le="+Inf" equals _count, and there is a _sum.
     const double inf = value_of(text, family + "_bucket" + quotes + ",le=\"+Inf\"}");
     EXPECT_EQ(inf, value_of(text, family + "_count" + quotes + "}")) << family;
@@ -142,7 +144,8 @@ TEST_F(MetricsEndpointTest, ServesHistogramsThatPromtoolAccepts) {
   }
   EXPECT_NE(text.find("echostore_ring_batch_size_sum{node=\"1\",table=\"quotes\",ring=\"0\"}"),
             std::string::npos);
-  EXPECT_NE(text.find("echostore_l2_latency_seconds_sum{node=\"1\",connection="), std::string::npos);
+  EXPECT_NE(text.find("echostore_l2_latency_seconds_sum{node=\"1\",connection="),
+            std::string::npos);
   EXPECT_GE(value_of(text, "echostore_l1_size{node=\"1\",table=\"quotes\"}"), 1);  // memory gauges
   EXPECT_GE(value_of(text, "echostore_l1_bytes{node=\"1\",table=\"quotes\"}"), 1);
   EXPECT_GE(value_of(text, "echostore_l1_retired_pending{node=\"1\",table=\"quotes\"}"), 0);
@@ -180,9 +183,10 @@ TEST_F(MetricsEndpointTest, AnswersOtherPathsMethodsAndGarbageWithTheirStatus) {
   EXPECT_NE(post.head.find("Allow: GET"), std::string::npos);
   EXPECT_EQ(http_exchange(port, "hello there\r\n\r\n").status, 400);
   EXPECT_EQ(http_exchange(port, "GET /metrics SPDY/9\r\n\r\n").status, 400);
-  EXPECT_EQ(http_exchange(port, "GET /metrics HTTP/1.1\r\nX: " + std::string(9000, 'a') + "\r\n\r\n")
-                .status,
-            431);
+  EXPECT_EQ(
+      http_exchange(port, "GET /metrics HTTP/1.1\r\nX: " + std::string(9000, 'a') + "\r\n\r\n")
+          .status,
+      431);
   const engine::MetricsCounters m = e->stats().metrics;
   EXPECT_EQ(m.client_errors, 6u);
   EXPECT_EQ(m.ok, 0u);
@@ -209,7 +213,7 @@ TEST_F(MetricsEndpointTest, ASilentClientIsDroppedAtTheDeadlineWhileOthersAreSer
   auto e = start_node(with_metrics(port), two_lanes());
   ASSERT_NE(e, nullptr);
   const auto t0 = Clock::now();
-  io::UniqueFd silent = dial(port);  // connects, never sends
+  io::UniqueFd silent = dial(port);                              // connects, never sends
   for (int i = 0; i < 5; ++i) EXPECT_EQ(get(port).status, 200);  // the loop is not blocked
   EXPECT_LT(Clock::now() - t0, 1500ms) << "others waited for the silent client";
   char c;

@@ -126,7 +126,8 @@ TEST_F(NodeLease, ALapsedLeaseStopsMintingUntilItIsHeldAgain) {
 
   const std::string key = "{ecc}:node:" + std::to_string(e->node_id());
   ASSERT_TRUE(command(client(), "SET %s elsewhere:2:0 PX 60000", key.c_str()));
-  ASSERT_TRUE(eventually([&] { return !e->mint("LIM"); }, 5s)) << "minted under a node another holds";
+  ASSERT_TRUE(eventually([&] { return !e->mint("LIM"); }, 5s))
+      << "minted under a node another holds";
   EXPECT_GE(e->stats().node_taken, 1u);
   ASSERT_TRUE(command(client(), "DEL %s", key.c_str()));
   ASSERT_TRUE(eventually([&] { return static_cast<bool>(e->mint("LIM")); }, 5s))

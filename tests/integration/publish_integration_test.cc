@@ -52,7 +52,8 @@ std::optional<BrandedId> l2_version(redisContext* c, const std::string& key) {
 TEST_F(Publish, OnTheBroadcastLaneAnotherNodesRowGoesAndItsNextReadIsTheNewValueFromL2) {
   constexpr std::int64_t kTtl = 4000;
   LoaderProbe loader;
-  auto spec = table_spec("quotes", "AST", CoherenceMode::kBroadcast, loader.answer("px=100.00"), kTtl);
+  auto spec =
+      table_spec("quotes", "AST", CoherenceMode::kBroadcast, loader.answer("px=100.00"), kTtl);
   // The publisher under the higher node id: versions minted in one millisecond order by node id
   // first (docs/wire.md, "Branded ids"), so a's publish right after b's fill (b's loader version)
   // is newer even within that millisecond; under the lower id it could be older and its message
@@ -105,7 +106,8 @@ TEST_F(Publish, OnTheBroadcastLaneAnotherNodesRowGoesAndItsNextReadIsTheNewValue
   auto undeclared = a->publish("orders", name.view(), "x");
   ASSERT_FALSE(undeclared);
   EXPECT_EQ(undeclared.error(), Errc::kNoSuchCache);
-  EXPECT_EQ(a->stats().connections.at(0).commands, commands) << "a refused publish reached the wire";
+  EXPECT_EQ(a->stats().connections.at(0).commands, commands)
+      << "a refused publish reached the wire";
 }
 
 TEST_F(Publish, OnATableOfCoherenceNoneIsAPutThatAnnouncesNothing) {
@@ -243,18 +245,21 @@ TEST_F(Publish, WithTheCommandConnectionKilledMidCallNoMessageLacksItsRowAndNoRo
   for (int k = 0; k < kKills; ++k) {
     const auto back = reconnects();
     const auto before = answered.load(std::memory_order_relaxed);
-    ASSERT_TRUE(eventually([&] { return answered.load(std::memory_order_relaxed) >= before + 3 + k % 5; }, 10s));
+    ASSERT_TRUE(eventually(
+        [&] { return answered.load(std::memory_order_relaxed) >= before + 3 + k % 5; }, 10s));
     const auto ids = client_ids(killer.get(), "echostore-cmd");
     ASSERT_EQ(ids.size(), 1u) << "node a's command connection";
     RedisReply killed = command(killer.get(), "CLIENT KILL ID %s", ids.front().c_str());
     ASSERT_TRUE(killed && killed->type == REDIS_REPLY_INTEGER) << text(killed.get());
     kills += static_cast<int>(killed->integer);
-    ASSERT_TRUE(eventually([&] { return reconnects() > back; }, 10s)) << "no reconnect after kill " << k;
+    ASSERT_TRUE(eventually([&] { return reconnects() > back; }, 10s))
+        << "no reconnect after kill " << k;
   }
   // A few calls on the last connection, then every publisher stops and joins: from then on no
   // call of theirs is in flight on any connection.
   const auto last = answered.load(std::memory_order_relaxed);
-  ASSERT_TRUE(eventually([&] { return answered.load(std::memory_order_relaxed) >= last + 10; }, 10s));
+  ASSERT_TRUE(
+      eventually([&] { return answered.load(std::memory_order_relaxed) >= last + 10; }, 10s));
   stop.store(true, std::memory_order_relaxed);
   for (auto& th : publishers.threads) th.join();
   ASSERT_TRUE(a->publish(t, end.view(), "end")) << "the end marker";
@@ -263,7 +268,8 @@ TEST_F(Publish, WithTheCommandConnectionKilledMidCallNoMessageLacksItsRowAndNoRo
 
   std::map<std::string, BrandedId> heard_by_name;
   for (const auto& m : heard) {
-    EXPECT_TRUE(heard_by_name.emplace(m.name.str(), m.version).second) << "heard twice: " << m.name.str();
+    EXPECT_TRUE(heard_by_name.emplace(m.name.str(), m.version).second)
+        << "heard twice: " << m.name.str();
   }
   std::size_t ok = 0, failed_landed = 0, failed_absent = 0, message_without_row = 0,
               row_without_message = 0, wrong = 0;
@@ -387,7 +393,8 @@ std::vector<std::string> monitored_until(redisContext* monitor, redisContext* c,
 }
 
 // The index of the first line holding every one of `parts`, or lines.size().
-std::size_t first_line(const std::vector<std::string>& lines, std::initializer_list<std::string> parts) {
+std::size_t first_line(const std::vector<std::string>& lines,
+                       std::initializer_list<std::string> parts) {
   for (std::size_t i = 0; i < lines.size(); ++i) {
     if (std::all_of(parts.begin(), parts.end(),
                     [&](const std::string& p) { return lines[i].find(p) != std::string::npos; })) {
@@ -431,7 +438,8 @@ TEST_F(Publish, OnTheJobLaneTheServerRunsTheSetBeforeTheLeadAndEveryAdmission) {
       EXPECT_LT(set, admit) << t << " " << round << ": an admission ran before the row was written";
       if (lead) {
         ASSERT_LT(heralded, lines.size()) << t << " " << round << ": no lead seen";
-        EXPECT_LT(set, heralded) << t << " " << round << ": the lead ran before the row was written";
+        EXPECT_LT(set, heralded) << t << " " << round
+                                 << ": the lead ran before the row was written";
       } else {
         EXPECT_EQ(heralded, lines.size()) << "job_lead off: no lead";
       }

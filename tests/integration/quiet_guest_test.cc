@@ -89,11 +89,12 @@ TEST_F(QuietGuest, AnIdleEngineWithFourTablesMakesNoMembarrierAndFewWakes) {
   e->add_thread_counts(s1);
   const std::uint64_t wakes = engine_thread_wakes() - wakes0;
   const std::uint64_t barriers = membarriers(s1) - membarriers(s0);
-  std::printf("[ idle ] 4 tables, %.1f s: %llu wakes of echo-* threads (%.1f/s; writers + io %llu), "
-              "%llu membarriers\n",
-              secs, static_cast<unsigned long long>(wakes), static_cast<double>(wakes) / secs,
-              static_cast<unsigned long long>(writer_and_io_wakes(s1) - writer_and_io_wakes(s0)),
-              static_cast<unsigned long long>(barriers));
+  std::printf(
+      "[ idle ] 4 tables, %.1f s: %llu wakes of echo-* threads (%.1f/s; writers + io %llu), "
+      "%llu membarriers\n",
+      secs, static_cast<unsigned long long>(wakes), static_cast<double>(wakes) / secs,
+      static_cast<unsigned long long>(writer_and_io_wakes(s1) - writer_and_io_wakes(s0)),
+      static_cast<unsigned long long>(barriers));
   for (std::size_t i = 0; i < s1.tables.size(); ++i) {
     const auto& a = s0.tables[i].writer;
     const auto& b = s1.tables[i].writer;
@@ -104,9 +105,9 @@ TEST_F(QuietGuest, AnIdleEngineWithFourTablesMakesNoMembarrierAndFewWakes) {
                 static_cast<unsigned long long>(b.signals - a.signals));
   }
   for (std::size_t k = 0; k < s1.io_threads.size(); ++k) {
-    std::printf("  echo-io:%zu: %llu wakes\n", k,
-                static_cast<unsigned long long>(s1.io_threads[k].os_wakes -
-                                                s0.io_threads[k].os_wakes));
+    std::printf(
+        "  echo-io:%zu: %llu wakes\n", k,
+        static_cast<unsigned long long>(s1.io_threads[k].os_wakes - s0.io_threads[k].os_wakes));
   }
   EXPECT_EQ(barriers, 0u);
   EXPECT_LE(static_cast<double>(wakes) / secs, 10.0);
@@ -143,12 +144,13 @@ TEST_F(QuietGuest, SparseTrafficCostsAtMostOneMembarrierPerTenMilliseconds) {
   const std::uint64_t barriers = membarriers(s1) - membarriers(s0);
   const auto& w0 = s0.tables[0].writer;
   const auto& w1 = s1.tables[0].writer;
-  std::printf("[ sparse ] %d messages in %.0f ms: %llu membarriers, %llu direct applies, %llu "
-              "writer parks, %llu signals\n",
-              kMessages, ms, static_cast<unsigned long long>(barriers),
-              static_cast<unsigned long long>(w1.direct_applies - w0.direct_applies),
-              static_cast<unsigned long long>(w1.parks - w0.parks),
-              static_cast<unsigned long long>(w1.signals - w0.signals));
+  std::printf(
+      "[ sparse ] %d messages in %.0f ms: %llu membarriers, %llu direct applies, %llu "
+      "writer parks, %llu signals\n",
+      kMessages, ms, static_cast<unsigned long long>(barriers),
+      static_cast<unsigned long long>(w1.direct_applies - w0.direct_applies),
+      static_cast<unsigned long long>(w1.parks - w0.parks),
+      static_cast<unsigned long long>(w1.signals - w0.signals));
   EXPECT_LE(static_cast<double>(barriers), ms / 10.0 + 3.0);
   EXPECT_EQ(s1.tables[0].l1.retired_pending, 0u);
 }
@@ -234,7 +236,8 @@ TEST_F(QuietGuest, OneTableRunsIoWriterAndOneMoreThread) {
     return l2_raw(client(), engine::stats_key("quotes", "3")) != "(nil)";
   })) << "no stats published";
   ASSERT_TRUE(e->get("quotes", fresh_id("AST").view()));
-  const std::vector<std::string> loading = {"echo-house", "echo-io:0", "echo-load", "echo-w:quotes"};
+  const std::vector<std::string> loading = {"echo-house", "echo-io:0", "echo-load",
+                                            "echo-w:quotes"};
   EXPECT_TRUE(eventually([&] { return engine_threads() == loading; }));
   EXPECT_EQ(engine_threads(), loading);
   e.reset();

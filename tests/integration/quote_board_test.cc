@@ -5,8 +5,8 @@
 // so the test does not depend on ECHO_BUILD_EXAMPLES.
 #include "../../examples/quote_board/quote_board.cc"
 
-#include <echo/testing/local_server.h>
 #include <echo/engine/stats_export.h>
+#include <echo/testing/local_server.h>
 #include <gtest/gtest.h>
 #include <hiredis/hiredis.h>
 
@@ -68,8 +68,9 @@ TEST(QuoteBoard, ALostServerEndsTheRunWithAnErrorNotATerminate) {
       auto* r = static_cast<redisReply*>(redisCommand(c.get(), "INFO commandstats"));
       bool published = false;
       if (r != nullptr && r->type == REDIS_REPLY_STRING) {
-        published = std::string(r->str, r->len).find("cmdstat_publish:calls=") != std::string::npos ||
-                    std::string(r->str, r->len).find("cmdstat_evalsha:calls=") != std::string::npos;
+        published =
+            std::string(r->str, r->len).find("cmdstat_publish:calls=") != std::string::npos ||
+            std::string(r->str, r->len).find("cmdstat_evalsha:calls=") != std::string::npos;
       }
       if (r != nullptr) freeReplyObject(r);
       if (published) break;

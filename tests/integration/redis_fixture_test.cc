@@ -70,7 +70,8 @@ TEST(LocalServer, PasswordIsRequired) {
 
 TEST(LocalServer, MissingBinaryIsAClearError) {
   try {
-    testing::LocalServer s({.binary = "/nonexistent/redis-server", .ready_timeout = std::chrono::milliseconds(300)});
+    testing::LocalServer s(
+        {.binary = "/nonexistent/redis-server", .ready_timeout = std::chrono::milliseconds(300)});
     FAIL() << "a missing binary must not start";
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("/nonexistent/redis-server"), std::string::npos);

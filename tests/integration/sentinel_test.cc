@@ -26,8 +26,8 @@ namespace {
 
 using engine::CoherenceMode;
 using engine::Errc;
-using table::BrandedId;
 using std::chrono::milliseconds;
+using table::BrandedId;
 
 std::unique_ptr<engine::Engine> start_on(engine::EngineOptions o,
                                          std::vector<engine::TableSpec> tables) {
@@ -89,8 +89,9 @@ TEST_F(SentinelDiscovery, EngineFindsTheMasterThroughTheSentinelsAndPutsAndGets)
   EXPECT_EQ(s.sentinel->master, at(master));
   EXPECT_GE(s.sentinel->asks, 1u);
   EXPECT_EQ(s.sentinel->switches, 0u);
-  const auto watcher = std::find_if(s.connections.begin(), s.connections.end(),
-                                    [](const io::ConnectionStats& c) { return c.label == "sentinel"; });
+  const auto watcher =
+      std::find_if(s.connections.begin(), s.connections.end(),
+                   [](const io::ConnectionStats& c) { return c.label == "sentinel"; });
   ASSERT_NE(watcher, s.connections.end());
   EXPECT_EQ(watcher->status, io::ConnStatus::kReady);
   EXPECT_EQ(watcher->protocol, 3);  // +switch-master arrives as a push
@@ -100,8 +101,8 @@ TEST_F(SentinelDiscovery, EngineFindsTheMasterThroughTheSentinelsAndPutsAndGets)
 TEST_F(SentinelDiscovery, DeadFirstSentinelIsSkipped) {
   auto o = sentinel_node_options(group(), 2);
   o.sentinels = at(testing::free_loopback_port()) + "," + o.sentinels;  // nobody listens there
-  auto e = start_on(std::move(o), {table_spec("quotes", "AST", CoherenceMode::kBroadcast,
-                                              answering("l"))});
+  auto e = start_on(std::move(o),
+                    {table_spec("quotes", "AST", CoherenceMode::kBroadcast, answering("l"))});
   ASSERT_TRUE(e);
   EXPECT_EQ(e->stats().sentinel->master, at(group().server(0).port()));
   EXPECT_TRUE(e->put("quotes", fresh_id("AST").view(), "x"));
@@ -173,16 +174,21 @@ TEST_F(SentinelFailover, WatcherMovesToTheNextSentinelAndFollowsASwitchAfter) {
   // Tracking on the new master: a row cached here is dropped when another client writes its key.
   const BrandedId row = fresh_id("AST");
   ASSERT_TRUE(eventually([&] { return bool(e->put("tracked", row.view(), "t1")); }, 20s));
-  ASSERT_TRUE(eventually([&] {
-    auto got = e->get("tracked", row.view());
-    return got && got->value == "t1" && l1_holds(*e, "tracked", row);
-  }, 20s));
+  ASSERT_TRUE(eventually(
+      [&] {
+        auto got = e->get("tracked", row.view());
+        return got && got->value == "t1" && l1_holds(*e, "tracked", row);
+      },
+      20s));
   SentinelGroup::admin(promoted, {"SET", l2_key("tracked", row),
                                   engine::frame_l2_value(fresh_id("AST"), "t2"), "PX", "60000"});
-  ASSERT_TRUE(eventually([&] {
-    auto got = e->get("tracked", row.view());
-    return got && got->value == "t2";
-  }, 20s)) << "no invalidation from the new master";
+  ASSERT_TRUE(eventually(
+      [&] {
+        auto got = e->get("tracked", row.view());
+        return got && got->value == "t2";
+      },
+      20s))
+      << "no invalidation from the new master";
 }
 
 // A master that is demoted behind the sentinels' back (REPLICAOF another server, its clients
@@ -256,11 +262,11 @@ TEST_F(SentinelFailover, JobLaneParkFollowsTheSwitchAndHandOffsResume) {
   EXPECT_GE(handed + claimed, static_cast<std::uint64_t>(kJobs));
   EXPECT_GE(handed, static_cast<std::uint64_t>(kJobs / 2))
       << "hand-offs did not resume on the promoted master (claimed " << claimed << ")";
-  std::printf("[ sentinel park ] before: %llu of %d handed off; after the switch: %llu handed "
-              "off, %llu claimed of %d\n",
-              static_cast<unsigned long long>(s1.handed_off - s0.handed_off), kJobs,
-              static_cast<unsigned long long>(handed), static_cast<unsigned long long>(claimed),
-              kJobs);
+  std::printf(
+      "[ sentinel park ] before: %llu of %d handed off; after the switch: %llu handed "
+      "off, %llu claimed of %d\n",
+      static_cast<unsigned long long>(s1.handed_off - s0.handed_off), kJobs,
+      static_cast<unsigned long long>(handed), static_cast<unsigned long long>(claimed), kJobs);
 }
 
 TEST_F(SentinelFailover, DrillEveryNodeAgreesWithL2AfterSentinelFailoverUnderLoad) {

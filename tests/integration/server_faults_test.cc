@@ -355,11 +355,13 @@ TEST_F(ServerFaults, ClientPauseWriteLongerThanCallTimeoutFailsThePutTypedWhileR
   // own older row as the message of v2 would (Engine::put): the next read goes to L2 once the
   // command connection is back, and L2 holds v1 (the SET never runs: below).
   std::optional<BrandedId> still;
-  ASSERT_TRUE(eventually([&] {
-    auto r = a->get("quotes", name.view());
-    if (r) still = r->version;
-    return r.has_value();
-  }, 5s));
+  ASSERT_TRUE(eventually(
+      [&] {
+        auto r = a->get("quotes", name.view());
+        if (r) still = r->version;
+        return r.has_value();
+      },
+      5s));
   EXPECT_EQ(*still, v1) << "the refused put's version reached L1";
 
   // The refused put's SET never runs: the server drops a paused client's queued command with
@@ -503,7 +505,9 @@ TEST_F(ServerFaults, APutWhoseReplyIsOverdueMayLandAndTheNodeDropsItsOlderRowIts
   std::printf("[ overdue put ] %s\n", put ? "the SET ran before the sleep: the put succeeded"
                                           : "the put failed; its SET ran after the sleep");
   ASSERT_TRUE(eventually(
-      [&] { return l2_raw(client(), l2_key("quotes", name)) == engine::frame_l2_value(v2, "px=102.00"); },
+      [&] {
+        return l2_raw(client(), l2_key("quotes", name)) == engine::frame_l2_value(v2, "px=102.00");
+      },
       5s))
       << "the SET never landed: " << l2_raw(client(), l2_key("quotes", name));
   EXPECT_EQ(writer_of(*a, "quotes").stats().disconnect_flushes, flushes)
@@ -511,11 +515,13 @@ TEST_F(ServerFaults, APutWhoseReplyIsOverdueMayLandAndTheNodeDropsItsOlderRowIts
   // The row is gone from L1, so the read goes to L2: while the command connection redials it
   // answers disconnected; once it is back, the put's row. Never v1.
   std::optional<BrandedId> seen;
-  ASSERT_TRUE(eventually([&] {
-    auto read = a->get("quotes", name.view());
-    if (read) seen = read->version;
-    return read.has_value();
-  }, 5s));
+  ASSERT_TRUE(eventually(
+      [&] {
+        auto read = a->get("quotes", name.view());
+        if (read) seen = read->version;
+        return read.has_value();
+      },
+      5s));
   EXPECT_EQ(*seen, v2) << "the node served its older row while L2 held the put's";
 }
 

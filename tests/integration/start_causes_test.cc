@@ -100,8 +100,8 @@ class StartCauses : public SingleServerTest {
     std::chrono::milliseconds took;
   };
   static Started start(EngineOptions o, std::chrono::milliseconds timeout = 10s) {
-    Engine e(std::move(o), {table_spec("quotes", "AST", engine::CoherenceMode::kBroadcast,
-                                       answering("px"))});
+    Engine e(std::move(o),
+             {table_spec("quotes", "AST", engine::CoherenceMode::kBroadcast, answering("px"))});
     const auto t0 = Clock::now();
     Error err = e.start(timeout);
     return {std::move(err),

@@ -5,12 +5,12 @@
 // configuration checks, and a three-master cluster whose bus and topology speak TLS.
 #include <echo/engine/engine.h>
 #include <echo/engine/l2_frame.h>
-#include <echo/testing/local_cluster.h>
-#include <echo/testing/local_server.h>
-#include <echo/testing/local_tls.h>
 #include <echo/io/cluster_map.h>
 #include <echo/io/connection.h>
 #include <echo/io/uring_loop.h>
+#include <echo/testing/local_cluster.h>
+#include <echo/testing/local_server.h>
+#include <echo/testing/local_tls.h>
 #include <gtest/gtest.h>
 
 #include <arpa/inet.h>
@@ -20,8 +20,8 @@
 
 #include <chrono>
 #include <memory>
-#include <thread>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "integration/engine_nodes.h"

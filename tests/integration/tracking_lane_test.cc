@@ -83,7 +83,8 @@ TEST_F(TrackingLane, AnotherClientsSetDropsTheRowAndTheNextReadSeesIt) {
 
   const BrandedId name = fresh_id("TRK");
   const std::string key = l2_key("limits", name);
-  write_and_settle({a.get()}, "limits", [&] { set_framed(client(), key, fresh_id("TRK"), "max=20"); });
+  write_and_settle({a.get()}, "limits",
+                   [&] { set_framed(client(), key, fresh_id("TRK"), "max=20"); });
   auto first = a->get("limits", name.view());
   ASSERT_TRUE(first) << first.error().message();
   EXPECT_EQ(first->source, Source::kL2);
@@ -165,9 +166,8 @@ TEST_F(TrackingLane, ANilInvalidateFlushesTheTable) {
     // A loader's fill writes L2, and that SET's own invalidation keeps it from being cached
     // (TableWriter::serve_forgotten): the second read caches from L2.
     ASSERT_TRUE(a->get("limits", n.view()));
-    ASSERT_TRUE(eventually([&] {
-      return a->get("limits", n.view()) && l1_holds(*a, "limits", n);
-    }));
+    ASSERT_TRUE(
+        eventually([&] { return a->get("limits", n.view()) && l1_holds(*a, "limits", n); }));
   }
   const std::uint64_t flushes = writer_of(*a, "limits").map().stats().invalidated;
   ASSERT_TRUE(command(client(), "FLUSHALL"));  // invalidate with a nil key list
@@ -185,7 +185,8 @@ TEST_F(TrackingLane, AReconnectFlushesAndTracksAgain) {
   ASSERT_TRUE(a);
   const BrandedId name = fresh_id("TRK");
   const std::string key = l2_key("limits", name);
-  write_and_settle({a.get()}, "limits", [&] { set_framed(client(), key, fresh_id("TRK"), "max=20"); });
+  write_and_settle({a.get()}, "limits",
+                   [&] { set_framed(client(), key, fresh_id("TRK"), "max=20"); });
   ASSERT_TRUE(a->get("limits", name.view()));
   ASSERT_TRUE(l1_holds(*a, "limits", name));
 
@@ -196,7 +197,8 @@ TEST_F(TrackingLane, AReconnectFlushesAndTracksAgain) {
   const std::string clients(list->str, list->len);
   const std::size_t at = clients.find("name=echostore-sub");
   ASSERT_NE(at, std::string::npos) << clients;
-  const std::size_t line = clients.rfind('\n', at) == std::string::npos ? 0 : clients.rfind('\n', at) + 1;
+  const std::size_t line =
+      clients.rfind('\n', at) == std::string::npos ? 0 : clients.rfind('\n', at) + 1;
   const std::string id = clients.substr(line + 3, clients.find(' ', line) - line - 3);  // "id=N "
   RedisReply killed = command(client(), "CLIENT KILL ID %s", id.c_str());
   ASSERT_TRUE(killed && killed->type == REDIS_REPLY_INTEGER);
@@ -236,17 +238,20 @@ TEST_F(TrackingLane, AFillAnInvalidationOvertookIsServedButNotCached) {
   ASSERT_TRUE(a);
   const BrandedId name = fresh_id("TRK");
   const std::string key = l2_key("limits", name);
-  write_and_settle({a.get()}, "limits", [&] { set_framed(client(), key, fresh_id("TRK"), "max=20"); });
+  write_and_settle({a.get()}, "limits",
+                   [&] { set_framed(client(), key, fresh_id("TRK"), "max=20"); });
 
   std::promise<engine::Result<engine::Got>> early, late;
-  a->get_async("limits", name.view(), [&](engine::Result<engine::Got> r) { early.set_value(std::move(r)); });
+  a->get_async("limits", name.view(),
+               [&](engine::Result<engine::Got> r) { early.set_value(std::move(r)); });
   ASSERT_TRUE(eventually([&] { return writer_of(*a, "limits").stats().held_fills == 1; }))
       << "the fill's GET never came back";
   const std::uint64_t before = writer_of(*a, "limits").stats().stale;
   set_framed(client(), key, fresh_id("TRK"), "max=30");
   ASSERT_TRUE(eventually([&] { return writer_of(*a, "limits").stats().stale > before; }))
       << "the invalidation was not applied while the fill was held";
-  a->get_async("limits", name.view(), [&](engine::Result<engine::Got> r) { late.set_value(std::move(r)); });
+  a->get_async("limits", name.view(),
+               [&](engine::Result<engine::Got> r) { late.set_value(std::move(r)); });
 
   auto e = early.get_future().get();
   ASSERT_TRUE(e) << e.error().message();
@@ -256,10 +261,13 @@ TEST_F(TrackingLane, AFillAnInvalidationOvertookIsServedButNotCached) {
   EXPECT_EQ(l->value, "max=30") << "a reader that asked after the invalidation got the old value";
   const auto s = writer_of(*a, "limits").stats();
   EXPECT_EQ(s.forgotten_fills, 1u);
-  ASSERT_TRUE(eventually([&] {
-    auto got = a->get("limits", name.view());
-    return got && got->value == "max=30" && got->source == Source::kL1;
-  }, 10s)) << "the fresh value never settled in L1";
+  ASSERT_TRUE(eventually(
+      [&] {
+        auto got = a->get("limits", name.view());
+        return got && got->value == "max=30" && got->source == Source::kL1;
+      },
+      10s))
+      << "the fresh value never settled in L1";
   EXPECT_EQ(l2_raw(client(), key).substr(14), "max=30");
 }
 
@@ -271,8 +279,9 @@ TEST_F(TrackingLane, TheNodesOwnPutIsInvalidatedToo) {
   auto b = node(2, {tracking_spec("limits", loader.answer("max=10"))});
   ASSERT_TRUE(a && b);
   const BrandedId name = fresh_id("TRK");
-  write_and_settle({a.get(), b.get()}, "limits",
-                   [&] { set_framed(client(), l2_key("limits", name), fresh_id("TRK"), "max=20"); });
+  write_and_settle({a.get(), b.get()}, "limits", [&] {
+    set_framed(client(), l2_key("limits", name), fresh_id("TRK"), "max=20");
+  });
   ASSERT_TRUE(b->get("limits", name.view()));
   ASSERT_TRUE(l1_holds(*b, "limits", name));
   const std::uint64_t before = applied(*b, "limits");

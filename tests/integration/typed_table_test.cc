@@ -32,8 +32,8 @@ using namespace std::chrono_literals;
 using engine::CoherenceMode;
 using engine::Engine;
 using engine::Errc;
-using engine::RemovalCause;
 using engine::KeyKind;
+using engine::RemovalCause;
 using engine::Source;
 using engine::Table;
 using engine::TableSpec;
@@ -45,8 +45,9 @@ struct Quote {
 };
 
 // The loader's answer for a symbol: bid = 100 + its length (so a test can tell it from a put).
-TableSpec quotes_spec(std::shared_ptr<std::atomic<int>> loads = std::make_shared<std::atomic<int>>(),
-                      CoherenceMode lane = CoherenceMode::kBroadcast) {
+TableSpec quotes_spec(
+    std::shared_ptr<std::atomic<int>> loads = std::make_shared<std::atomic<int>>(),
+    CoherenceMode lane = CoherenceMode::kBroadcast) {
   TableSpec s;
   s.name = "quotes";
   s.kind = "QTE";
@@ -65,8 +66,9 @@ TableSpec quotes_spec(std::shared_ptr<std::atomic<int>> loads = std::make_shared
 //   read <key>  -> "<source> <bid>" (Table::read) or "error <code>"
 int child_main(int argc, char** argv) {
   if (argc != 4 && argc != 5) return 2;
-  const CoherenceMode lane =
-      argc == 5 && std::string_view(argv[4]) == "job" ? CoherenceMode::kJob : CoherenceMode::kBroadcast;
+  const CoherenceMode lane = argc == 5 && std::string_view(argv[4]) == "job"
+                                 ? CoherenceMode::kJob
+                                 : CoherenceMode::kBroadcast;
   Engine e(node_options("127.0.0.1", std::atoi(argv[2]), static_cast<unsigned>(std::atoi(argv[3]))),
            {quotes_spec(std::make_shared<std::atomic<int>>(), lane)});
   if (e.start(10s)) return 3;
@@ -75,7 +77,8 @@ int child_main(int argc, char** argv) {
   while (auto line = read_line(0, std::chrono::hours(1))) {
     if (line->starts_with("read ")) {
       double bid = 0;
-      auto r = quotes.read(line->substr(5), [&bid](const Quote& q, std::string_view) { bid = q.bid; });
+      auto r =
+          quotes.read(line->substr(5), [&bid](const Quote& q, std::string_view) { bid = q.bid; });
       write_line(1, r ? std::string(engine::to_string(*r)) + " " + std::to_string(bid)
                       : "error " + r.error().message());
     } else if (*line == "stats") {
@@ -111,8 +114,9 @@ std::string version_in_l1(const Table<Quote>& quotes, std::string_view key) {
 
 TEST_F(TypedTableTest, TheL1ClockDecidesWhenAnExpiredRowStopsBeingServed) {
   // ttl 100 ms. Writer, coarse and exact: a hit past the expiry misses (the row comes again from
-  // L2 or the loader; the writer's published time moves while the writer is idle). Sweep: the hit reads no clock, so the row is served from L1 until the writer's
-  // sweep drops it (sweep_ms 1500 here), then misses too.
+  // L2 or the loader; the writer's published time moves while the writer is idle). Sweep: the hit
+  // reads no clock, so the row is served from L1 until the writer's sweep drops it (sweep_ms 1500
+  // here), then misses too.
   for (const auto clock : {engine::L1Clock::kWriter, engine::L1Clock::kCoarse,
                            engine::L1Clock::kExact, engine::L1Clock::kSweep}) {
     SCOPED_TRACE(static_cast<int>(clock));
@@ -198,7 +202,8 @@ TEST_F(TypedTableTest, ATextKeyStructRowIsReadInPlaceAndCrossesTwoProcesses) {
   auto heard = a->broadcast("quotes", "AAPL", *v);
   ASSERT_TRUE(heard) << heard.error().message();
   EXPECT_GE(*heard, 2);  // both nodes' subscribers
-  EXPECT_TRUE(poll_until([&] { return ask("stats") == "coh_applied 1"; }, 10s, 5ms)) << ask("stats");
+  EXPECT_TRUE(poll_until([&] { return ask("stats") == "coh_applied 1"; }, 10s, 5ms))
+      << ask("stats");
   EXPECT_EQ(ask("read AAPL"), "l2 189.500000");
   // This node's own row survived its own message (equal version: not newer).
   auto got = quotes.get("AAPL");
@@ -225,7 +230,8 @@ TEST_F(TypedTableTest, ATextKeyRidesTheJobLaneToAnotherProcess) {
   const std::string long_key = "EUR:USD:" + std::string(192, 'K');
   for (const std::string& key : {std::string("AAPL"), std::string("EUR:USD"), long_key}) {
     SCOPED_TRACE(key.substr(0, 16));
-    EXPECT_EQ(ask("read " + key), "loader " + std::to_string(100.0 + static_cast<double>(key.size())));
+    EXPECT_EQ(ask("read " + key),
+              "loader " + std::to_string(100.0 + static_cast<double>(key.size())));
     EXPECT_EQ(ask("read " + key), "l1 " + std::to_string(100.0 + static_cast<double>(key.size())));
   }
   const std::string before = ask("stats");
@@ -244,7 +250,9 @@ TEST_F(TypedTableTest, ATextKeyRidesTheJobLaneToAnotherProcess) {
   EXPECT_EQ(got->bid, 7.5);
   // Every job completed (completion deletes the job's hash) in both member queues.
   EXPECT_TRUE(poll_until(
-      [&] { return command_argv(client(), {"KEYS", "emq:{ecc.coh.quotes|*}:job:*"})->elements == 0; },
+      [&] {
+        return command_argv(client(), {"KEYS", "emq:{ecc.coh.quotes|*}:job:*"})->elements == 0;
+      },
       10s, 10ms))
       << command_argv(client(), {"KEYS", "emq:{ecc.coh.quotes|*}:job:*"})->elements << " jobs left";
 }
@@ -265,7 +273,8 @@ TEST_F(TypedTableTest, ApplyCoherenceAndApplyAndRememberTakeATextTablesKeys) {
   EXPECT_TRUE(version_in_l1(quotes, "EUR:USD").empty());
   // The journal's verb takes the key too (no journal bound here: the table's verdict alone).
   ASSERT_TRUE(quotes.get("AAPL"));
-  auto remembered = a->apply_and_remember("quotes", "AAPL", newer_than(version_in_l1(quotes, "AAPL"), 1));
+  auto remembered =
+      a->apply_and_remember("quotes", "AAPL", newer_than(version_in_l1(quotes, "AAPL"), 1));
   ASSERT_TRUE(remembered) << remembered.error().message();
   EXPECT_EQ(*remembered, engine::Applied::kApplied);
   for (const std::string& bad : {std::string("AA PL"), std::string(201, 'K')}) {
@@ -294,7 +303,7 @@ TEST_F(TypedTableTest, KeysMayHoldColonsAndBadKeysNeverReachTheWire) {
 
   const long long keys_before = command_argv(client(), {"DBSIZE"})->integer;
   for (const std::string& bad : {std::string(), std::string("AA PL"), std::string("{x}"),
-                                std::string("A\nB"), std::string(201, 'K')}) {
+                                 std::string("A\nB"), std::string(201, 'K')}) {
     auto r = qa.get(bad);
     ASSERT_FALSE(r) << bad;
     EXPECT_EQ(r.error(), make_error_code(Errc::kBadKey)) << bad;
@@ -309,8 +318,8 @@ TEST_F(TypedTableTest, BytesTheCodecRefusesAreATypedCountedError) {
   ASSERT_TRUE(a);
   Table<Quote> quotes = a->table<Quote>("quotes");
   const auto version = table::process_minter().mint("QTE", 1).value();
-  ASSERT_TRUE(command_argv(client(), {"SET", "ecc:{quotes}:BAD",
-                                      engine::frame_l2_value(version, "3 bytes? no: 7")}));
+  ASSERT_TRUE(command_argv(
+      client(), {"SET", "ecc:{quotes}:BAD", engine::frame_l2_value(version, "3 bytes? no: 7")}));
   auto r = quotes.get("BAD");
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error(), make_error_code(Errc::kBadValue));
@@ -331,7 +340,7 @@ TEST_F(TypedTableTest, OnRemovalHearsEachDropOnTheWriterThread) {
   auto mu = std::make_shared<std::mutex>();
   TableSpec spec = quotes_spec();
   spec.on_removal = [heard, mu](std::string_view key, std::string_view version,
-                                   RemovalCause cause) {
+                                RemovalCause cause) {
     std::lock_guard lock(*mu);
     heard->push_back({std::string(key), std::string(version), cause, std::this_thread::get_id()});
   };
@@ -342,7 +351,7 @@ TEST_F(TypedTableTest, OnRemovalHearsEachDropOnTheWriterThread) {
   Table<Quote> qa = a->table<Quote>("quotes");
   ASSERT_TRUE(qa.get("MSFT"));
   auto v = b->table<Quote>("quotes").put("MSFT", Quote{420, 421, 1},
-                                          newer_than(version_in_l1(qa, "MSFT"), 2));
+                                         newer_than(version_in_l1(qa, "MSFT"), 2));
   ASSERT_TRUE(v);
   ASSERT_TRUE(b->broadcast("quotes", "MSFT", *v));
   const auto count = [&] {

@@ -97,8 +97,7 @@ TEST_P(SpscRingStress, EveryAcceptedItemArrivesOnceInOrderAndNoWakeIsLost) {
   bool lost_wake = false;
   std::uint64_t gaps = 0;  // sequence numbers skipped (refused by drop/flush), all accounted
 
-  const bool fallback =
-      c.fallback && (ring.doorbell().asymmetric() || ring.doorbell().adaptive());
+  const bool fallback = c.fallback && (ring.doorbell().asymmetric() || ring.doorbell().adaptive());
   std::atomic<int> filtered{fallback ? -1 : 1};
   std::jthread consumer([&](std::stop_token) {
     if (fallback) filtered.store(refuse_membarrier_on_this_thread() ? 1 : 0);
@@ -210,24 +209,22 @@ TEST_P(SpscRingStress, EveryAcceptedItemArrivesOnceInOrderAndNoWakeIsLost) {
       static_cast<unsigned long long>(ring.doorbell().adaptive_barriers_count()));
 }
 
-INSTANTIATE_TEST_SUITE_P(Strategies, SpscRingStress,
-                         ::testing::Values(Case{WaitStrategy::kSpin, FullPolicy::kDrop},
-                                         Case{WaitStrategy::kYield, FullPolicy::kDrop},
-                                         Case{WaitStrategy::kPark, FullPolicy::kDrop},
-                                         Case{WaitStrategy::kPark, FullPolicy::kDrop, false},
-                                         Case{WaitStrategy::kPark, FullPolicy::kDrop, false, false,
-                                              true},
-                                         Case{WaitStrategy::kPark, FullPolicy::kDrop, false, true,
-                                              true},
-                                         Case{WaitStrategy::kPark, FullPolicy::kBlock, false, false,
-                                              true},
-                                         Case{WaitStrategy::kPark, FullPolicy::kDrop, true, true},
-                                         Case{WaitStrategy::kPark, FullPolicy::kFlush},
-                                         Case{WaitStrategy::kSpin, FullPolicy::kBlock},
-                                         Case{WaitStrategy::kYield, FullPolicy::kBlock},
-                                         Case{WaitStrategy::kPark, FullPolicy::kBlock},
-                                         Case{WaitStrategy::kPark, FullPolicy::kBlock, false}),
-                         name);
+INSTANTIATE_TEST_SUITE_P(
+    Strategies, SpscRingStress,
+    ::testing::Values(Case{WaitStrategy::kSpin, FullPolicy::kDrop},
+                      Case{WaitStrategy::kYield, FullPolicy::kDrop},
+                      Case{WaitStrategy::kPark, FullPolicy::kDrop},
+                      Case{WaitStrategy::kPark, FullPolicy::kDrop, false},
+                      Case{WaitStrategy::kPark, FullPolicy::kDrop, false, false, true},
+                      Case{WaitStrategy::kPark, FullPolicy::kDrop, false, true, true},
+                      Case{WaitStrategy::kPark, FullPolicy::kBlock, false, false, true},
+                      Case{WaitStrategy::kPark, FullPolicy::kDrop, true, true},
+                      Case{WaitStrategy::kPark, FullPolicy::kFlush},
+                      Case{WaitStrategy::kSpin, FullPolicy::kBlock},
+                      Case{WaitStrategy::kYield, FullPolicy::kBlock},
+                      Case{WaitStrategy::kPark, FullPolicy::kBlock},
+                      Case{WaitStrategy::kPark, FullPolicy::kBlock, false}),
+    name);
 
 // One writer, one doorbell, three rings fed by three producer threads and an "inbox" source
 // rung with notify(): the writer must see every item of every source, never sleeping past a

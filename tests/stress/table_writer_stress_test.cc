@@ -12,8 +12,8 @@
 #include <thread>
 #include <unordered_map>
 
-#include <echo/engine/l2_frame.h>
 #include <echo/engine/internal/table_writer.h>
+#include <echo/engine/l2_frame.h>
 
 namespace echo::engine {
 namespace {
@@ -120,9 +120,7 @@ TEST(TableWriterStress, CallersAskingRunningAndApplyingWhileStopJoinsAreAllAnswe
   WriterPorts ports;
   ports.fetch = [](std::string_view, std::function<void(L2Fetch)> done) { done(L2Fetch{}); };
   ports.load = [](std::string_view, const BrandedId&, std::shared_ptr<LoadClaim>,
-                  std::function<void(LoadOutcome)> done) {
-    done(LoadOutcome{});
-  };
+                  std::function<void(LoadOutcome)> done) { done(LoadOutcome{}); };
   TableSpec spec;
   spec.name = "stopping";
   spec.kind = "AST";

@@ -15,9 +15,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include <echo/engine/l2_frame.h>
 #include <echo/engine/internal/table_writer.h>
 #include <echo/engine/internal/writer_token.h>
+#include <echo/engine/l2_frame.h>
 
 namespace echo::engine {
 namespace {

@@ -83,8 +83,8 @@ class SingleServerTest : public ::testing::Test {
   RedisClient client_;
 };
 
-// Like SingleServerTest, but the suite's server is cluster-enabled and owns all 16384 slots, so that a
-// script run under `#!lua` is refused any key outside the slot of its first key (declared or
+// Like SingleServerTest, but the suite's server is cluster-enabled and owns all 16384 slots, so
+// that a script run under `#!lua` is refused any key outside the slot of its first key (declared or
 // built at run time), which a standalone server never checks. SetUp waits up to 15 s for
 // cluster_state:ok, then flushes.
 class OneNodeClusterTest : public SingleServerTest {

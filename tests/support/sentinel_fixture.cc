@@ -183,13 +183,14 @@ void SentinelProcess::stop() noexcept {
 SentinelGroup::SentinelGroup(SentinelGroupOptions options) : options_(std::move(options)) {
   if (options_.sentinels < 1 || options_.sentinels > 7 || options_.quorum < 1 ||
       options_.quorum > options_.sentinels) {
-    throw std::invalid_argument("SentinelGroup: sentinels must lie in 1..7 and quorum in "
-                                "1..sentinels");
+    throw std::invalid_argument(
+        "SentinelGroup: sentinels must lie in 1..7 and quorum in "
+        "1..sentinels");
   }
   servers_.push_back(std::make_unique<testing::LocalServer>());
   const std::string master_port = std::to_string(servers_[0]->port());
-  servers_.push_back(std::make_unique<testing::LocalServer>(testing::LocalServerOptions{
-      .extra_args = {"--replicaof", "127.0.0.1", master_port}}));
+  servers_.push_back(std::make_unique<testing::LocalServer>(
+      testing::LocalServerOptions{.extra_args = {"--replicaof", "127.0.0.1", master_port}}));
   for (int i = 0; i < options_.sentinels; ++i) {
     sentinels_.push_back(std::make_unique<SentinelProcess>(options_, servers_[0]->port()));
   }
@@ -217,8 +218,7 @@ bool SentinelGroup::ready() const {
         f["num-other-sentinels"] != std::to_string(options_.sentinels - 1)) {
       return false;
     }
-    ReplyPtr rs =
-        run(s->port(), {"SENTINEL", "REPLICAS", options_.master_name}, options_.password);
+    ReplyPtr rs = run(s->port(), {"SENTINEL", "REPLICAS", options_.master_name}, options_.password);
     if (!rs || rs->type != REDIS_REPLY_ARRAY || rs->elements != 1) return false;
     auto r = fields(rs->element[0]);
     if (r["flags"] != "slave" || r["master-link-status"] != "ok" ||
@@ -240,8 +240,9 @@ std::string SentinelGroup::sentinels() const {
 }
 
 int SentinelGroup::named_master(std::size_t i) const {
-  ReplyPtr r = run(sentinels_.at(i)->port(),
-                   {"SENTINEL", "get-master-addr-by-name", options_.master_name}, options_.password);
+  ReplyPtr r =
+      run(sentinels_.at(i)->port(), {"SENTINEL", "get-master-addr-by-name", options_.master_name},
+          options_.password);
   if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 2) return 0;
   return std::atoi(str(r->element[1]).c_str());
 }

@@ -22,15 +22,15 @@
 namespace echo::test {
 
 struct SentinelGroupOptions {
-  std::string master_name = "echo-master";      // the name the sentinels monitor the master under
-  int sentinels = 3;                            // 1..7
-  int quorum = 2;                               // 1..sentinels
-  std::chrono::milliseconds down_after{1000};   // sentinel down-after-milliseconds
+  std::string master_name = "echo-master";     // the name the sentinels monitor the master under
+  int sentinels = 3;                           // 1..7
+  int quorum = 2;                              // 1..sentinels
+  std::chrono::milliseconds down_after{1000};  // sentinel down-after-milliseconds
   std::chrono::milliseconds failover_timeout{10000};
   std::chrono::milliseconds ready_timeout{30000};  // start until every sentinel is ready
   // Non-empty: each sentinel's requirepass (and sentinel-pass, which they present to each other).
   std::string password;
-  std::string binary = "redis-sentinel";        // on PATH; $ECHO_REDIS_SENTINEL overrides
+  std::string binary = "redis-sentinel";  // on PATH; $ECHO_REDIS_SENTINEL overrides
 };
 
 // One redis-sentinel process: its config in its own temp dir (sentinels rewrite it).

@@ -78,8 +78,9 @@ TEST(BackendFallback, SaysSoOnceOnStderrHoweverManyLoopsFallBack) {
         const bool both = build_refused(Backend::kAuto, EPERM).backend == Backend::kEpoll &&
                           build_refused(Backend::kAuto, EPERM).backend == Backend::kEpoll;
         const std::string said = ::testing::internal::GetCapturedStderr();
-        std::exit(both && said == "echostore: io_uring refused (Operation not permitted); using "
-                                  "epoll\n"
+        std::exit(both && said ==
+                              "echostore: io_uring refused (Operation not permitted); using "
+                              "epoll\n"
                       ? 0
                       : 1);
       },

@@ -76,7 +76,8 @@ TEST(Codec, AStructIsItsObjectBytesAndOtherSizesAreRefusedNamingThem) {
   EXPECT_EQ(back.bid, 189.1);
   EXPECT_EQ(back.size, 300);
   EXPECT_FALSE(Codec<Quote>::decode(bytes.substr(1), back, why));
-  EXPECT_NE(why.find("expected " + std::to_string(sizeof(Quote)) + " bytes"), std::string::npos) << why;
+  EXPECT_NE(why.find("expected " + std::to_string(sizeof(Quote)) + " bytes"), std::string::npos)
+      << why;
   EXPECT_NE(why.find("got " + std::to_string(sizeof(Quote) - 1)), std::string::npos) << why;
 }
 
@@ -131,7 +132,9 @@ TEST(Codec, AUserCodecRoundTripsAndItsRefusalAndThrowAreRefusalsWithTheirReason)
 }
 
 TEST(Codec, LoaderOfEncodesTheTypedAnswerOrPassesTheError) {
-  Loader ok = loader_of<Quote>([](const Key& k) { return Quote{1, 2, static_cast<std::int64_t>(k.view().size())}; });
+  Loader ok = loader_of<Quote>([](const Key& k) {
+    return Quote{1, 2, static_cast<std::int64_t>(k.view().size())};
+  });
   auto r = ok(Key(std::string_view("AAPL")));
   ASSERT_TRUE(std::holds_alternative<Loaded>(r));
   Quote q{};

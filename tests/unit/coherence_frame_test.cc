@@ -24,7 +24,8 @@ TEST(CoherenceFrame, BuildsTheContractVector) {
   ASSERT_TRUE(f);
   EXPECT_EQ(view(*f), kFrame);
   EXPECT_EQ(view(*f).size(), 29u);
-  const auto typed = make_frame(BrandedId::parse(kName).value(), BrandedId::parse(kVersion).value());
+  const auto typed =
+      make_frame(BrandedId::parse(kName).value(), BrandedId::parse(kVersion).value());
   EXPECT_EQ(view(typed), kFrame);
 }
 

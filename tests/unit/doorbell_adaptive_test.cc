@@ -83,7 +83,8 @@ TEST(DoorbellAdaptive, RingGoesLightWhileTheConsumerKeepsUpAndBackAtThePark) {
   if (!bell.adaptive()) return expect_symmetric_without_membarrier(ring);
 
   // One publish short of the switch: still symmetric.
-  for (std::uint64_t i = 0; i + 1 < Doorbell::kLightAfter; ++i) ASSERT_TRUE(ring.try_publish(i + 0));
+  for (std::uint64_t i = 0; i + 1 < Doorbell::kLightAfter; ++i)
+    ASSERT_TRUE(ring.try_publish(i + 0));
   EXPECT_EQ(bell.light_rings_approx(), 0u);
   ASSERT_TRUE(ring.try_publish(std::uint64_t{99}));
   EXPECT_EQ(bell.light_rings_approx(), 1u) << "kLightAfter publishes found no waiter: light";

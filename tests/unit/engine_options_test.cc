@@ -71,8 +71,8 @@ TEST(EngineOptions, HousekeepingCpusOutOfRangeAreRefusedAtConstruction) {
   for (const int cpu : {-1, 1024, 1 << 20}) {
     auto o = good();
     o.housekeeping_cpus = {0, cpu};
-    expect_refused(o, "housekeeping_cpus: each CPU must lie in 0..1023, got " +
-                          std::to_string(cpu));
+    expect_refused(o,
+                   "housekeeping_cpus: each CPU must lie in 0..1023, got " + std::to_string(cpu));
   }
   auto o = good();
   o.housekeeping_cpus = {0, 1023};  // in range; a CPU the process may not use is counted later

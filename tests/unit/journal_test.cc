@@ -51,7 +51,8 @@ class JournalTest : public ::testing::Test {
         db, sql,
         [](void* o, int n, char** v, char**) {
           auto* s = static_cast<std::string*>(o);
-          for (int i = 0; i < n; ++i) *s += (v[i] ? v[i] : "NULL") + std::string(i + 1 < n ? "|" : "\n");
+          for (int i = 0; i < n; ++i)
+            *s += (v[i] ? v[i] : "NULL") + std::string(i + 1 < n ? "|" : "\n");
           return 0;
         },
         &out, nullptr);
@@ -68,9 +69,15 @@ TEST_F(JournalTest, OpensOneFilePerGroupWithTheWireSchema) {
   EXPECT_TRUE(std::filesystem::exists(j.path()));
   Journal other(options("PRT0NgWEfAEJfs"));
   EXPECT_NE(other.path(), j.path());
-  const std::string schema = query(j.path(), "SELECT sql FROM sqlite_master WHERE type='table' AND name IN ('intents','applied') ORDER BY name");
-  EXPECT_NE(schema.find("applied(name_id TEXT PRIMARY KEY, version TEXT NOT NULL, seq INTEGER NOT NULL)"), std::string::npos);
-  EXPECT_NE(schema.find("intents(seq INTEGER PRIMARY KEY AUTOINCREMENT, job_id TEXT NOT NULL UNIQUE"), std::string::npos);
+  const std::string schema = query(j.path(),
+                                   "SELECT sql FROM sqlite_master WHERE type='table' AND name IN "
+                                   "('intents','applied') ORDER BY name");
+  EXPECT_NE(
+      schema.find("applied(name_id TEXT PRIMARY KEY, version TEXT NOT NULL, seq INTEGER NOT NULL)"),
+      std::string::npos);
+  EXPECT_NE(
+      schema.find("intents(seq INTEGER PRIMARY KEY AUTOINCREMENT, job_id TEXT NOT NULL UNIQUE"),
+      std::string::npos);
   EXPECT_EQ(query(j.path(), "PRAGMA journal_mode"), "wal\n");
   EXPECT_EQ(j.stats().intents, 0u);
 }
@@ -122,7 +129,8 @@ TEST_F(JournalTest, RecordsIntentsInSeqOrderAndMarksThem) {
   EXPECT_EQ(query(j.path(), "SELECT seq, name_id, enqueued FROM intents ORDER BY seq"),
             "1|AST00000000001|0\n2|AST00000000002|1\n3|AST00000000003|0\n");
   // record_many shares one recorded_at.
-  EXPECT_EQ(query(j.path(), "SELECT count(DISTINCT recorded_at) FROM intents WHERE seq > 1"), "1\n");
+  EXPECT_EQ(query(j.path(), "SELECT count(DISTINCT recorded_at) FROM intents WHERE seq > 1"),
+            "1\n");
   const auto s = j.stats();
   EXPECT_EQ(s.intents, 3u);
   EXPECT_EQ(s.pending_enqueue, 2u);
@@ -139,7 +147,8 @@ TEST_F(JournalTest, AppliedMemoryIsNewerOnlyAndAnswersRememberedStale) {
   j.remember(name, id("TXN", 3));  // older: ignored
   j.flush();
   EXPECT_EQ(j.last_applied(name)->view(), id("TXN", 5).view());
-  EXPECT_EQ(query(j.path(), "SELECT version, seq FROM applied"), std::string(id("TXN", 5).view()) + "|0\n");
+  EXPECT_EQ(query(j.path(), "SELECT version, seq FROM applied"),
+            std::string(id("TXN", 5).view()) + "|0\n");
 }
 
 TEST_F(JournalTest, MemorySurvivesAReopen) {
@@ -197,14 +206,15 @@ TEST_F(JournalTest, TextKeysAreRecordedRememberedAndReplayedUnderTheKey) {
     ASSERT_TRUE(j.last_applied("EUR:USD"));
     EXPECT_EQ(*j.last_applied("EUR:USD"), id("TXN", 11));
     // Refused at the door, nothing written.
-    for (const std::string& bad : {std::string(), std::string("AA PL"), std::string("{x}"),
-                                  std::string(201, 'K')}) {
+    for (const std::string& bad :
+         {std::string(), std::string("AA PL"), std::string("{x}"), std::string(201, 'K')}) {
       EXPECT_THROW((void)j.record(bad, id("TXN", 1)), std::invalid_argument) << bad;
-      auto r = j.intend_and_enqueue(bad, id("TXN", 1), [](const BrandedId&, std::string_view,
-                                                          const BrandedId&) -> Result<bool> {
-        ADD_FAILURE() << "a bad name was enqueued";
-        return true;
-      });
+      auto r = j.intend_and_enqueue(
+          bad, id("TXN", 1),
+          [](const BrandedId&, std::string_view, const BrandedId&) -> Result<bool> {
+            ADD_FAILURE() << "a bad name was enqueued";
+            return true;
+          });
       ASSERT_FALSE(r);
       EXPECT_EQ(r.error().code, make_error_code(Errc::kBadKey));
     }
@@ -214,10 +224,11 @@ TEST_F(JournalTest, TextKeysAreRecordedRememberedAndReplayedUnderTheKey) {
   EXPECT_EQ(again.stats().remembered, 2u);
   EXPECT_TRUE(again.remembered_stale("MSFT", id("TXN", 98)));
   std::vector<std::pair<std::string, std::string>> sent;
-  auto r = again.replay([&](const BrandedId& job, std::string_view name, const BrandedId&) -> Result<bool> {
-    sent.emplace_back(job.str(), std::string(name));
-    return true;
-  });
+  auto r = again.replay(
+      [&](const BrandedId& job, std::string_view name, const BrandedId&) -> Result<bool> {
+        sent.emplace_back(job.str(), std::string(name));
+        return true;
+      });
   ASSERT_TRUE(r) << r.error().message();
   EXPECT_EQ(r->replayed, 2u);
   EXPECT_EQ(r->malformed, 0u);
@@ -234,7 +245,8 @@ TEST_F(JournalTest, AVersionTheMemoryShowsCoversItsIntentInTheReplayThatFollows)
   Journal j(options());
   constexpr int kRounds = 400;
   std::vector<BrandedId> versions;
-  for (int k = 1; k <= kRounds; ++k) versions.push_back(id("TXN", 1000 + static_cast<std::uint64_t>(k)));
+  for (int k = 1; k <= kRounds; ++k)
+    versions.push_back(id("TXN", 1000 + static_cast<std::uint64_t>(k)));
   std::atomic<int> next{-1};
   std::thread applier([&] {
     for (int k = 0; k < kRounds; ++k) {
@@ -274,7 +286,9 @@ TEST_F(JournalTest, IntendAndEnqueueRecordsBeforeItEnqueues) {
   bool durable_first = false;
   auto enqueue = [&](const BrandedId& job, std::string_view, const BrandedId&) -> Result<bool> {
     // At enqueue time the intent is already committed in the file.
-    durable_first = query(j.path(), ("SELECT count(*) FROM intents WHERE job_id='" + job.str() + "'").c_str()) == "1\n";
+    durable_first =
+        query(j.path(),
+              ("SELECT count(*) FROM intents WHERE job_id='" + job.str() + "'").c_str()) == "1\n";
     return true;
   };
   auto job = j.intend_and_enqueue(id("AST", 1), id("TXN", 1), enqueue);
@@ -296,7 +310,8 @@ TEST_F(JournalTest, ConcurrentIntentsShareTransactions) {
   for (auto& th : threads) th.join();
   const auto s = j.stats();
   EXPECT_EQ(s.intents, static_cast<std::uint64_t>(kThreads * kEach));
-  EXPECT_EQ(query(j.path(), "SELECT count(DISTINCT job_id) FROM intents"), std::to_string(kThreads * kEach) + "\n");
+  EXPECT_EQ(query(j.path(), "SELECT count(DISTINCT job_id) FROM intents"),
+            std::to_string(kThreads * kEach) + "\n");
   EXPECT_LE(s.transactions, s.grouped);
   // Four writers overlap: some commit carried another's record (flat combining, not one each).
   EXPECT_LT(s.transactions, static_cast<std::uint64_t>(kThreads * kEach));
@@ -357,7 +372,8 @@ TEST_F(JournalTest, ConcurrentWritersEachGetTheirOwnCommittedIntent) {
   for (const auto& per : got) {
     for (const auto& [job, name] : per) expected.insert(job.str() + "|" + name.str());
   }
-  EXPECT_EQ(expected.size(), static_cast<std::size_t>(kThreads * kEach)) << "a job id was answered twice";
+  EXPECT_EQ(expected.size(), static_cast<std::size_t>(kThreads * kEach))
+      << "a job id was answered twice";
   std::set<std::string> in_file;
   const std::string rows = query(j.path(), "SELECT job_id, name_id FROM intents");
   for (std::size_t at = 0, nl; (nl = rows.find('\n', at)) != std::string::npos; at = nl + 1) {
@@ -587,14 +603,15 @@ TEST_F(JournalTest, ABurstOfRemembersGoesInTransactionsOfAtMostMaxGroupAndAFlush
       << "flush returned before everything queued before it was in the file";
   const JournalStats s = j.stats();
   EXPECT_EQ(s.remembered, kNames);
-  EXPECT_GE(s.transactions, kNames / o.max_group) << s.grouped << " requests in " << s.transactions
-                                                  << " transactions";
+  EXPECT_GE(s.transactions, kNames / o.max_group)
+      << s.grouped << " requests in " << s.transactions << " transactions";
   // A record made while another 20,000 are queued is committed, and a flush then finds every one
   // of the newer versions in the file.
   for (std::uint64_t n = 1; n <= kNames; ++n) j.remember(id("AST", n), id("TXN", kNames + n));
   const BrandedId job = j.record(id("AST", 1), id("TXN", 1));
-  EXPECT_EQ(query(j.path(), ("SELECT count(*) FROM intents WHERE job_id = '" + job.str() + "'").c_str()),
-            "1\n");
+  EXPECT_EQ(
+      query(j.path(), ("SELECT count(*) FROM intents WHERE job_id = '" + job.str() + "'").c_str()),
+      "1\n");
   j.flush();
   EXPECT_EQ(query(j.path(), ("SELECT count(*) FROM applied WHERE substr(version, 4) > '" +
                              id("TXN", kNames).str().substr(3) + "'")
@@ -769,14 +786,16 @@ TEST_F(JournalTest, TheWalStaysBoundedUnderAWriterThatNeverPauses) {
   // most 4,000 frames to copy) finishes, twice over: a third of the unchecked WAL.
   Journal j(options());
   constexpr int kRecords = 10000;
-  for (int i = 0; i < kRecords; ++i) j.mark_enqueued(j.record(id("AST", 1), id("TXN", static_cast<std::uint64_t>(i + 1))));
+  for (int i = 0; i < kRecords; ++i)
+    j.mark_enqueued(j.record(id("AST", 1), id("TXN", static_cast<std::uint64_t>(i + 1))));
   j.flush();
   const auto wal = std::filesystem::path(j.path().string() + "-wal");
   ASSERT_TRUE(std::filesystem::exists(wal));
   const JournalStats s = j.stats();
   const std::uintmax_t size = std::filesystem::file_size(wal);
-  const std::string seen = "WAL " + std::to_string(size) + " bytes after " + std::to_string(s.transactions) +
-                           " commits, " + std::to_string(s.checkpoints) + " flusher checkpoints, " +
+  const std::string seen = "WAL " + std::to_string(size) + " bytes after " +
+                           std::to_string(s.transactions) + " commits, " +
+                           std::to_string(s.checkpoints) + " flusher checkpoints, " +
                            std::to_string(s.inline_checkpoints) + " inline";
   EXPECT_LT(size, 12000u * (kJournalPageSize + 24)) << "the WAL grew with every commit: " << seen;
   EXPECT_EQ(s.intents, static_cast<std::uint64_t>(kRecords));

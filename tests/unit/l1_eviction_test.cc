@@ -366,12 +366,12 @@ TEST(L1Eviction, EveryRemovalIsCountedByCauseAndToldOnce) {
   L1Map m(config(Eviction::kS3Fifo, 4, &rec));
   put(m, "A");
   put(m, "B");
-  put(m, "A");  // replaced
+  put(m, "A");                               // replaced
   m.apply_coherence("B", ver(g_version++));  // message
   put(m, "C");
   put(m, "D");
   put(m, "E");
-  put(m, "F");  // full: A, the small queue's oldest, evicted by size
+  put(m, "F");   // full: A, the small queue's oldest, evicted by size
   m.erase("C");  // counted, not told
   set_now(g_now.load() + 3'600'001);
   m.sweep(m.now());  // the rest expired

@@ -117,10 +117,11 @@ TEST(L1Map, WithoutAReadClockARowServesUntilTheSweepDropsIt) {
   c.read_clock = ReadClock::kNone;
   L1Map m(c);
   ASSERT_EQ(m.put(name_id(1), "v", ver(1)), InsertVerdict::kInserted);
-  set_now(500);  // well past expires_at = 100
+  set_now(500);              // well past expires_at = 100
   EXPECT_EQ(m.tick(), 500);  // ticks move nothing under kNone
   EXPECT_EQ(read_value(m, name_id(1)), "v");
-  EXPECT_TRUE(m.visit(name_id(1).view(), [](std::string_view value, std::string_view) { EXPECT_EQ(value, "v"); }));
+  EXPECT_TRUE(m.visit(name_id(1).view(),
+                      [](std::string_view value, std::string_view) { EXPECT_EQ(value, "v"); }));
   char buf[8];
   EXPECT_EQ(m.read(name_id(1).view(), buf).status, ReadStatus::kHit);
   EXPECT_EQ(m.read_at(name_id(1).view(), buf, 500).status, ReadStatus::kMiss);

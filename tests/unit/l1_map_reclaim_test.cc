@@ -35,7 +35,8 @@ TEST(L1Map, AGuardPinsRetiredRowsUntilItIsReleased) {
 TEST(L1Map, ReclaimScansArePacedNotOnePerDrop) {
   set_now(0);
   L1Map m(config());
-  for (std::uint64_t i = 0; i < 100; ++i) ASSERT_EQ(m.put(name_id(i), "v", ver(1)), InsertVerdict::kInserted);
+  for (std::uint64_t i = 0; i < 100; ++i)
+    ASSERT_EQ(m.put(name_id(i), "v", ver(1)), InsertVerdict::kInserted);
   const std::uint64_t scans0 = m.stats().reclaim_scans;
   std::int64_t due = -1;
   for (std::uint64_t i = 0; i < 100; ++i) {
@@ -67,7 +68,8 @@ TEST(L1Map, ReclaimForcesAScanOnceManyRowsWait) {
   set_now(0);
   L1Map m(config(20'000));
   constexpr std::uint64_t kRows = 3 * L1Map::kForceScanRows;
-  for (std::uint64_t i = 0; i < kRows; ++i) ASSERT_EQ(m.put(name_id(i), "v", ver(1)), InsertVerdict::kInserted);
+  for (std::uint64_t i = 0; i < kRows; ++i)
+    ASSERT_EQ(m.put(name_id(i), "v", ver(1)), InsertVerdict::kInserted);
   (void)m.reclaim_due(fake_now());
   std::size_t most = 0;
   for (std::uint64_t i = 0; i < kRows; ++i) {
@@ -83,10 +85,12 @@ TEST(L1Map, ReclaimForcesAScanOnceManyRowsWait) {
 TEST(L1Map, HeldReclaimLeavesEveryRetiredRowToTheWriter) {
   set_now(0);
   L1Map m(config(5000));
-  for (std::uint64_t i = 0; i < 2000; ++i) ASSERT_EQ(m.put(name_id(i), "v", ver(1)), InsertVerdict::kInserted);
+  for (std::uint64_t i = 0; i < 2000; ++i)
+    ASSERT_EQ(m.put(name_id(i), "v", ver(1)), InsertVerdict::kInserted);
   const std::uint64_t scans0 = m.stats().reclaim_scans;
   m.hold_reclaim(true);
-  for (std::uint64_t i = 0; i < 2000; ++i) ASSERT_EQ(m.apply_coherence(name_id(i), ver(2)), Verdict::kApplied);
+  for (std::uint64_t i = 0; i < 2000; ++i)
+    ASSERT_EQ(m.apply_coherence(name_id(i), ver(2)), Verdict::kApplied);
   EXPECT_EQ(m.stats().reclaim_scans, scans0) << "a retire under hold scanned";
   EXPECT_EQ(m.stats().retired_pending, 2000u);
   m.hold_reclaim(false);
@@ -153,7 +157,8 @@ TEST(Epoch, TheHandshakeModeIsFixedAndSaid) {
     EXPECT_FALSE(asym);
   }
   EXPECT_EQ(asym, epoch::asymmetric());
-  std::printf("[ epoch ] handshake: %s\n", asym ? "asymmetric (membarrier)" : "symmetric (seq_cst)");
+  std::printf("[ epoch ] handshake: %s\n",
+              asym ? "asymmetric (membarrier)" : "symmetric (seq_cst)");
   {
     ReadGuard g;  // a section opens under the same mode
     EXPECT_TRUE(g.protecting());

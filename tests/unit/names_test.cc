@@ -31,8 +31,9 @@ TEST(Names, RefuseAnInvalidIdInKeyPosition) {
 }
 
 TEST(Names, RefuseTableNamesThatWouldBreakAKey) {
-  const std::string bad[] = {"a{b", "a}b", "{users}", "two words", "tab\there", "nl\n",
-                             std::string("nul\0x", 5), "del\x7f"};
+  const std::string bad[] = {
+      "a{b",    "a}b", "{users}", "two words", "tab\there", "nl\n", std::string("nul\0x", 5),
+      "del\x7f"};
   for (const auto& t : bad) {
     EXPECT_EQ(coherence_channel(t).error(), NameError::kForbiddenByte) << t;
     EXPECT_EQ(coherence_queue(t).error(), NameError::kForbiddenByte) << t;

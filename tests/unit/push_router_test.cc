@@ -162,10 +162,10 @@ TEST(PushRouter, PushesForNoTableOrOfNoKnownShapeAreUnrouted) {
   Lane q(spec("quotes", CoherenceMode::kBroadcast));
   PushRouter router;
   router.add_broadcast("ecc:{quotes}:coh", q.target);
-  router.on_push(push({"message"}).view());                                  // too short
-  router.on_push(push({"message", "ecc:{other}:coh", "x"}).view());          // no such table
-  router.on_push(push({"pmessage", "p", "ecc:{quotes}:coh", "x"}).view());   // not ours
-  router.on_push(push({"invalidate", std::nullopt}).view());                 // no tracking table
+  router.on_push(push({"message"}).view());                                 // too short
+  router.on_push(push({"message", "ecc:{other}:coh", "x"}).view());         // no such table
+  router.on_push(push({"pmessage", "p", "ecc:{quotes}:coh", "x"}).view());  // not ours
+  router.on_push(push({"invalidate", std::nullopt}).view());                // no tracking table
   EXPECT_EQ(router.unrouted(), 4u);
   EXPECT_EQ(q.counters.pushes.load(), 0u);
 }
@@ -177,7 +177,8 @@ TEST(PushRouter, ATextKeyTableDropsByTheKeyInTheMessage) {
   router.on_push(push({"subscribe", "ecc:{books}:coh", "1"}).view());
   q.put("EURUSD", id("TXN", 5));
   q.put("GBPUSD", id("TXN", 5));
-  const std::string message = std::string(table::view(table::make_text_frame("EURUSD", id("TXN", 6)).value()));
+  const std::string message =
+      std::string(table::view(table::make_text_frame("EURUSD", id("TXN", 6)).value()));
   router.on_push(push({"message", "ecc:{books}:coh", message}).view());
   q.settle(1);
   EXPECT_FALSE(q.has("EURUSD"));

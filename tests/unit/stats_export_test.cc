@@ -254,18 +254,16 @@ TEST(StatsExport, ClusterCountersShowInBothFormatsOnlyInClusterMode) {
   const std::string text = to_json(s);
   const auto j = nlohmann::json::parse(text).at("cluster");
   const std::pair<const char*, std::uint64_t> expected[] = {
-      {"moved", 3},        {"ask", 2},           {"refreshes", 11}, {"held", 5},
-      {"held_expired", 1}, {"redirect_limit", 4}, {"masters", 3},    {"resubscribes", 6}};
+      {"moved", 3},          {"ask", 2},     {"refreshes", 11},  {"held", 5}, {"held_expired", 1},
+      {"redirect_limit", 4}, {"masters", 3}, {"resubscribes", 6}};
   const std::string prom = to_prometheus(s);
   for (const auto& [key, value] : expected) {
     EXPECT_EQ(j.at(key).get<std::uint64_t>(), value) << key;
     const bool gauge = std::string(key) == "masters";
     const std::string name = "echostore_cluster_" + std::string(key) + (gauge ? "" : "_total");
-    EXPECT_NE(prom.find("# TYPE " + name + (gauge ? " gauge\n" : " counter\n")),
-              std::string::npos)
+    EXPECT_NE(prom.find("# TYPE " + name + (gauge ? " gauge\n" : " counter\n")), std::string::npos)
         << name;
-    EXPECT_NE(prom.find(name + "{node=\"7\"} " + std::to_string(value) + "\n"),
-              std::string::npos)
+    EXPECT_NE(prom.find(name + "{node=\"7\"} " + std::to_string(value) + "\n"), std::string::npos)
         << name;
   }
   EXPECT_EQ(prometheus_from_json({text}), prom);

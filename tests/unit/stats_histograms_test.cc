@@ -73,11 +73,14 @@ TEST(LatencyRecorder, BucketsArePowersOfTwoOfNanoseconds) {
 
 TEST(StatsHistograms, LagHasASumInSecondsAndBatchSizesSumToApplied) {
   const std::string text = to_prometheus(snapshot_with_histograms());
-  EXPECT_TRUE(has(text, "echostore_writer_lag_seconds_sum{node=\"7\",table=\"quotes\"} 2.500000000"))
+  EXPECT_TRUE(
+      has(text, "echostore_writer_lag_seconds_sum{node=\"7\",table=\"quotes\"} 2.500000000"))
       << text;
   EXPECT_TRUE(has(text, "echostore_writer_lag_seconds_count{node=\"7\",table=\"quotes\"} 3"));
-  EXPECT_TRUE(has(text, "echostore_ring_batch_size_sum{node=\"7\",table=\"quotes\",ring=\"0\"} 60"));
-  EXPECT_TRUE(has(text, "echostore_ring_batch_size_count{node=\"7\",table=\"quotes\",ring=\"0\"} 24"));
+  EXPECT_TRUE(
+      has(text, "echostore_ring_batch_size_sum{node=\"7\",table=\"quotes\",ring=\"0\"} 60"));
+  EXPECT_TRUE(
+      has(text, "echostore_ring_batch_size_count{node=\"7\",table=\"quotes\",ring=\"0\"} 24"));
 }
 
 TEST(StatsHistograms, GetLoadAndL2LatenciesHaveBucketsSumAndCount) {
@@ -88,10 +91,12 @@ TEST(StatsHistograms, GetLoadAndL2LatenciesHaveBucketsSumAndCount) {
                       "sampled: 1 in 64"),
             std::string::npos);
   // Bucket 9 ([512, 1024) ns) ends at le 1.024e-06 s.
-  EXPECT_TRUE(has(text, "echostore_get_hit_latency_seconds_bucket{node=\"7\",table=\"quotes\","
-                        "le=\"1.024e-06\"} 3"));
-  EXPECT_TRUE(has(text, "echostore_get_hit_latency_seconds_bucket{node=\"7\",table=\"quotes\","
-                        "le=\"+Inf\"} 3"));
+  EXPECT_TRUE(has(text,
+                  "echostore_get_hit_latency_seconds_bucket{node=\"7\",table=\"quotes\","
+                  "le=\"1.024e-06\"} 3"));
+  EXPECT_TRUE(has(text,
+                  "echostore_get_hit_latency_seconds_bucket{node=\"7\",table=\"quotes\","
+                  "le=\"+Inf\"} 3"));
   EXPECT_TRUE(has(text, "echostore_get_hit_latency_seconds_sum" + q + " 0.000003000"));
   EXPECT_TRUE(has(text, "echostore_get_hit_latency_seconds_count" + q + " 3"));
   EXPECT_TRUE(has(text, "echostore_get_miss_latency_seconds_sum" + q + " 0.002000000"));
@@ -135,12 +140,12 @@ TEST(StatsHistograms, ASnapshotOfThePreviousFormatStillRendersAndMerges) {
   EXPECT_EQ(text.find("echostore_get_hit_latency_seconds_count{node=\"3\""), std::string::npos);
   EXPECT_EQ(text.find("echostore_metrics_requests_total{node=\"3\""), std::string::npos);
   // The new node's families are all there, each under one TYPE line.
-  EXPECT_TRUE(has(text, "echostore_writer_lag_seconds_sum{node=\"7\",table=\"quotes\"} 2.500000000"));
+  EXPECT_TRUE(
+      has(text, "echostore_writer_lag_seconds_sum{node=\"7\",table=\"quotes\"} 2.500000000"));
   EXPECT_TRUE(has(text, "echostore_get_hit_latency_seconds_count{node=\"7\",table=\"quotes\"} 3"));
   std::size_t types = 0;
-  for (std::size_t at = 0; (at = text.find("# TYPE echostore_writer_lag_seconds ", at)) !=
-                           std::string::npos;
-       ++at) {
+  for (std::size_t at = 0;
+       (at = text.find("# TYPE echostore_writer_lag_seconds ", at)) != std::string::npos; ++at) {
     ++types;
   }
   EXPECT_EQ(types, 1u);

@@ -121,7 +121,8 @@ TEST(TableSpec, LoaderThreadsAndLoaderTimeoutAreCheckedAndNamed) {
   expect_refused(s, "loader_threads must lie in 1..64, got 65");
   s = good();
   s.loader_timeout = std::chrono::milliseconds(-1);
-  expect_refused(s, "loader_timeout must be 0 (the engine's get_timeout) or lie in 1..3,600,000 ms");
+  expect_refused(s,
+                 "loader_timeout must be 0 (the engine's get_timeout) or lie in 1..3,600,000 ms");
   s.loader_timeout = std::chrono::milliseconds(3'600'001);
   expect_refused(s, "loader_timeout");
 }

@@ -18,8 +18,8 @@
 #include <unordered_map>
 
 #include <echo/engine/errc.h>
-#include <echo/engine/l2_frame.h>
 #include <echo/engine/internal/table_writer.h>
+#include <echo/engine/l2_frame.h>
 
 namespace echo::engine {
 
@@ -34,7 +34,7 @@ inline BrandedId id(std::string_view ns, std::uint64_t s) {
 struct FakeL2 {
   std::mutex mu;
   std::unordered_map<std::string, std::string> rows;  // name -> framed value
-  std::vector<std::function<void()>> parked;           // released by release_all()
+  std::vector<std::function<void()>> parked;          // released by release_all()
   std::atomic<int> fetches{0}, loads{0};
   bool park = false;
 
@@ -46,8 +46,11 @@ struct FakeL2 {
       // still on the wire.
       std::lock_guard lock(mu);
       auto it = rows.find(std::string(name));
-      auto answer = [stored = it == rows.end() ? std::nullopt : std::optional<std::string>(it->second),
-                     done = std::move(done)] { done(L2Fetch{{}, stored}); };
+      auto answer = [stored =
+                         it == rows.end() ? std::nullopt : std::optional<std::string>(it->second),
+                     done = std::move(done)] {
+        done(L2Fetch{{}, stored});
+      };
       if (park) {
         parked.push_back(std::move(answer));
       } else {
@@ -65,7 +68,8 @@ struct FakeL2 {
           std::lock_guard lock(mu);
           auto& row = rows[name];
           // put_l2: store only if newer than what L2 holds.
-          if (row.size() >= 14 && !table::newer(minted.view(), std::string_view(row).substr(0, 14))) {
+          if (row.size() >= 14 &&
+              !table::newer(minted.view(), std::string_view(row).substr(0, 14))) {
             out.stored = false;
           } else {
             row = frame_l2_value(minted, out.value);

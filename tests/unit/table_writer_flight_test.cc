@@ -99,7 +99,7 @@ TEST(TableWriter, AMessageNoNewerThanTheRememberedDropRestartsNoFlight) {
     publish_and_settle(w, ring, CoherenceItem{{name, v}, 0, 0});
   };
   l2.set(name, v2, "new");
-  publish(v2);  // overtakes the flight
+  publish(v2);                            // overtakes the flight
   l2.release_all(/*keep_parking=*/true);  // the v1 answer lands: the flight reads again, parked
   for (int i = 0; i < 5000 && w.stats().flight_restarts == 0; ++i) std::this_thread::sleep_for(1ms);
   ASSERT_EQ(w.stats().flight_restarts, 1u);
@@ -114,7 +114,8 @@ TEST(TableWriter, AMessageNoNewerThanTheRememberedDropRestartsNoFlight) {
   auto got = first.get();
   ASSERT_FALSE(got.ec);
   EXPECT_EQ(got.value, "new");
-  EXPECT_EQ(w.stats().flight_restarts, 1u) << "a message that said nothing new restarted the flight";
+  EXPECT_EQ(w.stats().flight_restarts, 1u)
+      << "a message that said nothing new restarted the flight";
   // A newer one still does.
   l2.set(name, v3, "v3");
   publish(v3);  // drops the cached v2 (no flight)
@@ -178,7 +179,9 @@ TEST(TableWriter, ALoaderWriteRefusedEveryTimeEndsContendedWithinTheRestartBound
     out.value = "loaded";
     out.version = minted;
     out.stored = false;  // L2 held a newer row, which is gone again when the flight re-reads
-    std::thread([done = std::move(done), out = std::move(out)]() mutable { done(std::move(out)); }).detach();
+    std::thread([done = std::move(done), out = std::move(out)]() mutable {
+      done(std::move(out));
+    }).detach();
   };
   TableWriter w(spec(), std::move(ports), 1);
   w.start();
@@ -297,7 +300,7 @@ TEST(TableWriter, FillGuardHoldsOverRandomizedInterleavings) {
     l2.set(name, vn, "v" + std::to_string(seq));
     apply_via(w, name, vn);  // the drop is applied: from here, nothing older than vn
     l2.release_all();
-    p.get_future().get();    // issued before the drop: may be older
+    p.get_future().get();  // issued before the drop: may be older
     auto after = get_via(w, name);
     ASSERT_FALSE(after.ec);
     ASSERT_TRUE(after.version.has_value());
@@ -346,11 +349,12 @@ TEST(TableWriter, ACommandPostedAfterStopIsAnsweredAtOnce) {
   std::promise<WriterAnswer<table::Verdict>> applied;
   std::promise<WriterAnswer<Applied>> remembered;
   w.apply(message, [&applied](WriterAnswer<table::Verdict> v) { applied.set_value(std::move(v)); });
-  w.apply_and_remember(message,
-                       [&remembered](WriterAnswer<Applied> v) { remembered.set_value(std::move(v)); });
+  w.apply_and_remember(
+      message, [&remembered](WriterAnswer<Applied> v) { remembered.set_value(std::move(v)); });
   auto verdict = applied.get_future();
   auto memory = remembered.get_future();
-  ASSERT_EQ(verdict.wait_for(5s), std::future_status::ready) << "an apply after stop went unanswered";
+  ASSERT_EQ(verdict.wait_for(5s), std::future_status::ready)
+      << "an apply after stop went unanswered";
   ASSERT_EQ(memory.wait_for(5s), std::future_status::ready)
       << "an apply_and_remember after stop went unanswered";
   const auto v = verdict.get();

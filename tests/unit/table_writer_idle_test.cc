@@ -49,14 +49,17 @@ TEST(TableWriter, ARingLeftLightByABurstLeavesAtTheFirstDirectApply) {
   int direct = 0;
   for (int i = 0; i < kRows; ++i) {
     std::this_thread::sleep_for(5ms);  // sparse: the writer parks between messages
-    if (w.deliver(ring, CoherenceItem{{id("AST", static_cast<std::uint64_t>(i + 1)), id("TXN", seq++)}, 0, 0})) {
+    if (w.deliver(ring,
+                  CoherenceItem{
+                      {id("AST", static_cast<std::uint64_t>(i + 1)), id("TXN", seq++)}, 0, 0})) {
       ++direct;
       EXPECT_EQ(ring.doorbell().light_rings_approx(), 0u) << "a direct apply left the ring light";
     }
   }
   std::this_thread::sleep_for(100ms);  // and idle
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                      std::chrono::steady_clock::now() - t0).count();
+  const auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
+          .count();
   ASSERT_GT(direct, 0) << "the writer never lent its token";
   EXPECT_LE(door_barriers(w) - door0, 2u) << "parks paid the light handshake's barrier";
   EXPECT_LE(w.stats().membarriers - all0, static_cast<std::uint64_t>(ms / 10 + 3))
@@ -162,8 +165,8 @@ TEST(TableWriter, ReclamationNeverRunsOnTheThreadThatAppliesDirectly) {
   sync(w);
   ASSERT_TRUE(eventually_true([&] { return g_destroyed.load() == kRows; }))
       << g_destroyed.load() << " of " << kRows << " rows destroyed";
-  EXPECT_EQ(g_destroyed_here.load(), 0u) << "rows were reclaimed on the delivering thread ("
-                                         << direct << " direct applies)";
+  EXPECT_EQ(g_destroyed_here.load(), 0u)
+      << "rows were reclaimed on the delivering thread (" << direct << " direct applies)";
   EXPECT_EQ(w.map().stats().retired_pending, 0u);
   w.stop();
 }

@@ -126,7 +126,8 @@ TEST(TableWriter, TrackingAPutAnInvalidationOvertookIsNotCachedAndAFlushMovesEve
   const auto name = id("AST", 301), other = id("AST", 302);
   auto put = [&w](const BrandedId& n, std::uint64_t guard) {
     std::promise<void> done;
-    w.put(n.view(), "mine", id("TXN", 5), [&done] { done.set_value(); }, guard);
+    w.put(
+        n.view(), "mine", id("TXN", 5), [&done] { done.set_value(); }, guard);
     done.get_future().wait();
   };
   // The token, then (while the put's SET is on the wire) another write's invalidation lands.

@@ -15,8 +15,8 @@
 #include <future>
 #include <stdexcept>
 #include <string>
-#include <utility>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -93,7 +93,8 @@ TEST_P(Loop, PostsFromManyThreadsAllRunWhenBusyPolling) {
 TEST(UringLoopTaskrun, PostsRunWithSingleThreadTaskrun) {
   LoopThread lt(LoopOptions{.backend = Backend::kUring, .single_thread_taskrun = true});
   std::atomic<int> ran{0};
-  for (int i = 0; i < 1000; ++i) lt.loop().post([&] { ran.fetch_add(1, std::memory_order_relaxed); });
+  for (int i = 0; i < 1000; ++i)
+    lt.loop().post([&] { ran.fetch_add(1, std::memory_order_relaxed); });
   std::promise<void> fence;
   lt.loop().post([&] { fence.set_value(); });
   ASSERT_EQ(fence.get_future().wait_for(10s), std::future_status::ready);

@@ -31,7 +31,7 @@ WriterPorts idle_ports() {
   WriterPorts p;
   p.fetch = [](std::string_view, std::function<void(L2Fetch)>) {};
   p.load = [](std::string_view, const table::BrandedId&, std::shared_ptr<LoadClaim>,
-               std::function<void(LoadOutcome)>) {};
+              std::function<void(LoadOutcome)>) {};
   return p;
 }
 

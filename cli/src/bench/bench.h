@@ -105,8 +105,8 @@ void run_hit_ratio(const BenchConfig& config, Progress& progress, std::vector<Ro
 inline constexpr int kHitRatioSteps = 8;  // traces (one step each, not per round)
 
 // The rows against `target`: broadcast lane vs the PUBLISH floor, job lane vs broadcast lane,
-// remembered lane vs job lane, the broadcast lane on epoll vs io_uring, journal pair vs a plain SQLite WAL commit. Throws
-// std::runtime_error naming what did not arrive.
+// remembered lane vs job lane, the broadcast lane on epoll vs io_uring, journal pair vs a plain
+// SQLite WAL commit. Throws std::runtime_error naming what did not arrive.
 void run_lanes(const BenchConfig& config, const DrillTarget& target, Progress& progress,
                std::vector<Row>& rows);
 

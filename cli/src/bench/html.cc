@@ -20,7 +20,11 @@ namespace {
 // Length of the valid UTF-8 sequence at s[i], 0 when it is not one.
 std::size_t utf8_length(const std::string& s, std::size_t i) {
   const auto b = static_cast<unsigned char>(s[i]);
-  const std::size_t n = b < 0x80 ? 1 : (b >> 5) == 0x6 ? 2 : (b >> 4) == 0xE ? 3 : (b >> 3) == 0x1E ? 4 : 0;
+  const std::size_t n = b < 0x80           ? 1
+                        : (b >> 5) == 0x6  ? 2
+                        : (b >> 4) == 0xE  ? 3
+                        : (b >> 3) == 0x1E ? 4
+                                           : 0;
   if (n == 0 || i + n > s.size()) return 0;
   for (std::size_t k = 1; k < n; ++k) {
     if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return 0;
@@ -37,11 +41,21 @@ std::string esc(const std::string& s) {
   for (std::size_t i = 0; i < s.size();) {
     const char ch = s[i];
     switch (ch) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
       default: {
         const std::size_t n = utf8_length(s, i);
         if (n == 0) {
@@ -91,8 +105,8 @@ void ratio_bars(std::ostream& o, const std::vector<Row>& rows) {
     << "\" height=\"" << height << "\" role=\"img\">\n"
     << "<title>each row's ratio to its baseline (log scale, 1/16 to 16)</title>\n";
   for (const double t : {1.0 / 16, 1.0 / 4, 1.0, 4.0, 16.0}) {
-    o << "<line x1=\"" << x_of(t) << "\" y1=\"10\" x2=\"" << x_of(t) << "\" y2=\""
-      << height - 20 << "\" stroke=\"" << (t == 1.0 ? "#000" : "#ccc") << "\"/>"
+    o << "<line x1=\"" << x_of(t) << "\" y1=\"10\" x2=\"" << x_of(t) << "\" y2=\"" << height - 20
+      << "\" stroke=\"" << (t == 1.0 ? "#000" : "#ccc") << "\"/>"
       << "<text x=\"" << x_of(t) << "\" y=\"" << height - 5
       << "\" font-size=\"11\" text-anchor=\"middle\">" << (t < 1 ? "1/" + num(1 / t) : num(t))
       << "x</text>\n";
@@ -102,16 +116,15 @@ void ratio_bars(std::ostream& o, const std::vector<Row>& rows) {
     const double ratio = r.ratio();
     const bool finite = std::isfinite(ratio) && ratio > 0;
     const bool better = finite && (r.higher_better ? ratio >= 1 : ratio <= 1);
-    o << "<g class=\"bar\" data-row=\"" << esc(r.id) << "\"><text x=\"" << kLabel - 6
-      << "\" y=\"" << y + 13 << "\" font-size=\"12\" text-anchor=\"end\">" << esc(r.id)
-      << "</text>";
+    o << "<g class=\"bar\" data-row=\"" << esc(r.id) << "\"><text x=\"" << kLabel - 6 << "\" y=\""
+      << y + 13 << "\" font-size=\"12\" text-anchor=\"end\">" << esc(r.id) << "</text>";
     if (finite) {
       const double a = std::min(mid, x_of(ratio)), b = std::max(mid, x_of(ratio));
       o << "<rect x=\"" << a << "\" y=\"" << y + 3 << "\" width=\"" << std::max(1.0, b - a)
         << "\" height=\"" << kRow - 8 << "\" fill=\"" << (better ? "#3a8f4b" : "#c0392b")
         << "\"/><text x=\"" << b + 4 << "\" y=\"" << y + 13 << "\" font-size=\"11\">"
-        << num(ratio, "%.2f") << "x " << (r.higher_better ? "(higher is better)" : "(lower is better)")
-        << "</text>";
+        << num(ratio, "%.2f") << "x "
+        << (r.higher_better ? "(higher is better)" : "(lower is better)") << "</text>";
     } else {
       o << "<text x=\"" << mid + 4 << "\" y=\"" << y + 13 << "\" font-size=\"11\">n/a</text>";
     }
@@ -135,7 +148,8 @@ void percentile_curves(std::ostream& o, const Row& r) {
   constexpr double kW = 560, kH = 260, kLeft = 60, kTop = 14, kBottom = 34;
   auto x_of = [&](double nines) { return kLeft + nines / max_nines * (kW - kLeft - 20); };
   auto y_of = [&](double us) {
-    const double f = (std::log10(std::max(us, lo)) - std::log10(lo)) / (std::log10(hi) - std::log10(lo));
+    const double f =
+        (std::log10(std::max(us, lo)) - std::log10(lo)) / (std::log10(hi) - std::log10(lo));
     return kTop + (1 - f) * (kH - kTop - kBottom);
   };
   o << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << kW << "\" height=\"" << kH
@@ -166,11 +180,11 @@ void percentile_curves(std::ostream& o, const Row& r) {
   };
   curve(base, "#888", r.baseline);
   curve(ours, "#1f5fbf", r.ours);
-  o << "<text x=\"" << kLeft + 8 << "\" y=\"" << kTop + 12 << "\" font-size=\"12\" fill=\"#1f5fbf\">"
-    << esc(r.ours) << " (p50 " << num(at(ours, 0.5)) << " us, p99 " << num(at(ours, 0.99))
-    << " us)</text><text x=\"" << kLeft + 8 << "\" y=\"" << kTop + 28
-    << "\" font-size=\"12\" fill=\"#666\">" << esc(r.baseline) << " (p50 " << num(at(base, 0.5))
-    << " us, p99 " << num(at(base, 0.99)) << " us)</text>\n</svg>\n";
+  o << "<text x=\"" << kLeft + 8 << "\" y=\"" << kTop + 12
+    << "\" font-size=\"12\" fill=\"#1f5fbf\">" << esc(r.ours) << " (p50 " << num(at(ours, 0.5))
+    << " us, p99 " << num(at(ours, 0.99)) << " us)</text><text x=\"" << kLeft + 8 << "\" y=\""
+    << kTop + 28 << "\" font-size=\"12\" fill=\"#666\">" << esc(r.baseline) << " (p50 "
+    << num(at(base, 0.5)) << " us, p99 " << num(at(base, 0.99)) << " us)</text>\n</svg>\n";
 }
 
 }  // namespace
@@ -195,9 +209,9 @@ bool write_html(const std::string& path, const RunInfo& info, const BenchConfig&
   fact("compiler", info.compiler);
   fact("knobs", "ring_capacity " + std::to_string(c.ring_capacity) + ", max_batch " +
                     std::to_string(c.max_batch) + ", wait " + std::string(ring::to_string(c.wait)));
-  fact("statistic", "median of " + std::to_string(c.rounds) + " rounds" +
-                        (c.quick ? " (--quick)" : "") +
-                        "; each row's contenders interleaved in every round; ratio = ours / baseline");
+  fact("statistic",
+       "median of " + std::to_string(c.rounds) + " rounds" + (c.quick ? " (--quick)" : "") +
+           "; each row's contenders interleaved in every round; ratio = ours / baseline");
   fact("placement", c.placement);
   fact("seconds", num(info.seconds, "%.0f"));
   o << "</table>\n<h2>Ratios to the same run's baselines</h2>\n";

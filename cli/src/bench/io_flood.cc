@@ -10,13 +10,13 @@
 #include <dirent.h>
 #include <unistd.h>
 
-#include <fstream>
-#include <sstream>
 #include <echo/base/cache_line.h>
 #include <echo/engine/engine.h>
 #include <echo/harness/stage.h>
 #include <echo/table/coherence_frame.h>
 #include <echo/table/names.h>
+#include <fstream>
+#include <sstream>
 
 #include <algorithm>
 #include <array>
@@ -54,8 +54,8 @@ class FloodNode {
       : heard_(std::make_shared<std::array<Heard, kTables>>()) {
     std::vector<engine::TableSpec> specs;
     for (int k = 0; k < kTables; ++k) {
-      const std::string t = "bench_fl" + std::to_string(io_threads) + "_" + std::to_string(k) +
-                            "_" + run_id;
+      const std::string t =
+          "bench_fl" + std::to_string(io_threads) + "_" + std::to_string(k) + "_" + run_id;
       channels_.push_back(table::coherence_channel(t).value());
       engine::TableSpec s = lane_spec(t, CoherenceMode::kBroadcast, c);
       s.full_policy = ring::FullPolicy::kBlock;
@@ -152,15 +152,15 @@ double flood(const DrillTarget& target, const FloodNode& node, const PublishStre
   const CpuSplit c0{task_cpu("echostore"), task_cpu("echo-io"), task_cpu("echo-w"),
                     server_cpu(plain)};
   const auto t0 = floors::Clock::now();
-  for (std::size_t at = 0; at < n; at += kChunk) pub.send(s, at, std::min<std::size_t>(at + kChunk, n));
-  const bool all = floors::eventually([&] { return node.heard() - before >= n; },
-                                      std::chrono::seconds(20));
+  for (std::size_t at = 0; at < n; at += kChunk)
+    pub.send(s, at, std::min<std::size_t>(at + kChunk, n));
+  const bool all =
+      floors::eventually([&] { return node.heard() - before >= n; }, std::chrono::seconds(20));
   const double seconds = std::chrono::duration<double>(floors::Clock::now() - t0).count();
   if (cpu != nullptr) {
-    cpu->push_back(CpuSplit{(task_cpu("echostore") - c0.sender) / seconds,
-                            (task_cpu("echo-io") - c0.io) / seconds,
-                            (task_cpu("echo-w") - c0.writers) / seconds,
-                            (server_cpu(plain) - c0.server) / seconds});
+    cpu->push_back(CpuSplit{
+        (task_cpu("echostore") - c0.sender) / seconds, (task_cpu("echo-io") - c0.io) / seconds,
+        (task_cpu("echo-w") - c0.writers) / seconds, (server_cpu(plain) - c0.server) / seconds});
   }
   if (!all) {
     throw std::runtime_error("the flood's node heard " + std::to_string(node.heard() - before) +
@@ -214,8 +214,8 @@ void run_io_threads(const BenchConfig& c, const DrillTarget& target, Progress& p
   };
   auto split = [&](const std::vector<CpuSplit>& v) {
     return floors::fmt("sender %.2f, io %.2f, writers %.2f, redis-server %.2f",
-                       med(v, &CpuSplit::sender), med(v, &CpuSplit::io),
-                       med(v, &CpuSplit::writers), med(v, &CpuSplit::server));
+                       med(v, &CpuSplit::sender), med(v, &CpuSplit::io), med(v, &CpuSplit::writers),
+                       med(v, &CpuSplit::server));
   };
   x.what += "; CPU s per s: 2 io threads: " + split(cpu_two) + "; 1 io thread: " + split(cpu_one);
   rows.push_back(std::move(x));

@@ -10,9 +10,9 @@
 // with the blocking Engine::enqueue. The journal row compares a record+mark pair with a plain
 // SQLite WAL commit, as the drill's H6 does. The epoll row runs the broadcast lane into two more
 // receivers alike but for their io backend (io_uring, epoll), message by message.
-#include <echo/engine/internal/job_consumer.h>
-#include <echo/engine/internal/access.h>
 #include <echo/engine/engine.h>
+#include <echo/engine/internal/access.h>
+#include <echo/engine/internal/job_consumer.h>
 #include <echo/engine/journal.h>
 #include <echo/harness/plain_wal.h>
 #include <echo/harness/stage.h>
@@ -165,7 +165,8 @@ void run_lanes(const BenchConfig& c, const DrillTarget& target, Progress& progre
   Engine re(on_backend(kEpollReceiver, io::Backend::kEpoll),
             {lane_spec(bce, CoherenceMode::kBroadcast, c)});
   const std::error_code uring_refused = ru.start();
-  if (auto ec = re.start()) throw std::runtime_error("the epoll node did not start: " + ec.message());
+  if (auto ec = re.start())
+    throw std::runtime_error("the epoll node did not start: " + ec.message());
   if (uring_refused) {
     std::cerr << "echostore bench: epoll_vs_uring left out: the io_uring node did not start ("
               << uring_refused.message() << ")\n";
@@ -213,14 +214,15 @@ void run_lanes(const BenchConfig& c, const DrillTarget& target, Progress& progre
   // the run after the rounds: the lane's settle already waits for every job's completion).
   std::atomic<std::uint64_t> async_failed{0};
   auto enqueue = Settled{job_lane, [&](const BrandedId& v) {
-    auto job_id = s.enqueue_async(job, group, name.view(), v,
-                                  [&](const engine::Result<std::vector<engine::MemberAdmission>>& a) {
-                                    if (!a || a->size() != 1) async_failed.fetch_add(1);
-                                  });
-    if (!job_id) return false;
-    job_lane.sent();
-    return true;
-  }};
+                           auto job_id = s.enqueue_async(
+                               job, group, name.view(), v,
+                               [&](const engine::Result<std::vector<engine::MemberAdmission>>& a) {
+                                 if (!a || a->size() != 1) async_failed.fetch_add(1);
+                               });
+                           if (!job_id) return false;
+                           job_lane.sent();
+                           return true;
+                         }};
   auto enqueue_sync = enqueue_to(job, job_lane);
   auto enqueue_bare = enqueue_to(bare, bare_lane);
   const engine::EnqueueFn to_bus = [&](const BrandedId& id, std::string_view n,
@@ -228,10 +230,10 @@ void run_lanes(const BenchConfig& c, const DrillTarget& target, Progress& progre
     return s.enqueue_job(mem, group, id, n, v);
   };
   auto remembered = Settled{mem_lane, [&](const BrandedId& v) {
-    if (!lj.intend_and_enqueue(name, v, to_bus)) return false;
-    mem_lane.sent();
-    return true;
-  }};
+                              if (!lj.intend_and_enqueue(name, v, to_bus)) return false;
+                              mem_lane.sent();
+                              return true;
+                            }};
   for (int i = 0; i < kWarmup; ++i) {
     (void)one_message(r, bc, name, minter, publish);
     (void)one_message(r, job, name, minter, enqueue);
@@ -267,8 +269,9 @@ void run_lanes(const BenchConfig& c, const DrillTarget& target, Progress& progre
                              "job lane without its lead (job_lead off), send -> row gone at R's "
                              "writer",
                              "Engine::enqueue, no lead", "Engine::broadcast (broadcast lane)");
-  Row mem_row = row("remembered_vs_job", "remembered lane (journal bound), send -> row gone",
-                    "Journal::intend_and_enqueue", "Engine::enqueue (job lane, no journal, blocking)");
+  Row mem_row =
+      row("remembered_vs_job", "remembered lane (journal bound), send -> row gone",
+          "Journal::intend_and_enqueue", "Engine::enqueue (job lane, no journal, blocking)");
   Row epoll_row = row("epoll_vs_uring", "broadcast lane, PUBLISH -> row gone, by io backend",
                       "receiver's io loop on epoll", "receiver's io loop on io_uring");
   Row pair_row = row("journal_vs_sqlite", "journal record+mark pair", "Journal record+mark",
@@ -286,18 +289,23 @@ void run_lanes(const BenchConfig& c, const DrillTarget& target, Progress& progre
   const std::string bct = "bench_bct_" + run_id;
   if (target.tls_port > 0) {
     auto tls_node = [&](unsigned id) {
-      engine::EngineOptions o = harness::node_options(target.host, target.tls_port, id, c.process_cpu);
+      engine::EngineOptions o =
+          harness::node_options(target.host, target.tls_port, id, c.process_cpu);
       o.tls = target.tls;
       return o;
     };
-    rt = std::make_unique<Engine>(tls_node(kReceiver + 10),
-                                  std::vector<TableSpec>{lane_spec(bct, CoherenceMode::kBroadcast, c)});
+    rt = std::make_unique<Engine>(
+        tls_node(kReceiver + 10),
+        std::vector<TableSpec>{lane_spec(bct, CoherenceMode::kBroadcast, c)});
     st = std::make_unique<Engine>(tls_node(kSender + 10),
                                   std::vector<TableSpec>{lane_spec(bct, CoherenceMode::kNone, c)});
-    if (auto ec = rt->start()) throw std::runtime_error("node R (TLS) did not start: " + ec.message());
-    if (auto ec = st->start()) throw std::runtime_error("node S (TLS) did not start: " + ec.message());
+    if (auto ec = rt->start())
+      throw std::runtime_error("node R (TLS) did not start: " + ec.message());
+    if (auto ec = st->start())
+      throw std::runtime_error("node S (TLS) did not start: " + ec.message());
     tls_row = row("tls_vs_plain", "broadcast lane over TLS, Engine::broadcast -> row gone",
-                  "both nodes over TLS (OpenSSL, memory BIOs)", "both nodes plain (same lane, server, run)");
+                  "both nodes over TLS (OpenSSL, memory BIOs)",
+                  "both nodes plain (same lane, server, run)");
   }
   auto broadcast_tls = [&](const BrandedId& v) {
     auto heard = st->broadcast(bct, name.view(), v);
@@ -306,8 +314,8 @@ void run_lanes(const BenchConfig& c, const DrillTarget& target, Progress& progre
   for (int i = 0; rt && i < kWarmup; ++i) (void)one_message(*rt, bct, name, minter, broadcast_tls);
   floors::PublishFloor floor(target, "echostore:bench:floor:" + run_id);
   for (int i = 0; i < kWarmup; ++i) (void)floor.one();
-  engine::Journal jj(harness::journal_options(dir.path() / "pair",
-                                              minter.mint("PRT").value().str(), kJournalNode + 1));
+  engine::Journal jj(harness::journal_options(dir.path() / "pair", minter.mint("PRT").value().str(),
+                                              kJournalNode + 1));
   harness::PlainWal wal(dir.path() / "plain.db");
   const int n = c.messages;
   for (int round = 0; round < c.rounds; ++round) {
@@ -330,8 +338,7 @@ void run_lanes(const BenchConfig& c, const DrillTarget& target, Progress& progre
       via_mem.push_back(one_message(r, mem, name, minter, remembered));
       if (rt) via_tls.push_back(one_message(*rt, bct, name, minter, broadcast_tls));
     }
-    const double job_median = keep(via_job, job_row.ours_samples),
-                 at_bc_median = median_of(at_bc);
+    const double job_median = keep(via_job, job_row.ours_samples), at_bc_median = median_of(at_bc);
     job_row.ours_rounds.push_back(job_median);
     job_row.base_rounds.push_back(keep(via_bc, job_row.base_samples));
     job_applied_row.ours_rounds.push_back(median_of(std::move(at_job)));

@@ -13,10 +13,10 @@
 #include <readerwriterqueue/readerwriterqueue.h>
 
 #include <algorithm>
-#include <cstring>
 #include <atomic>
 #include <boost/lockfree/spsc_queue.hpp>
 #include <chrono>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -239,7 +239,8 @@ class Churner {
   // `fill()` runs first on the writer thread; `churn(row, version)` then runs per drop+re-put,
   // and `tick()` at least every millisecond, churning or idle (an engine writer's pass).
   template <class Fill, class Churn, class Tick = void (*)()>
-  Churner(Fill fill, Churn churn, int per_ms = kChurnPerMs, Tick tick = [] {})
+  Churner(
+      Fill fill, Churn churn, int per_ms = kChurnPerMs, Tick tick = [] {})
       : thread_([this, fill, churn, per_ms, tick]() mutable {
           fill();
           ready_.store(true, std::memory_order_release);  // pairs with wait_ready's acquire
@@ -357,7 +358,10 @@ struct Quote {
 constexpr int kTypedChurnPerMs = 1'000;  // drop + re-put pairs per millisecond (1M drops/s)
 
 std::string quote_bytes(std::uint64_t v) {
-  const Quote q{100.0 + static_cast<double>(v % 100), 100.5, static_cast<std::int64_t>(v), 100,
+  const Quote q{100.0 + static_cast<double>(v % 100),
+                100.5,
+                static_cast<std::int64_t>(v),
+                100,
                 {'X', 'N', 'Y', 'S'}};
   return std::string(reinterpret_cast<const char*>(&q), sizeof q);
 }
@@ -632,9 +636,11 @@ void run_micro(const BenchConfig& c, Progress& progress, std::vector<Row>& rows)
   rows.push_back(std::move(flat));
   rows.push_back(std::move(shared));
 
-  Row typed = make_row("l1_typed_hit_vs_flat_map", "typed L1 hit in place (text key, 32 B struct), "
-                       "writer idle", "L1Map::visit", ECHO_FLAT_MAP_NAME "::find (unsynchronised)",
-                       "us", false, reader);
+  Row typed =
+      make_row("l1_typed_hit_vs_flat_map",
+               "typed L1 hit in place (text key, 32 B struct), "
+               "writer idle",
+               "L1Map::visit", ECHO_FLAT_MAP_NAME "::find (unsynchronised)", "us", false, reader);
   Row typed_churn = make_row("l1_typed_hit_churn_vs_flat_map",
                              "typed L1 hit in place, writer churning 1M drops/s", "L1Map::visit",
                              ECHO_FLAT_MAP_NAME "::find (unsynchronised)", "us", false, reader);

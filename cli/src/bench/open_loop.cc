@@ -7,8 +7,8 @@
 // the table's writer after applying it (TableSpec::on_message), for the floor a bare blocking
 // hiredis subscriber after reading it. Both at the same rate, interleaved, in the same run.
 #include <echo/base/clock.h>
-#include <echo/engine/internal/access.h>
 #include <echo/engine/engine.h>
+#include <echo/engine/internal/access.h>
 #include <echo/harness/open_loop.h>
 #include <echo/harness/stage.h>
 #include <echo/table/coherence_frame.h>
@@ -99,7 +99,8 @@ class FloorSubscriber {
         if (redisGetReply(sub_.raw(), &raw) != REDIS_OK) return;
         floors::Reply m(static_cast<redisReply*>(raw));
         if (m->type != REDIS_REPLY_ARRAY || m->elements != 3) continue;
-        const auto frame = table::parse_frame(std::string_view(m->element[2]->str, m->element[2]->len));
+        const auto frame =
+            table::parse_frame(std::string_view(m->element[2]->str, m->element[2]->len));
         const std::int64_t at = base::steady_ns();
         run.observed(frame ? frame->version.snowflake() - base : ~0ull, at);
       }
@@ -155,9 +156,10 @@ void run_open_loop(const BenchConfig& c, const DrillTarget& target, Progress& pr
     const std::int64_t at = base::steady_ns();
     run->observed(v ? *v - hook->base.load(std::memory_order_relaxed) : ~0ull, at);
   };
-  engine::Engine r(harness::node_options(target.host, target.port, kOpenLoopReceiver, c.process_cpu),
-                   {spec});
-  if (auto ec = r.start()) throw std::runtime_error("the open-loop node did not start: " + ec.message());
+  engine::Engine r(
+      harness::node_options(target.host, target.port, kOpenLoopReceiver, c.process_cpu), {spec});
+  if (auto ec = r.start())
+    throw std::runtime_error("the open-loop node did not start: " + ec.message());
 
   std::uint64_t next_base = 0;
   // Each run's versions above every earlier run's and above anything minted before it.
@@ -219,8 +221,10 @@ void run_open_loop(const BenchConfig& c, const DrillTarget& target, Progress& pr
       }
     }
   }
-  const std::string placement = placement_of(
-      c, "the bench thread (the sender), the floor's subscriber thread, the node's io and writer threads", true);
+  const std::string placement = placement_of(c,
+                                             "the bench thread (the sender), the floor's "
+                                             "subscriber thread, the node's io and writer threads",
+                                             true);
   for (std::size_t k = 0; k < c.load.size(); ++k) {
     const std::string rate = std::to_string(static_cast<long long>(c.load[k]));
     Row x;

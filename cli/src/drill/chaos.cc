@@ -4,13 +4,13 @@
 // every node to agree with L2 before the next. Figures and goals are printed at the end.
 #include "drill/chaos.h"
 
-#include <echo/testing/local_server.h>
 #include <echo/harness/hiredis.h>
 #include <echo/harness/stage.h>
 #include <echo/harness/temp_dir.h>
 #include <echo/io/cluster_map.h>
 #include <echo/table/fill_guard.h>
 #include <echo/table/names.h>
+#include <echo/testing/local_server.h>
 
 #include <algorithm>
 #include <iomanip>
@@ -86,7 +86,8 @@ class Run {
   void writer(std::stop_token stop, int node);
   void job_writer(std::stop_token stop);
   void reader(std::stop_token stop, int node);
-  engine::Result<bool> enqueue(const BrandedId& job, std::string_view name, const BrandedId& version) {
+  engine::Result<bool> enqueue(const BrandedId& job, std::string_view name,
+                               const BrandedId& version) {
     return s_.nodes[1]->enqueue_job(kJobTable, *s_.group, job, name, version);
   }
 
@@ -110,8 +111,9 @@ void Run::stage_nodes(harness::TempDir& dir) {
     s_.proxies.push_back(std::make_unique<harness::FaultProxy>(po));
   }
   for (int n = 0; n < kNodes; ++n) {
-    engine::EngineOptions o = harness::node_options("127.0.0.1", s_.proxies[static_cast<std::size_t>(n)]->port(),
-                                                    engine::EngineOptions::kAutoNode);
+    engine::EngineOptions o =
+        harness::node_options("127.0.0.1", s_.proxies[static_cast<std::size_t>(n)]->port(),
+                              engine::EngineOptions::kAutoNode);
     o.heartbeat = kHeartbeat;
     o.call_timeout = kCallTimeout;
     o.get_timeout = kGetTimeout;
@@ -127,16 +129,19 @@ void Run::stage_nodes(harness::TempDir& dir) {
     b.on_message = [this, n](const engine::Heard& heard) {
       if (heard.all) return s_.oracle.reached_all(n);
       const auto it = s_.by_hash.find(heard.key_hash);
-      if (it != s_.by_hash.end()) s_.oracle.reached_version(n, it->second, heard.version, heard.dropped);
+      if (it != s_.by_hash.end())
+        s_.oracle.reached_version(n, it->second, heard.version, heard.dropped);
     };
-    auto e = std::make_unique<Engine>(o, std::vector<TableSpec>{b, spec(kJobTable, CoherenceMode::kJob)});
+    auto e = std::make_unique<Engine>(
+        o, std::vector<TableSpec>{b, spec(kJobTable, CoherenceMode::kJob)});
     s_.nodes.push_back(std::move(e));
   }
   // The journal: node 1 records intents at the writer's edge, node 0 remembers what it applied at
   // the applier's edge (one group, one file, as gate H4 stages it); bound before node 0 starts.
   table::Minter minter(1023);
   s_.group = minter.mint("PRT").value();
-  s_.journal = std::make_unique<engine::Journal>(harness::journal_options(dir.path(), s_.group->str(), 1022));
+  s_.journal = std::make_unique<engine::Journal>(
+      harness::journal_options(dir.path(), s_.group->str(), 1022));
   s_.nodes[0]->use_journal(kJobTable, *s_.journal);
   for (int n = 0; n < kNodes; ++n) {
     if (auto ec = s_.nodes[static_cast<std::size_t>(n)]->start()) {
@@ -183,8 +188,9 @@ void Run::writer(std::stop_token stop, int node) {
     }
     s_.writing.fetch_add(1, std::memory_order_acq_rel);
     if (!s_.paused.load(std::memory_order_acquire)) {  // pairs with converge()'s pause
-      const std::size_t i = static_cast<std::size_t>(node) +
-                            kNodes * std::uniform_int_distribution<std::size_t>(0, kNames / kNodes - 1)(rng);
+      const std::size_t i =
+          static_cast<std::size_t>(node) +
+          kNodes * std::uniform_int_distribution<std::size_t>(0, kNames / kNodes - 1)(rng);
       if (auto v = e.mint(kKind)) {
         const std::uint32_t seq = ++s_.last_seq[i];
         const table::IdBytes bytes = table::id_bytes(*v);
@@ -228,7 +234,9 @@ void Run::job_writer(std::stop_token stop) {
       s_.intents.fetch_add(1, std::memory_order_relaxed);
       auto job = s_.journal->intend_and_enqueue(
           s_.job_names[i], *v,
-          [this](const BrandedId& j, std::string_view n, const BrandedId& ver) { return enqueue(j, n, ver); });
+          [this](const BrandedId& j, std::string_view n, const BrandedId& ver) {
+            return enqueue(j, n, ver);
+          });
       if (!job) s_.intent_errors.fetch_add(1, std::memory_order_relaxed);
     } catch (const std::exception&) {
       s_.intent_errors.fetch_add(1, std::memory_order_relaxed);
@@ -251,7 +259,8 @@ void Run::reader(std::stop_token stop, int node) {
     std::optional<std::uint32_t> seq;
     if (got) seq = seq_of(got->value);
     if (!seq) {
-      if (t.errors++ == 0) t.first_error = got ? "a value that is no write's number" : got.error().message();
+      if (t.errors++ == 0)
+        t.first_error = got ? "a value that is no write's number" : got.error().message();
     } else {
       ++t.reads;
       if (*seq > s_.oracle.started(i)) {
@@ -274,7 +283,8 @@ void Run::reader(std::stop_token stop, int node) {
           }
         }
         if (since != 0 && tb > since) {
-          raise_max(s_.window_ns[static_cast<std::size_t>(s_.current_kind.load(std::memory_order_relaxed))],
+          raise_max(s_.window_ns[static_cast<std::size_t>(
+                        s_.current_kind.load(std::memory_order_relaxed))],
                     tb - since);
         }
       }
@@ -311,10 +321,13 @@ std::vector<std::pair<int, std::size_t>> Run::converge(std::chrono::milliseconds
 
 void Run::replay(Figures& fig) {
   try {
-    auto r = s_.journal->replay(
-        [this](const BrandedId& j, std::string_view n, const BrandedId& v) { return enqueue(j, n, v); });
-    if (r) s_.replayed.fetch_add(r->replayed, std::memory_order_relaxed);
-    else ++fig.replay_errors;
+    auto r = s_.journal->replay([this](const BrandedId& j, std::string_view n, const BrandedId& v) {
+      return enqueue(j, n, v);
+    });
+    if (r)
+      s_.replayed.fetch_add(r->replayed, std::memory_order_relaxed);
+    else
+      ++fig.replay_errors;
   } catch (const std::exception&) {
     ++fig.replay_errors;
   }
@@ -358,7 +371,9 @@ void Run::schedule(Clock::time_point end, FaultInjector& injector, Figures& fig)
       const auto back = [&] {
         for (int n = 0; n < kNodes; ++n) {
           if (f.node >= 0 && n != f.node) continue;
-          if (s_.logs[static_cast<std::size_t>(n)].first(EventKind::kResubscribed, "sub", start) < 0) return false;
+          if (s_.logs[static_cast<std::size_t>(n)].first(EventKind::kResubscribed, "sub", start) <
+              0)
+            return false;
         }
         return true;
       };
@@ -381,7 +396,8 @@ void Run::schedule(Clock::time_point end, FaultInjector& injector, Figures& fig)
     for (int n = 0; n < kNodes; ++n) {
       if (f.node >= 0 && n != f.node) continue;
       const NodeLog& log = s_.logs[static_cast<std::size_t>(n)];
-      const std::int64_t lost = log.first(EventKind::kLost, "sub", start, silencing ? healed + 1 : settled);
+      const std::int64_t lost =
+          log.first(EventKind::kLost, "sub", start, silencing ? healed + 1 : settled);
       if (lost < 0) continue;
       const std::int64_t back = log.first(EventKind::kResubscribed, "sub", lost);
       if (silencing) {
@@ -398,11 +414,13 @@ void Run::schedule(Clock::time_point end, FaultInjector& injector, Figures& fig)
       }
     }
     out_ << "  fault " << std::setw(4) << ++fig.faults << ' ' << std::setw(14) << std::left
-         << to_string(f.kind) << std::right << " node " << (f.node < 0 ? std::string("*") : std::to_string(f.node))
-         << ": " << f.detail << " ->" << seen << " converged in " << static_cast<int>(took) << " ms"
+         << to_string(f.kind) << std::right << " node "
+         << (f.node < 0 ? std::string("*") : std::to_string(f.node)) << ": " << f.detail << " ->"
+         << seen << " converged in " << static_cast<int>(took) << " ms"
          << (off.empty() ? "" : " (" + std::to_string(off.size()) + " rows NOT converged)") << '\n'
          << std::flush;  // a long run's progress, visible in a log file as it goes
-    std::this_thread::sleep_for(std::chrono::milliseconds(std::uniform_int_distribution<int>(200, 600)(rng)));
+    std::this_thread::sleep_for(
+        std::chrono::milliseconds(std::uniform_int_distribution<int>(200, 600)(rng)));
   }
 }
 
@@ -446,7 +464,8 @@ int drill_chaos(const ChaosConfig& in, std::ostream& out) {
     const bool debug = debug_allowed(host, port);
     out << "chaos: seed " << config.seed << " (replay: echostore drill --chaos " << config.seconds
         << " --seed " << config.seed << ") | " << config.seconds << " s | server " << host << ':'
-        << port << (own ? " (redis-server " + own->version() + ", started by the drill)" : " (given)")
+        << port
+        << (own ? " (redis-server " + own->version() + ", started by the drill)" : " (given)")
         << " | " << kNodes << " nodes, each behind its own fault proxy | heartbeat "
         << kHeartbeat.count() << " ms, call_timeout " << kCallTimeout.count() << " ms"
         << (debug ? "" : " | DEBUG refused by the server: debug_sleep not drawn") << '\n'

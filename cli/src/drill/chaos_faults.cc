@@ -12,18 +12,30 @@ using std::chrono::milliseconds;
 
 std::string_view to_string(FaultKind kind) noexcept {
   switch (kind) {
-    case FaultKind::kDelay: return "delay";
-    case FaultKind::kStall: return "stall";
-    case FaultKind::kClose: return "close";
-    case FaultKind::kReset: return "reset";
-    case FaultKind::kHalfOpen: return "half_open_down";
-    case FaultKind::kHalfOpenUp: return "half_open_up";
-    case FaultKind::kTrickle: return "trickle";
-    case FaultKind::kCap: return "bandwidth_cap";
-    case FaultKind::kKillPubsub: return "kill_pubsub";
-    case FaultKind::kKillNormal: return "kill_normal";
-    case FaultKind::kPauseWrite: return "pause_write";
-    case FaultKind::kDebugSleep: return "debug_sleep";
+    case FaultKind::kDelay:
+      return "delay";
+    case FaultKind::kStall:
+      return "stall";
+    case FaultKind::kClose:
+      return "close";
+    case FaultKind::kReset:
+      return "reset";
+    case FaultKind::kHalfOpen:
+      return "half_open_down";
+    case FaultKind::kHalfOpenUp:
+      return "half_open_up";
+    case FaultKind::kTrickle:
+      return "trickle";
+    case FaultKind::kCap:
+      return "bandwidth_cap";
+    case FaultKind::kKillPubsub:
+      return "kill_pubsub";
+    case FaultKind::kKillNormal:
+      return "kill_normal";
+    case FaultKind::kPauseWrite:
+      return "pause_write";
+    case FaultKind::kDebugSleep:
+      return "debug_sleep";
   }
   return "?";
 }
@@ -37,7 +49,8 @@ std::vector<std::int64_t> client_ids(redisContext* c, std::string_view name) {
   std::size_t at = 0;
   while (at < list.size()) {
     const std::size_t end = list.find('\n', at);
-    const std::string line = list.substr(at, end == std::string::npos ? std::string::npos : end - at);
+    const std::string line =
+        list.substr(at, end == std::string::npos ? std::string::npos : end - at);
     at = end == std::string::npos ? list.size() : end + 1;
     if (line.find(want) == std::string::npos || line.rfind("id=", 0) != 0) continue;
     ids.push_back(std::stoll(line.substr(3, line.find(' ') - 3)));
@@ -61,16 +74,30 @@ Fault FaultInjector::draw() {
     if (f.kind != FaultKind::kDebugSleep || debug_allowed_) break;
   }
   const bool network = f.kind <= FaultKind::kCap;
-  f.node = network ? static_cast<int>(uniform(0, static_cast<std::int64_t>(proxies_.size()) - 1)) : -1;
+  f.node =
+      network ? static_cast<int>(uniform(0, static_cast<std::int64_t>(proxies_.size()) - 1)) : -1;
   switch (f.kind) {
-    case FaultKind::kDelay: f.hold = milliseconds(uniform(1000, 3000)); break;
-    case FaultKind::kStall: f.hold = milliseconds(uniform(300, 2500)); break;
-    case FaultKind::kReset: f.hold = milliseconds(uniform(200, 1000)); break;
+    case FaultKind::kDelay:
+      f.hold = milliseconds(uniform(1000, 3000));
+      break;
+    case FaultKind::kStall:
+      f.hold = milliseconds(uniform(300, 2500));
+      break;
+    case FaultKind::kReset:
+      f.hold = milliseconds(uniform(200, 1000));
+      break;
     case FaultKind::kHalfOpen:
-    case FaultKind::kHalfOpenUp: f.hold = milliseconds(uniform(1500, 3000)); break;
-    case FaultKind::kTrickle: f.hold = milliseconds(uniform(500, 2000)); break;
-    case FaultKind::kCap: f.hold = milliseconds(uniform(1000, 3000)); break;
-    default: break;  // the rest end by themselves
+    case FaultKind::kHalfOpenUp:
+      f.hold = milliseconds(uniform(1500, 3000));
+      break;
+    case FaultKind::kTrickle:
+      f.hold = milliseconds(uniform(500, 2000));
+      break;
+    case FaultKind::kCap:
+      f.hold = milliseconds(uniform(1000, 3000));
+      break;
+    default:
+      break;  // the rest end by themselves
   }
   return f;
 }
@@ -119,8 +146,8 @@ void FaultInjector::apply(Fault& f) {
     case FaultKind::kKillPubsub: {
       harness::Reply r = harness::command(admin_.get(), "CLIENT KILL TYPE pubsub");
       f.applied = r && r->type == REDIS_REPLY_INTEGER;
-      f.detail = "CLIENT KILL TYPE pubsub: " + (f.applied ? std::to_string(r->integer) + " killed"
-                                                          : std::string("refused"));
+      f.detail = "CLIENT KILL TYPE pubsub: " +
+                 (f.applied ? std::to_string(r->integer) + " killed" : std::string("refused"));
       break;
     }
     case FaultKind::kKillNormal: {
@@ -130,15 +157,18 @@ void FaultInjector::apply(Fault& f) {
         f.detail = "CLIENT KILL ID: no echostore-cmd connection listed";
         break;
       }
-      const std::int64_t id = ids[static_cast<std::size_t>(uniform(0, static_cast<std::int64_t>(ids.size()) - 1))];
-      harness::Reply r = harness::command(admin_.get(), "CLIENT KILL ID %lld", static_cast<long long>(id));
+      const std::int64_t id =
+          ids[static_cast<std::size_t>(uniform(0, static_cast<std::int64_t>(ids.size()) - 1))];
+      harness::Reply r =
+          harness::command(admin_.get(), "CLIENT KILL ID %lld", static_cast<long long>(id));
       f.applied = r && r->type == REDIS_REPLY_INTEGER && r->integer == 1;
       f.detail = "CLIENT KILL ID " + std::to_string(id) + " (a node's command connection)";
       break;
     }
     case FaultKind::kPauseWrite: {
       const auto pause = uniform(200, 500);
-      harness::Reply r = harness::command(admin_.get(), "CLIENT PAUSE %lld WRITE", static_cast<long long>(pause));
+      harness::Reply r =
+          harness::command(admin_.get(), "CLIENT PAUSE %lld WRITE", static_cast<long long>(pause));
       f.applied = r && r->type == REDIS_REPLY_STATUS;
       f.hold = milliseconds(pause);
       f.detail = "CLIENT PAUSE " + std::to_string(pause) + " WRITE";

@@ -32,19 +32,21 @@ bool print_report(std::ostream& out, const Figures& f) {
       longest = w;
       longest_kind = k;
     }
-    windows += (windows.empty() ? "" : ", ") +
-               std::string(k == kFaultKinds ? "before any fault" : to_string(static_cast<FaultKind>(k))) +
-               ' ' + fixed(w, 1);
+    windows +=
+        (windows.empty() ? "" : ", ") +
+        std::string(k == kFaultKinds ? "before any fault" : to_string(static_cast<FaultKind>(k))) +
+        ' ' + fixed(w, 1);
   }
   // The bound: the longest detection of a silent connection seen in this run (or, when no fault
   // silenced one, the knobs' own: heartbeat + call_timeout), plus the longest resubscribe.
-  const double detect = f.detections > 0 ? f.detect_max_ms
-                                          : static_cast<double>((kHeartbeat + kCallTimeout).count());
+  const double detect =
+      f.detections > 0 ? f.detect_max_ms : static_cast<double>((kHeartbeat + kCallTimeout).count());
   const double bound = detect + f.resub_max_ms;
 
   out << "\nchaos report\n";
   out << "  faults injected         " << f.faults << " (" << kinds << ")"
-      << (f.not_applied ? "; " + std::to_string(f.not_applied) + " refused by the server" : "") << '\n';
+      << (f.not_applied ? "; " + std::to_string(f.not_applied) + " refused by the server" : "")
+      << '\n';
   out << "  reconnects              " << f.reconnects << " (every connection of the three nodes)\n";
   out << "  writes                  " << f.writes << " acknowledged, " << f.write_errors
       << " answered an error (a fault in the way)\n";
@@ -61,7 +63,8 @@ bool print_report(std::ostream& out, const Figures& f) {
   out << "  writes lost in L2       " << f.l2_regressions
       << " (L2 found older than an acknowledged write)\n";
   out << "  longest staleness       " << fixed(longest, 1) << " ms ("
-      << (longest_kind == kFaultKinds ? "before any fault" : to_string(static_cast<FaultKind>(longest_kind)))
+      << (longest_kind == kFaultKinds ? "before any fault"
+                                      : to_string(static_cast<FaultKind>(longest_kind)))
       << "); bound " << fixed(bound, 1) << " ms = detection " << fixed(detect, 1) << " ms ("
       << f.detections << " silent connections noticed) + resubscribe " << fixed(f.resub_max_ms, 1)
       << " ms (" << f.resubscribes << " measured)\n";
@@ -69,13 +72,15 @@ bool print_report(std::ostream& out, const Figures& f) {
   std::string detections;
   for (int k = 0; k < kFaultKinds; ++k) {
     const double d = f.detect_by_kind_ms[static_cast<std::size_t>(k)];
-    if (d > 0) detections += (detections.empty() ? "" : ", ") + std::string(to_string(static_cast<FaultKind>(k))) + ' ' + fixed(d, 1);
+    if (d > 0)
+      detections += (detections.empty() ? "" : ", ") +
+                    std::string(to_string(static_cast<FaultKind>(k))) + ' ' + fixed(d, 1);
   }
   out << "  detection by fault      " << (detections.empty() ? "none" : detections)
       << " (ms, fault start -> the subscriber's loss told)\n";
   out << "  journal intents         " << f.intents << " recorded, " << f.intent_errors
-      << " writes or enqueues answered an error, " << f.replayed << " replayed ("
-      << f.replay_errors << " replays failed), " << f.intents_lost << " lost\n";
+      << " writes or enqueues answered an error, " << f.replayed << " replayed (" << f.replay_errors
+      << " replays failed), " << f.intents_lost << " lost\n";
   out << "  engine log lines        " << f.log_lines << " (kept off the report)\n";
 
   bool ok = true;
@@ -86,10 +91,12 @@ bool print_report(std::ostream& out, const Figures& f) {
   out << '\n';
   goal(f.phantom == 0, "0 crashes or phantom reads");
   goal(f.judged.stale_reads == 0, "0 stale reads (" + std::to_string(f.judged.stale_reads) + ")");
-  goal(f.permanently_stale == 0, "0 permanently stale rows (" + std::to_string(f.permanently_stale) + ")");
+  goal(f.permanently_stale == 0,
+       "0 permanently stale rows (" + std::to_string(f.permanently_stale) + ")");
   goal(f.l2_regressions == 0, "0 writes lost in L2 (" + std::to_string(f.l2_regressions) + ")");
   goal(f.intents_lost == 0, "0 journal intents lost (" + std::to_string(f.intents_lost) + ")");
-  goal(longest <= bound, "longest staleness " + fixed(longest, 1) + " ms <= bound " + fixed(bound, 1) + " ms");
+  goal(longest <= bound,
+       "longest staleness " + fixed(longest, 1) + " ms <= bound " + fixed(bound, 1) + " ms");
   goal(f.faults > 0, "faults were injected (" + std::to_string(f.faults) + ")");
   out << (ok ? "PASS" : "FAIL") << " chaos\n";
   return ok;

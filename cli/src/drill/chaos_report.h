@@ -30,7 +30,8 @@ struct Figures {
   std::uint64_t l2_regressions = 0;  // checks that found L2 older than an acknowledged write
   double converge_max_ms = 0;
   // A read's staleness window: from the acknowledgement of the first write newer than the one it
-  // returned to the read's start. Longest per kind of the fault injected last ([kFaultKinds]: none).
+  // returned to the read's start. Longest per kind of the fault injected last ([kFaultKinds]:
+  // none).
   std::array<double, kFaultKinds + 1> window_ms{};
   double detect_max_ms = 0, resub_max_ms = 0;  // fault start -> loss told; loss -> resubscribed
   std::array<double, kFaultKinds> detect_by_kind_ms{};  // the longest detection, per fault kind

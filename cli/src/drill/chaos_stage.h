@@ -65,7 +65,7 @@ struct NodeLog {
 // A broadcast name's acknowledged writes (the staleness window's "latest write").
 struct History {
   std::mutex mu;
-  std::vector<std::int64_t> ack_ns;  // index = seq; 0: never acknowledged (failed)
+  std::vector<std::int64_t> ack_ns;     // index = seq; 0: never acknowledged (failed)
   std::atomic<std::uint32_t> acked{0};  // the newest acknowledged seq; released after ack_ns
 };
 

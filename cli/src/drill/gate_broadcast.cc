@@ -4,8 +4,8 @@
 // plain PUBLISH -> message floor measured in the same run and the cross-node round trip, the
 // job-lane table the broadcast passes by, and a 500-message storm through the wire and the ring
 // with a fill fired in its middle.
-#include <echo/engine/internal/access.h>
 #include <echo/engine/engine.h>
+#include <echo/engine/internal/access.h>
 #include <echo/table/branded_id.h>
 #include <echo/table/coherence_frame.h>
 #include <echo/table/names.h>
@@ -38,10 +38,10 @@ using floors::counting_loader;
 using floors::describe;
 using floors::fmt;
 using floors::grouped;
-using harness::ast_table;
 using floors::l2_key;
 using floors::node_options;
 using floors::Redis;
+using harness::ast_table;
 using table::BrandedId;
 using table::Verdict;
 
@@ -379,9 +379,9 @@ void g5_storm(GateRun& run, const DrillTarget& target) {
   const auto s = r.stats().tables.at(0);
   // A message that found R's writer parked was applied by R's io thread (direct_apply), not
   // published into the ring.
-  run.expect(s.rings.at(0).published + s.writer.direct_applies == kStorm &&
-                 s.rings.at(0).dropped == 0,
-             "the ring (or the io thread, direct) took 500, dropped 0");
+  run.expect(
+      s.rings.at(0).published + s.writer.direct_applies == kStorm && s.rings.at(0).dropped == 0,
+      "the ring (or the io thread, direct) took 500, dropped 0");
   int gone = 0;
   for (const auto& n : names) gone += cached(r, "storm", n) ? 0 : 1;
   run.expect(gone == kStorm, "all 500 rows gone from R's L1");

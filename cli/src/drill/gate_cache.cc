@@ -3,8 +3,8 @@
 // against the drill's server - the directory and the kind gate, the three sources, the herd on
 // one flight, L1 speed against a plain GET measured in the same run, jittered expiry against a
 // zero-jitter control, and the size bound.
-#include <echo/engine/internal/access.h>
 #include <echo/engine/engine.h>
+#include <echo/engine/internal/access.h>
 #include <echo/table/branded_id.h>
 #include <echo/table/names.h>
 
@@ -424,15 +424,12 @@ void e6_bound(GateRun& run, const DrillTarget& target) {
     loads.fetch_add(1, std::memory_order_relaxed);
     return Loaded{"v-" + n.str(), std::nullopt};
   };
-  Engine node(
-      node_options(target, 107),
-      {TableSpec{
-          .name = "bound",
-          .kind = "AST",
-          .loader = by_name,
-          .ttl_ms = 60000,
-          .max_size = 100,
-          .eviction = engine::Eviction::kSkip}});
+  Engine node(node_options(target, 107), {TableSpec{.name = "bound",
+                                                    .kind = "AST",
+                                                    .loader = by_name,
+                                                    .ttl_ms = 60000,
+                                                    .max_size = 100,
+                                                    .eviction = engine::Eviction::kSkip}});
   if (!run.expect(!node.start(), "the node starts")) return;
   table::Minter drill(kDrillNode);
   std::vector<BrandedId> live, late;

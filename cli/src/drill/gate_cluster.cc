@@ -6,17 +6,17 @@
 // in the same run; F5 the job lane's once-effect on its queue's shard; FO the failover drill
 // (the master of a broadcast table's slot SIGKILLed under writers and readers; the same master
 // owns a job-lane table's queue, fed through a journal, which loses nothing it recorded).
-#include <echo/engine/internal/access.h>
 #include <echo/engine/engine.h>
+#include <echo/engine/internal/access.h>
 #include <echo/engine/internal/job_consumer.h>
 #include <echo/engine/journal.h>
-#include <echo/testing/local_cluster.h>
 #include <echo/harness/stage.h>
 #include <echo/harness/temp_dir.h>
 #include <echo/io/cluster_client.h>
 #include <echo/table/branded_id.h>
 #include <echo/table/coherence_frame.h>
 #include <echo/table/names.h>
+#include <echo/testing/local_cluster.h>
 #include <hiredis/hiredis.h>
 #include <sqlite3.h>
 #include <stdlib.h>
@@ -147,7 +147,9 @@ void f2_newer_wins(GateRun& run, const DrillTarget& target) {
   run.expect(a.put("quotes", name.view(), "px=105.00", v_new).has_value(), "A puts v_new");
   const auto stale_before = engine::internal::writer_of(a, "quotes")->stats().stale;
   run.expect(b.broadcast("quotes", name.view(), v_old).has_value(), "B SPUBLISHes v_old");
-  run.expect(floors::eventually([&] { return engine::internal::writer_of(a, "quotes")->stats().stale > stale_before; }),
+  run.expect(floors::eventually([&] {
+               return engine::internal::writer_of(a, "quotes")->stats().stale > stale_before;
+             }),
              "A answered v_old stale");
   auto kept = a.get("quotes", name.view());
   run.expect(kept && kept->source == Source::kL1 && kept->version == v_new,
@@ -170,8 +172,8 @@ void f3_broadcast(GateRun& run, const DrillTarget& target) {
       std::to_string(shard.port) +
       "); then node B holds 550 rows and 550 newer invalidations are SPUBLISHed one at a time "
       "(50 unmeasured); then writer A and subscribers B, C share one name");
-  const floors::Samples floor = floors::publish_floor(shard, "ecc:{board}:floor", kMessages, 29,
-                                                      floors::kShardedPubSub);
+  const floors::Samples floor =
+      floors::publish_floor(shard, "ecc:{board}:floor", kMessages, 29, floors::kShardedPubSub);
   const double lo = 0.5 * floor.median(), hi = 4.0 * floor.median();
   run.derive("floor: SPUBLISH sent -> message counted, median " + fmt("%.0f", floor.median()) +
              " us; the lane is the same hop plus a RESP3 decode, a ring publish and a writer "
@@ -248,11 +250,14 @@ void f5_job_lane(GateRun& run, const DrillTarget& target) {
   const std::string mbase = keys.member_base(member);
   const int queue_owner = cluster.master_of(io::hash_slot(mbase));
   run.stage(
-      "job-lane table lanes on consumer node C (member " + member + "), writer W; C caches v1, W "
+      "job-lane table lanes on consumer node C (member " + member +
+      "), writer W; C caches v1, W "
       "enqueues v2 (one job into C's member queue), then enqueues v2 again under a new job id");
   run.derive(
       "the membership carries the table's tag {ecc.coh.lanes} and C's member queue its own tag "
-      "{ecc.coh.lanes|" + member + "}, on another shard: each lives on the shard owning its slot "
+      "{ecc.coh.lanes|" +
+      member +
+      "}, on another shard: each lives on the shard owning its slot "
       "and no other master holds a key of either; the job is applied once, its replay answers "
       "stale");
   std::atomic<int> loads{0};
@@ -298,19 +303,20 @@ void f5_job_lane(GateRun& run, const DrillTarget& target) {
   int foreign = 0, held = 0;
   for (const auto& n : cluster.nodes()) {
     if (!n.master || !n.running) continue;
-    const bool table_keys = cluster.admin(static_cast<std::size_t>(n.index),
-                                          {"KEYS", keys.qbase + "*"}) != "";
-    const bool queue_keys = cluster.admin(static_cast<std::size_t>(n.index),
-                                          {"KEYS", mbase + "*"}) != "";
+    const bool table_keys =
+        cluster.admin(static_cast<std::size_t>(n.index), {"KEYS", keys.qbase + "*"}) != "";
+    const bool queue_keys =
+        cluster.admin(static_cast<std::size_t>(n.index), {"KEYS", mbase + "*"}) != "";
     foreign += (table_keys && n.index != owner) + (queue_keys && n.index != queue_owner);
     held += (table_keys && n.index == owner) + (queue_keys && n.index == queue_owner);
   }
   run.expect(foreign == 0 && held == 2,
              "the membership only on its slot's master, C's member queue only on its own");
-  run.figure(fmt("applied 1, replay stale 1, membership on the master at port %d, C's member "
-                 "queue on port %d",
-                 cluster.server(static_cast<std::size_t>(owner)).port(),
-                 cluster.server(static_cast<std::size_t>(queue_owner)).port()));
+  run.figure(
+      fmt("applied 1, replay stale 1, membership on the master at port %d, C's member "
+          "queue on port %d",
+          cluster.server(static_cast<std::size_t>(owner)).port(),
+          cluster.server(static_cast<std::size_t>(queue_owner)).port()));
 }
 
 void fo_failover(GateRun& run, const DrillTarget& target) {
@@ -348,7 +354,8 @@ void fo_failover(GateRun& run, const DrillTarget& target) {
   }
   table::Minter writer(kDrillNode + 3);
   const BrandedId group = writer.mint("PRT").value();
-  engine::Journal journal(harness::journal_options(dir.path(), group.str(), kDrillNode + 4));  // outlives the engines (declared first)
+  engine::Journal journal(harness::journal_options(
+      dir.path(), group.str(), kDrillNode + 4));  // outlives the engines (declared first)
   std::atomic<int> loads{0};
   Engine w(cluster_node_options(target, 321),
            {spec("fo", CoherenceMode::kBroadcast, loads), spec(jt, CoherenceMode::kNone, loads)});
@@ -443,9 +450,9 @@ void fo_failover(GateRun& run, const DrillTarget& target) {
   run.expect(followed, "every node resubscribed on the promoted master (lost, flushed, confirmed)");
   const int at_follow = writes.load(), recorded_at_follow = recorded.load();
   floors::eventually([&] { return writes.load() >= at_follow + kNames; }, std::chrono::seconds(20));
-  const bool jobs_resumed = floors::eventually(
-      [&] { return recorded.load() >= recorded_at_follow + 2 * kJobNames; },
-      std::chrono::seconds(20));
+  const bool jobs_resumed =
+      floors::eventually([&] { return recorded.load() >= recorded_at_follow + 2 * kJobNames; },
+                         std::chrono::seconds(20));
   stop = true;
   wl.join();
   rl.join();
@@ -525,11 +532,11 @@ void fo_failover(GateRun& run, const DrillTarget& target) {
       fmt("promoted %.0f ms after the kill, every node followed at %.0f ms; %d writes, %d "
           "refused in the outage, %d reads; stale after 0 of %d",
           promoted_ms, followed_ms, writes.load(), refused.load(), reads.load(), 3 * kNames));
-  run.figure(fmt("job lane: %d intents recorded (%d enqueues refused in the outage), replay "
-                 "re-enqueued %llu; %d of %d names final, lost 0, second replay 0",
-                 recorded.load(), enqueue_refused.load(),
-                 static_cast<unsigned long long>(replayed ? replayed->replayed : 0), at_final,
-                 kJobNames));
+  run.figure(
+      fmt("job lane: %d intents recorded (%d enqueues refused in the outage), replay "
+          "re-enqueued %llu; %d of %d names final, lost 0, second replay 0",
+          recorded.load(), enqueue_refused.load(),
+          static_cast<unsigned long long>(replayed ? replayed->replayed : 0), at_final, kJobNames));
 }
 
 void add_cluster_gates(std::vector<Gate>& gates) {

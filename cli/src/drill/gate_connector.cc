@@ -45,9 +45,10 @@ void plain(redisContext* c, const char* format, const char* arg) {
 }
 
 void connector(GateRun& run, const DrillTarget& target) {
-  run.stage("a RESP3 connection claims an unclaimed fence and reads it back; a foreign fence "
-            "stops the connector; a RESP2 connection refuses push_command with requires_resp3 "
-            "and sends nothing; 1,000 PING round trips through the connection");
+  run.stage(
+      "a RESP3 connection claims an unclaimed fence and reads it back; a foreign fence "
+      "stops the connector; a RESP2 connection refuses push_command with requires_resp3 "
+      "and sends nothing; 1,000 PING round trips through the connection");
   std::unique_ptr<redisContext, void (*)(redisContext*)> c(
       redisConnect(target.host.c_str(), target.port), redisFree);
   if (!run.expect(c && !c->err && harness::authenticate(c.get()).empty(),
@@ -68,15 +69,17 @@ void connector(GateRun& run, const DrillTarget& target) {
     if (run.expect(!ec, "RESP3 boot: ready (" + ec.message() + ")")) {
       run.expect(conn.stats().protocol == 3, "HELLO 3 negotiated protocol 3");
       auto* v = static_cast<redisReply*>(redisCommand(c.get(), "GET %s", kDrillFenceKey));
-      run.expect(v && v->type == REDIS_REPLY_STRING && std::string(v->str, v->len) == "echomq:2.0.0",
-                 "an unclaimed fence is claimed with echomq:2.0.0");
+      run.expect(
+          v && v->type == REDIS_REPLY_STRING && std::string(v->str, v->len) == "echomq:2.0.0",
+          "an unclaimed fence is claimed with echomq:2.0.0");
       if (v) freeReplyObject(v);
       // Round trips: the median is the gate's figure.
       std::vector<double> us;
       for (int i = 0; i < 1000; ++i) {
         const auto s = std::chrono::steady_clock::now();
         auto r = conn.call_blocking({"PING"});
-        us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - s).count());
+        us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - s)
+                         .count());
         if (r.ec) break;
       }
       run.expect(us.size() == 1000, "1,000 PINGs answered");
@@ -107,8 +110,8 @@ void connector(GateRun& run, const DrillTarget& target) {
     run.expect(conn.stats().protocol == 2, "explicit protocol 2 negotiated RESP2");
     const auto before = conn.stats();
     const std::error_code ec = conn.push_command_blocking({"SUBSCRIBE", "ecc:{drill}:coh"});
-    run.expect(ec == IoErrc::kRequiresResp3, "push_command on RESP2 answers requires_resp3 (" +
-                                                  ec.message() + ")");
+    run.expect(ec == IoErrc::kRequiresResp3,
+               "push_command on RESP2 answers requires_resp3 (" + ec.message() + ")");
     const auto after = conn.stats();
     run.expect(after.bytes_out == before.bytes_out && after.commands == before.commands,
                "nothing was sent (bytes_out and commands unchanged)");

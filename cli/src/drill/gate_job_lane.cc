@@ -15,8 +15,8 @@
 #include <thread>
 #include <vector>
 
-#include <echo/engine/internal/access.h>
 #include <echo/engine/engine.h>
+#include <echo/engine/internal/access.h>
 #include <echo/engine/internal/job_consumer.h>
 #include <echo/lua/scripts.h>
 #include <echo/table/branded_id.h>
@@ -33,8 +33,8 @@ using engine::Admission;
 using engine::CoherenceMode;
 using engine::Engine;
 using engine::JobConsumerStats;
-using engine::LoadResult;
 using engine::Loaded;
+using engine::LoadResult;
 using engine::Source;
 using engine::TableSpec;
 using floors::cached;
@@ -61,7 +61,9 @@ JobConsumerStats consumer_of(const Engine& node) { return *node.stats().tables.a
 class CompletionWatch {
  public:
   CompletionWatch(const DrillTarget& target, std::string job)
-      : mon_(target), stopper_(target), job_(std::move(job)),
+      : mon_(target),
+        stopper_(target),
+        job_(std::move(job)),
         sha_(lua::find_script("complete")->sha1) {
     Reply ok = mon_.command("MONITOR");
     thread_ = std::jthread([this] { watch(); });
@@ -93,7 +95,8 @@ class CompletionWatch {
       if (at == std::string_view::npos) continue;
       const auto open = text.find('"', at + quoted.size());
       const auto close = open == std::string_view::npos ? open : text.find('"', open + 1);
-      if (close != std::string_view::npos) token_ = std::string(text.substr(open + 1, close - open - 1));
+      if (close != std::string_view::npos)
+        token_ = std::string(text.substr(open + 1, close - open - 1));
     }
   }
   Redis mon_, stopper_;
@@ -105,24 +108,27 @@ class CompletionWatch {
 
 void f5_job_lane(GateRun& run, const DrillTarget& target) {
   constexpr int kDeadLeaseMs = 400;
-  run.stage("qc (AST, job lane) on healer H (member 251, lease 250 ms, beat 100 ms); writer W "
-            "(none) holds px=100.00 at v1 in L2; a raw client registers member 251, W enqueues "
-            "v2, and the raw client claims it with gclaim (lease " + std::to_string(kDeadLeaseMs) +
-            " ms) and dies holding it; H starts and caches px=100.00; W puts px=107.00 at v2");
-  run.derive("a consumer crash after claim strands the coherence job on a lease; the reaper "
-             "returns it, a second consumer applies it with token 2, and reapplication is "
-             "harmless because newer-wins is a comparison -- expect attempts 2 and exactly one "
-             "effective drop; H's beat reaps within one beat of the lease: applied within " +
-             std::to_string(kDeadLeaseMs + 100) + " ms plus a claim");
+  run.stage(
+      "qc (AST, job lane) on healer H (member 251, lease 250 ms, beat 100 ms); writer W "
+      "(none) holds px=100.00 at v1 in L2; a raw client registers member 251, W enqueues "
+      "v2, and the raw client claims it with gclaim (lease " +
+      std::to_string(kDeadLeaseMs) +
+      " ms) and dies holding it; H starts and caches px=100.00; W puts px=107.00 at v2");
+  run.derive(
+      "a consumer crash after claim strands the coherence job on a lease; the reaper "
+      "returns it, a second consumer applies it with token 2, and reapplication is "
+      "harmless because newer-wins is a comparison -- expect attempts 2 and exactly one "
+      "effective drop; H's beat reaps within one beat of the lease: applied within " +
+      std::to_string(kDeadLeaseMs + 100) + " ms plus a claim");
   std::atomic<int> loads{0};
   const std::string t = "qc";
   const auto keys = engine::JobLaneKeys::for_table(t);
   const std::string member = "251", mbase = keys.member_base(member);
   Redis dead(target), redis(target);
   // A previous drill on a shared server may have left this member's queue behind.
-  Reply cleared = redis.command("DEL %s %sring %sactive %sdeliver %sparked %swake %slive", keys.members.c_str(),
-                                mbase.c_str(), mbase.c_str(), mbase.c_str(), mbase.c_str(), mbase.c_str(),
-                                mbase.c_str());
+  Reply cleared = redis.command("DEL %s %sring %sactive %sdeliver %sparked %swake %slive",
+                                keys.members.c_str(), mbase.c_str(), mbase.c_str(), mbase.c_str(),
+                                mbase.c_str(), mbase.c_str(), mbase.c_str());
   Engine w(node_options(target, 250), {lane_table(t, CoherenceMode::kNone, loads)});
   if (!run.expect(!w.start(), "writer W starts")) return;
   table::Minter writer(kGateNode);
@@ -142,7 +148,8 @@ void f5_job_lane(GateRun& run, const DrillTarget& target) {
   run.expect(admitted && admitted->size() == 1 && admitted->front().member == member &&
                  admitted->front().admission == Admission::kEnqueued,
              "W's enqueue of v2 admits one job into member 251's queue (enqueued, not handed off)");
-  Reply claim = dead.eval("gclaim", {mbase + "ring", mbase + "active"}, {mbase, std::to_string(kDeadLeaseMs)});
+  Reply claim = dead.eval("gclaim", {mbase + "ring", mbase + "active"},
+                          {mbase, std::to_string(kDeadLeaseMs)});
   const bool claimed = claim && claim->type == REDIS_REPLY_ARRAY && claim->elements == 4;
   if (!run.expect(claimed, "the raw client claims the job with gclaim")) return;
   const std::string job(claim->element[0]->str, claim->element[0]->len);
@@ -169,25 +176,29 @@ void f5_job_lane(GateRun& run, const DrillTarget& target) {
   const bool held = stale && stale->source == Source::kL2 && stale->value == "px=100.00" &&
                     stale->version == v1 && cached(h, t, name);
   const auto before = consumer_of(h);
-  run.expect(held && before.applied == 0,
-             "H caches the stale px=100.00 at v1 before the job comes back (" + describe(stale) + ")");
+  run.expect(
+      held && before.applied == 0,
+      "H caches the stale px=100.00 at v1 before the job comes back (" + describe(stale) + ")");
   run.expect(w.put(t, name.view(), "px=107.00", v2).has_value(), "W puts px=107.00 at v2 into L2");
 
-  const bool completed = floors::eventually([&] { return consumer_of(h).completed >= 1; },
-                                            std::chrono::seconds(3));
+  const bool completed =
+      floors::eventually([&] { return consumer_of(h).completed >= 1; }, std::chrono::seconds(3));
   const double healed_ms = floors::since_us(t0) / 1000;
   const std::string token2 = watch.stop();
   const auto after = consumer_of(h);
   run.expect(completed, "H completed the job");
-  run.expect(after.reaped >= 1, "H's reaper returned the stranded job (reaped " + std::to_string(after.reaped) + ")");
+  run.expect(after.reaped >= 1,
+             "H's reaper returned the stranded job (reaped " + std::to_string(after.reaped) + ")");
   run.expect(after.claimed == 1 && after.handed_off == 0, "H claimed it once from its lane");
-  run.expect(token2 == "2", "H completed it with token 2 (attempts 2; seen on the wire: '" + token2 + "')");
+  run.expect(token2 == "2",
+             "H completed it with token 2 (attempts 2; seen on the wire: '" + token2 + "')");
   run.expect(after.applied == 1 && after.stale_applies == 0 && after.complete_stale == 0,
              "exactly one effective drop: applied 1, stale 0, no stale completion (applied " +
                  std::to_string(after.applied) + ", stale " + std::to_string(after.stale_applies) +
                  ", stale completions " + std::to_string(after.complete_stale) + ", claimed " +
-                 std::to_string(after.claimed) + ", handed off " + std::to_string(after.handed_off) +
-                 ", reaped " + std::to_string(after.reaped) + ")");
+                 std::to_string(after.claimed) + ", handed off " +
+                 std::to_string(after.handed_off) + ", reaped " + std::to_string(after.reaped) +
+                 ")");
   run.expect(!cached(h, t, name), "H dropped its stale row");
   Reply row = redis.command("EXISTS %s", (mbase + "job:" + job).c_str());
   Reply active = redis.command("ZCARD %s", (mbase + "active").c_str());
@@ -197,29 +208,37 @@ void f5_job_lane(GateRun& run, const DrillTarget& target) {
   run.expect(late && late->type == REDIS_REPLY_INTEGER && late->integer == 0,
              "the dead consumer's late completion with token 1 finds the row gone (0)");
   auto fresh = h.get(t, name.view());
-  run.expect(fresh && fresh->source == Source::kL2 && fresh->value == "px=107.00" && fresh->version == v2,
-             "H's next read serves px=107.00 from the shared L2 (" + describe(fresh) + ")");
+  run.expect(
+      fresh && fresh->source == Source::kL2 && fresh->value == "px=107.00" && fresh->version == v2,
+      "H's next read serves px=107.00 from the shared L2 (" + describe(fresh) + ")");
 
   // Replays: by hand, and through the lane again (a new job, handed off to the parked H).
   auto replay = h.apply_coherence(t, name.view(), v2);
-  run.expect(replay && *replay == Verdict::kStale, "replaying v2 through apply_coherence answers stale");
+  run.expect(replay && *replay == Verdict::kStale,
+             "replaying v2 through apply_coherence answers stale");
   floors::eventually([&] { return consumer_of(h).parks > after.parks; });
   auto again = w.enqueue(t, group, name.view(), v2);
   const bool replayed = again && floors::eventually([&] {
-    const auto c = consumer_of(h);
-    return c.stale_applies == 1 && c.completed == 2;
-  });
+                          const auto c = consumer_of(h);
+                          return c.stale_applies == 1 && c.completed == 2;
+                        });
   const auto last = consumer_of(h);
-  run.expect(replayed && last.applied == 1, "replaying v2 through the lane answers stale and is completed; "
-                                            "still one effective drop");
+  run.expect(replayed && last.applied == 1,
+             "replaying v2 through the lane answers stale and is completed; "
+             "still one effective drop");
   auto still = h.get(t, name.view());
   run.expect(still && still->source == Source::kL1 && still->value == "px=107.00",
              "H still serves px=107.00 from l1 after the replays");
   run.expect(loads.load() == 0, "no loader ran");
-  run.figure("the dead consumer held token 1; H's reaper returned the job and H applied it with "
-             "token " + token2 + " " + fmt("%.0f", healed_ms) + " ms after H started; H dropped "
-             "px=100.00 and now serves " + describe(fresh) + "; the job row is gone; replay -> stale "
-             "(applied 1, stale applies 1)");
+  run.figure(
+      "the dead consumer held token 1; H's reaper returned the job and H applied it with "
+      "token " +
+      token2 + " " + fmt("%.0f", healed_ms) +
+      " ms after H started; H dropped "
+      "px=100.00 and now serves " +
+      describe(fresh) +
+      "; the job row is gone; replay -> stale "
+      "(applied 1, stale applies 1)");
 }
 
 // The server hop alone, on a plain client (no engine, no io thread): the round trip of the
@@ -244,7 +263,7 @@ ServerHop server_hop(const DrillTarget& target, table::Minter& minter, int n) {
   const auto frame = table::make_frame(minter.mint("AST").value(), minter.mint("TXN").value());
   const std::string payload(table::view(frame));
   Reply warm = c.eval("member_enqueue", {live},
-                    {mbase, minter.mint("JOB").value().str(), payload, group, "30000"});
+                      {mbase, minter.mint("JOB").value().str(), payload, group, "30000"});
   for (int i = 0; i < n; ++i) {
     // One hand-off credit listed (as member_park lists it: the member's lease) and empty lists,
     // so every call takes the hand-off branch.
@@ -264,9 +283,10 @@ ServerHop server_hop(const DrillTarget& target, table::Minter& minter, int n) {
     if (f && f->type == REDIS_REPLY_INTEGER && f->integer == 2) ++out.handed_off;
     Reply gone = c.command("DEL %s", (mbase + "job:" + id).c_str());
   }
-  Reply cleared = c.command("DEL %s %sgroups %sparked %sdeliver %sactive %sgactive %slive %sring %swake",
-                            keys.members.c_str(), mbase.c_str(), mbase.c_str(), mbase.c_str(), mbase.c_str(),
-                            mbase.c_str(), mbase.c_str(), mbase.c_str(), mbase.c_str());
+  Reply cleared =
+      c.command("DEL %s %sgroups %sparked %sdeliver %sactive %sgactive %slive %sring %swake",
+                keys.members.c_str(), mbase.c_str(), mbase.c_str(), mbase.c_str(), mbase.c_str(),
+                mbase.c_str(), mbase.c_str(), mbase.c_str(), mbase.c_str());
   out.publish.sort();
   out.fanout.sort();
   return out;
@@ -342,8 +362,8 @@ void f6_price(GateRun& run, const DrillTarget& target) {
       "gone at R's writer within 0.25x to 2x the broadcast's (below 1x too: the broadcast's "
       "sender spins on the row at once and may hold the core R's writer needs, while the job's "
       "sender waits in its second round trip): " +
-      fmt("%.0f", alo) + " to " + fmt("%.0f", ahi) +
-      " us (goal: at most 1.3x the broadcast's, " + fmt("%.0f", 1.3 * ba) +
+      fmt("%.0f", alo) + " to " + fmt("%.0f", ahi) + " us (goal: at most 1.3x the broadcast's, " +
+      fmt("%.0f", 1.3 * ba) +
       " us; the original paid 2.1x), and S's blocking enqueue back "
       "after two round trips and the script: 0.8x to 6x the broadcast's, " +
       fmt("%.0f", lo) + " to " + fmt("%.0f", hi) +
@@ -366,8 +386,8 @@ void f6_price(GateRun& run, const DrillTarget& target) {
   run.expect(c.applied + c.stale_applies == turns.count() &&
                  engine::internal::writer_of(r, "limits")->stats().applied == turns.count(),
              "with the lead: every message dropped the row exactly once, lead or job (writer " +
-                 std::to_string(engine::internal::writer_of(r, "limits")->stats().applied) + " drops of " +
-                 std::to_string(turns.count()) + "; the jobs found " +
+                 std::to_string(engine::internal::writer_of(r, "limits")->stats().applied) +
+                 " drops of " + std::to_string(turns.count()) + "; the jobs found " +
                  std::to_string(c.stale_applies) + " rows already gone)");
   run.expect(cb.applied == bare_turns.count() && cb.stale_applies == 0,
              "without the lead: every job applied once, none stale (applied " +

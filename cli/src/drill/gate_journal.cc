@@ -19,8 +19,8 @@
 #include <thread>
 #include <vector>
 
-#include <echo/engine/internal/access.h>
 #include <echo/engine/engine.h>
+#include <echo/engine/internal/access.h>
 #include <echo/engine/internal/job_consumer.h>
 #include <echo/engine/journal.h>
 #include <echo/engine/l2_frame.h>
@@ -42,8 +42,8 @@ using engine::CoherenceMode;
 using engine::Engine;
 using engine::Journal;
 using engine::JournalOptions;
-using engine::LoadResult;
 using engine::Loaded;
+using engine::LoadResult;
 using engine::TableSpec;
 using floors::Clock;
 using floors::fmt;
@@ -133,15 +133,18 @@ long long depth(Redis& r, const std::string& table, unsigned node, const Branded
 }
 
 std::string counts(const engine::ReplayResult& r) {
-  return "{replayed: " + std::to_string(r.replayed) + ", deduplicated: " + std::to_string(r.deduplicated) + "}";
+  return "{replayed: " + std::to_string(r.replayed) +
+         ", deduplicated: " + std::to_string(r.deduplicated) + "}";
 }
 
 void h1_files(GateRun& run, const DrillTarget&) {
-  run.stage("two groups G1, G2 (PRT) open journals in one temp dir; a third with group "
-            "'not-a-branded-id'");
-  run.derive("one file per group named by the group's branded id, so two groups make two files; "
-             "the group is validated before any file exists; the schema carries the outbox "
-             "(intents) and the last word (applied)");
+  run.stage(
+      "two groups G1, G2 (PRT) open journals in one temp dir; a third with group "
+      "'not-a-branded-id'");
+  run.derive(
+      "one file per group named by the group's branded id, so two groups make two files; "
+      "the group is validated before any file exists; the schema carries the outbox "
+      "(intents) and the last word (applied)");
   JournalDir dir;
   if (!run.expect(dir.ok(), "a temp dir for the journal files")) return;
   const BrandedId g1 = mint("PRT"), g2 = mint("PRT");
@@ -176,9 +179,10 @@ void h1_files(GateRun& run, const DrillTarget&) {
     }
     sqlite3_close(db);
   }
-  run.expect(files == 2 && fs::exists(dir.path() / ("journal-" + g1.str() + ".db")) &&
-                 fs::exists(dir.path() / ("journal-" + g2.str() + ".db")),
-             "exactly two files, journal-<G1>.db and journal-<G2>.db (" + std::to_string(files) + ")");
+  run.expect(
+      files == 2 && fs::exists(dir.path() / ("journal-" + g1.str() + ".db")) &&
+          fs::exists(dir.path() / ("journal-" + g2.str() + ".db")),
+      "exactly two files, journal-<G1>.db and journal-<G2>.db (" + std::to_string(files) + ")");
   run.expect(schemas == 2, "both files hold intents and applied");
   run.expect(intents == 0, "0 intents");
   run.figure("two groups, two files; not-a-branded-id refused; both tables in each; 0 intents");
@@ -187,12 +191,16 @@ void h1_files(GateRun& run, const DrillTarget&) {
 void h2_windows(GateRun& run, const DrillTarget& target) {
   const std::string t = "jh2";
   constexpr unsigned kC = 442;
-  run.stage("writer W (none) and consumer C (member " + std::to_string(kC) + ", job lane with "
-            "the journal) on " + t + "; C's lane paused for the group; intent 1 recorded only "
+  run.stage("writer W (none) and consumer C (member " + std::to_string(kC) +
+            ", job lane with "
+            "the journal) on " +
+            t +
+            "; C's lane paused for the group; intent 1 recorded only "
             "(seam A), intent 2 recorded and enqueued but never marked (seam B)");
-  run.derive("replay re-enqueues every uncovered intent under its recorded id: the never-enqueued "
-             "one is admitted (replayed 1), the other is already on the bus and answers duplicate "
-             "(deduplicated 1); once C has applied both, coverage is total and replay is {0, 0}");
+  run.derive(
+      "replay re-enqueues every uncovered intent under its recorded id: the never-enqueued "
+      "one is admitted (replayed 1), the other is already on the bus and answers duplicate "
+      "(deduplicated 1); once C has applied both, coverage is total and replay is {0, 0}");
   JournalDir dir;
   if (!run.expect(dir.ok(), "a temp dir for the journal file")) return;
   const BrandedId group = mint("PRT");
@@ -211,28 +219,33 @@ void h2_windows(GateRun& run, const DrillTarget& target) {
   auto admitted = enqueue(job2, n2.view(), v2);
   run.expect(admitted && *admitted, "intent 2 admitted under its recorded id, never marked");
   auto first = j.replay(enqueue);
-  run.expect(first && first->replayed == 1 && first->deduplicated == 1,
-             "replay answers {replayed: 1, deduplicated: 1} (" + (first ? counts(*first) : "error") + ")");
+  run.expect(
+      first && first->replayed == 1 && first->deduplicated == 1,
+      "replay answers {replayed: 1, deduplicated: 1} (" + (first ? counts(*first) : "error") + ")");
   run.expect(depth(r, t, kC, group) == 2, "C's lane holds one job per intent");
   run.expect(resume(r, t, kC, group), "C's lane resumed");
-  const bool both = floors::eventually(
-      [&] { return j.last_applied(n1) == v1 && j.last_applied(n2) == v2; }, std::chrono::seconds(5));
+  const bool both =
+      floors::eventually([&] { return j.last_applied(n1) == v1 && j.last_applied(n2) == v2; },
+                         std::chrono::seconds(5));
   run.expect(both, "both intents applied and remembered");
   j.flush();
   auto again = j.replay(enqueue);
-  run.expect(again && again->replayed == 0 && again->deduplicated == 0,
-             "after full coverage replay answers {0, 0} (" + (again ? counts(*again) : "error") + ")");
+  run.expect(
+      again && again->replayed == 0 && again->deduplicated == 0,
+      "after full coverage replay answers {0, 0} (" + (again ? counts(*again) : "error") + ")");
   run.figure("seam A replayed, seam B deduplicated: " + (first ? counts(*first) : "error") +
              "; both applied; after coverage " + (again ? counts(*again) : "error"));
 }
 
 void h3_memory(GateRun& run, const DrillTarget& target) {
   const std::string t = "jh3";
-  run.stage("consumer C on " + t + " with the journal; L2 holds the name at v_old; C reads it, "
+  run.stage("consumer C on " + t +
+            " with the journal; L2 holds the name at v_old; C reads it, "
             "applies v5 and remembers it; C and the journal stop; both start again, empty L1");
-  run.derive("the applied table lives in the file, so it survives the table, the node and the "
-             "bus: v_old must answer remembered_stale from the memory alone -- no counter moves, "
-             "no row appears -- while v6 passes through and becomes the last word");
+  run.derive(
+      "the applied table lives in the file, so it survives the table, the node and the "
+      "bus: v_old must answer remembered_stale from the memory alone -- no counter moves, "
+      "no row appears -- while v6 passes through and becomes the last word");
   JournalDir dir;
   if (!run.expect(dir.ok(), "a temp dir for the journal file")) return;
   const BrandedId group = mint("PRT"), name = mint("AST");
@@ -250,13 +263,15 @@ void h3_memory(GateRun& run, const DrillTarget& target) {
     if (!run.expect(c != nullptr, "C starts with the journal")) return;
     run.expect(c->get(t, name.view()).has_value(), "C caches the row at v_old");
     auto a = c->apply_and_remember(t, name.view(), v5);
-    run.expect(a && *a == Applied::kApplied && j.last_applied(name) == v5, "v5 applied and remembered");
+    run.expect(a && *a == Applied::kApplied && j.last_applied(name) == v5,
+               "v5 applied and remembered");
   }
   Journal j(options(dir.path(), group));
   auto c = remembering(target, 443, t, j);
   if (!run.expect(c != nullptr, "C starts again")) return;
   const engine::TableWriter* w = engine::internal::writer_of(*c, t);
-  run.expect(w->map().size() == 0 && j.last_applied(name) == v5, "empty L1; the reopened file remembers v5");
+  run.expect(w->map().size() == 0 && j.last_applied(name) == v5,
+             "empty L1; the reopened file remembers v5");
   const auto l1 = c->stats().tables.at(0).l1;
   const auto ws = w->stats();
   auto stale = c->apply_and_remember(t, name.view(), v_old);
@@ -282,14 +297,16 @@ void h4_loss(GateRun& run, const DrillTarget& target) {
   const std::string t = "t2";
   constexpr unsigned kC = 445;
   constexpr int kNames = 50, kDirect = 20;
-  run.stage("consumer C (member " + std::to_string(kC) + ", journal) on " + t + " with its lane "
+  run.stage("consumer C (member " + std::to_string(kC) + ", journal) on " + t +
+            " with its lane "
             "paused; W intends 50 names (record, enqueue, mark); C applies 20 directly; every "
             "emq:{ecc.coh.t2}:* and member queue emq:{ecc.coh.t2|<m>}:* key is deleted; C's "
             "next beat registers it again");
-  run.derive("the bus is volatile, so the 50 queued jobs are gone; coverage leaves exactly the 30 "
-             "intents C never applied -- replay must enqueue 30 in seq order under their recorded "
-             "ids and deduplicate none, and C must drain them to 50 of 50 names remembered at "
-             "their final versions");
+  run.derive(
+      "the bus is volatile, so the 50 queued jobs are gone; coverage leaves exactly the 30 "
+      "intents C never applied -- replay must enqueue 30 in seq order under their recorded "
+      "ids and deduplicate none, and C must drain them to 50 of 50 names remembered at "
+      "their final versions");
   JournalDir dir;
   if (!run.expect(dir.ok(), "a temp dir for the journal file")) return;
   const BrandedId group = mint("PRT");
@@ -312,7 +329,8 @@ void h4_loss(GateRun& run, const DrillTarget& target) {
   }
   run.expect(depth(r, t, kC, group) == kNames, "C's lane holds 50 jobs");
   int direct = 0;
-  for (int i = 0; i < kDirect; ++i) direct += c->apply_and_remember(t, names[i].view(), versions[i]).has_value();
+  for (int i = 0; i < kDirect; ++i)
+    direct += c->apply_and_remember(t, names[i].view(), versions[i]).has_value();
   run.expect(direct == kDirect, "20 applied directly through apply_and_remember");
   std::size_t deleted = 0;
   std::string cursor = "0";
@@ -334,8 +352,9 @@ void h4_loss(GateRun& run, const DrillTarget& target) {
     order.push_back(job);
     return enqueue(job, n, v);
   });
-  run.expect(rep && rep->replayed == kNames - kDirect && rep->deduplicated == 0,
-             "replay answers {replayed: 30, deduplicated: 0} (" + (rep ? counts(*rep) : "error") + ")");
+  run.expect(
+      rep && rep->replayed == kNames - kDirect && rep->deduplicated == 0,
+      "replay answers {replayed: 30, deduplicated: 0} (" + (rep ? counts(*rep) : "error") + ")");
   run.expect(order == std::vector<BrandedId>(jobs.begin() + kDirect, jobs.end()),
              "the 30 uncovered intents in seq order under their recorded ids");
   int final_versions = 0;
@@ -358,11 +377,13 @@ void h5_compaction(GateRun& run, const DrillTarget& target) {
   const std::string t = "jh5";
   constexpr unsigned kC = 447;
   constexpr int kNames = 50;
-  run.stage("consumer C (member " + std::to_string(kC) + ", journal) drains 50 intents W "
+  run.stage("consumer C (member " + std::to_string(kC) +
+            ", journal) drains 50 intents W "
             "recorded, enqueued and marked; then compact, replay, and a fresh open of the file");
-  run.derive("an intent is retired when its name carries an applied version at least as new -- "
-             "coverage, not acknowledgment -- so all 50 go, the applied memory keeps 50 names, "
-             "replay finds nothing, and a reopen still answers the last word");
+  run.derive(
+      "an intent is retired when its name carries an applied version at least as new -- "
+      "coverage, not acknowledgment -- so all 50 go, the applied memory keeps 50 names, "
+      "replay finds nothing, and a reopen still answers the last word");
   JournalDir dir;
   if (!run.expect(dir.ok(), "a temp dir for the journal file")) return;
   const BrandedId group = mint("PRT");
@@ -383,16 +404,17 @@ void h5_compaction(GateRun& run, const DrillTarget& target) {
                       "intent enqueued"))
         return;
     }
-    run.expect(floors::eventually([&] { return j.stats().remembered == kNames; }, std::chrono::seconds(5)),
-               "C drained all 50");
+    run.expect(
+        floors::eventually([&] { return j.stats().remembered == kNames; }, std::chrono::seconds(5)),
+        "C drained all 50");
     c.reset();
     j.flush();
     const auto before = j.stats();
     const std::uint64_t retired = j.compact();
     const auto after = j.stats();
     auto rep = j.replay(enqueue);
-    run.expect(before.intents == kNames && retired == kNames, "50 retired by coverage in one pass (" +
-                                                                  std::to_string(retired) + ")");
+    run.expect(before.intents == kNames && retired == kNames,
+               "50 retired by coverage in one pass (" + std::to_string(retired) + ")");
     run.expect(after.intents == 0 && after.remembered == kNames,
                "intents 0, remembered " + std::to_string(after.remembered));
     run.expect(rep && rep->replayed == 0 && rep->deduplicated == 0,
@@ -402,7 +424,8 @@ void h5_compaction(GateRun& run, const DrillTarget& target) {
   Journal reopened(options(dir.path(), group));
   int answered = 0;
   for (int i = 0; i < kNames; ++i) answered += reopened.last_applied(names[i]) == versions[i];
-  run.expect(answered == kNames, "a fresh open answers the last word for " + std::to_string(answered) + " of 50");
+  run.expect(answered == kNames,
+             "a fresh open answers the last word for " + std::to_string(answered) + " of 50");
   run.figure("50 retired, intents 0, remembered 50, replay {0, 0}; the reopened file answers " +
              std::to_string(answered) + " of 50 -- the outbox empties, the memory does not");
 }
@@ -465,15 +488,20 @@ void h6_price(GateRun& run, const DrillTarget& target) {
   run.expect(js.intents == kPairs + kLoadedPairs && js.pending_enqueue == 0,
              "every pair recorded and marked");
   // Records and marks per commit under the writers (the gathering's figure).
-  const double per_commit = static_cast<double>(js.grouped - before.grouped) /
-                            static_cast<double>(std::max<std::uint64_t>(1, js.transactions - before.transactions));
+  const double per_commit =
+      static_cast<double>(js.grouped - before.grouped) /
+      static_cast<double>(std::max<std::uint64_t>(1, js.transactions - before.transactions));
   const double pair_lo = 0.25 * plain_us, pair_hi = 10 * plain_us + 200;
-  run.derive("a plain WAL commit costs " + fmt("%.1f", plain_us) + " us here; a pair is one "
-             "commit the caller runs on its own thread (the connection free: no hand-off) plus a "
-             "mark the flusher commits within ms, on a schema that writes an index page more (the plain "
-             "table checkpoints inline, the journal on its flusher's connection): expect " +
-             fmt("%.0f", pair_lo) + " to " + fmt("%.0f", pair_hi) + " us single (goal <= 2x the "
-             "plain commit: " + fmt("%.1f", 2 * plain_us) + " us)");
+  run.derive(
+      "a plain WAL commit costs " + fmt("%.1f", plain_us) +
+      " us here; a pair is one "
+      "commit the caller runs on its own thread (the connection free: no hand-off) plus a "
+      "mark the flusher commits within ms, on a schema that writes an index page more (the plain "
+      "table checkpoints inline, the journal on its flusher's connection): expect " +
+      fmt("%.0f", pair_lo) + " to " + fmt("%.0f", pair_hi) +
+      " us single (goal <= 2x the "
+      "plain commit: " +
+      fmt("%.1f", 2 * plain_us) + " us)");
   run.expect(single_us >= pair_lo && single_us <= pair_hi,
              "single pair " + fmt("%.1f", single_us) + " us inside the derived band");
 
@@ -481,9 +509,11 @@ void h6_price(GateRun& run, const DrillTarget& target) {
   JournalDir lane_dir;
   if (!run.expect(lane_dir.ok(), "a temp dir for the lane's journal")) return;
   Journal lj(options(lane_dir.path(), group));
-  Engine rn(node_options(target, 448), {lane_table("jb", CoherenceMode::kJob), lane_table("jm", CoherenceMode::kJob)});
+  Engine rn(node_options(target, 448),
+            {lane_table("jb", CoherenceMode::kJob), lane_table("jm", CoherenceMode::kJob)});
   rn.use_journal("jm", lj);
-  Engine sn(node_options(target, 449), {lane_table("jb", CoherenceMode::kNone), lane_table("jm", CoherenceMode::kNone)});
+  Engine sn(node_options(target, 449),
+            {lane_table("jb", CoherenceMode::kNone), lane_table("jm", CoherenceMode::kNone)});
   if (!run.expect(!rn.start() && !sn.start(), "nodes R and S start")) return;
   Redis r(target);
   run.expect(floors::eventually([&] { return member(r, "jb", 448) && member(r, "jm", 448); }),
@@ -541,18 +571,25 @@ void h6_price(GateRun& run, const DrillTarget& target) {
                  " of 400)");
   const double bm = bare.seen.median(), mm = mem.seen.median();
   const double lo = 0.8 * bm, hi = 4 * bm + 3 * pair_hi;
-  run.derive("the bare lane's median " + fmt("%.0f", bm) + " us; the remembered lane adds the "
-             "writer's record commit before the enqueue and an in-memory check and a queued upsert at the "
-             "apply: expect " + fmt("%.0f", lo) + " to " + fmt("%.0f", hi) + " us (goal <= 1.3x "
-             "the bare lane: " + fmt("%.0f", 1.3 * bm) + " us; the original paid 3.5x)");
-  run.expect(mm >= lo && mm <= hi, "remembered lane median " + fmt("%.0f", mm) + " us inside the derived band");
-  run.figure(fmt("%.1f", single_us) + " us per record+mark pair single (" + fmt("%.2f", single_us / plain_us) +
-             "x a plain WAL commit of " + fmt("%.1f", plain_us) + " us; goal 2x " +
+  run.derive(
+      "the bare lane's median " + fmt("%.0f", bm) +
+      " us; the remembered lane adds the "
+      "writer's record commit before the enqueue and an in-memory check and a queued upsert at the "
+      "apply: expect " +
+      fmt("%.0f", lo) + " to " + fmt("%.0f", hi) +
+      " us (goal <= 1.3x "
+      "the bare lane: " +
+      fmt("%.0f", 1.3 * bm) + " us; the original paid 3.5x)");
+  run.expect(mm >= lo && mm <= hi,
+             "remembered lane median " + fmt("%.0f", mm) + " us inside the derived band");
+  run.figure(fmt("%.1f", single_us) + " us per record+mark pair single (" +
+             fmt("%.2f", single_us / plain_us) + "x a plain WAL commit of " +
+             fmt("%.1f", plain_us) + " us; goal 2x " +
              (single_us <= 2 * plain_us ? "met" : "not met") + "), " + fmt("%.1f", loaded_us) +
              " us amortized under " + std::to_string(kWriters) + " writers (goal 10 us " +
              (loaded_us <= 10 ? "met" : "not met") + "; " + fmt("%.1f", per_commit) +
-             " records and marks per commit); remembered lane median " +
-             fmt("%.0f", mm) + " us vs the bare lane's " + fmt("%.0f", bm) + " us, " + fmt("%.2f", mm / bm) +
+             " records and marks per commit); remembered lane median " + fmt("%.0f", mm) +
+             " us vs the bare lane's " + fmt("%.0f", bm) + " us, " + fmt("%.2f", mm / bm) +
              "x (goal 1.3x " + (mm <= 1.3 * bm ? "met" : "not met") + ")");
 }
 

@@ -13,11 +13,11 @@
 #include <vector>
 
 #include <echo/engine/engine.h>
-#include <echo/testing/local_tls.h>
 #include <echo/harness/stage.h>
 #include <echo/io/connection.h>
 #include <echo/io/uring_loop.h>
 #include <echo/table/branded_id.h>
+#include <echo/testing/local_tls.h>
 
 #include "drill/drill.h"
 
@@ -60,8 +60,8 @@ void tls_gate(GateRun& run, const DrillTarget& target) {
   auto r = node(451, engine::CoherenceMode::kBroadcast);
   auto s = node(452, engine::CoherenceMode::kBroadcast);  // publish announces on its own lane
   const std::error_code rec = r->start(), sec = s->start();
-  if (!run.expect(!rec && !sec, "both engines start over TLS (" + rec.message() + ", " +
-                                    sec.message() + ")")) {
+  if (!run.expect(!rec && !sec,
+                  "both engines start over TLS (" + rec.message() + ", " + sec.message() + ")")) {
     return;
   }
   table::Minter minter(453);
@@ -96,10 +96,9 @@ void tls_gate(GateRun& run, const DrillTarget& target) {
     conn.start();
     const std::error_code ec = conn.wait_ready(5s);
     const std::string why = conn.cause();
-    run.expect(ec == io::IoErrc::kTlsVerify &&
-                   why.find("certificate verify failed") != std::string::npos,
-               "an unrelated CA stops the connector with tls_verify (" + ec.message() + ": " +
-                   why + ")");
+    run.expect(
+        ec == io::IoErrc::kTlsVerify && why.find("certificate verify failed") != std::string::npos,
+        "an unrelated CA stops the connector with tls_verify (" + ec.message() + ": " + why + ")");
   }
   io::ConnectionOptions plain;
   plain.host = target.host;

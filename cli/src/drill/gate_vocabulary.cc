@@ -24,11 +24,13 @@ namespace {
 using namespace echo::table;
 
 void vocabulary(GateRun& run, const DrillTarget& target) {
-  run.stage("the id vectors and refusals, 10,000 mints, the 29-byte frame vectors, the "
-            "names and slot vectors, and one frame stored in L2 and read back");
+  run.stage(
+      "the id vectors and refusals, 10,000 mints, the 29-byte frame vectors, the "
+      "names and slot vectors, and one frame stored in L2 and read back");
   // Ids.
   auto usr = BrandedId::encode("USR", 274557032793636864ull);
-  run.expect(usr && usr->view() == "USR0KHTOWnGLuC", "encode(USR, 274557032793636864) = USR0KHTOWnGLuC");
+  run.expect(usr && usr->view() == "USR0KHTOWnGLuC",
+             "encode(USR, 274557032793636864) = USR0KHTOWnGLuC");
   auto dec = BrandedId::parse("USR0NgWEfAEJfs");
   run.expect(dec && dec->ns() == "USR" && dec->snowflake() == 320636799581945856ull,
              "decode(USR0NgWEfAEJfs) = (USR, 320636799581945856)");
@@ -38,9 +40,13 @@ void vocabulary(GateRun& run, const DrillTarget& target) {
   run.expect(max && std::string_view(max->data(), kPayloadSize) == "AzL8n0Y58m7",
              "base62(2^63-1) = AzL8n0Y58m7");
   run.expect(!base62_decode("zzzzzzzzzzz"), "base62-decode(zzzzzzzzzzz) refused");
-  const struct { const char* text; IdError gate; } rejects[] = {
-      {"USRzzzzzzzzzzz", IdError::kRange}, {"usr0KHTOWnGLuC", IdError::kNamespace},
-      {"USR0KHTOWnGLu", IdError::kLength}, {"USR0KHTOWnGL!C", IdError::kCharset}};
+  const struct {
+    const char* text;
+    IdError gate;
+  } rejects[] = {{"USRzzzzzzzzzzz", IdError::kRange},
+                 {"usr0KHTOWnGLuC", IdError::kNamespace},
+                 {"USR0KHTOWnGLu", IdError::kLength},
+                 {"USR0KHTOWnGL!C", IdError::kCharset}};
   for (const auto& r : rejects) {
     auto p = BrandedId::parse(r.text);
     run.expect(!p && p.error() == r.gate,
@@ -57,8 +63,9 @@ void vocabulary(GateRun& run, const DrillTarget& target) {
   auto f = make_frame(std::string_view("AST0KHTOWnGLuC"), std::string_view("TXN0NgWEfAEJfs"));
   run.expect(f && view(*f) == "AST0KHTOWnGLuC:TXN0NgWEfAEJfs", "payload vector, 29 bytes");
   auto back = f ? parse_frame(view(*f)) : parse_frame("");
-  run.expect(back && back->name.view() == "AST0KHTOWnGLuC" && back->version.view() == "TXN0NgWEfAEJfs",
-             "the payload vector parses back");
+  run.expect(
+      back && back->name.view() == "AST0KHTOWnGLuC" && back->version.view() == "TXN0NgWEfAEJfs",
+      "the payload vector parses back");
   run.expect(!parse_frame("garbage"), "parse(garbage) refused");
   run.expect(!parse_frame("AST:short"), "parse(AST:short) refused");
   auto bad = parse_frame("AAAAAAAAAAAAAA:BBBBBBBBBBBBBB");
@@ -84,9 +91,9 @@ void vocabulary(GateRun& run, const DrillTarget& target) {
         redisCommand(c.get(), "SET %b %b PX 5000", key.data(), key.size(), f->data(), f->size()));
     if (set) freeReplyObject(set);
     auto* got = static_cast<redisReply*>(redisCommand(c.get(), "GET %b", key.data(), key.size()));
-    run.expect(got && got->type == REDIS_REPLY_STRING &&
-                   std::string_view(got->str, got->len) == view(*f),
-               "the 29-byte frame survives SET/GET byte for byte");
+    run.expect(
+        got && got->type == REDIS_REPLY_STRING && std::string_view(got->str, got->len) == view(*f),
+        "the 29-byte frame survives SET/GET byte for byte");
     if (got) freeReplyObject(got);
     auto* del = static_cast<redisReply*>(redisCommand(c.get(), "DEL %b", key.data(), key.size()));
     if (del) freeReplyObject(del);
@@ -95,7 +102,8 @@ void vocabulary(GateRun& run, const DrillTarget& target) {
   const auto t0 = std::chrono::steady_clock::now();
   std::size_t ok = 0;
   for (int i = 0; i < 1'000'000; ++i) ok += parse_frame(view(*f)).has_value();
-  const double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count() / 1e6;
+  const double ns =
+      std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count() / 1e6;
   run.expect(ok == 1'000'000, "1,000,000 parses of the vector all succeed");
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f ns", ns);

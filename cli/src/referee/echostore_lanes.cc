@@ -9,8 +9,8 @@
 // - job: the job-lane publish (SET, then the job fanned out to every member node), or put and
 //   a late enqueue;
 // - tracking: Engine::put (the SET is the announcement: the server invalidates every node).
-#include <echo/engine/internal/access.h>
 #include <echo/engine/engine.h>
+#include <echo/engine/internal/access.h>
 #include <echo/harness/stage.h>
 #include <echo/table/names.h>
 
@@ -102,7 +102,8 @@ class EchoStoreLane final : public Contestant {
   std::unique_ptr<Writer> writer() override { return std::make_unique<LaneWriter>(*this); }
 
   std::optional<std::uint32_t> peek(int node, std::size_t name) override {
-    const table::L1Map& l1 = engine::internal::writer_of(*nodes_[static_cast<std::size_t>(node)], table_)->map();
+    const table::L1Map& l1 =
+        engine::internal::writer_of(*nodes_[static_cast<std::size_t>(node)], table_)->map();
     std::string value;
     if (!l1.get(stage_->names[name], value)) return std::nullopt;
     return parse_seq(value);

@@ -86,7 +86,8 @@ table::ValueLayout layout_of() {
     l.size = sizeof(T);
     l.align = alignof(T);
     l.decode = [](std::string_view bytes, void* at, std::string& why) {
-      if constexpr (std::is_trivially_copyable_v<T> && std::is_trivially_default_constructible_v<T>) {
+      if constexpr (std::is_trivially_copyable_v<T> &&
+                    std::is_trivially_default_constructible_v<T>) {
         // Decoded straight into the row: no temporary.
         return decode_into(bytes, *::new (at) T, why);
       } else {

@@ -43,8 +43,8 @@
 #include <echo/io/latency_histogram.h>
 #include <echo/io/uring_loop.h>
 #include <echo/ring/ring_stats.h>
-#include <echo/table/l1_map.h>
 #include <echo/table/expected.h>
+#include <echo/table/l1_map.h>
 
 namespace echo::engine {
 
@@ -56,13 +56,13 @@ namespace echo::engine {
 enum class ServerMode : std::uint8_t { kSingle, kCluster, kSentinel };
 
 struct EngineOptions {
-  std::string host = "127.0.0.1";      // 1..255 bytes, no space or control byte; resolved in
-                                       // start() (host_unresolved when it does not)
-  int port = 0;                        // 1..65535; required unless cluster_seeds is set
+  std::string host = "127.0.0.1";  // 1..255 bytes, no space or control byte; resolved in
+                                   // start() (host_unresolved when it does not)
+  int port = 0;                    // 1..65535; required unless cluster_seeds is set
   ServerMode mode = ServerMode::kSingle;
   // kCluster: seed nodes "host:port,host:port,..." (empty: host:port above); any live node serves.
   std::string cluster_seeds;
-  int cluster_max_redirects = 5;       // kCluster: MOVED/ASK per call, 0..16
+  int cluster_max_redirects = 5;  // kCluster: MOVED/ASK per call, 0..16
   // kSentinel (and only then; host and port are ignored): the sentinels "host:port,host:port,..."
   // (1 or more; names resolved in start(), host_unresolved when one does not), asked in turn, and
   // the name they monitor the master under (sentinel_master: 1..255 bytes, no space or control
@@ -97,8 +97,8 @@ struct EngineOptions {
   // for longer stops minting (puts without a version, loader fills answer no_node_lease) until
   // a renewal holds the lease again.
   std::chrono::milliseconds node_lease{15000};
-  io::LoopOptions io{};                // io thread: wait mode, CPU pinning, backend (auto:
-                                       // io_uring, epoll where the kernel refuses it)
+  io::LoopOptions io{};  // io thread: wait mode, CPU pinning, backend (auto:
+                         // io_uring, epoll where the kernel refuses it)
   // io.threads: how many io threads (each its own loop, named echo-io:<n>): 1..16, default 1.
   // Io thread 0 carries the command connection, the job lanes (consumers, parkers, leads), the
   // tracking lane and the relay; the broadcast tables are dealt round-robin over the io threads
@@ -113,10 +113,11 @@ struct EngineOptions {
   int io_threads = 1;
   // The CPUs the engine's housekeeping threads run on: the chores thread (echo-house: the node
   // lease's renewal and the stats publisher), the tables' loaders (echo-load), the relay
-  // (echo-relay) and the job sender (echo-jobsend). Empty (the default): wherever the scheduler puts them. Each 0..1023;
-  // a CPU outside the process's cpuset is counted (EngineStats::housekeeping_pin_failures) and
-  // that thread runs unpinned. The io threads (io.cpu) and the writers (TableSpec::writer_cpu)
-  // have their own knobs; a Journal's flusher is the journal's (JournalOptions::flusher_cpus).
+  // (echo-relay) and the job sender (echo-jobsend). Empty (the default): wherever the scheduler
+  // puts them. Each 0..1023; a CPU outside the process's cpuset is counted
+  // (EngineStats::housekeeping_pin_failures) and that thread runs unpinned. The io threads (io.cpu)
+  // and the writers (TableSpec::writer_cpu) have their own knobs; a Journal's flusher is the
+  // journal's (JournalOptions::flusher_cpus).
   std::vector<int> housekeeping_cpus;
   std::chrono::milliseconds get_timeout{10000};  // a miss's wait for its flight (the original's);
                                                  // 1..3,600,000 ms
@@ -206,27 +207,27 @@ struct TableStats {
 
 // The metrics endpoint's counters (EngineOptions::metrics_port; zero while it is off).
 struct MetricsCounters {
-  std::uint64_t requests = 0;                  // requests answered (any status)
-  std::uint64_t ok = 0, client_errors = 0;     // 2xx; 4xx (400, 404, 405, 431: past 8 KiB)
-  std::uint64_t server_errors = 0;             // 5xx (503: more than 16 clients at once)
-  std::uint64_t dropped = 0;                   // clients closed unanswered: the 2 s deadline,
-                                               // a socket error, a close before a whole request
-  std::uint64_t connected = 0;                 // clients connected now (gauge)
+  std::uint64_t requests = 0;               // requests answered (any status)
+  std::uint64_t ok = 0, client_errors = 0;  // 2xx; 4xx (400, 404, 405, 431: past 8 KiB)
+  std::uint64_t server_errors = 0;          // 5xx (503: more than 16 clients at once)
+  std::uint64_t dropped = 0;                // clients closed unanswered: the 2 s deadline,
+                                            // a socket error, a close before a whole request
+  std::uint64_t connected = 0;              // clients connected now (gauge)
 };
 
 // ServerMode::kCluster: the router's counters (io::ClusterStats) and the sharded subscriber's.
 struct ClusterCounters {
-  std::uint64_t moved = 0, ask = 0, refreshes = 0, held = 0, held_expired = 0,
-                redirect_limit = 0, masters = 0, resubscribes = 0;
+  std::uint64_t moved = 0, ask = 0, refreshes = 0, held = 0, held_expired = 0, redirect_limit = 0,
+                masters = 0, resubscribes = 0;
 };
 
 // The job lane's writer side (enqueue, enqueue_job, the journal's replay through them): what the
 // fan-out to the member queues answered, summed over every table this engine enqueued to.
 struct FanOutCounters {
-  std::uint64_t enqueues = 0;          // enqueue / enqueue_job / job-lane publish calls
-  std::uint64_t admitted = 0;          // queues that newly took a job (enqueued or handed off)
-  std::uint64_t duplicates = 0;        // queues that already held the job
-  std::uint64_t not_live = 0;          // listed members skipped: no live key (they drop L1 on return)
+  std::uint64_t enqueues = 0;    // enqueue / enqueue_job / job-lane publish calls
+  std::uint64_t admitted = 0;    // queues that newly took a job (enqueued or handed off)
+  std::uint64_t duplicates = 0;  // queues that already held the job
+  std::uint64_t not_live = 0;    // listed members skipped: no live key (they drop L1 on return)
   std::uint64_t membership_reads = 0;  // membership read because the epoch moved (or first use)
   std::uint64_t errors = 0;            // calls that answered an error (no_live_member included,
                                        // but for publish, which answers success then)
@@ -236,11 +237,11 @@ struct FanOutCounters {
 
 // ServerMode::kSentinel: the watcher's counters.
 struct SentinelCounters {
-  std::string master;               // "host:port" the engine's connections dial now
-  std::uint64_t switches = 0;       // master changes followed (+switch-master, or found on a re-ask)
-  std::uint64_t reconnects = 0;     // the watcher's sentinel connection lost and booted again
-                                    // (on the next sentinel of the list)
-  std::uint64_t asks = 0;           // get-master-addr-by-name answered with an address
+  std::string master;            // "host:port" the engine's connections dial now
+  std::uint64_t switches = 0;    // master changes followed (+switch-master, or found on a re-ask)
+  std::uint64_t reconnects = 0;  // the watcher's sentinel connection lost and booted again
+                                 // (on the next sentinel of the list)
+  std::uint64_t asks = 0;        // get-master-addr-by-name answered with an address
   std::uint64_t role_refusals = 0;  // connections that found the named master answering ROLE as
                                     // a replica (a demoted master): dropped, the sentinels re-asked
 };
@@ -420,13 +421,14 @@ class Engine {
   // a new job id, so those members apply the message twice (harmless: newer wins), while
   // enqueue_job() under the same id is a duplicate there.
   // Errc::kNoLiveMember when no queue took it: no member was live and there is no shared queue.
-  Result<std::vector<MemberAdmission>> enqueue(std::string_view table, const table::BrandedId& group,
-                                               std::string_view id, const table::BrandedId& version);
+  Result<std::vector<MemberAdmission>> enqueue(std::string_view table,
+                                               const table::BrandedId& group, std::string_view id,
+                                               const table::BrandedId& version);
   // enqueue_async's answer: enqueue's, once every member queue answered. Runs on the engine's
   // job-send thread ("echo-jobsend"; SCHED_BATCH when the process runs under the default policy,
   // so its wake never preempts the sender), one job at a time in call order: a slow callback
-  // delays the admissions of the jobs queued after it. It may call the engine's verbs (enqueue_async too),
-  // but not stop(), and must not throw (the thread would end the process).
+  // delays the admissions of the jobs queued after it. It may call the engine's verbs
+  // (enqueue_async too), but not stop(), and must not throw (the thread would end the process).
   using EnqueueDone = std::function<void(const Result<std::vector<MemberAdmission>>& admitted)>;
   // enqueue, with the sender held only through the lead: with the table's job_lead (the default)
   // it PUBLISHes the lead, waits for its reply (one round trip, as broadcast), hands the
@@ -437,9 +439,10 @@ class Engine {
   // the caller retries through enqueue_job under the returned id (a duplicate where a queue
   // already holds it). An empty `done` leaves the answer to stats (fan_out.errors). Errors
   // returned here mean nothing was handed off: kNoSuchCache, kKind, kBadKey (the payload),
-  // kStopped (not running, or stop() began; the lead may have gone out, at-most-once as ever). stop() drains the job-send thread first: every job
-  // handed off gets its admissions and its `done` while the engine still runs. Any thread but
-  // the io thread; the job-send thread starts at the first call.
+  // kStopped (not running, or stop() began; the lead may have gone out, at-most-once as ever).
+  // stop() drains the job-send thread first: every job handed off gets its admissions and its
+  // `done` while the engine still runs. Any thread but the io thread; the job-send thread starts at
+  // the first call.
   Result<table::BrandedId> enqueue_async(std::string_view table, const table::BrandedId& group,
                                          std::string_view id, const table::BrandedId& version,
                                          EnqueueDone done);
@@ -459,7 +462,8 @@ class Engine {
   Result<Applied> apply_and_remember(std::string_view table, std::string_view id,
                                      const table::BrandedId& version);
   // drop_l2 (docs/wire.md, "L2 values"): deletes the L2 row iff `version` is newer; true if it did.
-  Result<bool> drop_l2(std::string_view table, std::string_view id, const table::BrandedId& version);
+  Result<bool> drop_l2(std::string_view table, std::string_view id,
+                       const table::BrandedId& version);
   // Admin: DEL the L2 key and delete the L1 row, unconditionally. true when L2 held the key
   // (DEL removed it), false when it had none; the L1 row is gone either way.
   Result<bool> invalidate(std::string_view table, std::string_view id);

@@ -40,12 +40,12 @@ enum class Errc : int {
                      // one again (docs/wire.md, "Node leases")
   kSentinelUnknownMaster,  // start(), ServerMode::kSentinel: the first sentinel that answered
                            // does not monitor EngineOptions::sentinel_master (the name is logged)
-  kNoSentinel,       // start(), ServerMode::kSentinel: every sentinel listed was tried and none
-                     // answered the master's address
-  kNotMaster,        // start(), ServerMode::kSentinel: the address the sentinels give answered
-                     // ROLE as a replica until start's deadline (a failover under way)
-  kMetricsListen,    // start(): the metrics endpoint could not listen on metrics_bind:
-                     // metrics_port (the detail names the address and errno's words)
+  kNoSentinel,     // start(), ServerMode::kSentinel: every sentinel listed was tried and none
+                   // answered the master's address
+  kNotMaster,      // start(), ServerMode::kSentinel: the address the sentinels give answered
+                   // ROLE as a replica until start's deadline (a failover under way)
+  kMetricsListen,  // start(): the metrics endpoint could not listen on metrics_bind:
+                   // metrics_port (the detail names the address and errno's words)
 };
 
 const std::error_category& engine_category() noexcept;

@@ -25,12 +25,12 @@ struct Error {
   // `return Unexpected{make_error_code(Errc::kKind)};` serve a Result<T> unchanged.
   Error(std::error_code c) noexcept : code(c) {}  // NOLINT: implicit
   template <class E>
-    requires std::is_error_code_enum_v<E>
-  Error(E e) noexcept : code(make_error_code(e)) {}  // NOLINT: implicit
+  requires std::is_error_code_enum_v<E> Error(E e)
+  noexcept : code(make_error_code(e)) {}  // NOLINT: implicit
   Error(std::error_code c, std::string d) noexcept : code(c), detail(std::move(d)) {}
   template <class E>
-    requires std::is_error_code_enum_v<E>
-  Error(E e, std::string d) noexcept : code(make_error_code(e)), detail(std::move(d)) {}
+  requires std::is_error_code_enum_v<E> Error(E e, std::string d)
+  noexcept : code(make_error_code(e)), detail(std::move(d)) {}
 
   // The detail when there is one ("loader failed: no such quote"), else the code's message
   // ("loader_failed", "disconnected", "Connection refused").
@@ -49,10 +49,8 @@ struct Error {
   friend bool operator==(const Error& a, const Error& b) noexcept { return a.code == b.code; }
   friend bool operator==(const Error& a, const std::error_code& c) noexcept { return a.code == c; }
   template <class E>
-    requires std::is_error_code_enum_v<E>
-  friend bool operator==(const Error& a, E e) noexcept {
-    return a.code == make_error_code(e);
-  }
+  requires std::is_error_code_enum_v<E>
+  friend bool operator==(const Error& a, E e) noexcept { return a.code == make_error_code(e); }
 };
 
 // "echostore:loader_failed", or with a detail "echostore:loader_failed (loader failed: gone)";

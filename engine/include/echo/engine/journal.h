@@ -47,12 +47,12 @@ inline constexpr int kJournalPageSize = 1024;
 const char* journal_vfs(bool exclusive = true);
 
 struct JournalOptions {
-  std::filesystem::path dir;     // created if missing (mkdir -p)
-  std::string group;             // a valid branded id, else ConfigError; names the file and lane
-  bool synchronous_full = false; // synchronous=FULL instead of NORMAL
-  std::size_t max_group = 256;   // 1 .. 65,536: requests folded into one transaction at most
-                                 // (waiting records and calls; and queued marks and upserts)
-  unsigned node_id = 0;          // 0 .. 1023: mints the intents' JOB ids
+  std::filesystem::path dir;      // created if missing (mkdir -p)
+  std::string group;              // a valid branded id, else ConfigError; names the file and lane
+  bool synchronous_full = false;  // synchronous=FULL instead of NORMAL
+  std::size_t max_group = 256;    // 1 .. 65,536: requests folded into one transaction at most
+                                  // (waiting records and calls; and queued marks and upserts)
+  unsigned node_id = 0;           // 0 .. 1023: mints the intents' JOB ids
   // true: this process holds the file's lock from open to close (the contract's one owner per
   // file, enforced): another process opening the file (a second writer, `echostore journal`,
   // the sqlite3 shell) is refused at once, and a transaction makes no fcntl() call (~1.5 us of
@@ -76,11 +76,11 @@ struct JournalStats {
   std::uint64_t pending_enqueue = 0;  // intents with enqueued = 0
   std::uint64_t remembered = 0;       // rows in applied
   std::filesystem::path path;
-  std::uint64_t transactions = 0;     // commits made (each one BEGIN IMMEDIATE ... COMMIT)
-  std::uint64_t grouped = 0;          // records, marks and upserts those commits carried
-  std::uint64_t failed = 0;           // transactions SQLite refused (their marks and upserts
-                                      // are queued again; their records' callers got the error)
-  std::uint64_t checkpoints = 0;      // WAL checkpoints the flusher ran on its own connection
+  std::uint64_t transactions = 0;        // commits made (each one BEGIN IMMEDIATE ... COMMIT)
+  std::uint64_t grouped = 0;             // records, marks and upserts those commits carried
+  std::uint64_t failed = 0;              // transactions SQLite refused (their marks and upserts
+                                         // are queued again; their records' callers got the error)
+  std::uint64_t checkpoints = 0;         // WAL checkpoints the flusher ran on its own connection
   std::uint64_t inline_checkpoints = 0;  // those a committing leader ran itself (the WAL had
                                          // grown past 4,000 frames: a writer that never pauses)
   std::uint64_t flusher_pin_failures = 0;  // 1 when flusher_cpus could not be applied
@@ -90,8 +90,8 @@ struct JournalStats {
 // name:version; returns true when some queue newly admitted it, false for a duplicate
 // (Engine::enqueue_job fits it as it is). `name` is a branded id's 14 bytes or a text-key
 // table's key (docs/wire.md, "Text keys"), valid for the call.
-using EnqueueFn = std::function<Result<bool>(
-    const table::BrandedId& job, std::string_view name, const table::BrandedId& version)>;
+using EnqueueFn = std::function<Result<bool>(const table::BrandedId& job, std::string_view name,
+                                             const table::BrandedId& version)>;
 
 // An intent as record_many takes it: a branded id's 14 bytes or a text-key table's key (1..200
 // bytes, docs/wire.md, "Text keys"), viewed for the length of the call, and its version.
@@ -130,7 +130,8 @@ class Journal {
   // record → enqueue (under the recorded job id) → mark. Seam A is between record and enqueue,
   // seam B between enqueue and mark; replay closes both. Returns the job id.
   // A bad name answers Errc::kBadKey, nothing recorded.
-  Result<table::BrandedId> intend_and_enqueue(std::string_view name, const table::BrandedId& version,
+  Result<table::BrandedId> intend_and_enqueue(std::string_view name,
+                                              const table::BrandedId& version,
                                               const EnqueueFn& enqueue);
   Result<table::BrandedId> intend_and_enqueue(const table::BrandedId& name,
                                               const table::BrandedId& version,

@@ -16,8 +16,8 @@ std::string_view to_string(LogLevel level) noexcept;  // "info", "warn", "error"
 
 // (level, component, message): component is "engine", "io", "writer:<table>", "job:<table>",
 // "node_lease", ... Runs on the thread that noticed (the io thread, a table's writer, the node
-// lease's renewal on echo-house, the thread in start()); it must not block and must not call into the engine.
-// The views live only during the call.
+// lease's renewal on echo-house, the thread in start()); it must not block and must not call into
+// the engine. The views live only during the call.
 using LogSink =
     std::function<void(LogLevel level, std::string_view component, std::string_view message)>;
 

@@ -14,23 +14,23 @@ namespace echo::engine {
 inline constexpr std::size_t kLagBuckets = 40;
 
 struct WriterStats {
-  std::uint64_t applied = 0, stale = 0;        // coherence verdicts from the rings
+  std::uint64_t applied = 0, stale = 0;  // coherence verdicts from the rings
   std::uint64_t fills = 0, l2_hits = 0, coalesced = 0, load_errors = 0, corrupt_frames = 0;
-  std::uint64_t flight_restarts = 0;           // flights re-read after a newer drop overtook them
-  std::uint64_t ring_flushes = 0;              // flush policy: a ring refused, the table dropped all
-  std::uint64_t disconnect_flushes = 0;        // subscription loss / resubscribe flushes
-  std::uint64_t suspended_fills = 0;           // fills answered but not cached while suspended
+  std::uint64_t flight_restarts = 0;     // flights re-read after a newer drop overtook them
+  std::uint64_t ring_flushes = 0;        // flush policy: a ring refused, the table dropped all
+  std::uint64_t disconnect_flushes = 0;  // subscription loss / resubscribe flushes
+  std::uint64_t suspended_fills = 0;     // fills answered but not cached while suspended
   std::uint64_t puts = 0, erases = 0, commands = 0, passes = 0;
-  std::uint64_t remembered_stale = 0;          // job-lane items the applied memory answered
-  std::uint64_t loader_timeouts = 0;           // flights answered loader_timeout
-  std::uint64_t loader_late = 0;               // loader answers that came after their timeout
-                                               // (discarded)
-  std::uint64_t pin_failures = 0;              // writer_cpu refused by the kernel: runs unpinned
-  std::uint64_t listener_throws = 0;           // on_removal or on_message threw (they must not)
+  std::uint64_t remembered_stale = 0;  // job-lane items the applied memory answered
+  std::uint64_t loader_timeouts = 0;   // flights answered loader_timeout
+  std::uint64_t loader_late = 0;       // loader answers that came after their timeout
+                                       // (discarded)
+  std::uint64_t pin_failures = 0;      // writer_cpu refused by the kernel: runs unpinned
+  std::uint64_t listener_throws = 0;   // on_removal or on_message threw (they must not)
   // The tracking lane's guard (no versions): fills an invalidation overtook, answered to the
   // readers that asked before it and not cached; puts an invalidation overtook, not cached.
   std::uint64_t forgotten_fills = 0, forgotten_puts = 0;
-  std::uint64_t held_fills = 0;                // fills held by the fill_hold fault injection
+  std::uint64_t held_fills = 0;  // fills held by the fill_hold fault injection
   // Items an io thread applied itself under the writer's token (TableSpec::direct_apply), in
   // applied/stale too; the ring's published/applied do not count them.
   std::uint64_t direct_applies = 0;

@@ -120,11 +120,13 @@ Result<Source> Table<T>::read(std::string_view key, Fn&& fn) const {
   if (l1_->visit(key, [&fn](std::string_view value, std::string_view version) {
         call(fn, value, version);
       })) {
-    if (timed) [[unlikely]] Engine::note_get(*ref_, true, t0);
+    if (timed) [[unlikely]]
+      Engine::note_get(*ref_, true, t0);
     return Source::kL1;
   }
   auto r = read_miss(key, fn);
-  if (timed) [[unlikely]] Engine::note_get(*ref_, false, t0);
+  if (timed) [[unlikely]]
+    Engine::note_get(*ref_, false, t0);
   return r;
 }
 
@@ -164,11 +166,13 @@ Result<T> Table<T>::get(std::string_view key) const {
           hit.emplace(*std::launder(reinterpret_cast<const T*>(value.data())));
         }
       })) {
-    if (timed) [[unlikely]] Engine::note_get(*ref_, true, t0);
+    if (timed) [[unlikely]]
+      Engine::note_get(*ref_, true, t0);
     return std::move(*hit);
   }
   auto r = get_miss(key);
-  if (timed) [[unlikely]] Engine::note_get(*ref_, false, t0);
+  if (timed) [[unlikely]]
+    Engine::note_get(*ref_, false, t0);
   return r;
 }
 

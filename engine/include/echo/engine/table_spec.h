@@ -171,12 +171,12 @@ using LoadResult = std::variant<Loaded, LoadError>;
 using Loader = std::function<LoadResult(const Key& name)>;
 
 struct TableSpec {
-  std::string name;                 // names the L2 keys, channel and queue (no braces, spaces)
-  std::string kind;                 // exactly 3 bytes A-Z: the ids this table caches (keys =
-                                    // branded) and the namespace of the versions it mints
-  Loader loader;                    // required
+  std::string name;  // names the L2 keys, channel and queue (no braces, spaces)
+  std::string kind;  // exactly 3 bytes A-Z: the ids this table caches (keys =
+                     // branded) and the namespace of the versions it mints
+  Loader loader;     // required
   KeyKind keys = KeyKind::kBranded;
-  ValueType value{};                // typed<T>() sets it; empty: bytes
+  ValueType value{};           // typed<T>() sets it; empty: bytes
   RemovalListener on_removal;  // optional (see RemovalListener)
   // The table's own loader threads, started with the engine: 1..64. More than one lets misses of
   // different names load concurrently (the loader must then be thread-safe); one flight per name
@@ -189,16 +189,16 @@ struct TableSpec {
   // loader that hangs takes one of loader_threads out of service until it does, and stop() waits
   // for it.
   std::chrono::milliseconds loader_timeout{0};
-  std::int64_t ttl_ms = 5000;       // 1 .. 2^40
-  double jitter = 0.1;              // 0.0 .. 0.5
-  std::size_t max_size = 100000;    // 1 .. 2^26 (the L1 index is allocated whole: table_spec.cc)
+  std::int64_t ttl_ms = 5000;     // 1 .. 2^40
+  double jitter = 0.1;            // 0.0 .. 0.5
+  std::size_t max_size = 100000;  // 1 .. 2^26 (the L1 index is allocated whole: table_spec.cc)
   // 0: no byte bound; else 4096 .. 2^44: the most bytes L1's rows may hold, each charged its
   // allocation (72 bytes of meta, links and header, the key, the value or decoded object,
   // rounded up to 16: table::L1Map::row_charge). Either bound, or both, makes an insert evict.
   std::size_t max_bytes = 0;
   Eviction eviction = Eviction::kS3Fifo;  // who goes when L1 is full (see Eviction)
-  std::int64_t sweep_ms = 1000;     // 1 .. 3,600,000
-  L1Clock l1_clock = L1Clock::kWriter;  // a hit's expiry check (loader_timeout keeps exact time)
+  std::int64_t sweep_ms = 1000;           // 1 .. 3,600,000
+  L1Clock l1_clock = L1Clock::kWriter;    // a hit's expiry check (loader_timeout keeps exact time)
   // kWriter only: once a row's expiry has passed and until the sweep removes it, the longest an
   // idle writer waits before it publishes the time again, 1..1000 ms. Each wake costs the
   // writer's thread a few microseconds (250 a second at 4 ms). Before the first expiry, and in
@@ -211,8 +211,8 @@ struct TableSpec {
   // answer waits this long before the writer inserts it, while the writer applies messages
   // meanwhile: the classic fill race, staged on purpose.
   std::chrono::microseconds fill_hold{0};
-  std::size_t ring_capacity = 4096;   // power of two, 2 .. 2^30
-  std::size_t max_batch = 256;        // 1 .. ring_capacity: items applied per drain pass
+  std::size_t ring_capacity = 4096;  // power of two, 2 .. 2^30
+  std::size_t max_batch = 256;       // 1 .. ring_capacity: items applied per drain pass
   ring::FullPolicy full_policy = ring::FullPolicy::kFlush;  // broadcast lane on a full ring
   // How the writer waits for work. No spin by default: on a machine where the writer shares its
   // core, spinning delays the io thread that would hand it the work (drill F3 measured 1.1x the
@@ -225,13 +225,13 @@ struct TableSpec {
   std::int64_t serve_stale_max_ms = 0;  // kServeStale only: 1 .. 86,400,000
   int writer_cpu = -1;                  // -1: unpinned; else a CPU index
   // Broadcast lane, and the job lane's leads: while the writer waits for work (any writer_wait
-  // strategy), the io thread that decoded a message applies it itself under the writer's token (writer_token.h) instead
-  // of handing it through the ring and waking the writer; only when its ring is empty (the order
-  // is kept), and only on a table with no on_message or on_removal (those run on the writer
-  // thread). The writer still runs on writer_cpu and still does everything else (fills, puts,
-  // sweeps, the clock, reclamation). Saves a thread wake per message when the writer is parked
-  // (lanes_bench: BM_BroadcastLane_PublishToDrop against BM_Hiredis_PublishToMessage; for a
-  // lead, `echostore bench`'s job_vs_broadcast). Job deliveries (they carry a ticket to ack)
+  // strategy), the io thread that decoded a message applies it itself under the writer's token
+  // (writer_token.h) instead of handing it through the ring and waking the writer; only when its
+  // ring is empty (the order is kept), and only on a table with no on_message or on_removal (those
+  // run on the writer thread). The writer still runs on writer_cpu and still does everything else
+  // (fills, puts, sweeps, the clock, reclamation). Saves a thread wake per message when the writer
+  // is parked (lanes_bench: BM_BroadcastLane_PublishToDrop against BM_Hiredis_PublishToMessage; for
+  // a lead, `echostore bench`'s job_vs_broadcast). Job deliveries (they carry a ticket to ack)
   // always go through the writer. Default true; false: every message goes through the ring and
   // the writer, as before.
   bool direct_apply = true;

@@ -33,13 +33,13 @@ struct FaultProxyOptions {
 
 // Every counter is exact; a snapshot of several is approximate while traffic flows.
 struct FaultProxyStats {
-  std::uint64_t accepted = 0;      // connections accepted and forwarded
-  std::uint64_t refused = 0;       // connections accepted under refuse(true) and reset at once
-  std::uint64_t dial_failures = 0; // accepted, but the target refused or failed (client reset)
-  std::uint64_t live = 0;          // pairs open now
+  std::uint64_t accepted = 0;       // connections accepted and forwarded
+  std::uint64_t refused = 0;        // connections accepted under refuse(true) and reset at once
+  std::uint64_t dial_failures = 0;  // accepted, but the target refused or failed (client reset)
+  std::uint64_t live = 0;           // pairs open now
   std::uint64_t bytes_to_server = 0, bytes_to_client = 0;  // bytes written to each side
-  std::uint64_t faults = 0;        // fault calls applied (delay, stall, half_open, trickle, cap,
-                                   // refuse(true), close_all, reset_all); heal() not counted
+  std::uint64_t faults = 0;  // fault calls applied (delay, stall, half_open, trickle, cap,
+                             // refuse(true), close_all, reset_all); heal() not counted
   std::uint64_t closed_by_fault = 0, reset_by_fault = 0;  // pairs ended by close_all/reset_all
 };
 

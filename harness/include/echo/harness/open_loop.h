@@ -63,7 +63,8 @@ class OpenLoopRun {
   // How many messages are due at `now_ns` (those with due <= now), at most count().
   std::uint64_t due_by(std::int64_t now_ns) const noexcept {
     if (now_ns < t0_ns_) return 0;
-    const auto n = static_cast<std::uint64_t>(static_cast<double>(now_ns - t0_ns_) / period_ns_) + 1;
+    const auto n =
+        static_cast<std::uint64_t>(static_cast<double>(now_ns - t0_ns_) / period_ns_) + 1;
     return std::min(n, count_);
   }
   // Sender thread: every message below `upto` has left, the last of them at `at_ns`. Only the

@@ -63,27 +63,27 @@ struct ConnectionOptions {
   int port = 0;                    // 1..65535 for TCP
   std::string unix_path;           // non-empty: connect to this Unix socket instead
   std::string username = "default";
-  std::string password;            // non-empty: HELLO 3 AUTH <username> <password> / AUTH
+  std::string password;  // non-empty: HELLO 3 AUTH <username> <password> / AUTH
   Protocol protocol = Protocol::kAuto;
-  int db = 0;                      // SELECT when > 0; 0..15 by default server config
-  std::string client_name;         // CLIENT SETNAME when non-empty
-  std::string label = "conn";      // the stats label
-  bool fence = true;               // check {emq}:version at every boot
+  int db = 0;                  // SELECT when > 0; 0..15 by default server config
+  std::string client_name;     // CLIENT SETNAME when non-empty
+  std::string label = "conn";  // the stats label
+  bool fence = true;           // check {emq}:version at every boot
   std::string version_key = "{emq}:version";
   std::string version_value = "echomq:2.0.0";  // claimed (SET NX) when the key is unset
   // Other values the fence accepts as sharing this wire (never written): see fence_accepts().
   std::vector<std::string> version_accept;
-  std::size_t max_pending = 10000;                        // >= 1; calls waiting for replies
-  std::chrono::milliseconds connect_timeout{3000};        // >= 1 ms
-  std::chrono::milliseconds boot_timeout{3000};           // per boot reply; >= 1 ms
-  std::chrono::milliseconds call_timeout{5000};           // oldest reply overdue → socket loss
-  std::chrono::milliseconds heartbeat{30000};             // idle PING period; 0 = off
-  std::chrono::milliseconds backoff_initial{100};         // >= 1 ms
-  std::chrono::milliseconds backoff_max{2000};            // >= backoff_initial
+  std::size_t max_pending = 10000;                  // >= 1; calls waiting for replies
+  std::chrono::milliseconds connect_timeout{3000};  // >= 1 ms
+  std::chrono::milliseconds boot_timeout{3000};     // per boot reply; >= 1 ms
+  std::chrono::milliseconds call_timeout{5000};     // oldest reply overdue → socket loss
+  std::chrono::milliseconds heartbeat{30000};       // idle PING period; 0 = off
+  std::chrono::milliseconds backoff_initial{100};   // >= 1 ms
+  std::chrono::milliseconds backoff_max{2000};      // >= backoff_initial
   // The receive buffer's bound against hostile peers; a reply also holds at most one element per
   // 8 of these bytes (the decoder's arena then stays within 3x this).
   std::size_t max_reply_bytes = 64u << 20;
-  std::uint64_t jitter_seed = 0;                          // 0 = seeded from std::random_device
+  std::uint64_t jitter_seed = 0;  // 0 = seeded from std::random_device
   // Asked on the loop thread before every connect after the first: lets a connection follow a
   // target that moves (a cluster slot's master after a failover). A host that is not a numeric
   // address, or a port outside 1..65535, keeps the last target. host/port in options() follow.
@@ -103,7 +103,6 @@ bool fence_accepts(const ConnectionOptions& o, std::string_view held) noexcept;
 enum class ConnStatus : std::uint8_t { kIdle, kConnecting, kBooting, kReady, kBackoff, kStopped };
 std::string_view to_string(ConnStatus s) noexcept;
 
-
 // The connector's stats (docs/wire.md, "The connector"), a snapshot. Counters are single-writer
 // (the loop thread), read relaxed: each is exact, a snapshot of several is approximate while the
 // connection runs.
@@ -119,10 +118,10 @@ struct ConnectionStats {
   std::uint64_t replies = 0;       // non-push replies received
   std::uint64_t reconnects = 0;    // successful boots after a loss
   std::uint64_t script_loads = 0;  // SCRIPT LOADs after NOSCRIPT
-  std::uint64_t evalsha_calls = 0; // EVALSHAs written
-  std::uint64_t bytes_out = 0;     // bytes the socket took (TLS: ciphertext, handshakes included)
-  std::uint64_t wire_errors = 0;   // replies with no caller, and bytes the decoder refused
-  std::uint64_t boot_retries = 0;  // boots a server answered LOADING, BUSY or MASTERDOWN: retried
+  std::uint64_t evalsha_calls = 0;  // EVALSHAs written
+  std::uint64_t bytes_out = 0;      // bytes the socket took (TLS: ciphertext, handshakes included)
+  std::uint64_t wire_errors = 0;    // replies with no caller, and bytes the decoder refused
+  std::uint64_t boot_retries = 0;   // boots a server answered LOADING, BUSY or MASTERDOWN: retried
   std::uint64_t push_refusals = 0;  // (un)subscribe verbs the server refused (NOPERM, MOVED, ...)
   // A command's round trip: queued for the socket (the pass that writes it) → its reply decoded
   // on the loop thread. Every non-push reply with a place in the FIFO (boot, heartbeat and
@@ -156,7 +155,8 @@ class Connection {
   // Binds to `loop` and checks the options (std::invalid_argument naming the knob; with TLS on,
   // loads its files: a missing or unreadable CA, certificate or key is refused here). Does not
   // connect: start() does. Any thread. Handlers run on the loop thread.
-  Connection(UringLoop& loop, ConnectionOptions options, PushFn on_push = {}, EventFn on_event = {});
+  Connection(UringLoop& loop, ConnectionOptions options, PushFn on_push = {},
+             EventFn on_event = {});
   // Fails every waiter with `closed`, cancels every operation and waits until the ring holds no
   // reference to this object. Not from the loop thread; when no thread runs the loop, drives it.
   // The loop must outlive its connections (destroy connections first).
@@ -170,8 +170,9 @@ class Connection {
   // passes (→ timeout). Any thread but the loop's. A connection that has never been ready stops
   // at the first definitive answer (auth_refused, no_permission, boot_refused, unexpected_hello,
   // version_fence, cluster_node, and protocol_error: bytes that are not RESP before the first
-  // boot finished; with TLS, tls_verify, and tls_handshake before the first boot); it keeps dialling through refusals, closes and silence, which a restarting
-  // server also shows, so those end in timeout. cause() says which in words either way.
+  // boot finished; with TLS, tls_verify, and tls_handshake before the first boot); it keeps
+  // dialling through refusals, closes and silence, which a restarting server also shows, so those
+  // end in timeout. cause() says which in words either way.
   std::error_code wait_ready(std::chrono::milliseconds timeout);
   // The last failure in words: the fatal one once stopped, else the last loss (a refused
   // connect, a boot step with no answer, the bytes a peer sent that were not RESP, X509's or
@@ -299,15 +300,15 @@ class Connection {
   socklen_t addr_len_ = 0;
   IoOp connect_op_, recv_op_, send_op_, flush_op_, tick_op_, backoff_op_;
   Resp3Decoder decoder_;
-  RespEncoder out_;         // commands gathered since the last send began
-  RespEncoder sending_;     // bytes handed to the kernel (consumed as they are written)
+  RespEncoder out_;                 // commands gathered since the last send began
+  RespEncoder sending_;             // bytes handed to the kernel (consumed as they are written)
   std::uint64_t out_commands_ = 0;  // commands in out_ (for the commands/pipelines counters)
   std::deque<Pending> fifo_;
   std::set<std::string, std::less<>> channels_;
   std::size_t recv_len_ = 0;        // size of the receive in flight
   const char* recv_buf_ = nullptr;  // where it lands (in the decoder's buffer)
   bool last_recv_full_ = true;      // it filled its buffer: more may be waiting in the socket
-  std::uint64_t conn_gen_ = 0;  // bumped at every socket loss; dispatch stops when it changes
+  std::uint64_t conn_gen_ = 0;      // bumped at every socket loss; dispatch stops when it changes
 
   // TLS (loop thread; tls_ctx_ set once in the constructor when options_.tls.enabled). The
   // session lives with its socket. tls_in_ is what the receive fills; tls_out_ from tls_sent_ on
@@ -323,9 +324,9 @@ class Connection {
 
   // Boot and reconnect (loop thread).
   bool lost_since_ready_ = false;
-  bool ever_ready_ = false;          // set at the first boot; protocol errors before it are fatal
-  std::string_view boot_step_;       // the boot command awaiting its answer ("HELLO", ...)
-  std::string first_bytes_;          // the first bytes this socket received (at most 24), for causes
+  bool ever_ready_ = false;     // set at the first boot; protocol errors before it are fatal
+  std::string_view boot_step_;  // the boot command awaiting its answer ("HELLO", ...)
+  std::string first_bytes_;     // the first bytes this socket received (at most 24), for causes
   bool started_ = false;
   bool closing_ = false;
   int proto_ = 0;
@@ -339,8 +340,8 @@ class Connection {
   std::atomic<int> proto_snapshot_{0};
   mutable std::mutex status_mu_;
   std::condition_variable status_cv_;
-  std::error_code fatal_;  // guarded by status_mu_
-  std::string cause_;      // guarded by status_mu_: cause()
+  std::error_code fatal_;         // guarded by status_mu_
+  std::string cause_;             // guarded by status_mu_: cause()
   std::function<void()> closed_;  // set by the destructor; run when quiescent
 
   std::atomic<std::uint64_t> pushes_{0}, overloads_{0}, commands_{0}, pipelines_{0}, replies_{0},

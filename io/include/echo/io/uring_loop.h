@@ -36,7 +36,7 @@ enum class Backend : std::uint8_t {
 std::string_view to_string(Backend b) noexcept;
 
 struct LoopOptions {
-  unsigned entries = 256;            // io_uring: SQ size; epoll: events per epoll_wait; 8 .. 32768
+  unsigned entries = 256;  // io_uring: SQ size; epoll: events per epoll_wait; 8 .. 32768
   WaitMode wait = WaitMode::kBlock;
   Backend backend = Backend::kAuto;  // default auto: io_uring, falling back to epoll (see Backend)
   int cpu = -1;                      // pin the loop thread to this CPU; -1 = no pinning
@@ -54,8 +54,8 @@ struct LoopOptions {
 struct IoOp {
   using Complete = void (*)(IoOp& op, int res) noexcept;
   Complete complete = nullptr;
-  void* context = nullptr;   // the owner, for `complete` to find its object
-  bool armed = false;        // set by the loop at submission, cleared before `complete` runs
+  void* context = nullptr;  // the owner, for `complete` to find its object
+  bool armed = false;       // set by the loop at submission, cleared before `complete` runs
   // Backend-private storage: the io_uring backend's timer / link-timeout duration (the kernel
   // reads it as __kernel_timespec), the epoll backend's record of the operation.
   std::int64_t timespec[2] = {0, 0};

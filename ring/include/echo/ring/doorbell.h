@@ -458,8 +458,8 @@ class Doorbell {
   // Written on every wait (the gather's state): a line of their own, away from waiters_, which
   // light producers load on every publish.
   alignas(base::kCacheLine) std::uint32_t quick_waits_ = 0;  // waits in a row that found work soon
-  bool own_core_ = false;                              // the last wake came from this thread's CPU
-  std::uint32_t own_core_waits_ = 0;                   // waits in own-core mode (the probe's count)
+  bool own_core_ = false;                  // the last wake came from this thread's CPU
+  std::uint32_t own_core_waits_ = 0;       // waits in own-core mode (the probe's count)
   std::atomic<std::uint64_t> gathers_{0};  // consumer-written (load + store), read by reports
   std::atomic<std::uint64_t> own_core_wakes_{0};  // the same
 

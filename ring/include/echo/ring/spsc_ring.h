@@ -6,12 +6,12 @@
 // consumer's Doorbell only on the empty→non-empty edge.
 //
 // Thread contract: one producer thread calls try_publish / publish / try_publish_batch /
-// publish_batch / free_slots / note_consumer_waiting; one consumer thread calls drain / has_work / take_flush_pending /
-// wait_for_work; any thread calls capacity / occupancy_approx / flush_pending / stats. Debug
-// builds abort on a second producer thread (every producer verb checks) or a second consumer
-// thread in drain or take_flush_pending (has_work and wait_for_work, doorbell predicates, do not
-// check). A flush-policy ring's consumer must take the flag: wait_for_work answers kWork while
-// it is raised.
+// publish_batch / free_slots / note_consumer_waiting; one consumer thread calls drain / has_work /
+// take_flush_pending / wait_for_work; any thread calls capacity / occupancy_approx / flush_pending
+// / stats. Debug builds abort on a second producer thread (every producer verb checks) or a second
+// consumer thread in drain or take_flush_pending (has_work and wait_for_work, doorbell predicates,
+// do not check). A flush-policy ring's consumer must take the flag: wait_for_work answers kWork
+// while it is raised.
 //
 // Sequences: tail_ = items ever published, head_ = items ever drained; tail_ - head_ is the
 // occupancy, slot of sequence s is s & mask_. A slot's item stays alive (and counted in the

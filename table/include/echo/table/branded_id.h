@@ -62,12 +62,16 @@ class BrandedId {
 };
 
 // True iff `text` passes all four gates. Any thread; no allocation.
-inline bool is_valid_id(std::string_view text) noexcept { return BrandedId::parse(text).has_value(); }
+inline bool is_valid_id(std::string_view text) noexcept {
+  return BrandedId::parse(text).has_value();
+}
 
 // newer(a, b): both exactly 14 bytes and a's payload bytes (3..13) > b's, unsigned compare.
 // Namespaces ignored, no validation; newer(x, x) is false. A wrong length is never newer.
 bool newer(std::string_view a, std::string_view b) noexcept;
-inline bool newer(const BrandedId& a, const BrandedId& b) noexcept { return newer(a.view(), b.view()); }
+inline bool newer(const BrandedId& a, const BrandedId& b) noexcept {
+  return newer(a.view(), b.view());
+}
 
 // base62 of a snowflake, 11 digits, most significant first, zero-padded. kRange beyond 2^63 - 1.
 Expected<std::array<char, kPayloadSize>, IdError> base62_encode(std::uint64_t snowflake) noexcept;

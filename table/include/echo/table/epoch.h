@@ -56,7 +56,8 @@ extern std::atomic<bool> g_asymmetric;
 // seq_cst exchange on entry was the largest share of a hit that was not the lookup itself
 // (BM_L1Map_GetHitAt, bench/l1_map_bench.cc); a map's scan runs at most once per
 // L1Map::kScanIntervalMs (L1Map::reclaim_due) and can afford a syscall. Its price is paid by
-// the process's other threads too: each scan interrupts every CPU one of them runs on. Any thread; thread-safe (a magic static).
+// the process's other threads too: each scan interrupts every CPU one of them runs on. Any thread;
+// thread-safe (a magic static).
 bool asymmetric() noexcept;
 
 // Slow path of enter(): claims a free slot (lock-free CAS scan) and registers its release at

@@ -9,12 +9,12 @@
 // (perf/check_ops.sh: see the commit that made it so).
 #pragma once
 
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <type_traits>
 #include <utility>
-#include <optional>
 
 namespace echo::table {
 
@@ -30,7 +30,7 @@ class BadExpectedAccess : public std::logic_error {
 namespace detail {
 
 [[noreturn, gnu::cold, gnu::noinline]] void throw_bad_expected_access(const char* what,
-                                                                       std::string_view detail);
+                                                                      std::string_view detail);
 
 template <class E>
 [[noreturn, gnu::cold, gnu::noinline]] void throw_value_on_error(const E& e) {
@@ -62,25 +62,27 @@ class [[nodiscard]] Expected {
   // An error of another type that E is made from (engine::Error from a std::error_code or an
   // Errc), so `return Unexpected{make_error_code(Errc::kKind)};` serves a Result<T>.
   template <class G>
-    requires(!std::is_same_v<G, E> && std::is_constructible_v<E, G>)
-  Expected(Unexpected<G> u)  // NOLINT: implicit
-      noexcept(std::is_nothrow_constructible_v<E, G>)
-      : error_(std::move(u.error)) {}
+  requires(!std::is_same_v<G, E> && std::is_constructible_v<E, G>)
+      Expected(Unexpected<G> u)  // NOLINT: implicit
+  noexcept(std::is_nothrow_constructible_v<E, G>) : error_(std::move(u.error)) {}
 
   bool has_value() const noexcept { return value_.has_value(); }
   explicit operator bool() const noexcept { return has_value(); }
 
   // Throw BadExpectedAccess on an error (what() carries the error's message where it has one).
   const T& value() const& {
-    if (!has_value()) [[unlikely]] detail::throw_value_on_error(error_);
+    if (!has_value()) [[unlikely]]
+      detail::throw_value_on_error(error_);
     return *value_;
   }
   T& value() & {
-    if (!has_value()) [[unlikely]] detail::throw_value_on_error(error_);
+    if (!has_value()) [[unlikely]]
+      detail::throw_value_on_error(error_);
     return *value_;
   }
   T&& value() && {
-    if (!has_value()) [[unlikely]] detail::throw_value_on_error(error_);
+    if (!has_value()) [[unlikely]]
+      detail::throw_value_on_error(error_);
     return std::move(*value_);
   }
   const T& operator*() const& { return value(); }

@@ -196,11 +196,13 @@ class L1Map {
   // fn runs on the caller's thread while the section holds back the reclamation of every map:
   // it must not block, must not keep the views past its return, and must not call the map's
   // writer side. No allocation, lock or syscall of its own (the map's clock permitting).
-  // Inline but for one call (hit()): a typed table's read is this (bench: l1_typed_hit_vs_flat_map).
+  // Inline but for one call (hit()): a typed table's read is this (bench:
+  // l1_typed_hit_vs_flat_map).
   template <class Fn>
   bool visit(std::string_view name, Fn&& fn) const {
     const ReadGuard guard;
-    if (!guard.protecting()) [[unlikely]] return refuse_slot();
+    if (!guard.protecting()) [[unlikely]]
+      return refuse_slot();
     const Row* r = hit(name);
     if (r == nullptr) return false;
     std::forward<Fn>(fn)(std::string_view(r->value(), r->value_size), view(r->version()));
@@ -274,8 +276,9 @@ class L1Map {
     return apply_batch(messages.data(), messages.size(), sizeof(CoherenceMessage));
   }
   // apply_batch over messages kept inside larger items (a ring's slots): `count` messages,
-  // message i at `stride` * i bytes past `first` (a positive multiple of alignof(CoherenceMessage)).
-  // When `verdicts` is non-null, verdicts[i] gets message i's verdict (room for `count`).
+  // message i at `stride` * i bytes past `first` (a positive multiple of
+  // alignof(CoherenceMessage)). When `verdicts` is non-null, verdicts[i] gets message i's verdict
+  // (room for `count`).
   std::size_t apply_batch(const CoherenceMessage* first, std::size_t count, std::size_t stride,
                           Verdict* verdicts = nullptr) noexcept;
   // Hands the writer role on (debug builds check one writer at a time, not one thread for
@@ -444,7 +447,9 @@ class L1Map {
     const char* name() const noexcept { return reinterpret_cast<const char*>(this + 1); }
     char* name() noexcept { return reinterpret_cast<char*>(this + 1); }
     std::string_view name_view() const noexcept { return {name(), name_size}; }
-    const char* value() const noexcept { return reinterpret_cast<const char*>(this) + value_offset; }
+    const char* value() const noexcept {
+      return reinterpret_cast<const char*>(this) + value_offset;
+    }
     char* value() noexcept { return reinterpret_cast<char*>(this) + value_offset; }
   };
   static_assert(sizeof(Row) == 24, "a hit's header: 24 bytes, the name right after it");
@@ -560,7 +565,8 @@ class L1Map {
   // one compare on a line the hit already reads; the store (touch) only while the mark is
   // below the policy's limit, so a hot row's hit writes nothing (kSkip's limit is 0).
   void mark_hit(const Row* r) const noexcept {
-    if (r->mark.load(std::memory_order_relaxed) < mark_limit_) [[unlikely]] touch(r);
+    if (r->mark.load(std::memory_order_relaxed) < mark_limit_) [[unlikely]]
+      touch(r);
   }
   [[gnu::noinline]] void touch(const Row* r) const noexcept;
   // The bytes a row is charged against max_bytes: its allocation, as the arena rounds it.
@@ -655,12 +661,12 @@ class L1Map {
   std::size_t batch_head_ = 0, batch_count_ = 0;  // a ring over batches_
   std::size_t untagged_rows_ = 0, retired_rows_ = 0, retired_bytes_ = 0;
   std::int64_t last_scan_ms_ = std::numeric_limits<std::int64_t>::min();  // reclaim_due's pace
-  bool reclaim_held_ = false;                                               // hold_reclaim()
+  bool reclaim_held_ = false;                                             // hold_reclaim()
   std::uint64_t index_walks_ = 0;
   TombstoneTable tombstones_;
-  Fifo small_, main_;              // kS3Fifo: both; kClock: main_
-  std::vector<HeapEntry> heap_;    // kLru: a min-heap of stamps
-  GhostFilter ghost_;              // kS3Fifo
+  Fifo small_, main_;            // kS3Fifo: both; kClock: main_
+  std::vector<HeapEntry> heap_;  // kLru: a min-heap of stamps
+  GhostFilter ghost_;            // kS3Fifo
   WriterCounters counters_;
   // Bumped (relaxed fetch_add) by reader threads refused a slot: its own line, so that rare
   // path never writes the readers' or the writer's lines.

@@ -11,9 +11,9 @@
 // engine/src/job_consumer.cc; the keys and scripts: docs/wire.md, "The job lane's member queues".
 #pragma once
 
+#include <echo/engine/internal/table_writer.h>
 #include <echo/engine/stats.h>
 #include <echo/engine/table_spec.h>
-#include <echo/engine/internal/table_writer.h>
 #include <echo/io/connection.h>
 #include <echo/io/uring_loop.h>
 
@@ -143,22 +143,22 @@ class JobConsumer {
 
   // Loop-thread state.
   bool stopping_ = false, claiming_ = false, blocked_ = false, registered_ = false;
-  bool lanes_idle_ = false;         // the last claim answered empty and no wake came since
-  bool arming_ = false;             // a member_park is in flight
-  bool rearm_ = false;              // and another was asked for meanwhile
-  bool hold_block_ = false;         // hand-offs went into the ring: block again once an ack drains
-  bool park_refused_ = false;       // the park's server refused BLMPOP (MOVED): wait for a beat
-  bool owner_written_ = false;      // our token has been in the owner key since some beat
-  bool conflicted_ = false;         // another process beats as this member: L1 is off
-  bool confirm_owed_ = false;       // L1 is off until a beat confirms (no twin, no lapse)
-  std::int64_t twin_seen_ms_ = 0;   // server time of the last beat that found a twin's token
+  bool lanes_idle_ = false;        // the last claim answered empty and no wake came since
+  bool arming_ = false;            // a member_park is in flight
+  bool rearm_ = false;             // and another was asked for meanwhile
+  bool hold_block_ = false;        // hand-offs went into the ring: block again once an ack drains
+  bool park_refused_ = false;      // the park's server refused BLMPOP (MOVED): wait for a beat
+  bool owner_written_ = false;     // our token has been in the owner key since some beat
+  bool conflicted_ = false;        // another process beats as this member: L1 is off
+  bool confirm_owed_ = false;      // L1 is off until a beat confirms (no twin, no lapse)
+  std::int64_t twin_seen_ms_ = 0;  // server time of the last beat that found a twin's token
   std::int64_t suspect_until_ms_ = 0;  // server time: a first beat's foreign token may be a twin's
-  std::string owner_seen_;          // the owner key's value this beat's SET replaced
-  std::uint64_t wake_gen_ = 0;      // wake tokens seen: a claim sent before one must run again
-  bool handoffs_barred_ = false;    // member_park answered -1: ask again when the lanes run dry
-  std::int64_t credits_listed_ = 0;  // the credits listed as of our last member_park, less
-                                     // the hand-offs taken since (an underestimate at worst)
-  std::int64_t last_beat_ms_ = 0;   // server time of the last beat that landed
+  std::string owner_seen_;             // the owner key's value this beat's SET replaced
+  std::uint64_t wake_gen_ = 0;         // wake tokens seen: a claim sent before one must run again
+  bool handoffs_barred_ = false;       // member_park answered -1: ask again when the lanes run dry
+  std::int64_t credits_listed_ = 0;    // the credits listed as of our last member_park, less
+                                       // the hand-offs taken since (an underestimate at worst)
+  std::int64_t last_beat_ms_ = 0;      // server time of the last beat that landed
   std::uint64_t next_ticket_ = 1;
   std::unordered_map<std::uint64_t, Job> in_flight_;  // published, not yet acked
   std::deque<CoherenceItem> overflow_;                // hand-offs beyond the credits

@@ -12,7 +12,6 @@
 // (TableSpec::direct_apply): the map then has one mutator at a time, not one thread.
 #pragma once
 
-
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -30,10 +29,10 @@
 
 #include <echo/engine/answers.h>
 #include <echo/engine/error.h>
-#include <echo/engine/stats.h>
-#include <echo/engine/log.h>
-#include <echo/engine/table_spec.h>
 #include <echo/engine/internal/writer_token.h>
+#include <echo/engine/log.h>
+#include <echo/engine/stats.h>
+#include <echo/engine/table_spec.h>
 #include <echo/ring/doorbell.h>
 #include <echo/ring/spsc_ring.h>
 #include <echo/table/branded_id.h>
@@ -54,8 +53,8 @@ enum class ItemKind : std::uint8_t {
 // One coherence message in flight from an io thread to a table writer.
 struct CoherenceItem {
   table::CoherenceMessage message;  // a text or forget item's name repeats the version (unused)
-  std::int64_t decoded_ns = 0;  // steady-clock ns when the io thread decoded it (lag histogram)
-  std::uint64_t ticket = 0;     // job lane: the claim to acknowledge; 0 for the other lanes
+  std::int64_t decoded_ns = 0;      // steady-clock ns when the io thread decoded it (lag histogram)
+  std::uint64_t ticket = 0;         // job lane: the claim to acknowledge; 0 for the other lanes
   // kTextHash and kForgetKey carry the key's hash (L1Map::apply_hashed). kTextKey carries the
   // key's bytes at `key`, inside the consumer's in-flight job, which lives until this item's ack
   // has drained (the writer reads them before it acks, never after; the consumer outlives the
@@ -94,7 +93,6 @@ using AckSink = std::function<void(std::span<const JobAck>)>;
 template <class T>
 using WriterAnswer = Result<T>;
 
-
 struct GetOutcome {
   Error ec;  // the code, and a message where the code is not all (a loader's reason)
   std::string value;
@@ -111,10 +109,10 @@ struct L2Fetch {
   std::optional<std::string> stored;  // nullopt: the key does not exist (GET answered nil)
 };
 struct LoadOutcome {
-  Error ec;                  // loader failure (with its reason) or L2 write failure
+  Error ec;  // loader failure (with its reason) or L2 write failure
   std::string value;
   std::optional<table::BrandedId> version;
-  bool stored = false;       // put_l2 stored it (false: L2 already held a newer row)
+  bool stored = false;  // put_l2 stored it (false: L2 already held a newer row)
 };
 // Who answers one loader call when the table has a loader_timeout: the loader thread with the
 // loader's answer, or the writer at the deadline, whichever claims it first; the other side's
@@ -255,29 +253,62 @@ class TableWriter {
   bool running() const noexcept { return running_.load(std::memory_order_acquire); }
 
  private:
-  struct MissCmd { std::string name; GetCallback done; };
-  struct FetchedCmd { std::string name; std::uint64_t flight; L2Fetch fetch; bool held = false; };
-  struct LoadedCmd { std::string name; std::uint64_t flight; LoadOutcome load; };
-  struct PutCmd { std::string name; std::string value; table::BrandedId version; std::function<void()> done; std::uint64_t guard; };
-  struct EraseCmd { std::string name; std::function<void()> done; };
+  struct MissCmd {
+    std::string name;
+    GetCallback done;
+  };
+  struct FetchedCmd {
+    std::string name;
+    std::uint64_t flight;
+    L2Fetch fetch;
+    bool held = false;
+  };
+  struct LoadedCmd {
+    std::string name;
+    std::uint64_t flight;
+    LoadOutcome load;
+  };
+  struct PutCmd {
+    std::string name;
+    std::string value;
+    table::BrandedId version;
+    std::function<void()> done;
+    std::uint64_t guard;
+  };
+  struct EraseCmd {
+    std::string name;
+    std::function<void()> done;
+  };
   // name: a branded id's 14 bytes or a text key (in std::string's small buffer up to 15 bytes).
-  struct ApplyCmd { std::string name; table::BrandedId version; std::function<void(WriterAnswer<table::Verdict>)> done; };
-  struct RememberCmd { std::string name; table::BrandedId version; std::function<void(WriterAnswer<Applied>)> done; };
-  struct LostCmd { std::int64_t at_ms; };
+  struct ApplyCmd {
+    std::string name;
+    table::BrandedId version;
+    std::function<void(WriterAnswer<table::Verdict>)> done;
+  };
+  struct RememberCmd {
+    std::string name;
+    table::BrandedId version;
+    std::function<void(WriterAnswer<Applied>)> done;
+  };
+  struct LostCmd {
+    std::int64_t at_ms;
+  };
   struct ConfirmedCmd {};
-  struct SyncCmd { std::function<void()> done; };
+  struct SyncCmd {
+    std::function<void()> done;
+  };
   // monostate first: a slot of a bulk dequeue needs a default state.
-  using Command = std::variant<std::monostate, MissCmd, FetchedCmd, LoadedCmd, PutCmd, EraseCmd, ApplyCmd, RememberCmd, LostCmd,
-                              ConfirmedCmd, SyncCmd>;
+  using Command = std::variant<std::monostate, MissCmd, FetchedCmd, LoadedCmd, PutCmd, EraseCmd,
+                               ApplyCmd, RememberCmd, LostCmd, ConfirmedCmd, SyncCmd>;
 
   struct Flight {
     std::uint64_t id;
-    std::uint64_t hash;       // hash_key(name): a text key's message finds its flight by it
+    std::uint64_t hash;  // hash_key(name): a text key's message finds its flight by it
     // The version a plain loader value gets (minted at flight start, again at each restart;
     // empty while the process held no node lease then: minted when the loader is asked)
     std::optional<table::BrandedId> minted;
     std::vector<GetCallback> waiters;
-    bool overtaken = false;   // a newer drop for this name was applied while in flight
+    bool overtaken = false;  // a newer drop for this name was applied while in flight
     int restarts = 0;
     std::shared_ptr<LoadClaim> load;  // the loader call under way (loader_timeout only)
     // Tracking: how many waiters had asked when the first invalidation of the name (or a flush)
@@ -320,7 +351,8 @@ class TableWriter {
     std::uint64_t applied = 0, counted = 0;
     std::int64_t dropped_decoded = -1;  // the decode stamp of the last item that dropped a row
   };
-  void settle_item(const CoherenceItem& item, const ItemVerdict& v, std::int64_t now, Tally& tally) noexcept;
+  void settle_item(const CoherenceItem& item, const ItemVerdict& v, std::int64_t now,
+                   Tally& tally) noexcept;
   void commit(const Tally& tally, std::size_t items, std::int64_t now) noexcept;
   // deliver()'s apply, under the borrowed token: apply_item, counted as a pass of one.
   void apply_direct(const CoherenceItem& item) noexcept;
@@ -437,7 +469,7 @@ class TableWriter {
   std::unordered_map<std::string, Flight> flights_;
   std::uint64_t next_flight_ = 1;
   bool suspended_ = true;  // a broadcast or job table caches once its lane confirms delivery
-  std::int64_t stale_deadline_ = -1; // serve_stale: when to suspend if still not resubscribed
+  std::int64_t stale_deadline_ = -1;   // serve_stale: when to suspend if still not resubscribed
   std::deque<LoadTimer> load_timers_;  // loader_timeout > 0 only
   std::deque<HeldFetch> held_;         // fill_hold > 0 only
   // The tracking lane's invalidation sequence: one counter per slot of names (by hash), plus an
@@ -452,8 +484,7 @@ class TableWriter {
       load_errors_{0}, corrupt_frames_{0}, flight_restarts_{0}, ring_flushes_{0},
       disconnect_flushes_{0}, suspended_fills_{0}, puts_{0}, erases_{0}, commands_{0}, passes_{0},
       remembered_stale_{0}, pin_failures_{0}, listener_throws_{0}, loader_timeouts_{0},
-      loader_late_{0}, forgotten_fills_{0}, forgotten_puts_{0}, held_fills_{0},
-      direct_applies_{0};
+      loader_late_{0}, forgotten_fills_{0}, forgotten_puts_{0}, held_fills_{0}, direct_applies_{0};
   std::atomic<bool> suspended_flag_{false};
   std::array<std::atomic<std::uint64_t>, kLagBuckets> lag_{};
   std::atomic<std::uint64_t> lag_sum_ns_{0};  // count_lag's sum: beside the bucket it bumps

@@ -82,9 +82,7 @@ class WriterToken {
   }
 
   // A racy view for tests and reports: true while the writer waits for a borrower to give it.
-  bool wanted_approx() const noexcept {
-    return state_.load(std::memory_order_relaxed) == kWanted;
-  }
+  bool wanted_approx() const noexcept { return state_.load(std::memory_order_relaxed) == kWanted; }
 
   // A racy view for tests and reports: true while an io thread holds it.
   bool borrowed_approx() const noexcept {
