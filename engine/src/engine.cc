@@ -48,9 +48,12 @@ void Engine::Impl::add_table(TableSpec spec, int& broadcast_tables) {
   slot->channel = table::coherence_channel(slot->spec.name).value();
   slot->writer = std::make_unique<TableWriter>(slot->spec, ports_for(*slot), options.node_id);
   PushRouter::Target route{slot->writer.get(), nullptr, slot->spec.keys, &slot->pushes, 0};
+  route.kind = slot->spec.kind;
+  const bool carried = carry_of(slot->spec) != Carry::kOff;
   switch (slot->spec.coherence) {
     case CoherenceMode::kBroadcast:
-      slot->ring = route.ring = &slot->writer->add_ring(slot->spec.full_policy);
+      slot->ring = route.ring = &slot->writer->add_ring(slot->spec.full_policy, carried);
+      route.arena = slot->writer->arena_of(*route.ring);
       slot->io_index = route.io_thread =
           options.io_threads - 1 - broadcast_tables++ % options.io_threads;
       router.add_broadcast(slot->channel, route);
@@ -69,7 +72,8 @@ void Engine::Impl::add_table(TableSpec spec, int& broadcast_tables) {
       // Never refuses: the consumer publishes only into free slots (credits).
       slot->job_ring = &slot->writer->add_ring(ring::FullPolicy::kDrop);
       if (slot->spec.job_lead) {
-        slot->lead_ring = route.ring = &slot->writer->add_ring(ring::FullPolicy::kDrop);
+        slot->lead_ring = route.ring = &slot->writer->add_ring(ring::FullPolicy::kDrop, carried);
+        route.arena = slot->writer->arena_of(*route.ring);
         router.add_lead(JobLaneKeys::for_table(slot->spec.name).lead, route);
       }
       break;
@@ -169,6 +173,10 @@ Result<Got> Engine::get(TableRef& ref, std::string_view key) {
   // leave this thread's fast path.
   auto local = impl_->read_here(ref, key);
   if (local.answer) return std::move(*local.answer);
+  if (ref.spec.on_miss == OnMiss::kRefill) {
+    refill(ref, local.name);
+    return table::Unexpected{make_error_code(Errc::kMiss)};
+  }
   auto promise = std::make_shared<std::promise<Result<Got>>>();
   auto future = promise->get_future();
   impl_->send_miss(*local.slot, local.name,
@@ -177,6 +185,26 @@ Result<Got> Engine::get(TableRef& ref, std::string_view key) {
     return table::Unexpected{make_error_code(Errc::kTimeout)};
   }
   return future.get();
+}
+
+bool Engine::try_refills(const TableRef& ref) noexcept { return ref.spec.try_refill; }
+
+void Engine::refill(TableRef& ref, std::string_view key) noexcept {
+  if (!Impl::gate(ref, key) || !ref.writer->running()) return;
+  const std::uint64_t hash = table::hash_key(key) | 1;  // 0 marks a free slot
+  auto& slot = ref.refills[hash % TableRef::kRefillSlots];
+  std::uint64_t free = 0;
+  // relaxed: the slot orders nothing; it only keeps a second post of the same key from leaving.
+  if (!slot.compare_exchange_strong(free, hash, std::memory_order_relaxed)) return;
+  try {
+    // The writer's flight fills L1 (or finds the row live) and answers on the writer thread.
+    ref.writer->miss(key, [&slot, hash](GetOutcome&&) {
+      std::uint64_t mine = hash;
+      slot.compare_exchange_strong(mine, 0, std::memory_order_relaxed);
+    });
+  } catch (...) {  // no memory for the command: nothing posted, the next miss asks again
+    slot.store(0, std::memory_order_relaxed);
+  }
 }
 
 Engine::TableRef& Engine::resolve(std::string_view name, const std::type_info& type) {
@@ -261,15 +289,20 @@ Result<BrandedId> Engine::publish(TableRef& ref, std::string_view key, std::stri
   auto minted = d.version_for(*slot, version);  // no_node_lease without a lease
   if (!minted) return table::Unexpected{minted.error()};
   version = *minted;
-  // The message: name:version, 29 bytes, or key:version for a text key.
-  auto message = Impl::message_of(slot, *name, *version);  // the name passed the gate
+  // The message: name:version, 29 bytes, or key:version for a text key; when it carries the
+  // value, "{" key "}", to which the script appends the framed value (docs/wire.md, "Carried
+  // values"): the value crosses the wire once.
+  const bool carried = Impl::carried_of(*slot, value).has_value();
+  auto message = carried ? Result<std::string>("{" + std::string(*name) + "}")
+                         : Impl::message_of(slot, *name, *version);  // the name passed the gate
   if (!message) return table::Unexpected{message.error()};
   // The channel shares the key's hash tag (table::coherence_channel): the script's slot, so on a
   // cluster the router sends it to the shard whose SSUBSCRIBErs hear the SPUBLISH.
   const char* verb = d.options.mode == ServerMode::kCluster ? "SPUBLISH" : "PUBLISH";
-  auto reply = d.script(d.publish_l2, {d.key_of(*slot, *name)},
-                        {frame_l2_value(*version, value), std::to_string(slot->spec.ttl_ms),
-                         slot->channel, *message, verb});
+  std::vector<std::string> args{frame_l2_value(*version, value), std::to_string(slot->spec.ttl_ms),
+                                slot->channel, *message, verb};
+  if (carried) args.emplace_back("carry");
+  auto reply = d.script(d.publish_l2, {d.key_of(*slot, *name)}, std::move(args));
   if (!reply) return table::Unexpected{reply.error()};
   if (reply->view().type() != io::Resp3Type::integer) return table::Unexpected{unexpected_reply()};
   return d.put_l1(*slot, *name, value, *version);

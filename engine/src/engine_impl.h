@@ -66,12 +66,21 @@ struct FanOut {
   std::vector<std::string> row_set;
   bool to_shared = true;
   bool lead_sent = false;
+  // publish on a table that carries values (carry_of): the value its message carries (the lead's
+  // and the job's payload is then "{" key "}" version value).
+  std::optional<std::string_view> carried;
 };
 
 // One declared table: what a typed handle holds (table.h) and the engine's own slot for it.
 struct Engine::TableRef {
   TableSpec spec;
   std::string channel;
+  // The keys whose asynchronous refill is under way (Engine::refill), by hash: a slot holds a
+  // key's hash (never 0) from the refill's post until its flight answers. Before
+  // the writer: a refill the stopping writer answers still finds it. Two keys of one slot
+  // share it: the second waits for the first's refill, and its next miss asks again.
+  static constexpr std::size_t kRefillSlots = 256;
+  std::array<std::atomic<std::uint64_t>, kRefillSlots> refills{};
   std::unique_ptr<TableWriter> writer;
   CoherenceRing* ring = nullptr;  // broadcast and tracking lanes: the io thread's ring
   // The io thread whose subscriber feeds `ring` (EngineOptions::io_threads; 0 for every lane but
@@ -195,6 +204,14 @@ struct Engine::Impl {
   // not of the declared table's kind) when it cannot be built.
   static Result<std::string> message_of(const Slot* slot, std::string_view id,
                                         const table::BrandedId& version);
+  // What a publish of `value` on `slot` carries: the value when the table carries values and it
+  // fits carry_max_bytes, else nothing (the message carries the version only).
+  static std::optional<std::string_view> carried_of(const Slot& slot, std::string_view value) {
+    if (carry_of(slot.spec) == Carry::kOff || value.size() > slot.spec.carry_max_bytes) {
+      return std::nullopt;
+    }
+    return value;
+  }
   // The L2 key of a gated key.
   static std::string key_of(const Slot& slot, std::string_view key) {
     return slot.spec.keys == KeyKind::kText ? table::text_l2_key(slot.spec.name, key).value()

@@ -26,6 +26,7 @@ TableStats table_stats(const Engine::TableRef& s) {
   t.rings = s.writer->ring_stats();
   t.pushes = s.pushes.pushes.load(std::memory_order_relaxed);
   t.garbage = s.pushes.garbage.load(std::memory_order_relaxed);
+  t.carry_degraded = s.pushes.carry_degraded.load(std::memory_order_relaxed);
   t.io_thread = s.io_index;
   if (s.consumer) t.consumer = s.consumer->stats();
   t.get_hit_latency = s.get_hit.snapshot();

@@ -68,6 +68,8 @@ std::string_view to_string(Errc e) noexcept {
       return "not_master";
     case Errc::kMetricsListen:
       return "metrics_listen";
+    case Errc::kMiss:
+      return "miss";
   }
   return "unknown";
 }

@@ -604,6 +604,7 @@ void JobConsumer::take_hand_off(std::string_view text) {
 
 void JobConsumer::deliver(Job job) {
   const std::int64_t decoded_ns = base::steady_ns();
+  if (table::is_carried(job.payload)) return deliver_carried(std::move(job), decoded_ns);
   if (spec_.keys == KeyKind::kText) {
     // key:version, parsed from the right (docs/wire.md, "Text keys"). The item carries the key's
     // bytes where they lie in the job's payload, in in_flight_ until the writer's ack drains (a
@@ -642,6 +643,44 @@ void JobConsumer::deliver(Job job) {
   const std::uint64_t ticket = next_ticket_++;
   in_flight_.emplace(ticket, std::move(job));
   overflow_.push_back(CoherenceItem{*message, decoded_ns, ticket});
+  publish_overflow();
+}
+
+// "{" key "}" version value (docs/wire.md, "Carried values"): the item points at the key and the
+// value where they lie in the job's payload, held in in_flight_ as a text key's is. A table that
+// does not carry values applies it as the drop it also is.
+void JobConsumer::deliver_carried(Job job, std::int64_t decoded_ns) {
+  auto carried = table::parse_carried_frame(job.payload);
+  if (!carried) {
+    base::solo_add(malformed_);
+    retry(job,
+          "malformed coherence payload: " + std::string(table::to_string(carried.error().error)));
+    return;
+  }
+  std::optional<table::BrandedId> id;
+  if (spec_.keys == KeyKind::kBranded) {
+    auto parsed = table::BrandedId::parse(carried->key);
+    if (!parsed || parsed->ns() != spec_.kind) {
+      base::solo_add(malformed_);
+      retry(job, "kind: " + std::string(carried->key) + " is not a " + spec_.kind + " id");
+      return;
+    }
+    id = *parsed;
+  }
+  const table::BrandedId version = carried->version;
+  const std::size_t key_size = carried->key.size(), value_size = carried->value.size();
+  const std::uint64_t ticket = next_ticket_++;
+  const Job& held = in_flight_.emplace(ticket, std::move(job)).first->second;
+  CoherenceItem item{table::CoherenceMessage{id.value_or(version), version}, decoded_ns, ticket};
+  if (id && carry_of(spec_) == Carry::kOff) {
+    item.kind = ItemKind::kBranded;
+  } else {
+    item.key = held.payload.data() + 1;  // past "{"
+    item.key_size = static_cast<std::uint8_t>(key_size);
+    item.value_size = static_cast<std::uint32_t>(value_size);
+    item.kind = carry_of(spec_) == Carry::kOff ? ItemKind::kTextKey : ItemKind::kCarried;
+  }
+  overflow_.push_back(item);
   publish_overflow();
 }
 

@@ -111,6 +111,10 @@ Result<std::vector<MemberAdmission>> Engine::Impl::fan_out(std::string_view tabl
   const Slot* slot = find(table);
   auto payload = message_of(slot, id, version);
   if (!payload) return table::Unexpected{payload.error()};
+  if (how.carried) {  // the key passed message_of's gate
+    payload->clear();
+    table::append_carried_frame(*payload, id, version, *how.carried);
+  }
   const TableSpec defaults;
   const TableSpec& spec = slot != nullptr ? slot->spec : defaults;
   Round r;
@@ -315,7 +319,9 @@ Result<BrandedId> Engine::publish(std::string_view table, const BrandedId& group
   }
   auto job = d.mint("JOB");
   if (!job) return table::Unexpected{job.error()};
-  auto admitted = d.fan_out(table, group, *job, *name, *v, FanOut{.row_set = std::move(set)});
+  auto admitted =
+      d.fan_out(table, group, *job, *name, *v,
+                FanOut{.row_set = std::move(set), .carried = Impl::carried_of(*slot, value)});
   // No live member: the row is in L2 and no L1 holds it (a member not live drops its rows when it
   // beats again), so the write is complete.
   if (!admitted && admitted.error() != make_error_code(Errc::kNoLiveMember)) {

@@ -69,19 +69,54 @@ void PushRouter::lost(std::string_view channel) {
 void PushRouter::deliver(const Target& target, std::string_view payload) {
   if (closed_.load(std::memory_order_relaxed)) return;  // stopping: nothing drains the rings
   base::solo_add(target.counters->pushes);
+  if (table::is_carried(payload)) return deliver_carried(target, payload);
   if (target.keys == KeyKind::kText) {
     // A text key travels as its hash (L1Map::apply_hashed), not its bytes: docs/wire.md.
     auto text = table::parse_text_frame(payload);
     if (!text) return base::solo_add(target.counters->garbage);
-    CoherenceItem item{table::CoherenceMessage{text->version, text->version}, base::steady_ns(), 0};
-    item.text_hash = table::hash_key(text->key);
-    item.kind = ItemKind::kTextHash;
-    target.writer->deliver(*target.ring, CoherenceItem(item));
-    return;
+    return deliver_drop(target, text->key, text->version);
   }
   auto message = table::parse_frame(payload);
   if (!message) return base::solo_add(target.counters->garbage);
   target.writer->deliver(*target.ring, CoherenceItem{*message, base::steady_ns(), 0});
+}
+
+// "{" key "}" version value (docs/wire.md, "Carried values"). The item points into the payload;
+// deliver_carried copies what it keeps into the ring's arena. A table that does not carry values,
+// or an arena with no room, gets the message as the drop it also is.
+void PushRouter::deliver_carried(const Target& target, std::string_view payload) {
+  auto carried = table::parse_carried_frame(payload);
+  if (!carried) return base::solo_add(target.counters->garbage);
+  if (target.keys == KeyKind::kBranded) {
+    auto id = table::BrandedId::parse(carried->key);
+    if (!id || id->ns() != target.kind) return base::solo_add(target.counters->garbage);
+  }
+  if (target.arena != nullptr) {
+    CoherenceItem item{table::CoherenceMessage{carried->version, carried->version},
+                       base::steady_ns(), 0};
+    item.key = carried->key.data();
+    item.key_size = static_cast<std::uint8_t>(carried->key.size());
+    item.value_size = static_cast<std::uint32_t>(carried->value.size());
+    item.kind = ItemKind::kCarried;
+    if (target.writer->deliver_carried(*target.ring, *target.arena, std::move(item))) return;
+    base::solo_add(target.counters->carry_degraded);
+  }
+  deliver_drop(target, carried->key, carried->version);
+}
+
+void PushRouter::deliver_drop(const Target& target, std::string_view key,
+                              const table::BrandedId& version) {
+  if (target.keys == KeyKind::kText) {
+    CoherenceItem item{table::CoherenceMessage{version, version}, base::steady_ns(), 0};
+    item.text_hash = table::hash_key(key);
+    item.kind = ItemKind::kTextHash;
+    target.writer->deliver(*target.ring, std::move(item));
+    return;
+  }
+  // A branded key was parsed by the caller: it is an id.
+  const auto name = table::BrandedId::parse(key).value();
+  target.writer->deliver(
+      *target.ring, CoherenceItem{table::CoherenceMessage{name, version}, base::steady_ns(), 0});
 }
 
 // A tracking invalidation for one tracking table (kForgetKey: the key, its prefix stripped).

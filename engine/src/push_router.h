@@ -26,6 +26,8 @@ class PushRouter {
   // io thread that routes to it, read by stats() anywhere.
   struct Counters {
     std::atomic<std::uint64_t> pushes{0}, garbage{0};
+    // Carried messages applied as drops: their ring's arena had no room (TableStats).
+    std::atomic<std::uint64_t> carry_degraded{0};
   };
   // Where a channel's (or a tracking prefix's) pushes go: the table's writer, the ring this
   // route's io thread produces into, the table's key kind and its counters. All outlive the router.
@@ -35,6 +37,10 @@ class PushRouter {
     KeyKind keys = KeyKind::kBranded;
     Counters* counters = nullptr;
     int io_thread = 0;  // the io thread whose subscriber carries the channel
+    // The ring's ByteArena when the table carries values (TableSpec::carry), else null: a
+    // carried message is then applied as a drop of its key.
+    ring::ByteArena* arena = nullptr;
+    std::string_view kind;  // a branded table's kind: a carried message's key must be of it
   };
 
   // ---- Owner thread, before any push. ----
@@ -82,6 +88,9 @@ class PushRouter {
   using Routes = std::unordered_map<std::string, Target, Hash, std::equal_to<>>;
 
   void deliver(const Target& target, std::string_view payload);
+  void deliver_carried(const Target& target, std::string_view payload);
+  // A message's drop of `key` at `version` (a text key by its hash; a branded key as itself).
+  void deliver_drop(const Target& target, std::string_view key, const table::BrandedId& version);
   void forget(const Target& target, ItemKind what, std::string_view key = {});
   void on_invalidate(const io::Resp3Value& keys);
 

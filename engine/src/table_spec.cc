@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <thread>
 
+#include <echo/table/coherence_frame.h>
 #include <echo/table/names.h>
 
 namespace echo::engine {
@@ -23,6 +24,28 @@ void check_range(const TableSpec& spec, std::string_view knob, T value, T lo, T 
 }
 
 }  // namespace
+
+std::string_view to_string(Carry c) noexcept {
+  switch (c) {
+    case Carry::kAuto:
+      return "auto";
+    case Carry::kOff:
+      return "off";
+    case Carry::kUpdate:
+      return "update";
+    case Carry::kUpsert:
+      return "upsert";
+  }
+  return "?";
+}
+
+Carry carry_of(const TableSpec& spec) noexcept {
+  if (spec.coherence != CoherenceMode::kBroadcast && spec.coherence != CoherenceMode::kJob) {
+    return Carry::kOff;
+  }
+  if (spec.carry != Carry::kAuto) return spec.carry;
+  return spec.keys == KeyKind::kText ? Carry::kUpdate : Carry::kOff;
+}
 
 std::string_view to_string(CoherenceMode m) noexcept {
   switch (m) {
@@ -62,6 +85,27 @@ const table::BrandedId& Key::id() const {
   if (!id_) throw std::logic_error("Key::id(): '" + std::string(text_) + "' is a text key");
   return *id_;
 }
+
+namespace {
+
+void validate_carry(const TableSpec& spec) {
+  if (spec.carry > Carry::kUpsert) refuse(spec, "carry must be auto, off, update or upsert");
+  check_range<std::size_t>(spec, "carry_max_bytes", spec.carry_max_bytes, 1,
+                           table::kMaxCarriedValue);
+  const std::size_t least =
+      2 * (spec.carry_max_bytes + table::kCarriedOverhead + table::kMaxTextKey);
+  check_range<std::size_t>(spec, "carry_arena_bytes", spec.carry_arena_bytes, least,
+                           std::size_t{1} << 30);
+  // The shared queue feeds the original's consumers, which read 29-byte messages only.
+  if (carry_of(spec) != Carry::kOff && spec.job_shared_queue) {
+    refuse(spec,
+           "carry " + std::string(to_string(spec.carry)) +
+               " cannot go with job_shared_queue: the original's consumers on ecc.coh.<t> read "
+               "29-byte messages only (set carry off, or job_shared_queue false)");
+  }
+}
+
+}  // namespace
 
 void validate(const TableSpec& spec) {
   if (auto ok = table::check_table_name(spec.name); !ok) {
@@ -139,6 +183,8 @@ void validate(const TableSpec& spec) {
   if (spec.coherence == CoherenceMode::kJob) {
     check_range<std::size_t>(spec, "job_credits", spec.job_credits, 1, spec.ring_capacity);
   }
+  validate_carry(spec);
+  if (spec.on_miss > OnMiss::kRefill) refuse(spec, "on_miss must be load or refill");
   const int cpus = static_cast<int>(std::thread::hardware_concurrency());
   if (spec.writer_cpu < -1 || (cpus > 0 && spec.writer_cpu >= cpus)) {
     refuse(spec, "writer_cpu must be -1 (unpinned) or 0.." + std::to_string(cpus - 1) + ", got " +

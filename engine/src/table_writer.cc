@@ -101,18 +101,27 @@ TableWriter::TableWriter(const TableSpec& spec, WriterPorts ports, unsigned node
   // The listeners are documented to run on the writer thread: a table with one keeps every
   // apply there.
   direct_ = spec_.direct_apply && !spec_.on_message && !spec_.on_removal;
+  carry_ = carry_of(spec_);
 }
 
 // stop() throws only if the thread cannot be joined (std::system_error): terminating then is right.
 TableWriter::~TableWriter() { stop(); }  // NOLINT(bugprone-exception-escape)
 
-CoherenceRing& TableWriter::add_ring(ring::FullPolicy policy) {
+CoherenceRing& TableWriter::add_ring(ring::FullPolicy policy, bool carried) {
   ring::RingConfig config;
   config.capacity = spec_.ring_capacity;
   config.full_policy = policy;
   config.consumer_wait = spec_.writer_wait;
   rings_.push_back(std::make_unique<CoherenceRing>(config, bell_));
+  arenas_.push_back(carried ? std::make_unique<ring::ByteArena>(spec_.carry_arena_bytes) : nullptr);
   return *rings_.back();
+}
+
+ring::ByteArena* TableWriter::arena_of(const CoherenceRing& ring) const noexcept {
+  for (std::size_t i = 0; i < rings_.size(); ++i) {
+    if (rings_[i].get() == &ring) return arenas_[i].get();
+  }
+  return nullptr;
 }
 
 void TableWriter::start() {
@@ -298,32 +307,49 @@ bool TableWriter::deliver(CoherenceRing& ring, CoherenceItem&& item) noexcept {
   // (it carries its key's bytes) and a tracking invalidation stay on the ring.
   const bool plain =
       item.ticket == 0 && (item.kind == ItemKind::kBranded || item.kind == ItemKind::kTextHash);
-  if (direct_ && plain && token_.try_borrow()) {
-    // Empty: every item this producer published before is applied (head_ acquire, pairs with
-    // the drain's release; the writer did it while it held the token, so lend() ordered it
-    // before this borrow too). Only this thread publishes into `ring`, so it stays empty. No
-    // flush pending: a refusal raised after the writer's last pass (this producer's own, so
-    // before this call) must reach the writer first, or this item would be applied before the
-    // flush that the refused one asks for and then dropped with every other row; through the
-    // ring, it is applied after the flush.
-    if (ring.free_slots() == ring.capacity() && !ring.flush_pending()) {
-      apply_direct(item);
-      // The writer parks: the ring's adaptive handshake must hear it, or a ring that went light
-      // in a burst would stay light (its items bypass it) and every park would pay a barrier.
-      ring.note_consumer_waiting();
-      const bool wake = reclaim_wanted();
-      map_->release_writer();
-      token_.give_back();
-      // Rows this apply retired are freed by the writer, never here (reclamation scans reader
-      // slots with a membarrier and runs the values' destructors): wake it once, if its park has
-      // no reclaim deadline yet.
-      if (wake) bell_.notify();
-      return true;
-    }
-    map_->release_writer();  // nothing was called: harmless, and keeps the pair obvious
-    token_.give_back();
-  }
+  if (plain && try_direct(ring, item)) return true;
   ring.publish(CoherenceItem(item));  // refusals counted by the ring; a parked writer is signalled
+  return false;
+}
+
+bool TableWriter::deliver_carried(CoherenceRing& ring, ring::ByteArena& arena,
+                                  CoherenceItem&& item) noexcept {
+  if (item.ticket == 0 && try_direct(ring, item)) return true;
+  // The ring keeps the item, not the producer's buffer: its bytes go into the arena first (the
+  // ring's release publishes them with the item).
+  char* bytes = arena.reserve(item.carried_bytes());
+  if (bytes == nullptr) return false;
+  std::memcpy(bytes, item.key, item.carried_bytes());
+  item.key = bytes;
+  if (!ring.publish(CoherenceItem(item))) arena.unreserve();  // refused: counted by the ring
+  return true;
+}
+
+bool TableWriter::try_direct(CoherenceRing& ring, const CoherenceItem& item) noexcept {
+  if (!direct_ || !token_.try_borrow()) return false;
+  // Empty: every item this producer published before is applied (head_ acquire, pairs with
+  // the drain's release; the writer did it while it held the token, so lend() ordered it
+  // before this borrow too). Only this thread publishes into `ring`, so it stays empty. No
+  // flush pending: a refusal raised after the writer's last pass (this producer's own, so
+  // before this call) must reach the writer first, or this item would be applied before the
+  // flush that the refused one asks for and then dropped with every other row; through the
+  // ring, it is applied after the flush.
+  if (ring.free_slots() == ring.capacity() && !ring.flush_pending()) {
+    apply_direct(item);
+    // The writer parks: the ring's adaptive handshake must hear it, or a ring that went light
+    // in a burst would stay light (its items bypass it) and every park would pay a barrier.
+    ring.note_consumer_waiting();
+    const bool wake = reclaim_wanted();
+    map_->release_writer();
+    token_.give_back();
+    // Rows this apply retired are freed by the writer, never here (reclamation scans reader
+    // slots with a membarrier and runs the values' destructors): wake it once, if its park has
+    // no reclaim deadline yet.
+    if (wake) bell_.notify();
+    return true;
+  }
+  map_->release_writer();  // nothing was called: harmless, and keeps the pair obvious
+  token_.give_back();
   return false;
 }
 
@@ -395,16 +421,18 @@ bool TableWriter::reclaim_wanted() noexcept {
     }
     case ItemKind::kBranded:
     case ItemKind::kTextKey:
+    case ItemKind::kCarried:
       break;
   }
   const std::string_view name =
-      item.kind == ItemKind::kTextKey ? item.text_key() : item.message.name.view();
+      item.kind == ItemKind::kBranded ? item.message.name.view() : item.text_key();
   if (item.ticket != 0 && memory_.stale) {
     // The job lane with a journal: the applied memory answers first (docs/wire.md).
-    const Applied a = apply_with_memory(name, item.message.version);
+    const Applied a = apply_with_memory(name, item);
     return {a == Applied::kApplied ? table::Verdict::kApplied : table::Verdict::kStale, true,
             a == Applied::kRememberedStale};
   }
+  if (item.kind == ItemKind::kCarried) return {apply_carried(name, item)};
   return {apply_message(name, item.message.version)};
 }
 
@@ -471,7 +499,9 @@ std::size_t TableWriter::apply_plain(std::span<CoherenceItem> items) noexcept {
 
 std::size_t TableWriter::drain_rings() {
   std::size_t total = 0;
-  for (auto& r : rings_) {
+  for (std::size_t i = 0; i < rings_.size(); ++i) {
+    CoherenceRing* r = rings_[i].get();
+    ring::ByteArena* arena = arenas_[i].get();
     const std::int64_t t = base::steady_ns();
     // noexcept (the ring requires it: a throw mid-batch would leave slots half applied). What it
     // runs cannot throw, with one chosen exception:
@@ -490,8 +520,9 @@ std::size_t TableWriter::drain_rings() {
     //   std::terminate, by choice: the item's verdict cannot be recorded, and answering it
     //   anyway (or skipping it) would ack a job whose apply the journal never remembered, the
     //   one thing replay must be able to trust. The process dies; replay redoes it.
-    total += r->drain(spec_.max_batch, [this, t](std::span<CoherenceItem> items) noexcept {
+    total += r->drain(spec_.max_batch, [this, t, arena](std::span<CoherenceItem> items) noexcept {
       apply_drained(items, t);
+      if (arena != nullptr) release_carried(*arena, items);
     });
     if (!acks_.empty()) {
       if (ack_sink_) ack_sink_(acks_);
@@ -507,6 +538,18 @@ std::size_t TableWriter::drain_rings() {
     }
   }
   return total;
+}
+
+// The batch's carried bytes, freed in one store: the arena frees every reservation up to the last
+// one (they were laid out in the items' order).
+void TableWriter::release_carried(ring::ByteArena& arena,
+                                  std::span<const CoherenceItem> items) noexcept {
+  for (std::size_t i = items.size(); i-- > 0;) {
+    if (items[i].kind == ItemKind::kCarried) {
+      arena.release(items[i].key, items[i].carried_bytes());
+      return;
+    }
+  }
 }
 
 void TableWriter::apply_drained(std::span<CoherenceItem> items, std::int64_t t) noexcept {
@@ -549,16 +592,48 @@ table::Verdict TableWriter::apply_message(std::string_view name, const table::Br
 }
 
 Applied TableWriter::apply_with_memory(std::string_view name, const table::BrandedId& version) {
+  CoherenceItem item{table::CoherenceMessage{version, version}};
+  return apply_with_memory(name, item);
+}
+
+Applied TableWriter::apply_with_memory(std::string_view name, const CoherenceItem& item) {
+  const table::BrandedId& version = item.message.version;
   if (memory_.stale && memory_.stale(name, version)) {
     base::solo_add(remembered_stale_);  // no lookup, no counters, no row
     if (spec_.on_message) hear(Heard{name, table::hash_key(name), version.view(), false, false});
     return Applied::kRememberedStale;
   }
-  const auto verdict = apply_message(name, version);
+  const auto verdict =
+      item.kind == ItemKind::kCarried ? apply_carried(name, item) : apply_message(name, version);
   base::solo_add(verdict == table::Verdict::kApplied ? applied_ : stale_);
   // Even when stale (docs/wire.md, "The journal").
   if (memory_.remember) memory_.remember(name, version);
   return verdict == table::Verdict::kApplied ? Applied::kApplied : Applied::kStale;
+}
+
+table::Verdict TableWriter::apply_carried(std::string_view name,
+                                          const CoherenceItem& item) noexcept {
+  const table::BrandedId& version = item.message.version;
+  const auto u = map_->apply_update(name, version, item.value(), carry_ == Carry::kUpsert);
+  const bool applied = u != table::UpdateVerdict::kStale;
+  // A flight that read L2 before this version was written would fill an older value: the guard
+  // refuses that fill, and the flight reads again (as after a drop).
+  if (applied && !flights_.empty()) note_drop(name);
+  switch (u) {
+    case table::UpdateVerdict::kUpdated:
+      base::solo_add(carried_updates_);
+      break;
+    case table::UpdateVerdict::kInserted:
+      base::solo_add(carried_inserts_);
+      break;
+    case table::UpdateVerdict::kDropped:
+      base::solo_add(carried_drops_);
+      break;
+    case table::UpdateVerdict::kStale:
+      break;
+  }
+  if (spec_.on_message) hear(Heard{name, table::hash_key(name), version.view(), false, applied});
+  return applied ? table::Verdict::kApplied : table::Verdict::kStale;
 }
 
 void TableWriter::note_drop(std::string_view name) {
@@ -966,6 +1041,9 @@ WriterStats TableWriter::stats() const {
   s.forgotten_puts = ld(forgotten_puts_);
   s.held_fills = ld(held_fills_);
   s.direct_applies = ld(direct_applies_);
+  s.carried_updates = ld(carried_updates_);
+  s.carried_inserts = ld(carried_inserts_);
+  s.carried_drops = ld(carried_drops_);
   s.parks = bell_.parks_count();
   s.signals = bell_.signals_count();
   // Every scan of the map's reclamation runs on this writer (never on a borrower: hold_reclaim).

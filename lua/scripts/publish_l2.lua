@@ -9,7 +9,10 @@
 -- ARGV[1]  the framed value: version(14) .. value bytes (at least 14 bytes)
 -- ARGV[2]  ttl in ms (PX), a positive decimal (the declared TTL, no jitter)
 -- ARGV[3]  the channel ecc:{t}:coh (the key's hash tag: one slot on a cluster)
--- ARGV[4]  the message id:version (29 bytes; the host builds it)
+-- ARGV[4]  the message id:version (29 bytes; the host builds it), or with ARGV[6] the carried
+--          message's head "{" key "}"
+-- ARGV[6]  optional: 'carry': the message is ARGV[4] .. ARGV[1], "{" key "}" version value
+--          (docs/wire.md, "Carried values"), so the value crosses the wire once
 -- ARGV[5]  'PUBLISH', or 'SPUBLISH' on a cluster: redis-server 7.0 lets a script SPUBLISH on a
 --          channel of its own slot (and refuses another slot's under `#!lua`)
 -- returns  the number of subscribers that heard the message (the verb's reply); error EMQFRAME
@@ -25,4 +28,7 @@ if verb ~= 'PUBLISH' and verb ~= 'SPUBLISH' then
   return redis.error_reply('EMQARG verb must be PUBLISH or SPUBLISH')
 end
 redis.call('SET', KEYS[1], framed, 'PX', ARGV[2])
+if ARGV[6] == 'carry' then
+  return redis.call(verb, ARGV[3], ARGV[4] .. framed)
+end
 return redis.call(verb, ARGV[3], ARGV[4])

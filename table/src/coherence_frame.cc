@@ -77,4 +77,33 @@ Expected<TextMessage, FrameRefusal> parse_text_frame(std::string_view bytes) noe
   return TextMessage{key, *version};
 }
 
+Expected<CarriedMessage, FrameRefusal> parse_carried_frame(std::string_view bytes) noexcept {
+  if (bytes.size() < kMinCarriedFrameSize || bytes.size() > kMaxCarriedFrameSize ||
+      bytes[0] != kCarriedOpen) {
+    return Unexpected{FrameRefusal{FrameError::kLength}};
+  }
+  // The key is 1..200 bytes and holds no '}': the first '}' after byte 1 closes it.
+  const std::size_t close = bytes.substr(0, 2 + kMaxTextKey).find(kCarriedClose, 2);
+  if (close == std::string_view::npos || bytes.size() - close - 1 < kIdSize) {
+    return Unexpected{FrameRefusal{FrameError::kSeparator}};
+  }
+  const std::string_view key = bytes.substr(1, close - 1);
+  if (auto k = check_text_key(key); !k) {
+    return Unexpected{FrameRefusal{FrameError::kName, IdError::kLength, k.error()}};
+  }
+  auto version = BrandedId::parse(bytes.substr(close + 1, kIdSize));
+  if (!version) return Unexpected{FrameRefusal{FrameError::kVersion, version.error()}};
+  return CarriedMessage{key, *version, bytes.substr(close + 1 + kIdSize)};
+}
+
+void append_carried_frame(std::string& out, std::string_view key, const BrandedId& version,
+                          std::string_view value) {
+  out.reserve(out.size() + kCarriedOverhead + key.size() + value.size());
+  out += kCarriedOpen;
+  out += key;
+  out += kCarriedClose;
+  out += version.view();
+  out += value;
+}
+
 }  // namespace echo::table

@@ -801,6 +801,66 @@ Verdict L1Map::apply_coherence(std::string_view name, const BrandedId& version) 
   return v;
 }
 
+UpdateVerdict L1Map::apply_update(std::string_view name, const BrandedId& version,
+                                  std::string_view value, bool insert_absent) noexcept {
+  check_writer("apply_update");
+  if (name.empty() || name.size() > kMaxNameSize) {
+    base::solo_add(counters_.coh_stale);
+    return UpdateVerdict::kStale;
+  }
+  const std::uint64_t h = hash_key(name);
+  const IdBytes v = id_bytes(version);
+  const std::int64_t now = clock_();
+  const UpdateVerdict out = update_one(name, h, v, version, value, insert_absent, now);
+  base::solo_add(out == UpdateVerdict::kStale ? counters_.coh_stale : counters_.coh_applied);
+  publish_guard();
+  return out;
+}
+
+UpdateVerdict L1Map::update_one(std::string_view name, std::uint64_t h, const IdBytes& v,
+                                const BrandedId& version, std::string_view value,
+                                bool insert_absent, std::int64_t now) noexcept {
+  // A message newer than this one was seen: its drop or value stands.
+  if (tombstones_.refuses(h, v, now)) return UpdateVerdict::kStale;
+  tombstones_.remember(h, v, now);
+  std::atomic<Row*>* link = find_link(name, h);
+  if (link != nullptr ? !newer_id(v, link->load(std::memory_order_relaxed)->version())
+                      : !insert_absent) {
+    return UpdateVerdict::kStale;
+  }
+  // Newer than the row (or no row): the put's replacement, without its compare (done above) and
+  // with no tombstone to refuse it (it is this version's own, and equal passes).
+  InsertVerdict stored = InsertVerdict::kRefusedDecode;
+  try {
+    stored = upsert(name, value, version, /*is_fill=*/false);
+  } catch (...) {  // no memory for the row: the older row is put back by upsert, and dropped below
+  }
+  switch (stored) {
+    case InsertVerdict::kInserted:
+      return UpdateVerdict::kInserted;
+    case InsertVerdict::kReplaced:
+      return UpdateVerdict::kUpdated;
+    case InsertVerdict::kFullSkip:  // upsert dropped the older row itself
+      return UpdateVerdict::kDropped;
+    default:
+      // Refused (decode, memory): the older row must not outlive a newer version's message.
+      drop_older(name, h, v);
+      return UpdateVerdict::kDropped;
+  }
+}
+
+void L1Map::drop_older(std::string_view name, std::uint64_t h, const IdBytes& v) noexcept {
+  if (std::atomic<Row*>* link = find_link(name, h)) {
+    Row* row = link->load(std::memory_order_relaxed);
+    if (newer_id(v, row->version())) {
+      leave(row);
+      unlink(link, row);
+      removed(row, view(v), RemovalCause::kMessage);
+      retire(row);
+    }
+  }
+}
+
 std::size_t L1Map::apply_batch(const CoherenceMessage* first, std::size_t count, std::size_t stride,
                                Verdict* verdicts) noexcept {
   check_writer("apply_batch");

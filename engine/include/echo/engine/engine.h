@@ -197,6 +197,9 @@ struct TableStats {
   int io_thread = 0;  // the io thread whose subscriber feeds this table (EngineOptions::io_threads)
   // Pushes routed and frames refused: the broadcast lane's, or the job lane's lead (job_lead).
   std::uint64_t pushes = 0, garbage = 0;
+  // Carried messages applied as drops because their ring's arena was full
+  // (TableSpec::carry_arena_bytes): each costs its readers one refill.
+  std::uint64_t carry_degraded = 0;
   // Reads timed on a sample, 1 in kGetSampleEvery per reading thread (an L1 hit costs ~50-130 ns:
   // two clock reads on every one would cost more than the read): hits (answered from L1) and
   // misses (L2, the loader, or an error), caller's call → its answer.
@@ -494,6 +497,11 @@ class Engine {
   static std::string_view name_of(const TableRef& ref) noexcept;
   // The sampled read timing (TableStats::get_hit_latency): records now - t0_ns (steady clock).
   static void note_get(TableRef& ref, bool hit, std::int64_t t0_ns) noexcept;
+  // A miss that must not wait (try_read, on_miss refill): asks the table's writer to fill `key`
+  // and returns at once; one refill per key at a time, however many threads miss it. A bad key,
+  // or a stopped engine, starts nothing. Any thread; never blocks.
+  static void refill(TableRef& ref, std::string_view key) noexcept;
+  static bool try_refills(const TableRef& ref) noexcept;
   Result<Got> get(TableRef& ref, std::string_view key);
   Result<table::BrandedId> put(TableRef& ref, std::string_view key, std::string_view bytes,
                                std::optional<table::BrandedId> version);

@@ -46,6 +46,8 @@ enum class Errc : int {
                    // ROLE as a replica until start's deadline (a failover under way)
   kMetricsListen,  // start(): the metrics endpoint could not listen on metrics_bind:
                    // metrics_port (the detail names the address and errno's words)
+  kMiss,           // a read on a table with on_miss refill found no row in L1: it answered at
+                   // once and started one refill of the key (TableSpec::on_miss)
 };
 
 const std::error_category& engine_category() noexcept;

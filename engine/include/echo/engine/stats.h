@@ -34,6 +34,10 @@ struct WriterStats {
   // Items an io thread applied itself under the writer's token (TableSpec::direct_apply), in
   // applied/stale too; the ring's published/applied do not count them.
   std::uint64_t direct_applies = 0;
+  // Carried values (TableSpec::carry), in applied/stale too: rows whose value a message replaced
+  // in place, rows it inserted (Carry::kUpsert), and rows it dropped because L1 could not hold
+  // the value (no room under max_bytes, a typed table's codec refused the bytes).
+  std::uint64_t carried_updates = 0, carried_inserts = 0, carried_drops = 0;
   // What the writer costs its neighbours on the CPUs it shares: parks (the writer slept on its
   // doorbell), signals (futex wakes other threads sent it), membarriers (membarrier calls it
   // made: its doorbell's handshake and reclamation's scans of the reader slots, each an IPI to

@@ -45,6 +45,15 @@ class Table {
 
   // A copy of the value (a hit copies the row's object; a miss loads: L2, else the loader).
   Result<T> get(std::string_view key) const;
+  // L1 only, never waits: on a hit runs fn as read() does and answers true; on a miss answers
+  // false at once and, when the table's try_refill is set (the default), starts one asynchronous
+  // refill of the key (one per key however many threads miss it) whose row a later read sees.
+  // No lock, no allocation on a hit; the miss's post may allocate. fn as read()'s.
+  template <class Fn>
+  bool try_read(std::string_view key, Fn&& fn) const noexcept;
+  // A copy of the row's object on a hit, nullopt on a miss (then as try_read).
+  std::optional<T> try_get(std::string_view key) const
+      noexcept(std::is_nothrow_copy_constructible_v<T>);
 
   // L2 SET of the encoded value under `version` (minted in the table's kind when not given),
   // then the L1 row (read-your-writes). Announces nothing: other nodes keep their rows until a
@@ -174,6 +183,26 @@ Result<T> Table<T>::get(std::string_view key) const {
   if (timed) [[unlikely]]
     Engine::note_get(*ref_, false, t0);
   return r;
+}
+
+template <class T>
+template <class Fn>
+bool Table<T>::try_read(std::string_view key, Fn&& fn) const noexcept {
+  if (l1_->visit(key, [&fn](std::string_view value, std::string_view version) {
+        call(fn, value, version);
+      })) {
+    return true;
+  }
+  if (Engine::try_refills(*ref_)) Engine::refill(*ref_, key);
+  return false;
+}
+
+template <class T>
+std::optional<T> Table<T>::try_get(std::string_view key) const
+    noexcept(std::is_nothrow_copy_constructible_v<T>) {
+  std::optional<T> hit;
+  try_read(key, [&hit](const auto& value, std::string_view) { hit.emplace(value); });
+  return hit;
 }
 
 template <class T>

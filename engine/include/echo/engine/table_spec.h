@@ -83,6 +83,27 @@ enum class KeyKind : std::uint8_t {
              // only the versions
 };
 
+// Whether a table's messages carry the value (docs/wire.md, "Carried values"), on the broadcast
+// and job lanes: then every node that hears a publish applies the new value in place, newer wins,
+// instead of dropping its row and refilling it from L2 on the next read.
+enum class Carry : std::uint8_t {
+  kAuto,    // kUpdate for text keys; kOff for branded ids, whose tables the original's nodes may
+            // share (they read 29-byte messages only)
+  kOff,     // the message carries the version only: other nodes drop their older row
+  kUpdate,  // values up to carry_max_bytes travel: a node holding an older row gets the value in
+            // place; a node without the row remembers the version only (L1 keeps to what the
+            // node reads)
+  kUpsert,  // as kUpdate, and a node without the row inserts it (L1 holds what is published,
+            // under max_size and max_bytes)
+};
+
+// What a read (Table<T>::read, get) does on an L1 miss.
+enum class OnMiss : std::uint8_t {
+  kLoad,    // waits for L2, then the loader (up to get_timeout): the cache-aside read
+  kRefill,  // answers Errc::kMiss at once and starts one asynchronous refill of the key, whose
+            // row the next read sees: for threads that must never wait on the network
+};
+
 // Why a row left L1 (table/eviction.h): kMessage (a coherence message newer than the row, any
 // lane), kInvalidate (the invalidate verb), kFlush (the flush policy dropped every row: a full
 // ring, a lost subscription; key empty, one call per flush), kExpired (swept, or found expired
@@ -235,6 +256,19 @@ struct TableSpec {
   // always go through the writer. Default true; false: every message goes through the ring and
   // the writer, as before.
   bool direct_apply = true;
+  // Carried values (see Carry): kAuto resolves by `keys` (carry_of()).
+  Carry carry = Carry::kAuto;
+  // The largest value a message carries, 1 .. 65,536 bytes: a larger one travels as the version
+  // only, and the nodes that hear it refill as with kOff.
+  std::size_t carry_max_bytes = 4096;
+  // Broadcast lane with carried values: the bytes beside each io thread's ring that hold the
+  // values in flight to the writer, 2 * (carry_max_bytes + 216) .. 2^30. A message that finds it
+  // full is applied as a drop instead (TableStats::carry_degraded), never lost.
+  std::size_t carry_arena_bytes = std::size_t{1} << 20;
+  // What read and get do on an L1 miss (see OnMiss). try_read and try_get never wait whatever it
+  // says; try_refill says whether their miss starts a refill.
+  OnMiss on_miss = OnMiss::kLoad;
+  bool try_refill = true;
 
   // The job lane (coherence kJob): this node's consumer of its member queue.
   std::int64_t job_lease_ms = 30000;       // 10 .. 3,600,000: a claim's lease
@@ -260,5 +294,9 @@ struct TableSpec {
 
 // Throws ConfigError for the first knob out of range. Any thread.
 void validate(const TableSpec& spec);
+// The table's carry with kAuto resolved: kUpdate for text keys on the broadcast and job lanes;
+// kOff for branded keys and for the other lanes (tracking and none carry no message).
+Carry carry_of(const TableSpec& spec) noexcept;
+std::string_view to_string(Carry c) noexcept;
 
 }  // namespace echo::engine

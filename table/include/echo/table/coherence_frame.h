@@ -4,11 +4,13 @@
 // lengths, parsing refuses anything but exactly 29 bytes, a colon at byte 14 and two valid ids.
 // make_text_frame and parse_text_frame are the message of a table of text keys ("Text keys", an
 // EchoStore extension): key ":" version(14), 16..215 bytes, split from the right because the key
-// may hold ':'.
+// may hold ':'. parse_carried_frame is the message that carries the value ("Carried values", an
+// EchoStore extension): "{" key "}" version(14) value.
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include <echo/table/branded_id.h>
@@ -90,5 +92,40 @@ Expected<TextFrame, NameError> make_text_frame(std::string_view key,
 // checks the name first. A valid 29-byte branded frame parses here too, its name as the key. Any
 // thread; no allocation; never reads outside `bytes`.
 Expected<TextMessage, FrameRefusal> parse_text_frame(std::string_view bytes) noexcept;
+
+// ---- carried values (docs/wire.md, "Carried values") ----
+// "{" key "}" ‖ the L2 framed value (version(14) ‖ value): the first byte tells it from the other
+// two forms (neither a branded id nor a text key holds '{'), and the key ends at the first '}'.
+inline constexpr char kCarriedOpen = '{';
+inline constexpr char kCarriedClose = '}';
+inline constexpr std::size_t kMaxCarriedValue = 65536;            // the largest value it carries
+inline constexpr std::size_t kCarriedOverhead = 1 + 1 + kIdSize;  // "{" "}" version: 16 bytes
+inline constexpr std::size_t kMinCarriedFrameSize = kCarriedOverhead + 1;  // a 1-byte key
+inline constexpr std::size_t kMaxCarriedFrameSize =
+    kCarriedOverhead + kMaxTextKey + kMaxCarriedValue;
+
+// A parsed carried message: views into the parsed bytes (they live as long as those do).
+struct CarriedMessage {
+  std::string_view key;
+  BrandedId version;
+  std::string_view value;  // 0..kMaxCarriedValue bytes
+};
+
+// True when `bytes` is a carried message's (its first byte is '{'): then parse_carried_frame is
+// the parser that applies, and any refusal is the frame's.
+inline bool is_carried(std::string_view bytes) noexcept {
+  return !bytes.empty() && bytes[0] == kCarriedOpen;
+}
+
+// Parses "{" key "}" version value: kLength outside kMinCarriedFrameSize..kMaxCarriedFrameSize;
+// kSeparator when no '}' closes the key within its 1..200 bytes or the bytes after it cannot hold
+// a version; kName when the key fails check_text_key (FrameRefusal::key); kVersion when the 14
+// bytes after '}' fail an id gate (FrameRefusal::id). A branded table's key is a text key of 14
+// bytes here: its caller checks the id. Any thread; no allocation; never reads outside `bytes`.
+Expected<CarriedMessage, FrameRefusal> parse_carried_frame(std::string_view bytes) noexcept;
+
+// Appends "{" key "}" version value to `out` (the caller checked the key and the value's size).
+void append_carried_frame(std::string& out, std::string_view key, const BrandedId& version,
+                          std::string_view value);
 
 }  // namespace echo::table

@@ -120,6 +120,16 @@ enum class InsertVerdict : std::uint8_t {
                       // decode_error() says why)
 };
 
+// What a carried value did (L1Map::apply_update).
+enum class UpdateVerdict : std::uint8_t {
+  kUpdated,   // the row held an older version: readers now see this value (coh_applied)
+  kInserted,  // no row, and the caller asked to insert: a new row (coh_applied)
+  kStale,     // the row or a remembered message is as new or newer, or there was no row and
+              // the caller asked not to insert: nothing changed but the guard (coh_stale)
+  kDropped,   // the value could not be held (no room under max_bytes, an object layout's decode
+              // refused it, no memory): the older row went, as a drop would (coh_applied)
+};
+
 enum class ReadStatus : std::uint8_t { kHit, kMiss, kTooSmall };
 
 struct ReadResult {
@@ -261,6 +271,14 @@ class L1Map {
   // does. Two names of one 64-bit hash both go: a drop costs a refill, never a stale read. Writer
   // thread.
   Verdict apply_hashed(std::uint64_t hash, const BrandedId& version) noexcept;
+  // A message that carries its value (docs/wire.md, "Carried values"): newer wins as for a drop,
+  // but the row is replaced by the value instead of dropped, with the same lock-free publication
+  // as a fill (a reader sees the old row or the new one, whole). The version is remembered for
+  // the fill guard either way, so a fill of an older version in flight is refused. A name that
+  // holds no row gets one only when `insert_absent`. Never throws: a value that cannot be held
+  // (kDropped) drops the older row instead. Writer thread.
+  UpdateVerdict apply_update(std::string_view name, const BrandedId& version,
+                             std::string_view value, bool insert_absent) noexcept;
   // An unversioned invalidation (the tracking lane, docs/wire.md, "Table semantics"): every row
   // whose name hashes to `hash` goes, whatever its version (told to the listener as kMessage with
   // an empty version); nothing is remembered (no version to guard with: the writer's invalidation
@@ -512,6 +530,10 @@ class L1Map {
                                                              std::string_view name) noexcept;
   InsertVerdict upsert(std::string_view name, std::string_view value, const BrandedId& version,
                        bool is_fill);
+  UpdateVerdict update_one(std::string_view name, std::uint64_t h, const IdBytes& v,
+                           const BrandedId& version, std::string_view value, bool insert_absent,
+                           std::int64_t now) noexcept;
+  void drop_older(std::string_view name, std::uint64_t h, const IdBytes& v) noexcept;
   // nullptr when the layout's decode refused `value` (decode_error_ says why).
   Row* make_row(std::string_view name, std::uint64_t hash, std::string_view value,
                 const IdBytes& version, std::int64_t expires_at);

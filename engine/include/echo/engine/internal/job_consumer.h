@@ -122,6 +122,7 @@ class JobConsumer {
   void take_hand_off(std::string_view text);
   std::size_t free_credits() const noexcept;
   void deliver(Job job);
+  void deliver_carried(Job job, std::int64_t decoded_ns);
   void publish_overflow();
   void drain_acks();
   void complete(const Job& job, table::Verdict verdict);

@@ -33,6 +33,7 @@
 #include <echo/engine/log.h>
 #include <echo/engine/stats.h>
 #include <echo/engine/table_spec.h>
+#include <echo/ring/byte_arena.h>
 #include <echo/ring/doorbell.h>
 #include <echo/ring/spsc_ring.h>
 #include <echo/table/branded_id.h>
@@ -48,6 +49,8 @@ enum class ItemKind : std::uint8_t {
   kTextKey,    // the same for a text key, by its bytes (key, key_size): the job lane
   kForgetKey,  // a tracking invalidation: drop every row of text_hash, whatever its version
   kForgetAll,  // a tracking invalidation of every row (FLUSHALL, FLUSHDB)
+  kCarried,    // a carried value (docs/wire.md, "Carried values"): key_size bytes of key at `key`,
+               // then '}', the version's 14 bytes and value_size bytes of value (value())
 };
 
 // One coherence message in flight from an io thread to a table writer.
@@ -55,17 +58,24 @@ struct CoherenceItem {
   table::CoherenceMessage message;  // a text or forget item's name repeats the version (unused)
   std::int64_t decoded_ns = 0;      // steady-clock ns when the io thread decoded it (lag histogram)
   std::uint64_t ticket = 0;         // job lane: the claim to acknowledge; 0 for the other lanes
-  // kTextHash and kForgetKey carry the key's hash (L1Map::apply_hashed). kTextKey carries the
-  // key's bytes at `key`, inside the consumer's in-flight job, which lives until this item's ack
-  // has drained (the writer reads them before it acks, never after; the consumer outlives the
-  // writer's last drain: Engine::stop). One or the other: the item stays 64 bytes.
+  // kTextHash and kForgetKey carry the key's hash (L1Map::apply_hashed). kTextKey and kCarried
+  // carry the key's bytes at `key`: inside the consumer's in-flight job on the job lane, which
+  // lives until this item's ack has drained (the writer reads them before it acks, never after;
+  // the consumer outlives the writer's last drain: Engine::stop); inside the ring's ByteArena on
+  // the broadcast lane, freed once the item is applied. One or the other: the item stays 64
+  // bytes.
   union {
     std::uint64_t text_hash = 0;
     const char* key;
   };
-  std::uint8_t key_size = 0;  // kTextKey: 1..200
+  std::uint8_t key_size = 0;  // kTextKey, kCarried: 1..200
   ItemKind kind = ItemKind::kBranded;
+  std::uint32_t value_size = 0;  // kCarried: 0..65,536
   std::string_view text_key() const noexcept { return {key, key_size}; }
+  // kCarried: the value, after the key, '}' and the version.
+  std::string_view value() const noexcept { return {key + key_size + 1 + 14, value_size}; }
+  // kCarried: every byte the item points at (what a ByteArena holds for it).
+  std::size_t carried_bytes() const noexcept { return key_size + 1 + 14 + value_size; }
 };
 static_assert(sizeof(CoherenceItem) == 64, "a ring slot: one cache line");
 using CoherenceRing = ring::SpscRing<CoherenceItem>;
@@ -167,8 +177,12 @@ class TableWriter {
   TableWriter(const TableWriter&) = delete;
   TableWriter& operator=(const TableWriter&) = delete;
 
-  // A new ring for one producer thread, policy `policy`. Owner thread, before start().
-  CoherenceRing& add_ring(ring::FullPolicy policy);
+  // A new ring for one producer thread, policy `policy`, with a ByteArena of
+  // spec.carry_arena_bytes beside it when `carried` (its producer delivers carried values:
+  // deliver_carried). Owner thread, before start().
+  CoherenceRing& add_ring(ring::FullPolicy policy, bool carried = false);
+  // The arena beside `ring`, or nullptr. Owner thread.
+  ring::ByteArena* arena_of(const CoherenceRing& ring) const noexcept;
   // One decoded coherence item from `ring`'s producer thread (the io thread that owns `ring`, a
   // ring add_ring() made): applied on the calling thread when the table allows it
   // (TableSpec::direct_apply, no on_message, no on_removal), the item is a plain versioned one
@@ -178,6 +192,11 @@ class TableWriter {
   // was applied here. Never waits but as the ring's block policy does; no allocation; no
   // syscall but the clock.
   bool deliver(CoherenceRing& ring, CoherenceItem&& item) noexcept;
+  // deliver() for a kCarried item whose bytes (CoherenceItem::key) lie in the producer's own
+  // buffer: applied here as deliver() would, else its bytes are copied into `arena` (ring's:
+  // arena_of) and the item published pointing there. False, with nothing published, when the
+  // arena has no room: the caller delivers the message as a drop instead.
+  bool deliver_carried(CoherenceRing& ring, ring::ByteArena& arena, CoherenceItem&& item) noexcept;
 
   // Where acknowledgements of ticketed items go. Owner thread, before start().
   void set_ack_sink(AckSink sink) { ack_sink_ = std::move(sink); }
@@ -356,8 +375,16 @@ class TableWriter {
   void commit(const Tally& tally, std::size_t items, std::int64_t now) noexcept;
   // deliver()'s apply, under the borrowed token: apply_item, counted as a pass of one.
   void apply_direct(const CoherenceItem& item) noexcept;
+  // deliver()'s and deliver_carried()'s try: applied here (true) when the writer lends its token
+  // and `ring` is empty with no flush pending.
+  bool try_direct(CoherenceRing& ring, const CoherenceItem& item) noexcept;
+  // A kCarried item: the map's apply_update (insert when the table upserts), the flights it
+  // overtook marked, on_message told, the carried counters moved. The caller counts the verdict.
+  table::Verdict apply_carried(std::string_view name, const CoherenceItem& item) noexcept;
   // One drained batch of one ring (drain_rings).
   void apply_drained(std::span<CoherenceItem> items, std::int64_t t) noexcept;
+  static void release_carried(ring::ByteArena& arena,
+                              std::span<const CoherenceItem> items) noexcept;
   // The idle wait's end: the earliest of what needs the clock (a sweep once a row can have
   // expired, the readers' time under L1Clock::kWriter, a serve_stale deadline, reclamation, a
   // loader's deadline, a held fill); time_point::max() when nothing does. Writer thread.
@@ -422,6 +449,7 @@ class TableWriter {
   // the flights it overtook marked, on_message told. The caller counts it.
   table::Verdict apply_message(std::string_view name, const table::BrandedId& version);
   Applied apply_with_memory(std::string_view name, const table::BrandedId& version);
+  Applied apply_with_memory(std::string_view name, const CoherenceItem& item);
   void suspend(bool on);
   Flight* find_flight(std::string_view name, std::uint64_t id);
   std::int64_t now_ms() const noexcept;
@@ -432,6 +460,7 @@ class TableWriter {
   std::unique_ptr<table::L1Map> map_;
   ring::Doorbell bell_;
   std::vector<std::unique_ptr<CoherenceRing>> rings_;
+  std::vector<std::unique_ptr<ring::ByteArena>> arenas_;  // rings_[i]'s, or null
   // Commands from any thread, drained by the writer (a lock-free MPMC queue, private to the
   // .cc so no third-party header reaches this one).
   struct Inbox;
@@ -444,6 +473,7 @@ class TableWriter {
   // listener conditions.
   WriterToken token_;
   bool direct_ = false;
+  Carry carry_ = Carry::kOff;  // carry_of(spec_)
   // Token holder: the writer parked with a reclaim deadline, or a borrower already asked it to
   // wake for one (reclaim_wanted()). Set by the borrower, read by the writer's wait predicate.
   bool reclaim_armed_ = false;
@@ -484,7 +514,8 @@ class TableWriter {
       load_errors_{0}, corrupt_frames_{0}, flight_restarts_{0}, ring_flushes_{0},
       disconnect_flushes_{0}, suspended_fills_{0}, puts_{0}, erases_{0}, commands_{0}, passes_{0},
       remembered_stale_{0}, pin_failures_{0}, listener_throws_{0}, loader_timeouts_{0},
-      loader_late_{0}, forgotten_fills_{0}, forgotten_puts_{0}, held_fills_{0}, direct_applies_{0};
+      loader_late_{0}, forgotten_fills_{0}, forgotten_puts_{0}, held_fills_{0}, direct_applies_{0},
+      carried_updates_{0}, carried_inserts_{0}, carried_drops_{0};
   std::atomic<bool> suspended_flag_{false};
   std::array<std::atomic<std::uint64_t>, kLagBuckets> lag_{};
   std::atomic<std::uint64_t> lag_sum_ns_{0};  // count_lag's sum: beside the bucket it bumps
