@@ -345,6 +345,7 @@ struct Engine::Impl {
   Error subscribe(Clock::time_point deadline);
   Error subscribe_extra(Clock::time_point deadline);
   Error await_delivery(Clock::time_point deadline);
+  Error check_carried_readers();
   Error start_relay();
   void start_stats_publishing();
   void stop();

@@ -80,6 +80,7 @@ Error Engine::Impl::start_once(std::chrono::milliseconds timeout) {
       [&] { return subscribe(deadline); },
       [&] { return subscribe_extra(deadline); },
       [&] { return await_delivery(deadline); },
+      [&] { return check_carried_readers(); },
       [&] { return start_relay(); },
   };
   for (const auto& stage : stages) {
@@ -308,6 +309,38 @@ Error Engine::Impl::await_delivery(Clock::time_point deadline) {
       }
       if (Clock::now() >= deadline) return make_error_code(io::IoErrc::kTimeout);
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  return {};
+}
+
+// A broadcast table that carries values must not send them to a subscriber that reads only the
+// 29-byte message: it would count them as garbage and keep its older rows. Every subscriber of
+// this version subscribes the table's carried_marker too, so fewer marker subscribers than
+// channel subscribers means such a reader (this node's own subscription counts in both). Checked
+// once, here: a reader that joins later is not seen (docs/wire.md, "Carried values"). On a
+// cluster the count would have to come from the channel's shard: not checked there.
+Error Engine::Impl::check_carried_readers() {
+  if (cluster) return {};
+  for (const auto& slot : slots) {
+    if (slot->spec.coherence != CoherenceMode::kBroadcast || carry_of(slot->spec) == Carry::kOff) {
+      continue;
+    }
+    const std::string marker = carried_marker(slot->channel);
+    auto reply = command({"PUBSUB", "NUMSUB", slot->channel, marker});
+    if (!reply) return reply.error();
+    const io::Resp3Value v = reply->view();
+    if (v.type() != io::Resp3Type::array || v.size() != 4 ||
+        v[1].type() != io::Resp3Type::integer || v[3].type() != io::Resp3Type::integer) {
+      return unexpected_reply();
+    }
+    if (const std::int64_t blind = v[1].integer() - v[3].integer(); blind > 0) {
+      return Error(Errc::kMixedFrames,
+                   "table '" + slot->spec.name + "' carries values (carry " +
+                       std::string(to_string(carry_of(slot->spec))) + "), but " +
+                       std::to_string(blind) + " subscriber(s) of " + slot->channel +
+                       " read only the 29-byte message (the original's nodes, or an older "
+                       "EchoStore): set carry off on this table, or upgrade them");
     }
   }
   return {};

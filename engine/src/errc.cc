@@ -70,6 +70,8 @@ std::string_view to_string(Errc e) noexcept {
       return "metrics_listen";
     case Errc::kMiss:
       return "miss";
+    case Errc::kMixedFrames:
+      return "mixed_frames";
   }
   return "unknown";
 }

@@ -7,7 +7,14 @@
 
 namespace echo::engine {
 
+std::string carried_marker(std::string_view channel) {
+  constexpr std::string_view kCoh = ":coh";
+  if (channel.ends_with(kCoh)) channel.remove_suffix(kCoh.size());
+  return std::string(channel) + ":carried";
+}
+
 void PushRouter::add_broadcast(std::string channel, Target target) {
+  by_marker_.emplace(carried_marker(channel), target);
   by_channel_.emplace(std::move(channel), target);
 }
 
@@ -30,7 +37,7 @@ void PushRouter::on_push(const io::Resp3Value& push) {
     const std::string_view channel = push[1].str();
     if (by_channel_.contains(channel)) {
       confirmed(channel);
-    } else if (!by_lead_.contains(channel)) {
+    } else if (!by_lead_.contains(channel) && !by_marker_.contains(channel)) {
       count_unrouted();
     }
   } else {
@@ -156,6 +163,9 @@ std::vector<std::string> PushRouter::channels_of(int io_thread) const {
   std::vector<std::string> out;
   for (const auto& [channel, target] : by_channel_) {
     if (target.io_thread == io_thread) out.push_back(channel);
+  }
+  for (const auto& [marker, target] : by_marker_) {
+    if (target.io_thread == io_thread) out.push_back(marker);
   }
   if (io_thread == 0) {
     for (const auto& [channel, target] : by_lead_) out.push_back(channel);

@@ -20,6 +20,13 @@
 
 namespace echo::engine {
 
+// The channel every broadcast subscriber of this version also subscribes, beside the table's
+// `ecc:{t}:coh`: it says "this subscriber reads carried messages" (nothing is ever published
+// there). start() compares the two channels' subscriber counts: a node that would send carried
+// messages to a subscriber that reads only the 29-byte form (the original's, an older
+// EchoStore's) refuses to start (Errc::kMixedFrames). The same hash tag as the channel.
+std::string carried_marker(std::string_view channel);
+
 class PushRouter {
  public:
   // A table's push counters (TableStats::pushes, garbage), kept by the table; written by the one
@@ -97,6 +104,7 @@ class PushRouter {
   Routes by_channel_;  // broadcast lanes
   Routes by_lead_;     // job lanes' lead channels
   Routes by_prefix_;   // tracking lanes' key prefixes
+  Routes by_marker_;   // broadcast lanes' carried_marker channels (subscribed, never routed)
   std::atomic<bool> closed_{false};
   std::atomic<std::uint64_t> unrouted_{0};
 };

@@ -40,10 +40,10 @@ std::string_view to_string(Carry c) noexcept {
 }
 
 Carry carry_of(const TableSpec& spec) noexcept {
+  if (spec.carry != Carry::kAuto) return spec.carry;
   if (spec.coherence != CoherenceMode::kBroadcast && spec.coherence != CoherenceMode::kJob) {
     return Carry::kOff;
   }
-  if (spec.carry != Carry::kAuto) return spec.carry;
   return spec.keys == KeyKind::kText ? Carry::kUpdate : Carry::kOff;
 }
 

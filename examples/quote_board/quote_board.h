@@ -22,6 +22,7 @@ struct QuoteBoardSummary {
   bool ok = false;               // every reader's last read of every instrument was final
   std::uint64_t reads = 0;       // reads by all readers
   std::uint64_t l1_hits = 0;     // of those, answered from L1
+  std::uint64_t misses = 0;      // of those, answered a miss at once (try_read never waits)
   std::uint64_t mismatches = 0;  // final reads that were not the final price
   std::uint64_t publishes = 0;
   double writer_seconds = 0;  // the writer thread's repricing time

@@ -26,6 +26,21 @@ using engine::TableSpec;
 
 class Carried : public SingleServerTest {};
 
+// A loader for text keys that counts its runs and answers one value.
+class LoaderProbe {
+ public:
+  engine::Loader answer(std::string value) const {
+    return [runs = runs_, value = std::move(value)](const engine::Key&) -> engine::LoadResult {
+      runs->fetch_add(1, std::memory_order_relaxed);
+      return engine::Loaded{value, std::nullopt};
+    };
+  }
+  int runs() const { return runs_->load(std::memory_order_relaxed); }
+
+ private:
+  std::shared_ptr<std::atomic<int>> runs_ = std::make_shared<std::atomic<int>>(0);
+};
+
 TableSpec quotes(CoherenceMode mode, const LoaderProbe& loader, Carry carry = Carry::kAuto) {
   TableSpec s = table_spec("quotes", "QTE", mode, loader.answer("px=100.00"));
   s.keys = KeyKind::kText;
@@ -179,6 +194,34 @@ TEST_F(Carried, CarryingValuesRefusesTheSharedQueueOfTheOriginalsConsumers) {
   }
   spec.carry = Carry::kOff;
   EXPECT_NO_THROW(engine::validate(spec));
+}
+
+TEST_F(Carried, StartRefusesToCarryValuesToASubscriberThatReadsOnly29Bytes) {
+  // An original node's subscription: the table's channel, without the carried marker.
+  std::unique_ptr<redisContext, decltype(&redisFree)> original(
+      redisConnect(server().host().c_str(), server().port()), &redisFree);
+  ASSERT_TRUE(original && !original->err);
+  auto* r = static_cast<redisReply*>(redisCommand(original.get(), "SUBSCRIBE ecc:{quotes}:coh"));
+  ASSERT_NE(r, nullptr);
+  freeReplyObject(r);
+  LoaderProbe loader;
+  {
+    engine::Engine carrying(node_options(server(), 1), {quotes(CoherenceMode::kBroadcast, loader)});
+    const engine::Error e = carrying.start();
+    EXPECT_EQ(e, Errc::kMixedFrames) << e.message();
+    EXPECT_NE(e.message().find("1 subscriber(s) of ecc:{quotes}:coh"), std::string::npos)
+        << e.message();
+    EXPECT_FALSE(carrying.running());
+  }
+  // The same table with carry off starts beside it (it sends 29-byte messages only).
+  auto plain = node(1, {quotes(CoherenceMode::kBroadcast, loader, Carry::kOff)});
+  EXPECT_TRUE(plain);
+  // And once the original left, a carrying node starts beside the plain one (which reads both).
+  original.reset();
+  ASSERT_TRUE(eventually([&] {
+    engine::Engine probe(node_options(server(), 2), {quotes(CoherenceMode::kBroadcast, loader)});
+    return !probe.start();
+  }));
 }
 
 TEST_F(Carried, TryReadNeverWaitsAndItsMissStartsOneRefill) {

@@ -443,6 +443,7 @@ TEST_F(CliTest, RefereeFindsNoStaleEchoStoreReadAndSeesTheClassicRace) {
   }
   EXPECT_EQ(names,
             (std::vector<std::string>{"echostore_broadcast", "echostore_job", "echostore_tracking",
+                                      "echostore_broadcast_carried", "echostore_job_carried",
                                       "classic_tracking", "deletion_synchronised"}));
   EXPECT_NE(r.out.find("| echostore_tracking |"), std::string::npos) << r.out;
 }

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // Stress test of the L1 map under TSan/ASan: three reader threads read while the writer puts,
-// fills (some stale), applies drops, erases, sweeps and clears, bounded in seconds. Every value
+// fills (some stale), applies drops and carried values (growing and shrinking), erases, sweeps
+// and clears, bounded in seconds. Every value
 // encodes its name and version, so a torn row (one version's value with another's stamp) fails;
 // every read must be at least as new as the newest drop applied before it began. A second test
 // holds one reader's section open across more reclaims than L1Map::kRetireBatches (the retire
@@ -145,7 +146,7 @@ TEST_P(L1MapStress, ReadersNeverSeeTornOrDroppedRowsWhileTheWriterChurns) {
       const std::size_t i = rng() % kNames;
       const std::uint64_t back = rng() % 40;
       const std::uint64_t v = next_version > back ? next_version - back : 1;
-      switch (rng() % 8) {
+      switch (rng() % 10) {
         case 0:
         case 1: {
           const std::uint64_t pv = next_version++;
@@ -167,6 +168,17 @@ TEST_P(L1MapStress, ReadersNeverSeeTornOrDroppedRowsWhileTheWriterChurns) {
         case 6:
           map.erase(names[i]);
           break;
+        case 7:
+        case 8: {
+          // A carried value (growing and shrinking with v), inserted or not when absent.
+          const UpdateVerdict u = map.apply_update(names[i].view(), ver(v),
+                                                   encode_value(names[i], ver(v), v), rng() & 1);
+          if (u != UpdateVerdict::kStale && v > applied_floor[i]) {
+            applied_floor[i] = v;
+            floor[i].store(v, std::memory_order_release);  // as a drop's: nothing older after it
+          }
+          break;
+        }
         default:
           if (rng() % 64 == 0) map.clear();
           break;

@@ -9,6 +9,9 @@
 // - job: the job-lane publish (SET, then the job fanned out to every member node), or put and
 //   a late enqueue;
 // - tracking: Engine::put (the SET is the announcement: the server invalidates every node).
+// The broadcast and job lanes run twice: as drops (the row goes, the next read fills it), and with
+// carried values (TableSpec::carry update: the message carries the value and replaces the row in
+// place, newer wins), where the late messages stay version-only and mix with the carried ones.
 #include <echo/engine/engine.h>
 #include <echo/engine/internal/access.h>
 #include <echo/harness/stage.h>
@@ -39,15 +42,15 @@ enum class Lane { kBroadcast, kJob, kTracking };
 
 class EchoStoreLane final : public Contestant {
  public:
-  explicit EchoStoreLane(Lane lane) : lane_(lane) {}
+  EchoStoreLane(Lane lane, bool carried) : lane_(lane), carried_(carried) {}
   ~EchoStoreLane() override { stop(); }
 
   std::string_view name() const override {
     switch (lane_) {
       case Lane::kBroadcast:
-        return "echostore_broadcast";
+        return carried_ ? "echostore_broadcast_carried" : "echostore_broadcast";
       case Lane::kJob:
-        return "echostore_job";
+        return carried_ ? "echostore_job_carried" : "echostore_job";
       case Lane::kTracking:
         return "echostore_tracking";
     }
@@ -58,7 +61,8 @@ class EchoStoreLane final : public Contestant {
   void start(Stage& stage) override {
     stage_ = &stage;
     static constexpr std::string_view kShort[] = {"bc", "job", "trk"};
-    table_ = "referee_" + std::string(kShort[static_cast<int>(lane_)]) + "_" + stage.run_id;
+    table_ = "referee_" + std::string(kShort[static_cast<int>(lane_)]) + (carried_ ? "v_" : "_") +
+             stage.run_id;
     const DrillTarget& t = stage.target;
     // The writer needs the broadcast lane declared for publish's script; on the other lanes it
     // is no member and no subscriber (coherence none: publish(group) and put still write).
@@ -197,6 +201,7 @@ class EchoStoreLane final : public Contestant {
     s.jitter = 0;
     s.coherence = mode;
     s.l2_format = engine::L2Format::kFramed;
+    if (carried_) s.carry = engine::Carry::kUpdate;  // REF ids are branded: off unless asked
     return s;
   }
 
@@ -216,6 +221,7 @@ class EchoStoreLane final : public Contestant {
   }
 
   Lane lane_;
+  bool carried_;
   Stage* stage_ = nullptr;
   std::string table_;
   std::optional<BrandedId> group_;  // the job lane's writer lane
@@ -228,7 +234,10 @@ class EchoStoreLane final : public Contestant {
 std::vector<std::unique_ptr<Contestant>> echostore_lanes() {
   std::vector<std::unique_ptr<Contestant>> lanes;
   for (Lane lane : {Lane::kBroadcast, Lane::kJob, Lane::kTracking}) {
-    lanes.push_back(std::make_unique<EchoStoreLane>(lane));
+    lanes.push_back(std::make_unique<EchoStoreLane>(lane, false));
+  }
+  for (Lane lane : {Lane::kBroadcast, Lane::kJob}) {
+    lanes.push_back(std::make_unique<EchoStoreLane>(lane, true));
   }
   return lanes;
 }

@@ -48,6 +48,9 @@ enum class Errc : int {
                    // metrics_port (the detail names the address and errno's words)
   kMiss,           // a read on a table with on_miss refill found no row in L1: it answered at
                    // once and started one refill of the key (TableSpec::on_miss)
+  kMixedFrames,    // start(): a table that carries values (TableSpec::carry) has subscribers
+                   // that read only the 29-byte message (the original's nodes, an older
+                   // EchoStore): the detail names the table and how many
 };
 
 const std::error_category& engine_category() noexcept;

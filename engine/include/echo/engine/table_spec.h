@@ -295,7 +295,8 @@ struct TableSpec {
 // Throws ConfigError for the first knob out of range. Any thread.
 void validate(const TableSpec& spec);
 // The table's carry with kAuto resolved: kUpdate for text keys on the broadcast and job lanes;
-// kOff for branded keys and for the other lanes (tracking and none carry no message).
+// kOff for branded keys and for the other lanes. An explicit carry stands on every lane (a node
+// that declares a job-lane table as coherence none still publishes to it with its group).
 Carry carry_of(const TableSpec& spec) noexcept;
 std::string_view to_string(Carry c) noexcept;
 
