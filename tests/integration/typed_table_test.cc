@@ -213,9 +213,11 @@ TEST_F(TypedTableTest, ATextKeyStructRowIsReadInPlaceAndCrossesTwoProcesses) {
 }
 
 TEST_F(TypedTableTest, ATextKeyRidesTheJobLaneToAnotherProcess) {
-  // The job lane carries key:version (docs/wire.md, "Text keys") as its payload: publish writes L2
-  // and admits the job into every member queue in one call; the other process's consumer parses it
-  // from the right and its writer drops the row by its key, then acks (the job completes).
+  // The job lane carries a text key's message as its payload: publish writes L2 and admits the job
+  // into every member queue in one call. A text-key table carries values by default (docs/wire.md,
+  // "Carried values"): the other process's consumer parses "{key}version value" and its writer
+  // decodes the Quote into the row in place (newer wins), then acks (the job completes); its next
+  // read is an L1 hit of the new quote, no refill.
   auto a = node(1, {quotes_spec(std::make_shared<std::atomic<int>>(), CoherenceMode::kJob)});
   ASSERT_TRUE(a);
   Table<Quote> quotes = a->table<Quote>("quotes");
@@ -242,7 +244,7 @@ TEST_F(TypedTableTest, ATextKeyRidesTheJobLaneToAnotherProcess) {
   EXPECT_TRUE(poll_until([&] { return ask("stats") == "coh_applied 3"; }, 10s, 5ms))
       << before << " then " << ask("stats");
   for (const std::string& key : {std::string("AAPL"), std::string("EUR:USD"), long_key}) {
-    EXPECT_EQ(ask("read " + key), "l2 7.500000") << key.substr(0, 16);
+    EXPECT_EQ(ask("read " + key), "l1 7.500000") << key.substr(0, 16);
   }
   // This node's writer applied its own jobs too (stale: its rows are the published ones).
   auto got = quotes.get("EUR:USD");
