@@ -276,6 +276,10 @@ void render_snapshot(Exposition& e, const json& s) {
              count_of(need(t, "pushes"), "pushes"));
     e.sample("echostore_table_garbage_total", "counter", "broadcast frames refused", tl,
              count_of(need(t, "garbage"), "garbage"));
+    // Absent from a snapshot of a version before carried values: 0.
+    e.sample("echostore_table_carry_degraded_total", "counter",
+             "carried messages applied as drops (their ring's arena was full)", tl,
+             t.value("carry_degraded", std::uint64_t{0}));
     render_fields(e, "l1", need(t, "l1"), tl, kL1Fields);
     const json& w = need(t, "writer");
     render_fields(e, "writer", w, tl, kWriterFields);
@@ -394,6 +398,7 @@ std::string to_json(const StatsSnapshot& snapshot) {
     jt["name"] = t.name;
     jt["pushes"] = t.pushes;
     jt["garbage"] = t.garbage;
+    jt["carry_degraded"] = t.carry_degraded;
     jt["l1"] = fields_json(t.l1, kL1Fields);
     json w = fields_json(t.writer, kWriterFields);
     w["suspended"] = t.writer.suspended;
