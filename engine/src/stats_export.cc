@@ -240,13 +240,8 @@ constexpr EngineCounter kEngineCounters[] = {
      &EngineStats::housekeeping_pin_failures},
 };
 
-void render_snapshot(Exposition& e, const json& s) {
-  if (!s.is_object() || s.value("format", "") != "echostore-stats/1") {
-    throw std::invalid_argument("stats snapshot: not an echostore-stats/1 object");
-  }
-  Labels base;
-  const std::string node = s.value("node", "");
-  if (!node.empty()) base.emplace_back("node", node);
+// The engine-wide samples: unrouted pushes, the engine counters, the io backend.
+void render_engine(Exposition& e, const json& s, const Labels& base) {
   e.sample("echostore_engine_unrouted_pushes_total", "counter",
            "pushes for no declared table, or not messages", base,
            count_of(need(s, "unrouted_pushes"), "unrouted_pushes"));
@@ -269,63 +264,72 @@ void render_snapshot(Exposition& e, const json& s) {
              "1 when the io loop fell back from io_uring to epoll (the kernel refused io_uring)",
              base, reason.get<std::string>().empty() ? 0 : 1);
   }
-  for (const json& t : need(s, "tables")) {
-    Labels tl = base;
-    tl.emplace_back("table", need(t, "name").get<std::string>());
-    e.sample("echostore_table_pushes_total", "counter", "broadcast pushes routed to the table", tl,
-             count_of(need(t, "pushes"), "pushes"));
-    e.sample("echostore_table_garbage_total", "counter", "broadcast frames refused", tl,
-             count_of(need(t, "garbage"), "garbage"));
-    // Absent from a snapshot of a version before carried values: 0.
-    e.sample("echostore_table_carry_degraded_total", "counter",
-             "carried messages applied as drops (their ring's arena was full)", tl,
-             t.value("carry_degraded", std::uint64_t{0}));
-    render_fields(e, "l1", need(t, "l1"), tl, kL1Fields);
-    const json& w = need(t, "writer");
-    render_fields(e, "writer", w, tl, kWriterFields);
-    e.sample("echostore_writer_suspended", "gauge", "1 while the table does not cache", tl,
-             need(w, "suspended").get<bool>() ? 1 : 0);
-    e.histogram("echostore_writer_lag_seconds", "time from decode (io thread) to apply (writer)",
-                tl, need(w, "lag_ns_histogram"), kLagBuckets, seconds_bound,
-                seconds_sum(w, "lag_sum_ns"));
-    latency(e, "echostore_get_hit_latency_seconds",
-            "L1-hit reads, call to answer; sampled: 1 in 64 reads per thread is timed", tl, t,
-            "get_hit_latency");
-    latency(e, "echostore_get_miss_latency_seconds",
-            "reads L1 did not answer (L2, the loader, or an error), call to answer; sampled: 1 in "
-            "64 reads per thread is timed",
-            tl, t, "get_miss_latency");
-    latency(e, "echostore_load_latency_seconds",
-            "loader calls, call to return, on the table's loader threads; every call", tl, t,
-            "load_latency");
-    std::size_t index = 0;
-    for (const json& r : need(t, "rings")) {
-      Labels rl = tl;
-      rl.emplace_back("ring", std::to_string(index++));
-      render_fields(e, "ring", r, rl, kRingFields);
-      e.sample("echostore_ring_flush_pending", "gauge", "1 while a flush refusal awaits the writer",
-               rl, need(r, "flush_pending").get<bool>() ? 1 : 0);
-      // Every drained item is in exactly one pass: the sum of the batch sizes is `applied`.
-      e.histogram("echostore_ring_batch_size", "items per non-empty drain pass", rl,
-                  need(r, "batch_histogram"), ring::kHistogramBuckets, batch_bound,
-                  std::to_string(count_of(need(r, "applied"), "applied")));
-    }
-    const json& c = need(t, "consumer");
-    if (!c.is_null()) render_fields(e, "consumer", c, tl, kConsumerFields);
+}
+
+// One table's samples: its pushes, L1, writer, latencies, rings and consumer.
+void render_table(Exposition& e, const json& t, const Labels& base) {
+  Labels tl = base;
+  tl.emplace_back("table", need(t, "name").get<std::string>());
+  e.sample("echostore_table_pushes_total", "counter", "broadcast pushes routed to the table", tl,
+           count_of(need(t, "pushes"), "pushes"));
+  e.sample("echostore_table_garbage_total", "counter", "broadcast frames refused", tl,
+           count_of(need(t, "garbage"), "garbage"));
+  // Absent from a snapshot of a version before carried values: 0.
+  e.sample("echostore_table_carry_degraded_total", "counter",
+           "carried messages applied as drops (their ring's arena was full)", tl,
+           t.value("carry_degraded", std::uint64_t{0}));
+  render_fields(e, "l1", need(t, "l1"), tl, kL1Fields);
+  const json& w = need(t, "writer");
+  render_fields(e, "writer", w, tl, kWriterFields);
+  e.sample("echostore_writer_suspended", "gauge", "1 while the table does not cache", tl,
+           need(w, "suspended").get<bool>() ? 1 : 0);
+  e.histogram("echostore_writer_lag_seconds", "time from decode (io thread) to apply (writer)", tl,
+              need(w, "lag_ns_histogram"), kLagBuckets, seconds_bound,
+              seconds_sum(w, "lag_sum_ns"));
+  latency(e, "echostore_get_hit_latency_seconds",
+          "L1-hit reads, call to answer; sampled: 1 in 64 reads per thread is timed", tl, t,
+          "get_hit_latency");
+  latency(e, "echostore_get_miss_latency_seconds",
+          "reads L1 did not answer (L2, the loader, or an error), call to answer; sampled: 1 in "
+          "64 reads per thread is timed",
+          tl, t, "get_miss_latency");
+  latency(e, "echostore_load_latency_seconds",
+          "loader calls, call to return, on the table's loader threads; every call", tl, t,
+          "load_latency");
+  std::size_t index = 0;
+  for (const json& r : need(t, "rings")) {
+    Labels rl = tl;
+    rl.emplace_back("ring", std::to_string(index++));
+    render_fields(e, "ring", r, rl, kRingFields);
+    e.sample("echostore_ring_flush_pending", "gauge", "1 while a flush refusal awaits the writer",
+             rl, need(r, "flush_pending").get<bool>() ? 1 : 0);
+    // Every drained item is in exactly one pass: the sum of the batch sizes is `applied`.
+    e.histogram("echostore_ring_batch_size", "items per non-empty drain pass", rl,
+                need(r, "batch_histogram"), ring::kHistogramBuckets, batch_bound,
+                std::to_string(count_of(need(r, "applied"), "applied")));
   }
-  for (const json& c : need(s, "connections")) {
-    Labels cl = base;
-    cl.emplace_back("connection", need(c, "label").get<std::string>());
-    render_fields(e, "connection", c, cl, kConnectionFields);
-    e.sample("echostore_connection_ready", "gauge", "1 while the connection is booted and ready",
-             cl, need(c, "status").get<std::string>() == "ready" ? 1 : 0);
-    e.sample("echostore_connection_protocol", "gauge", "RESP protocol once booted (0 before)", cl,
-             count_of(need(c, "protocol"), "protocol"));
-    latency(e, "echostore_l2_latency_seconds",
-            "L2 round trips: a command queued for the socket (io thread) to its reply decoded; "
-            "every reply",
-            cl, c, "reply_latency");
-  }
+  const json& c = need(t, "consumer");
+  if (!c.is_null()) render_fields(e, "consumer", c, tl, kConsumerFields);
+}
+
+// One connection's samples.
+void render_connection(Exposition& e, const json& c, const Labels& base) {
+  Labels cl = base;
+  cl.emplace_back("connection", need(c, "label").get<std::string>());
+  render_fields(e, "connection", c, cl, kConnectionFields);
+  e.sample("echostore_connection_ready", "gauge", "1 while the connection is booted and ready", cl,
+           need(c, "status").get<std::string>() == "ready" ? 1 : 0);
+  e.sample("echostore_connection_protocol", "gauge", "RESP protocol once booted (0 before)", cl,
+           count_of(need(c, "protocol"), "protocol"));
+  latency(e, "echostore_l2_latency_seconds",
+          "L2 round trips: a command queued for the socket (io thread) to its reply decoded; "
+          "every reply",
+          cl, c, "reply_latency");
+}
+
+// The sections a node has only in some modes or versions: cluster, sentinel, io threads, the
+// fan-out, the metrics endpoint, journals.
+void render_optional(Exposition& e, const json& s, const Labels& base) {
   // Cluster mode only; a snapshot without the key (single server, or an older node) has none.
   if (auto it = s.find("cluster"); it != s.end() && !it->is_null()) {
     render_fields(e, "cluster", *it, base, kClusterFields);
@@ -358,6 +362,20 @@ void render_snapshot(Exposition& e, const json& s) {
       render_fields(e, "journal", j, jl, kJournalFields);
     }
   }
+}
+
+// One node's snapshot. The steps' order is the text's: a family sits where it is first seen.
+void render_snapshot(Exposition& e, const json& s) {
+  if (!s.is_object() || s.value("format", "") != "echostore-stats/1") {
+    throw std::invalid_argument("stats snapshot: not an echostore-stats/1 object");
+  }
+  Labels base;
+  const std::string node = s.value("node", "");
+  if (!node.empty()) base.emplace_back("node", node);
+  render_engine(e, s, base);
+  for (const json& t : need(s, "tables")) render_table(e, t, base);
+  for (const json& c : need(s, "connections")) render_connection(e, c, base);
+  render_optional(e, s, base);
 }
 
 }  // namespace

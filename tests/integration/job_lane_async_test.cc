@@ -18,32 +18,13 @@
 #include <thread>
 #include <vector>
 
-#include "engine_nodes.h"
+#include "job_lane_fixture.h"
 
 namespace echo::test {
 namespace {
 
-using engine::Admission;
-using engine::CoherenceMode;
-using engine::Engine;
 using engine::MemberAdmission;
-using table::BrandedId;
 using Admitted = engine::Result<std::vector<MemberAdmission>>;
-
-class JobLaneAsync : public SingleServerTest {};
-
-engine::TableSpec member_spec(const std::string& t) {
-  auto s = table_spec(t, "AST", CoherenceMode::kJob, answering("loaded"));
-  s.job_lease_ms = 30000;
-  s.job_beat_ms = 100;
-  s.job_relay = false;
-  return s;
-}
-engine::TableSpec sender_spec(const std::string& t) {
-  auto s = table_spec(t, "AST", CoherenceMode::kNone, answering("loaded"));
-  s.job_lease_ms = 30000;
-  return s;
-}
 
 // Callbacks' answers, in arrival order, and the thread they ran on. Any thread.
 class Answers {
@@ -82,10 +63,10 @@ bool is_member(redisContext* c, const std::string& t, unsigned node) {
   return z && z->type == REDIS_REPLY_STRING;
 }
 
-TEST_F(JobLaneAsync, ReturnsOnceTheLeadIsAnsweredThenTheCallbackGetsTheAdmissions) {
+TEST_F(JobLane, ReturnsOnceTheLeadIsAnsweredThenTheCallbackGetsTheAdmissions) {
   const std::string t = "asyncjob";
-  auto r = node(61, {member_spec(t)});
-  auto w = node(62, {sender_spec(t)});
+  auto r = node(61, {lane_spec(t, kQuickBeat)});
+  auto w = node(62, {writer_spec(t, kQuickBeat.lease_ms)});
   ASSERT_TRUE(r && w);
   ASSERT_TRUE(eventually([&] { return is_member(client(), t, 61); })) << "R never joined";
   const BrandedId group = fresh_id("PRT"), name = fresh_id("AST");
@@ -129,9 +110,9 @@ TEST_F(JobLaneAsync, ReturnsOnceTheLeadIsAnsweredThenTheCallbackGetsTheAdmission
   EXPECT_EQ(f.errors, 0u);
 }
 
-TEST_F(JobLaneAsync, APayloadRefusalIsTheCallsOwnAndNoLiveMemberComesThroughTheCallback) {
+TEST_F(JobLane, APayloadRefusalIsTheCallsOwnAndNoLiveMemberComesThroughTheCallback) {
   const std::string t = "asyncnomember";
-  auto w = node(63, {sender_spec(t)});
+  auto w = node(63, {writer_spec(t, kQuickBeat.lease_ms)});
   ASSERT_TRUE(w);
   Answers answers;
   const BrandedId group = fresh_id("PRT");
@@ -155,10 +136,10 @@ TEST_F(JobLaneAsync, APayloadRefusalIsTheCallsOwnAndNoLiveMemberComesThroughTheC
   EXPECT_EQ(w->stats().fan_out.enqueues, 1u);
 }
 
-TEST_F(JobLaneAsync, StopRunsEveryHandedOffJobsAdmissionsAndCallbackFirst) {
+TEST_F(JobLane, StopRunsEveryHandedOffJobsAdmissionsAndCallbackFirst) {
   const std::string t = "asyncstop";
-  auto r = node(64, {member_spec(t)});
-  auto w = node(65, {sender_spec(t)});
+  auto r = node(64, {lane_spec(t, kQuickBeat)});
+  auto w = node(65, {writer_spec(t, kQuickBeat.lease_ms)});
   ASSERT_TRUE(r && w);
   ASSERT_TRUE(eventually([&] { return is_member(client(), t, 64); })) << "R never joined";
   Answers answers;

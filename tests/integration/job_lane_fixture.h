@@ -51,6 +51,10 @@ struct LaneKnobs {
   std::size_t credits = 1024;
 };
 
+// A lease no test outlives and a 100 ms beat: members join, lapse and see a twin within a few
+// beats, and no job goes back to the lane by its lease running out.
+inline constexpr LaneKnobs kQuickBeat{.lease_ms = 30000, .beat_ms = 100};
+
 // A job-lane table of kind AST: this node consumes its member queue.
 inline engine::TableSpec lane_spec(const std::string& table, const LaneKnobs& k) {
   auto s = table_spec(table, "AST", CoherenceMode::kJob, answering("loaded"));

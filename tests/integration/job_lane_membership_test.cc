@@ -65,7 +65,7 @@ TEST_F(JobLane, AnEnqueueWithNoLiveMemberIsTheTypedErrorNoLiveMemberNotADuplicat
 // answered a timeout after eight, though every round had admitted the job.
 TEST_F(JobLane, AnEnqueueUnderEndlessMembershipChurnAdmitsEveryMemberInAtMostTwoRounds) {
   const std::string t = "churn";
-  const LaneKnobs k{.lease_ms = 30000, .beat_ms = 100};
+  const LaneKnobs k = kQuickBeat;
   const auto keys = engine::JobLaneKeys::for_table(t);
   auto w = node(121, {writer_spec(t, k.lease_ms)});
   auto r = node(122, {lane_spec(t, k)});
@@ -112,7 +112,7 @@ TEST_F(JobLane, AnEnqueueUnderEndlessMembershipChurnAdmitsEveryMemberInAtMostTwo
 
 TEST_F(JobLane, ASecondProcessUnderOneNodeIdIsRefusedAndATwinStopsTheFirstCachingWhileItBeats) {
   const std::string t = "twin";
-  const LaneKnobs k{.lease_ms = 30000, .beat_ms = 100};
+  const LaneKnobs k = kQuickBeat;
   const std::string owner = member_base(t, 110) + "owner";
   const BrandedId name = fresh_id("AST");
   // A restart under the same node id within the member ttl finds its predecessor's token once:
@@ -196,7 +196,7 @@ TEST_F(JobLane, ASecondProcessIsRefusedEvenWhenItsTwinBeatsSlowerThanItDoes) {
   // predecessor's (a soak under load saw that start pass). Caching waits one member ttl
   // instead, within which the twin writes (150 ms to spare under load).
   const std::string t = "slowtwin";
-  const LaneKnobs k{.lease_ms = 30000, .beat_ms = 100};
+  const LaneKnobs k = kQuickBeat;
   const std::string owner = member_base(t, 112) + "owner";
   std::atomic<bool> twin_beats{true};
   std::atomic<int> writes{0};

@@ -6,9 +6,10 @@
 // it was applied. It never drops a job: one not acked is reaped back with token + 1. Threads: the
 // constructor and start() on the owner thread, on_acks() on the table's writer, stats() and
 // member() on any thread; everything else on the loop thread. Nothing blocks but the destructor,
-// which waits until the loop holds no reference to this object. How it works (member queues, two
-// processes under one node id, parking and hand-offs, claims, credits, clusters): the top of
-// engine/src/job_consumer.cc; the keys and scripts: docs/wire.md, "The job lane's member queues".
+// which waits until the loop holds no reference to this object. How it works: the top of
+// engine/src/job_consumer.cc (member queues, two processes under one node id) and of
+// engine/src/job_delivery.cc (parking and hand-offs, claims, credits, clusters); the keys and
+// scripts: docs/wire.md, "The job lane's member queues".
 #pragma once
 
 #include <echo/engine/internal/table_writer.h>
