@@ -56,10 +56,11 @@ bool configure(const BenchArgs& a, bench::BenchConfig& c) {
     c.messages = 50;
   }
   if (!a.only.empty()) {
-    if (a.only != "micro" && a.only != "hit_ratio" && a.only != "lanes" && a.only != "io_threads" &&
-        a.only != "neighbour" && a.only != "open_loop") {
-      return bad("--only wants micro, hit_ratio, lanes, io_threads, neighbour or open_loop, got '" +
-                 a.only + "'");
+    if (a.only != "micro" && a.only != "hit_ratio" && a.only != "lanes" && a.only != "publish" &&
+        a.only != "io_threads" && a.only != "neighbour" && a.only != "open_loop") {
+      const std::string parts =
+          "micro, hit_ratio, lanes, publish, io_threads, neighbour or open_loop";
+      return bad("--only wants " + parts + ", got '" + a.only + "'");
     }
     c.only = a.only;
   }
@@ -166,8 +167,8 @@ int run(const BenchArgs& a) {
   bench::RunInfo info = bench::machine_info();
   info.command = command_line(a);
   ServerTarget server;
-  if (!c.only.empty() && c.only != "lanes" && c.only != "io_threads" && c.only != "neighbour" &&
-      c.only != "open_loop") {
+  if (!c.only.empty() && c.only != "lanes" && c.only != "publish" && c.only != "io_threads" &&
+      c.only != "neighbour" && c.only != "open_loop") {
     info.server = "no server (--only " + c.only + ")";
   } else if (const int rc = open_server("bench", a.server, server, &a.tls); rc != 0) {
     return rc;
@@ -195,6 +196,7 @@ int run(const BenchArgs& a) {
                            (part("micro") ? bench::kMicroSteps * c.rounds : 0) +
                                (part("hit_ratio") ? bench::kHitRatioSteps : 0) +
                                (part("lanes") ? bench::kLaneSteps * c.rounds : 0) +
+                               (part("publish") ? bench::kPublishSteps * c.rounds : 0) +
                                (part("io_threads") ? bench::kIoThreadsSteps * c.rounds : 0) +
                                (part("neighbour") ? neighbour_steps : 0) +
                                (part("open_loop") ? open_loop_steps : 0));
@@ -203,6 +205,7 @@ int run(const BenchArgs& a) {
     if (part("micro")) bench::run_micro(c, progress, rows);
     if (part("hit_ratio")) bench::run_hit_ratio(c, progress, rows);
     if (part("lanes")) bench::run_lanes(c, target, progress, rows);
+    if (part("publish")) bench::run_publish_floor(c, target, progress, rows);
     if (part("io_threads")) bench::run_io_threads(c, target, progress, rows);
     if (part("neighbour")) {
       bench::run_neighbour(c, target, server.own ? server.own->pid() : 0, progress, rows);
@@ -259,6 +262,7 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   bench->add_option("--only", args->only,
                     "one part of the suite: micro (ring, L1, RESP3), hit_ratio (eviction "
                     "policies on generated traces), lanes (the rows against a server), "
+                    "publish (Engine::publish against hiredis sending the same wire), "
                     "io_threads (a 4-table flood on 2 io threads vs 1), neighbour (a spinner "
                     "pinned to CPU 1: its loop gaps beside 2 engines on CPU 0 vs alone) or "
                     "open_loop (as --load)");

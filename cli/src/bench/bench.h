@@ -36,8 +36,8 @@ struct BenchConfig {
   int decode_streams = 200;             // 1024-frame streams per decoder per round
   int messages = 200;                   // lane messages (and journal pairs) per contender per round
   bool quick = false;
-  // "" (every part but open_loop), "micro", "hit_ratio", "lanes", "io_threads", "neighbour" or
-  // "open_loop" (the open-loop rows alone: what --load selects).
+  // "" (every part but open_loop), "micro", "hit_ratio", "lanes", "publish", "io_threads",
+  // "neighbour" or "open_loop" (the open-loop rows alone: what --load selects).
   std::string only;
   // --load: the open-loop rates in messages/s (bare --load: 10000, 50000, 100000), each run for
   // 1 s (0.5 s with --quick) per contender per round; empty unless the open-loop part runs.
@@ -110,6 +110,14 @@ inline constexpr int kHitRatioSteps = 8;  // traces (one step each, not per roun
 void run_lanes(const BenchConfig& config, const DrillTarget& target, Progress& progress,
                std::vector<Row>& rows);
 
+// The publish rows (publish_vs_hiredis_eval, publish_vs_hiredis_eval_job; publish_floor.cc):
+// Engine::publish's round trip on a broadcast-lane and a job-lane table against a plain hiredis
+// client sending the same wire from the calling thread (EVALSHA of publish_l2; the job lane's two
+// pipelines), in blocks taking turns. Throws std::runtime_error when a call fails or the node does
+// not settle between calls.
+void run_publish_floor(const BenchConfig& config, const DrillTarget& target, Progress& progress,
+                       std::vector<Row>& rows);
+
 // The open-loop rows (open_loop_p999_vs_floor_<rate>, open_loop.cc): at each rate of
 // config.load, the broadcast lane's p50/p99/p99.9 from each message's scheduled send time beside
 // a bare subscriber's (the floor), same schedule, same run. Throws std::runtime_error when the
@@ -140,6 +148,7 @@ engine::TableSpec lane_spec(const std::string& name, engine::CoherenceMode mode,
 // Progress steps per round of each part (for "[k/n]").
 inline constexpr int kMicroSteps = 5;  // ring x2, L1 get, typed hit, RESP3
 inline constexpr int kLaneSteps = 4;
+inline constexpr int kPublishSteps = 2;  // broadcast lane, job lane
 inline constexpr int kIoThreadsSteps = 1;
 inline constexpr int kOpenLoopStepsPerRate = 1;
 inline constexpr int kNeighbourSteps = 3;  // idle, sparse, burst
