@@ -614,11 +614,18 @@ Applied TableWriter::apply_with_memory(std::string_view name, const CoherenceIte
 table::Verdict TableWriter::apply_carried(std::string_view name,
                                           const CoherenceItem& item) noexcept {
   const table::BrandedId& version = item.message.version;
+  // As apply_message: a flight that read L2 before this version was written holds an older value.
+  // The guard refuses to cache it, but a reader that joins the flight after this message must not
+  // be answered with it: the flight reads again. Whatever the verdict (a row this node does not
+  // hold is not inserted under kUpdate, and its flight is exactly the one at risk), unless the
+  // guard already knew a version as new (that drop restarted the flight already).
+  std::optional<table::IdBytes> known;
+  if (!flights_.empty()) known = map_->tombstone(name);
   const auto u = map_->apply_update(name, version, item.value(), carry_ == Carry::kUpsert);
   const bool applied = u != table::UpdateVerdict::kStale;
-  // A flight that read L2 before this version was written would fill an older value: the guard
-  // refuses that fill, and the flight reads again (as after a drop).
-  if (applied && !flights_.empty()) note_drop(name);
+  if (!flights_.empty() && (!known || table::newer(version.view(), table::view(*known)))) {
+    note_drop(name);
+  }
   switch (u) {
     case table::UpdateVerdict::kUpdated:
       base::solo_add(carried_updates_);
