@@ -26,21 +26,6 @@ using engine::TableSpec;
 
 class Carried : public SingleServerTest {};
 
-// A loader for text keys that counts its runs and answers one value.
-class LoaderProbe {
- public:
-  engine::Loader answer(std::string value) const {
-    return [runs = runs_, value = std::move(value)](const engine::Key&) -> engine::LoadResult {
-      runs->fetch_add(1, std::memory_order_relaxed);
-      return engine::Loaded{value, std::nullopt};
-    };
-  }
-  int runs() const { return runs_->load(std::memory_order_relaxed); }
-
- private:
-  std::shared_ptr<std::atomic<int>> runs_ = std::make_shared<std::atomic<int>>(0);
-};
-
 TableSpec quotes(CoherenceMode mode, const LoaderProbe& loader, Carry carry = Carry::kAuto) {
   TableSpec s = table_spec("quotes", "QTE", mode, loader.answer("px=100.00"));
   s.keys = KeyKind::kText;

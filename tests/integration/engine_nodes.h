@@ -42,11 +42,12 @@ inline engine::Loader answering(std::string value) {
   };
 }
 
-// A loader that counts its runs and answers one value (its version minted by the engine).
+// A loader that counts its runs and answers one value (its version minted by the engine), for
+// branded and text keys alike.
 class LoaderProbe {
  public:
   engine::Loader answer(std::string value) const {
-    return [runs = runs_, value = std::move(value)](const table::BrandedId&) -> engine::LoadResult {
+    return [runs = runs_, value = std::move(value)](const engine::Key&) -> engine::LoadResult {
       runs->fetch_add(1, std::memory_order_relaxed);
       return engine::Loaded{value, std::nullopt};
     };

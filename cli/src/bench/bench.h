@@ -79,6 +79,20 @@ struct Row {
   double ratio() const;  // (ours_median + ratio_offset) / (base_median + ratio_offset)
 };
 
+// A latency row: microseconds, lower is better, run under `placement`.
+inline Row latency_row(std::string id, std::string what, std::string ours, std::string baseline,
+                       std::string placement) {
+  Row x;
+  x.id = std::move(id);
+  x.what = std::move(what);
+  x.ours = std::move(ours);
+  x.baseline = std::move(baseline);
+  x.unit = "us";
+  x.higher_better = false;
+  x.placement = std::move(placement);
+  return x;
+}
+
 // The median of `v` (NaN when empty).
 double median_of(std::vector<double> v);
 

@@ -247,15 +247,7 @@ void run_lanes(const BenchConfig& c, const DrillTarget& target, Progress& progre
   const std::string placement = placement_of(
       c, "the bench thread (sends, observes), R's io and writer threads, S's io thread", true);
   auto row = [&](std::string id, std::string what, std::string ours, std::string base) {
-    Row x;
-    x.id = std::move(id);
-    x.what = std::move(what);
-    x.ours = std::move(ours);
-    x.baseline = std::move(base);
-    x.unit = "us";
-    x.higher_better = false;
-    x.placement = placement;
-    return x;
+    return latency_row(std::move(id), std::move(what), std::move(ours), std::move(base), placement);
   };
   Row bc_row = row("broadcast_vs_floor", "broadcast lane, PUBLISH -> row gone",
                    "engine broadcast lane", "hiredis PUBLISH -> message (bare subscriber)");

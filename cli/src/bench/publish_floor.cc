@@ -293,15 +293,7 @@ void run_publish_floor(const BenchConfig& c, const DrillTarget& target, Progress
       "thread (command and subscriber connections, the job consumer) and P's two writers",
       true);
   auto row = [&](std::string id, std::string what, std::string ours, std::string base) {
-    Row x;
-    x.id = std::move(id);
-    x.what = std::move(what);
-    x.ours = std::move(ours);
-    x.baseline = std::move(base);
-    x.unit = "us";
-    x.higher_better = false;
-    x.placement = placement;
-    return x;
+    return latency_row(std::move(id), std::move(what), std::move(ours), std::move(base), placement);
   };
   const std::string size = std::to_string(kValueBytes) + " B value";
   Row bc_row = row("publish_vs_hiredis_eval",
