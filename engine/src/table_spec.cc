@@ -107,7 +107,10 @@ void validate_carry(const TableSpec& spec) {
 
 }  // namespace
 
-void validate(const TableSpec& spec) {
+namespace {
+
+// The name, the kind and the loader.
+void validate_identity(const TableSpec& spec) {
   if (auto ok = table::check_table_name(spec.name); !ok) {
     throw ConfigError("table name '" + spec.name + "' is refused (" +
                       std::string(table::to_string(ok.error())) +
@@ -124,6 +127,10 @@ void validate(const TableSpec& spec) {
            "loader_timeout must be 0 (the engine's get_timeout) or lie in 1..3,600,000 ms, got " +
                std::to_string(t));
   }
+}
+
+// L1: time to live, size and byte bounds, eviction, sweeps.
+void validate_l1(const TableSpec& spec) {
   check_range<std::int64_t>(spec, "ttl_ms", spec.ttl_ms, 1, std::int64_t{1} << 40);
   if (!(spec.jitter >= 0.0 && spec.jitter <= 0.5)) {
     refuse(spec, "jitter must lie in 0.0..0.5, got " + std::to_string(spec.jitter));
@@ -137,6 +144,10 @@ void validate(const TableSpec& spec) {
   }
   if (spec.eviction > Eviction::kSkip) refuse(spec, "eviction must be s3fifo, lru, clock or skip");
   check_range<std::int64_t>(spec, "sweep_ms", spec.sweep_ms, 1, 3'600'000);
+}
+
+// The lane: its ring, coherence mode, L2 format, clocks and keys.
+void validate_lane(const TableSpec& spec) {
   ring::RingConfig ring_config;
   ring_config.capacity = spec.ring_capacity;
   ring_config.full_policy = spec.full_policy;
@@ -174,6 +185,10 @@ void validate(const TableSpec& spec) {
   } else if (spec.disconnect != DisconnectPolicy::kFlush) {
     refuse(spec, "disconnect must be flush or serve_stale");
   }
+}
+
+// The job lane's consumer.
+void validate_job(const TableSpec& spec) {
   check_range<std::int64_t>(spec, "job_lease_ms", spec.job_lease_ms, 10, 3'600'000);
   check_range<std::int64_t>(spec, "job_beat_ms", spec.job_beat_ms, 10, 60'000);
   check_range<std::int64_t>(spec, "job_retry_delay_ms", spec.job_retry_delay_ms, 0, 3'600'000);
@@ -183,6 +198,15 @@ void validate(const TableSpec& spec) {
   if (spec.coherence == CoherenceMode::kJob) {
     check_range<std::size_t>(spec, "job_credits", spec.job_credits, 1, spec.ring_capacity);
   }
+}
+
+}  // namespace
+
+void validate(const TableSpec& spec) {
+  validate_identity(spec);
+  validate_l1(spec);
+  validate_lane(spec);
+  validate_job(spec);
   validate_carry(spec);
   if (spec.on_miss > OnMiss::kRefill) refuse(spec, "on_miss must be load or refill");
   const int cpus = static_cast<int>(std::thread::hardware_concurrency());
