@@ -59,11 +59,16 @@ io::ConnectionOptions base_connection_options(const EngineOptions& options, std:
 // Every engine-wide knob the constructor checks (engine_options.cc): ConfigError naming the knob.
 void check_engine_options(const EngineOptions& options);
 
-// How a fan-out is sent: `row_set`, a command (publish's SET) that leads the first pipeline,
-// its error the answer; `to_shared` false for the relay (the job came from the shared queue);
-// `lead_sent`: the caller already had the lead answered (enqueue_async).
+// Publish's L2 write: put_l2 (newer-only) of `framed` under `key` with PX `ttl_ms`.
+struct RowWrite {
+  std::string key, framed, ttl_ms;
+};
+
+// How a fan-out is sent: `row`, publish's L2 write, leads the first pipeline, its error the
+// answer; `to_shared` false for the relay (the job came from the shared queue); `lead_sent`: the
+// caller already had the lead answered (enqueue_async).
 struct FanOut {
-  std::vector<std::string> row_set;
+  std::optional<RowWrite> row;
   bool to_shared = true;
   bool lead_sent = false;
   // publish on a table that carries values (carry_of): the value its message carries (the lead's
@@ -283,8 +288,9 @@ struct Engine::Impl {
   // A pipelined call's failure as a verb answers it: server_error carries the server's words
   // ("OOM command not allowed ...", "WRONGTYPE ..."), as blocking()'s do.
   static Error reply_error(const io::OwnedResult& r);
-  // A SET's reply: its error, unexpected_reply() for anything but +OK, else none.
-  static Error set_failed(const io::OwnedResult& r);
+  // put_l2's reply: its error, unexpected_reply() for anything but 1 (stored) or 0 (L2 held a
+  // version as new or newer: kept), else none.
+  static Error row_failed(const io::OwnedResult& r);
   // The L1 row of a write L2 already holds (put, publish): the writer's put, waited for up to
   // get_timeout. `guard`: a tracking table's forget_token, taken before L2 was written.
   Result<table::BrandedId> put_l1(Slot& slot, std::string_view name, std::string_view value,

@@ -39,7 +39,7 @@ Result<Engine::Impl::Membership> Engine::Impl::read_membership(std::string_view 
   if (!replies) return table::Unexpected{replies.error()};
   if (lead) note_lead(replies->back());
   if (at == 1) {
-    if (auto ec = set_failed(replies->front())) return table::Unexpected{ec};
+    if (auto ec = row_failed(replies->front())) return table::Unexpected{ec};
   }
   for (std::size_t i = at; i < at + 2; ++i) {
     if ((*replies)[i].ec) return table::Unexpected{reply_error((*replies)[i])};
@@ -128,7 +128,11 @@ Result<std::vector<MemberAdmission>> Engine::Impl::fan_out(std::string_view tabl
     std::lock_guard lock(members_mu);
     if (auto it = membership.find(std::string(table)); it != membership.end()) r.known = it->second;
   }
-  if (!how.row_set.empty()) r.row = Call{nullptr, {}, std::move(how.row_set)};
+  if (how.row) {
+    r.row = Call{&put_l2,
+                 {std::move(how.row->key)},
+                 {std::move(how.row->framed), std::move(how.row->ttl_ms)}};
+  }
   r.lead = spec.job_lead && !how.lead_sent;
   r.fresh = !r.known;
   r.shared = spec.job_shared_queue && how.to_shared;
@@ -193,7 +197,7 @@ Result<bool> Engine::Impl::fan_out_round(Round& r, std::vector<MemberAdmission>&
   if (r.lead) note_lead((*replies)[at_lead]);
   r.lead = false;
   if (row_here) {
-    if (auto ec = set_failed(replies->front())) return table::Unexpected{ec};
+    if (auto ec = row_failed(replies->front())) return table::Unexpected{ec};
   }
   // The first error wins: the queues that took the job hold it under this job id, so a retry is
   // a duplicate there and an admission where it failed.
@@ -308,20 +312,25 @@ Result<BrandedId> Engine::publish(std::string_view table, const BrandedId& group
   if (!name) return table::Unexpected{name.error()};
   auto v = d.version_for(*slot, version);
   if (!v) return table::Unexpected{v.error()};
-  std::vector<std::string> set{"SET", d.key_of(*slot, *name), frame_l2_value(*v, value), "PX",
-                               std::to_string(slot->spec.ttl_ms)};
+  // Newer-only (put_l2), as the broadcast lane's publish_l2: of two publishes of one key in
+  // flight at once, an older one the server runs last must not leave L2 behind the newer message.
+  std::optional<RowWrite> row = RowWrite{d.key_of(*slot, *name), frame_l2_value(*v, value),
+                                         std::to_string(slot->spec.ttl_ms)};
   if (d.options.mode == ServerMode::kCluster) {
-    // The member queues hash to their own slots, on any shard: one pipeline cannot order the SET
-    // before them, so the fan-out leaves only once the SET has answered.
-    auto reply = d.command(std::exchange(set, {}));
+    // The member queues hash to their own slots, on any shard: one pipeline cannot order the
+    // write before them, so the fan-out leaves only once the write has answered.
+    auto reply = d.script(d.put_l2, {row->key}, {row->framed, row->ttl_ms});
     if (!reply) return table::Unexpected{reply.error()};
-    if (reply->view().str() != "OK") return table::Unexpected{unexpected_reply()};
+    if (reply->view().type() != io::Resp3Type::integer) {
+      return table::Unexpected{unexpected_reply()};
+    }
+    row.reset();
   }
   auto job = d.mint("JOB");
   if (!job) return table::Unexpected{job.error()};
   auto admitted =
       d.fan_out(table, group, *job, *name, *v,
-                FanOut{.row_set = std::move(set), .carried = Impl::carried_of(*slot, value)});
+                FanOut{.row = std::move(row), .carried = Impl::carried_of(*slot, value)});
   // No live member: the row is in L2 and no L1 holds it (a member not live drops its rows when it
   // beats again), so the write is complete.
   if (!admitted && admitted.error() != make_error_code(Errc::kNoLiveMember)) {

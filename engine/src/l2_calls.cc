@@ -144,10 +144,12 @@ Error Engine::Impl::reply_error(const io::OwnedResult& r) {
   return Error(r.ec);
 }
 
-Error Engine::Impl::set_failed(const io::OwnedResult& r) {
+Error Engine::Impl::row_failed(const io::OwnedResult& r) {
   if (r.ec) return reply_error(r);
   const io::Resp3Value v = r.reply.view();
-  if (v.type() != io::Resp3Type::simple_string || v.str() != "OK") return unexpected_reply();
+  if (v.type() != io::Resp3Type::integer || (v.integer() != 0 && v.integer() != 1)) {
+    return unexpected_reply();
+  }
   return {};
 }
 

@@ -105,7 +105,7 @@ void PushRouter::deliver_carried(const Target& target, std::string_view payload)
     item.key_size = static_cast<std::uint8_t>(carried->key.size());
     item.value_size = static_cast<std::uint32_t>(carried->value.size());
     item.kind = ItemKind::kCarried;
-    if (target.writer->deliver_carried(*target.ring, *target.arena, std::move(item))) return;
+    if (target.writer->deliver_carried(*target.ring, *target.arena, CoherenceItem(item))) return;
     base::solo_add(target.counters->carry_degraded);
   }
   deliver_drop(target, carried->key, carried->version);
@@ -117,7 +117,7 @@ void PushRouter::deliver_drop(const Target& target, std::string_view key,
     CoherenceItem item{table::CoherenceMessage{version, version}, base::steady_ns(), 0};
     item.text_hash = table::hash_key(key);
     item.kind = ItemKind::kTextHash;
-    target.writer->deliver(*target.ring, std::move(item));
+    target.writer->deliver(*target.ring, CoherenceItem(item));
     return;
   }
   // A branded key was parsed by the caller: it is an id.

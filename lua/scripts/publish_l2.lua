@@ -18,8 +18,12 @@
 -- returns  the number of subscribers that heard the message (the verb's reply); error EMQFRAME
 --          when ARGV[1] is shorter than 14 bytes, EMQARG when ARGV[5] is neither verb (both
 --          checked first: nothing written, nothing sent).
--- The SET is unconditional, as put's (docs/wire.md, "L2 values"): newer wins in every L1 that hears
--- the message.
+-- The SET is newer-only, as put_l2's: two publishes of one key in flight at once (two threads, two
+-- nodes) reach the server in either order, and an older one that runs last must not leave L2
+-- behind the newer message every node already applied (a node that dropped its row at the newer
+-- version would refuse every fill of the older one: a miss on every read). Its message is sent
+-- either way: it is stale wherever it arrives.
+-- #include payload_newer
 local framed, verb = ARGV[1], ARGV[5]
 if string.len(framed) < 14 then
   return redis.error_reply('EMQFRAME framed value shorter than 14 bytes')
@@ -27,7 +31,10 @@ end
 if verb ~= 'PUBLISH' and verb ~= 'SPUBLISH' then
   return redis.error_reply('EMQARG verb must be PUBLISH or SPUBLISH')
 end
-redis.call('SET', KEYS[1], framed, 'PX', ARGV[2])
+local stored = redis.call('GET', KEYS[1])
+if not (stored and string.len(stored) >= 14 and not payload_newer(framed, stored)) then
+  redis.call('SET', KEYS[1], framed, 'PX', ARGV[2])
+end
 if ARGV[6] == 'carry' then
   return redis.call(verb, ARGV[3], ARGV[4] .. framed)
 end
