@@ -57,13 +57,16 @@ bool configure(const BenchArgs& a, bench::BenchConfig& c) {
   }
   if (!a.only.empty()) {
     if (a.only != "micro" && a.only != "hit_ratio" && a.only != "lanes" && a.only != "publish" &&
-        a.only != "io_threads" && a.only != "neighbour" && a.only != "open_loop") {
+        a.only != "io_threads" && a.only != "neighbour" && a.only != "open_loop" &&
+        a.only != "churn") {
       const std::string parts =
-          "micro, hit_ratio, lanes, publish, io_threads, neighbour or open_loop";
+          "micro, hit_ratio, lanes, publish, io_threads, neighbour, open_loop or churn";
       return bad("--only wants " + parts + ", got '" + a.only + "'");
     }
     c.only = a.only;
   }
+  // 3 rates x carried on and off x 2 windows of 2 s per round: 3 rounds keep it near 80 s.
+  if (c.only == "churn" && a.rounds.empty() && !a.quick) c.rounds = 3;
   if (a.load || c.only == "open_loop") {
     if (!c.only.empty() && c.only != "open_loop") {
       return bad("--load runs the open-loop rows alone; drop --only " + c.only);
@@ -168,7 +171,7 @@ int run(const BenchArgs& a) {
   info.command = command_line(a);
   ServerTarget server;
   if (!c.only.empty() && c.only != "lanes" && c.only != "publish" && c.only != "io_threads" &&
-      c.only != "neighbour" && c.only != "open_loop") {
+      c.only != "neighbour" && c.only != "open_loop" && c.only != "churn") {
     info.server = "no server (--only " + c.only + ")";
   } else if (const int rc = open_server("bench", a.server, server, &a.tls); rc != 0) {
     return rc;
@@ -185,9 +188,10 @@ int run(const BenchArgs& a) {
     return 1;
   }
   std::vector<bench::Row> rows;
-  // Every part but open_loop, which runs only when asked (--load, --only open_loop).
+  // Every part but open_loop and churn, which run only when asked (--load, --only open_loop,
+  // --only churn): each takes a minute or more of its own.
   const auto part = [&c](const std::string& name) {
-    return c.only == name || (c.only.empty() && name != "open_loop");
+    return c.only == name || (c.only.empty() && name != "open_loop" && name != "churn");
   };
   const int open_loop_steps =
       bench::kOpenLoopStepsPerRate * static_cast<int>(c.load.size()) * c.rounds;
@@ -199,7 +203,8 @@ int run(const BenchArgs& a) {
                                (part("publish") ? bench::kPublishSteps * c.rounds : 0) +
                                (part("io_threads") ? bench::kIoThreadsSteps * c.rounds : 0) +
                                (part("neighbour") ? neighbour_steps : 0) +
-                               (part("open_loop") ? open_loop_steps : 0));
+                               (part("open_loop") ? open_loop_steps : 0) +
+                               (part("churn") ? bench::kChurnSteps * c.rounds : 0));
   const auto t0 = std::chrono::steady_clock::now();
   try {
     if (part("micro")) bench::run_micro(c, progress, rows);
@@ -211,6 +216,7 @@ int run(const BenchArgs& a) {
       bench::run_neighbour(c, target, server.own ? server.own->pid() : 0, progress, rows);
     }
     if (part("open_loop")) bench::run_open_loop(c, target, progress, rows);
+    if (part("churn")) bench::run_churn(c, target, progress, rows);
   } catch (const std::exception& e) {
     std::cerr << "echostore bench: " << e.what() << '\n';
     return 1;
@@ -264,8 +270,10 @@ void add_bench_command(CLI::App& app, int& exit_code) {
                     "policies on generated traces), lanes (the rows against a server), "
                     "publish (Engine::publish against hiredis sending the same wire), "
                     "io_threads (a 4-table flood on 2 io threads vs 1), neighbour (a spinner "
-                    "pinned to CPU 1: its loop gaps beside 2 engines on CPU 0 vs alone) or "
-                    "open_loop (as --load)");
+                    "pinned to CPU 1: its loop gaps beside 2 engines on CPU 0 vs alone), "
+                    "open_loop (as --load) or churn (a reader's reads/s while another node "
+                    "publishes at 1k, 10k, 50k/s vs quiet, carried values on and off, and a "
+                    "carried value's publish -> visible vs a bare PUBLISH; 3 rounds)");
   auto* load =
       bench
           ->add_option(

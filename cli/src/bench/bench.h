@@ -36,8 +36,9 @@ struct BenchConfig {
   int decode_streams = 200;             // 1024-frame streams per decoder per round
   int messages = 200;                   // lane messages (and journal pairs) per contender per round
   bool quick = false;
-  // "" (every part but open_loop), "micro", "hit_ratio", "lanes", "publish", "io_threads",
-  // "neighbour" or "open_loop" (the open-loop rows alone: what --load selects).
+  // "" (every part but open_loop and churn), "micro", "hit_ratio", "lanes", "publish",
+  // "io_threads", "neighbour", "open_loop" (the open-loop rows alone: what --load selects) or
+  // "churn".
   std::string only;
   // --load: the open-loop rates in messages/s (bare --load: 10000, 50000, 100000), each run for
   // 1 s (0.5 s with --quick) per contender per round; empty unless the open-loop part runs.
@@ -70,6 +71,10 @@ struct Row {
   // Every message's latency behind the rounds' medians (the lane rows; empty for the rows
   // measured in aggregate): the percentile curves of --html.
   std::vector<double> ours_samples, base_samples;
+  // Figures beside the row's own that are not in its unit (a churn row's p99.99 in us and its
+  // misses beside its reads/s), each named with its unit: the JSON's `beside`; the table
+  // carries them in `what`.
+  std::vector<std::pair<std::string, double>> beside;
   // Added to both medians before they are divided: a count that may be 0 in either contender
   // keeps a finite, defined ratio (0: the plain ours / baseline).
   double ratio_offset = 0;
@@ -154,6 +159,14 @@ void run_io_threads(const BenchConfig& config, const DrillTarget& target, Progre
 void run_neighbour(const BenchConfig& config, const DrillTarget& target, pid_t server_pid,
                    Progress& progress, std::vector<Row>& rows);
 
+// The churn rows (churn.cc): churn_reads_vs_quiet_{1k,10k,50k}[_off], node B's reader's reads/s
+// while node A publishes at each rate against the same reader with no publishes, carried values
+// on and off; and carried_visible_vs_floor, A's publish -> B's row holding the value against a
+// bare PUBLISH -> subscriber. Throws std::runtime_error when a node does not start, B does not
+// hear every message or keep its rows, or a visible-row message is not seen within 2 s.
+void run_churn(const BenchConfig& config, const DrillTarget& target, Progress& progress,
+               std::vector<Row>& rows);
+
 // A lane table of the bench's receiving node, carrying the user's ring capacity, max batch and
 // wait (job credits capped at the ring). bench_cmd validates it before anything runs.
 engine::TableSpec lane_spec(const std::string& name, engine::CoherenceMode mode,
@@ -166,6 +179,7 @@ inline constexpr int kPublishSteps = 2;  // broadcast lane, job lane
 inline constexpr int kIoThreadsSteps = 1;
 inline constexpr int kOpenLoopStepsPerRate = 1;
 inline constexpr int kNeighbourSteps = 3;  // idle, sparse, burst
+inline constexpr int kChurnSteps = 7;      // 3 rates x carried on and off, the visible row
 
 // The run's context, printed above the table and written into the JSON.
 struct RunInfo {

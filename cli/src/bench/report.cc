@@ -137,6 +137,11 @@ bool write_json(const std::string& path, const RunInfo& info, const BenchConfig&
                    {"placement", r.placement},
                    {"also", also}});
     if (r.ratio_offset != 0) out.back()["ratio_offset"] = r.ratio_offset;
+    if (!r.beside.empty()) {
+      json beside = json::object();
+      for (const auto& [name, figure] : r.beside) beside[name] = figure;
+      out.back()["beside"] = std::move(beside);
+    }
   }
   j["rows"] = std::move(out);
   std::ofstream f(path);
