@@ -71,11 +71,13 @@ using table::BrandedId;
 
 // What the lanes cost now, the same in every run (idle or under load, io_uring or epoll, one io
 // thread or two): the broadcast lane 34.12 per call (19 on the calling thread, 15.12 on the io
-// thread), the job lane 95.90 (45 on the calling thread, 28.6 on the io thread for the call
-// itself, 22.2 for this node's consumer taking, applying and completing the job). Under ASan the
-// L1 row arena takes each row from operator new (row_arena.cc), one more per call. The ceilings
-// sit half an allocation above, so one more allocation per call fails; a toolchain whose standard
-// library allocates differently moves the figures, and then the ceilings are measured again.
+// thread), the job lane 106.90 (it was 95.90: 45 on the calling thread, 28.6 on the io thread for
+// the call itself, 22.2 for this node's consumer taking, applying and completing the job; then the
+// row's write became put_l2, newer-only, whose scripted request costs 11 more than the SET's).
+// Under ASan the L1 row arena takes each row from operator new (row_arena.cc), one more per call.
+// The ceilings sit half an allocation above, so one more allocation per call fails; a toolchain
+// whose standard library allocates differently moves the figures, and then the ceilings are
+// measured again.
 #if defined(__SANITIZE_ADDRESS__)
 #define ECHO_TEST_ROW_ARENA_BYPASS 1
 #elif defined(__has_feature)
@@ -89,7 +91,7 @@ constexpr double kRowFromNew = 1.0;
 constexpr double kRowFromNew = 0.0;
 #endif
 constexpr double kBroadcastCeiling = 34.5 + kRowFromNew;
-constexpr double kJobCeiling = 96.5 + kRowFromNew;
+constexpr double kJobCeiling = 107.5 + kRowFromNew;
 constexpr double kGoal = 2.0;
 
 constexpr int kWarmup = 100, kCalls = 1000;

@@ -135,7 +135,7 @@ TEST(TableWriterStress, ReadersNeverSeeATornCarriedValue) {
   spec.ring_capacity = 64;
   spec.max_batch = 16;
   spec.max_size = 16;
-  spec.loader = [](const table::Key&) -> LoadResult { return Loaded{"", {}}; };
+  spec.loader = [](const Key&) -> LoadResult { return Loaded{"", {}}; };
   TableWriter w(spec, ports, 3);
   auto& ring = w.add_ring(ring::FullPolicy::kDrop, true);
   ring::ByteArena* arena = w.arena_of(ring);
