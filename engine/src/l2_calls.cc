@@ -157,6 +157,9 @@ Result<table::BrandedId> Engine::Impl::put_l1(Slot& slot, std::string_view name,
                                               std::string_view value,
                                               const table::BrandedId& version,
                                               std::uint64_t guard) {
+  // The writer idle: the row goes in here, under its token (no round trip to the writer: ~8 us
+  // of a publish's ~60, publish_vs_hiredis_eval).
+  if (slot.writer->put_here(name, value, version, guard)) return version;
   auto promise = std::make_shared<std::promise<void>>();
   auto future = promise->get_future();
   slot.writer->put(

@@ -185,6 +185,43 @@ void TableWriter::put(std::string_view name, std::string value, const table::Bra
                       std::function<void()> done, std::uint64_t guard) {
   post(PutCmd{std::string(name), std::move(value), version, std::move(done), guard});
 }
+bool TableWriter::put_here(std::string_view name, std::string_view value,
+                           const table::BrandedId& version, std::uint64_t guard) {
+  if (!direct_ || !token_.try_borrow()) return false;
+  // The writer waits with nothing to do: this thread is the map's one mutator until it gives the
+  // token back. What the writer's loop would do for a PutCmd, done here; a throw (no memory for
+  // the row) gives the token back and the caller posts the put instead.
+  try {
+    apply_put(name, value, version, guard);
+  } catch (...) {
+    map_->release_writer();
+    token_.give_back();
+    return false;
+  }
+  // As deliver()'s direct apply: the row this put replaced is freed by the writer, never here;
+  // and a row that expires before the writer planned to wake gets its pass (the readers' clock
+  // under L1Clock::kWriter, the sweep).
+  const bool wake = reclaim_wanted() | expiry_wanted();
+  map_->release_writer();
+  token_.give_back();
+  if (wake) bell_.notify();
+  return true;
+}
+
+void TableWriter::apply_put(std::string_view name, std::string_view value,
+                            const table::BrandedId& version, std::uint64_t guard) {
+  // Not caching (suspended), an invalidation after L2 was written (tracking: maybe of a later
+  // write), or L2 holds what the table's codec refuses: no row, and no older row survives either.
+  const bool forgotten = !suspended_ && guard != kNoGuard && guard != forget_token(name);
+  if (forgotten) base::solo_add(forgotten_puts_);
+  if (suspended_ || forgotten ||
+      map_->put(name, value, version) == table::InsertVerdict::kRefusedDecode) {
+    map_->erase(name);
+  }
+  base::solo_add(puts_);
+  if (!flights_.empty()) note_drop(name);  // a flight may have read the older value
+}
+
 void TableWriter::erase(std::string_view name, std::function<void()> done) {
   post(EraseCmd{std::string(name), std::move(done)});
 }
@@ -273,11 +310,15 @@ void TableWriter::run(const std::stop_token& stop) {
       borrowed_seen_ = borrowed;
     }
     const auto deadline = idle_deadline(now, next_sweep, reclaim_at, next_load, exact, next_held);
-    // Lent while it waits (deliver() may apply meanwhile); the predicate reads only the rings'
-    // and the inbox's atomics, never the state the token guards. A borrower only retires rows:
-    // this writer frees them, by reclaim_at, or once a borrower asks (reclaim_wanted()).
+    // Lent while it waits (deliver() and put_here() may apply meanwhile); the predicate reads
+    // only the rings' and the inbox's atomics, never the state the token guards. A borrower's
+    // retired rows are freed here, by reclaim_at or once a borrower asks (reclaim_wanted()); a
+    // row it adds that expires before this park planned for asks for a pass (expiry_wanted()).
     if (direct_) {
       reclaim_armed_ = reclaim_at >= 0;
+      // The deadline above planned for this expiry: a borrower that puts a row expiring earlier
+      // (put_here, a carried value) asks for a pass (expiry_wanted()).
+      parked_expiry_ = map_->size() != 0 ? map_->next_expiry() : kNoExpiry;
       map_->hold_reclaim(true);
       map_->release_writer();
       token_.lend();
@@ -339,7 +380,7 @@ bool TableWriter::try_direct(CoherenceRing& ring, const CoherenceItem& item) noe
     // The writer parks: the ring's adaptive handshake must hear it, or a ring that went light
     // in a burst would stay light (its items bypass it) and every park would pay a barrier.
     ring.note_consumer_waiting();
-    const bool wake = reclaim_wanted();
+    const bool wake = reclaim_wanted() | expiry_wanted();
     map_->release_writer();
     token_.give_back();
     // Rows this apply retired are freed by the writer, never here (reclamation scans reader
@@ -388,6 +429,15 @@ std::chrono::steady_clock::time_point TableWriter::idle_deadline(
     deadline = std::min(deadline, Clock::time_point(std::chrono::nanoseconds(next_held)));
   }
   return deadline;
+}
+
+bool TableWriter::expiry_wanted() noexcept {
+  const std::int64_t expiry = map_->size() != 0 ? map_->next_expiry() : kNoExpiry;
+  if (expiry >= parked_expiry_) return false;
+  parked_expiry_ = expiry;  // one wake per earlier expiry
+  // relaxed: as reclaim_wanted's, the notify() that follows orders it.
+  reclaim_asked_.store(true, std::memory_order_relaxed);
+  return true;
 }
 
 bool TableWriter::reclaim_wanted() noexcept {
@@ -727,18 +777,7 @@ void TableWriter::handle(Command& cmd) {
         } else if constexpr (std::is_same_v<T, LoadedCmd>) {
           on_loaded(c);
         } else if constexpr (std::is_same_v<T, PutCmd>) {
-          // Not caching (suspended), an invalidation after L2 was written (tracking: maybe of a
-          // later write), or L2 holds what the table's codec refuses: no row, and no older row
-          // survives either.
-          const bool forgotten =
-              !suspended_ && c.guard != kNoGuard && c.guard != forget_token(c.name);
-          if (forgotten) base::solo_add(forgotten_puts_);
-          if (suspended_ || forgotten ||
-              map_->put(c.name, c.value, c.version) == table::InsertVerdict::kRefusedDecode) {
-            map_->erase(c.name);
-          }
-          base::solo_add(puts_);
-          if (!flights_.empty()) note_drop(c.name);  // a flight may have read the older value
+          apply_put(c.name, c.value, c.version, c.guard);
           c.done();
         } else if constexpr (std::is_same_v<T, EraseCmd>) {
           if (map_->erase(c.name)) tell(c.name, {}, RemovalCause::kInvalidate);

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <span>
@@ -228,6 +229,12 @@ class TableWriter {
            std::function<void()> done) {
     put(name.view(), std::move(value), version, std::move(done));
   }
+  // put() without the hop: when the writer waits with nothing to do and the table allows direct
+  // applies (TableSpec::direct_apply, no listener), the put is applied on the calling thread under
+  // the writer's token, exactly as the writer would, and this answers true (the row is in place);
+  // else false, nothing done, and the caller posts put(). Any thread; never waits.
+  bool put_here(std::string_view name, std::string_view value, const table::BrandedId& version,
+                std::uint64_t guard = kNoGuard);
   // Admin invalidate: delete the row unconditionally, then done().
   void erase(std::string_view name, std::function<void()> done);
   void erase(const table::BrandedId& name, std::function<void()> done) {
@@ -396,6 +403,11 @@ class TableWriter {
   // the rows it retired (some wait and the writer parked with no reclaim deadline); then the
   // writer's predicate sees reclaim_asked_. Token holder.
   bool reclaim_wanted() noexcept;
+  // The borrower, after an apply that may have added a row (put_here, a carried value): true when
+  // a row now expires before the writer's park planned for (parked_expiry_), so the writer must
+  // wake for a pass (its idle deadline is planned again there); then the predicate sees
+  // reclaim_asked_ (a pass asked for, whatever for). Token holder.
+  bool expiry_wanted() noexcept;
   // The drain's apply of a batch of plain branded items (no text, no forget, no ticket with a
   // memory) while no flight is open and nobody listens: the map's prefetching apply_batch.
   // Fills verdicts_ for items.size() items; returns how many applied.
@@ -403,6 +415,9 @@ class TableWriter {
   // The lag histogram's bucket for one item, `lag` ns from decode to apply.
   void count_lag(std::int64_t lag) noexcept;
   void handle(Command& cmd);
+  // A put L2 already holds, into the map (the PutCmd's work): token holder.
+  void apply_put(std::string_view name, std::string_view value, const table::BrandedId& version,
+                 std::uint64_t guard);
   void on_miss(MissCmd& cmd);
   void on_fetched(FetchedCmd& cmd);
   void on_loaded(LoadedCmd& cmd);
@@ -479,6 +494,9 @@ class TableWriter {
   bool reclaim_armed_ = false;
   std::uint64_t borrowed_seen_ = 0;  // direct_applies_ at the last park (writer only)
   std::atomic<bool> reclaim_asked_{false};
+  // Token holder: the map's earliest expiry when the writer parked (kNoExpiry: empty).
+  static constexpr std::int64_t kNoExpiry = std::numeric_limits<std::int64_t>::max();
+  std::int64_t parked_expiry_ = kNoExpiry;
   // Set by stop() once its thread has ended: a command posted later is answered by its poster
   // (the loop that would have answered it is gone). Cleared by start().
   std::atomic<bool> closed_{false};
