@@ -74,10 +74,13 @@ using table::BrandedId;
 // thread), the job lane 106.90 (it was 95.90: 45 on the calling thread, 28.6 on the io thread for
 // the call itself, 22.2 for this node's consumer taking, applying and completing the job; then the
 // row's write became put_l2, newer-only, whose scripted request costs 11 more than the SET's).
-// Under ASan the L1 row arena takes each row from operator new (row_arena.cc), one more per call.
-// The ceilings sit half an allocation above, so one more allocation per call fails; a toolchain
-// whose standard library allocates differently moves the figures, and then the ceilings are
-// measured again.
+// Since a publish puts its L1 row on the calling thread while the writer waits (put_here), a call
+// costs 5 fewer when the writer is idle (the broadcast lane here: 29.14); the ceilings stay at the
+// posted put's cost, which a call pays when the writer is busy (the job lane's often is: it is
+// applying this node's own job). Under ASan the L1 row arena takes each row from operator new
+// (row_arena.cc), one more per call. The ceilings sit half an allocation above, so one more
+// allocation per call fails; a toolchain whose standard library allocates differently moves the
+// figures, and then the ceilings are measured again.
 #if defined(__SANITIZE_ADDRESS__)
 #define ECHO_TEST_ROW_ARENA_BYPASS 1
 #elif defined(__has_feature)
