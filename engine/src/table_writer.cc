@@ -201,7 +201,8 @@ bool TableWriter::put_here(std::string_view name, std::string_view value,
   // As deliver()'s direct apply: the row this put replaced is freed by the writer, never here;
   // and a row that expires before the writer planned to wake gets its pass (the readers' clock
   // under L1Clock::kWriter, the sweep).
-  const bool wake = reclaim_wanted() | expiry_wanted();
+  const bool reclaim = reclaim_wanted();  // both asked: each arms its own reason
+  const bool wake = expiry_wanted() || reclaim;
   map_->release_writer();
   token_.give_back();
   if (wake) bell_.notify();
@@ -380,7 +381,8 @@ bool TableWriter::try_direct(CoherenceRing& ring, const CoherenceItem& item) noe
     // The writer parks: the ring's adaptive handshake must hear it, or a ring that went light
     // in a burst would stay light (its items bypass it) and every park would pay a barrier.
     ring.note_consumer_waiting();
-    const bool wake = reclaim_wanted() | expiry_wanted();
+    const bool reclaim = reclaim_wanted();  // both asked: each arms its own reason
+    const bool wake = expiry_wanted() || reclaim;
     map_->release_writer();
     token_.give_back();
     // Rows this apply retired are freed by the writer, never here (reclamation scans reader
