@@ -198,15 +198,20 @@ bool TableWriter::put_here(std::string_view name, std::string_view value,
     token_.give_back();
     return false;
   }
-  // As deliver()'s direct apply: the row this put replaced is freed by the writer, never here;
-  // and a row that expires before the writer planned to wake gets its pass (the readers' clock
-  // under L1Clock::kWriter, the sweep).
+  give_back_applied();
+  return true;
+}
+
+void TableWriter::give_back_applied() noexcept {
+  // Rows the apply retired are freed by the writer, never here (reclamation scans reader slots
+  // with a membarrier and runs the values' destructors): wake it once, if its park has no reclaim
+  // deadline yet; and a row that expires before the writer planned to wake gets its pass (the
+  // readers' clock under L1Clock::kWriter, the sweep).
   const bool reclaim = reclaim_wanted();  // both asked: each arms its own reason
   const bool wake = expiry_wanted() || reclaim;
   map_->release_writer();
   token_.give_back();
   if (wake) bell_.notify();
-  return true;
 }
 
 void TableWriter::apply_put(std::string_view name, std::string_view value,
@@ -381,14 +386,7 @@ bool TableWriter::try_direct(CoherenceRing& ring, const CoherenceItem& item) noe
     // The writer parks: the ring's adaptive handshake must hear it, or a ring that went light
     // in a burst would stay light (its items bypass it) and every park would pay a barrier.
     ring.note_consumer_waiting();
-    const bool reclaim = reclaim_wanted();  // both asked: each arms its own reason
-    const bool wake = expiry_wanted() || reclaim;
-    map_->release_writer();
-    token_.give_back();
-    // Rows this apply retired are freed by the writer, never here (reclamation scans reader
-    // slots with a membarrier and runs the values' destructors): wake it once, if its park has
-    // no reclaim deadline yet.
-    if (wake) bell_.notify();
+    give_back_applied();
     return true;
   }
   map_->release_writer();  // nothing was called: harmless, and keeps the pair obvious

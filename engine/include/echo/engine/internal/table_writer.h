@@ -408,6 +408,9 @@ class TableWriter {
   // wake for a pass (its idle deadline is planned again there); then the predicate sees
   // reclaim_asked_ (a pass asked for, whatever for). Token holder.
   bool expiry_wanted() noexcept;
+  // A borrower's end after its apply: the writer's wake asked for when reclaim_wanted() or
+  // expiry_wanted() says so, then the token given back.
+  void give_back_applied() noexcept;
   // The drain's apply of a batch of plain branded items (no text, no forget, no ticket with a
   // memory) while no flight is open and nobody listens: the map's prefetching apply_batch.
   // Fills verdicts_ for items.size() items; returns how many applied.
