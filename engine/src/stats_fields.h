@@ -109,6 +109,9 @@ constexpr Field<WriterStats> kWriterFields[] = {
      "rows a carried value inserted (carry upsert)"},
     {"carried_drops", &WriterStats::carried_drops, Kind::kCounter,
      "rows dropped because L1 could not hold a carried value"},
+    {"schema_mismatches", &WriterStats::schema_mismatches, Kind::kCounter,
+     "values of another schema (another release's type): fills sent to the loader, carried "
+     "values applied as drops"},
     {"parks", &WriterStats::parks, Kind::kCounter, "times the writer slept on its doorbell"},
     {"signals", &WriterStats::signals, Kind::kCounter, "futex wakes other threads sent the writer"},
     {"membarriers", &WriterStats::membarriers, Kind::kCounter,

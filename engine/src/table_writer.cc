@@ -664,6 +664,12 @@ Applied TableWriter::apply_with_memory(std::string_view name, const CoherenceIte
 table::Verdict TableWriter::apply_carried(std::string_view name,
                                           const CoherenceItem& item) noexcept {
   const table::BrandedId& version = item.message.version;
+  if (!spec_.value.schema.empty() && !item.value().starts_with(spec_.value.schema)) {
+    // Another schema's value (a node of another release published it): applied as the drop it
+    // also is, so this node's readers refill through their own loader.
+    base::solo_add(schema_mismatches_);
+    return apply_message(name, version);
+  }
   // As apply_message: a flight that read L2 before this version was written holds an older value.
   // The guard refuses to cache it, but a reader that joins the flight after this message must not
   // be answered with it: the flight reads again. Whatever the verdict (a row this node does not
@@ -849,6 +855,7 @@ void TableWriter::on_miss(MissCmd& cmd) {
 void TableWriter::start_fetch(std::string_view name, Flight& flight) {
   // A read sent from here on follows every drop and invalidation applied so far.
   flight.overtaken = false;
+  flight.foreign = false;
   flight.forgotten_at = Flight::kNotForgotten;
   ports_.fetch(name, [this, key = std::string(name), id = flight.id](L2Fetch fetch) {
     post(FetchedCmd{key, id, std::move(fetch)});
@@ -911,26 +918,7 @@ void TableWriter::on_fetched(FetchedCmd& cmd) {
     finish(cmd.name, GetOutcome{cmd.fetch.ec});
     return;
   }
-  if (!cmd.fetch.stored) {
-    // L2 nil: the loader runs once for the whole flight, within the table's loader_timeout.
-    if (!flight->minted) flight->minted = mint_version(cmd.name);
-    if (!flight->minted) {
-      finish(cmd.name, GetOutcome{make_error_code(Errc::kNoNodeLease)});
-      return;
-    }
-    std::shared_ptr<LoadClaim> claim;
-    if (spec_.loader_timeout.count() > 0) {
-      claim = std::make_shared<LoadClaim>();
-      flight->load = claim;
-      load_timers_.push_back(LoadTimer{table::steady_clock_ms() + spec_.loader_timeout.count(),
-                                       cmd.name, cmd.flight, claim});
-    }
-    ports_.load(cmd.name, *flight->minted, std::move(claim),
-                [this, name = cmd.name, id = cmd.flight](LoadOutcome load) {
-                  post(LoadedCmd{name, id, std::move(load)});
-                });
-    return;
-  }
+  if (!cmd.fetch.stored) return load(cmd.name, *flight, cmd.flight);
   GetOutcome out;
   out.source = Source::kL2;
   if (spec_.l2_format == L2Format::kRaw) {
@@ -949,8 +937,36 @@ void TableWriter::on_fetched(FetchedCmd& cmd) {
     out.value = std::string(row->value);
     out.version = row->version;
   }
+  if (!spec_.value.schema.empty() && !out.value.starts_with(spec_.value.schema)) {
+    // Another schema's row (a node of an older or newer release wrote it): this node's loader
+    // answers instead, and the row stays in L2 for the nodes that read it.
+    base::solo_add(schema_mismatches_);
+    flight->foreign = true;
+    return load(cmd.name, *flight, cmd.flight);
+  }
   base::solo_add(l2_hits_);
   finish(cmd.name, std::move(out));
+}
+
+void TableWriter::load(const std::string& name, Flight& flight, std::uint64_t id) {
+  // L2 nil (or another schema's row): the loader runs once for the whole flight, within the
+  // table's loader_timeout.
+  if (!flight.minted) flight.minted = mint_version(name);
+  if (!flight.minted) {
+    finish(name, GetOutcome{make_error_code(Errc::kNoNodeLease)});
+    return;
+  }
+  std::shared_ptr<LoadClaim> claim;
+  if (spec_.loader_timeout.count() > 0) {
+    claim = std::make_shared<LoadClaim>();
+    flight.load = claim;
+    load_timers_.push_back(
+        LoadTimer{table::steady_clock_ms() + spec_.loader_timeout.count(), name, id, claim});
+  }
+  ports_.load(name, *flight.minted, !flight.foreign, std::move(claim),
+              [this, name, id](LoadOutcome load) {
+                post(LoadedCmd{name, id, std::move(load)});
+              });
 }
 
 std::int64_t TableWriter::release_held(std::int64_t now_ns) {
@@ -1090,6 +1106,7 @@ WriterStats TableWriter::stats() const {
   s.carried_updates = ld(carried_updates_);
   s.carried_inserts = ld(carried_inserts_);
   s.carried_drops = ld(carried_drops_);
+  s.schema_mismatches = ld(schema_mismatches_);
   s.parks = bell_.parks_count();
   s.signals = bell_.signals_count();
   // Every scan of the map's reclamation runs on this writer (never on a borrower: hold_reclaim).

@@ -144,6 +144,9 @@ using MessageProbe = std::function<void(const Heard& heard)>;
 struct ValueType {
   const std::type_info* type = nullptr;
   table::ValueLayout layout{};  // how L1 rows hold it (bytes for std::string)
+  // The schema header every value of the type starts with in L2 (schema.h; empty for bytes): a
+  // row without it is another schema's, taken as a miss for the loader.
+  std::string schema;
 };
 
 // A name as a loader sees it: a branded id (keys = branded), or a text key.
