@@ -94,6 +94,9 @@ void Engine::Impl::load_into_l2(Slot& slot, const std::string& name, const table
                                                            ? "loader failed"
                                                            : "loader failed: " + failed->reason}});
   }
+  if (std::holds_alternative<Absent>(result)) {
+    return done(LoadOutcome{make_error_code(Errc::kAbsent)});  // nothing for L2
+  }
   auto loaded = std::get<Loaded>(std::move(result));
   LoadOutcome out;
   out.version = loaded.version.value_or(minted);

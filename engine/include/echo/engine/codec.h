@@ -170,14 +170,19 @@ std::string encode(const T& value) {
   return out;
 }
 
-// A loader of T values: fn(const Key&) answers a T, or a LoadError (its reason reaches the
-// caller); the engine encodes the T for L2. Runs where every loader runs (table_spec.h).
+// A loader of T values: fn(const Key&) answers a T, a std::variant<T, LoadError>, a
+// std::optional<T> (nullopt: Absent, the key has no value), a LoadError (its reason reaches the
+// caller) or Absent; the engine encodes the T for L2. Runs where every loader runs (table_spec.h).
 template <class T, class Fn>
 Loader loader_of(Fn fn) {
   return [fn = std::move(fn)](const Key& key) -> LoadResult {
     auto answer = fn(key);
-    if constexpr (std::is_same_v<decltype(answer), LoadError>) {
+    if constexpr (std::is_same_v<decltype(answer), LoadError> ||
+                  std::is_same_v<decltype(answer), Absent>) {
       return answer;
+    } else if constexpr (std::is_same_v<decltype(answer), std::optional<T>>) {
+      if (!answer) return Absent{};
+      return Loaded{encode(*answer), std::nullopt};
     } else if constexpr (std::is_same_v<decltype(answer), std::variant<T, LoadError>>) {
       if (auto* error = std::get_if<LoadError>(&answer)) return *error;
       return Loaded{encode(std::get<T>(answer)), std::nullopt};
@@ -185,6 +190,25 @@ Loader loader_of(Fn fn) {
       return Loaded{encode(static_cast<const T&>(answer)), std::nullopt};
     }
   };
+}
+
+// The value of a row of T as a reader sees it, from the row's value bytes (the object's, for a
+// typed table).
+template <class T>
+ValueView<T> view_of(std::string_view value) noexcept {
+  if constexpr (std::is_same_v<T, std::string>) {
+    return value;
+  } else {
+    return *std::launder(reinterpret_cast<const T*>(value.data()));
+  }
+}
+
+// An on_change listener of T values (TableSpec::on_change): fn(key, version, ValueView<T>) on the
+// table's writer thread; it must not block (ChangeListener).
+template <class T, class Fn>
+ChangeListener on_change_of(Fn fn) {
+  return [fn = std::move(fn)](std::string_view key, std::string_view version,
+                              std::string_view value) { fn(key, version, view_of<T>(value)); };
 }
 
 // Declares `spec` as a table of T values: set before the Engine is built, then resolved with

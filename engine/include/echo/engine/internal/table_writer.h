@@ -427,6 +427,14 @@ class TableWriter {
   void on_fetched(FetchedCmd& cmd);
   void on_loaded(LoadedCmd& cmd);
   void load(const std::string& name, Flight& flight, std::uint64_t id);
+  // Tells on_change of the row `name` now holds (a value just stored). Writer thread.
+  void changed(std::string_view name) noexcept;
+  // Negative caching (absent_): a live remembered absence (an expired one is forgotten here);
+  // remember one; forget one for a write of the name (version: a message's, newer wins; null:
+  // a put, unconditional).
+  bool remembered_absent(std::string_view name);
+  void remember_absent(std::string_view name, const table::BrandedId& version);
+  void forget_absent(std::string_view name, const table::BrandedId* version) noexcept;
   // Times out the loader calls whose deadline passed (claim_timeout won); returns the next
   // deadline still pending, or -1. `now` on table::steady_clock_ms.
   std::int64_t expire_loads(std::int64_t now);
@@ -521,6 +529,20 @@ class TableWriter {
   std::vector<JobAck> acks_;
   std::vector<table::Verdict> verdicts_;  // apply_plain's, reserved to max_batch
   std::unordered_map<std::string, Flight> flights_;
+  // Negative caching (TableSpec::absent_ttl_ms): the names whose loader answered Absent, each
+  // with the flight's version (a newer message forgets it) and its hash (a hashed message's).
+  struct AbsentKey {
+    table::IdBytes version;
+    std::uint64_t hash;
+    std::int64_t expires_ms;  // table::steady_clock_ms
+  };
+  struct NameHash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const noexcept {
+      return std::hash<std::string_view>{}(s);
+    }
+  };
+  std::unordered_map<std::string, AbsentKey, NameHash, std::equal_to<>> absent_;
   std::uint64_t next_flight_ = 1;
   bool suspended_ = true;  // a broadcast or job table caches once its lane confirms delivery
   std::int64_t stale_deadline_ = -1;   // serve_stale: when to suspend if still not resubscribed
@@ -539,7 +561,8 @@ class TableWriter {
       disconnect_flushes_{0}, suspended_fills_{0}, puts_{0}, erases_{0}, commands_{0}, passes_{0},
       remembered_stale_{0}, pin_failures_{0}, listener_throws_{0}, loader_timeouts_{0},
       loader_late_{0}, forgotten_fills_{0}, forgotten_puts_{0}, held_fills_{0}, direct_applies_{0},
-      carried_updates_{0}, carried_inserts_{0}, carried_drops_{0}, schema_mismatches_{0};
+      carried_updates_{0}, carried_inserts_{0}, carried_drops_{0}, schema_mismatches_{0},
+      absent_loads_{0}, absent_hits_{0};
   std::atomic<bool> suspended_flag_{false};
   std::array<std::atomic<std::uint64_t>, kLagBuckets> lag_{};
   std::atomic<std::uint64_t> lag_sum_ns_{0};  // count_lag's sum: beside the bucket it bumps
