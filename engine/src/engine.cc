@@ -4,6 +4,7 @@
 // live in their own files (engine_impl.h lists them).
 #include "engine_impl.h"
 
+#include <condition_variable>
 #include <future>
 #include <typeinfo>
 #include <utility>
@@ -185,6 +186,57 @@ Result<Got> Engine::get(TableRef& ref, std::string_view key) {
     return table::Unexpected{make_error_code(Errc::kTimeout)};
   }
   return future.get();
+}
+
+std::vector<Result<Got>> Engine::get_many(std::string_view table,
+                                          std::span<const std::string_view> ids) {
+  auto& d = *impl_;
+  Impl::Slot* slot = d.find(table);
+  if (slot == nullptr) {
+    return std::vector<Result<Got>>(ids.size(),
+                                    table::Unexpected{make_error_code(Errc::kNoSuchCache)});
+  }
+  return get_many(*slot, ids);
+}
+
+std::vector<Result<Got>> Engine::get_many(TableRef& ref, std::span<const std::string_view> keys) {
+  // The answers as they come (the caller's thread for hits and refusals, the writer's for the
+  // misses), counted down to zero.
+  struct Batch {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::size_t left;
+    std::vector<std::optional<Result<Got>>> out;
+  };
+  auto batch = std::make_shared<Batch>();
+  batch->left = keys.size();
+  batch->out.resize(keys.size());
+  const auto settle = [](Batch& b, std::size_t i, Result<Got> r) {
+    std::lock_guard lock(b.mu);
+    b.out[i] = std::move(r);
+    if (--b.left == 0) b.cv.notify_all();
+  };
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    auto local = impl_->read_here(ref, keys[i]);
+    if (local.answer) {
+      settle(*batch, i, std::move(*local.answer));
+    } else if (ref.spec.on_miss == OnMiss::kRefill) {
+      refill(ref, local.name);
+      settle(*batch, i, table::Unexpected{make_error_code(Errc::kMiss)});
+    } else {
+      impl_->send_miss(*local.slot, local.name,
+                       [batch, i, settle](Result<Got> r) { settle(*batch, i, std::move(r)); });
+    }
+  }
+  std::vector<Result<Got>> out;
+  out.reserve(keys.size());
+  std::unique_lock lock(batch->mu);
+  batch->cv.wait_for(lock, impl_->options.get_timeout, [&] { return batch->left == 0; });
+  for (auto& r : batch->out) {
+    out.push_back(r ? std::move(*r) : table::Unexpected{make_error_code(Errc::kTimeout)});
+    r.reset();  // an answer after the timeout lands in an empty slot
+  }
+  return out;
 }
 
 bool Engine::try_refills(const TableRef& ref) noexcept { return ref.spec.try_refill; }

@@ -161,11 +161,13 @@ void PushRouter::on_invalidate(const io::Resp3Value& keys) {
 
 std::vector<std::string> PushRouter::channels_of(int io_thread) const {
   std::vector<std::string> out;
-  for (const auto& [channel, target] : by_channel_) {
-    if (target.io_thread == io_thread) out.push_back(channel);
-  }
+  // The markers first: one connection's SUBSCRIBEs run in order, so a channel's confirmation
+  // (what starts caching, and start()'s count of the carried readers) follows its marker's.
   for (const auto& [marker, target] : by_marker_) {
     if (target.io_thread == io_thread) out.push_back(marker);
+  }
+  for (const auto& [channel, target] : by_channel_) {
+    if (target.io_thread == io_thread) out.push_back(channel);
   }
   if (io_thread == 0) {
     for (const auto& [channel, target] : by_lead_) out.push_back(channel);

@@ -4,7 +4,8 @@
 // writer thread; for_each over the rows a node holds, beside a writer applying publishes; remove,
 // a newer-wins tombstone every node hears (and an older one that leaves a newer L2 row alone);
 // negative caching, a loader's Absent remembered, answered without L2 or the loader, and
-// forgotten by a write of the key or its TTL.
+// forgotten by a write of the key or its TTL; publish_async on the broadcast and job lanes, its
+// done once the row is in; get_many, the misses read together.
 #include <gtest/gtest.h>
 #include <hiredis/hiredis.h>
 
@@ -90,8 +91,10 @@ TEST_F(TableVerbsTest, OnChangeHearsEveryValueThatEntersL1OnTheWriterThread) {
         std::lock_guard lock(mu);
         heard.push_back({std::string(key), q.bid, version.size(), std::this_thread::get_id()});
       });
-  auto n1 = node(1, {quotes(loads1)});
-  auto n2 = node(2, {spec});
+  // The listening node is node 1: a publish of node 2 minted in the same millisecond as node 1's
+  // fill is newer (versions of one millisecond order by node), so its carried value applies.
+  auto n2 = node(1, {spec});
+  auto n1 = node(2, {quotes(loads1)});
   ASSERT_TRUE(n1 && n2);
   auto t1 = n1->table<Quote>("quotes");
   auto t2 = n2->table<Quote>("quotes");
@@ -246,6 +249,105 @@ TEST_F(TableVerbsTest, ALoadersAbsentIsRememberedUntilAWriteOrItsTtl) {
   ASSERT_FALSE(t3.get("NONE3"));
   ASSERT_FALSE(t3.get("NONE3"));
   EXPECT_EQ(loads2->load(), before + 2);
+}
+
+engine::TableSpec job_quotes(std::shared_ptr<std::atomic<int>> loads) {
+  engine::TableSpec s = quotes(std::move(loads));
+  s.name = "jquotes";
+  s.coherence = engine::CoherenceMode::kJob;
+  return s;
+}
+
+TEST_F(TableVerbsTest, PublishAsyncAnswersTheVersionAtOnceAndDoneOnceTheRowIsIn) {
+  auto n1 = node(1, {quotes(loads1), job_quotes(loads1)});
+  auto n2 = node(2, {quotes(loads2), job_quotes(loads2)});
+  ASSERT_TRUE(n1 && n2);
+  for (const char* name : {"quotes", "jquotes"}) {
+    SCOPED_TRACE(name);
+    auto t1 = n1->table<Quote>(name);
+    auto t2 = n2->table<Quote>(name);
+    constexpr int kCalls = 200;
+    std::atomic<int> done{0}, failed{0};
+    std::atomic<bool> row_in{true};
+    std::vector<table::BrandedId> versions;
+    for (int i = 0; i < kCalls; ++i) {
+      // One publish per key: a later publish of the same key announced before this one's row
+      // lands would rightly keep it out (its tombstone is newer).
+      const std::string key = "A" + std::to_string(i);
+      auto v = t1.publish_async(key, Quote{1.0 * i, 0},
+                                [&, key](const engine::Result<table::BrandedId>& r) {
+                                  if (!r) {
+                                    ++failed;
+                                  } else if (!t1.l1().visit(key, [](auto, auto) {})) {
+                                    row_in = false;  // read-your-writes once done runs
+                                  }
+                                  ++done;
+                                });
+      ASSERT_TRUE(v) << v.error().message();
+      versions.push_back(*v);
+    }
+    EXPECT_TRUE(poll_until([&] { return done.load() == kCalls; }, 20s, 2ms)) << done.load();
+    EXPECT_EQ(failed.load(), 0);
+    EXPECT_TRUE(row_in.load());
+    for (std::size_t i = 1; i < versions.size(); ++i) {
+      EXPECT_TRUE(table::newer(versions[i].view(), versions[i - 1].view()));
+    }
+    // The last value of each key reaches the other node.
+    EXPECT_TRUE(poll_until(
+        [&] {
+          auto r = t2.get("A" + std::to_string(kCalls - 1));
+          return r && r->bid == kCalls - 1;
+        },
+        10s, 5ms));
+  }
+  // A refusal is the call's: nothing sent, done never runs.
+  bool ran = false;
+  auto bad = n1->table<Quote>("quotes").publish_async("has space", Quote{},
+                                                      [&](const auto&) { ran = true; });
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error(), make_error_code(Errc::kBadKey));
+  n1->stop();
+  auto stopped =
+      n1->table<Quote>("quotes").publish_async("AAPL", Quote{}, [&](const auto&) { ran = true; });
+  ASSERT_FALSE(stopped);
+  EXPECT_EQ(stopped.error(), make_error_code(Errc::kStopped));
+  EXPECT_FALSE(ran);
+}
+
+TEST_F(TableVerbsTest, GetManyAnswersEachKeyInOrderHitsMissesAndAbsents) {
+  auto n1 = node(1, {quotes(loads1)});
+  ASSERT_TRUE(n1);
+  auto t = n1->table<Quote>("quotes");
+  ASSERT_TRUE(t.put("HIT", Quote{1, 2}));
+  ASSERT_TRUE(command_argv(client(), {"DEL", "ecc:{quotes}:L2ROW"}));
+  auto n2 = node(2, {quotes(loads2)});
+  ASSERT_TRUE(n2);
+  ASSERT_TRUE(n2->table<Quote>("quotes").put("L2ROW", Quote{3, 4}));
+  std::vector<std::string> names = {"HIT", "L2ROW", "LOADED", "NONEX", "bad key"};
+  for (int i = 0; i < 40; ++i) names.push_back("K" + std::to_string(i));
+  std::vector<std::string_view> keys(names.begin(), names.end());
+  const int loads_before = loads1->load();
+  auto got = t.get_many(keys);
+  ASSERT_EQ(got.size(), keys.size());
+  ASSERT_TRUE(got[0]);
+  EXPECT_EQ(got[0]->bid, 1);
+  ASSERT_TRUE(got[1]) << got[1].error().message();
+  EXPECT_EQ(got[1]->bid, 3) << "L2's row";
+  ASSERT_TRUE(got[2]);
+  EXPECT_EQ(got[2]->bid, 106) << "the loader's";
+  ASSERT_FALSE(got[3]);
+  EXPECT_EQ(got[3].error(), make_error_code(Errc::kAbsent));
+  ASSERT_FALSE(got[4]);
+  EXPECT_EQ(got[4].error(), make_error_code(Errc::kBadKey));
+  for (std::size_t i = 5; i < got.size(); ++i) {
+    ASSERT_TRUE(got[i]) << keys[i];
+    EXPECT_EQ(got[i]->bid, 100.0 + static_cast<double>(keys[i].size()));
+  }
+  EXPECT_EQ(loads1->load(), loads_before + 42) << "LOADED, NONEX and the 40 K keys";
+  // Now every key but the absent and the bad one hits.
+  const auto hits = t.l1().stats().hits;
+  got = t.get_many(keys);
+  EXPECT_EQ(t.l1().stats().hits, hits + 43);
 }
 
 }  // namespace

@@ -2,6 +2,9 @@
 // The L1 map's fill guard: no fill older than an applied drop is ever served, with or without a
 // row, and the tombstones that remember drops keep the newest version as they grow and collapse.
 
+#include <string>
+#include <unordered_set>
+
 #include "l1_map_counted_new.h"
 
 #include "l1_map_fixture.h"
@@ -63,6 +66,28 @@ TEST(L1Map, TombstonesKeepTheNewestVersionAndOutliveOneTtl) {
   EXPECT_EQ(view(*m.tombstone(n)), ver(5).view());
   set_now(999);
   EXPECT_EQ(m.insert_fill(n, "v4", ver(4)), InsertVerdict::kRefusedTombstone);
+}
+
+TEST(HashKey, ShortNamesOfDifferentLengthsNeverShareAHash) {
+  // Every name of 1..3 bytes over a key alphabet, and "A0".."A9999": no two share a hash (a
+  // length folded into the low byte once made "A9" and "A98" one hash, so a publish of one
+  // refused the other's put and a hashed message dropped both).
+  const std::string alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789:.-_";
+  std::unordered_set<std::uint64_t> seen;
+  std::size_t names = 0;
+  const auto add = [&](const std::string& name) {
+    ++names;
+    EXPECT_TRUE(seen.insert(hash_key(name)).second) << name;
+  };
+  for (const char a : alphabet) {
+    add(std::string{a});
+    for (const char b : alphabet) {
+      add(std::string{a, b});
+      for (const char c : alphabet) add(std::string{a, b, c});
+    }
+  }
+  for (int i = 0; i < 10000; ++i) add("A" + std::to_string(i));
+  EXPECT_EQ(seen.size(), names);
 }
 
 TEST(TombstoneTable, CollapseIntoFloorStillRefusesOlderVersions) {

@@ -228,11 +228,12 @@ TEST(PushRouter, ChannelsAreDealtToTheirIoThreadsAndLeadsToTheFirst) {
   router.add_broadcast("ecc:{b}:coh", b.target);
   router.add_lead("emq:{ecc.coh.j}:lead", j.target);
   router.add_tracking("ecc:{t}:", t.target);
-  // Each broadcast channel with its carried-values marker (same hash tag), on its io thread.
-  EXPECT_EQ(router.channels_of(1), (std::vector<std::string>{"ecc:{a}:coh", "ecc:{a}:carried"}));
+  // Each broadcast channel with its carried-values marker (same hash tag), on its io thread; the
+  // marker first, so the channel's confirmation follows it.
+  EXPECT_EQ(router.channels_of(1), (std::vector<std::string>{"ecc:{a}:carried", "ecc:{a}:coh"}));
   auto zero = router.channels_of(0);
   EXPECT_EQ(zero,
-            (std::vector<std::string>{"ecc:{b}:coh", "ecc:{b}:carried", "emq:{ecc.coh.j}:lead"}));
+            (std::vector<std::string>{"ecc:{b}:carried", "ecc:{b}:coh", "emq:{ecc.coh.j}:lead"}));
   EXPECT_EQ(router.tracking_command(),
             (std::vector<std::string>{"CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "ecc:{t}:"}));
   EXPECT_TRUE(PushRouter().tracking_command().empty());

@@ -26,6 +26,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -350,6 +351,11 @@ class Engine {
   // exception's what()>"), loader_timeout (TableSpec::loader_timeout), timeout, contended,
   // stopped, or a connection error.
   Result<Got> get(std::string_view table, std::string_view id);
+  // get for many keys of one table at once: every miss is sent before any is waited for, so
+  // their L2 reads leave together, pipelined on the command connection (one round trip for all
+  // the misses, plus the loader for the keys L2 lacks). One answer per key, in the keys' order;
+  // a key not answered within get_timeout answers timeout. Blocks; any application thread.
+  std::vector<Result<Got>> get_many(std::string_view table, std::span<const std::string_view> ids);
   // The same, without waiting. `done` runs exactly once: inline on the caller's thread for a hit
   // or a refusal; for a miss on the table's writer thread, or `stopped` on the thread that stops
   // the engine (or on this one, when the engine stopped first). It must not block and must not
@@ -406,6 +412,22 @@ class Engine {
   Result<table::BrandedId> publish(std::string_view table, const table::BrandedId& group,
                                    std::string_view id, std::string_view value,
                                    std::optional<table::BrandedId> version = std::nullopt);
+  // publish's answer, once the L1 row is in (read-your-writes from then on): the version, or the
+  // error (the call's, as publish's). Runs on the table's writer thread after a success, on io
+  // thread 0 after an error, on the job-send thread ("echo-jobsend") on the job lane; exactly
+  // once, `stopped` when the engine stops first. It must not block and must not call the engine's
+  // waiting verbs (get, put, publish, ...): it holds up that thread's table, connection or queue.
+  using PublishDone = std::function<void(const Result<table::BrandedId>& published)>;
+  // publish, without waiting: the same wire, byte for byte. This thread builds the call (the key
+  // gate, the version, the framed value: a few allocations) and hands it to io thread 0, which
+  // pipelines it with every other call on the command connection; `done` hears the outcome. The
+  // job lane's publish (two ordered round trips) runs whole on the job-send thread, in call
+  // order. Answers the version at once, or a refusal with nothing sent: no_such_cache, kind or
+  // bad_key, no_node_lease, stopped. Calls of one thread reach the server in call order (one
+  // connection, one io thread); their `done`s may run in another order. Any application thread.
+  Result<table::BrandedId> publish_async(std::string_view table, std::string_view id,
+                                         std::string value, PublishDone done,
+                                         std::optional<table::BrandedId> version = std::nullopt);
   // PUBLISH ecc:{t}:coh <29 bytes>: the number of subscribers that heard it (at-most-once).
   Result<std::int64_t> broadcast(std::string_view table, std::string_view id,
                                  const table::BrandedId& version);
@@ -517,11 +539,14 @@ class Engine {
   static void refill(TableRef& ref, std::string_view key) noexcept;
   static bool try_refills(const TableRef& ref) noexcept;
   Result<Got> get(TableRef& ref, std::string_view key);
+  std::vector<Result<Got>> get_many(TableRef& ref, std::span<const std::string_view> keys);
   Result<table::BrandedId> put(TableRef& ref, std::string_view key, std::string_view bytes,
                                std::optional<table::BrandedId> version);
   Result<bool> invalidate(TableRef& ref, std::string_view key);
   Result<table::BrandedId> remove(TableRef& ref, std::string_view key,
                                   std::optional<table::BrandedId> version);
+  Result<table::BrandedId> publish_async(TableRef& ref, std::string_view key, std::string bytes,
+                                         PublishDone done, std::optional<table::BrandedId> version);
   Result<table::BrandedId> publish(TableRef& ref, std::string_view key, std::string_view bytes,
                                    std::optional<table::BrandedId> version);
 

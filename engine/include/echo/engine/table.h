@@ -14,9 +14,11 @@
 #pragma once
 
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include <echo/base/clock.h>
 #include <echo/engine/codec.h>
@@ -45,6 +47,10 @@ class Table {
 
   // A copy of the value (a hit copies the row's object; a miss loads: L2, else the loader).
   Result<T> get(std::string_view key) const;
+  // get for many keys: the hits from L1 on this thread, then every miss at once (Engine::get_many:
+  // their L2 reads pipelined, one round trip). One answer per key, in order.
+  std::vector<Result<T>> get_many(std::span<const std::string_view> keys) const;
+
   // L1 only, never waits: on a hit runs fn as read() does and answers true; on a miss answers
   // false at once and, when the table's try_refill is set (the default), starts one asynchronous
   // refill of the key (one per key however many threads miss it) whose row a later read sees.
@@ -78,6 +84,15 @@ class Table {
   // lane's server announces the SET itself). Answers the version.
   Result<table::BrandedId> publish(std::string_view key, const T& value,
                                    std::optional<table::BrandedId> version = std::nullopt) const;
+
+  // publish without waiting (Engine::publish_async): answers the version at once (or a refusal,
+  // nothing sent); `done` hears the outcome once the L1 row is in, on the thread
+  // Engine::PublishDone names (it must not block).
+  Result<table::BrandedId> publish_async(std::string_view key, const T& value,
+                                         Engine::PublishDone done,
+                                         std::optional<table::BrandedId> version = {}) const {
+    return engine_->publish_async(*ref_, key, encode(value), std::move(done), version);
+  }
 
   // A delete every node hears (Engine::remove): a newer-wins tombstone through the table's lane.
   // Answers its version.
@@ -223,6 +238,45 @@ std::optional<T> Table<T>::try_get(std::string_view key) const
   std::optional<T> hit;
   try_read(key, [&hit](const auto& value) { hit.emplace(value); });
   return hit;
+}
+
+template <class T>
+std::vector<Result<T>> Table<T>::get_many(std::span<const std::string_view> keys) const {
+  std::vector<Result<T>> out;
+  out.reserve(keys.size());
+  std::vector<std::string_view> missed;
+  std::vector<std::size_t> at;
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    std::optional<T> hit;
+    if (l1_->visit(keys[i], [&hit](std::string_view value, std::string_view) {
+          hit.emplace(view_of<T>(value));
+        })) {
+      out.emplace_back(std::move(*hit));
+    } else {
+      out.emplace_back(table::Unexpected{make_error_code(Errc::kMiss)});
+      missed.push_back(keys[i]);
+      at.push_back(i);
+    }
+  }
+  if (missed.empty()) return out;
+  auto got = engine_->get_many(*ref_, missed);
+  for (std::size_t j = 0; j < got.size(); ++j) {
+    Result<T>& slot = out[at[j]];
+    if (!got[j]) {
+      slot = table::Unexpected{got[j].error()};
+    } else if constexpr (std::is_same_v<T, std::string>) {
+      slot = std::move(got[j]->value);
+    } else {
+      T value{};
+      std::string why;
+      if (detail::decode_into(got[j]->value, value, why)) {
+        slot = std::move(value);
+      } else {
+        slot = table::Unexpected{make_error_code(Errc::kBadValue)};
+      }
+    }
+  }
+  return out;
 }
 
 template <class T>

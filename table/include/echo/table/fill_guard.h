@@ -99,7 +99,10 @@ inline std::uint64_t hash_key(std::string_view name) noexcept {
     } else {
       a = b = 0;
     }
-    return mix64(a ^ n, b);
+    // The length in b's top byte, clear of every byte a and b hold for the shortest names (a
+    // length folded into a's low byte made "A9" and "A98" one hash: 'A' '9' '9' ^ 2 equals
+    // 'A' '9' '8' ^ 3, so their tombstones and hashed messages were shared).
+    return mix64(a, b ^ (std::uint64_t{n} << 56));
   }
   std::uint64_t h = n * 0xC2B2AE3D27D4EB4Full;
   std::size_t i = 0;
