@@ -51,6 +51,9 @@ enum class Errc : int {
   kMixedFrames,    // start(): a table that carries values (TableSpec::carry) has subscribers
                    // that read only the 29-byte message (the original's nodes, an older
                    // EchoStore): the detail names the table and how many
+  kJournalIo,      // the journal's SQLite file refused a read or a write (a full disk,
+                   // SQLITE_FULL; an I/O error, a lock, a read-only file): the detail names the
+                   // step and SQLite's words and code; a refused record wrote none of its rows
 };
 
 const std::error_category& engine_category() noexcept;
