@@ -210,8 +210,15 @@ void BM_Journal_RecordMarkPair(benchmark::State& state, bool full) {
   Journal j(journal_options(dir.path(), full));
   const BrandedId name = mint("AST");
   const auto t0 = Clock::now();
-  for (auto _ : state) j.mark_enqueued(j.record(name, mint("AST")));
-  j.flush();
+  for (auto _ : state) {
+    const auto job = j.record(name, mint("AST"));
+    if (!job) {
+      state.SkipWithError("the journal refused a record");
+      break;
+    }
+    j.mark_enqueued(*job);
+  }
+  if (!j.flush()) state.SkipWithError("the journal's flush failed");
   const double us =
       since_us(t0) / static_cast<double>(std::max<std::int64_t>(1, state.iterations()));
   const auto s = j.stats();
@@ -243,10 +250,17 @@ void BM_Journal_RecordMarkPairConcurrent(benchmark::State& state) {
     g_shared.t0 = Clock::now();
   }
   const BrandedId name = mint("AST");
-  for (auto _ : state) g_shared.journal->mark_enqueued(g_shared.journal->record(name, mint("AST")));
+  for (auto _ : state) {
+    const auto job = g_shared.journal->record(name, mint("AST"));
+    if (!job) {
+      state.SkipWithError("the journal refused a record");
+      break;
+    }
+    g_shared.journal->mark_enqueued(*job);
+  }
   // The loop's end is a barrier: every writer is done when thread 0 gets here.
   if (state.thread_index() == 0) {
-    g_shared.journal->flush();
+    if (!g_shared.journal->flush()) state.SkipWithError("the journal's flush failed");
     const double pairs = static_cast<double>(state.iterations()) * state.threads();
     const double us = since_us(g_shared.t0) / pairs;
     const auto s = g_shared.journal->stats();
@@ -293,7 +307,12 @@ void BM_Journal_RecordTail(benchmark::State& state, bool bursts) {
   }
   for (auto _ : state) {
     auto t0 = Clock::now();
-    j.mark_enqueued(j.record(name, mint("AST")));
+    const auto job = j.record(name, mint("AST"));
+    if (!job) {
+      state.SkipWithError("the journal refused a record");
+      break;
+    }
+    j.mark_enqueued(*job);
     rec.us.push_back(since_us(t0));
     t0 = Clock::now();
     if (!plain.commit(mint("AST").view())) {
@@ -446,7 +465,7 @@ void BM_JobLane_RememberedVsBare(benchmark::State& state, const Placement& p) {
     }
     state.SetIterationTime((bare_first ? b : a) / 1e6);
   }
-  j.flush();
+  if (!j.flush()) state.SkipWithError("the journal's flush failed");
   const auto last = j.last_applied(name);
   if (!last) state.SkipWithError("the applied memory holds nothing for the lane's name");
   for (Samples* x : {&lanes[0].samples, &lanes[1].samples, &lanes[0].applied, &lanes[1].applied,

@@ -54,7 +54,12 @@ int run(const JournalArgs& a) {
       return 0;
     }
     if (a.verb == "compact") {
-      std::cout << "retired " << journal.compact() << " covered intents\n";
+      const auto retired = journal.compact();
+      if (!retired) {
+        std::cerr << "echostore journal compact: " << retired.error().message() << "\n";
+        return 1;
+      }
+      std::cout << "retired " << *retired << " covered intents\n";
       return 0;
     }
     // replay
@@ -96,7 +101,7 @@ int run(const JournalArgs& a) {
       return 3;
     }
     return 0;
-  } catch (const std::exception& e) {
+  } catch (const std::exception& e) {  // opening the journal (or the engine): the verbs throw not
     std::cerr << "echostore journal: " << e.what() << "\n";
     return 1;
   }

@@ -9,8 +9,10 @@
 
 #include <sqlite3.h>
 
+#include <iterator>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include <echo/engine/table_spec.h>
 #include <echo/table/names.h>
@@ -22,6 +24,16 @@ namespace {
 
 using table::BrandedId;
 using namespace journal_detail;  // Stmt, fail, each_row, column_text, intent_name
+
+// SQLite's primary result codes by number (sqlite3.h), for the error's words: sqlite3_errmsg's
+// "database or disk is full" is for people; SQLITE_FULL is what a program or an alert matches.
+constexpr const char* kSqliteCodes[] = {
+    "SQLITE_OK",       "SQLITE_ERROR",   "SQLITE_INTERNAL", "SQLITE_PERM",     "SQLITE_ABORT",
+    "SQLITE_BUSY",     "SQLITE_LOCKED",  "SQLITE_NOMEM",    "SQLITE_READONLY", "SQLITE_INTERRUPT",
+    "SQLITE_IOERR",    "SQLITE_CORRUPT", "SQLITE_NOTFOUND", "SQLITE_FULL",     "SQLITE_CANTOPEN",
+    "SQLITE_PROTOCOL", "SQLITE_EMPTY",   "SQLITE_SCHEMA",   "SQLITE_TOOBIG",   "SQLITE_CONSTRAINT",
+    "SQLITE_MISMATCH", "SQLITE_MISUSE",  "SQLITE_NOLFS",    "SQLITE_AUTH",     "SQLITE_FORMAT",
+    "SQLITE_RANGE",    "SQLITE_NOTADB",  "SQLITE_NOTICE",   "SQLITE_WARNING"};
 
 void exec(sqlite3* db, const char* sql) {
   char* err = nullptr;
@@ -83,8 +95,27 @@ BrandedId checked_group(const JournalOptions& options) {
 
 }  // namespace
 
+Error journal_detail::sqlite_error(sqlite3* db, std::string_view what) {
+  std::string detail = "journal: ";
+  detail.append(what);
+  if (db == nullptr) return {Errc::kJournalIo, detail + ": out of memory (SQLITE_NOMEM)"};
+  const int extended = sqlite3_extended_errcode(db);
+  const int primary = extended & 0xff;
+  detail += ": ";
+  detail += sqlite3_errmsg(db);
+  detail += " (";
+  if (primary >= 0 && primary < static_cast<int>(std::size(kSqliteCodes))) {
+    detail += kSqliteCodes[primary];
+  } else {
+    detail += "SQLite code " + std::to_string(primary);
+  }
+  if (extended != primary) detail += ", extended code " + std::to_string(extended);
+  detail += ")";
+  return {Errc::kJournalIo, std::move(detail)};
+}
+
 void journal_detail::fail(sqlite3* db, const std::string& what) {
-  throw std::runtime_error("journal: " + what + ": " + (db ? sqlite3_errmsg(db) : "out of memory"));
+  throw std::runtime_error(sqlite_error(db, what).detail);
 }
 
 Journal::Journal(const JournalOptions& options) {
@@ -165,15 +196,17 @@ void Journal::Impl::prepare_statements() {
 // The applied memory's mirror: read once here, kept current by remember().
 void Journal::Impl::load_memory() {
   Stmt all = prepare(db.get(), "SELECT name_id, version FROM applied");
-  each_row(db.get(), all.get(), "load the applied memory from " + path.string(),
-           [this](sqlite3_stmt* row) {
-             // A branded id, or a text-key table's key (docs/wire.md, "Text keys").
-             const std::string_view name = column_text(row, 0);
-             auto version = BrandedId::parse(column_text(row, 1));
-             if (version && intent_name(name)) {
-               memory.insert_or_assign(std::string(name), *version);
-             }
-           });
+  const Error error = each_row(db.get(), all.get(), "load the applied memory from " + path.string(),
+                               [this](sqlite3_stmt* row) {
+                                 // A branded id, or a text-key table's key (docs/wire.md, "Text
+                                 // keys").
+                                 const std::string_view name = column_text(row, 0);
+                                 auto version = BrandedId::parse(column_text(row, 1));
+                                 if (version && intent_name(name)) {
+                                   memory.insert_or_assign(std::string(name), *version);
+                                 }
+                               });
+  if (error) throw std::runtime_error(error.detail);
 }
 
 // Checkpoints leave the committing thread: the hook (which replaces SQLite's autocheckpoint)

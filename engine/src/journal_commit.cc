@@ -27,7 +27,7 @@
 #include <algorithm>
 #include <chrono>
 #include <iterator>
-#include <stdexcept>
+#include <string>
 
 #include <echo/base/counter.h>
 #include <echo/ring/doorbell.h>
@@ -37,7 +37,7 @@ namespace echo::engine {
 namespace {
 
 using table::BrandedId;
-using namespace journal_detail;  // fail, intent_name
+using namespace journal_detail;  // sqlite_error, intent_name
 
 // SQLITE_STATIC (no copy): every bound buffer outlives the step, and run() clears the bindings.
 // Not named bind: a std::string argument would make ADL pick std::bind (an exact match) and bind
@@ -52,22 +52,25 @@ std::int64_t wall_ms() {
       .count();
 }
 
-void check_intent_name(std::string_view name) {
-  if (!intent_name(name)) {
-    throw std::invalid_argument("journal: intent name '" + std::string(name.substr(0, 64)) +
-                                "' is neither a branded id nor a text key (1..200 bytes, no "
-                                "braces, spaces or control bytes)");
-  }
+// A name that is neither a branded id nor a text key: Errc::kBadKey, the name (its first 64
+// bytes) in the detail.
+Error bad_name(std::string_view name) {
+  return {Errc::kBadKey, "journal: intent name '" + std::string(name.substr(0, 64)) +
+                             "' is neither a branded id nor a text key (1..200 bytes, no "
+                             "braces, spaces or control bytes); nothing recorded"};
 }
 
-// Steps a statement that returns no rows (or ignores them) and resets it.
-void run(sqlite3* db, sqlite3_stmt* s, const char* what) {
+// Steps a statement that returns no rows (or ignores them) and resets it; answers SQLite's error
+// (read before the reset, which would replace its message), else an empty one.
+Error run(sqlite3* db, sqlite3_stmt* s, const char* what) {
   int rc;
   while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
   }
+  Error error;
+  if (rc != SQLITE_DONE) error = sqlite_error(db, what);
   sqlite3_reset(s);
   sqlite3_clear_bindings(s);
-  if (rc != SQLITE_DONE) fail(db, what);
+  return error;
 }
 
 }  // namespace
@@ -102,13 +105,12 @@ void Journal::Impl::wait_turn(Sync& s) {
   thread_local Last last;
   if (s.rows != nullptr && last.journal == this) s.prev_batch = last.batch;
   std::unique_lock lock(mu);
-  wait_turn(lock, s);
-  if (s.error) std::rethrow_exception(s.error);
+  wait_turn(lock, s);  // a failed commit's error is left in `s` (a call's fn had it)
   if (s.rows != nullptr) last = Last{this, s.batch};
 }
 
 // The same with mu held (`lock`) on entry; on return `lock` may or may not hold mu (an answered
-// waiter does not take it again). The error is left in `s`.
+// waiter does not take it again). A failed commit's error is left in `s`.
 void Journal::Impl::wait_turn(std::unique_lock<std::mutex>& lock, Sync& s) {
   if (s.fn) s.want = submitted;
   waiting.push_back(&s);
@@ -174,12 +176,13 @@ void Journal::Impl::lead(std::unique_lock<std::mutex>& lock, Sync* mine, bool dr
     gather(lock, mine);
     const bool asyncs = take_batch(mine);
     lock.unlock();
-    const std::exception_ptr error = commit_batch();
+    const Error error = commit_batch();
     if (!error && asyncs) committed_through = batch_through;
     settle_calls(error);
     if (error) {
       // Nobody waits for marks and upserts, so nobody would see them lost: they go back to
-      // the front of the queue for the next transaction (a record's caller gets the error).
+      // the front of the queue for the next transaction (each record's caller got the error,
+      // none of its rows in the file, and may record again).
       ++failed;
       lock.lock();
       pending.insert(pending.begin(), std::make_move_iterator(batch_asyncs.begin()),
@@ -265,20 +268,26 @@ void Journal::Impl::lead(std::unique_lock<std::mutex>& lock, Sync* mine, bool dr
   return asyncs;
 }
 
-// After the commit, without mu: a failed commit's error to every request of the batch; else each
-// call's fn, or, for a call whose marks and upserts are not all in yet, a place in the next batch
-// (its entry here nulled).
-[[gnu::always_inline]] inline void Journal::Impl::settle_calls(const std::exception_ptr& error) {
+// After the commit, without mu: a failed commit's error to every record of the batch, and to each
+// call whose marks and upserts it failed to put in the file (its fn runs with it: replay, compact
+// and flush answer it, stats goes on; a call that needed nothing from it runs as after a commit);
+// else each call's fn, or, for a call whose marks and upserts are not all in yet, a place in the
+// next batch (its entry here nulled).
+[[gnu::always_inline]] inline void Journal::Impl::settle_calls(const Error& error) {
   for (Sync*& s : batch_syncs) {
     if (error) {
-      s->error = error;
+      if (s->fn) {
+        s->fn(s->want > committed_through ? error : Error{});  // after the rollback, in autocommit
+      } else {
+        s->error = error;
+      }
     } else if (s->fn) {
       if (s->want > committed_through) {  // more queued before it than this batch took
         deferred.push_back(s);
         s = nullptr;
         continue;
       }
-      s->fn();  // after the commit, in autocommit: a flush sees everything before it durable
+      s->fn(Error{});  // after the commit, in autocommit: a flush sees everything before it durable
     }
   }
 }
@@ -324,29 +333,19 @@ void Journal::Impl::lead(std::unique_lock<std::mutex>& lock, Sync* mine, bool dr
 // ---- the transaction ----
 
 // One BEGIN IMMEDIATE ... COMMIT over the batch: the marks and upserts it took, then the
-// records. A batch of calls alone writes nothing and opens no transaction. Leader only.
-std::exception_ptr Journal::Impl::commit_batch() {
+// records. A batch of calls alone writes nothing and opens no transaction. Leader only. Answers
+// the first step SQLite refused (kJournalIo, its cause in the detail; the transaction rolled
+// back, no id kept), else an empty error. Throws nothing.
+Error Journal::Impl::commit_batch() {
   bool writes = !batch_asyncs.empty();
   for (const Sync* s : batch_syncs) writes = writes || s->rows != nullptr;
   if (!writes) return {};
-  try {
-    run(db.get(), begin.get(), "begin");
-    write_asyncs();
-    write_records();
-    run(db.get(), commit.get(), "commit");
-    if (wal_pages.load(std::memory_order_relaxed) >= kInlineCheckpointPages) {
-      // SQLITE_BUSY while a flusher pass begun below the threshold runs: the next commit
-      // tries again (the flusher begins no other).
-      if (sqlite3_wal_checkpoint_v2(db.get(), nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr,
-                                    nullptr) == SQLITE_OK) {
-        ++inline_checkpoints;
-      }
-    }
-    ++transactions;
-    grouped += batch_asyncs.size();
-    for (const Sync* s : batch_syncs) grouped += s->rows != nullptr;
-    return {};
-  } catch (...) {
+  Error error = run(db.get(), begin.get(), "begin");
+  if (!error) error = write_asyncs();
+  if (!error) error = write_records();
+  if (!error) error = run(db.get(), commit.get(), "commit");
+  if (error) {
+    // A COMMIT refused (SQLITE_BUSY, SQLITE_FULL) leaves the transaction open: roll it back.
     if (!sqlite3_get_autocommit(db.get())) {
       sqlite3_step(rollback.get());
       sqlite3_reset(rollback.get());
@@ -355,12 +354,25 @@ std::exception_ptr Journal::Impl::commit_batch() {
       if (s->jobs != nullptr) s->jobs->clear();
       s->job.reset();
     }
-    return std::current_exception();
+    return error;
   }
+  if (wal_pages.load(std::memory_order_relaxed) >= kInlineCheckpointPages) {
+    // SQLITE_BUSY while a flusher pass begun below the threshold runs: the next commit
+    // tries again (the flusher begins no other).
+    if (sqlite3_wal_checkpoint_v2(db.get(), nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr) ==
+        SQLITE_OK) {
+      ++inline_checkpoints;
+    }
+  }
+  ++transactions;
+  grouped += batch_asyncs.size();
+  for (const Sync* s : batch_syncs) grouped += s->rows != nullptr;
+  return {};
 }
 
-// Marks (as few UPDATE ... IN statements as the widths allow), then upserts in order.
-[[gnu::always_inline]] inline void Journal::Impl::write_asyncs() {
+// Marks (as few UPDATE ... IN statements as the widths allow), then upserts in order. Answers
+// the first statement SQLite refused.
+[[gnu::always_inline]] inline Error Journal::Impl::write_asyncs() {
   batch_marks.clear();
   for (const Async& a : batch_asyncs) {
     if (!a.upsert) batch_marks.push_back(a.a);
@@ -371,26 +383,33 @@ std::exception_ptr Journal::Impl::commit_batch() {
     sqlite3_stmt* st = mark[w].get();
     for (std::size_t k = 0; k < kMarkWidths[w]; ++k)
       bind_text(st, static_cast<int>(k + 1), batch_marks[next + k]);
-    run(db.get(), st, "mark");
+    if (Error e = run(db.get(), st, "mark")) return e;
     next += kMarkWidths[w];
   }
   for (const Async& a : batch_asyncs) {
     if (!a.upsert) continue;
     bind_text(upsert.get(), 1, a.a);
     bind_text(upsert.get(), 2, a.b.view());
-    run(db.get(), upsert.get(), "upsert");
+    if (Error e = run(db.get(), upsert.get(), "upsert")) return e;
   }
+  return {};
 }
 
 // The ids are minted in the callers' own storage (record_many reserved its vector), then the rows
-// go in as few multi-row INSERTs as the widths allow, in order.
-[[gnu::always_inline]] inline void Journal::Impl::write_records() {
+// go in as few multi-row INSERTs as the widths allow, in order. Answers the first statement SQLite
+// refused (or a minter that could not mint: its clock past the ids' range).
+[[gnu::always_inline]] inline Error Journal::Impl::write_records() {
   batch_rows.clear();
   for (Sync* s : batch_syncs) {
     if (s->rows == nullptr) continue;
     const std::int64_t at = wall_ms();  // one shared timestamp per record_many
     for (std::size_t i = 0; i < s->n_rows; ++i) {
-      const BrandedId job = table::process_minter().mint("JOB", options.node_id).value();
+      auto minted = table::process_minter().mint("JOB", options.node_id);
+      if (!minted) {
+        return {Errc::kJournalIo,
+                "journal: record: mint a job id: " + std::string(table::to_string(minted.error()))};
+      }
+      const BrandedId job = *minted;
       const BrandedId* kept;
       if (s->jobs != nullptr) {
         kept = &s->jobs->emplace_back(job);
@@ -412,9 +431,10 @@ std::exception_ptr Journal::Impl::commit_batch() {
       bind_text(st, col + 3, r.version->view());
       sqlite3_bind_int64(st, col + 4, r.at);
     }
-    run(db.get(), st, "record");
+    if (Error e = run(db.get(), st, "record")) return e;
     next += kInsertWidths[w];
   }
+  return {};
 }
 
 // ---- the flusher ----
@@ -507,20 +527,23 @@ Journal::~Journal() {
   }
 }
 
-std::vector<BrandedId> Journal::record_many(std::span<const IntentRow> rows) {
+Result<std::vector<BrandedId>> Journal::record_many(std::span<const IntentRow> rows) {
   std::vector<BrandedId> jobs;
   if (rows.empty()) return jobs;
-  for (const IntentRow& r : rows) check_intent_name(r.name);
+  for (const IntentRow& r : rows) {
+    if (!intent_name(r.name)) return table::Unexpected{bad_name(r.name)};
+  }
   jobs.reserve(rows.size());  // never reallocated: the leader binds the ids it mints in place
   Impl::Sync s;
   s.rows = rows.data();
   s.n_rows = rows.size();
   s.jobs = &jobs;
-  impl_->wait_turn(s);  // rethrows a failed commit
+  impl_->wait_turn(s);
+  if (s.error) return table::Unexpected{std::move(s.error)};  // none of the rows is in the file
   return jobs;
 }
 
-std::vector<BrandedId> Journal::record_many(
+Result<std::vector<BrandedId>> Journal::record_many(
     const std::vector<std::pair<BrandedId, BrandedId>>& rows) {
   std::vector<IntentRow> views;
   views.reserve(rows.size());
@@ -528,13 +551,14 @@ std::vector<BrandedId> Journal::record_many(
   return record_many(std::span<const IntentRow>(views));
 }
 
-BrandedId Journal::record(std::string_view name, const BrandedId& version) {
-  check_intent_name(name);
+Result<BrandedId> Journal::record(std::string_view name, const BrandedId& version) {
+  if (!intent_name(name)) return table::Unexpected{bad_name(name)};
   const IntentRow row{name, version};
   Impl::Sync s;
   s.rows = &row;
   s.n_rows = 1;
-  impl_->wait_turn(s);  // rethrows a failed commit
+  impl_->wait_turn(s);
+  if (s.error) return table::Unexpected{std::move(s.error)};  // the row is not in the file
   return *s.job;
 }
 
@@ -549,8 +573,9 @@ void Journal::mark_enqueued(const BrandedId& job) {
 
 Result<BrandedId> Journal::intend_and_enqueue(std::string_view name, const BrandedId& version,
                                               const EnqueueFn& enqueue) {
-  if (!intent_name(name)) return table::Unexpected{make_error_code(Errc::kBadKey)};
-  const BrandedId job = record(name, version);  // durable before anything reaches the bus
+  auto recorded = record(name, version);  // durable before anything reaches the bus
+  if (!recorded) return table::Unexpected{recorded.error()};  // a bad name, or SQLite's refusal
+  const BrandedId job = *recorded;
   auto admitted = enqueue(job, name, version);  // seam A is before this line, seam B after
   if (!admitted) return table::Unexpected{admitted.error()};
   mark_enqueued(job);
@@ -585,10 +610,15 @@ std::optional<BrandedId> Journal::last_applied(std::string_view name) const {
   return it->second;
 }
 
-std::uint64_t Journal::compact() {
+Result<std::uint64_t> Journal::compact() {
   auto& d = *impl_;
-  return d.call([&d] {
-    run(d.db.get(), d.compact.get(), "compact");
+  return d.call([&d](const Error& commit_error) -> Result<std::uint64_t> {
+    if (commit_error)
+      return table::Unexpected{commit_error};  // the marks and upserts before it: not in
+    if (Error e = run(d.db.get(), d.compact.get(), "compact")) {
+      ++d.failed;  // a transaction of its own (autocommit), refused
+      return table::Unexpected{std::move(e)};
+    }
     return static_cast<std::uint64_t>(sqlite3_changes(d.db.get()));
   });
 }

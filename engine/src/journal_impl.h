@@ -30,10 +30,11 @@
 #include <string>
 #include <string_view>
 #include <thread>
-#include <type_traits>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
+#include <echo/engine/error.h>
 #include <echo/engine/journal.h>
 #include <echo/table/names.h>
 
@@ -51,20 +52,29 @@ struct StmtFinalizer {
 using Db = std::unique_ptr<sqlite3, DbCloser>;
 using Stmt = std::unique_ptr<sqlite3_stmt, StmtFinalizer>;
 
-// Throws std::runtime_error naming `what` and SQLite's message (journal.cc).
+// SQLite's last failure on `db` as the verbs answer it (journal.cc): Errc::kJournalIo, its detail
+// "journal: <what>: <SQLite's words> (SQLITE_FULL)", the primary code's name last (and the
+// extended code when it says more), so a full disk reads as one. Read it before the statement is
+// reset or another one runs: they replace SQLite's message.
+Error sqlite_error(sqlite3* db, std::string_view what);
+
+// Throws std::runtime_error with sqlite_error's words (journal.cc): the constructor's way, the one
+// place the journal throws.
 [[noreturn]] void fail(sqlite3* db, const std::string& what);
 
-// Steps `s` to its end, `fn` on each row; throws when SQLite fails before the end, so a read
-// error never passes for "no more rows" (an applied memory loaded half, a replay that skips).
+// Steps `s` to its end, `fn` on each row; answers SQLite's error when it fails before the end, so
+// a read error never passes for "no more rows" (an applied memory loaded half, a replay that
+// skips). Empty when every row was read.
 template <class Fn>
-void each_row(sqlite3* db, sqlite3_stmt* s, const std::string& what, Fn fn) {
+[[nodiscard]] Error each_row(sqlite3* db, sqlite3_stmt* s, std::string_view what, Fn fn) {
   struct Reset {
     sqlite3_stmt* s;
     ~Reset() { sqlite3_reset(s); }
   } reset{s};
   int rc;
   while ((rc = sqlite3_step(s)) == SQLITE_ROW) fn(s);
-  if (rc != SQLITE_DONE) fail(db, what);
+  if (rc != SQLITE_DONE) return sqlite_error(db, what);  // before the reset replaces the message
+  return {};
 }
 
 inline std::string_view column_text(sqlite3_stmt* s, int i) {
@@ -106,8 +116,9 @@ struct Journal::Impl {
     std::size_t n_rows = 0;
     std::vector<BrandedId>* jobs = nullptr;  // record_many's ids, in order; else `job`
     std::optional<BrandedId> job;            // record()'s id: no vector for a single row
-    std::function<void()> fn;
-    std::exception_ptr error;
+    // A call's: run once its batch committed, or with the error of the commit that failed.
+    std::function<void(const Error& commit_error)> fn;
+    Error error;  // a record's (or a call's with no fn): the failed commit's, else empty
     std::atomic<std::uint32_t> state{kWaiting};
     std::atomic<bool> spinning{false};  // a hint for the hand-off: this waiter is on a core now
     // The batch its thread's previous record rode in this journal (0: none), and the one this
@@ -248,47 +259,66 @@ struct Journal::Impl {
   inline void lead(std::unique_lock<std::mutex>& lock, Sync* mine, bool drain);
   inline void gather(std::unique_lock<std::mutex>& lock, const Sync* mine);
   inline bool take_batch(const Sync* mine);
-  inline void settle_calls(const std::exception_ptr& error);
+  inline void settle_calls(const Error& error);
   inline bool answer(const Sync* mine);
   inline void hand_off();
   inline void checkpoint();
-  inline std::exception_ptr commit_batch();
-  inline void write_asyncs();
-  inline void write_records();
+  inline Error commit_batch();
+  inline Error write_asyncs();
+  inline Error write_records();
   inline void flush_loop();
   // Out of line, for the other files: wait_turn(s) for a call, and the flusher's start.
   void wait_call(Sync& s);
   void start_flusher();
 
-  // Runs `fn` with the connection, after the commit of everything queued before it, and waits.
+  // Runs `fn` with the connection once everything queued before it is in the file, and waits;
+  // answers what fn returns. fn takes the error of a commit that failed to put them there (empty
+  // when none did) and decides: replay and compact answer it, flush and stats go on. fn runs
+  // exactly once, on the thread holding the connection; SQLite's failures are Errors, so only
+  // an allocation can throw in it, and that goes back to this caller's thread, never unwinding
+  // the leader's.
   template <class Fn>
   auto call(Fn fn) {
-    using R = decltype(fn());
+    using R = decltype(fn(std::declval<const Error&>()));
+    std::optional<R> out;
+    std::exception_ptr thrown;
     Sync s;
-    if constexpr (std::is_void_v<R>) {
-      s.fn = [&s, &fn] {
-        try {
-          fn();
-        } catch (...) {
-          s.error = std::current_exception();
-        }
-      };
-      wait_call(s);
-    } else {
-      std::optional<R> out;
-      s.fn = [&s, &fn, &out] {
-        try {
-          out.emplace(fn());
-        } catch (...) {
-          s.error = std::current_exception();
-        }
-      };
-      wait_call(s);
-      return std::move(*out);
-    }
+    s.fn = [&fn, &out, &thrown](const Error& commit_error) {
+      try {
+        out.emplace(fn(commit_error));
+      } catch (...) {
+        thrown = std::current_exception();
+      }
+    };
+    wait_call(s);
+    if (thrown) std::rethrow_exception(thrown);
+    return std::move(*out);
   }
 
   std::uint64_t count(sqlite3_stmt* s);  // journal_replay.cc
+};
+
+// The unit tests' way to the journal's own connection (tests/unit/journal_test.cc): a real SQLite
+// limit set on it, never a fake error.
+struct JournalTestAccess {
+  // PRAGMA max_page_count=`pages` on the journal's connection, run as a call (the connection
+  // held): a transaction that would grow the file past the limit then fails SQLITE_FULL, as on a
+  // full disk. SQLite never sets it below the file's current size. Answers the limit now in
+  // force (-1: SQLite refused the pragma).
+  static std::int64_t max_page_count(Journal& journal, std::int64_t pages) {
+    Journal::Impl& d = *journal.impl_;
+    return d.call([&d, pages](const Error&) {
+      const std::string sql = "PRAGMA max_page_count=" + std::to_string(pages);
+      sqlite3_stmt* s = nullptr;
+      std::int64_t now = -1;
+      if (sqlite3_prepare_v2(d.db.get(), sql.c_str(), -1, &s, nullptr) == SQLITE_OK &&
+          sqlite3_step(s) == SQLITE_ROW) {
+        now = sqlite3_column_int64(s, 0);
+      }
+      sqlite3_finalize(s);
+      return now;
+    });
+  }
 };
 
 }  // namespace echo::engine

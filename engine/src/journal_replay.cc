@@ -7,6 +7,7 @@
 #include <sqlite3.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "journal_impl.h"
@@ -19,8 +20,13 @@ using namespace journal_detail;  // each_row, column_text, intent_name
 
 }  // namespace
 
-void Journal::flush() {
-  impl_->call([] {});
+// A failed commit of the queued marks and upserts (counted; they stay queued for the next
+// transaction) answers its error: flush does not wait for that next one.
+Result<bool> Journal::flush() {
+  return impl_->call([](const Error& commit_error) -> Result<bool> {
+    if (commit_error) return table::Unexpected{commit_error};
+    return true;
+  });
 }
 
 Result<ReplayResult> Journal::replay(const EnqueueFn& enqueue) {
@@ -31,22 +37,28 @@ Result<ReplayResult> Journal::replay(const EnqueueFn& enqueue) {
     BrandedId version;
   };
   ReplayResult result;
-  const std::vector<Row> rows = d.call([&d, &result] {
+  // The uncovered intents, read once the applied rows queued before this call are in the file
+  // (else an intent they cover would go out again): a commit that failed to put them there, or a
+  // read SQLite refused, answers its error and nothing is sent.
+  auto rows = d.call([&d, &result](const Error& commit_error) -> Result<std::vector<Row>> {
+    if (commit_error) return table::Unexpected{commit_error};
     std::vector<Row> out;
-    each_row(d.db.get(), d.uncovered.get(), "replay: read the uncovered intents",
-             [&](sqlite3_stmt* row) {
-               auto job = BrandedId::parse(column_text(row, 0)),
-                    version = BrandedId::parse(column_text(row, 2));
-               const std::string_view name = column_text(row, 1);
-               if (job && version && intent_name(name)) {
-                 out.push_back(Row{*job, std::string(name), *version});
-               } else {
-                 ++result.malformed;
-               }
-             });
+    Error error = each_row(d.db.get(), d.uncovered.get(), "replay: read the uncovered intents",
+                           [&](sqlite3_stmt* row) {
+                             auto job = BrandedId::parse(column_text(row, 0)),
+                                  version = BrandedId::parse(column_text(row, 2));
+                             const std::string_view name = column_text(row, 1);
+                             if (job && version && intent_name(name)) {
+                               out.push_back(Row{*job, std::string(name), *version});
+                             } else {
+                               ++result.malformed;
+                             }
+                           });
+    if (error) return table::Unexpected{std::move(error)};
     return out;
   });
-  for (const Row& row : rows) {
+  if (!rows) return table::Unexpected{rows.error()};
+  for (const Row& row : *rows) {
     auto admitted = enqueue(row.job, row.name, row.version);
     if (!admitted) return table::Unexpected{admitted.error()};
     if (*admitted) {
@@ -59,17 +71,19 @@ Result<ReplayResult> Journal::replay(const EnqueueFn& enqueue) {
   return result;
 }
 
+// A count SQLite could not read reads 0 (stats() answers what it has: its counters are the
+// journal's own, and `failed` counts the refusals).
 std::uint64_t Journal::Impl::count(sqlite3_stmt* s) {
   std::uint64_t n = 0;
-  each_row(db.get(), s, "count", [&n](sqlite3_stmt* row) {
+  const Error error = each_row(db.get(), s, "count", [&n](sqlite3_stmt* row) {
     n = static_cast<std::uint64_t>(sqlite3_column_int64(row, 0));
   });
-  return n;
+  return error ? 0 : n;
 }
 
 JournalStats Journal::stats() const {
   auto& d = *impl_;
-  JournalStats s = d.call([&d] {
+  JournalStats s = d.call([&d](const Error&) {
     JournalStats out;
     out.intents = d.count(d.count_intents.get());
     out.pending_enqueue = d.count(d.count_pending.get());

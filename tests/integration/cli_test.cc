@@ -264,8 +264,8 @@ TEST_F(CliTest, JournalStatsOnAJournalAnotherProcessHasOpenIsRefusedNamingTheOwn
   {
     engine::Journal j(o);
     file = j.path();
-    j.record(table::BrandedId::encode("AST", 1).value(),
-             table::BrandedId::encode("TXN", 1).value());
+    ASSERT_TRUE(j.record(table::BrandedId::encode("AST", 1).value(),
+                         table::BrandedId::encode("TXN", 1).value()));
     const Ran r = run_cli({"journal", "stats", file.string()});
     EXPECT_EQ(r.status, 1) << r.out << r.err;
     EXPECT_NE(r.err.find("is open in another process (one owner per file"), std::string::npos)

@@ -142,7 +142,10 @@ int writer_main(int argc, char** argv) {
       write_line(1, "error replay " + r.error().message());
       return 3;
     }
-    j.flush();
+    if (auto flushed = j.flush(); !flushed) {
+      write_line(1, "error flush " + flushed.error().message());
+      return 3;
+    }
     write_line(1, "replayed " + std::to_string(r->replayed) + " deduplicated " +
                       std::to_string(r->deduplicated) + " pending " +
                       std::to_string(j.stats().pending_enqueue));
@@ -157,8 +160,12 @@ int writer_main(int argc, char** argv) {
     return 4;
   }
   if (mode == "seam-a") {
-    const BrandedId job = j.record(*name, *version);
-    write_line(1, "recorded " + job.str());
+    const auto job = j.record(*name, *version);
+    if (!job) {
+      write_line(1, "error record " + job.error().message());
+      return 5;
+    }
+    write_line(1, "recorded " + job->str());
   } else if (mode == "seam-b") {
     auto r = j.intend_and_enqueue(
         *name, *version, [&](const BrandedId& job, std::string_view n, const BrandedId& v) {
@@ -264,9 +271,9 @@ TEST_F(JournalGates, H2BothCrashSeamsAreClosedByReplayOneReplayedOneDeduplicated
   const BrandedId n1 = fresh_id("AST"), n2 = fresh_id("AST");
   const BrandedId v1 = w->mint("AST").value(), v2 = w->mint("AST").value();
   // Seam A: recorded, never enqueued.
-  const BrandedId job1 = j.record(n1, v1);
+  const BrandedId job1 = j.record(n1, v1).value();
   // Seam B: recorded and enqueued, the mark never sent.
-  const BrandedId job2 = j.record(n2, v2);
+  const BrandedId job2 = j.record(n2, v2).value();
   auto admitted = enqueue(job2, n2.view(), v2);
   ASSERT_TRUE(admitted && *admitted);
   EXPECT_EQ(j.stats().pending_enqueue, 2u);
@@ -282,7 +289,7 @@ TEST_F(JournalGates, H2BothCrashSeamsAreClosedByReplayOneReplayedOneDeduplicated
   ASSERT_TRUE(eventually([&] { return j.last_applied(n1) == v1 && j.last_applied(n2) == v2; }, 10s))
       << "the consumer never remembered both";
   ASSERT_TRUE(eventually([&] { return consumer_of(*c, t).completed == 2; }, 10s));
-  j.flush();
+  ASSERT_TRUE(j.flush());
   EXPECT_EQ(j.stats().remembered, 2u);
   auto again = j.replay(enqueue);
   ASSERT_TRUE(again);
@@ -353,7 +360,7 @@ TEST_F(JournalGates,
   EXPECT_EQ(j.last_applied(name), v6);
   EXPECT_FALSE(l1_holds(*c, t, name)) << "the newer version dropped the row";
   c.reset();
-  j.flush();
+  ASSERT_TRUE(j.flush());
   EXPECT_EQ(j.stats().remembered, 1u);
   std::printf(
       "[ H3 ] v5 remembered across a full stop; v_old -> remembered_stale (coh_applied %llu, "
@@ -386,7 +393,7 @@ void loss_then_replay(const std::function<redisContext*()>& client_now,
   ASSERT_NO_FATAL_FAILURE(record_intents(j, *w, kNames, enqueue, in));
   EXPECT_EQ(lane_depth(client_now(), t, kConsumer, group), kNames);
   ASSERT_NO_FATAL_FAILURE(apply_directly(*c, t, in, kApplied));
-  j.flush();
+  ASSERT_TRUE(j.flush());
   lose();
   // The consumer's next beat registers it again: replay admits into live members' queues.
   ASSERT_TRUE(eventually([&] { return is_member(client_now(), t, kConsumer); }, 10s))
@@ -396,7 +403,7 @@ void loss_then_replay(const std::function<redisContext*()>& client_now,
       [&] { return w->drop_l2(t, in.names[0].view(), in.versions[0]).has_value(); }, 10s));
   engine::ReplayResult r;
   ASSERT_NO_FATAL_FAILURE(replay_and_drain(j, enqueue, in, kApplied, r));
-  j.flush();
+  ASSERT_TRUE(j.flush());
   const auto s = j.stats();
   EXPECT_EQ(s.remembered, static_cast<std::uint64_t>(kNames));
   const int final_versions = at_final_versions(j, in);
@@ -446,11 +453,11 @@ TEST_F(JournalGates, H5CompactionRetiresAllFiftyCoveredIntentsAndTheMemoryStaysA
     ASSERT_NO_FATAL_FAILURE(record_intents(j, *w, kNames, enqueue, in));
     ASSERT_TRUE(eventually([&] { return consumer_of(*c, t).completed == kNames; }, 20s));
     c.reset();
-    j.flush();
+    ASSERT_TRUE(j.flush());
     auto before = j.stats();
     EXPECT_EQ(before.intents, static_cast<std::uint64_t>(kNames));
     EXPECT_EQ(before.remembered, static_cast<std::uint64_t>(kNames));
-    EXPECT_EQ(j.compact(), static_cast<std::uint64_t>(kNames));
+    EXPECT_EQ(j.compact().value(), static_cast<std::uint64_t>(kNames));
     auto after = j.stats();
     EXPECT_EQ(after.intents, 0u);
     EXPECT_EQ(after.remembered, static_cast<std::uint64_t>(kNames));
@@ -458,7 +465,7 @@ TEST_F(JournalGates, H5CompactionRetiresAllFiftyCoveredIntentsAndTheMemoryStaysA
     ASSERT_TRUE(r);
     EXPECT_EQ(r->replayed, 0u);
     EXPECT_EQ(r->deduplicated, 0u);
-    EXPECT_EQ(j.compact(), 0u) << "compaction is idempotent";
+    EXPECT_EQ(j.compact().value(), 0u) << "compaction is idempotent";
   }
   Journal reopened(journal_options(dir.path(), group));
   const int answered = at_final_versions(reopened, in);
@@ -501,19 +508,21 @@ TEST_F(JournalGates, H6ThePairCostIsPrintedBesideAPlainSqliteWalCommit) {
   Journal j(journal_options(dir.path(), fresh_id("PRT")));
   const BrandedId name = fresh_id("AST");
   auto t0 = Clock::now();
-  for (int i = 0; i < kPairs; ++i) j.mark_enqueued(j.record(name, fresh_id("AST")));
-  j.flush();
+  for (int i = 0; i < kPairs; ++i) j.mark_enqueued(j.record(name, fresh_id("AST")).value());
+  ASSERT_TRUE(j.flush());
   const double single_us = static_cast<double>(us_since(t0)) / kPairs;
   const auto before = j.stats();
   t0 = Clock::now();
   std::vector<std::thread> writers;
   for (int w = 0; w < kWriters; ++w) {
     writers.emplace_back([&] {
-      for (int i = 0; i < kPairs / kWriters; ++i) j.mark_enqueued(j.record(name, fresh_id("AST")));
+      for (int i = 0; i < kPairs / kWriters; ++i) {
+        j.mark_enqueued(j.record(name, fresh_id("AST")).value());
+      }
     });
   }
   for (auto& th : writers) th.join();
-  j.flush();
+  ASSERT_TRUE(j.flush());
   const double loaded_us = static_cast<double>(us_since(t0)) / kPairs;
   const auto after = j.stats();
   EXPECT_EQ(after.intents, 2u * kPairs);

@@ -243,12 +243,7 @@ TEST_F(Refusals, MaxmemoryNoevictionLosesNoJournaledIntentARefusedPutIsNotAnnoun
   ASSERT_TRUE(after) << after.error().message();
   EXPECT_EQ(after->version, v3);
   EXPECT_EQ(after->value, "v3");
-  ASSERT_TRUE(eventually(
-      [&] {
-        j.flush();
-        return j.stats().pending_enqueue == 0;
-      },
-      5s))
+  ASSERT_TRUE(eventually([&] { return j.flush() && j.stats().pending_enqueue == 0; }, 5s))
       << "an intent was left unmarked";
   auto replayed = j.replay(enqueue);
   ASSERT_TRUE(replayed) << replayed.error().message();

@@ -84,8 +84,9 @@ TEST(JournalStress, WritersAppliersAndOperatorsShareOneJournal) {
             const std::vector<std::pair<BrandedId, BrandedId>> rows{{name, id("TXN", n + 1)},
                                                                     {name, id("TXN", n + 2)}};
             const auto jobs = j.record_many(rows);
-            ASSERT_EQ(jobs.size(), 2u);
-            for (const BrandedId& job : jobs) {
+            ASSERT_TRUE(jobs) << jobs.error().message();
+            ASSERT_EQ(jobs->size(), 2u);
+            for (const BrandedId& job : *jobs) {
               j.mark_enqueued(job);
               mine.push_back(job.str() + "|" + name.str());
             }
@@ -124,8 +125,10 @@ TEST(JournalStress, WritersAppliersAndOperatorsShareOneJournal) {
     }
     threads.emplace_back([&] {
       while (std::chrono::steady_clock::now() < until) {
-        j.flush();
-        EXPECT_EQ(j.compact(), 0u) << "compaction retired a writer's intent no applied row covers";
+        ASSERT_TRUE(j.flush());
+        const auto retired = j.compact();
+        ASSERT_TRUE(retired) << retired.error().message();
+        EXPECT_EQ(*retired, 0u) << "compaction retired a writer's intent no applied row covers";
         auto replayed = j.replay(enqueue);  // every intent is uncovered: all deduplicated or new
         ASSERT_TRUE(replayed.has_value());
         (void)j.stats();
@@ -142,7 +145,7 @@ TEST(JournalStress, WritersAppliersAndOperatorsShareOneJournal) {
       EXPECT_EQ(enqueued.count(job_name.substr(0, job_name.find('|'))), 1u)
           << job_name << " never reached the bus";
     }
-    j.flush();
+    ASSERT_TRUE(j.flush());
     const auto s = j.stats();
     EXPECT_EQ(s.intents, answered.size());
     EXPECT_EQ(s.pending_enqueue, 0u) << "a mark was lost";

@@ -370,8 +370,16 @@ void run_lanes(const BenchConfig& c, const DrillTarget& target, Progress& progre
     };
     auto pair_block = [&] {
       const auto t0 = Clock::now();
-      for (int i = 0; i < n; ++i) jj.mark_enqueued(jj.record(name, minter.mint("TXN").value()));
-      jj.flush();
+      for (int i = 0; i < n; ++i) {
+        const auto recorded = jj.record(name, minter.mint("TXN").value());
+        if (!recorded) {
+          throw std::runtime_error("the journal refused a record: " + recorded.error().message());
+        }
+        jj.mark_enqueued(*recorded);
+      }
+      if (const auto flushed = jj.flush(); !flushed) {
+        throw std::runtime_error("the journal's flush failed: " + flushed.error().message());
+      }
       pair_us = floors::since_us(t0);
     };
     if (round % 2 == 0) {

@@ -226,21 +226,17 @@ void Run::job_writer(std::stop_token stop) {
       s_.intent_errors.fetch_add(1, std::memory_order_relaxed);
       continue;
     }
-    try {
-      {
-        const std::lock_guard lock(s_.intended_mu);
-        s_.intended[i] = *v;  // before the record: an intent is never newer than this
-      }
-      s_.intents.fetch_add(1, std::memory_order_relaxed);
-      auto job = s_.journal->intend_and_enqueue(
-          s_.job_names[i], *v,
-          [this](const BrandedId& j, std::string_view n, const BrandedId& ver) {
-            return enqueue(j, n, ver);
-          });
-      if (!job) s_.intent_errors.fetch_add(1, std::memory_order_relaxed);
-    } catch (const std::exception&) {
-      s_.intent_errors.fetch_add(1, std::memory_order_relaxed);
+    {
+      const std::lock_guard lock(s_.intended_mu);
+      s_.intended[i] = *v;  // before the record: an intent is never newer than this
     }
+    s_.intents.fetch_add(1, std::memory_order_relaxed);
+    // The journal's refusal (journal_io) or the enqueue's: counted alike.
+    auto job = s_.journal->intend_and_enqueue(
+        s_.job_names[i], *v, [this](const BrandedId& j, std::string_view n, const BrandedId& ver) {
+          return enqueue(j, n, ver);
+        });
+    if (!job) s_.intent_errors.fetch_add(1, std::memory_order_relaxed);
   }
 }
 
@@ -320,17 +316,13 @@ std::vector<std::pair<int, std::size_t>> Run::converge(std::chrono::milliseconds
 }
 
 void Run::replay(Figures& fig) {
-  try {
-    auto r = s_.journal->replay([this](const BrandedId& j, std::string_view n, const BrandedId& v) {
-      return enqueue(j, n, v);
-    });
-    if (r)
-      s_.replayed.fetch_add(r->replayed, std::memory_order_relaxed);
-    else
-      ++fig.replay_errors;
-  } catch (const std::exception&) {
+  auto r = s_.journal->replay([this](const BrandedId& j, std::string_view n, const BrandedId& v) {
+    return enqueue(j, n, v);
+  });
+  if (r)
+    s_.replayed.fetch_add(r->replayed, std::memory_order_relaxed);
+  else
     ++fig.replay_errors;
-  }
 }
 
 std::uint64_t Run::intents_lost(std::chrono::milliseconds bound) {

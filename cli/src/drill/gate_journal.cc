@@ -214,8 +214,10 @@ void h2_windows(GateRun& run, const DrillTarget& target) {
   run.expect(pause(r, t, kC, group), "C's lane paused for the group");
   const auto enqueue = lane_enqueue(w, t, group);
   const BrandedId n1 = mint("AST"), n2 = mint("AST"), v1 = mint("AST"), v2 = mint("AST");
-  j.record(n1, v1);
-  const BrandedId job2 = j.record(n2, v2);
+  const auto job1 = j.record(n1, v1);
+  const auto recorded2 = j.record(n2, v2);
+  if (!run.expect(job1 && recorded2, "intents 1 and 2 recorded")) return;
+  const BrandedId job2 = *recorded2;
   auto admitted = enqueue(job2, n2.view(), v2);
   run.expect(admitted && *admitted, "intent 2 admitted under its recorded id, never marked");
   auto first = j.replay(enqueue);
@@ -228,7 +230,7 @@ void h2_windows(GateRun& run, const DrillTarget& target) {
       floors::eventually([&] { return j.last_applied(n1) == v1 && j.last_applied(n2) == v2; },
                          std::chrono::seconds(5));
   run.expect(both, "both intents applied and remembered");
-  j.flush();
+  run.expect(j.flush().has_value(), "the applied rows are in the file");
   auto again = j.replay(enqueue);
   run.expect(
       again && again->replayed == 0 && again->deduplicated == 0,
@@ -365,7 +367,7 @@ void h4_loss(GateRun& run, const DrillTarget& target) {
         return final_versions == kNames;
       },
       std::chrono::seconds(5));
-  j.flush();
+  run.expect(j.flush().has_value(), "the applied rows are in the file");
   const auto s = j.stats();
   run.expect(final_versions == kNames && s.remembered == kNames,
              "50 of 50 names at their final versions, remembered " + std::to_string(s.remembered));
@@ -408,18 +410,21 @@ void h5_compaction(GateRun& run, const DrillTarget& target) {
         floors::eventually([&] { return j.stats().remembered == kNames; }, std::chrono::seconds(5)),
         "C drained all 50");
     c.reset();
-    j.flush();
+    run.expect(j.flush().has_value(), "the applied rows are in the file");
     const auto before = j.stats();
-    const std::uint64_t retired = j.compact();
+    const auto compacted = j.compact();
+    const std::uint64_t retired = compacted.has_value() ? *compacted : 0;
     const auto after = j.stats();
     auto rep = j.replay(enqueue);
     run.expect(before.intents == kNames && retired == kNames,
-               "50 retired by coverage in one pass (" + std::to_string(retired) + ")");
+               "50 retired by coverage in one pass (" +
+                   (compacted ? std::to_string(retired) : compacted.error().message()) + ")");
     run.expect(after.intents == 0 && after.remembered == kNames,
                "intents 0, remembered " + std::to_string(after.remembered));
     run.expect(rep && rep->replayed == 0 && rep->deduplicated == 0,
                "replay over the compacted journal answers {0, 0}");
-    run.expect(j.compact() == 0, "a second compaction retires nothing");
+    const auto second = j.compact();
+    run.expect(second && *second == 0, "a second compaction retires nothing");
   }
   Journal reopened(options(dir.path(), group));
   int answered = 0;
@@ -458,9 +463,22 @@ void h6_price(GateRun& run, const DrillTarget& target) {
   const BrandedId group = mint("PRT");
   Journal j(options(dir.path(), group));
   const BrandedId pname = mint("AST");
+  // A record the file refused ends the loop (counted below): the figures would time nothing.
+  std::atomic<bool> refused{false};
+  const auto pair = [&j, &refused](const BrandedId& name) {
+    const auto job = j.record(name, mint("AST"));
+    if (!job) {
+      refused = true;
+      return false;
+    }
+    j.mark_enqueued(*job);
+    return true;
+  };
   auto t0 = Clock::now();
-  for (int i = 0; i < kPairs; ++i) j.mark_enqueued(j.record(pname, mint("AST")));
-  j.flush();
+  for (int i = 0; i < kPairs; ++i) {
+    if (!pair(pname)) break;
+  }
+  (void)j.flush();  // its error, if any, shows as marks not in the file below
   const double single_us = floors::since_us(t0) / kPairs;
   const auto before = j.stats();
   {
@@ -474,7 +492,7 @@ void h6_price(GateRun& run, const DrillTarget& target) {
         spawned.count_down();
         go.wait();
         for (int i = 0; i < kLoadedPairs / kWriters; ++i) {
-          j.mark_enqueued(j.record(own, mint("AST")));
+          if (!pair(own)) break;
         }
       });
     }
@@ -482,10 +500,10 @@ void h6_price(GateRun& run, const DrillTarget& target) {
     t0 = Clock::now();
     go.count_down();
   }
-  j.flush();
+  (void)j.flush();  // as above
   const double loaded_us = floors::since_us(t0) / kLoadedPairs;
   const auto js = j.stats();
-  run.expect(js.intents == kPairs + kLoadedPairs && js.pending_enqueue == 0,
+  run.expect(!refused && js.intents == kPairs + kLoadedPairs && js.pending_enqueue == 0,
              "every pair recorded and marked");
   // Records and marks per commit under the writers (the gathering's figure).
   const double per_commit =

@@ -54,6 +54,9 @@ enum class Errc : int {
   // The table's loader answered Absent: the key has no value (remembered for the table's
   // absent_ttl_ms, until a write of the key reaches this node).
   kAbsent,
+  kJournalIo,  // the journal's SQLite file refused a read or a write (a full disk,
+               // SQLITE_FULL; an I/O error, a lock, a read-only file): the detail names the
+               // step and SQLite's words and code; a refused record wrote none of its rows
 };
 
 const std::error_category& engine_category() noexcept;

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 // The engine's one error for data verbs: a code (an Errc, an io::IoErrc, or the kernel's errno)
 // and, where the engine knows more than the code says, a detail (a loader's reason, the bound a
-// loader missed). Result<T> carries it: every data verb answers one and none throws; only the
-// Engine's construction throws (ConfigError, table_spec.h).
+// loader missed). Result<T> carries it: every data verb answers one and none throws, the
+// journal's included (journal.h); only construction throws (ConfigError, table_spec.h, and a
+// Journal whose file cannot be opened, std::runtime_error).
 #pragma once
 
 #include <iosfwd>

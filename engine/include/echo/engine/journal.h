@@ -12,6 +12,13 @@
 // transaction every few ms, not a record's commit (under FULL they ride it: an fsync costs more).
 // The applied memory is mirrored in RAM, so the applier's check never reads SQLite and its
 // upsert never waits on it.
+//
+// Errors: the verbs answer Result (error.h), as the engine's data verbs do, and throw nothing. A
+// name that is neither a branded id nor a text key answers Errc::kBadKey (the name in the detail;
+// nothing written); a step SQLite refuses answers Errc::kJournalIo, the detail naming the step and
+// SQLite's cause ("journal: record: database or disk is full (SQLITE_FULL)"), and is counted
+// (JournalStats::failed). Only the constructor throws: ConfigError for a bad option,
+// std::runtime_error naming the SQLite failure that kept the file from opening.
 #pragma once
 
 #include <chrono>
@@ -104,8 +111,8 @@ class Journal {
  public:
   // Opens (creating) <dir>/journal-<group>.db: WAL, synchronous NORMAL (or FULL),
   // busy_timeout 5000, the schema of docs/wire.md, "The journal", statements prepared once, the
-  // applied memory loaded. Throws ConfigError (bad group) or std::runtime_error naming the SQLite
-  // failure.
+  // applied memory loaded. The journal's one throwing call: ConfigError (a bad group or knob) or
+  // std::runtime_error naming the SQLite failure (the file's directory, its lock, its schema).
   explicit Journal(const JournalOptions& options);
   ~Journal();
   Journal(const Journal&) = delete;
@@ -113,23 +120,25 @@ class Journal {
 
   // ---- the writer's edge (any thread; blocks for one group commit, run on the caller's thread
   // when the connection is free, else by the thread holding it) ----
-  // Records intents (one transaction; one shared recorded_at); returns their job ids (minted
+  // Records intents (one transaction; one shared recorded_at); answers their job ids (minted
   // JOB ids) in order. Nothing is enqueued before this returns: the intent is durable first.
-  // A name that is neither a branded id nor a text key throws std::invalid_argument naming it,
-  // before anything is written.
-  std::vector<table::BrandedId> record_many(std::span<const IntentRow> intents);
-  std::vector<table::BrandedId> record_many(
+  // A name that is neither a branded id nor a text key answers Errc::kBadKey naming it, before
+  // anything is written. A commit SQLite refuses (a full disk: SQLITE_FULL) answers
+  // Errc::kJournalIo to every record that rode it, none of their rows in the file; it is counted
+  // (JournalStats::failed), and a later record may succeed once the cause is gone.
+  Result<std::vector<table::BrandedId>> record_many(std::span<const IntentRow> intents);
+  Result<std::vector<table::BrandedId>> record_many(
       const std::vector<std::pair<table::BrandedId, table::BrandedId>>& name_versions);
-  table::BrandedId record(std::string_view name, const table::BrandedId& version);
-  table::BrandedId record(const table::BrandedId& name, const table::BrandedId& version) {
+  Result<table::BrandedId> record(std::string_view name, const table::BrandedId& version);
+  Result<table::BrandedId> record(const table::BrandedId& name, const table::BrandedId& version) {
     return record(name.view(), version);
   }
   // Marks an intent enqueued; never blocks: rides the flusher's next transaction, within a few ms
   // (replay ignores the flag).
   void mark_enqueued(const table::BrandedId& job);
   // record → enqueue (under the recorded job id) → mark. Seam A is between record and enqueue,
-  // seam B between enqueue and mark; replay closes both. Returns the job id.
-  // A bad name answers Errc::kBadKey, nothing recorded.
+  // seam B between enqueue and mark; replay closes both. Answers the job id; record's error
+  // (kBadKey, kJournalIo: nothing recorded, nothing enqueued) or the enqueue's.
   Result<table::BrandedId> intend_and_enqueue(std::string_view name,
                                               const table::BrandedId& version,
                                               const EnqueueFn& enqueue);
@@ -153,27 +162,33 @@ class Journal {
   void remember(const table::BrandedId& name, const table::BrandedId& version) {
     remember(name.view(), version);
   }
-  // Waits until every remember() so far is in the file.
-  void flush();
+  // Waits until every remember() and mark_enqueued() so far is in the file; answers true. A
+  // transaction that carried them and failed answers its error (kJournalIo; counted in
+  // JournalStats::failed): they stay queued, in order, for the next transaction.
+  Result<bool> flush();
   std::optional<table::BrandedId> last_applied(std::string_view name) const;
   std::optional<table::BrandedId> last_applied(const table::BrandedId& name) const {
     return last_applied(name.view());
   }
 
-  // ---- recovery (any thread; idempotent; safe on a schedule; a SQLite failure throws
-  // std::runtime_error naming it, as record and the constructor do: never a partial answer) ----
+  // ---- recovery (any thread; idempotent; safe on a schedule; a SQLite failure answers
+  // Errc::kJournalIo naming it, as record does: never a partial answer) ----
   // Re-enqueues, in seq order under their recorded ids, the intents no applied row covers
-  // (applied.version >= intent.version for its name); marks each enqueued.
+  // (applied.version >= intent.version for its name); marks each enqueued. An enqueue's error
+  // stops it and is answered (the intents before it went out).
   Result<ReplayResult> replay(const EnqueueFn& enqueue);
-  // Deletes the covered intents; returns how many. The applied memory stays.
-  std::uint64_t compact();
+  // Deletes the covered intents; answers how many. The applied memory stays. A delete SQLite
+  // refuses is counted in JournalStats::failed too.
+  Result<std::uint64_t> compact();
 
+  // The counts (a count SQLite could not read reads 0) and the counters; never fails.
   JournalStats stats() const;
   const std::filesystem::path& path() const noexcept;
   const table::BrandedId& group() const noexcept;
 
  private:
   struct Impl;
+  friend struct JournalTestAccess;  // journal_impl.h: a unit test's SQLite limit on the connection
   std::unique_ptr<Impl> impl_;
 };
 
