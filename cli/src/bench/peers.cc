@@ -1,0 +1,387 @@
+// SPDX-License-Identifier: MIT
+// `echostore bench --peers`: the job lane beside BullMQ, the work queue a Node.js user would pick
+// instead, on the one redis-server of the run and in the same rounds. The peer is a child process
+// (node bench/peers/peers.mjs, its packages pinned by bench/peers/package-lock.json) that answers
+// one JSON line per request line (the requests: the top of peers.mjs); nothing of it is linked
+// into the library. The EchoStore side is measured here, in this process, between the peer's
+// answers, so a noisy neighbour meets both.
+//
+// Throughput: a backlog of jobs added before any consumer runs, then the time from the consumer's
+// start to its last completion. BullMQ: addBulk, then one Worker with concurrency 1 or 16 from
+// run() to the n-th "completed" event. EchoStore: a raw client registers node R's member queue
+// (its live key and member_beat, as the drill's F5 does), a writer node enqueues the backlog into
+// it, then R starts and the time runs from its start() to its consumer's n-th completion. BullMQ's
+// concurrency is how many jobs one worker holds active at once; the job lane's analogue is the
+// consumer's credits (TableSpec::job_credits: jobs claimed and not yet applied), so c1 runs R with
+// job_credits 1 and c16 with 16. Both complete every job on the server before it counts.
+//
+// Latency, one job at a time: BullMQ's queue.add -> its processor's start (one Worker,
+// concurrency 1; the next add once the previous job completed), on the peer's clock. EchoStore:
+// Engine::enqueue on node S -> node R's writer applying the job (WriterStats::last_applied_ns),
+// on a job-lane table without its lead (job_lead off), so what is timed is the job's own delivery
+// (BullMQ has no at-most-once lead to race it); R's consumer settled and parked before each send,
+// as the lanes rows take it. p50 and p99 of each round; the rows are the medians of the rounds.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <echo/engine/engine.h>
+#include <echo/engine/internal/job_consumer.h>
+#include <echo/harness/lane.h>
+#include <echo/harness/stage.h>
+#include <echo/table/branded_id.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench/bench.h"
+#include "drill/floors.h"
+
+extern char** environ;
+
+namespace echo::cli::bench {
+namespace {
+
+using engine::CoherenceMode;
+using engine::Engine;
+using engine::TableSpec;
+using nlohmann::json;
+using table::BrandedId;
+
+constexpr unsigned kReceiver = 951, kWriter = 952, kMinter = 953;
+constexpr std::size_t kNames = 1000;  // the backlog's jobs cycle over this many rows
+constexpr int kLatencyWarmup = 20;
+
+std::string setup_hint(const std::string& dir) {
+  return "scripts/setup.sh --peers installs Node.js and npm (Debian's) and the pinned packages; "
+         "or, with Node.js present: npm ci --prefix " +
+         dir;
+}
+
+// `node` as the bench runs it: $ECHO_NODE when set, else the first `node` on PATH ("" if none).
+std::string find_node() {
+  if (const char* given = std::getenv("ECHO_NODE"); given != nullptr && *given != '\0') {
+    return access(given, X_OK) == 0 ? given : "";
+  }
+  const char* path = std::getenv("PATH");
+  std::string dirs = path != nullptr ? path : "/usr/bin:/bin";
+  for (std::size_t at = 0; at <= dirs.size();) {
+    const std::size_t end = std::min(dirs.find(':', at), dirs.size());
+    const std::string candidate = (end > at ? dirs.substr(at, end - at) : ".") + "/node";
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+    at = end + 1;
+  }
+  return "";
+}
+
+// The peer process: stdin and stdout are pipes to this process, stderr is the bench's own.
+class Peer {
+ public:
+  Peer(const std::string& node, const std::string& script, const DrillTarget& target,
+       const std::string& prefix) {
+    int in[2], out[2];
+    if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0) {
+      throw std::runtime_error("peers: cannot make the pipes to the peer process");
+    }
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, in[0], STDIN_FILENO);
+    posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
+    const std::string port = std::to_string(target.port);
+    std::vector<std::string> args{node,     script, "--host",   target.host,
+                                  "--port", port,   "--prefix", prefix};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    const int rc = posix_spawn(&pid_, node.c_str(), &actions, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    close(in[0]);
+    close(out[1]);
+    to_ = in[1];
+    from_ = out[0];
+    if (rc != 0) {
+      pid_ = -1;
+      throw std::runtime_error("peers: cannot start " + node + " (" + std::strerror(rc) + ")");
+    }
+  }
+  Peer(const Peer&) = delete;
+  Peer& operator=(const Peer&) = delete;
+  ~Peer() {
+    if (pid_ > 0) {
+      const std::string quit = "quit\n";
+      (void)!write(to_, quit.data(), quit.size());
+    }
+    close(to_);
+    close(from_);
+    if (pid_ <= 0) return;
+    for (int i = 0; i < 500; ++i) {  // 5 s to close its connections, then it is stopped
+      if (waitpid(pid_, nullptr, WNOHANG) == pid_) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+
+  // One request line; its JSON answer. Throws when the peer fails, answers {"error":..}, ends or
+  // is silent for `seconds`.
+  json ask(const std::string& request, int seconds = 300) {
+    const std::string line = request + '\n';
+    for (std::size_t at = 0; at < line.size();) {
+      const ssize_t n = write(to_, line.data() + at, line.size() - at);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) throw std::runtime_error("peers: the peer process is gone (" + request + ")");
+      at += static_cast<std::size_t>(n);
+    }
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+    for (;;) {
+      if (const auto nl = buffer_.find('\n'); nl != std::string::npos) {
+        const std::string answer = buffer_.substr(0, nl);
+        buffer_.erase(0, nl + 1);
+        json j = json::parse(answer, nullptr, false);
+        if (j.is_discarded() || !j.is_object()) {
+          throw std::runtime_error("peers: the peer answered '" + answer + "' to " + request);
+        }
+        if (j.contains("error")) {
+          throw std::runtime_error("peers: " + request + ": " + j["error"].dump());
+        }
+        return j;
+      }
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                            deadline - std::chrono::steady_clock::now())
+                            .count();
+      if (left <= 0) throw std::runtime_error("peers: no answer to " + request + " in time");
+      pollfd p{from_, POLLIN, 0};
+      if (poll(&p, 1, static_cast<int>(std::min<long long>(left, 1000))) <= 0) continue;
+      char chunk[4096];
+      const ssize_t n = read(from_, chunk, sizeof chunk);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) throw std::runtime_error("peers: the peer process ended (" + request + ")");
+      buffer_.append(chunk, static_cast<std::size_t>(n));
+    }
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int to_ = -1, from_ = -1;
+  std::string buffer_;
+};
+
+// p in [0, 1] of `v` (nearest rank, as harness::Samples).
+double pct(std::vector<double> v, double p) {
+  floors::Samples s{std::move(v)};
+  s.sort();
+  return s.pct(p);
+}
+
+// The EchoStore side of the throughput rows: n jobs enqueued into R's member queue before R
+// runs, then R's start() -> its consumer's n-th completion, with `credits` job credits.
+// Jobs per second.
+double lane_throughput(const BenchConfig& c, const DrillTarget& target, table::Minter& minter,
+                       const std::string& t, std::size_t credits, int n) {
+  auto node = [&](unsigned id) {
+    return harness::node_options(target.host, target.port, id, c.process_cpu);
+  };
+  const auto keys = engine::JobLaneKeys::for_table(t);
+  const std::string member = std::to_string(kReceiver), mbase = keys.member_base(member);
+  floors::Redis raw(target);
+  // R's member queue, registered as its consumer's beat would (the drill's F5), so the writer's
+  // fan-out admits the backlog into it before R runs.
+  floors::Reply live = raw.command("SET %s 60000 PX 60000", (mbase + "live").c_str());
+  floors::Reply beat = raw.eval("member_beat", {keys.members, keys.epoch}, {member, "60000"});
+  if (!live || !beat || beat->type != REDIS_REPLY_ARRAY) {
+    throw std::runtime_error("peers: cannot register R's member queue of " + t);
+  }
+  TableSpec ws = lane_spec(t, CoherenceMode::kNone, c);
+  ws.job_lead = false;  // nobody listens while the backlog is added
+  Engine w(node(kWriter), {ws});
+  if (auto ec = w.start())
+    throw std::runtime_error("peers: the writer did not start: " + ec.message());
+  const BrandedId group = minter.mint("PRT").value();
+  std::vector<BrandedId> names;
+  for (std::size_t i = 0; i < kNames; ++i) names.push_back(minter.mint("AST").value());
+  std::atomic<int> answered{0}, failed{0};
+  for (int i = 0; i < n; ++i) {
+    auto job = w.enqueue_async(t, group, names[static_cast<std::size_t>(i) % kNames].view(),
+                               minter.mint("TXN").value(),
+                               [&](const engine::Result<std::vector<engine::MemberAdmission>>& a) {
+                                 if (!a || a->size() != 1) failed.fetch_add(1);
+                                 answered.fetch_add(1);
+                               });
+    if (!job) throw std::runtime_error("peers: the backlog's enqueue failed");
+  }
+  if (!floors::eventually([&] { return answered.load() == n; }, std::chrono::seconds(60)) ||
+      failed.load() != 0) {
+    throw std::runtime_error("peers: the backlog of " + t + " was not all admitted into R's queue");
+  }
+  TableSpec rs = lane_spec(t, CoherenceMode::kJob, c);
+  rs.job_credits = std::min(credits, c.ring_capacity);  // the engine's bound (validate)
+  Engine r(node(kReceiver), {rs});
+  const auto t0 = floors::Clock::now();
+  if (auto ec = r.start()) throw std::runtime_error("peers: node R did not start: " + ec.message());
+  const auto done = [&] {
+    const auto s = harness::consumer_of(r, t);
+    return s.completed + s.complete_gone + s.complete_stale >= static_cast<std::uint64_t>(n);
+  };
+  while (!done()) {
+    if (floors::since_us(t0) > 120e6) {
+      throw std::runtime_error("peers: R did not complete its backlog of " + t + " within 120 s");
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  const double seconds = floors::since_us(t0) / 1e6;
+  (void)raw.command("DEL %s", keys.members.c_str());
+  return n / seconds;
+}
+
+std::string utc_now() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M UTC", &tm);
+  return buf;
+}
+
+}  // namespace
+
+void run_peers(const BenchConfig& c, const DrillTarget& target, Progress& progress,
+               std::vector<Row>& rows, std::vector<std::pair<std::string, std::string>>& peers) {
+  namespace fs = std::filesystem;
+  const std::string dir = c.peers_dir;
+  const std::string script = dir + "/peers.mjs";
+  if (!fs::exists(script)) {
+    throw PeersMissing("peers: no " + script +
+                       " (the source tree's bench/peers; --peers-dir names another)");
+  }
+  const std::string node = find_node();
+  if (node.empty()) {
+    throw PeersMissing("peers: Node.js is not installed (no node on PATH, nor $ECHO_NODE): " +
+                       setup_hint(dir));
+  }
+  for (const char* package : {"bullmq", "ioredis", "redis"}) {
+    if (!fs::exists(dir + "/node_modules/" + package + "/package.json")) {
+      throw PeersMissing("peers: " + dir + "/node_modules lacks " + package + ": " +
+                         setup_hint(dir));
+    }
+  }
+  // A peer that dies mid-request must not end the bench with SIGPIPE on the next write.
+  signal(SIGPIPE, SIG_IGN);
+
+  table::Minter minter(kMinter);
+  const std::string run_id = minter.mint("BEN").value().str();
+  Peer peer(node, script, target, "echostore-bench-peers-" + run_id);
+  const json v = peer.ask("versions", 60);
+  const std::string bullmq = "BullMQ " + v.value("bullmq", "?") + " (ioredis " +
+                             v.value("ioredis", "?") + ") on Node.js " + v.value("node", "?");
+  peers = {{"node", v.value("node", "?")},
+           {"bullmq", v.value("bullmq", "?")},
+           {"ioredis", v.value("ioredis", "?")},
+           {"redis", v.value("redis", "?")},
+           {"date", utc_now()}};
+
+  const int jobs = c.quick ? 1000 : 10000;
+  const int messages = c.quick ? 50 : 200;
+  const std::string placement = placement_of(
+      c, "the bench thread, R's and the writer's io and writer threads; the peer's node process",
+      true);
+  auto throughput_row = [&](std::string id, int conc) {
+    Row x;
+    x.id = std::move(id);
+    x.what = "job lane, a pre-added backlog of " + std::to_string(jobs) + " jobs, " +
+             std::to_string(conc) + " concurrent: consumer start -> last completion";
+    x.ours = "node R's job consumer, job_credits " + std::to_string(conc);
+    x.baseline = bullmq + ", one Worker, concurrency " + std::to_string(conc);
+    x.unit = "jobs/s";
+    x.placement = placement;
+    return x;
+  };
+  Row c1 = throughput_row("job_lane_vs_bullmq_throughput_c1", 1);
+  Row c16 = throughput_row("job_lane_vs_bullmq_throughput_c16", 16);
+  Row p50 = latency_row("job_lane_vs_bullmq_latency_p50",
+                        "job lane, one job at a time, p50 of each round: send -> applied",
+                        "Engine::enqueue -> R's writer applies it (job_lead off)",
+                        bullmq + ": queue.add -> processor start", placement);
+  Row p99 = latency_row("job_lane_vs_bullmq_latency_p99",
+                        "job lane, one job at a time, p99 of each round: send -> applied", p50.ours,
+                        p50.baseline, placement);
+
+  // The latency pair: R and S on one job-lane table without its lead, for the whole run.
+  const std::string lat = "peers_lat_" + run_id;
+  auto node_of = [&](unsigned id) {
+    return harness::node_options(target.host, target.port, id, c.process_cpu);
+  };
+  auto bare = [&](CoherenceMode mode) {
+    TableSpec s = lane_spec(lat, mode, c);
+    s.job_lead = false;
+    return s;
+  };
+  Engine r(node_of(kReceiver + 10), {bare(CoherenceMode::kJob)});
+  Engine s(node_of(kWriter + 10), {bare(CoherenceMode::kNone)});
+  if (auto ec = r.start()) throw std::runtime_error("peers: node R did not start: " + ec.message());
+  if (auto ec = s.start()) throw std::runtime_error("peers: node S did not start: " + ec.message());
+  const BrandedId group = minter.mint("PRT").value(), name = minter.mint("AST").value();
+  harness::JobLaneTurns turns(r, lat);
+  auto one = [&](bool keep, harness::Samples& seen, harness::Samples& applied) {
+    const bool ok = harness::lane_message(
+        r, lat, name, r, minter, [&] { return turns.settled(); },
+        [&](const BrandedId& version) {
+          auto admitted = s.enqueue(lat, group, name.view(), version);
+          if (!admitted || admitted->size() != 1) return false;
+          turns.sent();
+          return true;
+        },
+        keep, seen, applied);
+    if (!ok) throw std::runtime_error("peers: a job to " + lat + " was not applied within 2 s");
+  };
+  {
+    harness::Samples seen, applied;
+    for (int i = 0; i < kLatencyWarmup; ++i) one(false, seen, applied);
+    (void)peer.ask("latency " + std::to_string(kLatencyWarmup));
+  }
+
+  for (int round = 0; round < c.rounds; ++round) {
+    progress.step("job lane vs BullMQ, throughput, 1 concurrent", round, c.rounds);
+    const std::string t = "peers_tp_" + run_id + "_" + std::to_string(round);
+    c1.ours_rounds.push_back(lane_throughput(c, target, minter, t + "_c1", 1, jobs));
+    json b = peer.ask("throughput 1 " + std::to_string(jobs));
+    c1.base_rounds.push_back(b.at("jobs").get<double>() / b.at("seconds").get<double>());
+
+    progress.step("job lane vs BullMQ, throughput, 16 concurrent", round, c.rounds);
+    b = peer.ask("throughput 16 " + std::to_string(jobs));
+    c16.base_rounds.push_back(b.at("jobs").get<double>() / b.at("seconds").get<double>());
+    c16.ours_rounds.push_back(lane_throughput(c, target, minter, t + "_c16", 16, jobs));
+
+    progress.step("job lane vs BullMQ, latency, one job at a time", round, c.rounds);
+    harness::Samples seen, applied;
+    for (int i = 0; i < messages; ++i) one(true, seen, applied);
+    const std::vector<double> theirs =
+        peer.ask("latency " + std::to_string(messages)).at("us").get<std::vector<double>>();
+    p50.ours_rounds.push_back(pct(applied.us, 0.5));
+    p99.ours_rounds.push_back(pct(applied.us, 0.99));
+    p50.base_rounds.push_back(pct(theirs, 0.5));
+    p99.base_rounds.push_back(pct(theirs, 0.99));
+    p50.ours_samples.insert(p50.ours_samples.end(), applied.us.begin(), applied.us.end());
+    p50.base_samples.insert(p50.base_samples.end(), theirs.begin(), theirs.end());
+  }
+  rows.push_back(std::move(c1));
+  rows.push_back(std::move(c16));
+  rows.push_back(std::move(p50));
+  rows.push_back(std::move(p99));
+}
+
+}  // namespace echo::cli::bench
