@@ -286,6 +286,10 @@ void run_peers(const BenchConfig& c, const DrillTarget& target, Progress& progre
                        " (the source tree's bench/peers; --peers-dir names another)");
   }
   const std::string node = find_node();
+  if (const char* given = std::getenv("ECHO_NODE");
+      node.empty() && given != nullptr && *given != '\0') {
+    throw PeersMissing("peers: $ECHO_NODE (" + std::string(given) + ") is not an executable");
+  }
   if (node.empty()) {
     throw PeersMissing("peers: Node.js is not installed (no node on PATH, nor $ECHO_NODE): " +
                        setup_hint(dir));
