@@ -16,12 +16,12 @@
 #include <cstdint>
 #include <functional>
 #include <ostream>
-#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "drill/drill.h"
+#include "peer_process.h"
 
 namespace echo::cli::bench {
 
@@ -174,10 +174,7 @@ void run_churn(const BenchConfig& config, const DrillTarget& target, Progress& p
 // (job_lane_vs_bullmq_throughput_c1, _c16, job_lane_vs_bullmq_latency_p50, _p99). `peers` gets
 // the peers' versions and the run's date, for the table's header and the JSON. Throws
 // PeersMissing when Node.js or the pinned packages are not installed (naming the command that
-// installs them), std::runtime_error when a contender fails.
-struct PeersMissing : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
+// installs them, peer_process.h), std::runtime_error when a contender fails.
 void run_peers(const BenchConfig& config, const DrillTarget& target, Progress& progress,
                std::vector<Row>& rows, std::vector<std::pair<std::string, std::string>>& peers);
 

@@ -21,13 +21,6 @@
 // on a job-lane table without its lead (job_lead off), so what is timed is the job's own delivery
 // (BullMQ has no at-most-once lead to race it); R's consumer settled and parked before each send,
 // as the lanes rows take it. p50 and p99 of each round; the rows are the medians of the rounds.
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <echo/engine/engine.h>
 #include <echo/engine/internal/job_consumer.h>
@@ -37,12 +30,8 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <chrono>
-#include <cstdlib>
-#include <cstring>
 #include <ctime>
-#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
@@ -51,8 +40,7 @@
 
 #include "bench/bench.h"
 #include "drill/floors.h"
-
-extern char** environ;
+#include "peer_process.h"
 
 namespace echo::cli::bench {
 namespace {
@@ -67,118 +55,33 @@ constexpr unsigned kReceiver = 951, kWriter = 952, kMinter = 953;
 constexpr std::size_t kNames = 1000;  // the backlog's jobs cycle over this many rows
 constexpr int kLatencyWarmup = 20;
 
-std::string setup_hint(const std::string& dir) {
-  return "scripts/setup.sh --peers installs Node.js and npm (Debian's) and the pinned packages; "
-         "or, with Node.js present: npm ci --prefix " +
-         dir;
-}
-
-// `node` as the bench runs it: $ECHO_NODE when set, else the first `node` on PATH ("" if none).
-std::string find_node() {
-  if (const char* given = std::getenv("ECHO_NODE"); given != nullptr && *given != '\0') {
-    return access(given, X_OK) == 0 ? given : "";
-  }
-  const char* path = std::getenv("PATH");
-  std::string dirs = path != nullptr ? path : "/usr/bin:/bin";
-  for (std::size_t at = 0; at <= dirs.size();) {
-    const std::size_t end = std::min(dirs.find(':', at), dirs.size());
-    const std::string candidate = (end > at ? dirs.substr(at, end - at) : ".") + "/node";
-    if (access(candidate.c_str(), X_OK) == 0) return candidate;
-    at = end + 1;
-  }
-  return "";
-}
-
-// The peer process: stdin and stdout are pipes to this process, stderr is the bench's own.
+// The peer process (peers.mjs): one request line, one JSON line back.
 class Peer {
  public:
   Peer(const std::string& node, const std::string& script, const DrillTarget& target,
-       const std::string& prefix) {
-    int in[2], out[2];
-    if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0) {
-      throw std::runtime_error("peers: cannot make the pipes to the peer process");
-    }
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, in[0], STDIN_FILENO);
-    posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
-    const std::string port = std::to_string(target.port);
-    std::vector<std::string> args{node,     script, "--host",   target.host,
-                                  "--port", port,   "--prefix", prefix};
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    const int rc = posix_spawn(&pid_, node.c_str(), &actions, nullptr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&actions);
-    close(in[0]);
-    close(out[1]);
-    to_ = in[1];
-    from_ = out[0];
-    if (rc != 0) {
-      pid_ = -1;
-      throw std::runtime_error("peers: cannot start " + node + " (" + std::strerror(rc) + ")");
-    }
-  }
-  Peer(const Peer&) = delete;
-  Peer& operator=(const Peer&) = delete;
-  ~Peer() {
-    if (pid_ > 0) {
-      const std::string quit = "quit\n";
-      (void)!write(to_, quit.data(), quit.size());
-    }
-    close(to_);
-    close(from_);
-    if (pid_ <= 0) return;
-    for (int i = 0; i < 500; ++i) {  // 5 s to close its connections, then it is stopped
-      if (waitpid(pid_, nullptr, WNOHANG) == pid_) return;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    kill(pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
-  }
+       const std::string& prefix)
+      : child_({node, script, "--host", target.host, "--port", std::to_string(target.port),
+                "--prefix", prefix}) {}
 
-  // One request line; its JSON answer. Throws when the peer fails, answers {"error":..}, ends or
-  // is silent for `seconds`.
+  // Throws when the peer fails, answers {"error":..}, ends or is silent for `seconds`.
   json ask(const std::string& request, int seconds = 300) {
-    const std::string line = request + '\n';
-    for (std::size_t at = 0; at < line.size();) {
-      const ssize_t n = write(to_, line.data() + at, line.size() - at);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) throw std::runtime_error("peers: the peer process is gone (" + request + ")");
-      at += static_cast<std::size_t>(n);
+    if (!child_.write_line(request)) {
+      throw std::runtime_error("peers: the peer process is gone (" + request + ")");
     }
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
-    for (;;) {
-      if (const auto nl = buffer_.find('\n'); nl != std::string::npos) {
-        const std::string answer = buffer_.substr(0, nl);
-        buffer_.erase(0, nl + 1);
-        json j = json::parse(answer, nullptr, false);
-        if (j.is_discarded() || !j.is_object()) {
-          throw std::runtime_error("peers: the peer answered '" + answer + "' to " + request);
-        }
-        if (j.contains("error")) {
-          throw std::runtime_error("peers: " + request + ": " + j["error"].dump());
-        }
-        return j;
-      }
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                            deadline - std::chrono::steady_clock::now())
-                            .count();
-      if (left <= 0) throw std::runtime_error("peers: no answer to " + request + " in time");
-      pollfd p{from_, POLLIN, 0};
-      if (poll(&p, 1, static_cast<int>(std::min<long long>(left, 1000))) <= 0) continue;
-      char chunk[4096];
-      const ssize_t n = read(from_, chunk, sizeof chunk);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) throw std::runtime_error("peers: the peer process ended (" + request + ")");
-      buffer_.append(chunk, static_cast<std::size_t>(n));
+    const auto answer = child_.read_line(std::chrono::seconds(seconds));
+    if (!answer) throw std::runtime_error("peers: no answer to " + request);
+    json j = json::parse(*answer, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) {
+      throw std::runtime_error("peers: the peer answered '" + *answer + "' to " + request);
     }
+    if (j.contains("error")) {
+      throw std::runtime_error("peers: " + request + ": " + j["error"].dump());
+    }
+    return j;
   }
 
  private:
-  pid_t pid_ = -1;
-  int to_ = -1, from_ = -1;
-  std::string buffer_;
+  ChildProcess child_;
 };
 
 // p in [0, 1] of `v` (nearest rank, as harness::Samples).
@@ -278,30 +181,8 @@ std::string utc_now() {
 
 void run_peers(const BenchConfig& c, const DrillTarget& target, Progress& progress,
                std::vector<Row>& rows, std::vector<std::pair<std::string, std::string>>& peers) {
-  namespace fs = std::filesystem;
-  const std::string dir = c.peers_dir;
-  const std::string script = dir + "/peers.mjs";
-  if (!fs::exists(script)) {
-    throw PeersMissing("peers: no " + script +
-                       " (the source tree's bench/peers; --peers-dir names another)");
-  }
-  const std::string node = find_node();
-  if (const char* given = std::getenv("ECHO_NODE");
-      node.empty() && given != nullptr && *given != '\0') {
-    throw PeersMissing("peers: $ECHO_NODE (" + std::string(given) + ") is not an executable");
-  }
-  if (node.empty()) {
-    throw PeersMissing("peers: Node.js is not installed (no node on PATH, nor $ECHO_NODE): " +
-                       setup_hint(dir));
-  }
-  for (const char* package : {"bullmq", "ioredis", "redis"}) {
-    if (!fs::exists(dir + "/node_modules/" + package + "/package.json")) {
-      throw PeersMissing("peers: " + dir + "/node_modules lacks " + package + ": " +
-                         setup_hint(dir));
-    }
-  }
-  // A peer that dies mid-request must not end the bench with SIGPIPE on the next write.
-  signal(SIGPIPE, SIG_IGN);
+  const std::string dir = c.peers_dir, script = dir + "/peers.mjs";
+  const std::string node = peer_node("peers", dir, "peers.mjs", {"bullmq", "ioredis", "redis"});
 
   table::Minter minter(kMinter);
   const std::string run_id = minter.mint("BEN").value().str();
