@@ -13,6 +13,8 @@
 //                            from the worker's run() to the n-th "completed" event
 //   latency <n>              n jobs one at a time, each queue.add -> its processor's start, the
 //                            next sent once the previous one completed: {"us":[..]}
+//   hit <n>                  node-redis's client-side cache: one key read once (the fill), then
+//                            n reads of it timed together, each a hit: {"ns":..} per read
 //   quit                     closes every connection and exits 0
 // A failure answers {"error":"..."} and the bench stops the run.
 import { createRequire } from 'node:module';
@@ -20,6 +22,7 @@ import { performance } from 'node:perf_hooks';
 import { createInterface } from 'node:readline';
 
 import { Queue, Worker } from 'bullmq';
+import { createClient } from 'redis';
 
 const require = createRequire(import.meta.url);
 
@@ -105,6 +108,26 @@ async function latency(n) {
   return { us };
 }
 
+async function hit(n) {
+  const client = createClient({
+    socket: { host: connection.host, port: connection.port },
+    RESP: 3,
+    clientSideCache: { ttl: 0, maxEntries: 0 },
+  });
+  await client.connect();
+  const key = `${prefix}:hit`;
+  await client.set(key, 'px=1');
+  await client.get(key);  // the fill; every read below is a hit
+  const t0 = process.hrtime.bigint();
+  for (let i = 0; i < n; ++i) await client.get(key);
+  const ns = Number(process.hrtime.bigint() - t0) / n;
+  const hits = client.clientSideCache.stats().hitCount;
+  await client.del(key);
+  await client.close();
+  if (hits < n) throw new Error(`only ${hits} of ${n} reads were hits`);
+  return { ns };
+}
+
 async function answer(line) {
   const [verb, ...args] = line.trim().split(/\s+/);
   switch (verb) {
@@ -119,6 +142,8 @@ async function answer(line) {
       return throughput(Number(args[0]), Number(args[1]));
     case 'latency':
       return latency(Number(args[0]));
+    case 'hit':
+      return hit(Number(args[0]));
     default:
       throw new Error(`unknown request '${line.trim()}'`);
   }

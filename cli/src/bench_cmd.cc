@@ -212,16 +212,16 @@ int run(const BenchArgs& a) {
   const int open_loop_steps =
       bench::kOpenLoopStepsPerRate * static_cast<int>(c.load.size()) * c.rounds;
   const int neighbour_steps = bench::kNeighbourSteps * c.rounds;
-  bench::Progress progress(std::cerr,
-                           (part("micro") ? bench::kMicroSteps * c.rounds : 0) +
-                               (part("hit_ratio") ? bench::kHitRatioSteps : 0) +
-                               (part("lanes") ? bench::kLaneSteps * c.rounds : 0) +
-                               (part("publish") ? bench::kPublishSteps * c.rounds : 0) +
-                               (part("io_threads") ? bench::kIoThreadsSteps * c.rounds : 0) +
-                               (part("neighbour") ? neighbour_steps : 0) +
-                               (part("open_loop") ? open_loop_steps : 0) +
-                               (part("churn") ? bench::kChurnSteps * c.rounds : 0) +
-                               (part("peers") ? bench::kPeersSteps * c.rounds : 0));
+  bench::Progress progress(
+      std::cerr, (part("micro") ? bench::kMicroSteps * c.rounds : 0) +
+                     (part("hit_ratio") ? bench::kHitRatioSteps : 0) +
+                     (part("lanes") ? bench::kLaneSteps * c.rounds : 0) +
+                     (part("publish") ? bench::kPublishSteps * c.rounds : 0) +
+                     (part("io_threads") ? bench::kIoThreadsSteps * c.rounds : 0) +
+                     (part("neighbour") ? neighbour_steps : 0) +
+                     (part("open_loop") ? open_loop_steps : 0) +
+                     (part("churn") ? bench::kChurnSteps * c.rounds : 0) +
+                     (part("peers") ? bench::kPeersSteps * c.rounds + bench::kPeersCacheSteps : 0));
   const auto t0 = std::chrono::steady_clock::now();
   try {
     if (part("micro")) bench::run_micro(c, progress, rows);
@@ -234,7 +234,8 @@ int run(const BenchArgs& a) {
     }
     if (part("open_loop")) bench::run_open_loop(c, target, progress, rows);
     if (part("churn")) bench::run_churn(c, target, progress, rows);
-    if (part("peers")) bench::run_peers(c, target, progress, rows, info.peers);
+    if (part("peers"))
+      bench::run_peers(c, target, server.own != nullptr, progress, rows, info.peers);
   } catch (const std::exception& e) {
     std::cerr << "echostore bench: " << e.what() << '\n';
     return 1;

@@ -175,8 +175,11 @@ void run_churn(const BenchConfig& config, const DrillTarget& target, Progress& p
 // the peers' versions and the run's date, for the table's header and the JSON. Throws
 // PeersMissing when Node.js or the pinned packages are not installed (naming the command that
 // installs them, peer_process.h), std::runtime_error when a contender fails.
-void run_peers(const BenchConfig& config, const DrillTarget& target, Progress& progress,
-               std::vector<Row>& rows, std::vector<std::pair<std::string, std::string>>& peers);
+// `scratch`: the bench started the server, so the cache rows may FLUSHALL it (with a given
+// --server they are left out, said on stderr).
+void run_peers(const BenchConfig& config, const DrillTarget& target, bool scratch,
+               Progress& progress, std::vector<Row>& rows,
+               std::vector<std::pair<std::string, std::string>>& peers);
 
 // A lane table of the bench's receiving node, carrying the user's ring capacity, max batch and
 // wait (job credits capped at the ring). bench_cmd validates it before anything runs.
@@ -189,9 +192,10 @@ inline constexpr int kLaneSteps = 4;
 inline constexpr int kPublishSteps = 2;  // broadcast lane, job lane
 inline constexpr int kIoThreadsSteps = 1;
 inline constexpr int kOpenLoopStepsPerRate = 1;
-inline constexpr int kNeighbourSteps = 3;  // idle, sparse, burst
-inline constexpr int kChurnSteps = 7;      // 3 rates x carried on and off, the visible row
-inline constexpr int kPeersSteps = 3;      // throughput c1, c16, latency
+inline constexpr int kNeighbourSteps = 3;   // idle, sparse, burst
+inline constexpr int kChurnSteps = 7;       // 3 rates x carried on and off, the visible row
+inline constexpr int kPeersSteps = 3;       // throughput c1, c16, latency (per round)
+inline constexpr int kPeersCacheSteps = 1;  // the referee's workload, once
 
 // The run's context, printed above the table and written into the JSON.
 struct RunInfo {

@@ -32,6 +32,8 @@
 #include <atomic>
 #include <chrono>
 #include <ctime>
+#include <iostream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
@@ -41,6 +43,7 @@
 #include "bench/bench.h"
 #include "drill/floors.h"
 #include "peer_process.h"
+#include "referee/referee.h"
 
 namespace echo::cli::bench {
 namespace {
@@ -168,6 +171,17 @@ double lane_throughput(const BenchConfig& c, const DrillTarget& target, table::M
   return n / seconds;
 }
 
+// One referee run of `contestant` (its workload, its oracle) for the cache rows; throws when it
+// could not run.
+referee::Figures referee_run(referee::Contestant& contestant, const referee::RefereeConfig& rc,
+                             const DrillTarget& target, const std::vector<std::string>& names) {
+  referee::Figures f = referee::run_contestant(contestant, rc, target, names, std::cerr);
+  if (!f.failure.empty()) {
+    throw std::runtime_error("peers: the referee's " + f.name + " did not run: " + f.failure);
+  }
+  return f;
+}
+
 std::string utc_now() {
   const std::time_t now = std::time(nullptr);
   std::tm tm{};
@@ -177,9 +191,127 @@ std::string utc_now() {
   return buf;
 }
 
+// An L1 hit's cost in EchoStore's own terms: Engine::get of a row node H holds, timed over
+// `n` calls together (ns per call). Throws when a call is not a hit.
+double l1_hit_ns(const BenchConfig& c, const DrillTarget& target, table::Minter& minter, int n) {
+  const std::string t = "peers_hit_" + minter.mint("BEN").value().str();
+  Engine h(harness::node_options(target.host, target.port, kReceiver + 20, c.process_cpu),
+           {lane_spec(t, CoherenceMode::kTracking, c)});
+  if (auto ec = h.start()) throw std::runtime_error("peers: node H did not start: " + ec.message());
+  const BrandedId name = minter.mint("AST").value();
+  // The fill, then until a read is a hit (the node caches once its lane is established).
+  if (!floors::eventually([&] {
+        auto got = h.get(t, name.view());
+        return got && got->source == engine::Source::kL1;
+      })) {
+    throw std::runtime_error("peers: node H did not cache its row within 2 s");
+  }
+  std::uint64_t missed = 0;
+  const auto t0 = floors::Clock::now();
+  for (int i = 0; i < n; ++i) {
+    auto got = h.get(t, name.view());
+    if (!got || got->source != engine::Source::kL1) ++missed;
+  }
+  const double ns = floors::since_us(t0) * 1e3 / n;
+  if (missed != 0) throw std::runtime_error("peers: node H's reads were not all L1 hits");
+  return ns;
+}
+
+// The cache rows: the Cache Referee's workload and oracle (referee.h), one run of each contestant
+// in turn on this server (each run FLUSHALLs it): EchoStore's tracking lane and its broadcast lane
+// with carried values against node-redis's client-side cache (referee/real_clients.cc).
+std::vector<Row> cache_rows_of(const BenchConfig& c, const DrillTarget& target,
+                               const std::string& dir, const json& v, table::Minter& minter,
+                               double js_hit_ns) {
+  const double hit_ns = l1_hit_ns(c, target, minter, c.quick ? 100000 : 1000000);
+  referee::RefereeConfig rc;
+  rc.quick = c.quick;
+  rc.names = c.quick ? 500 : 2000;
+  rc.seconds = c.quick ? 3 : 5;
+  std::vector<std::string> ref_names;
+  for (std::size_t i = 0; i < rc.names; ++i) ref_names.push_back(minter.mint("REF").value().str());
+  std::vector<std::unique_ptr<referee::Contestant>> lanes = referee::echostore_lanes();
+  auto lane_named = [&](std::string_view name) -> referee::Contestant& {
+    for (auto& l : lanes) {
+      if (l->name() == name) return *l;
+    }
+    throw std::runtime_error("peers: the referee has no contestant " + std::string(name));
+  };
+  const referee::Figures tracking =
+      referee_run(lane_named("echostore_tracking"), rc, target, ref_names);
+  const referee::Figures carried =
+      referee_run(lane_named("echostore_broadcast_carried"), rc, target, ref_names);
+  auto real = referee::real_clients(dir);
+  const referee::Figures csc = referee_run(*real.front(), rc, target, ref_names);
+  const std::string csc_name =
+      "node-redis " + v.value("redis", "?") + " clientSideCache on Node.js " + v.value("node", "?");
+  const std::string load = std::to_string(rc.names) +
+                           " names, Zipf(0.99), 2 writers at 2,000 "
+                           "writes/s, 3 nodes x 4 readers, " +
+                           std::to_string(rc.seconds) + " s";
+  const std::string cache_placement =
+      placement_of(c,
+                   "the referee's writer and reader threads, each node's threads; node-redis's "
+                   "nodes: one node process each",
+                   true);
+  auto cache_row = [&](std::string id, std::string what, const referee::Figures& ours,
+                       std::string ours_name, std::string unit, bool higher_better, double o,
+                       double b) {
+    Row x;
+    x.id = std::move(id);
+    x.what = std::move(what) + " (" + load + ")";
+    x.ours = std::move(ours_name);
+    x.baseline = csc_name;
+    x.unit = std::move(unit);
+    x.higher_better = higher_better;
+    x.placement = cache_placement;
+    x.ours_rounds.push_back(o);
+    x.base_rounds.push_back(b);
+    x.beside = {{"ours reads", static_cast<double>(ours.reads)},
+                {"baseline reads", static_cast<double>(csc.reads)},
+                {"ours longest stale window, ms", ours.judged.max_stale_ms},
+                {"baseline longest stale window, ms", csc.judged.max_stale_ms},
+                {"ours write -> applied p99, us", ours.judged.p99_us},
+                {"baseline write -> applied p99, us", csc.judged.p99_us}};
+    return x;
+  };
+  std::vector<Row> cache_rows;
+  for (const auto* lane : {&tracking, &carried}) {
+    const bool is_tracking = lane == &tracking;
+    const std::string stem = is_tracking ? "tracking_lane" : "carried_values";
+    const std::string who = is_tracking ? "engine tracking lane"
+                                        : "engine broadcast lane, carried values (carry = update)";
+    Row stale =
+        cache_row(stem + "_vs_node_redis_csc_stale_reads", "stale reads by the referee's oracle",
+                  *lane, who, "stale reads", false, static_cast<double>(lane->judged.stale_reads),
+                  static_cast<double>(csc.judged.stale_reads));
+    stale.ratio_offset = 1;  // 0 against 0 reads 1.00x
+    // A hit's cost, each in its own language's terms: reported beside, not ranked.
+    stale.beside.emplace_back("ours L1 hit (Engine::get, C++), ns", hit_ns);
+    stale.beside.emplace_back("baseline cache hit (await client.get, JS), ns", js_hit_ns);
+    stale.what +=
+        floors::fmt(" (a hit, reported, not ranked: Engine::get %.0f ns in C++; ", hit_ns) +
+        floors::fmt("await client.get %.0f ns in JS)", js_hit_ns);
+    Row left = cache_row(stem + "_vs_node_redis_csc_permanently_stale",
+                         "rows stale once quiet (over all nodes)", *lane, who, "rows", false,
+                         static_cast<double>(lane->permanently_stale),
+                         static_cast<double>(csc.permanently_stale));
+    left.ratio_offset = 1;
+    Row applied = cache_row(stem + "_vs_node_redis_csc_applied_p50",
+                            "write start -> the node's cache applied its message, p50 (node-redis: "
+                            "its invalidation handler ran, heard one pipe hop later)",
+                            *lane, who, "us", false, lane->judged.p50_us, csc.judged.p50_us);
+    cache_rows.push_back(std::move(stale));
+    cache_rows.push_back(std::move(left));
+    cache_rows.push_back(std::move(applied));
+  }
+
+  return cache_rows;
+}
+
 }  // namespace
 
-void run_peers(const BenchConfig& c, const DrillTarget& target, Progress& progress,
+void run_peers(const BenchConfig& c, const DrillTarget& target, bool scratch, Progress& progress,
                std::vector<Row>& rows, std::vector<std::pair<std::string, std::string>>& peers) {
   const std::string dir = c.peers_dir, script = dir + "/peers.mjs";
   const std::string node = peer_node("peers", dir, "peers.mjs", {"bullmq", "ioredis", "redis"});
@@ -195,6 +327,19 @@ void run_peers(const BenchConfig& c, const DrillTarget& target, Progress& progre
            {"ioredis", v.value("ioredis", "?")},
            {"redis", v.value("redis", "?")},
            {"date", utc_now()}};
+
+  // First, while no engine of the job rows runs: each referee run FLUSHALLs the server.
+  std::vector<Row> cache_rows;
+  if (scratch) {
+    progress.step("tracking lane, carried values and node-redis's cache (the referee's workload)",
+                  0, 1);
+    const double js_hit_ns =
+        peer.ask("hit " + std::to_string(c.quick ? 100000 : 1000000)).at("ns").get<double>();
+    cache_rows = cache_rows_of(c, target, dir, v, minter, js_hit_ns);
+  } else {
+    std::cerr << "echostore bench: the cache rows left out: the referee's workload FLUSHALLs "
+                 "its server, and --server named one the bench did not start\n";
+  }
 
   const int jobs = c.quick ? 1000 : 10000;
   const int messages = c.quick ? 50 : 200;
@@ -293,6 +438,7 @@ void run_peers(const BenchConfig& c, const DrillTarget& target, Progress& progre
   rows.push_back(std::move(c16));
   rows.push_back(std::move(p50));
   rows.push_back(std::move(p99));
+  for (Row& row : cache_rows) rows.push_back(std::move(row));
 }
 
 }  // namespace echo::cli::bench
