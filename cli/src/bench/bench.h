@@ -171,7 +171,9 @@ void run_churn(const BenchConfig& config, const DrillTarget& target, Progress& p
                std::vector<Row>& rows);
 
 // The peer rows (peers.cc): the job lane against BullMQ on the same server, in the same rounds
-// (job_lane_vs_bullmq_throughput_c1, _c16, job_lane_vs_bullmq_latency_p50, _p99). `peers` gets
+// (job_lane_vs_bullmq_throughput_c1, _c16, job_lane_vs_bullmq_latency_p50, _p99), and the
+// tracking lane and carried values against node-redis's client-side cache under the referee's
+// workload (<lane>_vs_node_redis_csc_{stale_reads,permanently_stale,applied_p50}). `peers` gets
 // the peers' versions and the run's date, for the table's header and the JSON. Throws
 // PeersMissing when Node.js or the pinned packages are not installed (naming the command that
 // installs them, peer_process.h), std::runtime_error when a contender fails.

@@ -21,6 +21,13 @@
 // on a job-lane table without its lead (job_lead off), so what is timed is the job's own delivery
 // (BullMQ has no at-most-once lead to race it); R's consumer settled and parked before each send,
 // as the lanes rows take it. p50 and p99 of each round; the rows are the medians of the rounds.
+//
+// The cache rows, first (each referee run FLUSHALLs the server, so before any engine of the job
+// rows runs, and only on a server the bench started): the Cache Referee's workload and oracle, one
+// run each of the tracking lane, the broadcast lane with carried values and node-redis's
+// client-side cache (referee/real_clients.cc): stale reads, rows stale once quiet, write start ->
+// the node's cache applied its message. Beside them a hit's cost in each side's own terms
+// (Engine::get in C++, await client.get in JS), reported, not ranked.
 
 #include <echo/engine/engine.h>
 #include <echo/engine/internal/job_consumer.h>
@@ -245,10 +252,10 @@ std::vector<Row> cache_rows_of(const BenchConfig& c, const DrillTarget& target,
   const referee::Figures csc = referee_run(*real.front(), rc, target, ref_names);
   const std::string csc_name =
       "node-redis " + v.value("redis", "?") + " clientSideCache on Node.js " + v.value("node", "?");
-  const std::string load = std::to_string(rc.names) +
-                           " names, Zipf(0.99), 2 writers at 2,000 "
-                           "writes/s, 3 nodes x 4 readers, " +
-                           std::to_string(rc.seconds) + " s";
+  const std::string load =
+      std::to_string(rc.names) +
+      " names, Zipf(0.99), 2 writers at 2,000 writes/s, 3 nodes x 4 readers, " +
+      std::to_string(rc.seconds) + " s";
   const std::string cache_placement =
       placement_of(c,
                    "the referee's writer and reader threads, each node's threads; node-redis's "
