@@ -24,6 +24,7 @@ packages=(
   redis-server redis-tools redis-sentinel locales libssl-dev openssl
   prometheus  # promtool: metrics_endpoint_test checks the /metrics exposition with it
   clang-tidy-14 clang-format-14  # scripts/check-tidy.sh (run-clang-tidy-14 too), check-format.sh
+  libprotobuf-dev protobuf-compiler  # codec_protobuf_test: the Protocol Buffers adapter
 )
 
 # Debian 12's nodejs is 18.20.4; node-redis 6 declares node >= 20 but its client-side cache runs

@@ -364,6 +364,54 @@ Result<bool> Engine::drop_l2(std::string_view table, std::string_view id,
   return reply->view().integer() == 1;
 }
 
+Result<BrandedId> Engine::remove(std::string_view table, std::string_view id,
+                                 std::optional<BrandedId> version) {
+  return impl_->on_table(table, [&](TableRef& ref) { return remove(ref, id, version); });
+}
+
+Result<BrandedId> Engine::remove(TableRef& ref, std::string_view key,
+                                 std::optional<BrandedId> version) {
+  auto& d = *impl_;
+  Impl::Slot* slot = &ref;
+  auto name = Impl::gate(*slot, key);
+  if (!name) return table::Unexpected{name.error()};
+  if (slot->spec.l2_format == L2Format::kRaw) {
+    return table::Unexpected{make_error_code(Errc::kNotVersioned)};
+  }
+  auto minted = d.version_for(*slot, version);  // no_node_lease without a lease
+  if (!minted) return table::Unexpected{minted.error()};
+  if (slot->spec.coherence == CoherenceMode::kBroadcast) {
+    auto message = Impl::message_of(slot, *name, *minted);  // the name passed the gate
+    if (!message) return table::Unexpected{message.error()};
+    const char* verb = d.options.mode == ServerMode::kCluster ? "SPUBLISH" : "PUBLISH";
+    auto reply = d.script(d.publish_l2, {d.key_of(*slot, *name)},
+                          {std::string(minted->view()), std::to_string(slot->spec.ttl_ms),
+                           slot->channel, *message, verb, "remove"});
+    if (!reply) return table::Unexpected{reply.error()};
+    if (reply->view().type() != io::Resp3Type::integer) {
+      return table::Unexpected{unexpected_reply()};
+    }
+  } else {
+    auto dropped = drop_l2(slot->spec.name, *name, *minted);
+    if (!dropped) return table::Unexpected{dropped.error()};
+    if (slot->spec.coherence == CoherenceMode::kJob) {
+      auto admitted = enqueue(slot->spec.name, *slot->publish_group, *name, *minted);
+      if (!admitted && admitted.error() != Errc::kNoLiveMember) {
+        return table::Unexpected{admitted.error()};
+      }
+    }
+  }
+  // This node's row goes now (its own message arrives later, stale then).
+  auto promise = std::make_shared<std::promise<void>>();
+  auto future = promise->get_future();
+  slot->writer->apply(*name, *minted,
+                      [promise](const WriterAnswer<table::Verdict>&) { promise->set_value(); });
+  if (future.wait_for(d.options.get_timeout) != std::future_status::ready) {
+    return table::Unexpected{make_error_code(Errc::kTimeout)};
+  }
+  return *minted;
+}
+
 Result<bool> Engine::invalidate(std::string_view table, std::string_view id) {
   return impl_->on_table(table, [&](TableRef& ref) { return invalidate(ref, id); });
 }

@@ -305,7 +305,8 @@ struct Engine::Impl {
   // ---- The writer's ports (writer_ports.cc): called on the writer thread; never block. ----
   WriterPorts ports_for(Slot& slot);
   void load_into_l2(Slot& slot, const std::string& name, const table::BrandedId& minted,
-                    const std::shared_ptr<LoadClaim>& claim, std::function<void(LoadOutcome)> done);
+                    bool write_l2, const std::shared_ptr<LoadClaim>& claim,
+                    std::function<void(LoadOutcome)> done);
 
   // ---- The job lane's sending side (job_fanout.cc). Any thread. ----
   Result<std::vector<MemberAdmission>> fan_out(std::string_view table,

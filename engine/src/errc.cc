@@ -72,6 +72,8 @@ std::string_view to_string(Errc e) noexcept {
       return "miss";
     case Errc::kMixedFrames:
       return "mixed_frames";
+    case Errc::kAbsent:
+      return "absent";
   }
   return "unknown";
 }

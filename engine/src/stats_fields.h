@@ -109,6 +109,13 @@ constexpr Field<WriterStats> kWriterFields[] = {
      "rows a carried value inserted (carry upsert)"},
     {"carried_drops", &WriterStats::carried_drops, Kind::kCounter,
      "rows dropped because L1 could not hold a carried value"},
+    {"schema_mismatches", &WriterStats::schema_mismatches, Kind::kCounter,
+     "values of another schema (another release's type): fills sent to the loader, carried "
+     "values applied as drops"},
+    {"absent_loads", &WriterStats::absent_loads, Kind::kCounter,
+     "loader answers of Absent (the key has no value), remembered for absent_ttl_ms"},
+    {"absent_hits", &WriterStats::absent_hits, Kind::kCounter,
+     "misses answered absent from this node's memory (no L2 read, no loader call)"},
     {"parks", &WriterStats::parks, Kind::kCounter, "times the writer slept on its doorbell"},
     {"signals", &WriterStats::signals, Kind::kCounter, "futex wakes other threads sent the writer"},
     {"membarriers", &WriterStats::membarriers, Kind::kCounter,

@@ -132,6 +132,7 @@ void validate_identity(const TableSpec& spec) {
 // L1: time to live, size and byte bounds, eviction, sweeps.
 void validate_l1(const TableSpec& spec) {
   check_range<std::int64_t>(spec, "ttl_ms", spec.ttl_ms, 1, std::int64_t{1} << 40);
+  check_range<std::int64_t>(spec, "absent_ttl_ms", spec.absent_ttl_ms, 0, std::int64_t{1} << 40);
   if (!(spec.jitter >= 0.0 && spec.jitter <= 0.5)) {
     refuse(spec, "jitter must lie in 0.0..0.5, got " + std::to_string(spec.jitter));
   }

@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <sched.h>
 
+#include <algorithm>
 #include <bit>
 #include <chrono>
 #include <cstddef>
@@ -100,7 +101,7 @@ TableWriter::TableWriter(const TableSpec& spec, WriterPorts ports, unsigned node
   verdicts_.resize(spec_.max_batch);
   // The listeners are documented to run on the writer thread: a table with one keeps every
   // apply there.
-  direct_ = spec_.direct_apply && !spec_.on_message && !spec_.on_removal;
+  direct_ = spec_.direct_apply && !spec_.on_message && !spec_.on_removal && !spec_.on_change;
   carry_ = carry_of(spec_);
 }
 
@@ -219,10 +220,14 @@ void TableWriter::apply_put(std::string_view name, std::string_view value,
   // Not caching (suspended), an invalidation after L2 was written (tracking: maybe of a later
   // write), or L2 holds what the table's codec refuses: no row, and no older row survives either.
   const bool forgotten = !suspended_ && guard != kNoGuard && guard != forget_token(name);
+  if (!absent_.empty()) forget_absent(name, nullptr);
   if (forgotten) base::solo_add(forgotten_puts_);
-  if (suspended_ || forgotten ||
-      map_->put(name, value, version) == table::InsertVerdict::kRefusedDecode) {
+  const auto put = suspended_ || forgotten ? table::InsertVerdict::kRefusedDecode
+                                           : map_->put(name, value, version);
+  if (put == table::InsertVerdict::kRefusedDecode) {
     map_->erase(name);
+  } else if (table::stored(put)) {
+    changed(name);
   }
   base::solo_add(puts_);
   if (!flights_.empty()) note_drop(name);  // a flight may have read the older value
@@ -460,6 +465,8 @@ bool TableWriter::reclaim_wanted() noexcept {
     case ItemKind::kTextHash: {
       const auto verdict = map_->apply_hashed(item.text_hash, item.message.version);
       if (!flights_.empty()) note_drop_hashed(item.text_hash);
+      if (!absent_.empty())
+        std::erase_if(absent_, [&item](const auto& e) { return e.second.hash == item.text_hash; });
       if (spec_.on_message) {
         hear(Heard{{},
                    item.text_hash,
@@ -609,7 +616,7 @@ void TableWriter::apply_drained(std::span<CoherenceItem> items, std::int64_t t) 
   // A batch of branded items with no memory to ask, no flight to mark and nobody to tell:
   // apply_item is the map's apply_coherence for each, so the map's batched apply (hashes and
   // prefetches ahead: BM_L1Map_ApplyDrops batched:1) gives every verdict, in order.
-  bool batch = flights_.empty() && !spec_.on_message;
+  bool batch = flights_.empty() && !spec_.on_message && absent_.empty();
   for (std::size_t i = 0; batch && i < items.size(); ++i) {
     batch = items[i].kind == ItemKind::kBranded && (items[i].ticket == 0 || !memory_.stale);
   }
@@ -630,6 +637,7 @@ table::Verdict TableWriter::apply_message(std::string_view name, const table::Br
   // into the guard's floor has none here: its flights are restarted, as before.)
   std::optional<table::IdBytes> known;
   if (!flights_.empty()) known = map_->tombstone(name);
+  if (!absent_.empty()) forget_absent(name, &version);
   const auto verdict = map_->apply_coherence(name, version);
   if (!flights_.empty() && (!known || table::newer(version.view(), table::view(*known)))) {
     note_drop(name);
@@ -664,6 +672,12 @@ Applied TableWriter::apply_with_memory(std::string_view name, const CoherenceIte
 table::Verdict TableWriter::apply_carried(std::string_view name,
                                           const CoherenceItem& item) noexcept {
   const table::BrandedId& version = item.message.version;
+  if (!spec_.value.schema.empty() && !item.value().starts_with(spec_.value.schema)) {
+    // Another schema's value (a node of another release published it): applied as the drop it
+    // also is, so this node's readers refill through their own loader.
+    base::solo_add(schema_mismatches_);
+    return apply_message(name, version);
+  }
   // As apply_message: a flight that read L2 before this version was written holds an older value.
   // The guard refuses to cache it, but a reader that joins the flight after this message must not
   // be answered with it: the flight reads again. Whatever the verdict (a row this node does not
@@ -671,6 +685,7 @@ table::Verdict TableWriter::apply_carried(std::string_view name,
   // guard already knew a version as new (that drop restarted the flight already).
   std::optional<table::IdBytes> known;
   if (!flights_.empty()) known = map_->tombstone(name);
+  if (!absent_.empty()) forget_absent(name, &version);
   const auto u = map_->apply_update(name, version, item.value(), carry_ == Carry::kUpsert);
   const bool applied = u != table::UpdateVerdict::kStale;
   if (!flights_.empty() && (!known || table::newer(version.view(), table::view(*known)))) {
@@ -679,9 +694,11 @@ table::Verdict TableWriter::apply_carried(std::string_view name,
   switch (u) {
     case table::UpdateVerdict::kUpdated:
       base::solo_add(carried_updates_);
+      changed(name);
       break;
     case table::UpdateVerdict::kInserted:
       base::solo_add(carried_inserts_);
+      changed(name);
       break;
     case table::UpdateVerdict::kDropped:
       base::solo_add(carried_drops_);
@@ -704,6 +721,52 @@ void TableWriter::note_drop_hashed(std::uint64_t hash) noexcept {
   }
 }
 
+bool TableWriter::remembered_absent(std::string_view name) {
+  const auto it = absent_.find(name);
+  if (it == absent_.end()) return false;
+  if (table::steady_clock_ms() < it->second.expires_ms) return true;
+  absent_.erase(it);
+  return false;
+}
+
+void TableWriter::remember_absent(std::string_view name, const table::BrandedId& version) {
+  if (absent_.size() >= spec_.max_size) {
+    // Full: the expired go first, else the one that expires soonest (a linear pass, only when
+    // the bound is reached).
+    const std::int64_t now = table::steady_clock_ms();
+    std::erase_if(absent_, [now](const auto& e) { return e.second.expires_ms <= now; });
+    if (absent_.size() >= spec_.max_size) {
+      absent_.erase(std::min_element(
+          absent_.begin(), absent_.end(),
+          [](const auto& a, const auto& b) { return a.second.expires_ms < b.second.expires_ms; }));
+    }
+  }
+  absent_.insert_or_assign(std::string(name),
+                           AbsentKey{version.bytes(), table::hash_key(name),
+                                     table::steady_clock_ms() + spec_.absent_ttl_ms});
+}
+
+void TableWriter::forget_absent(std::string_view name, const table::BrandedId* version) noexcept {
+  const auto it = absent_.find(name);
+  if (it == absent_.end()) return;
+  // Newer wins, as for rows: a message no newer than the load says nothing of what it found.
+  if (version != nullptr && !table::newer(version->view(), table::view(it->second.version))) return;
+  absent_.erase(it);
+}
+
+void TableWriter::changed(std::string_view name) noexcept {
+  if (!spec_.on_change) return;
+  // The row just stored, as readers see it (this thread is the map's writer: nothing replaces it
+  // meanwhile).
+  const auto row = map_->writer_row(name);
+  if (!row) return;
+  try {
+    spec_.on_change(name, row->version, row->value);
+  } catch (...) {
+    base::solo_add(listener_throws_);  // documented must-not-throw: counted
+  }
+}
+
 void TableWriter::removed(void* self, std::string_view name, std::string_view version,
                           RemovalCause cause) noexcept {
   static_cast<TableWriter*>(self)->tell(name, version, cause);
@@ -723,6 +786,7 @@ void TableWriter::tell(std::string_view name, std::string_view version,
 void TableWriter::flush() noexcept {
   if (map_->size() != 0) tell({}, {}, RemovalCause::kFlush);
   map_->clear();
+  absent_.clear();
   // Tracking: a put or fill begun before the flush may hold what an invalidation lost meanwhile
   // would have dropped (the writer alone stores it: load and store).
   if (forget_seq_) {
@@ -732,6 +796,7 @@ void TableWriter::flush() noexcept {
 }
 
 bool TableWriter::forget(const CoherenceItem& item) noexcept {
+  absent_.clear();  // the tracking lane names no version: every remembered absence may be old
   if (item.kind == ItemKind::kForgetAll) {
     const bool held = map_->size() != 0;
     flush();
@@ -830,6 +895,11 @@ void TableWriter::on_miss(MissCmd& cmd) {
       return;
     }
   }
+  if (!absent_.empty() && remembered_absent(cmd.name)) {
+    base::solo_add(absent_hits_);
+    cmd.done(GetOutcome{make_error_code(Errc::kAbsent)});
+    return;
+  }
   if (auto it = flights_.find(cmd.name); it != flights_.end()) {
     it->second.waiters.push_back(std::move(cmd.done));
     base::solo_add(coalesced_);
@@ -849,6 +919,7 @@ void TableWriter::on_miss(MissCmd& cmd) {
 void TableWriter::start_fetch(std::string_view name, Flight& flight) {
   // A read sent from here on follows every drop and invalidation applied so far.
   flight.overtaken = false;
+  flight.foreign = false;
   flight.forgotten_at = Flight::kNotForgotten;
   ports_.fetch(name, [this, key = std::string(name), id = flight.id](L2Fetch fetch) {
     post(FetchedCmd{key, id, std::move(fetch)});
@@ -911,26 +982,7 @@ void TableWriter::on_fetched(FetchedCmd& cmd) {
     finish(cmd.name, GetOutcome{cmd.fetch.ec});
     return;
   }
-  if (!cmd.fetch.stored) {
-    // L2 nil: the loader runs once for the whole flight, within the table's loader_timeout.
-    if (!flight->minted) flight->minted = mint_version(cmd.name);
-    if (!flight->minted) {
-      finish(cmd.name, GetOutcome{make_error_code(Errc::kNoNodeLease)});
-      return;
-    }
-    std::shared_ptr<LoadClaim> claim;
-    if (spec_.loader_timeout.count() > 0) {
-      claim = std::make_shared<LoadClaim>();
-      flight->load = claim;
-      load_timers_.push_back(LoadTimer{table::steady_clock_ms() + spec_.loader_timeout.count(),
-                                       cmd.name, cmd.flight, claim});
-    }
-    ports_.load(cmd.name, *flight->minted, std::move(claim),
-                [this, name = cmd.name, id = cmd.flight](LoadOutcome load) {
-                  post(LoadedCmd{name, id, std::move(load)});
-                });
-    return;
-  }
+  if (!cmd.fetch.stored) return load(cmd.name, *flight, cmd.flight);
   GetOutcome out;
   out.source = Source::kL2;
   if (spec_.l2_format == L2Format::kRaw) {
@@ -949,8 +1001,36 @@ void TableWriter::on_fetched(FetchedCmd& cmd) {
     out.value = std::string(row->value);
     out.version = row->version;
   }
+  if (!spec_.value.schema.empty() && !out.value.starts_with(spec_.value.schema)) {
+    // Another schema's row (a node of an older or newer release wrote it): this node's loader
+    // answers instead, and the row stays in L2 for the nodes that read it.
+    base::solo_add(schema_mismatches_);
+    flight->foreign = true;
+    return load(cmd.name, *flight, cmd.flight);
+  }
   base::solo_add(l2_hits_);
   finish(cmd.name, std::move(out));
+}
+
+void TableWriter::load(const std::string& name, Flight& flight, std::uint64_t id) {
+  // L2 nil (or another schema's row): the loader runs once for the whole flight, within the
+  // table's loader_timeout.
+  if (!flight.minted) flight.minted = mint_version(name);
+  if (!flight.minted) {
+    finish(name, GetOutcome{make_error_code(Errc::kNoNodeLease)});
+    return;
+  }
+  std::shared_ptr<LoadClaim> claim;
+  if (spec_.loader_timeout.count() > 0) {
+    claim = std::make_shared<LoadClaim>();
+    flight.load = claim;
+    load_timers_.push_back(
+        LoadTimer{table::steady_clock_ms() + spec_.loader_timeout.count(), name, id, claim});
+  }
+  ports_.load(name, *flight.minted, !flight.foreign, std::move(claim),
+              [this, name, id](LoadOutcome load) {
+                post(LoadedCmd{name, id, std::move(load)});
+              });
 }
 
 std::int64_t TableWriter::release_held(std::int64_t now_ns) {
@@ -972,6 +1052,14 @@ void TableWriter::on_loaded(LoadedCmd& cmd) {
   }
   flight->load.reset();
   if (restart_if_overtaken(cmd.name, *flight)) return;
+  if (cmd.load.ec == make_error_code(Errc::kAbsent)) {
+    // No value at the source, as of the flight's version: remembered until a newer write of the
+    // name reaches this node, or absent_ttl_ms.
+    base::solo_add(absent_loads_);
+    if (spec_.absent_ttl_ms > 0 && flight->minted) remember_absent(cmd.name, *flight->minted);
+    finish(cmd.name, GetOutcome{cmd.load.ec});
+    return;
+  }
   if (cmd.load.ec) {
     base::solo_add(load_errors_);
     finish(cmd.name, GetOutcome{cmd.load.ec});
@@ -1020,11 +1108,13 @@ void TableWriter::finish(std::string_view name, GetOutcome outcome) {
     if (suspended_) {
       base::solo_add(suspended_fills_);
     } else {
-      if (map_->insert_fill(name, outcome.value, *outcome.version) ==
-          table::InsertVerdict::kRefusedDecode) {
+      const auto inserted = map_->insert_fill(name, outcome.value, *outcome.version);
+      if (inserted == table::InsertVerdict::kRefusedDecode) {
         // The table's codec refuses what L2 or the loader gave: every waiter gets the error.
         outcome = GetOutcome{make_error_code(Errc::kBadValue)};
         outcome.value = map_->decode_error();
+      } else if (table::stored(inserted)) {
+        changed(name);
       }
     }
   }
@@ -1090,6 +1180,9 @@ WriterStats TableWriter::stats() const {
   s.carried_updates = ld(carried_updates_);
   s.carried_inserts = ld(carried_inserts_);
   s.carried_drops = ld(carried_drops_);
+  s.schema_mismatches = ld(schema_mismatches_);
+  s.absent_loads = ld(absent_loads_);
+  s.absent_hits = ld(absent_hits_);
   s.parks = bell_.parks_count();
   s.signals = bell_.signals_count();
   // Every scan of the map's reclamation runs on this writer (never on a borrower: hold_reclaim).

@@ -67,11 +67,11 @@ WriterPorts Engine::Impl::ports_for(Slot& slot) {
       if (ec) (*shared)(L2Fetch{ec, std::nullopt});
     });
   };
-  p.load = [this, &slot](std::string_view asked, const table::BrandedId& minted,
+  p.load = [this, &slot](std::string_view asked, const table::BrandedId& minted, bool write_l2,
                          std::shared_ptr<LoadClaim> claim, std::function<void(LoadOutcome)> done) {
-    slot.loaders->post([this, &slot, name = std::string(asked), minted, claim = std::move(claim),
-                        done = std::move(done)]() mutable {
-      load_into_l2(slot, name, minted, claim, std::move(done));
+    slot.loaders->post([this, &slot, name = std::string(asked), minted, write_l2,
+                        claim = std::move(claim), done = std::move(done)]() mutable {
+      load_into_l2(slot, name, minted, write_l2, claim, std::move(done));
     });
   };
   return p;
@@ -80,7 +80,7 @@ WriterPorts Engine::Impl::ports_for(Slot& slot) {
 // On a loader thread: the loader's value, then its write into L2 (on the io thread), then
 // `done` with the outcome.
 void Engine::Impl::load_into_l2(Slot& slot, const std::string& name, const table::BrandedId& minted,
-                                const std::shared_ptr<LoadClaim>& claim,
+                                bool write_l2, const std::shared_ptr<LoadClaim>& claim,
                                 std::function<void(LoadOutcome)> done) {
   const std::int64_t t0 = base::steady_ns();
   LoadResult result = call_loader(slot.spec, name);
@@ -94,10 +94,19 @@ void Engine::Impl::load_into_l2(Slot& slot, const std::string& name, const table
                                                            ? "loader failed"
                                                            : "loader failed: " + failed->reason}});
   }
+  if (std::holds_alternative<Absent>(result)) {
+    return done(LoadOutcome{make_error_code(Errc::kAbsent)});  // nothing for L2
+  }
   auto loaded = std::get<Loaded>(std::move(result));
   LoadOutcome out;
   out.version = loaded.version.value_or(minted);
   out.value = std::move(loaded.value);
+  if (!write_l2) {
+    // L2 holds another schema's row: it stays for the nodes that read it; this node keeps the
+    // loader's value in L1 alone.
+    out.stored = true;
+    return done(std::move(out));
+  }
   // Framed: put_l2 stores it unless L2 holds a newer version. Raw (no version to compare): SET
   // NX, so a value another program wrote meanwhile is never overwritten.
   const bool raw = slot.spec.l2_format == L2Format::kRaw;

@@ -13,6 +13,9 @@
 --          message's head "{" key "}"
 -- ARGV[6]  optional: 'carry': the message is ARGV[4] .. ARGV[1], "{" key "}" version value
 --          (docs/wire.md, "Carried values"), so the value crosses the wire once
+--          or 'remove' (Engine::remove): ARGV[1] is the removal's version alone (14 bytes); the
+--          row goes unless L2 holds a newer one (drop_l2's rule), and the message ARGV[4] is sent
+--          either way: every node drops its older row and remembers the version (a tombstone).
 -- ARGV[5]  'PUBLISH', or 'SPUBLISH' on a cluster: redis-server 7.0 lets a script SPUBLISH on a
 --          channel of its own slot (and refuses another slot's under `#!lua`)
 -- returns  the number of subscribers that heard the message (the verb's reply); error EMQFRAME
@@ -32,6 +35,12 @@ if verb ~= 'PUBLISH' and verb ~= 'SPUBLISH' then
   return redis.error_reply('EMQARG verb must be PUBLISH or SPUBLISH')
 end
 local stored = redis.call('GET', KEYS[1])
+if ARGV[6] == 'remove' then
+  if stored and (string.len(stored) < 14 or payload_newer(framed, stored)) then
+    redis.call('DEL', KEYS[1])
+  end
+  return redis.call(verb, ARGV[3], ARGV[4])
+end
 if not (stored and string.len(stored) >= 14 and not payload_newer(framed, stored)) then
   redis.call('SET', KEYS[1], framed, 'PX', ARGV[2])
 end

@@ -337,6 +337,31 @@ bool L1Map::refuse_slot() const noexcept {
   return false;
 }
 
+std::size_t L1Map::walk_rows(void (*each)(void* ctx, const RowView& row), void* ctx) const {
+  std::size_t seen = 0;
+  for (std::size_t first = 0; first <= mask_; first += kWalkChunk) {
+    const ReadGuard guard;
+    if (!guard.protecting()) {
+      (void)refuse_slot();
+      return seen;
+    }
+    const std::int64_t now = read_now();
+    const std::size_t end = std::min(first + kWalkChunk, mask_ + 1);
+    for (std::size_t b = first; b < end; ++b) {
+      // As lookup(): an unlinked row keeps its `next` until reclaimed, so the chain goes on.
+      for (const Row* r = buckets_[b].load(std::memory_order_seq_cst); r != nullptr;
+           r = r->next.load(std::memory_order_seq_cst)) {
+        if (expired(r, now)) continue;
+        each(ctx, RowView{std::string_view(r->name(), r->name_size),
+                          std::string_view(r->value(), r->value_size), view(r->version()),
+                          r->expires_at});
+        ++seen;
+      }
+    }
+  }
+  return seen;
+}
+
 std::optional<RowView> L1Map::find(const ReadGuard& guard, std::string_view name) const noexcept {
   // The guard is the proof that the views may be handed out: this thread's, and open.
   guard.check_thread("used by L1Map::find");
@@ -675,6 +700,13 @@ InsertVerdict L1Map::upsert(std::string_view key, std::string_view value, const 
 InsertVerdict L1Map::refused_decode() noexcept {
   base::solo_add(counters_.decode_errors);
   return InsertVerdict::kRefusedDecode;
+}
+
+std::optional<RowView> L1Map::writer_row(std::string_view name) const noexcept {
+  const Row* r = live_row(name, clock_());
+  if (r == nullptr) return std::nullopt;
+  return RowView{std::string_view(r->name(), r->name_size),
+                 std::string_view(r->value(), r->value_size), view(r->version()), r->expires_at};
 }
 
 std::optional<IdBytes> L1Map::fill_floor(std::string_view name) const noexcept {

@@ -174,9 +174,11 @@ TEST_F(TypedTableTest, ATextKeyStructRowIsReadInPlaceAndCrossesTwoProcesses) {
   // The second node loads AAPL (not in L2 yet: its loader runs), then serves it from L1.
   EXPECT_EQ(ask("read AAPL"), "loader 104.000000");
   EXPECT_EQ(ask("read AAPL"), "l1 104.000000");
-  // L2 holds it under the text key, framed version(14) ‖ the struct's bytes.
+  // L2 holds it under the text key, framed version(14) ‖ the schema header ‖ the struct's bytes.
   const std::string stored = text(command_argv(client(), {"GET", "ecc:{quotes}:AAPL"}).get());
-  ASSERT_EQ(stored.size(), table::kIdSize + sizeof(Quote));
+  ASSERT_EQ(stored.size(), table::kIdSize + engine::kSchemaHeaderSize + sizeof(Quote));
+  EXPECT_EQ(stored.substr(table::kIdSize, engine::kSchemaHeaderSize),
+            engine::schema_header<Quote>());
 
   // This node reads it from L2, then in place: the same object, no copy, on this thread.
   const Quote* first = nullptr;
@@ -315,13 +317,38 @@ TEST_F(TypedTableTest, KeysMayHoldColonsAndBadKeysNeverReachTheWire) {
   EXPECT_TRUE(qa.get(std::string(200, 'K')));  // the longest key is a key
 }
 
+TEST_F(TypedTableTest, AnotherSchemasRowIsAMissForTheLoaderAndStaysInL2) {
+  // Bytes without this node's schema header: another release's value (or none of ours). The
+  // loader answers, the read succeeds, the row in L2 is left for the nodes that read it.
+  auto loads = std::make_shared<std::atomic<int>>(0);
+  auto a = node(1, {quotes_spec(loads)});
+  ASSERT_TRUE(a);
+  Table<Quote> quotes = a->table<Quote>("quotes");
+  const auto version = table::process_minter().mint("QTE", 1).value();
+  const std::string foreign = engine::frame_l2_value(version, "3 bytes? no: 7");
+  ASSERT_TRUE(command_argv(client(), {"SET", "ecc:{quotes}:OLD", foreign}));
+  auto r = quotes.get("OLD");
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_EQ(r->bid, 103.0);  // the loader's
+  EXPECT_EQ(loads->load(), 1);
+  EXPECT_EQ(a->stats().tables[0].writer.schema_mismatches, 1u);
+  EXPECT_EQ(quotes.l1().stats().decode_errors, 0u);
+  EXPECT_EQ(text(command_argv(client(), {"GET", "ecc:{quotes}:OLD"}).get()), foreign);
+  bool ran = false;
+  EXPECT_TRUE(quotes.read("OLD", [&ran](const Quote&, std::string_view) { ran = true; }));
+  EXPECT_TRUE(ran) << "the loader's value is this node's row";
+}
+
 TEST_F(TypedTableTest, BytesTheCodecRefusesAreATypedCountedError) {
   auto a = node(1, {quotes_spec()});
   ASSERT_TRUE(a);
   Table<Quote> quotes = a->table<Quote>("quotes");
   const auto version = table::process_minter().mint("QTE", 1).value();
+  // This schema's header, then bytes of the wrong size: the codec refuses them.
   ASSERT_TRUE(command_argv(
-      client(), {"SET", "ecc:{quotes}:BAD", engine::frame_l2_value(version, "3 bytes? no: 7")}));
+      client(),
+      {"SET", "ecc:{quotes}:BAD",
+       engine::frame_l2_value(version, engine::schema_header<Quote>() + "3 bytes? no: 7")}));
   auto r = quotes.get("BAD");
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error(), make_error_code(Errc::kBadValue));

@@ -66,10 +66,12 @@ table::L1Map map_of(const table::ValueLayout& layout) {
   return table::L1Map(c);
 }
 
-TEST(Codec, AStructIsItsObjectBytesAndOtherSizesAreRefusedNamingThem) {
+TEST(Codec, AStructIsItsSchemaHeaderThenItsObjectBytesAndOtherSizesAreRefusedNamingThem) {
   const Quote q{189.1, 189.2, 300};
-  const std::string bytes = encode(q);
-  ASSERT_EQ(bytes.size(), sizeof(Quote));
+  const std::string encoded = encode(q);
+  ASSERT_EQ(encoded.size(), kSchemaHeaderSize + sizeof(Quote));
+  EXPECT_EQ(encoded.substr(0, kSchemaHeaderSize), schema_header<Quote>());
+  const std::string bytes = encoded.substr(kSchemaHeaderSize);
   Quote back{};
   std::string why;
   ASSERT_TRUE(Codec<Quote>::decode(bytes, back, why));
@@ -95,8 +97,12 @@ TEST(Codec, AStructRowIsDecodedIntoTheRowAndReadInPlace) {
   EXPECT_EQ(layout.destroy, nullptr) << "trivially destructible: nothing to run at free";
   table::L1Map m = map_of(layout);
   ASSERT_EQ(m.put("AAPL", encode(Quote{1.5, 1.6, 7}), ver(1)), table::InsertVerdict::kInserted);
-  EXPECT_EQ(m.put("MSFT", "short", ver(1)), table::InsertVerdict::kRefusedDecode);
+  EXPECT_EQ(m.put("MSFT", schema_header<Quote>() + "short", ver(1)),
+            table::InsertVerdict::kRefusedDecode);
   EXPECT_NE(m.decode_error().find("expected"), std::string::npos) << m.decode_error();
+  EXPECT_EQ(m.put("IBM", std::string(sizeof(Quote) + kSchemaHeaderSize, 'x'), ver(1)),
+            table::InsertVerdict::kRefusedDecode);
+  EXPECT_NE(m.decode_error().find("schema mismatch"), std::string::npos) << m.decode_error();
   EXPECT_TRUE(m.visit("AAPL", [](std::string_view v, std::string_view) {
     EXPECT_EQ(reinterpret_cast<const Quote*>(v.data())->size, 7);
   }));
@@ -120,9 +126,11 @@ TEST(Codec, AUserCodecRoundTripsAndItsRefusalAndThrowAreRefusalsWithTheirReason)
       EXPECT_EQ(t.bid, 1.25);
       EXPECT_EQ(t.venue, "a venue name longer than any small-string buffer");
     }));
-    EXPECT_EQ(m.put("GBP:USD", "no slashes", ver(1)), table::InsertVerdict::kRefusedDecode);
+    const std::string& header = schema_header<Tick>();
+    EXPECT_EQ(m.put("GBP:USD", header + "no slashes", ver(1)),
+              table::InsertVerdict::kRefusedDecode);
     EXPECT_EQ(m.decode_error(), "want bid/ask/venue");
-    EXPECT_EQ(m.put("JPY:USD", "throw", ver(1)), table::InsertVerdict::kRefusedDecode);
+    EXPECT_EQ(m.put("JPY:USD", header + "throw", ver(1)), table::InsertVerdict::kRefusedDecode);
     EXPECT_EQ(m.decode_error(), "the codec threw: feed format changed");
     EXPECT_EQ(m.stats().decode_errors, 2u);
     ASSERT_EQ(m.put("EUR:USD", bytes, ver(2)), table::InsertVerdict::kReplaced);
@@ -139,7 +147,7 @@ TEST(Codec, LoaderOfEncodesTheTypedAnswerOrPassesTheError) {
   ASSERT_TRUE(std::holds_alternative<Loaded>(r));
   Quote q{};
   std::string why;
-  ASSERT_TRUE(Codec<Quote>::decode(std::get<Loaded>(r).value, q, why));
+  ASSERT_TRUE(detail::decode_into(std::get<Loaded>(r).value, q, why)) << why;
   EXPECT_EQ(q.size, 4);
   Loader err = loader_of<Quote>([](const Key&) { return LoadError{"no such quote"}; });
   auto e = err(Key(std::string_view("AAPL")));

@@ -57,8 +57,8 @@ struct FakeL2 {
         std::thread(std::move(answer)).detach();
       }
     };
-    p.load = [this](std::string_view asked, const BrandedId& minted, std::shared_ptr<LoadClaim>,
-                    std::function<void(LoadOutcome)> done) {
+    p.load = [this](std::string_view asked, const BrandedId& minted, bool,
+                    std::shared_ptr<LoadClaim>, std::function<void(LoadOutcome)> done) {
       ++loads;
       std::thread([this, name = std::string(asked), minted, done = std::move(done)] {
         LoadOutcome out;

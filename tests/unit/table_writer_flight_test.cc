@@ -172,7 +172,7 @@ TEST(TableWriter, ALoaderWriteRefusedEveryTimeEndsContendedWithinTheRestartBound
   FakeL2 l2;
   WriterPorts ports = l2.ports();
   std::atomic<int> loads{0};
-  ports.load = [&loads](std::string_view, const BrandedId& minted, std::shared_ptr<LoadClaim>,
+  ports.load = [&loads](std::string_view, const BrandedId& minted, bool, std::shared_ptr<LoadClaim>,
                         std::function<void(LoadOutcome)> done) {
     ++loads;
     LoadOutcome out;
@@ -205,7 +205,7 @@ struct HeldLoad {
 
   WriterPorts ports(FakeL2& l2) {
     WriterPorts p = l2.ports();
-    p.load = [this](std::string_view, const BrandedId& v, std::shared_ptr<LoadClaim> c,
+    p.load = [this](std::string_view, const BrandedId& v, bool, std::shared_ptr<LoadClaim> c,
                     std::function<void(LoadOutcome)> d) {
       std::lock_guard lock(mu);
       minted = v;

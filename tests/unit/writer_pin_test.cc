@@ -30,7 +30,7 @@ TableSpec pinned_spec() {
 WriterPorts idle_ports() {
   WriterPorts p;
   p.fetch = [](std::string_view, std::function<void(L2Fetch)>) {};
-  p.load = [](std::string_view, const table::BrandedId&, std::shared_ptr<LoadClaim>,
+  p.load = [](std::string_view, const table::BrandedId&, bool, std::shared_ptr<LoadClaim>,
               std::function<void(LoadOutcome)>) {};
   return p;
 }

@@ -467,6 +467,20 @@ class Engine {
   // drop_l2 (docs/wire.md, "L2 values"): deletes the L2 row iff `version` is newer; true if it did.
   Result<bool> drop_l2(std::string_view table, std::string_view id,
                        const table::BrandedId& version);
+  // A delete every node hears: a tombstone under `version` (minted in the table's kind when not
+  // given), newer wins like any write. L2's row goes unless L2 holds a newer one, and the
+  // message name:version goes through the table's lane, so every node drops an older row and
+  // remembers the version (a fill of an older value is refused; a later write is newer). By
+  // coherence: broadcast, one script (lua/scripts/publish_l2.lua, 'remove': the DEL and the
+  // PUBLISH both or neither); job, the conditional DEL and then enqueue's fan-out (no live member
+  // is not an error); tracking, the conditional DEL (the server invalidates every tracking node);
+  // none, the conditional DEL. Then this node's row goes before the call returns. Answers the
+  // tombstone's version. Blocks for one round trip (two on the job lane) and one writer hop; any
+  // application thread. no_such_cache, kind or bad_key, not_versioned (a raw L2 table),
+  // no_node_lease, timeout, stopped, or the connection's error (the removal may have run: remove
+  // again, the tombstone is idempotent).
+  Result<table::BrandedId> remove(std::string_view table, std::string_view id,
+                                  std::optional<table::BrandedId> version = std::nullopt);
   // Admin: DEL the L2 key and delete the L1 row, unconditionally. true when L2 held the key
   // (DEL removed it), false when it had none; the L1 row is gone either way.
   Result<bool> invalidate(std::string_view table, std::string_view id);
@@ -506,6 +520,8 @@ class Engine {
   Result<table::BrandedId> put(TableRef& ref, std::string_view key, std::string_view bytes,
                                std::optional<table::BrandedId> version);
   Result<bool> invalidate(TableRef& ref, std::string_view key);
+  Result<table::BrandedId> remove(TableRef& ref, std::string_view key,
+                                  std::optional<table::BrandedId> version);
   Result<table::BrandedId> publish(TableRef& ref, std::string_view key, std::string_view bytes,
                                    std::optional<table::BrandedId> version);
 

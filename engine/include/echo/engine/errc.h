@@ -51,6 +51,9 @@ enum class Errc : int {
   kMixedFrames,    // start(): a table that carries values (TableSpec::carry) has subscribers
                    // that read only the 29-byte message (the original's nodes, an older
                    // EchoStore): the detail names the table and how many
+  // The table's loader answered Absent: the key has no value (remembered for the table's
+  // absent_ttl_ms, until a write of the key reaches this node).
+  kAbsent,
 };
 
 const std::error_category& engine_category() noexcept;

@@ -38,6 +38,13 @@ struct WriterStats {
   // in place, rows it inserted (Carry::kUpsert), and rows it dropped because L1 could not hold
   // the value (no room under max_bytes, a typed table's codec refused the bytes).
   std::uint64_t carried_updates = 0, carried_inserts = 0, carried_drops = 0;
+  // A typed table's values written under another schema (schema.h: a node of another release):
+  // fills that found one in L2 and asked this node's loader instead (the row stays in L2), and
+  // carried values applied as drops. Never an error to a reader.
+  std::uint64_t schema_mismatches = 0;
+  // Negative caching (TableSpec::absent_ttl_ms): loader answers of Absent, and misses answered
+  // absent from this node's memory of one (no L2 read, no loader call).
+  std::uint64_t absent_loads = 0, absent_hits = 0;
   // What the writer costs its neighbours on the CPUs it shares: parks (the writer slept on its
   // doorbell), signals (futex wakes other threads sent it), membarriers (membarrier calls it
   // made: its doorbell's handshake and reclamation's scans of the reader slots, each an IPI to

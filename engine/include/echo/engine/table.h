@@ -33,13 +33,13 @@ class Table {
   // The table's name.
   std::string_view name() const noexcept;
 
-  // Zero-copy read. On an L1 hit, runs fn(ValueView<T>, version) on this thread inside its read
-  // section: the row's own object (for std::string tables a std::string_view of its bytes) and
-  // its 14-byte version, valid only during the call. A hit copies nothing, allocates nothing,
-  // takes no lock and makes no syscall. fn must not block and must not call this engine: while
-  // it runs, the process's L1 reclamation waits for it. On a miss, loads like get() (blocking up
-  // to get_timeout), then runs fn on the row it filled (or on the loaded value when L1 could not
-  // keep it). Answers where the value came from.
+  // Zero-copy read. On an L1 hit, runs fn(ValueView<T>, version), or fn(ValueView<T>), on this
+  // thread inside its read section: the row's own object (for std::string tables a
+  // std::string_view of its bytes) and its 14-byte version, valid only during the call. A hit
+  // copies nothing, allocates nothing, takes no lock and makes no syscall. fn must not block and
+  // must not call this engine: while it runs, the process's L1 reclamation waits for it. On a miss,
+  // loads like get() (blocking up to get_timeout), then runs fn on the row it filled (or on the
+  // loaded value when L1 could not keep it). Answers where the value came from.
   template <class Fn>
   Result<Source> read(std::string_view key, Fn&& fn) const;
 
@@ -55,6 +55,16 @@ class Table {
   std::optional<T> try_get(std::string_view key) const
       noexcept(std::is_nothrow_copy_constructible_v<T>);
 
+  // Runs fn(key, ValueView<T>, version) on every row this node's L1 holds (live, this thread;
+  // L1Map::for_each: chunked read sections, safe beside the writer's applies: a row changed while
+  // the walk passes may be missed or seen at its value before the change, none twice). fn as
+  // read()'s: it must not block and must not call this engine. Answers how many rows it saw.
+  template <class Fn>
+  std::size_t for_each(Fn&& fn) const {
+    return l1_->for_each(
+        [&fn](const table::RowView& row) { fn(row.name, view_of<T>(row.value), row.version); });
+  }
+
   // L2 SET of the encoded value under `version` (minted in the table's kind when not given),
   // then the L1 row (read-your-writes). Announces nothing: other nodes keep their rows until a
   // message (publish, or the engine's broadcast/enqueue) or their TTL.
@@ -68,6 +78,13 @@ class Table {
   // lane's server announces the SET itself). Answers the version.
   Result<table::BrandedId> publish(std::string_view key, const T& value,
                                    std::optional<table::BrandedId> version = std::nullopt) const;
+
+  // A delete every node hears (Engine::remove): a newer-wins tombstone through the table's lane.
+  // Answers its version.
+  Result<table::BrandedId> remove(std::string_view key,
+                                  std::optional<table::BrandedId> version = std::nullopt) const {
+    return engine_->remove(*ref_, key, version);
+  }
 
   // Admin: deletes the key in L2 and L1, unconditionally (on_removal hears kInvalidate when
   // L1 held a row). True when L2 held the key.
@@ -88,13 +105,21 @@ class Table {
   [[gnu::noinline]] Result<Source> read_miss(std::string_view key, Fn& fn) const;
   [[gnu::noinline]] Result<T> get_miss(std::string_view key) const;
 
+  // A read callback takes the value, or the value and the row's version.
   template <class Fn>
-  static void call(Fn& fn, std::string_view value, std::string_view version) {
-    if constexpr (std::is_same_v<T, std::string>) {
+  static void give(Fn& fn, ValueView<T> value, std::string_view version) {
+    if constexpr (std::is_invocable_v<Fn&, ValueView<T>, std::string_view>) {
       fn(value, version);
     } else {
-      fn(*std::launder(reinterpret_cast<const T*>(value.data())), version);
+      static_assert(std::is_invocable_v<Fn&, ValueView<T>>,
+                    "a read callback takes (const T& value) or (const T& value, std::string_view "
+                    "version) (std::string_view value for a std::string table)");
+      fn(value);
     }
+  }
+  template <class Fn>
+  static void call(Fn& fn, std::string_view value, std::string_view version) {
+    give(fn, view_of<T>(value), version);
   }
 
   Engine* engine_;
@@ -150,15 +175,14 @@ Result<Source> Table<T>::read_miss(std::string_view key, Fn& fn) const {
   }
   // L1 did not keep it (full, refused by a newer drop, or already replaced): the loaded value.
   if constexpr (std::is_same_v<T, std::string>) {
-    fn(std::string_view(got->value), version);
+    give(fn, std::string_view(got->value), version);
   } else {
     T value{};
     std::string why;
     if (!detail::decode_into(got->value, value, why)) {
       return table::Unexpected{make_error_code(Errc::kBadValue)};
     }
-    const T& ref = value;
-    fn(ref, version);
+    give(fn, value, version);
   }
   return got->source;
 }
@@ -169,11 +193,7 @@ Result<T> Table<T>::get(std::string_view key) const {
   const std::int64_t t0 = timed ? base::steady_ns() : 0;
   std::optional<T> hit;
   if (l1_->visit(key, [&hit](std::string_view value, std::string_view) {
-        if constexpr (std::is_same_v<T, std::string>) {
-          hit.emplace(value);
-        } else {
-          hit.emplace(*std::launder(reinterpret_cast<const T*>(value.data())));
-        }
+        hit.emplace(view_of<T>(value));
       })) {
     if (timed) [[unlikely]]
       Engine::note_get(*ref_, true, t0);
@@ -201,7 +221,7 @@ template <class T>
 std::optional<T> Table<T>::try_get(std::string_view key) const
     noexcept(std::is_nothrow_copy_constructible_v<T>) {
   std::optional<T> hit;
-  try_read(key, [&hit](const auto& value, std::string_view) { hit.emplace(value); });
+  try_read(key, [&hit](const auto& value) { hit.emplace(value); });
   return hit;
 }
 

@@ -122,6 +122,17 @@ using table::Eviction;
 using RemovalListener =
     std::function<void(std::string_view key, std::string_view version, RemovalCause cause)>;
 
+// Runs on the table's writer thread each time a value enters this node's L1: a fill (L2 or the
+// loader), a put or publish of this node, a carried value that updated or inserted a row. `key`,
+// the row's 14-byte version and its value: the bytes for a std::string table, the object's bytes
+// for a typed one (on_change_of<T>() in codec.h hands it over as const T&), valid only during the
+// call. A row that leaves is on_removal's. It holds up every row, message and miss of the table
+// while it runs: it must not block, must not call the engine's waiting verbs, and should hand
+// anything slow to another thread. A throw is caught and counted (WriterStats::listener_throws).
+// Declaring it keeps every apply on the writer thread (no direct apply: direct_apply).
+using ChangeListener =
+    std::function<void(std::string_view key, std::string_view version, std::string_view value)>;
+
 // A coherence message as the writer applied it (MessageProbe): the key (empty when the ring
 // carried only its hash: a text-key broadcast message, a tracking invalidation), table::hash_key
 // of the key (always), the message's version (14 bytes; empty for a tracking invalidation) and
@@ -144,6 +155,9 @@ using MessageProbe = std::function<void(const Heard& heard)>;
 struct ValueType {
   const std::type_info* type = nullptr;
   table::ValueLayout layout{};  // how L1 rows hold it (bytes for std::string)
+  // The schema header every value of the type starts with in L2 (schema.h; empty for bytes): a
+  // row without it is another schema's, taken as a miss for the loader.
+  std::string schema;
 };
 
 // A name as a loader sees it: a branded id (keys = branded), or a text key.
@@ -179,7 +193,12 @@ struct Loaded {
 struct LoadError {
   std::string reason;
 };
-using LoadResult = std::variant<Loaded, LoadError>;
+// The key has no value at its source (an unpriced symbol): readers get Errc::kAbsent, and this
+// node remembers it for the table's absent_ttl_ms (negative caching), so the next reads ask
+// neither L2 nor the loader; a write of the key that reaches the node (a publish, a put, a
+// message newer than the moment it loaded) forgets it at once. Nothing is written to L2.
+struct Absent {};
+using LoadResult = std::variant<Loaded, LoadError, Absent>;
 // Runs on one of its table's own loader threads (TableSpec::loader_threads; no other table's
 // loader runs there, so a slow loader delays only its own table's misses), never on a writer or
 // io thread, for one name per call; with loader_threads > 1 calls for different names run
@@ -199,6 +218,11 @@ struct TableSpec {
   KeyKind keys = KeyKind::kBranded;
   ValueType value{};           // typed<T>() sets it; empty: bytes
   RemovalListener on_removal;  // optional (see RemovalListener)
+  ChangeListener on_change;    // optional (see ChangeListener)
+  // How long this node remembers a loader's Absent (negative caching): 0 = not at all (each miss
+  // asks L2 and the loader again), else 1..2^40 ms. At most max_size keys are remembered (the
+  // oldest forgotten first).
+  std::int64_t absent_ttl_ms = 1000;
   // The table's own loader threads, started with the engine: 1..64. More than one lets misses of
   // different names load concurrently (the loader must then be thread-safe); one flight per name
   // still calls the loader once however many readers wait for it.
@@ -248,13 +272,13 @@ struct TableSpec {
   // Broadcast lane, and the job lane's leads: while the writer waits for work (any writer_wait
   // strategy), the io thread that decoded a message applies it itself under the writer's token
   // (writer_token.h) instead of handing it through the ring and waking the writer; only when its
-  // ring is empty (the order is kept), and only on a table with no on_message or on_removal (those
-  // run on the writer thread). The writer still runs on writer_cpu and still does everything else
-  // (fills, puts, sweeps, the clock, reclamation). Saves a thread wake per message when the writer
-  // is parked (lanes_bench: BM_BroadcastLane_PublishToDrop against BM_Hiredis_PublishToMessage; for
-  // a lead, `echostore bench`'s job_vs_broadcast). Job deliveries (they carry a ticket to ack)
-  // always go through the writer. Default true; false: every message goes through the ring and
-  // the writer, as before.
+  // ring is empty (the order is kept), and only on a table with no on_message, on_removal or
+  // on_change (those run on the writer thread). The writer still runs on writer_cpu and still
+  // does everything else (fills, puts, sweeps, the clock, reclamation). Saves a thread wake per
+  // message when the writer is parked (lanes_bench: BM_BroadcastLane_PublishToDrop against
+  // BM_Hiredis_PublishToMessage; for a lead, `echostore bench`'s job_vs_broadcast). Job
+  // deliveries (they carry a ticket to ack) always go through the writer. Default true; false:
+  // every message goes through the ring and the writer, as before.
   bool direct_apply = true;
   // Carried values (see Carry): kAuto resolves by `keys` (carry_of()).
   Carry carry = Carry::kAuto;

@@ -120,6 +120,11 @@ enum class InsertVerdict : std::uint8_t {
                       // decode_error() says why)
 };
 
+// True when the insert left the row in the map (a new row, or one that replaced its name's).
+constexpr bool stored(InsertVerdict v) noexcept {
+  return v == InsertVerdict::kInserted || v == InsertVerdict::kReplaced;
+}
+
 // What a carried value did (L1Map::apply_update).
 enum class UpdateVerdict : std::uint8_t {
   kUpdated,   // the row held an older version: readers now see this value (coh_applied)
@@ -219,6 +224,22 @@ class L1Map {
     return true;
   }
 
+  // Any thread: runs fn(RowView) on every live row, and answers how many. The walk goes bucket
+  // by bucket, each run of kWalkChunk buckets inside its own read section, so it holds back
+  // reclamation for one chunk at a time, never the whole walk. Safe beside the writer: no row is
+  // torn or freed under fn; a row the writer replaces or drops while the walk passes may be
+  // missed or seen at its value before the change, and no name is seen twice. fn as visit()'s:
+  // it must not block, keep the views, call the map's writer side, or read this map (a nested
+  // read section). Counts no hit or miss. A thread refused a reader slot walks nothing (0).
+  static constexpr std::size_t kWalkChunk = 256;
+  template <class Fn>
+  std::size_t for_each(Fn&& fn) const {
+    return walk_rows(
+        [](void* f, const RowView& row) { (*static_cast<std::remove_reference_t<Fn>*>(f))(row); },
+        &fn);
+  }
+  std::size_t walk_rows(void (*each)(void* ctx, const RowView& row), void* ctx) const;
+
   // ---- Writer: the map's one writer thread only (debug builds abort on a second thread; the
   // first writer call binds the thread). Never blocks; allocates a row per insert and frees
   // retired rows in batches once readers have moved on. Retiring a row allocates nothing (the
@@ -244,6 +265,9 @@ class L1Map {
   // The newest coherence version the fill guard holds against `name` (its tombstone, or the
   // floor), if any: a fill or put under a version older than it is refused. The writer mints a
   // loader's version past it. Writer thread; no allocation.
+  // Writer: the live row of `name` as the writer just left it (no read section: only the writer
+  // frees rows), valid until the writer's next call that changes the map. Counts nothing.
+  std::optional<RowView> writer_row(std::string_view name) const noexcept;
   std::optional<IdBytes> fill_floor(std::string_view name) const noexcept;
   std::optional<IdBytes> fill_floor(const BrandedId& name) const noexcept {
     return fill_floor(name.view());

@@ -56,6 +56,13 @@ class L1Reader {
     return map_->visit(name, std::forward<Fn>(fn));
   }
 
+  // Any thread: runs fn(RowView) on every live row (L1Map::for_each: chunked read sections;
+  // fn must not block, keep the views, or read the map).
+  template <class Fn>
+  std::size_t for_each(Fn&& fn) const {
+    return map_->for_each(std::forward<Fn>(fn));
+  }
+
   // ---- Snapshots and constants: any thread.
 
   // Any thread: the linked rows (a relaxed snapshot).

@@ -150,11 +150,12 @@ class LoadClaim {
 struct WriterPorts {
   std::function<void(std::string_view name, std::function<void(L2Fetch)> done)> fetch;
   // Run the loader for `name` (on a loader thread), write its value to L2 conditionally under
-  // the loader's version or `minted`, and report. `claim` is non-null when the table has a
-  // loader_timeout: once the loader returned, the port calls claim->claim_answer() and, when it
-  // answers false (the writer timed the flight out), writes nothing and reports anything (the
-  // writer discards it and counts it loader_late). `done` runs exactly once either way.
-  std::function<void(std::string_view name, const table::BrandedId& minted,
+  // the loader's version or `minted` (not at all when `write_l2` is false: L2 holds another
+  // schema's row, which that schema's nodes still read), and report. `claim` is non-null when the
+  // table has a loader_timeout: once the loader returned, the port calls claim->claim_answer() and,
+  // when it answers false (the writer timed the flight out), writes nothing and reports anything
+  // (the writer discards it and counts it loader_late). `done` runs exactly once either way.
+  std::function<void(std::string_view name, const table::BrandedId& minted, bool write_l2,
                      std::shared_ptr<LoadClaim> claim, std::function<void(LoadOutcome)> done)>
       load;
   // The node this process may mint under now, or -1 while it holds no lease (the engine's node
@@ -337,6 +338,7 @@ class TableWriter {
     bool overtaken = false;  // a newer drop for this name was applied while in flight
     int restarts = 0;
     std::shared_ptr<LoadClaim> load;  // the loader call under way (loader_timeout only)
+    bool foreign = false;  // L2 held another schema's row: the loader's value stays out of L2
     // Tracking: how many waiters had asked when the first invalidation of the name (or a flush)
     // overtook this flight; kNotForgotten while none did. Those get its answer, uncached; the
     // rest asked after the invalidation reached this node, and the flight reads again for them.
@@ -424,6 +426,15 @@ class TableWriter {
   void on_miss(MissCmd& cmd);
   void on_fetched(FetchedCmd& cmd);
   void on_loaded(LoadedCmd& cmd);
+  void load(const std::string& name, Flight& flight, std::uint64_t id);
+  // Tells on_change of the row `name` now holds (a value just stored). Writer thread.
+  void changed(std::string_view name) noexcept;
+  // Negative caching (absent_): a live remembered absence (an expired one is forgotten here);
+  // remember one; forget one for a write of the name (version: a message's, newer wins; null:
+  // a put, unconditional).
+  bool remembered_absent(std::string_view name);
+  void remember_absent(std::string_view name, const table::BrandedId& version);
+  void forget_absent(std::string_view name, const table::BrandedId* version) noexcept;
   // Times out the loader calls whose deadline passed (claim_timeout won); returns the next
   // deadline still pending, or -1. `now` on table::steady_clock_ms.
   std::int64_t expire_loads(std::int64_t now);
@@ -518,6 +529,20 @@ class TableWriter {
   std::vector<JobAck> acks_;
   std::vector<table::Verdict> verdicts_;  // apply_plain's, reserved to max_batch
   std::unordered_map<std::string, Flight> flights_;
+  // Negative caching (TableSpec::absent_ttl_ms): the names whose loader answered Absent, each
+  // with the flight's version (a newer message forgets it) and its hash (a hashed message's).
+  struct AbsentKey {
+    table::IdBytes version;
+    std::uint64_t hash;
+    std::int64_t expires_ms;  // table::steady_clock_ms
+  };
+  struct NameHash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const noexcept {
+      return std::hash<std::string_view>{}(s);
+    }
+  };
+  std::unordered_map<std::string, AbsentKey, NameHash, std::equal_to<>> absent_;
   std::uint64_t next_flight_ = 1;
   bool suspended_ = true;  // a broadcast or job table caches once its lane confirms delivery
   std::int64_t stale_deadline_ = -1;   // serve_stale: when to suspend if still not resubscribed
@@ -536,7 +561,8 @@ class TableWriter {
       disconnect_flushes_{0}, suspended_fills_{0}, puts_{0}, erases_{0}, commands_{0}, passes_{0},
       remembered_stale_{0}, pin_failures_{0}, listener_throws_{0}, loader_timeouts_{0},
       loader_late_{0}, forgotten_fills_{0}, forgotten_puts_{0}, held_fills_{0}, direct_applies_{0},
-      carried_updates_{0}, carried_inserts_{0}, carried_drops_{0};
+      carried_updates_{0}, carried_inserts_{0}, carried_drops_{0}, schema_mismatches_{0},
+      absent_loads_{0}, absent_hits_{0};
   std::atomic<bool> suspended_flag_{false};
   std::array<std::atomic<std::uint64_t>, kLagBuckets> lag_{};
   std::atomic<std::uint64_t> lag_sum_ns_{0};  // count_lag's sum: beside the bucket it bumps

@@ -1,0 +1,252 @@
+// SPDX-License-Identifier: MIT
+// The verbs a service writes every day, against a real redis-server: a read callback that takes
+// the value alone; on_change hearing fills, puts and carried values with the new value on the
+// writer thread; for_each over the rows a node holds, beside a writer applying publishes; remove,
+// a newer-wins tombstone every node hears (and an older one that leaves a newer L2 row alone);
+// negative caching, a loader's Absent remembered, answered without L2 or the loader, and
+// forgotten by a write of the key or its TTL.
+#include <gtest/gtest.h>
+#include <hiredis/hiredis.h>
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <echo/engine/codec.h>
+#include <echo/engine/engine.h>
+
+#include "support/poll.h"
+#include "support/redis_fixture.h"
+
+namespace echo::test {
+namespace {
+
+using namespace std::chrono_literals;
+using engine::Errc;
+using engine::Table;
+
+struct Quote {
+  double bid, ask;
+};
+
+// Text keys on the broadcast lane (values carried); the loader answers bid 100 + the key's length,
+// or Absent for keys that start with "NONE".
+engine::TableSpec quotes(std::shared_ptr<std::atomic<int>> loads) {
+  engine::TableSpec s;
+  s.name = "quotes";
+  s.kind = "QTE";
+  s.keys = engine::KeyKind::kText;
+  s.coherence = engine::CoherenceMode::kBroadcast;
+  s.ttl_ms = 60000;
+  s.loader = engine::loader_of<Quote>([loads](const engine::Key& k) -> std::optional<Quote> {
+    loads->fetch_add(1);
+    if (k.view().starts_with("NONE")) return std::nullopt;
+    return Quote{100.0 + static_cast<double>(k.view().size()), 0};
+  });
+  return engine::typed<Quote>(s);
+}
+
+class TableVerbsTest : public SingleServerTest {
+ protected:
+  std::shared_ptr<std::atomic<int>> loads1 = std::make_shared<std::atomic<int>>(0);
+  std::shared_ptr<std::atomic<int>> loads2 = std::make_shared<std::atomic<int>>(0);
+};
+
+bool holds(const Table<Quote>& t, std::string_view key) {
+  return t.l1().visit(key, [](std::string_view, std::string_view) {});
+}
+
+TEST_F(TableVerbsTest, AReadCallbackMayTakeTheValueAlone) {
+  auto n = node(1, {quotes(loads1)});
+  ASSERT_TRUE(n);
+  auto t = n->table<Quote>("quotes");
+  double bid = 0;
+  auto r = t.read("AAPL", [&bid](const Quote& q) { bid = q.bid; });
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_EQ(bid, 104);
+  bid = 0;
+  EXPECT_TRUE(t.try_read("AAPL", [&bid](const Quote& q) { bid = q.bid; }));
+  EXPECT_EQ(bid, 104);
+}
+
+TEST_F(TableVerbsTest, OnChangeHearsEveryValueThatEntersL1OnTheWriterThread) {
+  struct Heard {
+    std::string key;
+    double bid;
+    std::size_t version_size;
+    std::thread::id thread;
+  };
+  std::mutex mu;
+  std::vector<Heard> heard;
+  auto spec = quotes(loads2);
+  spec.on_change = engine::on_change_of<Quote>(
+      [&](std::string_view key, std::string_view version, const Quote& q) {
+        std::lock_guard lock(mu);
+        heard.push_back({std::string(key), q.bid, version.size(), std::this_thread::get_id()});
+      });
+  auto n1 = node(1, {quotes(loads1)});
+  auto n2 = node(2, {spec});
+  ASSERT_TRUE(n1 && n2);
+  auto t1 = n1->table<Quote>("quotes");
+  auto t2 = n2->table<Quote>("quotes");
+  const auto count = [&] {
+    std::lock_guard lock(mu);
+    return heard.size();
+  };
+  ASSERT_TRUE(t2.get("AAPL"));  // a fill (the loader's)
+  ASSERT_EQ(count(), 1u);
+  ASSERT_TRUE(t1.publish("AAPL", Quote{189.5, 189.6}));  // carried to node 2: an update
+  EXPECT_TRUE(poll_until([&] { return count() == 2; }, 10s, 2ms));
+  ASSERT_TRUE(t2.put("MSFT", Quote{7, 8}));  // a put of this node
+  EXPECT_TRUE(poll_until([&] { return count() == 3; }, 10s, 2ms));
+  std::lock_guard lock(mu);
+  ASSERT_EQ(heard.size(), 3u);
+  EXPECT_EQ(heard[0].key, "AAPL");
+  EXPECT_EQ(heard[0].bid, 104);
+  EXPECT_EQ(heard[1].key, "AAPL");
+  EXPECT_EQ(heard[1].bid, 189.5) << "the carried value, not a refill";
+  EXPECT_EQ(heard[2].key, "MSFT");
+  EXPECT_EQ(heard[2].bid, 7);
+  for (const auto& h : heard) {
+    EXPECT_EQ(h.version_size, table::kIdSize);
+    EXPECT_NE(h.thread, std::this_thread::get_id()) << "the writer thread, not the caller's";
+    EXPECT_EQ(h.thread, heard[0].thread) << "one writer thread";
+  }
+  EXPECT_EQ(loads2->load(), 1);
+}
+
+TEST_F(TableVerbsTest, ForEachWalksTheRowsANodeHoldsBesideItsWriter) {
+  auto n1 = node(1, {quotes(loads1)});
+  auto n2 = node(2, {quotes(loads2)});
+  ASSERT_TRUE(n1 && n2);
+  auto t1 = n1->table<Quote>("quotes");
+  auto t2 = n2->table<Quote>("quotes");
+  constexpr int kKeys = 300;
+  for (int i = 0; i < kKeys; ++i) ASSERT_TRUE(t2.put("K" + std::to_string(i), Quote{1.0 * i, 0}));
+  std::map<std::string, double> seen;
+  EXPECT_EQ(t2.for_each([&seen](std::string_view key, const Quote& q, std::string_view v) {
+    EXPECT_EQ(v.size(), table::kIdSize);
+    EXPECT_TRUE(seen.emplace(std::string(key), q.bid).second) << key << " twice";
+  }),
+            static_cast<std::size_t>(kKeys));
+  ASSERT_EQ(seen.size(), static_cast<std::size_t>(kKeys));
+  EXPECT_EQ(seen["K42"], 42);
+  // Beside node 2's writer applying carried updates of every key: each walk sees each key at most
+  // once, each value one that was written.
+  std::atomic<bool> stop{false};
+  std::thread writer([&] {
+    for (int round = 1; !stop.load(); ++round) {
+      for (int i = 0; i < kKeys && !stop.load(); i += 7) {
+        (void)t1.publish("K" + std::to_string(i), Quote{1.0 * i + 1000.0 * round, 0});
+      }
+    }
+  });
+  for (int walk = 0; walk < 50; ++walk) {
+    std::map<std::string, int> once;
+    t2.for_each([&once](std::string_view key, const Quote& q, std::string_view) {
+      ++once[std::string(key)];
+      const int i = std::stoi(std::string(key.substr(1)));
+      EXPECT_EQ(static_cast<long>(q.bid) % 1000, i % 1000) << key;
+    });
+    for (const auto& [key, times] : once) EXPECT_EQ(times, 1) << key;
+  }
+  stop = true;
+  writer.join();
+}
+
+TEST_F(TableVerbsTest, RemoveIsATombstoneEveryNodeHears) {
+  auto n1 = node(1, {quotes(loads1)});
+  auto n2 = node(2, {quotes(loads2)});
+  ASSERT_TRUE(n1 && n2);
+  auto t1 = n1->table<Quote>("quotes");
+  auto t2 = n2->table<Quote>("quotes");
+  ASSERT_TRUE(t1.publish("AAPL", Quote{1, 2}));
+  ASSERT_TRUE(t2.get("AAPL"));
+  ASSERT_TRUE(holds(t2, "AAPL"));
+  auto removed = t1.remove("AAPL");
+  ASSERT_TRUE(removed) << removed.error().message();
+  EXPECT_FALSE(holds(t1, "AAPL")) << "this node's row went before remove returned";
+  EXPECT_TRUE(poll_until([&] { return !holds(t2, "AAPL"); }, 10s, 2ms)) << "node 2 never heard";
+  EXPECT_EQ(command_argv(client(), {"EXISTS", "ecc:{quotes}:AAPL"})->integer, 0);
+  // The next read loads (L2 holds nothing), under a version newer than the tombstone.
+  auto again = t2.get("AAPL");
+  ASSERT_TRUE(again) << again.error().message();
+  EXPECT_EQ(again->bid, 104);
+
+  // A removal older than L2's row leaves the row (newer wins); its message is stale everywhere.
+  const auto older = n1->mint("QTE");
+  ASSERT_TRUE(older);
+  ASSERT_TRUE(t1.publish("MSFT", Quote{5, 6}));
+  ASSERT_TRUE(t1.remove("MSFT", *older));
+  EXPECT_EQ(command_argv(client(), {"EXISTS", "ecc:{quotes}:MSFT"})->integer, 1);
+  auto kept = t1.get("MSFT");
+  ASSERT_TRUE(kept);
+  EXPECT_EQ(kept->bid, 5);
+  // A bad key reaches nothing.
+  auto bad = t1.remove("has space");
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error(), make_error_code(Errc::kBadKey));
+}
+
+TEST_F(TableVerbsTest, ALoadersAbsentIsRememberedUntilAWriteOrItsTtl) {
+  auto spec = quotes(loads2);
+  spec.absent_ttl_ms = 400;
+  auto n1 = node(1, {quotes(loads1)});
+  auto n2 = node(2, {spec});
+  ASSERT_TRUE(n1 && n2);
+  auto t1 = n1->table<Quote>("quotes");
+  auto t2 = n2->table<Quote>("quotes");
+  const auto writer = [&] { return n2->stats().tables[0].writer; };
+  auto first = t2.get("NONE1");
+  ASSERT_FALSE(first);
+  EXPECT_EQ(first.error(), make_error_code(Errc::kAbsent));
+  EXPECT_EQ(loads2->load(), 1);
+  for (int i = 0; i < 5; ++i) {
+    auto again = t2.get("NONE1");
+    ASSERT_FALSE(again);
+    EXPECT_EQ(again.error(), make_error_code(Errc::kAbsent));
+  }
+  EXPECT_EQ(loads2->load(), 1) << "remembered: no L2 read, no loader call";
+  EXPECT_EQ(writer().absent_loads, 1u);
+  EXPECT_EQ(writer().absent_hits, 5u);
+  EXPECT_FALSE(t2.try_read("NONE1", [](const Quote&) {}));
+
+  // A publish of the key reaches node 2 and forgets it: the next read finds the row.
+  ASSERT_TRUE(t1.publish("NONE1", Quote{9, 10}));
+  EXPECT_TRUE(poll_until(
+      [&] {
+        auto r = t2.get("NONE1");
+        return r && r->bid == 9;
+      },
+      10s, 5ms));
+
+  // Its TTL: the loader is asked again once it passed.
+  ASSERT_FALSE(t2.get("NONE2"));
+  const int asked = loads2->load();
+  ASSERT_FALSE(t2.get("NONE2"));
+  EXPECT_EQ(loads2->load(), asked);
+  std::this_thread::sleep_for(500ms);
+  ASSERT_FALSE(t2.get("NONE2"));
+  EXPECT_EQ(loads2->load(), asked + 1);
+
+  // absent_ttl_ms 0: answered, never remembered.
+  n2->stop();
+  auto spec0 = quotes(loads2);
+  spec0.absent_ttl_ms = 0;
+  auto n3 = node(3, {spec0});
+  ASSERT_TRUE(n3);
+  auto t3 = n3->table<Quote>("quotes");
+  const int before = loads2->load();
+  ASSERT_FALSE(t3.get("NONE3"));
+  ASSERT_FALSE(t3.get("NONE3"));
+  EXPECT_EQ(loads2->load(), before + 2);
+}
+
+}  // namespace
+}  // namespace echo::test
