@@ -295,8 +295,10 @@ void add_bench_command(CLI::App& app, int& exit_code) {
                     "carried value's publish -> visible vs a bare PUBLISH; 3 rounds) or peers "
                     "(as --peers)");
   bench->add_flag("--peers", args->peers,
-                  "the peer rows alone (as --only peers): the job lane against BullMQ run by "
-                  "Node.js from bench/peers, on the same server in the same rounds (3 rounds); "
+                  "the peer rows alone (as --only peers): the job lane against BullMQ, and the "
+                  "tracking lane and carried values against node-redis's client-side cache "
+                  "under the referee's workload (on a server the bench started), run by Node.js "
+                  "from bench/peers on the same server in the same run (3 rounds); "
                   "scripts/setup.sh --peers installs Node.js and the pinned packages");
   bench->add_option("--peers-dir", args->peers_dir,
                     "the peers' package directory (default: the source tree's bench/peers)");
