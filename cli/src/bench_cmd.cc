@@ -28,6 +28,8 @@ struct BenchArgs {
   std::optional<std::string> load;  // --load given: its rates ("" when bare)
   std::string load_text;            // what CLI11 parsed into --load
   bool quick = false;
+  bool peers = false;     // --peers: as --only peers
+  std::string peers_dir;  // --peers-dir
   TlsArgs tls;
   AuthArgs auth;
 };
@@ -55,18 +57,28 @@ bool configure(const BenchArgs& a, bench::BenchConfig& c) {
     c.decode_streams = 30;
     c.messages = 50;
   }
+  if (a.peers) {
+    if (!a.only.empty() && a.only != "peers") {
+      return bad("--peers runs the peer rows alone; drop --only " + a.only);
+    }
+    c.only = "peers";
+  }
+  c.peers_dir = a.peers_dir.empty() ? ECHO_PEERS_DIR : a.peers_dir;
   if (!a.only.empty()) {
     if (a.only != "micro" && a.only != "hit_ratio" && a.only != "lanes" && a.only != "publish" &&
         a.only != "io_threads" && a.only != "neighbour" && a.only != "open_loop" &&
-        a.only != "churn") {
+        a.only != "churn" && a.only != "peers") {
       const std::string parts =
-          "micro, hit_ratio, lanes, publish, io_threads, neighbour, open_loop or churn";
+          "micro, hit_ratio, lanes, publish, io_threads, neighbour, open_loop, churn or peers";
       return bad("--only wants " + parts + ", got '" + a.only + "'");
     }
     c.only = a.only;
   }
   // 3 rates x carried on and off x 2 windows of 2 s per round: 3 rounds keep it near 80 s.
   if (c.only == "churn" && a.rounds.empty() && !a.quick) c.rounds = 3;
+  // 2 backlogs of 10,000 jobs per contender per round (BullMQ's at about 1,000-3,000 jobs/s):
+  // 3 rounds keep the part near a minute.
+  if (c.only == "peers" && a.rounds.empty() && !a.quick) c.rounds = 3;
   if (a.load || c.only == "open_loop") {
     if (!c.only.empty() && c.only != "open_loop") {
       return bad("--load runs the open-loop rows alone; drop --only " + c.only);
@@ -153,6 +165,8 @@ std::string command_line(const BenchArgs& a) {
   add("--wait", a.wait);
   add("--placement", a.placement);
   add("--only", a.only);
+  if (a.peers) out += " --peers";
+  add("--peers-dir", a.peers_dir);
   if (a.load) out += a.load->empty() ? " --load" : " --load " + *a.load;
   add("--json", a.json);
   add("--html", a.html);
@@ -171,7 +185,7 @@ int run(const BenchArgs& a) {
   info.command = command_line(a);
   ServerTarget server;
   if (!c.only.empty() && c.only != "lanes" && c.only != "publish" && c.only != "io_threads" &&
-      c.only != "neighbour" && c.only != "open_loop" && c.only != "churn") {
+      c.only != "neighbour" && c.only != "open_loop" && c.only != "churn" && c.only != "peers") {
     info.server = "no server (--only " + c.only + ")";
   } else if (const int rc = open_server("bench", a.server, server, &a.tls); rc != 0) {
     return rc;
@@ -188,23 +202,26 @@ int run(const BenchArgs& a) {
     return 1;
   }
   std::vector<bench::Row> rows;
-  // Every part but open_loop and churn, which run only when asked (--load, --only open_loop,
-  // --only churn): each takes a minute or more of its own.
+  // Every part but open_loop, churn and peers, which run only when asked (--load, --only
+  // open_loop, --only churn, --peers): each takes a minute or more of its own, and the peers need
+  // Node.js, which neither the default suite nor CI installs.
   const auto part = [&c](const std::string& name) {
-    return c.only == name || (c.only.empty() && name != "open_loop" && name != "churn");
+    return c.only == name ||
+           (c.only.empty() && name != "open_loop" && name != "churn" && name != "peers");
   };
   const int open_loop_steps =
       bench::kOpenLoopStepsPerRate * static_cast<int>(c.load.size()) * c.rounds;
   const int neighbour_steps = bench::kNeighbourSteps * c.rounds;
-  bench::Progress progress(std::cerr,
-                           (part("micro") ? bench::kMicroSteps * c.rounds : 0) +
-                               (part("hit_ratio") ? bench::kHitRatioSteps : 0) +
-                               (part("lanes") ? bench::kLaneSteps * c.rounds : 0) +
-                               (part("publish") ? bench::kPublishSteps * c.rounds : 0) +
-                               (part("io_threads") ? bench::kIoThreadsSteps * c.rounds : 0) +
-                               (part("neighbour") ? neighbour_steps : 0) +
-                               (part("open_loop") ? open_loop_steps : 0) +
-                               (part("churn") ? bench::kChurnSteps * c.rounds : 0));
+  bench::Progress progress(
+      std::cerr, (part("micro") ? bench::kMicroSteps * c.rounds : 0) +
+                     (part("hit_ratio") ? bench::kHitRatioSteps : 0) +
+                     (part("lanes") ? bench::kLaneSteps * c.rounds : 0) +
+                     (part("publish") ? bench::kPublishSteps * c.rounds : 0) +
+                     (part("io_threads") ? bench::kIoThreadsSteps * c.rounds : 0) +
+                     (part("neighbour") ? neighbour_steps : 0) +
+                     (part("open_loop") ? open_loop_steps : 0) +
+                     (part("churn") ? bench::kChurnSteps * c.rounds : 0) +
+                     (part("peers") ? bench::kPeersSteps * c.rounds + bench::kPeersCacheSteps : 0));
   const auto t0 = std::chrono::steady_clock::now();
   try {
     if (part("micro")) bench::run_micro(c, progress, rows);
@@ -217,6 +234,8 @@ int run(const BenchArgs& a) {
     }
     if (part("open_loop")) bench::run_open_loop(c, target, progress, rows);
     if (part("churn")) bench::run_churn(c, target, progress, rows);
+    if (part("peers"))
+      bench::run_peers(c, target, server.own != nullptr, progress, rows, info.peers);
   } catch (const std::exception& e) {
     std::cerr << "echostore bench: " << e.what() << '\n';
     return 1;
@@ -271,9 +290,18 @@ void add_bench_command(CLI::App& app, int& exit_code) {
                     "publish (Engine::publish against hiredis sending the same wire), "
                     "io_threads (a 4-table flood on 2 io threads vs 1), neighbour (a spinner "
                     "pinned to CPU 1: its loop gaps beside 2 engines on CPU 0 vs alone), "
-                    "open_loop (as --load) or churn (a reader's reads/s while another node "
+                    "open_loop (as --load), churn (a reader's reads/s while another node "
                     "publishes at 1k, 10k, 50k/s vs quiet, carried values on and off, and a "
-                    "carried value's publish -> visible vs a bare PUBLISH; 3 rounds)");
+                    "carried value's publish -> visible vs a bare PUBLISH; 3 rounds) or peers "
+                    "(as --peers)");
+  bench->add_flag("--peers", args->peers,
+                  "the peer rows alone (as --only peers): the job lane against BullMQ, and the "
+                  "tracking lane and carried values against node-redis's client-side cache "
+                  "under the referee's workload (on a server the bench started), run by Node.js "
+                  "from bench/peers on the same server in the same run (3 rounds); "
+                  "scripts/setup.sh --peers installs Node.js and the pinned packages");
+  bench->add_option("--peers-dir", args->peers_dir,
+                    "the peers' package directory (default: the source tree's bench/peers)");
   auto* load =
       bench
           ->add_option(

@@ -8,7 +8,8 @@
 // `referee` run shows both sides of the face-off. Runs the program built beside this test
 // (ECHO_CLI_PATH) against a real server started here; registered only when the CLI is built
 // (ECHO_BUILD_CLI). `bench --only neighbour` gives its three rows with finite ratios even where a
-// gap count is 0.
+// gap count is 0. `bench --peers` and `referee --peers` without the peers' packages name the
+// command that installs them.
 #include <echo/engine/journal.h>
 #include <echo/engine/stats_export.h>
 #include <echo/table/branded_id.h>
@@ -107,6 +108,7 @@ TEST_F(CliTest, EveryUsageErrorExitsTwo) {
       {"drill", "--seed", "3"},                 // a seed is the chaos drill's alone
       {"drill", "--chaos", "60", "--cluster"},  // the chaos drill runs on one server
       {"bench", "--only", "neighbor"},          // the part is spelt as the row ids spell it
+      {"bench", "--peers", "--only", "micro"},  // --peers is a part of its own
   };
   for (const auto& args : bad) {
     const Ran r = run_cli(args);
@@ -149,6 +151,26 @@ TEST_F(CliTest, DrillStopsAtOnceNamingWhyTheServerCannotBeUsed) {
   EXPECT_EQ(r.out.find("stage"), std::string::npos) << "no gate ran: " << r.out;
   EXPECT_LT(took, std::chrono::seconds(3)) << "2 s for the check, plus the program's start";
   command(client(), "ACL DELUSER drill");
+}
+
+// The peers (bench --peers, referee --peers) need Node.js and bench/peers's packages, which
+// neither CI nor this test installs: where they are missing, exit 1 before any row or contestant
+// runs, naming the command that installs them (a directory with the scripts but no node_modules
+// stands for a fresh clone, whether or not this machine has a node).
+TEST_F(CliTest, PeersNameTheirSetupWhenNodeOrPackagesAreMissing) {
+  TempDir dir;
+  for (const char* script : {"peers.mjs", "csc_node.mjs"}) {
+    std::ofstream(dir.path() / script) << "// empty\n";
+  }
+  const std::string peers_dir = dir.path().string();
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"bench", "--peers", "--server", server_arg(), "--peers-dir", peers_dir},
+           {"referee", "--peers", "--quick", "--server", server_arg(), "--peers-dir", peers_dir}}) {
+    const Ran r = run_cli(args);
+    EXPECT_EQ(r.status, 1) << args[0] << ": " << r.out << r.err;
+    EXPECT_NE(r.err.find("scripts/setup.sh --peers"), std::string::npos) << r.err;
+    EXPECT_EQ(r.out.find("| "), std::string::npos) << "no table: " << r.out;
+  }
 }
 
 TEST_F(CliTest, StatsReadsThePasswordFromRedisCliAuth) {

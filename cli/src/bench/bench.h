@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "drill/drill.h"
+#include "peer_process.h"
 
 namespace echo::cli::bench {
 
@@ -36,10 +37,12 @@ struct BenchConfig {
   int decode_streams = 200;             // 1024-frame streams per decoder per round
   int messages = 200;                   // lane messages (and journal pairs) per contender per round
   bool quick = false;
-  // "" (every part but open_loop and churn), "micro", "hit_ratio", "lanes", "publish",
-  // "io_threads", "neighbour", "open_loop" (the open-loop rows alone: what --load selects) or
-  // "churn".
+  // "" (every part but open_loop, churn and peers), "micro", "hit_ratio", "lanes", "publish",
+  // "io_threads", "neighbour", "open_loop" (the open-loop rows alone: what --load selects),
+  // "churn" or "peers" (what --peers selects).
   std::string only;
+  // The peers' Node.js package set (peers.cc): the source tree's bench/peers unless --peers-dir.
+  std::string peers_dir;
   // --load: the open-loop rates in messages/s (bare --load: 10000, 50000, 100000), each run for
   // 1 s (0.5 s with --quick) per contender per round; empty unless the open-loop part runs.
   std::vector<double> load;
@@ -167,6 +170,19 @@ void run_neighbour(const BenchConfig& config, const DrillTarget& target, pid_t s
 void run_churn(const BenchConfig& config, const DrillTarget& target, Progress& progress,
                std::vector<Row>& rows);
 
+// The peer rows (peers.cc): the job lane against BullMQ on the same server, in the same rounds
+// (job_lane_vs_bullmq_throughput_c1, _c16, job_lane_vs_bullmq_latency_p50, _p99), and the
+// tracking lane and carried values against node-redis's client-side cache under the referee's
+// workload (<lane>_vs_node_redis_csc_{stale_reads,permanently_stale,applied_p50}). `peers` gets
+// the peers' versions and the run's date, for the table's header and the JSON. Throws
+// PeersMissing when Node.js or the pinned packages are not installed (naming the command that
+// installs them, peer_process.h), std::runtime_error when a contender fails.
+// `scratch`: the bench started the server, so the cache rows may FLUSHALL it (with a given
+// --server they are left out, said on stderr).
+void run_peers(const BenchConfig& config, const DrillTarget& target, bool scratch,
+               Progress& progress, std::vector<Row>& rows,
+               std::vector<std::pair<std::string, std::string>>& peers);
+
 // A lane table of the bench's receiving node, carrying the user's ring capacity, max batch and
 // wait (job credits capped at the ring). bench_cmd validates it before anything runs.
 engine::TableSpec lane_spec(const std::string& name, engine::CoherenceMode mode,
@@ -178,8 +194,10 @@ inline constexpr int kLaneSteps = 4;
 inline constexpr int kPublishSteps = 2;  // broadcast lane, job lane
 inline constexpr int kIoThreadsSteps = 1;
 inline constexpr int kOpenLoopStepsPerRate = 1;
-inline constexpr int kNeighbourSteps = 3;  // idle, sparse, burst
-inline constexpr int kChurnSteps = 7;      // 3 rates x carried on and off, the visible row
+inline constexpr int kNeighbourSteps = 3;   // idle, sparse, burst
+inline constexpr int kChurnSteps = 7;       // 3 rates x carried on and off, the visible row
+inline constexpr int kPeersSteps = 3;       // throughput c1, c16, latency (per round)
+inline constexpr int kPeersCacheSteps = 1;  // the referee's workload, once
 
 // The run's context, printed above the table and written into the JSON.
 struct RunInfo {
@@ -188,6 +206,8 @@ struct RunInfo {
   std::string commit, version, compiler, model, kernel;
   unsigned cores = 0;
   double seconds = 0;
+  // The peers' versions and the date of the run (--peers; empty otherwise): "node" -> "20.20.2".
+  std::vector<std::pair<std::string, std::string>> peers;
 };
 RunInfo machine_info();
 

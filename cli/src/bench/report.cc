@@ -76,8 +76,13 @@ void print_table(std::ostream& out, const RunInfo& info, const BenchConfig& c,
   out << info.command << '\n'
       << "echostore bench | " << info.server << " | echostore " << info.version << " ("
       << info.commit << ") | " << info.compiler << " | " << info.cores << " cores, " << info.model
-      << " | " << info.kernel << '\n'
-      << "knobs: ring_capacity " << c.ring_capacity << ", max_batch " << c.max_batch << ", wait "
+      << " | " << info.kernel << '\n';
+  if (!info.peers.empty()) {
+    out << "peers:";
+    for (const auto& [name, version] : info.peers) out << ' ' << name << ' ' << version << ';';
+    out << '\n';
+  }
+  out << "knobs: ring_capacity " << c.ring_capacity << ", max_batch " << c.max_batch << ", wait "
       << ring::to_string(c.wait) << " | medians of " << c.rounds << " rounds"
       << (c.quick ? " (--quick)" : "") << ", each row's contenders interleaved in every round | "
       << "placement " << c.placement << " | " << floors::fmt("%.0f", info.seconds) << " s\n\n"
@@ -110,6 +115,11 @@ bool write_json(const std::string& path, const RunInfo& info, const BenchConfig&
   j["knobs"] = {{"ring_capacity", c.ring_capacity},
                 {"max_batch", c.max_batch},
                 {"wait", std::string(ring::to_string(c.wait))}};
+  if (!info.peers.empty()) {
+    json peers = json::object();
+    for (const auto& [name, version] : info.peers) peers[name] = version;
+    j["peers"] = std::move(peers);
+  }
   j["rounds"] = c.rounds;
   j["quick"] = c.quick;
   j["statistic"] =

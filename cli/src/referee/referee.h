@@ -126,6 +126,10 @@ class Contestant {
 // The contestants, in the order they run.
 std::vector<std::unique_ptr<Contestant>> echostore_lanes();
 std::vector<std::unique_ptr<Contestant>> classic_caches();
+// `referee --peers` (real_clients.cc): node-redis's client-side cache, run by Node.js from
+// `peers_dir` (bench/peers). Its start() throws PeersMissing (peer_process.h) when Node.js or the
+// package is not installed.
+std::vector<std::unique_ptr<Contestant>> real_clients(const std::string& peers_dir);
 
 // One contestant's run.
 struct Figures {

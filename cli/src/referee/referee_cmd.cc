@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "bench/bench.h"
+#include "peer_process.h"
 #include "referee/referee.h"
 #include "server_target.h"
 
@@ -21,6 +22,8 @@ struct RefereeArgs {
   std::string server, json;
   int seconds = 0;  // 0: the default (10, or 3 with --quick)
   bool quick = false;
+  bool peers = false;  // --peers: the real client too
+  std::string peers_dir;
   AuthArgs auth;
 };
 
@@ -29,6 +32,8 @@ std::string command_line(const RefereeArgs& a) {
   if (!a.server.empty()) out += " --server " + a.server;
   if (a.seconds > 0) out += " --seconds " + std::to_string(a.seconds);
   if (a.quick) out += " --quick";
+  if (a.peers) out += " --peers";
+  if (!a.peers_dir.empty()) out += " --peers-dir " + a.peers_dir;
   if (!a.json.empty()) out += " --json " + a.json;
   return out;
 }
@@ -59,6 +64,17 @@ int run(const RefereeArgs& a) {
   }
   std::vector<std::unique_ptr<Contestant>> contestants = echostore_lanes();
   for (auto& c : classic_caches()) contestants.push_back(std::move(c));
+  if (a.peers) {
+    // Checked before any contestant runs: a missing Node.js is a setup step, not a result.
+    const std::string dir = a.peers_dir.empty() ? ECHO_PEERS_DIR : a.peers_dir;
+    try {
+      (void)peer_node("echostore referee", dir, "csc_node.mjs", {"redis"});
+    } catch (const PeersMissing& e) {
+      std::cerr << e.what() << '\n';
+      return 1;
+    }
+    for (auto& c : real_clients(dir)) contestants.push_back(std::move(c));
+  }
   std::vector<Figures> figures;
   for (std::size_t i = 0; i < contestants.size(); ++i) {
     std::cerr << "referee [" << i + 1 << '/' << contestants.size() << "] " << contestants[i]->name()
@@ -100,6 +116,11 @@ void add_referee_command(CLI::App& app, int& exit_code) {
       ->check(CLI::Range(1, 600));
   cmd->add_option("--json", args->json, "also write the figures, workload and verdicts to FILE");
   cmd->add_flag("--quick", args->quick, "500 names and 3 s per contestant (a smoke run)");
+  cmd->add_flag("--peers", args->peers,
+                "also a real client: node-redis's client-side cache, run by Node.js from "
+                "bench/peers (scripts/setup.sh --peers installs it)");
+  cmd->add_option("--peers-dir", args->peers_dir,
+                  "the peers' package directory (default: the source tree's bench/peers)");
   add_auth_options(cmd, args->auth);
   cmd->callback([args, &exit_code] {
     apply_auth(args->auth);
