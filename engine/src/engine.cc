@@ -4,6 +4,8 @@
 // live in their own files (engine_impl.h lists them).
 #include "engine_impl.h"
 
+#include <echo/engine/journal.h>
+
 #include <condition_variable>
 #include <future>
 #include <typeinfo>

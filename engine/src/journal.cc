@@ -15,6 +15,7 @@
 #include <utility>
 
 #include <echo/engine/table_spec.h>
+#include <echo/table/journal_file.h>
 #include <echo/table/names.h>
 
 #include "journal_impl.h"

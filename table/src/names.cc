@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // Name builders and the CRC16 hash slot (docs/wire.md, "Names, keys and channels"), the text key
 // check and its L2 key ("Text keys").
+#include <echo/table/journal_file.h>
 #include <echo/table/names.h>
 
 #include <algorithm>

@@ -24,6 +24,7 @@
 
 #include <echo/engine/journal.h>
 #include <echo/engine/table_spec.h>
+#include <echo/table/journal_file.h>
 #include <echo/table/names.h>
 
 #include "journal_impl.h"  // JournalTestAccess: a real SQLite limit on the journal's connection

@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include <echo/table/journal_file.h>
 #include <echo/table/names.h>
 
 namespace echo::table {

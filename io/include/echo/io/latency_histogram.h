@@ -5,7 +5,6 @@
 // bounds as the writer's lag histogram (kLagBuckets), so one renderer serves them all.
 #pragma once
 
-#include <algorithm>
 #include <array>
 #include <atomic>
 #include <bit>
@@ -20,9 +19,9 @@ inline constexpr std::size_t kLatencyBuckets = 40;
 
 // Bucket of a latency: [2^k, 2^(k+1)) ns; 0 and negative (a clock that stepped) land in bucket 0.
 constexpr std::size_t latency_bucket(std::int64_t ns) noexcept {
-  return ns <= 0 ? 0
-                 : std::min<std::size_t>(std::bit_width(static_cast<std::uint64_t>(ns)) - 1,
-                                         kLatencyBuckets - 1);
+  if (ns <= 0) return 0;
+  const std::size_t k = std::bit_width(static_cast<std::uint64_t>(ns)) - 1;
+  return k < kLatencyBuckets - 1 ? k : kLatencyBuckets - 1;
 }
 
 // A copy of a recorder's counts (relaxed: a bucket and the sum may be one recording apart).

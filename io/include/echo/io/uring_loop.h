@@ -18,35 +18,9 @@
 #include <string_view>
 #include <thread>
 
+#include <echo/io/loop_options.h>
+
 namespace echo::io {
-
-enum class WaitMode : std::uint8_t {
-  kBlock,     // sleep in io_uring_enter until a completion arrives (default)
-  kBusyPoll,  // never sleep: spin on the completion queue (for a pinned, dedicated core)
-};
-
-// Which kernel interface drives the loop.
-enum class Backend : std::uint8_t {
-  kAuto,   // io_uring; epoll when the kernel refuses io_uring_setup with EPERM or ENOSYS (a
-           // container's seccomp profile, kernel.io_uring_disabled, a kernel without it)
-  kUring,  // io_uring or nothing: a refusal throws std::system_error
-  kEpoll,  // epoll readiness plus non-blocking syscalls; never tries io_uring
-};
-// "auto", "uring", "epoll".
-std::string_view to_string(Backend b) noexcept;
-
-struct LoopOptions {
-  unsigned entries = 256;  // io_uring: SQ size; epoll: events per epoll_wait; 8 .. 32768
-  WaitMode wait = WaitMode::kBlock;
-  Backend backend = Backend::kAuto;  // default auto: io_uring, falling back to epoll (see Backend)
-  int cpu = -1;                      // pin the loop thread to this CPU; -1 = no pinning
-  // IORING_SETUP_SINGLE_ISSUER | DEFER_TASKRUN: completions run as task work only when this
-  // thread asks for events, which saves a wakeup per completion. The price: every run() /
-  // run_until() must be on the one thread that first ran the loop (a second thread aborts), so a
-  // Connection must be destroyed while that thread runs the loop, or on that thread. io_uring
-  // only: the epoll backend ignores it.
-  bool single_thread_taskrun = false;
-};
 
 // One operation in flight. The owner keeps it alive until its completion has run (or until the
 // loop is destroyed); `complete` runs on the loop thread with the result (>= 0 or -errno) and

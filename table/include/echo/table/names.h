@@ -9,7 +9,6 @@
 #pragma once
 
 #include <cstdint>
-#include <filesystem>
 #include <string>
 #include <string_view>
 
@@ -56,9 +55,8 @@ Expected<std::string, NameError> tracking_prefix(std::string_view table);
 Expected<std::string, NameError> bus_key(std::string_view queue, std::string_view suffix);
 // emq:{q}:job:<id> — the job hash; the id must be a valid branded id.
 Expected<std::string, NameError> job_key(std::string_view queue, std::string_view id);
-// <dir>/journal-<group>.db; the group must be a valid branded id.
-Expected<std::filesystem::path, NameError> journal_file(const std::filesystem::path& dir,
-                                                        std::string_view group);
+// journal_file (<dir>/journal-<group>.db) is in journal_file.h: <filesystem> stays out of the
+// headers every program includes.
 
 // The cross-queue version fence key.
 inline constexpr std::string_view kVersionFenceKey = "{emq}:version";
