@@ -36,10 +36,20 @@ Engine::Engine(EngineOptions options, std::vector<TableSpec> tables)
 
 Engine::~Engine() { stop(); }
 
+const table::L1Map& detail::empty_map() {
+  static const table::L1Map map([] {
+    table::L1Config c;
+    c.max_size = 1;
+    return c;
+  }());
+  return map;
+}
+
 bool Engine::running() const noexcept { return impl_->running.load(std::memory_order_acquire); }
 
 // One declared table: its writer, its rings (one per producer) and the routes into them.
 void Engine::Impl::add_table(TableSpec spec, int& broadcast_tables) {
+  if (spec.kind.empty() && spec.keys == KeyKind::kText) spec.kind = std::string(kTextKind);
   validate(spec);
   auto slot = std::make_unique<Slot>();
   slot->spec = std::move(spec);

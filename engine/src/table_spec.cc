@@ -119,8 +119,12 @@ void validate_identity(const TableSpec& spec) {
   const bool kind_ok =
       spec.kind.size() == 3 &&
       std::all_of(spec.kind.begin(), spec.kind.end(), [](char c) { return c >= 'A' && c <= 'Z'; });
-  if (!kind_ok) refuse(spec, "kind must be exactly 3 bytes A-Z, got '" + spec.kind + "'");
-  if (!spec.loader) refuse(spec, "loader is required");
+  if (!kind_ok) {
+    refuse(spec, "kind must be exactly 3 bytes A-Z, got '" + spec.kind + "'" +
+                     (spec.kind.empty() && spec.keys == KeyKind::kBranded
+                          ? " (a table of branded ids names the kind its ids carry)"
+                          : ""));
+  }
   check_range<int>(spec, "loader_threads", spec.loader_threads, 1, 64);
   if (const auto t = spec.loader_timeout.count(); t != 0 && (t < 1 || t > 3'600'000)) {
     refuse(spec,
@@ -202,6 +206,15 @@ void validate_job(const TableSpec& spec) {
 }
 
 }  // namespace
+
+TableSpec text_table(std::string name, CoherenceMode lane) {
+  TableSpec spec;
+  spec.name = std::move(name);
+  spec.keys = KeyKind::kText;
+  spec.kind = std::string(kTextKind);
+  spec.coherence = lane;
+  return spec;
+}
 
 void validate(const TableSpec& spec) {
   validate_identity(spec);

@@ -349,6 +349,9 @@ void TableWriter::run(const std::stop_token& stop) {
       reclaim_asked_.store(false, std::memory_order_relaxed);  // this pass reclaims what is due
     }
   }
+  // A stopped table serves nothing: its handles' reads miss, and the engine answers them
+  // `stopped` (no listener is told: the rows did not change, the engine stopped).
+  map_->clear();
   // Held here; from now on deliver() publishes into the rings (which nothing drains any more),
   // and stop() reads the writer's state after the join.
   token_.close();

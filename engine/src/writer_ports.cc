@@ -9,6 +9,7 @@ namespace {
 
 // Runs the table's loader on a loader thread; an exception is the loader's failure.
 LoadResult call_loader(const TableSpec& spec, const std::string& name) {
+  if (!spec.loader) return Absent{};  // a table without a loader: what L2 lacks is absent
   try {
     // A branded table's names passed its kind gate: they parse.
     return spec.keys == KeyKind::kText ? spec.loader(Key(std::string_view(name)))

@@ -5,7 +5,9 @@
 // a newer-wins tombstone every node hears (and an older one that leaves a newer L2 row alone);
 // negative caching, a loader's Absent remembered, answered without L2 or the loader, and
 // forgotten by a write of the key or its TTL; publish_async on the broadcast and job lanes, its
-// done once the row is in; get_many, the misses read together.
+// done once the row is in; get_many, the misses read together; the small face: an empty handle,
+// a table with no kind and no loader, a handle once its engine stopped, and the thread past the
+// reader slots answered a typed error.
 #include <gtest/gtest.h>
 #include <hiredis/hiredis.h>
 
@@ -348,6 +350,94 @@ TEST_F(TableVerbsTest, GetManyAnswersEachKeyInOrderHitsMissesAndAbsents) {
   const auto hits = t.l1().stats().hits;
   got = t.get_many(keys);
   EXPECT_EQ(t.l1().stats().hits, hits + 43);
+}
+
+TEST_F(TableVerbsTest, AnEmptyHandleAnswersNoSuchCacheAndNeverCrashes) {
+  Table<Quote> empty;
+  EXPECT_FALSE(empty);
+  EXPECT_EQ(empty.name(), "");
+  auto r = empty.read("AAPL", [](const Quote&) {});
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error(), make_error_code(Errc::kNoSuchCache));
+  EXPECT_FALSE(empty.try_read("AAPL", [](const Quote&) {}));
+  EXPECT_EQ(empty.get("AAPL").error(), make_error_code(Errc::kNoSuchCache));
+  EXPECT_EQ(empty.publish("AAPL", Quote{}).error(), make_error_code(Errc::kNoSuchCache));
+  EXPECT_EQ(empty.remove("AAPL").error(), make_error_code(Errc::kNoSuchCache));
+  EXPECT_EQ(empty.for_each([](auto, const Quote&, auto) {}), 0u);
+  auto n = node(1, {quotes(loads1)});
+  ASSERT_TRUE(n);
+  empty = n->table<Quote>("quotes");  // set later, as a member would be
+  EXPECT_TRUE(empty);
+  EXPECT_TRUE(empty.get("AAPL"));
+}
+
+TEST_F(TableVerbsTest, ATextTableNeedsNoKindAndNoLoader) {
+  auto n1 = node(1, {engine::typed<Quote>(engine::text_table("book"))});
+  auto n2 = node(2, {engine::typed<Quote>(engine::text_table("book"))});
+  ASSERT_TRUE(n1 && n2);
+  auto t1 = n1->table<Quote>("book");
+  auto t2 = n2->table<Quote>("book");
+  auto none = t2.get("IBM");
+  ASSERT_FALSE(none);
+  EXPECT_EQ(none.error(), make_error_code(Errc::kAbsent)) << "no loader: what L2 lacks is absent";
+  auto v = t1.publish(engine::TextKey("IBM", 2026), Quote{3, 4});
+  ASSERT_TRUE(v) << v.error().message();
+  EXPECT_EQ(v->view().substr(0, 3), engine::kTextKind);
+  EXPECT_TRUE(poll_until(
+      [&] {
+        auto r = t2.get(engine::TextKey("IBM", 2026));
+        return r && r->bid == 3;
+      },
+      10s, 5ms));
+}
+
+TEST_F(TableVerbsTest, AHandleOfAStoppedEngineAnswersStopped) {
+  auto n = node(1, {quotes(loads1)});
+  ASSERT_TRUE(n);
+  auto t = n->table<Quote>("quotes");
+  ASSERT_TRUE(t.put("AAPL", Quote{1, 2}));
+  ASSERT_TRUE(t.read("AAPL", [](const Quote&) {}));
+  n->stop();
+  auto r = t.read("AAPL", [](const Quote&) {});
+  ASSERT_FALSE(r) << "a stopped engine's rows are not served";
+  EXPECT_EQ(r.error(), make_error_code(Errc::kStopped));
+  EXPECT_EQ(t.get("AAPL").error(), make_error_code(Errc::kStopped));
+  EXPECT_FALSE(t.try_read("AAPL", [](const Quote&) {}));
+}
+
+TEST_F(TableVerbsTest, AThreadPastTheReaderSlotsIsAnsweredATypedError) {
+  auto n = node(1, {quotes(loads1)});
+  ASSERT_TRUE(n);
+  auto t = n->table<Quote>("quotes");
+  ASSERT_TRUE(t.put("AAPL", Quote{1, 2}));
+  // More live reader threads than there are slots: each reads once and holds on to its slot
+  // (a thread keeps its slot until it exits) until all have read.
+  constexpr int kThreads = static_cast<int>(table::kMaxReaderThreads) + 8;
+  std::atomic<int> ok{0}, refused{0}, other{0}, arrived{0};
+  std::atomic<bool> release{false};
+  std::vector<std::thread> threads;
+  threads.reserve(kThreads);
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&] {
+      auto r = t.read("AAPL", [](const Quote&) {});
+      if (r) {
+        ++ok;
+      } else if (r.error() == make_error_code(Errc::kNoReaderSlot)) {
+        ++refused;
+      } else {
+        ++other;
+      }
+      ++arrived;
+      while (!release.load()) std::this_thread::sleep_for(1ms);
+    });
+  }
+  EXPECT_TRUE(poll_until([&] { return arrived.load() == kThreads; }, 60s, 5ms));
+  release = true;
+  for (auto& th : threads) th.join();
+  EXPECT_GE(refused.load(), 8) << "every thread past the slots answered no_reader_slot";
+  EXPECT_EQ(other.load(), 0);
+  EXPECT_EQ(ok.load() + refused.load(), kThreads);
+  EXPECT_GE(t.l1().stats().reader_slot_refusals, static_cast<std::uint64_t>(refused.load()));
 }
 
 }  // namespace

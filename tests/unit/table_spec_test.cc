@@ -96,7 +96,10 @@ TEST(TableSpec, EachBadKnobIsNamed) {
   expect_refused(s, "kind");
   s = good();
   s.loader = nullptr;
-  expect_refused(s, "loader is required");
+  EXPECT_NO_THROW(validate(s)) << "the loader is optional (what L2 lacks is absent)";
+  s = good();
+  s.kind.clear();
+  expect_refused(s, "a table of branded ids names the kind its ids carry");
   s = good();
   s.disconnect = DisconnectPolicy::kServeStale;
   expect_refused(s, "serve_stale_max_ms");

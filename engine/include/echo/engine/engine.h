@@ -39,6 +39,7 @@
 #include <echo/engine/answers.h>
 #include <echo/engine/errc.h>
 #include <echo/engine/error.h>
+#include <echo/engine/keys.h>
 #include <echo/engine/log.h>
 #include <echo/engine/stats.h>
 #include <echo/engine/table_spec.h>

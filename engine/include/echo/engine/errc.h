@@ -51,6 +51,9 @@ enum class Errc : int {
   kMixedFrames,    // start(): a table that carries values (TableSpec::carry) has subscribers
                    // that read only the 29-byte message (the original's nodes, an older
                    // EchoStore): the detail names the table and how many
+  // A read from a thread that could get no L1 reader slot (table::kMaxReaderThreads threads hold
+  // them): every read of that thread would miss, so the read answers this instead of loading.
+  kNoReaderSlot,
   // The table's loader answered Absent: the key has no value (remembered for the table's
   // absent_ttl_ms, until a write of the key reaches this node).
   kAbsent,

@@ -9,8 +9,10 @@
 //   quotes.publish("AAPL", Quote{189.10, 189.12});            // L2 row + message, one call
 //   quotes.read("AAPL", [](const Quote& q, std::string_view version) { ... });  // in place
 //
-// A handle is a pointer and a reference: copy it freely, use it from any thread, while its
-// Engine lives. Every verb answers Result<T> (no data verb throws).
+// A handle is three pointers: copy it freely, use it from any thread, while its Engine lives. A
+// default-constructed handle is empty (false): every read misses and every verb answers
+// no_such_cache, so a handle can be a member set later. Once its Engine stopped, reads miss and
+// answer `stopped`. Every verb answers Result<T> (no data verb throws).
 #pragma once
 
 #include <optional>
@@ -29,10 +31,20 @@
 
 namespace echo::engine {
 
+namespace detail {
+// What an empty handle reads: a map that holds nothing (every read misses).
+const table::L1Map& empty_map();
+}  // namespace detail
+
 template <class T>
 class Table {
  public:
-  // The table's name.
+  // An empty handle (see above); Engine::table<T>() gives a real one.
+  Table() noexcept : l1_(&detail::empty_map()) {}
+  // True for a handle on a declared table (Engine::table<T>()).
+  explicit operator bool() const noexcept { return engine_ != nullptr; }
+
+  // The table's name (empty for an empty handle).
   std::string_view name() const noexcept;
 
   // Zero-copy read. On an L1 hit, runs fn(ValueView<T>, version), or fn(ValueView<T>), on this
@@ -91,6 +103,7 @@ class Table {
   Result<table::BrandedId> publish_async(std::string_view key, const T& value,
                                          Engine::PublishDone done,
                                          std::optional<table::BrandedId> version = {}) const {
+    if (engine_ == nullptr) return table::Unexpected{no_table()};
     return engine_->publish_async(*ref_, key, encode(value), std::move(done), version);
   }
 
@@ -98,6 +111,7 @@ class Table {
   // Answers its version.
   Result<table::BrandedId> remove(std::string_view key,
                                   std::optional<table::BrandedId> version = std::nullopt) const {
+    if (engine_ == nullptr) return table::Unexpected{no_table()};
     return engine_->remove(*ref_, key, version);
   }
 
@@ -137,8 +151,10 @@ class Table {
     give(fn, view_of<T>(value), version);
   }
 
-  Engine* engine_;
-  Engine::TableRef* ref_;
+  static Error no_table() { return make_error_code(Errc::kNoSuchCache); }
+
+  Engine* engine_ = nullptr;
+  Engine::TableRef* ref_ = nullptr;
   const table::L1Map* l1_;  // the table's map: built with the engine, kept for its life
 };
 
@@ -149,6 +165,7 @@ Table<T> Engine::table(std::string_view name) {
 
 template <class T>
 std::string_view Table<T>::name() const noexcept {
+  if (ref_ == nullptr) return {};
   return Engine::name_of(*ref_);
 }
 
@@ -182,6 +199,9 @@ Result<Source> Table<T>::read(std::string_view key, Fn&& fn) const {
 template <class T>
 template <class Fn>
 Result<Source> Table<T>::read_miss(std::string_view key, Fn& fn) const {
+  if (engine_ == nullptr) return table::Unexpected{no_table()};
+  if (!table::epoch::has_reader_slot()) [[unlikely]]
+    return table::Unexpected{make_error_code(Errc::kNoReaderSlot)};
   auto got = engine_->get(*ref_, key);
   if (!got) return table::Unexpected{got.error()};
   const std::string_view version = got->version ? got->version->view() : std::string_view();
@@ -228,7 +248,7 @@ bool Table<T>::try_read(std::string_view key, Fn&& fn) const noexcept {
       })) {
     return true;
   }
-  if (Engine::try_refills(*ref_)) Engine::refill(*ref_, key);
+  if (ref_ != nullptr && Engine::try_refills(*ref_)) Engine::refill(*ref_, key);
   return false;
 }
 
@@ -259,6 +279,10 @@ std::vector<Result<T>> Table<T>::get_many(std::span<const std::string_view> keys
     }
   }
   if (missed.empty()) return out;
+  if (engine_ == nullptr) {
+    for (const std::size_t i : at) out[i] = table::Unexpected{no_table()};
+    return out;
+  }
   auto got = engine_->get_many(*ref_, missed);
   for (std::size_t j = 0; j < got.size(); ++j) {
     Result<T>& slot = out[at[j]];
@@ -281,6 +305,9 @@ std::vector<Result<T>> Table<T>::get_many(std::span<const std::string_view> keys
 
 template <class T>
 Result<T> Table<T>::get_miss(std::string_view key) const {
+  if (engine_ == nullptr) return table::Unexpected{no_table()};
+  if (!table::epoch::has_reader_slot()) [[unlikely]]
+    return table::Unexpected{make_error_code(Errc::kNoReaderSlot)};
   auto got = engine_->get(*ref_, key);
   if (!got) return table::Unexpected{got.error()};
   if constexpr (std::is_same_v<T, std::string>) {
@@ -298,17 +325,20 @@ Result<T> Table<T>::get_miss(std::string_view key) const {
 template <class T>
 Result<table::BrandedId> Table<T>::put(std::string_view key, const T& value,
                                        std::optional<table::BrandedId> version) const {
+  if (engine_ == nullptr) return table::Unexpected{no_table()};
   return engine_->put(*ref_, key, encode(value), version);
 }
 
 template <class T>
 Result<table::BrandedId> Table<T>::publish(std::string_view key, const T& value,
                                            std::optional<table::BrandedId> version) const {
+  if (engine_ == nullptr) return table::Unexpected{no_table()};
   return engine_->publish(*ref_, key, encode(value), version);
 }
 
 template <class T>
 Result<bool> Table<T>::invalidate(std::string_view key) const {
+  if (engine_ == nullptr) return table::Unexpected{no_table()};
   return engine_->invalidate(*ref_, key);
 }
 

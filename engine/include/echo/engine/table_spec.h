@@ -210,11 +210,17 @@ using LoadResult = std::variant<Loaded, LoadError, Absent>;
 // something not derived from std::exception).
 using Loader = std::function<LoadResult(const Key& name)>;
 
+// The namespace of the versions a text-key table mints when it declares no kind.
+inline constexpr std::string_view kTextKind = "TXT";
+
 struct TableSpec {
   std::string name;  // names the L2 keys, channel and queue (no braces, spaces)
   std::string kind;  // exactly 3 bytes A-Z: the ids this table caches (keys =
-                     // branded) and the namespace of the versions it mints
-  Loader loader;     // required
+                     // branded) and the namespace of the versions it mints; with text keys
+                     // optional (empty: kTextKind)
+  // Optional: without one, a key L2 does not hold answers absent (Errc::kAbsent, remembered
+  // for absent_ttl_ms), as a loader's Absent does: a table that only publish fills.
+  Loader loader;
   KeyKind keys = KeyKind::kBranded;
   ValueType value{};           // typed<T>() sets it; empty: bytes
   RemovalListener on_removal;  // optional (see RemovalListener)
@@ -315,6 +321,14 @@ struct TableSpec {
   // the row goes only when the job is applied (one script and the hand-off later).
   bool job_lead = true;
 };
+
+// A table by its name and lane, with text keys and every other knob at its default (no loader,
+// no kind needed): set the rest by assignment, in any order.
+//   TableSpec quotes = text_table("quotes");                  // the broadcast lane
+//   quotes.ttl_ms = 60000;
+//   quotes.loader = loader_of<Quote>(price_from_the_feed);
+//   Engine node(options, {typed<Quote>(quotes)});
+TableSpec text_table(std::string name, CoherenceMode lane = CoherenceMode::kBroadcast);
 
 // Throws ConfigError for the first knob out of range. Any thread.
 void validate(const TableSpec& spec);

@@ -114,6 +114,10 @@ inline void exit() noexcept {
   t.slot->announced.store(kEpochIdle, std::memory_order_release);
 }
 
+// True when this thread holds a reader slot (it read before, and was not refused one). Any
+// thread; one thread-local load.
+inline bool has_reader_slot() noexcept { return t_reader.slot != nullptr; }
+
 // This thread's slot index, also its per-map counter shard. Reader thread, inside a section
 // (enter() returned true), so the thread holds a slot.
 inline std::uint32_t reader_index() noexcept { return t_reader.index; }
