@@ -13,6 +13,14 @@
 // routed (broadcast) or its consumer done with the job and parked again (job), so every call starts
 // from the same idle node. Each sample is one call: the verb's call -> its return, or the first
 // argument built -> the last reply read.
+//
+// publish_async_caller_vs_publish: what publish_async costs its caller, in the calling thread's
+// own CPU time (CLOCK_THREAD_CPUTIME_ID: the version minted, the call built and handed to the io
+// thread), beside the blocking publish's CPU time on its caller (its share of the round trip:
+// building, handing off, being woken), each call from an idle node (the previous call's done and
+// push in first). CPU time, not wall time: on a shared core the woken io thread may preempt the
+// caller, and that wait is the scheduler's, not the call's. Its `also` holds both calls' wall
+// times and the async call's completion (call -> done: the round trip plus the hand-offs).
 #include <echo/engine/engine.h>
 #include <echo/engine/internal/job_consumer.h>
 #include <echo/engine/l2_frame.h>
@@ -23,8 +31,11 @@
 #include <echo/table/names.h>
 #include <hiredis/hiredis.h>
 
+#include <time.h>
+
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <stdexcept>
 #include <string>
@@ -181,6 +192,13 @@ std::uint64_t pushes_of(const Engine& p, const std::string& table) {
   return 0;
 }
 
+// This thread's CPU time so far, in microseconds.
+double thread_cpu_us() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e6 + static_cast<double>(ts.tv_nsec) / 1e3;
+}
+
 double keep(const std::vector<double>& v, std::vector<double>& samples) {
   samples.insert(samples.end(), v.begin(), v.end());
   return median_of(v);
@@ -280,12 +298,67 @@ void run_publish_floor(const BenchConfig& c, const DrillTarget& target, Progress
     turns.sent();
     return us;
   };
+  // publish_async: the caller's share, and (untimed by the row, kept for `also`) the completion.
+  std::atomic<bool> async_done{true};
+  std::atomic<std::int64_t> async_done_ns{0};
+  std::vector<double> completions, async_wall, publish_wall;
+  auto bc_async = [&] {
+    if (!floors::spin_until([&] { return async_done.load(std::memory_order_acquire); })) {
+      throw std::runtime_error("Engine::publish_async's done did not run within 2 s");
+    }
+    bc_settle();
+    async_done.store(false, std::memory_order_relaxed);
+    const double cpu0 = thread_cpu_us();
+    const auto t0 = Clock::now();
+    auto v = p.publish_async(bc, name.view(), value,
+                             [&async_done, &async_done_ns, t0](const engine::Result<BrandedId>& r) {
+                               async_done_ns.store(r ? (Clock::now() - t0).count() : -1,
+                                                   std::memory_order_relaxed);
+                               async_done.store(true, std::memory_order_release);
+                             });
+    const double cpu = thread_cpu_us() - cpu0;
+    async_wall.push_back(floors::since_us(t0));
+    if (!v) throw std::runtime_error("Engine::publish_async refused: " + v.error().message());
+    ++bc_sent;
+    return cpu;
+  };
+  // The blocking publish, in its caller's CPU time (its wall time kept beside).
+  auto bc_engine_cpu = [&] {
+    bc_settle();
+    const double cpu0 = thread_cpu_us();
+    const auto t0 = Clock::now();
+    if (!p.publish(bc, name.view(), value)) {
+      throw std::runtime_error("Engine::publish on the broadcast lane failed");
+    }
+    const double cpu = thread_cpu_us() - cpu0;
+    publish_wall.push_back(floors::since_us(t0));
+    ++bc_sent;
+    return cpu;
+  };
+  auto bc_async_settle = [&] {
+    if (!floors::spin_until([&] { return async_done.load(std::memory_order_acquire); })) {
+      throw std::runtime_error("Engine::publish_async's done did not run within 2 s");
+    }
+    const std::int64_t ns = async_done_ns.load(std::memory_order_relaxed);
+    if (ns < 0) throw std::runtime_error("Engine::publish_async's done answered an error");
+    completions.push_back(static_cast<double>(ns) / 1000.0);
+  };
+  auto async_caller = [&] {
+    const double us = bc_async();
+    bc_async_settle();
+    return us;
+  };
   for (int i = 0; i < kWarmup; ++i) {
     (void)bc_engine();
     (void)bc_hiredis();
     (void)job_engine();
     (void)job_hiredis();
+    (void)async_caller();
+    (void)bc_engine_cpu();
   }
+  completions.clear();
+  async_wall.clear();
+  publish_wall.clear();
 
   const std::string placement = placement_of(
       c,
@@ -307,6 +380,10 @@ void run_publish_floor(const BenchConfig& c, const DrillTarget& target, Progress
                         size + ", one member)",
                     "Engine::publish (via the io thread, then the L1 put via the writer)",
                     "hiredis, the same two pipelines from the calling thread");
+  Row async_row = row("publish_async_caller_vs_publish",
+                      "the caller's CPU time of a publish, broadcast lane (" + size + ")",
+                      "Engine::publish_async (the call built and handed to the io thread)",
+                      "Engine::publish (its caller's share of the round trip)");
 
   const int n = c.messages;
   for (int round = 0; round < c.rounds; ++round) {
@@ -328,12 +405,18 @@ void run_publish_floor(const BenchConfig& c, const DrillTarget& target, Progress
     blocks(bc_engine, bc_hiredis, bc_row);
     progress.step("Engine::publish vs hiredis pipelines, job lane", round, c.rounds);
     blocks(job_engine, job_hiredis, job_row);
+    progress.step("Engine::publish_async's caller vs Engine::publish", round, c.rounds);
+    blocks(async_caller, bc_engine_cpu, async_row);
   }
-  for (Row* x : {&bc_row, &job_row}) {
+  for (Row* x : {&bc_row, &job_row, &async_row}) {
     x->also = {{"p99 ours", p99_of(x->ours_samples)}, {"p99 baseline", p99_of(x->base_samples)}};
   }
+  async_row.also.emplace_back("wall call -> return ours (us)", median_of(async_wall));
+  async_row.also.emplace_back("wall call -> return baseline (us)", median_of(publish_wall));
+  async_row.also.emplace_back("wall call -> done ours (us)", median_of(completions));
   rows.push_back(std::move(bc_row));
   rows.push_back(std::move(job_row));
+  rows.push_back(std::move(async_row));
 }
 
 }  // namespace echo::cli::bench
