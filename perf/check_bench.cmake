@@ -28,6 +28,7 @@ set(expected ring_vs_boost ring_vs_rwq l1_vs_flat_map l1_vs_shared_mutex l1_type
     l1_typed_hit_churn_vs_flat_map resp3_vs_hiredis
     resp3_mixed_vs_hiredis broadcast_vs_floor job_vs_broadcast job_applied_vs_broadcast
     bare_applied_vs_broadcast remembered_vs_job publish_vs_hiredis_eval publish_vs_hiredis_eval_job
+    publish_async_caller_vs_publish
     journal_vs_sqlite hit_ratio_zipf0.7_1pct hit_ratio_zipf0.7_10pct hit_ratio_zipf0.99_1pct
     hit_ratio_zipf0.99_10pct hit_ratio_scan_mix hit_ratio_shifting_hot_set hit_ratio_zipf1.2_1pct
     hit_ratio_zipf1.2_10pct)
