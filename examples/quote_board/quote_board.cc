@@ -33,26 +33,20 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // ---- The embedding: these lines are all it takes (README, "Embedding"). ----
-struct Quote {  // a value is a plain struct: L2 holds its bytes, L1 the struct itself
+struct Quote {  // a value is a plain struct: L2 holds its bytes (with its schema), L1 the struct
   double bid, ask;
   std::int64_t size;
 };
 
 engine::TableSpec quotes_table() {  // keyed by symbols ("AAPL"), announced on the broadcast lane
-  return engine::typed<Quote>({
-      .name = "quotes",
-      .kind = "QTE",  // the namespace of the versions the table mints
-      .loader = engine::loader_of<Quote>(
-          [](const engine::Key& symbol) { return engine::LoadError{"unpriced " + symbol.str()}; }),
-      .keys = engine::KeyKind::kText,
-      .ttl_ms = 60000,
-      .coherence = engine::CoherenceMode::kBroadcast,
-  });
+  engine::TableSpec quotes = engine::text_table("quotes");  // no kind, no loader needed:
+  quotes.ttl_ms = 60000;                                    // an unpriced symbol reads as absent
+  return engine::typed<Quote>(quotes);
 }
 // A node:   engine::Engine node(options, {quotes_table()});  node.start();
 //           engine::Table<Quote> quotes = node.table<Quote>("quotes");
 // A write:  quotes.publish("AAPL", Quote{189.10, 189.12, 300});  // L2 + every node's L1
-// A read:   quotes.try_read("AAPL", [](const Quote& q, std::string_view version) { ... });
+// A read:   quotes.try_read("AAPL", [](const Quote& q) { ... });
 //           (never waits; quotes.read() would wait for L2 on a miss)
 // Errors:   every verb answers a Result: if (!r) r.error().message().
 // ---- end of the embedding ----
@@ -183,9 +177,8 @@ QuoteBoardSummary run_quote_board(const QuoteBoardOptions& o, std::ostream& out)
       double spread = 0;  // uses the quote, in place
       for (std::size_t k = 0; !stop.load(std::memory_order_acquire); ++k) {
         const auto t0 = Clock::now();
-        const bool hit = quotes.try_read(
-            symbols[k % symbols.size()],
-            [&spread](const Quote& q, std::string_view) { spread += q.ask - q.bid; });
+        const bool hit = quotes.try_read(symbols[k % symbols.size()],
+                                         [&spread](const Quote& q) { spread += q.ask - q.bid; });
         const auto t1 = Clock::now();
         ++res.reads;
         if (hit) {
