@@ -7,6 +7,7 @@
 #include <echo/engine/engine.h>
 #include <echo/engine/l2_frame.h>
 #include <echo/io/cluster_map.h>
+#include <echo/io/io_error.h>
 #include <echo/testing/local_cluster.h>
 #include <gtest/gtest.h>
 

@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include <echo/io/unique_fd.h>
+
 #include "engine_nodes.h"
 #include "support/temp_dir.h"
 

@@ -6,6 +6,7 @@
 // follows +switch-master, flushes (the disconnect policy), writes resume, and after the engines
 // followed every node's every read agrees with L2 on the new master (stale reads: 0).
 #include <echo/engine/engine.h>
+#include <echo/io/io_error.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>

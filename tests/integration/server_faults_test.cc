@@ -17,6 +17,8 @@
 #include <thread>
 #include <vector>
 
+#include <echo/io/io_error.h>
+
 namespace echo::test {
 namespace {
 

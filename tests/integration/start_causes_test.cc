@@ -18,6 +18,7 @@
 
 #include <gtest/gtest.h>
 
+#include <echo/io/io_error.h>
 #include <echo/io/unique_fd.h>
 
 #include "engine_nodes.h"

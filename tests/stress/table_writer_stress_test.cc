@@ -39,7 +39,7 @@ TEST(TableWriterStress, ReadersNeverSeeATornRowUnderDropsPutsAndFills) {
     }
     done(L2Fetch{{}, stored});
   };
-  ports.load = [](std::string_view, const BrandedId& minted, std::shared_ptr<LoadClaim>,
+  ports.load = [](std::string_view, const BrandedId& minted, bool, std::shared_ptr<LoadClaim>,
                   std::function<void(LoadOutcome)> done) {
     LoadOutcome out;
     out.value = std::string(minted.view());
@@ -122,7 +122,7 @@ TEST(TableWriterStress, ReadersNeverSeeATornRowUnderDropsPutsAndFills) {
 TEST(TableWriterStress, ReadersNeverSeeATornCarriedValue) {
   WriterPorts ports;
   ports.fetch = [](std::string_view, std::function<void(L2Fetch)> done) { done(L2Fetch{}); };
-  ports.load = [](std::string_view, const BrandedId&, std::shared_ptr<LoadClaim>,
+  ports.load = [](std::string_view, const BrandedId&, bool, std::shared_ptr<LoadClaim>,
                   std::function<void(LoadOutcome)> done) { done(LoadOutcome{}); };
   TableSpec spec;
   spec.name = "carried";
@@ -207,7 +207,7 @@ TEST(TableWriterStress, ReadersNeverSeeATornCarriedValue) {
 TEST(TableWriterStress, CallersAskingRunningAndApplyingWhileStopJoinsAreAllAnswered) {
   WriterPorts ports;
   ports.fetch = [](std::string_view, std::function<void(L2Fetch)> done) { done(L2Fetch{}); };
-  ports.load = [](std::string_view, const BrandedId&, std::shared_ptr<LoadClaim>,
+  ports.load = [](std::string_view, const BrandedId&, bool, std::shared_ptr<LoadClaim>,
                   std::function<void(LoadOutcome)> done) { done(LoadOutcome{}); };
   TableSpec spec;
   spec.name = "stopping";

@@ -87,7 +87,7 @@ struct Harness {
       }
       done(L2Fetch{{}, stored});
     };
-    ports.load = [](std::string_view, const BrandedId& minted, std::shared_ptr<LoadClaim>,
+    ports.load = [](std::string_view, const BrandedId& minted, bool, std::shared_ptr<LoadClaim>,
                     std::function<void(LoadOutcome)> done) {
       LoadOutcome out;
       out.value = std::string(minted.view());
