@@ -309,6 +309,15 @@ struct Engine::Impl {
                     std::function<void(LoadOutcome)> done);
 
   // ---- The job lane's sending side (job_fanout.cc). Any thread. ----
+  // The job lane's publish (Engine::publish's job-lane overload), with what it sent: the job id
+  // and the queues that hold it (Engine::publish_and_wait waits for their completions).
+  struct PublishedJob {
+    table::BrandedId version, job;
+    std::vector<MemberAdmission> admitted;
+  };
+  Result<PublishedJob> publish_job(std::string_view table, const table::BrandedId& group,
+                                   std::string_view id, std::string_view value,
+                                   std::optional<table::BrandedId> version);
   Result<std::vector<MemberAdmission>> fan_out(std::string_view table,
                                                const table::BrandedId& group,
                                                const table::BrandedId& job, std::string_view id,

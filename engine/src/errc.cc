@@ -74,6 +74,8 @@ std::string_view to_string(Errc e) noexcept {
       return "mixed_frames";
     case Errc::kAbsent:
       return "absent";
+    case Errc::kNoReceipts:
+      return "no_receipts";
     case Errc::kNoReaderSlot:
       return "no_reader_slot";
     case Errc::kJournalIo:

@@ -4,6 +4,9 @@
 // consumers read), with the lead push ahead of it (docs/wire.md, "The job lane's member queues").
 #include "engine_impl.h"
 
+#include <algorithm>
+#include <chrono>
+#include <thread>
 #include <unordered_set>
 #include <utility>
 
@@ -305,7 +308,72 @@ Result<bool> Engine::enqueue_job(std::string_view table, const BrandedId& group,
 Result<BrandedId> Engine::publish(std::string_view table, const BrandedId& group,
                                   std::string_view id, std::string_view value,
                                   std::optional<BrandedId> version) {
+  auto published = impl_->publish_job(table, group, id, value, version);
+  if (!published) return table::Unexpected{published.error()};
+  return published->version;
+}
+
+Result<std::size_t> Engine::publish_and_wait(std::string_view table, std::string_view id,
+                                             std::string value, std::chrono::milliseconds deadline,
+                                             std::optional<BrandedId> version) {
   auto& d = *impl_;
+  Impl::Slot* slot = d.find(table);
+  if (slot == nullptr) return table::Unexpected{make_error_code(Errc::kNoSuchCache)};
+  if (slot->spec.coherence != CoherenceMode::kJob) {
+    return table::Unexpected{Error(
+        Errc::kNoReceipts, "table '" + slot->spec.name + "' is on the " +
+                               std::string(to_string(slot->spec.coherence)) +
+                               " lane, which acknowledges no apply: publish_and_wait needs the "
+                               "job lane (each member completes its job once it applied it)")};
+  }
+  const auto until = std::chrono::steady_clock::now() + deadline;
+  auto published = d.publish_job(table, *slot->publish_group, id, value, version);
+  if (!published) return table::Unexpected{published.error()};
+  // Each admitted member queue's job hash: the member's consumer completes (deletes) it once its
+  // writer applied the message.
+  const JobLaneKeys keys = JobLaneKeys::for_table(slot->spec.name);
+  std::vector<std::string> waiting;
+  for (const MemberAdmission& a : published->admitted) {
+    waiting.push_back((a.member == "*" ? keys.qbase : keys.member_base(a.member)) +
+                      "job:" + published->job.str());
+  }
+  const std::size_t members = waiting.size();
+  auto pause = std::chrono::microseconds(200);
+  for (;;) {
+    std::vector<Impl::Call> batch;
+    for (const std::string& k : waiting) batch.push_back({nullptr, {}, {"EXISTS", k}});
+    if (!batch.empty()) {
+      auto replies = d.calls(std::move(batch));
+      if (!replies) return table::Unexpected{replies.error()};
+      std::vector<std::string> still;
+      for (std::size_t i = 0; i < waiting.size(); ++i) {
+        const io::OwnedResult& r = (*replies)[i];
+        if (r.ec) return table::Unexpected{r.ec};
+        if (r.reply.view().type() != io::Resp3Type::integer) {
+          return table::Unexpected{unexpected_reply()};
+        }
+        if (r.reply.view().integer() != 0) still.push_back(std::move(waiting[i]));
+      }
+      waiting = std::move(still);
+    }
+    if (waiting.empty()) return members;
+    if (std::chrono::steady_clock::now() >= until) {
+      return table::Unexpected{
+          Error(Errc::kTimeout, std::to_string(members - waiting.size()) + " of " +
+                                    std::to_string(members) +
+                                    " members applied it by the deadline (the write stands)")};
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(5000));
+  }
+}
+
+Result<Engine::Impl::PublishedJob> Engine::Impl::publish_job(std::string_view table,
+                                                             const BrandedId& group,
+                                                             std::string_view id,
+                                                             std::string_view value,
+                                                             std::optional<BrandedId> version) {
+  auto& d = *this;
   Impl::Slot* slot = d.find(table);
   if (slot == nullptr) return table::Unexpected{make_error_code(Errc::kNoSuchCache)};
   auto name = Impl::gate(*slot, id);  // a branded id of the table's kind, or a text key
@@ -337,7 +405,9 @@ Result<BrandedId> Engine::publish(std::string_view table, const BrandedId& group
     base::shared_add(d.fan_errors);
     return table::Unexpected{admitted.error()};
   }
-  return d.put_l1(*slot, *name, value, *v);
+  auto put = d.put_l1(*slot, *name, value, *v);
+  if (!put) return table::Unexpected{put.error()};
+  return PublishedJob{*v, *job, admitted ? std::move(*admitted) : std::vector<MemberAdmission>{}};
 }
 
 }  // namespace echo::engine

@@ -7,7 +7,8 @@
 // forgotten by a write of the key or its TTL; publish_async on the broadcast and job lanes, its
 // done once the row is in; get_many, the misses read together; the small face: an empty handle,
 // a table with no kind and no loader, a handle once its engine stopped, and the thread past the
-// reader slots answered a typed error.
+// reader slots answered a typed error; publish_and_wait, answered once every live member applied
+// the write (and a stalled member's miss of the deadline named).
 #include <gtest/gtest.h>
 #include <hiredis/hiredis.h>
 
@@ -350,6 +351,49 @@ TEST_F(TableVerbsTest, GetManyAnswersEachKeyInOrderHitsMissesAndAbsents) {
   const auto hits = t.l1().stats().hits;
   got = t.get_many(keys);
   EXPECT_EQ(t.l1().stats().hits, hits + 43);
+}
+
+TEST_F(TableVerbsTest, PublishAndWaitAnswersOnceEveryLiveMemberAppliedIt) {
+  auto n1 = node(1, {job_quotes(loads1)});
+  auto n2 = node(2, {job_quotes(loads2)});
+  ASSERT_TRUE(n1 && n2);
+  auto t1 = n1->table<Quote>("jquotes");
+  auto t2 = n2->table<Quote>("jquotes");
+  ASSERT_TRUE(t2.get("AAPL"));  // node 2 holds a row: the write must reach it
+  auto applied = t1.publish_and_wait("AAPL", Quote{42, 43}, 10s);
+  ASSERT_TRUE(applied) << applied.error().message();
+  EXPECT_EQ(*applied, 2u) << "both members";
+  // Applied means read: node 2's very next read sees the new value, no waiting.
+  double bid = 0;
+  ASSERT_TRUE(t2.read("AAPL", [&bid](const Quote& q) { bid = q.bid; }));
+  EXPECT_EQ(bid, 42);
+
+  // A member that is live but never applies (a stalled process): staged as its membership and
+  // its live key, the epoch moved so the fan-out reads the list again.
+  const std::string q = "ecc.coh.jquotes";
+  ASSERT_TRUE(command_argv(client(), {"ZADD", "emq:{" + q + "}:members", "99999999999999", "99"}));
+  ASSERT_TRUE(command_argv(client(), {"SET", "emq:{" + q + "|99}:live", "30000", "PX", "60000"}));
+  ASSERT_TRUE(command_argv(client(), {"INCR", "emq:{" + q + "}:mepoch"}));
+  auto late = t1.publish_and_wait("AAPL", Quote{44, 45}, 300ms);
+  ASSERT_FALSE(late);
+  EXPECT_EQ(late.error(), make_error_code(Errc::kTimeout));
+  EXPECT_NE(late.error().message().find("2 of 3 members applied it"), std::string::npos)
+      << late.error().message();
+  EXPECT_TRUE(poll_until(
+      [&] {
+        auto r = t2.get("AAPL");
+        return r && r->bid == 44;
+      },
+      10s, 5ms))
+      << "the write stands";
+
+  // Another lane acknowledges nothing: refused, nothing written.
+  auto b = node(3, {quotes(loads1)});
+  ASSERT_TRUE(b);
+  auto no = b->table<Quote>("quotes").publish_and_wait("MSFT", Quote{1, 2}, 1s);
+  ASSERT_FALSE(no);
+  EXPECT_EQ(no.error(), make_error_code(Errc::kNoReceipts));
+  EXPECT_EQ(command_argv(client(), {"EXISTS", "ecc:{quotes}:MSFT"})->integer, 0);
 }
 
 TEST_F(TableVerbsTest, AnEmptyHandleAnswersNoSuchCacheAndNeverCrashes) {

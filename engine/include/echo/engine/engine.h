@@ -433,6 +433,18 @@ class Engine {
   Result<table::BrandedId> publish_async(std::string_view table, std::string_view id,
                                          std::string value, PublishDone done,
                                          std::optional<table::BrandedId> version = std::nullopt);
+  // publish, then wait until every live member applied it, or `deadline` (from the call) passed.
+  // The job lane only: each member's consumer completes its job once its writer applied the
+  // message (completion deletes the job), so a write is known applied by every member queue the
+  // fan-out reached (every member live when it ran). Answers how many applied it (0: no member
+  // was live); Errc::kTimeout with "<k> of <n> members applied it by the deadline" when some had
+  // not (the write stands, and their jobs stay to be applied). A table of another lane answers
+  // Errc::kNoReceipts (the broadcast lane is at-most-once and tracking's invalidations carry no
+  // receipts), nothing written. Blocks: publish's round trips, then one EXISTS per waiting
+  // member queue per poll (every 0.2 ms, backing off to 5 ms). Any application thread.
+  Result<std::size_t> publish_and_wait(std::string_view table, std::string_view id,
+                                       std::string value, std::chrono::milliseconds deadline,
+                                       std::optional<table::BrandedId> version = std::nullopt);
   // PUBLISH ecc:{t}:coh <29 bytes>: the number of subscribers that heard it (at-most-once).
   Result<std::int64_t> broadcast(std::string_view table, std::string_view id,
                                  const table::BrandedId& version);

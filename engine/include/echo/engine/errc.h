@@ -54,6 +54,9 @@ enum class Errc : int {
   // A read from a thread that could get no L1 reader slot (table::kMaxReaderThreads threads hold
   // them): every read of that thread would miss, so the read answers this instead of loading.
   kNoReaderSlot,
+  // publish_and_wait on a table whose lane acknowledges no apply (broadcast, tracking, none):
+  // nothing written; the detail names the lane.
+  kNoReceipts,
   // The table's loader answered Absent: the key has no value (remembered for the table's
   // absent_ttl_ms, until a write of the key reaches this node).
   kAbsent,

@@ -107,6 +107,15 @@ class Table {
     return engine_->publish_async(*ref_, key, encode(value), std::move(done), version);
   }
 
+  // publish, then wait until every live member applied it (Engine::publish_and_wait: the job
+  // lane only). Answers how many members applied it.
+  Result<std::size_t> publish_and_wait(std::string_view key, const T& value,
+                                       std::chrono::milliseconds deadline,
+                                       std::optional<table::BrandedId> version = {}) const {
+    if (engine_ == nullptr) return table::Unexpected{no_table()};
+    return engine_->publish_and_wait(name(), key, encode(value), deadline, version);
+  }
+
   // A delete every node hears (Engine::remove): a newer-wins tombstone through the table's lane.
   // Answers its version.
   Result<table::BrandedId> remove(std::string_view key,
