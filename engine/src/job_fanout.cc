@@ -314,7 +314,8 @@ Result<BrandedId> Engine::publish(std::string_view table, const BrandedId& group
 }
 
 Result<std::size_t> Engine::publish_and_wait(std::string_view table, std::string_view id,
-                                             std::string value, std::chrono::milliseconds deadline,
+                                             std::string_view value,
+                                             std::chrono::milliseconds deadline,
                                              std::optional<BrandedId> version) {
   auto& d = *impl_;
   Impl::Slot* slot = d.find(table);
@@ -341,6 +342,7 @@ Result<std::size_t> Engine::publish_and_wait(std::string_view table, std::string
   auto pause = std::chrono::microseconds(200);
   for (;;) {
     std::vector<Impl::Call> batch;
+    batch.reserve(waiting.size());
     for (const std::string& k : waiting) batch.push_back({nullptr, {}, {"EXISTS", k}});
     if (!batch.empty()) {
       auto replies = d.calls(std::move(batch));

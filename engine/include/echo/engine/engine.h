@@ -443,7 +443,7 @@ class Engine {
   // receipts), nothing written. Blocks: publish's round trips, then one EXISTS per waiting
   // member queue per poll (every 0.2 ms, backing off to 5 ms). Any application thread.
   Result<std::size_t> publish_and_wait(std::string_view table, std::string_view id,
-                                       std::string value, std::chrono::milliseconds deadline,
+                                       std::string_view value, std::chrono::milliseconds deadline,
                                        std::optional<table::BrandedId> version = std::nullopt);
   // PUBLISH ecc:{t}:coh <29 bytes>: the number of subscribers that heard it (at-most-once).
   Result<std::int64_t> broadcast(std::string_view table, std::string_view id,
