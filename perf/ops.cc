@@ -190,7 +190,7 @@ int main(int argc, char** argv) {
     ECHO_FLAT_MAP<std::string, Quote> flat;
     std::vector<std::string> keys;
     const Quote q{100.5, 100.75, 1, 2, {'X', 'N', 'Y', 'S'}};
-    const std::string row(reinterpret_cast<const char*>(&q), sizeof q);
+    const std::string row = echo::engine::encode(q);  // the schema header, then the struct
     for (std::size_t i = 0; i < n; ++i) {
       keys.push_back("Q" + std::to_string(1000 + 7 * i));
       typed.put(keys.back(), row, minter.mint("AST", 1).value());
