@@ -26,6 +26,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "referee/plain_keys.h"
 #include "referee/referee.h"
 
 namespace echo::cli::referee {
@@ -61,12 +62,6 @@ class ClassicMap {
 };
 
 // `what` failed: the reply's type, or the connection's error.
-std::string why(const harness::Reply& r, redisContext* c, const char* what) {
-  if (!r) return std::string(what) + ": " + (c->errstr[0] != '\0' ? c->errstr : "no reply");
-  if (r->type == REDIS_REPLY_ERROR) return std::string(what) + ": " + std::string(r->str, r->len);
-  return std::string(what) + " answered reply type " + std::to_string(r->type);
-}
-
 class ClassicCache final : public Contestant {
  public:
   explicit ClassicCache(Way way) : way_(way) {}
@@ -83,21 +78,9 @@ class ClassicCache final : public Contestant {
     prefix_ =
         std::string("referee:") + (way_ == Way::kTracking ? "ct" : "ds") + ":" + stage.run_id + ":";
     channel_ = prefix_ + "forget";
-    const DrillTarget& t = stage.target;
-    harness::Context seeder = harness::connect(t.host, t.port);
-    for (std::size_t i = 0; i < stage.names.size(); ++i) {
-      keys_.push_back(prefix_ + stage.names[i]);
-      index_.emplace(keys_.back(), static_cast<std::uint32_t>(i));
-      stage.oracle.begin_write(i, 0, nullptr, false);
-      harness::Reply r =
-          harness::command(seeder.get(), "SET %b 0", keys_[i].data(), keys_[i].size());
-      if (!r || r->type != REDIS_REPLY_STATUS) {
-        throw std::runtime_error(why(r, seeder.get(), "seeding SET"));
-      }
-      stage.oracle.acked(i, 0);
-    }
+    seed_plain_keys(stage, prefix_, keys_, index_);
     for (int n = 0; n < stage.config.nodes; ++n) start_node(n);
-    if (way_ == Way::kDeletion) mail_ = harness::connect(t.host, t.port);
+    if (way_ == Way::kDeletion) mail_ = harness::connect(stage.target.host, stage.target.port);
   }
 
   std::unique_ptr<NodeReader> reader(int node) override {
@@ -214,7 +197,7 @@ class ClassicCache final : public Contestant {
     harness::Reply r = harness::command(c, "PUBLISH %b %b", channel.data(), channel.size(),
                                         payload.data(), payload.size());
     if (r && r->type == REDIS_REPLY_INTEGER) return true;
-    error = why(r, c, "PUBLISH");
+    error = reply_why(r, c, "PUBLISH");
     return false;
   }
 
@@ -230,7 +213,7 @@ class ClassicCache final : public Contestant {
       if (!value) {
         harness::Reply r = harness::command(redis_.get(), "GET %b", key.data(), key.size());
         if (!r || r->type != REDIS_REPLY_STRING) {
-          error = why(r, redis_.get(), "GET");
+          error = reply_why(r, redis_.get(), "GET");
           return std::nullopt;
         }
         value.emplace(r->str, r->len);
@@ -260,7 +243,7 @@ class ClassicCache final : public Contestant {
       harness::Reply r = harness::command(redis_.get(), "SET %b %b", key.data(), key.size(),
                                           value.data(), value.size());
       if (!r || r->type != REDIS_REPLY_STATUS) {
-        error = why(r, redis_.get(), "SET");
+        error = reply_why(r, redis_.get(), "SET");
         return false;
       }
       if (cache_.way_ == Way::kTracking) return true;

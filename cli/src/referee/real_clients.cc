@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "peer_process.h"
+#include "referee/plain_keys.h"
 #include "referee/referee.h"
 
 namespace echo::cli::referee {
@@ -83,12 +84,6 @@ class Line {
   std::string buffer_;
 };
 
-std::string why(const harness::Reply& r, redisContext* c, const char* what) {
-  if (!r) return std::string(what) + ": " + (c->errstr[0] != '\0' ? c->errstr : "no reply");
-  if (r->type == REDIS_REPLY_ERROR) return std::string(what) + ": " + std::string(r->str, r->len);
-  return std::string(what) + " answered reply type " + std::to_string(r->type);
-}
-
 class NodeRedisCache final : public Contestant {
  public:
   explicit NodeRedisCache(std::string peers_dir)
@@ -104,21 +99,7 @@ class NodeRedisCache final : public Contestant {
     lost_.store(false, std::memory_order_relaxed);
     const std::string node = peer_node("referee", dir_, "csc_node.mjs", {"redis"});
     prefix_ = "referee:csc:" + stage.run_id + ":";
-    keys_.clear();
-    index_.clear();
-    const DrillTarget& t = stage.target;
-    harness::Context seeder = harness::connect(t.host, t.port);
-    for (std::size_t i = 0; i < stage.names.size(); ++i) {
-      keys_.push_back(prefix_ + stage.names[i]);
-      index_.emplace(keys_.back(), static_cast<std::uint32_t>(i));
-      stage.oracle.begin_write(i, 0, nullptr, false);
-      harness::Reply r =
-          harness::command(seeder.get(), "SET %b 0", keys_[i].data(), keys_[i].size());
-      if (!r || r->type != REDIS_REPLY_STATUS) {
-        throw std::runtime_error(why(r, seeder.get(), "seeding SET"));
-      }
-      stage.oracle.acked(i, 0);
-    }
+    seed_plain_keys(stage, prefix_, keys_, index_);
     for (int n = 0; n < stage.config.nodes; ++n) start_node(node, n);
   }
 
@@ -240,7 +221,7 @@ class NodeRedisCache final : public Contestant {
       harness::Reply r = harness::command(redis_.get(), "SET %b %b", key.data(), key.size(),
                                           value.data(), value.size());
       if (r && r->type == REDIS_REPLY_STATUS) return true;
-      error = why(r, redis_.get(), "SET");
+      error = reply_why(r, redis_.get(), "SET");
       return false;
     }
 
