@@ -29,11 +29,8 @@ using Release2 = echotest::release2::Quote;
 
 template <class T>
 engine::TableSpec quotes(std::shared_ptr<std::atomic<int>> loads) {
-  engine::TableSpec s;
-  s.name = "quotes";
-  s.kind = "QTE";
-  s.keys = engine::KeyKind::kText;
-  s.coherence = engine::CoherenceMode::kBroadcast;
+  engine::TableSpec s = engine::text_table("quotes");
+  s.kind = "QTE";  // the versions this test mints for the rows it writes itself
   s.ttl_ms = 60000;
   s.loader = engine::loader_of<T>([loads](const engine::Key&) {
     loads->fetch_add(1);

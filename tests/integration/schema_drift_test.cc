@@ -123,11 +123,7 @@ T with_bid(double bid) {
 // answers 500 + node for every key, so a test tells a loaded value from a published one.
 template <class T>
 engine::TableSpec quotes(unsigned node, std::shared_ptr<std::atomic<int>> loads) {
-  engine::TableSpec s;
-  s.name = "quotes";
-  s.kind = "QTE";
-  s.keys = engine::KeyKind::kText;
-  s.coherence = engine::CoherenceMode::kBroadcast;
+  engine::TableSpec s = engine::text_table("quotes");
   s.ttl_ms = 60000;
   s.loader = engine::loader_of<T>([node, loads](const engine::Key&) {
     loads->fetch_add(1);

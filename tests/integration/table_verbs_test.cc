@@ -42,11 +42,8 @@ struct Quote {
 // Text keys on the broadcast lane (values carried); the loader answers bid 100 + the key's length,
 // or Absent for keys that start with "NONE".
 engine::TableSpec quotes(std::shared_ptr<std::atomic<int>> loads) {
-  engine::TableSpec s;
-  s.name = "quotes";
+  engine::TableSpec s = engine::text_table("quotes");
   s.kind = "QTE";
-  s.keys = engine::KeyKind::kText;
-  s.coherence = engine::CoherenceMode::kBroadcast;
   s.ttl_ms = 60000;
   s.loader = engine::loader_of<Quote>([loads](const engine::Key& k) -> std::optional<Quote> {
     loads->fetch_add(1);
