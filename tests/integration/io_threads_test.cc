@@ -89,6 +89,13 @@ TEST_F(IoThreads, TablesLandOnDistinctIoThreadsAndBothReceiveTheirPushes) {
   EXPECT_EQ(*hf, 1) << "one subscriber on fx's channel (io thread 0's)";
   EXPECT_TRUE(eventually([&] { return !l1_holds(*a, "quotes", q); })) << "quotes never dropped";
   EXPECT_TRUE(eventually([&] { return !l1_holds(*a, "fx", f); })) << "fx never dropped";
+  // The apply is counted just after the row goes (ring or direct apply): wait for the counts too.
+  const auto applied_once = [](const engine::EngineStats& st) {
+    return std::all_of(st.tables.begin(), st.tables.end(), [](const auto& t) {
+      return !t.rings.empty() && t.rings.front().applied + t.writer.direct_applies == 1;
+    });
+  };
+  EXPECT_TRUE(eventually([&] { return applied_once(a->stats()); }));
   const auto s = a->stats();
   ASSERT_EQ(s.io_threads.size(), 2u);
   EXPECT_EQ(s.io_threads[1].tables, std::vector<std::string>{"quotes"});

@@ -351,8 +351,10 @@ TEST_F(TableVerbsTest, GetManyAnswersEachKeyInOrderHitsMissesAndAbsents) {
 }
 
 TEST_F(TableVerbsTest, PublishAndWaitAnswersOnceEveryLiveMemberAppliedIt) {
-  auto n1 = node(1, {job_quotes(loads1)});
-  auto n2 = node(2, {job_quotes(loads2)});
+  // The publisher is node 2: its version is newer than node 1's fill even within one millisecond
+  // (versions of one millisecond order by node), so node 1 applies it as an update.
+  auto n1 = node(2, {job_quotes(loads1)});
+  auto n2 = node(1, {job_quotes(loads2)});
   ASSERT_TRUE(n1 && n2);
   auto t1 = n1->table<Quote>("jquotes");
   auto t2 = n2->table<Quote>("jquotes");
