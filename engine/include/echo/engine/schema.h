@@ -220,19 +220,22 @@ constexpr auto tie(T& t) {
   return tie_fields<count_fields<std::remove_const_t<T>>()>(t);
 }
 
-// Never defined: only its fields' addresses are named, in a template argument.
-template <class T>
-extern const T kPhantom;
-
 template <class F>
 struct FieldAddress {
   const F* at;
 };
 
-#if defined(__clang__)
-#pragma clang diagnostic push
-#pragma clang diagnostic ignored "-Wundefined-var-template"
-#endif
+// An object of T that is never constructed (the union's other member is the active one): only its
+// fields' addresses are named, in a template argument. Defined, so that a type with no linkage
+// (one in an anonymous namespace) has one too.
+template <class T>
+union Phantom {
+  char none;
+  T value;
+  constexpr Phantom() : none() {}
+};
+template <class T>
+inline constexpr Phantom<T> kPhantom{};
 
 template <auto Address>
 constexpr std::string_view signature() {
@@ -240,12 +243,13 @@ constexpr std::string_view signature() {
 }
 
 // The name of T's field I, as the compiler spells the address of kPhantom<T>'s field in a
-// signature: GCC "{(& kPhantom<Quote>.Quote::bid)}", Clang "{&kPhantom.bid}".
+// signature: GCC "{(& kPhantom<Quote>.Phantom<Quote>::value.Quote::bid)}", Clang
+// "{&kPhantom.value.bid}".
 template <class T, std::size_t I>
 constexpr std::string_view field_name() {
-  using F = std::remove_reference_t<std::tuple_element_t<I, decltype(tie(kPhantom<T>))>>;
+  using F = std::remove_reference_t<std::tuple_element_t<I, decltype(tie(kPhantom<T>.value))>>;
   constexpr std::string_view s =
-      signature<FieldAddress<std::remove_const_t<F>>{&std::get<I>(tie(kPhantom<T>))}>();
+      signature<FieldAddress<std::remove_const_t<F>>{&std::get<I>(tie(kPhantom<T>.value))}>();
   std::size_t end = s.find('}', s.find("Address = "));
   if (end == std::string_view::npos) return {};
   while (end > 0 && (s[end - 1] == ')' || s[end - 1] == ' ')) --end;
@@ -258,10 +262,6 @@ constexpr std::string_view field_name() {
   }
   return s.substr(begin, end - begin);
 }
-
-#if defined(__clang__)
-#pragma clang diagnostic pop
-#endif
 
 // FNV-1a, 64 bits: the fingerprint's hash (stable across compilers and builds).
 struct Hasher {
