@@ -6,6 +6,7 @@
 
 #include <echo/engine/journal.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <future>
 #include <typeinfo>
@@ -401,6 +402,15 @@ void Engine::use_journal(std::string_view table, Journal& journal) {
   };
   hooks.remember = [&journal](std::string_view n, const BrandedId& v) { journal.remember(n, v); };
   slot->writer->set_memory(std::move(hooks));
+  if (std::find(impl_->journals.begin(), impl_->journals.end(), &journal) ==
+      impl_->journals.end()) {
+    impl_->journals.push_back(&journal);
+  }
+}
+
+std::vector<JournalStats> Engine::journal_stats() const {
+  const std::lock_guard lock(impl_->journal_mu);
+  return impl_->journal_stats;
 }
 
 Result<Applied> Engine::apply_and_remember(std::string_view table, std::string_view id,

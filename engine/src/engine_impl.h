@@ -32,6 +32,7 @@
 #include <echo/engine/engine.h>
 #include <echo/engine/internal/job_consumer.h>
 #include <echo/engine/internal/table_writer.h>
+#include <echo/engine/journal.h>
 #include <echo/engine/l2_frame.h>
 #include <echo/io/cluster_client.h>
 #include <echo/lua/scripts.h>
@@ -112,6 +113,8 @@ struct Engine::Impl {
   bool started = false;  // start() ran once (owner thread): an Engine runs once
   std::vector<std::unique_ptr<Slot>> slots;
   std::unordered_map<std::string_view, Slot*> by_name;
+  // The journals use_journal bound, each once (owner thread, before start).
+  std::vector<const Journal*> journals;
   PushRouter router;  // built with the tables; read by the io threads
   // The subscriber's CLIENT TRACKING command (every tracking table's prefix): sent at start and
   // after every reconnect; EngineStats::tracking_sends / tracking_refusals.
@@ -174,6 +177,12 @@ struct Engine::Impl {
   // The chore that publishes the stats snapshot into L2 while running (options.stats_publish
   // > 0), 0 when none.
   std::uint64_t stats_chore = 0;
+  // The bound journals' stats, refreshed by a chore once a second while the metrics endpoint or
+  // stats_publish is on: Journal::stats() counts rows in SQLite and waits for its connection,
+  // which the io thread serving /metrics must never do. Guarded by journal_mu.
+  std::uint64_t journal_chore = 0;
+  mutable std::mutex journal_mu;
+  std::vector<JournalStats> journal_stats;
   // enqueue_async's admissions, in hand-off order (its own thread, started at the first call);
   // stop() drains it first, while the command connection still runs.
   JobSendQueue job_sends;
@@ -364,6 +373,7 @@ struct Engine::Impl {
   Error check_carried_readers();
   Error start_relay();
   void start_stats_publishing();
+  void start_journal_refresh();
   void stop();
 };
 

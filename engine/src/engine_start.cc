@@ -89,6 +89,7 @@ Error Engine::Impl::start_once(std::chrono::milliseconds timeout) {
       return e;
     }
   }
+  start_journal_refresh();
   start_stats_publishing();
   if (metrics) metrics->start();  // last: everything stats() reads is in place
   return {};
@@ -420,7 +421,22 @@ void Engine::Impl::start_stats_publishing() {
   });
 }
 
+void Engine::Impl::start_journal_refresh() {
+  if (journals.empty() || (options.metrics_port == 0 && options.stats_publish.count() == 0)) return;
+  journal_chore = chores->add(std::chrono::milliseconds(0), [this] {
+    std::vector<JournalStats> fresh;
+    for (const Journal* j : journals) fresh.push_back(j->stats());
+    const std::lock_guard lock(journal_mu);
+    journal_stats = std::move(fresh);
+    return std::chrono::milliseconds(1000);
+  });
+}
+
 void Engine::Impl::stop() {
+  if (journal_chore != 0) {
+    chores->remove(journal_chore);
+    journal_chore = 0;
+  }
   if (stats_chore != 0) {
     chores->remove(stats_chore);  // waits out a round under way
     stats_chore = 0;

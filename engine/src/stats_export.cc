@@ -158,6 +158,9 @@ void render_fields(Exposition& e, const std::string& thing, const json& j, const
                    const Field<S> (&fields)[N]) {
   for (const auto& f : fields) {
     const std::string_view key = f.key;
+    // A counter this format has and the snapshot lacks comes from a node of an older release
+    // (a fleet mid-upgrade): its sample is left out, the rest still merge.
+    if (!j.contains(f.key)) continue;
     if (f.kind == Kind::kGauge && key.ends_with("_ms")) {
       // Prometheus wants base units (promtool: "metric names should not contain abbreviated
       // units"): a millisecond gauge of the snapshot is exposed in seconds.
@@ -388,7 +391,12 @@ StatsSnapshot take_snapshot(const Engine& engine, std::string node, const Journa
                   .count();
   s.engine = engine.stats();
   engine.add_thread_counts(s.engine);
-  if (journal != nullptr) s.journals.push_back(journal->stats());
+  s.journals = engine.journal_stats();
+  if (journal != nullptr) {  // read now, in place of the chore's copy of the same file
+    JournalStats now = journal->stats();
+    std::erase_if(s.journals, [&now](const JournalStats& j) { return j.path == now.path; });
+    s.journals.push_back(std::move(now));
+  }
   return s;
 }
 

@@ -5,7 +5,9 @@
 // stats_export.cc only (the tables live in its anonymous namespace).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <iterator>
 
 #include <echo/engine/engine.h>
 #include <echo/engine/journal.h>
@@ -91,6 +93,8 @@ constexpr Field<WriterStats> kWriterFields[] = {
      "job items the journal's applied memory answered"},
     {"pin_failures", &WriterStats::pin_failures, Kind::kCounter,
      "writer_cpu pins the kernel refused (the writer runs unpinned)"},
+    {"listener_throws", &WriterStats::listener_throws, Kind::kCounter,
+     "on_removal, on_message or on_change calls that threw (they must not: caught and counted)"},
     {"loader_timeouts", &WriterStats::loader_timeouts, Kind::kCounter,
      "flights answered loader_timeout"},
     {"loader_late", &WriterStats::loader_late, Kind::kCounter,
@@ -272,5 +276,20 @@ constexpr Field<MetricsCounters> kMetricsFields[] = {
     {"connected", &MetricsCounters::connected, Kind::kGauge,
      "metrics endpoint: clients connected now"},
 };
+
+// Every counter of these structs has a row above: a counter added to a struct without one fails
+// to compile here (the rows must cover every 8-byte member before the first that is not one).
+static_assert(offsetof(WriterStats, suspended) == sizeof(std::uint64_t) * std::size(kWriterFields),
+              "a WriterStats counter has no row in kWriterFields");
+static_assert(sizeof(JobConsumerStats) == sizeof(std::uint64_t) * std::size(kConsumerFields),
+              "a JobConsumerStats counter has no row in kConsumerFields");
+static_assert(sizeof(table::L1Stats) == sizeof(std::uint64_t) * std::size(kL1Fields),
+              "an L1Stats counter has no row in kL1Fields");
+static_assert(sizeof(FanOutCounters) == sizeof(std::uint64_t) * std::size(kFanOutFields),
+              "a FanOutCounters counter has no row in kFanOutFields");
+static_assert(sizeof(ClusterCounters) == sizeof(std::uint64_t) * std::size(kClusterFields),
+              "a ClusterCounters counter has no row in kClusterFields");
+static_assert(sizeof(MetricsCounters) == sizeof(std::uint64_t) * std::size(kMetricsFields),
+              "a MetricsCounters counter has no row in kMetricsFields");
 
 }  // namespace echo::engine::stats_fields

@@ -6,6 +6,7 @@
 // sunsubscribe), its disconnect policy applied. The failover drill is cluster_failover_test.cc.
 #include <echo/engine/engine.h>
 #include <echo/engine/l2_frame.h>
+#include <echo/engine/stats_export.h>
 #include <echo/io/cluster_map.h>
 #include <echo/io/io_error.h>
 #include <echo/testing/local_cluster.h>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "integration/engine_nodes.h"
+#include "integration/metric_refs.h"
 #include "support/cluster_fixture.h"
 
 namespace echo::test {
@@ -94,6 +96,22 @@ TEST_F(ClusterEngine, F3ThreeNodesHearTheShardedBroadcastAndRefillFromL2) {
   EXPECT_EQ(loader.runs(), 0);
   std::printf("[ F3 cluster ] SPUBLISH reached %lld; the other nodes' next reads were l2\n",
               n.heard);
+}
+
+// The cluster families the docs and alert rules name (metric_refs.h), in a live node's
+// exposition, and the command connection's label matcher against `cmd@host:port`.
+TEST_F(ClusterEngine, TheClusterSeriesTheDocsAndAlertsNameAreExported) {
+  LoaderProbe loader;
+  auto e = node(1, {quotes_spec(loader)});
+  ASSERT_NE(e, nullptr);
+  const BrandedId name = fresh_id("AST");
+  ASSERT_TRUE(e->publish("quotes", name.view(), "px=1"));
+  ASSERT_TRUE(e->get("quotes", name.view()));
+  const auto problems = metric_refs::problems(
+      engine::to_prometheus(engine::take_snapshot(*e, "1")), [](const metric_refs::Ref& r) {
+        return r.name.starts_with("echostore_cluster_") || (r.regex && r.label == "connection");
+      });
+  EXPECT_TRUE(problems.empty()) << metric_refs::joined(problems);
 }
 
 TEST_F(ClusterEngine, TablesOnEveryShardEachHearTheirOwnBroadcast) {

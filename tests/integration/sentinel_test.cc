@@ -6,6 +6,7 @@
 // follows +switch-master, flushes (the disconnect policy), writes resume, and after the engines
 // followed every node's every read agrees with L2 on the new master (stale reads: 0).
 #include <echo/engine/engine.h>
+#include <echo/engine/stats_export.h>
 #include <echo/io/io_error.h>
 #include <gtest/gtest.h>
 
@@ -19,6 +20,7 @@
 
 #include "integration/engine_nodes.h"
 #include "integration/journal_lane.h"
+#include "integration/metric_refs.h"
 #include "support/redis_fixture.h"
 #include "support/sentinel_fixture.h"
 
@@ -97,6 +99,18 @@ TEST_F(SentinelDiscovery, EngineFindsTheMasterThroughTheSentinelsAndPutsAndGets)
   EXPECT_EQ(watcher->status, io::ConnStatus::kReady);
   EXPECT_EQ(watcher->protocol, 3);  // +switch-master arrives as a push
   EXPECT_EQ(loader.runs(), 0);
+}
+
+// The Sentinel families the docs and alert rules name (metric_refs.h), in a live node's
+// exposition.
+TEST_F(SentinelDiscovery, TheSentinelSeriesTheDocsAndAlertsNameAreExported) {
+  auto e = start_on(sentinel_node_options(group(), 2),
+                    {table_spec("quotes", "AST", CoherenceMode::kBroadcast, answering("l"))});
+  ASSERT_TRUE(e);
+  const auto problems = metric_refs::problems(
+      engine::to_prometheus(engine::take_snapshot(*e, "2")),
+      [](const metric_refs::Ref& r) { return r.name.starts_with("echostore_sentinel_"); });
+  EXPECT_TRUE(problems.empty()) << metric_refs::joined(problems);
 }
 
 TEST_F(SentinelDiscovery, DeadFirstSentinelIsSkipped) {

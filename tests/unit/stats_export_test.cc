@@ -370,6 +370,20 @@ TEST(StatsExport, RefusesWhatIsNotASnapshot) {
   EXPECT_THROW(prometheus_from_json({R"({"format":"echostore-stats/1"})"}), std::invalid_argument);
 }
 
+TEST(StatsExport, ASnapshotOfAnOlderReleaseMergesWithoutTheCountersItLacks) {
+  // A fleet mid-upgrade: the older node's writer has no listener_throws or absent_loads yet.
+  auto old = nlohmann::json::parse(to_json(sample_snapshot("7")));
+  old["tables"][0]["writer"].erase("listener_throws");
+  old["tables"][0]["writer"].erase("absent_loads");
+  const std::string text = prometheus_from_json({old.dump(), to_json(sample_snapshot("8"))});
+  EXPECT_NE(text.find("echostore_writer_applied_total{node=\"7\",table=\"quotes\"} 17"),
+            std::string::npos);
+  EXPECT_EQ(text.find("echostore_writer_listener_throws_total{node=\"7\",table=\"quotes\"}"),
+            std::string::npos);
+  EXPECT_NE(text.find("echostore_writer_listener_throws_total{node=\"8\",table=\"quotes\"} 0"),
+            std::string::npos);
+}
+
 TEST(StatsExport, RefusesAHistogramOfMoreBucketsThanTheFormat) {
   // A bucket's bound is a power of two: 65 buckets would shift a 64-bit one by 64 (UB).
   auto j = nlohmann::json::parse(to_json(sample_snapshot("7")));

@@ -304,8 +304,9 @@ template <class T>
 class Table;  // table.h: a typed handle on one declared table
 
 class Engine;
-class Journal;      // echo/engine/journal.h: a program that binds one includes it
-class TableWriter;  // echo/engine/internal/table_writer.h
+class Journal;        // echo/engine/journal.h: a program that binds one includes it
+struct JournalStats;  // the same header
+class TableWriter;    // echo/engine/internal/table_writer.h
 namespace internal {
 // The table's writer (its map, its stats), or nullptr: for the project's own tests, drill and
 // profiling (echo/engine/internal/access.h), not for applications.
@@ -498,6 +499,10 @@ class Engine {
   // consults the applied memory before the cache and remembers every verdict. Owner thread,
   // before start(). ConfigError for an undeclared table.
   void use_journal(std::string_view table, Journal& journal);
+  // The stats of the journals use_journal bound, as a chore last read them (once a second while
+  // metrics_port or stats_publish is on; empty otherwise): take_snapshot adds them, so the
+  // endpoint and stats_publish carry the journal families. Any thread; never touches SQLite.
+  std::vector<JournalStats> journal_stats() const;
   // apply_and_remember (docs/wire.md, "The journal"): the journal's memory first (remembered_stale
   // touches nothing), else the table's verdict, then the memory's newer-only upsert. `id` gated as
   // apply_coherence.

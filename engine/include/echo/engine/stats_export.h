@@ -37,8 +37,9 @@ struct StatsSnapshot {
   std::vector<JournalStats> journals;
 };
 
-// Takes a snapshot of `engine` (and `journal` when given) now. Any thread; never blocks beyond
-// the relaxed counter loads of Engine::stats() and Journal::stats().
+// Takes a snapshot of `engine` now, with the journals it bound (Engine::journal_stats: the last
+// second's copy). Any thread; never blocks, but for `journal` when given: it is read now, and
+// Journal::stats() counts rows in SQLite, waiting for the journal's connection.
 StatsSnapshot take_snapshot(const Engine& engine, std::string node,
                             const Journal* journal = nullptr);
 
