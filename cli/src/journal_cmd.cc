@@ -37,7 +37,7 @@ int run(const JournalArgs& a) {
   }
   if (!std::filesystem::exists(file)) {
     std::cerr << "echostore journal: " << a.path << " does not exist\n";
-    return 2;
+    return 1;
   }
   engine::JournalOptions options;
   options.dir = file.parent_path().empty() ? std::filesystem::path(".") : file.parent_path();

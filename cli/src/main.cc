@@ -119,9 +119,12 @@ int drill(const std::string& server, const cli::TlsArgs& tls) {
         target.tls = cli::tls_options(tls);
       }
     }
-  } catch (const std::exception& e) {
+  } catch (const std::invalid_argument& e) {  // the command line: a usage error
     std::cerr << "echostore drill: " << e.what() << '\n';
     return 2;
+  } catch (const std::exception& e) {  // its own server did not start: the machine's
+    std::cerr << "echostore drill: " << e.what() << '\n';
+    return 1;
   }
   if (!server_answers(target)) return 1;
   std::string version = "unknown";

@@ -94,6 +94,29 @@ std::filesystem::path empty_journal(const TempDir& dir) {
   return j.path();
 }
 
+// Exit 2 is a usage error only: a command whose own server cannot start (no such binary here),
+// and a journal file that does not exist, exit 1 with the cause on stderr.
+TEST_F(CliTest, AFailureThatIsNotAUsageErrorExitsOne) {
+  ::setenv("ECHO_REDIS_SERVER", "/nonexistent/redis-server", 1);
+  const std::vector<std::vector<std::string>> commands = {{"drill"},
+                                                          {"drill", "--cluster"},
+                                                          {"drill", "--chaos", "10"},
+                                                          {"bench", "--quick"},
+                                                          {"referee", "--quick"}};
+  std::vector<Ran> ran;
+  for (const auto& args : commands) ran.push_back(run_cli(args));
+  ::unsetenv("ECHO_REDIS_SERVER");
+  for (std::size_t i = 0; i < commands.size(); ++i) {
+    EXPECT_EQ(ran[i].status, 1) << commands[i][0] << ": " << ran[i].out << ran[i].err;
+    EXPECT_NE((ran[i].out + ran[i].err).find("redis-server"), std::string::npos) << ran[i].err;
+  }
+  TempDir dir;
+  const Ran missing =
+      run_cli({"journal", "stats", (dir.path() / "journal-PRT0KHTOWnGLuC.db").string()});
+  EXPECT_EQ(missing.status, 1) << missing.err;
+  EXPECT_NE(missing.err.find("does not exist"), std::string::npos) << missing.err;
+}
+
 TEST_F(CliTest, EveryUsageErrorExitsTwo) {
   // CLI11's own codes were 105 (a validator), 106 (a required option), 109 (an extra argument).
   const std::vector<std::vector<std::string>> bad = {

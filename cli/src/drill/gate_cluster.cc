@@ -563,7 +563,7 @@ int drill_cluster(std::ostream& out) {
     cluster = std::make_unique<testing::LocalCluster>();
   } catch (const std::exception& e) {
     std::cerr << "echostore drill --cluster: " << e.what() << '\n';
-    return 2;
+    return 1;  // the local cluster did not start: not a usage error
   }
   DrillTarget target{cluster->host(), cluster->server(0).port(), cluster->seeds(), cluster.get()};
   out << "header: redis-server " << cluster->server(0).version() << " cluster of "
