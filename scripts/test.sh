@@ -48,6 +48,8 @@ record_ctest() {  # record_ctest <name> <ctest args...>: counts every test ctest
 }
 
 record doc-links bash scripts/check-doc-links.sh  # every relative link of README.md and docs/ resolves
+# Every generated figure table of README.md and docs/ matches its dated JSON in docs/figures/.
+record figures bash scripts/render-figures.sh --check
 # clang-tidy over the library's sources with .clang-tidy (its own configure-only tree, build/tidy):
 # any diagnostic fails.
 record tidy bash scripts/check-tidy.sh
