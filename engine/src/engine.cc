@@ -35,7 +35,11 @@ Engine::Engine(EngineOptions options, std::vector<TableSpec> tables)
   for (auto& spec : tables) d.add_table(std::move(spec), broadcast_tables);
 }
 
-Engine::~Engine() { stop(); }
+Engine::~Engine() {
+  // First: a handle used from now on answers stopped without entering the engine.
+  for (const auto& slot : impl_->slots) slot->life->engine_alive.store(false);
+  stop();
+}
 
 const table::L1Map& detail::empty_map() {
   static const table::L1Map map([] {
@@ -61,6 +65,9 @@ void Engine::Impl::add_table(TableSpec spec, int& broadcast_tables) {
   }
   slot->channel = table::coherence_channel(slot->spec.name).value();
   slot->writer = std::make_unique<TableWriter>(slot->spec, ports_for(*slot), options.node_id);
+  slot->life = std::make_shared<Engine::TableLife>();
+  slot->life->map = slot->writer->shared_map();
+  slot->life->name = slot->spec.name;
   PushRouter::Target route{slot->writer.get(), nullptr, slot->spec.keys, &slot->pushes, 0};
   route.kind = slot->spec.kind;
   const bool carried = carry_of(slot->spec) != Carry::kOff;
@@ -287,6 +294,10 @@ Engine::TableRef& Engine::resolve(std::string_view name, const std::type_info& t
 const table::L1Map& Engine::l1_of(const TableRef& ref) noexcept { return ref.writer->map(); }
 
 std::string_view Engine::name_of(const TableRef& ref) noexcept { return ref.spec.name; }
+
+std::shared_ptr<const Engine::TableLife> Engine::life_of(const TableRef& ref) noexcept {
+  return ref.life;
+}
 
 void Engine::get_async(std::string_view table, std::string_view id,
                        std::function<void(Result<Got>)> done) {

@@ -101,6 +101,8 @@ struct Engine::TableRef {
   // TableStats' latencies: sampled reads (Engine::note_get, any reader thread), every loader call
   // (its loader thread).
   io::LatencyRecorder get_hit, get_miss, load;
+  // The handles' share of the table (Table<T>): its map and name, and the engine's life.
+  std::shared_ptr<Engine::TableLife> life;
 };
 
 struct Engine::Impl {

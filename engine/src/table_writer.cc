@@ -87,7 +87,7 @@ TableWriter::TableWriter(const TableSpec& spec, WriterPorts ports, unsigned node
     : spec_((validate(spec), spec)),
       ports_(std::move(ports)),
       node_id_(node_id),
-      map_(std::make_unique<table::L1Map>(
+      map_(std::make_shared<table::L1Map>(
           l1_config(spec, spec.on_removal ? table::RemovalListener{&TableWriter::removed, this}
                                           : table::RemovalListener{}))),
       bell_(spec.writer_wait),

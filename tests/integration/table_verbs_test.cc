@@ -448,6 +448,36 @@ TEST_F(TableVerbsTest, AHandleOfAStoppedEngineAnswersStopped) {
   EXPECT_FALSE(t.try_read("AAPL", [](const Quote&) {}));
 }
 
+TEST_F(TableVerbsTest, AHandleThatOutlivesItsEngineAnswersStoppedAndNeverTouchesIt) {
+  auto n = node(1, {quotes(loads1)});
+  ASSERT_TRUE(n);
+  auto t = n->table<Quote>("quotes");
+  ASSERT_TRUE(t.put("AAPL", Quote{1, 2}));
+  ASSERT_TRUE(t.read("AAPL", [](const Quote&) {}));
+  n.reset();  // the engine is gone; ASan reports any touch of its memory below
+  auto copy = t;
+  EXPECT_TRUE(copy) << "still a handle on a declared table";
+  EXPECT_EQ(copy.name(), "quotes");
+  const auto stopped = make_error_code(Errc::kStopped);
+  for (int i = 0; i < 200; ++i) {  // past the 1-in-64 timed reads, which note into the engine
+    auto r = copy.read("AAPL", [](const Quote&) {});
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error(), stopped);
+    EXPECT_EQ(copy.get("MSFT").error(), stopped);
+  }
+  EXPECT_FALSE(copy.try_read("AAPL", [](const Quote&) {}));
+  EXPECT_FALSE(copy.try_get("AAPL"));
+  EXPECT_EQ(copy.for_each([](auto&&...) {}), 0U);
+  EXPECT_EQ(copy.put("AAPL", Quote{3, 4}).error(), stopped);
+  EXPECT_EQ(copy.publish("AAPL", Quote{3, 4}).error(), stopped);
+  EXPECT_EQ(copy.publish_async("AAPL", Quote{3, 4}, [](auto) {}).error(), stopped);
+  EXPECT_EQ(copy.remove("AAPL").error(), stopped);
+  EXPECT_EQ(copy.invalidate("AAPL").error(), stopped);
+  const std::string_view keys[] = {"AAPL", "MSFT"};
+  for (const auto& r : copy.get_many(keys)) EXPECT_EQ(r.error(), stopped);
+  EXPECT_EQ(copy.l1().size(), 0U);
+}
+
 TEST_F(TableVerbsTest, AThreadPastTheReaderSlotsIsAnsweredATypedError) {
   auto n = node(1, {quotes(loads1)});
   ASSERT_TRUE(n);

@@ -21,6 +21,7 @@
 //   e.publish("quotes", id, "px=106.00");          // both in one atomic round trip
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -549,10 +550,19 @@ class Engine {
 
   // A declared table (opaque): what a handle holds.
   struct TableRef;
+  // What a handle keeps of its table beyond the engine's life: the L1 map (cleared when the
+  // engine stops, so a read misses), the table's name, and whether the engine still exists
+  // (false from ~Engine on: the handle's verbs answer stopped and never touch the engine).
+  struct TableLife {
+    std::shared_ptr<const table::L1Map> map;
+    std::string name;
+    std::atomic<bool> engine_alive{true};
+  };
   // The handles' way in, public for table.h's templates (applications use the handle).
   TableRef& resolve(std::string_view name, const std::type_info& type);
   static const table::L1Map& l1_of(const TableRef& ref) noexcept;
   static std::string_view name_of(const TableRef& ref) noexcept;
+  static std::shared_ptr<const TableLife> life_of(const TableRef& ref) noexcept;
   // The sampled read timing (TableStats::get_hit_latency): records now - t0_ns (steady clock).
   static void note_get(TableRef& ref, bool hit, std::int64_t t0_ns) noexcept;
   // A miss that must not wait (try_read, on_miss refill): asks the table's writer to fill `key`

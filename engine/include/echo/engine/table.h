@@ -9,12 +9,17 @@
 //   quotes.publish("AAPL", Quote{189.10, 189.12});            // L2 row + message, one call
 //   quotes.read("AAPL", [](const Quote& q, std::string_view version) { ... });  // in place
 //
-// A handle is three pointers: copy it freely, use it from any thread, while its Engine lives. A
+// A handle is three pointers and a shared one: copy it freely, use it from any thread. A
 // default-constructed handle is empty (false): every read misses and every verb answers
 // no_such_cache, so a handle can be a member set later. Once its Engine stopped, reads miss and
-// answer `stopped`. Every verb answers Result<T> (no data verb throws).
+// answer `stopped`; a handle that outlives its Engine keeps the table's (empty) map and name, and
+// every read and verb answers `stopped` without touching the engine. (Destroying an Engine while
+// another thread is inside one of its calls is a race like any object's.) Every verb answers
+// Result<T> (no data verb throws).
 #pragma once
 
+#include <atomic>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -103,8 +108,9 @@ class Table {
   Result<table::BrandedId> publish_async(std::string_view key, const T& value,
                                          Engine::PublishDone done,
                                          std::optional<table::BrandedId> version = {}) const {
-    if (engine_ == nullptr) return table::Unexpected{no_table()};
-    return engine_->publish_async(*ref_, key, encode(value), std::move(done), version);
+    Engine* e = live();
+    if (e == nullptr) return table::Unexpected{gone()};
+    return e->publish_async(*ref_, key, encode(value), std::move(done), version);
   }
 
   // publish, then wait until every live member applied it (Engine::publish_and_wait: the job
@@ -112,16 +118,18 @@ class Table {
   Result<std::size_t> publish_and_wait(std::string_view key, const T& value,
                                        std::chrono::milliseconds deadline,
                                        std::optional<table::BrandedId> version = {}) const {
-    if (engine_ == nullptr) return table::Unexpected{no_table()};
-    return engine_->publish_and_wait(name(), key, encode(value), deadline, version);
+    Engine* e = live();
+    if (e == nullptr) return table::Unexpected{gone()};
+    return e->publish_and_wait(name(), key, encode(value), deadline, version);
   }
 
   // A delete every node hears (Engine::remove): a newer-wins tombstone through the table's lane.
   // Answers its version.
   Result<table::BrandedId> remove(std::string_view key,
                                   std::optional<table::BrandedId> version = std::nullopt) const {
-    if (engine_ == nullptr) return table::Unexpected{no_table()};
-    return engine_->remove(*ref_, key, version);
+    Engine* e = live();
+    if (e == nullptr) return table::Unexpected{gone()};
+    return e->remove(*ref_, key, version);
   }
 
   // Admin: deletes the key in L2 and L1, unconditionally (on_removal hears kInvalidate when
@@ -135,7 +143,21 @@ class Table {
  private:
   friend class Engine;
   Table(Engine& engine, Engine::TableRef& ref) noexcept
-      : engine_(&engine), ref_(&ref), l1_(&Engine::l1_of(ref)) {}
+      : engine_(&engine), ref_(&ref), l1_(&Engine::l1_of(ref)), life_(Engine::life_of(ref)) {}
+
+  // The engine while it exists, else nullptr (an empty handle, or one that outlived its engine).
+  Engine* live() const noexcept {
+    return life_ != nullptr && life_->engine_alive.load(std::memory_order_acquire) ? engine_
+                                                                                   : nullptr;
+  }
+  // Why live() answered nullptr: no table declared (an empty handle), or the engine is gone.
+  Error gone() const {
+    return make_error_code(engine_ == nullptr ? Errc::kNoSuchCache : Errc::kStopped);
+  }
+  // A sampled read's timing, while the engine exists.
+  void note(bool hit, std::int64_t t0) const noexcept {
+    if (live() != nullptr) Engine::note_get(*ref_, hit, t0);
+  }
 
   // The miss paths, out of line: a hit inlines only the map's visit (lanes_bench:
   // BM_Table_ReadL1Hit against BM_Table_MapVisitL1Hit).
@@ -160,11 +182,10 @@ class Table {
     give(fn, view_of<T>(value), version);
   }
 
-  static Error no_table() { return make_error_code(Errc::kNoSuchCache); }
-
   Engine* engine_ = nullptr;
   Engine::TableRef* ref_ = nullptr;
-  const table::L1Map* l1_;  // the table's map: built with the engine, kept for its life
+  const table::L1Map* l1_;  // the table's map, kept alive by life_ (empty once stopped)
+  std::shared_ptr<const Engine::TableLife> life_;  // null for an empty handle
 };
 
 template <class T>
@@ -174,8 +195,8 @@ Table<T> Engine::table(std::string_view name) {
 
 template <class T>
 std::string_view Table<T>::name() const noexcept {
-  if (ref_ == nullptr) return {};
-  return Engine::name_of(*ref_);
+  if (life_ == nullptr) return {};
+  return life_->name;
 }
 
 template <class T>
@@ -196,22 +217,23 @@ Result<Source> Table<T>::read(std::string_view key, Fn&& fn) const {
         call(fn, value, version);
       })) {
     if (timed) [[unlikely]]
-      Engine::note_get(*ref_, true, t0);
+      note(true, t0);
     return Source::kL1;
   }
   auto r = read_miss(key, fn);
   if (timed) [[unlikely]]
-    Engine::note_get(*ref_, false, t0);
+    note(false, t0);
   return r;
 }
 
 template <class T>
 template <class Fn>
 Result<Source> Table<T>::read_miss(std::string_view key, Fn& fn) const {
-  if (engine_ == nullptr) return table::Unexpected{no_table()};
+  Engine* e = live();
+  if (e == nullptr) return table::Unexpected{gone()};
   if (!table::epoch::has_reader_slot()) [[unlikely]]
     return table::Unexpected{make_error_code(Errc::kNoReaderSlot)};
-  auto got = engine_->get(*ref_, key);
+  auto got = e->get(*ref_, key);
   if (!got) return table::Unexpected{got.error()};
   const std::string_view version = got->version ? got->version->view() : std::string_view();
   if (l1_->visit(key, [&fn](std::string_view value, std::string_view v) { call(fn, value, v); })) {
@@ -240,12 +262,12 @@ Result<T> Table<T>::get(std::string_view key) const {
         hit.emplace(view_of<T>(value));
       })) {
     if (timed) [[unlikely]]
-      Engine::note_get(*ref_, true, t0);
+      note(true, t0);
     return std::move(*hit);
   }
   auto r = get_miss(key);
   if (timed) [[unlikely]]
-    Engine::note_get(*ref_, false, t0);
+    note(false, t0);
   return r;
 }
 
@@ -257,7 +279,7 @@ bool Table<T>::try_read(std::string_view key, Fn&& fn) const noexcept {
       })) {
     return true;
   }
-  if (ref_ != nullptr && Engine::try_refills(*ref_)) Engine::refill(*ref_, key);
+  if (live() != nullptr && Engine::try_refills(*ref_)) Engine::refill(*ref_, key);
   return false;
 }
 
@@ -288,11 +310,12 @@ std::vector<Result<T>> Table<T>::get_many(std::span<const std::string_view> keys
     }
   }
   if (missed.empty()) return out;
-  if (engine_ == nullptr) {
-    for (const std::size_t i : at) out[i] = table::Unexpected{no_table()};
+  Engine* e = live();
+  if (e == nullptr) {
+    for (const std::size_t i : at) out[i] = table::Unexpected{gone()};
     return out;
   }
-  auto got = engine_->get_many(*ref_, missed);
+  auto got = e->get_many(*ref_, missed);
   for (std::size_t j = 0; j < got.size(); ++j) {
     Result<T>& slot = out[at[j]];
     if (!got[j]) {
@@ -314,10 +337,11 @@ std::vector<Result<T>> Table<T>::get_many(std::span<const std::string_view> keys
 
 template <class T>
 Result<T> Table<T>::get_miss(std::string_view key) const {
-  if (engine_ == nullptr) return table::Unexpected{no_table()};
+  Engine* e = live();
+  if (e == nullptr) return table::Unexpected{gone()};
   if (!table::epoch::has_reader_slot()) [[unlikely]]
     return table::Unexpected{make_error_code(Errc::kNoReaderSlot)};
-  auto got = engine_->get(*ref_, key);
+  auto got = e->get(*ref_, key);
   if (!got) return table::Unexpected{got.error()};
   if constexpr (std::is_same_v<T, std::string>) {
     return std::move(got->value);
@@ -334,21 +358,24 @@ Result<T> Table<T>::get_miss(std::string_view key) const {
 template <class T>
 Result<table::BrandedId> Table<T>::put(std::string_view key, const T& value,
                                        std::optional<table::BrandedId> version) const {
-  if (engine_ == nullptr) return table::Unexpected{no_table()};
-  return engine_->put(*ref_, key, encode(value), version);
+  Engine* e = live();
+  if (e == nullptr) return table::Unexpected{gone()};
+  return e->put(*ref_, key, encode(value), version);
 }
 
 template <class T>
 Result<table::BrandedId> Table<T>::publish(std::string_view key, const T& value,
                                            std::optional<table::BrandedId> version) const {
-  if (engine_ == nullptr) return table::Unexpected{no_table()};
-  return engine_->publish(*ref_, key, encode(value), version);
+  Engine* e = live();
+  if (e == nullptr) return table::Unexpected{gone()};
+  return e->publish(*ref_, key, encode(value), version);
 }
 
 template <class T>
 Result<bool> Table<T>::invalidate(std::string_view key) const {
-  if (engine_ == nullptr) return table::Unexpected{no_table()};
-  return engine_->invalidate(*ref_, key);
+  Engine* e = live();
+  if (e == nullptr) return table::Unexpected{gone()};
+  return e->invalidate(*ref_, key);
 }
 
 }  // namespace echo::engine

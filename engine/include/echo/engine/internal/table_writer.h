@@ -272,6 +272,8 @@ class TableWriter {
 
   // ---- any thread ----
   const table::L1Map& map() const noexcept { return *map_; }
+  // The map, shared: a Table<T> handle keeps it (cleared at stop) after the engine is gone.
+  std::shared_ptr<const table::L1Map> shared_map() const noexcept { return map_; }
   const TableSpec& spec() const noexcept { return spec_; }
   WriterStats stats() const;
   std::vector<ring::RingStats> ring_stats() const;
@@ -485,8 +487,8 @@ class TableWriter {
 
   TableSpec spec_;
   WriterPorts ports_;
-  unsigned node_id_;  // mints through table::process_minter() under this node
-  std::unique_ptr<table::L1Map> map_;
+  unsigned node_id_;                   // mints through table::process_minter() under this node
+  std::shared_ptr<table::L1Map> map_;  // shared with the handles' TableLife (outlives the writer)
   ring::Doorbell bell_;
   std::vector<std::unique_ptr<CoherenceRing>> rings_;
   std::vector<std::unique_ptr<ring::ByteArena>> arenas_;  // rings_[i]'s, or null
