@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# Checks every relative link of README.md and docs/*.md (or of the markdown files given): the
-# file a link names must exist, and a #anchor must be a heading of its markdown target, slugged
-# as GitHub does (lower case; ASCII punctuation but '-' and '_' dropped; spaces become '-'; a
-# repeated heading gets -1, -2, ...). Links inside fenced code blocks and inline code are not
-# links. Exits 1 after naming every broken link as FILE:LINE; needs only bash, awk and grep.
+# Checks every relative link of README.md, docs/*.md and examples/*/README.md (or of the markdown
+# files given): the file a link names must exist, and a #anchor must be a heading of its markdown
+# target, slugged as GitHub does (lower case; ASCII punctuation but '-' and '_' dropped; spaces
+# become '-'; a repeated heading gets -1, -2, ...). Links inside fenced code blocks and inline code
+# are not links. Exits 1 after naming every broken link as FILE:LINE; needs only bash, awk and grep.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -43,7 +43,7 @@ links() {
 }
 
 files=("$@")
-if ((${#files[@]} == 0)); then files=(README.md docs/*.md); fi
+if ((${#files[@]} == 0)); then files=(README.md docs/*.md examples/*/README.md); fi
 broken=0
 checked=0
 for f in "${files[@]}"; do

@@ -10,7 +10,8 @@
 #   build/release  the CLI, the benchmarks (built, not timed), `echostore bench --quick --json`
 #                  (every row present and finite), a short `echostore referee` (both sides of the
 #                  face-off), the instruction-count check, and the installed package proven by
-#                  the consumer project in tests/package (static, pkg-config, shared, .deb)
+#                  the consumer project in tests/package (static, pkg-config, shared, .deb) and
+#                  by examples/first_node (static)
 # Exits non-zero on the first failure; ends with "N passed, M failed".
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -47,9 +48,13 @@ record_ctest() {  # record_ctest <name> <ctest args...>: counts every test ctest
   fi
 }
 
-record doc-links bash scripts/check-doc-links.sh  # every relative link of README.md and docs/ resolves
+# Every relative link of README.md, docs/ and examples/*/README.md resolves.
+record doc-links bash scripts/check-doc-links.sh
 # Every generated figure table of README.md and docs/ matches its dated JSON in docs/figures/.
 record figures bash scripts/render-figures.sh --check
+# Every <!-- snippet: PATH MARK --> block of the docs equals PATH's marked lines (README's
+# embedding is examples/first_node/first_node.cc, which check-package.sh builds and runs).
+record snippets bash scripts/check-snippets.sh
 # clang-tidy over the library's sources with .clang-tidy (its own configure-only tree, build/tidy):
 # any diagnostic fails.
 record tidy bash scripts/check-tidy.sh
@@ -127,7 +132,8 @@ if command -v valgrind >/dev/null; then  # instructions per hot op vs perf/basel
   record perf-ops bash perf/check_ops.sh build/release
 fi
 # The package four ways (scripts/check-package.sh): the static prefix with every public header
-# self-contained and reaching no third-party header, pkg-config alone, a shared build, its .deb.
+# self-contained and reaching no third-party header (and examples/first_node built against it and
+# run, two copies at once), pkg-config alone, a shared build, its .deb.
 record package bash scripts/check-package.sh "$jobs"
 
 echo

@@ -32,7 +32,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// ---- The embedding: these lines are all it takes (README, "Embedding"). ----
+// ---- The embedding: the value and its table (examples/first_node: a whole program). ----
 struct Quote {  // a value is a plain struct: L2 holds its bytes (with its schema), L1 the struct
   double bid, ask;
   std::int64_t size;
