@@ -167,81 +167,95 @@ bool operator==(const Resp3Value& a, const Resp3Value& b) noexcept {
   return true;
 }
 
+namespace {
+
+// `s` in double quotes, '"' and '\\' escaped, other bytes outside 0x20..0x7e as \xNN.
+void append_quoted(std::string& out, std::string_view s) {
+  out += '"';
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20 || c >= 0x7f) {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "\\x%02x", c);
+      out += hex;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  out += '"';
+}
+
+// The type byte of a text or aggregate value as the wire writes it (the scalars without text,
+// null, integer, boolean and floating, are written whole by to_debug_string).
+char type_byte(Resp3Type t) noexcept {
+  switch (t) {
+    case Resp3Type::simple_string:
+      return '+';
+    case Resp3Type::simple_error:
+      return '-';
+    case Resp3Type::bulk_string:
+      return '$';
+    case Resp3Type::bulk_error:
+      return '!';
+    case Resp3Type::big_number:
+      return '(';
+    case Resp3Type::verbatim_string:
+      return '=';
+    case Resp3Type::array:
+      return '*';
+    case Resp3Type::map:
+      return '%';
+    case Resp3Type::set:
+      return '~';
+    case Resp3Type::attribute:
+      return '|';
+    case Resp3Type::push:
+      return '>';
+    default:
+      return '?';
+  }
+}
+
+// A scalar without text, written whole: true; false for text and aggregates.
+bool append_scalar(std::string& out, const Resp3Value& v) {
+  switch (v.type()) {
+    case Resp3Type::null:
+      out += v.null_origin() == Resp3NullOrigin::resp3      ? "_"
+             : v.null_origin() == Resp3NullOrigin::nil_bulk ? "$-1"
+                                                            : "*-1";
+      return true;
+    case Resp3Type::integer:
+      out += ':' + std::to_string(v.integer());
+      return true;
+    case Resp3Type::boolean:
+      out += v.boolean() ? "#t" : "#f";
+      return true;
+    case Resp3Type::floating: {
+      char text[64];
+      std::snprintf(text, sizeof text, ",%.17g", v.floating());
+      out += text;
+      return true;
+    }
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
 std::string Resp3Value::to_debug_string() const {
   std::string out;
   if (has_attribute()) out += attribute().to_debug_string();
-  auto quoted = [&out](std::string_view s) {
-    out += '"';
-    for (unsigned char c : s) {
-      if (c == '"' || c == '\\') {
-        out += '\\';
-        out += static_cast<char>(c);
-      } else if (c < 0x20 || c >= 0x7f) {
-        char hex[8];
-        std::snprintf(hex, sizeof hex, "\\x%02x", c);
-        out += hex;
-      } else {
-        out += static_cast<char>(c);
-      }
-    }
-    out += '"';
-  };
-  switch (type()) {
-    case Resp3Type::null:
-      out += null_origin() == Resp3NullOrigin::resp3      ? "_"
-             : null_origin() == Resp3NullOrigin::nil_bulk ? "$-1"
-                                                          : "*-1";
-      return out;
-    case Resp3Type::integer:
-      out += ':' + std::to_string(integer());
-      return out;
-    case Resp3Type::boolean:
-      out += boolean() ? "#t" : "#f";
-      return out;
-    case Resp3Type::floating: {
-      char text[64];
-      std::snprintf(text, sizeof text, ",%.17g", floating());
-      out += text;
-      return out;
-    }
-    case Resp3Type::simple_string:
-      out += '+';
-      break;
-    case Resp3Type::simple_error:
-      out += '-';
-      break;
-    case Resp3Type::bulk_string:
-      out += '$';
-      break;
-    case Resp3Type::bulk_error:
-      out += '!';
-      break;
-    case Resp3Type::big_number:
-      out += '(';
-      break;
-    case Resp3Type::verbatim_string:
-      out += '=';
-      out += verbatim_format();
-      out += ':';
-      break;
-    case Resp3Type::array:
-      out += '*';
-      break;
-    case Resp3Type::map:
-      out += '%';
-      break;
-    case Resp3Type::set:
-      out += '~';
-      break;
-    case Resp3Type::attribute:
-      out += '|';
-      break;
-    case Resp3Type::push:
-      out += '>';
-      break;
+  if (append_scalar(out, *this)) return out;
+  out += type_byte(type());
+  if (type() == Resp3Type::verbatim_string) {
+    out += verbatim_format();
+    out += ':';
   }
   if (has_text()) {
-    quoted(str());
+    append_quoted(out, str());
     return out;
   }
   out += std::to_string(size()) + '[';
