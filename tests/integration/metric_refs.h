@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: MIT
 // What the docs and the alert rules say about the exported series, checked against a live
-// exposition: every metric name README.md, docs/*.md and docs/alerts.yml reference (and each
-// member docs/operations.md's family table lists) must be exported, every label matcher
-// (`connection=~"cmd(@.*)?"`) must match a sample's label, every `by (...)` label of a rule must
-// be on its series; and every family the exposition has must be documented. Used by
+// exposition: every metric name README.md, docs/*.md (but the benchmark pages) and
+// docs/alerts.yml reference (and each member docs/operations.md's family table lists) must be
+// exported, every label matcher (`connection=~"cmd(@.*)?"`) must match a sample's label, every
+// `by (...)` label of a rule must be on its series; and every family the exposition has must be
+// documented. Used by
 // metric_refs_test.cc (one server, every table kind and lane) and by the cluster and Sentinel
 // suites for the families only their modes export.
 #pragma once
@@ -144,12 +145,14 @@ inline void scan_family_table(const std::string& path, std::vector<Ref>& out) {
   }
 }
 
-// Every reference in README.md, docs/*.md and docs/alerts.yml.
+// Every reference in README.md, docs/*.md and docs/alerts.yml. Not docs/benchmarks.md and
+// docs/changelog.md: they name the Cache Referee's contestants (`echostore_broadcast`, ...),
+// which are not series.
 inline std::vector<Ref> documented() {
   std::vector<Ref> out;
-  for (const char* path : {"README.md", "docs/alerts.yml", "docs/architecture.md",
-                           "docs/benchmarks.md", "docs/configuration.md", "docs/guide.md",
-                           "docs/operations.md", "docs/troubleshooting.md", "docs/wire.md"}) {
+  for (const char* path :
+       {"README.md", "docs/alerts.yml", "docs/architecture.md", "docs/configuration.md",
+        "docs/guide.md", "docs/operations.md", "docs/troubleshooting.md", "docs/wire.md"}) {
     scan_names(path, out);
   }
   scan_family_table("docs/operations.md", out);

@@ -5,20 +5,15 @@
 // in it, every label matcher matches a sample, every rule's `by (...)` labels are on its series,
 // and every exported family is documented. The cluster and Sentinel families are checked the
 // same way by cluster_engine_test.cc and sentinel_test.cc, where those modes run.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstdio>
 #include <string>
 #include <vector>
 
-#include <echo/io/unique_fd.h>
-
 #include "engine_nodes.h"
+#include "http_client.h"
 #include "journal_lane.h"
 #include "metric_refs.h"
 #include "support/temp_dir.h"
@@ -30,35 +25,6 @@ using engine::CoherenceMode;
 using engine::Engine;
 
 class MetricRefsTest : public SingleServerTest {};
-
-// The body of `GET /metrics` from the endpoint on `port` (empty on any failure).
-std::string scrape(int port) {
-  io::UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<std::uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return {};
-  timeval tv{5, 0};
-  ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  const std::string request = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
-  if (::send(fd.get(), request.data(), request.size(), MSG_NOSIGNAL) < 0) return {};
-  std::string raw;
-  char buf[16384];
-  for (;;) {
-    const ssize_t n = ::recv(fd.get(), buf, sizeof buf, 0);
-    if (n > 0) {
-      raw.append(buf, static_cast<std::size_t>(n));
-    } else if (n < 0 && errno == EINTR) {
-      continue;
-    } else {
-      break;
-    }
-  }
-  const std::size_t body = raw.find("\r\n\r\n");
-  return raw.rfind("HTTP/1.1 200", 0) == 0 && body != std::string::npos ? raw.substr(body + 4)
-                                                                        : std::string();
-}
 
 // The references another mode's suite checks (cluster_engine_test.cc, sentinel_test.cc).
 bool single_server_scope(const metric_refs::Ref& r) {
@@ -103,7 +69,7 @@ TEST_F(MetricRefsTest, EverySeriesTheDocsAndAlertsNameIsExportedAndEveryExported
   std::string text;
   ASSERT_TRUE(eventually(
       [&] {
-        text = scrape(o.metrics_port);
+        text = get(o.metrics_port).body;
         return text.find("echostore_journal_pending_enqueue{") != std::string::npos;
       },
       10s))
