@@ -7,8 +7,10 @@
 #include <echo/engine/journal.h>
 
 #include <algorithm>
+#include <charconv>
 #include <condition_variable>
 #include <future>
+#include <thread>
 #include <typeinfo>
 #include <utility>
 
@@ -78,6 +80,7 @@ void Engine::Impl::add_table(TableSpec spec, int& broadcast_tables) {
       slot->io_index = route.io_thread =
           options.io_threads - 1 - broadcast_tables++ % options.io_threads;
       router.add_broadcast(slot->channel, route);
+      router.add_ask(table::ask_channel(slot->spec.name).value(), route);
       break;
     case CoherenceMode::kTracking:
       // Each master tracks only its own keys: a cluster would need a tracking connection per
@@ -88,6 +91,8 @@ void Engine::Impl::add_table(TableSpec spec, int& broadcast_tables) {
       }
       slot->ring = route.ring = &slot->writer->add_ring(slot->spec.full_policy);
       router.add_tracking(table::tracking_prefix(slot->spec.name).value(), route);
+      // On the tracking connection: an ask follows the invalidations of the write it names.
+      router.add_ask(table::ask_channel(slot->spec.name).value(), route);
       break;
     case CoherenceMode::kJob:
       // Never refuses: the consumer publishes only into free slots (credits).
@@ -400,6 +405,49 @@ Result<std::int64_t> Engine::broadcast(std::string_view table, std::string_view 
   if (!reply) return table::Unexpected{reply.error()};
   if (reply->view().type() != io::Resp3Type::integer) return table::Unexpected{unexpected_reply()};
   return reply->view().integer();
+}
+
+Result<std::size_t> Engine::Impl::await_receipts(const Slot& slot, std::string_view name,
+                                                 const BrandedId& version, const BrandedId& receipt,
+                                                 Clock::time_point until) {
+  // receipt ":" the write's message (its 29 bytes, or key:version): the same shard as the
+  // message, so each node hears it on the connection that carried the message, after it.
+  auto message = Impl::message_of(&slot, name, version);
+  if (!message) return table::Unexpected{message.error()};
+  const char* verb = options.mode == ServerMode::kCluster ? "SPUBLISH" : "PUBLISH";
+  auto heard = command({verb, table::ask_channel(slot.spec.name).value(),
+                        std::string(receipt.view()) + ":" + *message});
+  if (!heard) return table::Unexpected{heard.error()};
+  if (heard->view().type() != io::Resp3Type::integer) return table::Unexpected{unexpected_reply()};
+  // Every node of this version that subscribes the table (this one too); an original's node
+  // never subscribes the ask channel, so it is not counted.
+  const auto nodes = static_cast<std::size_t>(std::max<std::int64_t>(heard->view().integer(), 0));
+  const std::string key = table::receipt_key(slot.spec.name, receipt.view()).value();
+  std::size_t applied = 0;
+  auto pause = std::chrono::microseconds(200);
+  while (applied < nodes) {
+    auto count = command({"GET", key});
+    if (!count) return table::Unexpected{count.error()};
+    const io::Resp3Value v = count->view();
+    if (v.type() == io::Resp3Type::bulk_string) {
+      const std::string_view text = v.str();
+      if (std::from_chars(text.data(), text.data() + text.size(), applied).ec != std::errc{}) {
+        return table::Unexpected{unexpected_reply()};
+      }
+    } else if (!v.is_null()) {
+      return table::Unexpected{unexpected_reply()};
+    }
+    if (applied >= nodes) break;
+    if (Clock::now() >= until) {
+      return table::Unexpected{Error(Errc::kTimeout, std::to_string(applied) + " of " +
+                                                         std::to_string(nodes) +
+                                                         " nodes applied it by the deadline "
+                                                         "(the write stands)")};
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(5000));
+  }
+  return nodes;
 }
 
 void Engine::use_journal(std::string_view table, Journal& journal) {

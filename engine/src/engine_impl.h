@@ -313,6 +313,14 @@ struct Engine::Impl {
   Result<T> ask_writer(std::string_view table, std::string_view id, const table::BrandedId& version,
                        Submit submit);
 
+  // The broadcast lane's receipts (docs/wire.md, "Receipts"), once the write of `name` at
+  // `version` is published: the ask under `receipt` on the table's ask channel, then its receipt
+  // key read every 0.2 ms (backing off to 5 ms) until as many nodes applied the write as heard
+  // the ask (answered), or `until` passed (kTimeout, "<k> of <n> nodes applied it ...").
+  Result<std::size_t> await_receipts(const Slot& slot, std::string_view name,
+                                     const table::BrandedId& version,
+                                     const table::BrandedId& receipt, Clock::time_point until);
+
   // ---- The writer's ports (writer_ports.cc): called on the writer thread; never block. ----
   WriterPorts ports_for(Slot& slot);
   void load_into_l2(Slot& slot, const std::string& name, const table::BrandedId& minted,

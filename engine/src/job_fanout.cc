@@ -320,14 +320,26 @@ Result<std::size_t> Engine::publish_and_wait(std::string_view table, std::string
   auto& d = *impl_;
   Impl::Slot* slot = d.find(table);
   if (slot == nullptr) return table::Unexpected{make_error_code(Errc::kNoSuchCache)};
+  const auto until = std::chrono::steady_clock::now() + deadline;
+  if (slot->spec.coherence == CoherenceMode::kBroadcast ||
+      slot->spec.coherence == CoherenceMode::kTracking) {
+    // Every node that subscribes the table answers the receipt ask once it applied the write
+    // (tracking: once the server's invalidation of it dropped the row).
+    auto name = Impl::gate(*slot, id);
+    if (!name) return table::Unexpected{name.error()};
+    auto receipt = d.mint("RCP");
+    if (!receipt) return table::Unexpected{receipt.error()};
+    auto published = publish(table, *name, value, version);
+    if (!published) return table::Unexpected{published.error()};
+    return d.await_receipts(*slot, *name, *published, *receipt, until);
+  }
   if (slot->spec.coherence != CoherenceMode::kJob) {
     return table::Unexpected{Error(
         Errc::kNoReceipts, "table '" + slot->spec.name + "' is on the " +
                                std::string(to_string(slot->spec.coherence)) +
                                " lane, which acknowledges no apply: publish_and_wait needs the "
-                               "job lane (each member completes its job once it applied it)")};
+                               "job, broadcast or tracking lane")};
   }
-  const auto until = std::chrono::steady_clock::now() + deadline;
   auto published = d.publish_job(table, *slot->publish_group, id, value, version);
   if (!published) return table::Unexpected{published.error()};
   // Each admitted member queue's job hash: the member's consumer completes (deletes) it once its

@@ -22,6 +22,10 @@ void PushRouter::add_lead(std::string channel, Target target) {
   by_lead_.emplace(std::move(channel), target);
 }
 
+void PushRouter::add_ask(std::string channel, Target target) {
+  by_ask_.emplace(std::move(channel), target);
+}
+
 void PushRouter::add_tracking(std::string prefix, Target target) {
   by_prefix_.emplace(std::move(prefix), target);
 }
@@ -37,7 +41,8 @@ void PushRouter::on_push(const io::Resp3Value& push) {
     const std::string_view channel = push[1].str();
     if (by_channel_.contains(channel)) {
       confirmed(channel);
-    } else if (!by_lead_.contains(channel) && !by_marker_.contains(channel)) {
+    } else if (!by_lead_.contains(channel) && !by_marker_.contains(channel) &&
+               !by_ask_.contains(channel)) {
       count_unrouted();
     }
   } else {
@@ -50,6 +55,8 @@ bool PushRouter::route(std::string_view channel, std::string_view payload) {
     deliver(it->second, payload);
   } else if (auto lt = by_lead_.find(channel); lt != by_lead_.end()) {
     deliver(lt->second, payload);
+  } else if (auto at = by_ask_.find(channel); at != by_ask_.end()) {
+    ask(at->second, payload);
   } else {
     return false;
   }
@@ -126,6 +133,24 @@ void PushRouter::deliver_drop(const Target& target, std::string_view key,
       *target.ring, CoherenceItem{table::CoherenceMessage{name, version}, base::steady_ns(), 0});
 }
 
+// Not the hot path: an ask is one publish_and_wait's, and its command allocates.
+void PushRouter::ask(const Target& target, std::string_view payload) {
+  if (closed_.load(std::memory_order_relaxed)) return;
+  constexpr std::size_t kId = 14;
+  if (payload.size() <= kId + 1 || payload[kId] != ':' ||
+      !table::BrandedId::parse(payload.substr(0, kId))) {
+    return base::solo_add(target.counters->garbage);
+  }
+  // key:version (a branded key's 29 bytes parse here too, the key as the id's text).
+  auto message = table::parse_text_frame(payload.substr(kId + 1));
+  if (!message) return base::solo_add(target.counters->garbage);
+  if (target.keys == KeyKind::kBranded) {
+    auto id = table::BrandedId::parse(message->key);
+    if (!id || id->ns() != target.kind) return base::solo_add(target.counters->garbage);
+  }
+  target.writer->ask(message->key, message->version, std::string(payload.substr(0, kId)));
+}
+
 // A tracking invalidation for one tracking table (kForgetKey: the key, its prefix stripped).
 void PushRouter::forget(const Target& target, ItemKind what, std::string_view key) {
   if (closed_.load(std::memory_order_relaxed)) return;
@@ -165,6 +190,10 @@ std::vector<std::string> PushRouter::channels_of(int io_thread) const {
   // (what starts caching, and start()'s count of the carried readers) follows its marker's.
   for (const auto& [marker, target] : by_marker_) {
     if (target.io_thread == io_thread) out.push_back(marker);
+  }
+  // An ask channel confirmed before its table's: a table caches only with its asks heard.
+  for (const auto& [channel, target] : by_ask_) {
+    if (target.io_thread == io_thread) out.push_back(channel);
   }
   for (const auto& [channel, target] : by_channel_) {
     if (target.io_thread == io_thread) out.push_back(channel);

@@ -54,6 +54,9 @@ class PushRouter {
   void add_broadcast(std::string channel, Target target);  // ecc:{t}:coh
   void add_lead(std::string channel, Target target);       // a job lane's lead channel
   void add_tracking(std::string prefix, Target target);    // ecc:{t}: (CLIENT TRACKING BCAST)
+  // ecc:{t}:ask, a broadcast table's receipt asks (docs/wire.md, "Receipts"): on the table's
+  // io thread, so an ask follows the message it names through one connection.
+  void add_ask(std::string channel, Target target);
 
   // ---- The io thread that owns the target's ring. Never blocks (but as a ring's block policy
   // does), never allocates on the message path. ----
@@ -74,8 +77,8 @@ class PushRouter {
   void reopen() noexcept { closed_.store(false, std::memory_order_relaxed); }
 
   // ---- Any thread. ----
-  // The channels io thread `io_thread` subscribes: its broadcast tables', then on io thread 0
-  // every lead channel.
+  // The channels io thread `io_thread` subscribes: its broadcast tables' (their markers and ask
+  // channels first), then on io thread 0 every lead channel.
   std::vector<std::string> channels_of(int io_thread) const;
   // CLIENT TRACKING ON BCAST PREFIX ecc:{t}: ... for every tracking table (empty: none).
   std::vector<std::string> tracking_command() const;
@@ -99,12 +102,15 @@ class PushRouter {
   // A message's drop of `key` at `version` (a text key by its hash; a branded key as itself).
   void deliver_drop(const Target& target, std::string_view key, const table::BrandedId& version);
   void forget(const Target& target, ItemKind what, std::string_view key = {});
+  // receipt(14) ":" message: to the table's writer (TableWriter::ask); garbage if it parses not.
+  void ask(const Target& target, std::string_view payload);
   void on_invalidate(const io::Resp3Value& keys);
 
   Routes by_channel_;  // broadcast lanes
   Routes by_lead_;     // job lanes' lead channels
   Routes by_prefix_;   // tracking lanes' key prefixes
   Routes by_marker_;   // broadcast lanes' carried_marker channels (subscribed, never routed)
+  Routes by_ask_;      // broadcast lanes' receipt ask channels
   std::atomic<bool> closed_{false};
   std::atomic<std::uint64_t> unrouted_{0};
 };

@@ -247,6 +247,9 @@ void TableWriter::apply_and_remember(std::string_view name, const table::Branded
 void TableWriter::subscription_lost() { post(LostCmd{now_ms()}); }
 void TableWriter::subscription_confirmed() { post(ConfirmedCmd{}); }
 void TableWriter::sync(std::function<void()> done) { post(SyncCmd{std::move(done)}); }
+void TableWriter::ask(std::string_view name, const table::BrandedId& version, std::string receipt) {
+  post(AskCmd{std::string(name), version, std::move(receipt)});
+}
 
 std::uint64_t TableWriter::forget_token(std::string_view name) const noexcept {
   if (!forget_seq_) return 0;
@@ -874,9 +877,32 @@ void TableWriter::handle(Command& cmd) {
           suspend(false);
         } else if constexpr (std::is_same_v<T, SyncCmd>) {
           c.done();
+        } else if constexpr (std::is_same_v<T, AskCmd>) {
+          on_ask(c);
         }
       },
       cmd);
+}
+
+void TableWriter::on_ask(const AskCmd& cmd) {
+  // The write's message entered a ring before the ask was posted (one io thread, in the order its
+  // connection delivered them), but this pass's capped drain may not have reached it. A ring holds
+  // at most its capacity, and each drain takes up to max_batch of every ring: this many drains
+  // reach every item published before the ask (the loop ends early once the rings are empty).
+  std::size_t most = 0;
+  for (const auto& r : rings_) most = std::max(most, r->capacity());
+  for (std::size_t i = 0; i <= most / spec_.max_batch + 1; ++i) {
+    if (drain_rings() == 0) break;
+  }
+  // Applied: no row, or one as new as the write (or newer). A ring that dropped the message
+  // under the flush policy flushed the table above, so only the drop policy keeps an older row.
+  const auto row = map_->writer_row(cmd.name);
+  if (row && table::newer(cmd.version.view(), row->version)) {
+    base::solo_add(receipts_withheld_);
+    return;
+  }
+  base::solo_add(receipts_);
+  if (ports_.acknowledge) ports_.acknowledge(cmd.receipt);
 }
 
 void TableWriter::suspend(bool on) {
@@ -1186,6 +1212,8 @@ WriterStats TableWriter::stats() const {
   s.schema_mismatches = ld(schema_mismatches_);
   s.absent_loads = ld(absent_loads_);
   s.absent_hits = ld(absent_hits_);
+  s.receipts = ld(receipts_);
+  s.receipts_withheld = ld(receipts_withheld_);
   s.parks = bell_.parks_count();
   s.signals = bell_.signals_count();
   // Every scan of the map's reclamation runs on this writer (never on a borrower: hold_reclaim).

@@ -7,6 +7,9 @@
 namespace echo::engine {
 namespace {
 
+// How long a receipt key outlives its last acknowledgement (docs/wire.md, "Receipts").
+constexpr std::string_view kReceiptTtlMs = "60000";
+
 // Runs the table's loader on a loader thread; an exception is the loader's failure.
 LoadResult call_loader(const TableSpec& spec, const std::string& name) {
   if (!spec.loader) return Absent{};  // a table without a loader: what L2 lacks is absent
@@ -66,6 +69,18 @@ WriterPorts Engine::Impl::ports_for(Slot& slot) {
         (*shared)(L2Fetch{{}, std::string(r.str())});
       });
       if (ec) (*shared)(L2Fetch{ec, std::nullopt});
+    });
+  };
+  // INCR then PEXPIRE, pipelined on the command connection (one slot: in order on a cluster
+  // too); no answer is awaited: a lost one is a receipt the publisher misses.
+  p.acknowledge = [this, &slot](std::string_view receipt) {
+    std::string key = table::receipt_key(slot.spec.name, receipt).value();
+    io->loop().post([this, key = std::move(key)] {
+      if (io_closing) return;
+      auto ignore = [](std::error_code, const io::Resp3Value&) {};
+      if (!issue({"INCR", key}, ignore)) {
+        (void)issue({"PEXPIRE", key, kReceiptTtlMs}, ignore);
+      }
     });
   };
   p.load = [this, &slot](std::string_view asked, const table::BrandedId& minted, bool write_l2,

@@ -132,6 +132,17 @@ Expected<std::string, NameError> coherence_channel(std::string_view table) {
   return concat({"ecc:{", table, "}:coh"});
 }
 
+Expected<std::string, NameError> ask_channel(std::string_view table) {
+  if (auto t = check_table_name(table); !t) return Unexpected{t.error()};
+  return concat({"ecc:{", table, "}:ask"});
+}
+
+Expected<std::string, NameError> receipt_key(std::string_view table, std::string_view receipt) {
+  if (auto t = check_table_name(table); !t) return Unexpected{t.error()};
+  if (!is_valid_id(receipt)) return Unexpected{NameError::kInvalidId};
+  return concat({"ecc:rcpt:{", table, "}:", receipt});
+}
+
 Expected<std::string, NameError> coherence_queue(std::string_view table) {
   if (auto t = check_table_name(table); !t) return Unexpected{t.error()};
   return concat({"ecc.coh.", table});

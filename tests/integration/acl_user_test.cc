@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
 // The engine as an ACL user with the least privilege it runs with: the README's ACL line, kept
 // here word for word (kLeastPrivilege), is given to a user, and the broadcast, job and tracking
-// lanes run as that user: fills, puts, broadcasts, job deliveries and invalidations all work,
-// and the server's ACL LOG shows no denial. A user without a command the engine needs is refused
-// at start with no_permission naming it.
+// lanes run as that user: fills, puts, broadcasts (and publish_and_wait's receipts), job
+// deliveries and invalidations all work, and the server's ACL LOG shows no denial. A user without
+// a command the engine needs is refused at start with no_permission naming it.
 #include <string>
 #include <vector>
 
@@ -92,6 +92,10 @@ TEST_F(AclUser, TheBroadcastLaneRunsWithTheLeastPrivilege) {
   ASSERT_TRUE(refill) << refill.error();
   EXPECT_EQ(refill->value, "px=2");
   EXPECT_EQ(refill->source, Source::kL2);
+  // publish_and_wait's receipts: the ask channel, and the receipt key's INCR, PEXPIRE and GET.
+  auto applied = b->publish_and_wait("quotes", name.view(), "px=3", 10s);
+  ASSERT_TRUE(applied) << applied.error().message() << " " << denials();
+  EXPECT_EQ(*applied, 2u);
   EXPECT_EQ(denials(), "") << "the engine asked for nothing beyond the line";
 }
 

@@ -2,8 +2,9 @@
 // The engine on a real local cluster (3 masters, 3 replicas): the mode is checked at start, L2
 // reads and writes and the scripts route by their key's slot, the broadcast lane rides sharded
 // pub/sub (F2 newer-wins and F3 broadcast, as in broadcast_lane_test.cc), tables spread over
-// every shard, and a table whose slot moves is resubscribed on the new owner (the server's
-// sunsubscribe), its disconnect policy applied. The failover drill is cluster_failover_test.cc.
+// every shard, publish_and_wait's receipts ride the table's shard, and a table whose slot moves
+// is resubscribed on the new owner (the server's sunsubscribe), its disconnect policy applied.
+// The failover drill is cluster_failover_test.cc.
 #include <echo/engine/engine.h>
 #include <echo/engine/l2_frame.h>
 #include <echo/engine/stats_export.h>
@@ -180,6 +181,37 @@ TEST_F(ClusterEngine, PublishOnEveryShardWritesTheRowAndItsShardedMessageInOneSc
     EXPECT_EQ(r->source, Source::kL2) << t;
     EXPECT_EQ(r->value, "two") << t;
     EXPECT_EQ(r->version, *v) << t;
+  }
+  EXPECT_EQ(a->stats().cluster->moved, 0u);
+}
+
+// publish_and_wait on a cluster's broadcast lane: the receipt ask is SPUBLISHed on the table's
+// slot, heard on the connection that carried the message, and counted in a key of that slot.
+TEST_F(ClusterEngine, PublishAndWaitOnEveryShardCountsEveryNode) {
+  std::vector<std::string> names;
+  std::set<int> owners;
+  for (int i = 0; names.size() < 3 && i < 200; ++i) {
+    const std::string t = "r" + std::to_string(i);
+    const int owner = cluster().master_of(io::hash_slot(t));
+    if (owners.insert(owner).second) names.push_back(t);
+  }
+  ASSERT_EQ(names.size(), 3u);
+  LoaderProbe loader;
+  std::vector<engine::TableSpec> specs;
+  for (const auto& t : names) {
+    specs.push_back(table_spec(t, "AST", CoherenceMode::kBroadcast, loader.answer("l")));
+  }
+  auto a = node(14, specs);
+  auto b = node(13, specs);
+  ASSERT_TRUE(a && b);
+  for (const auto& t : names) {
+    const BrandedId name = fresh_id("AST");
+    ASSERT_TRUE(b->get(t, name.view()));
+    auto applied = a->publish_and_wait(t, name.view(), "two", 10s);
+    ASSERT_TRUE(applied) << t << ": " << applied.error().message();
+    EXPECT_EQ(*applied, 2u) << t;
+    EXPECT_FALSE(l1_holds(*b, t, name)) << t << ": applied before the answer";
+    EXPECT_EQ(b->get(t, name.view())->value, "two") << t;
   }
   EXPECT_EQ(a->stats().cluster->moved, 0u);
 }

@@ -386,8 +386,11 @@ TEST_F(TableVerbsTest, PublishAndWaitAnswersOnceEveryLiveMemberAppliedIt) {
       10s, 5ms))
       << "the write stands";
 
-  // Another lane acknowledges nothing: refused, nothing written.
-  auto b = node(3, {quotes(loads1)});
+  // A table without coherence acknowledges nothing: refused, nothing written. (The broadcast
+  // and tracking lanes' receipts: broadcast_receipts_test.)
+  auto plain = quotes(loads1);
+  plain.coherence = engine::CoherenceMode::kNone;
+  auto b = node(3, {plain});
   ASSERT_TRUE(b);
   auto no = b->table<Quote>("quotes").publish_and_wait("MSFT", Quote{1, 2}, 1s);
   ASSERT_FALSE(no);

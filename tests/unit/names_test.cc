@@ -15,6 +15,11 @@ namespace {
 TEST(Names, BuildTheContractNames) {
   EXPECT_EQ(l2_key("users", "AST0KHTOWnGLuC").value(), "ecc:{users}:AST0KHTOWnGLuC");
   EXPECT_EQ(coherence_channel("users").value(), "ecc:{users}:coh");
+  EXPECT_EQ(ask_channel("users").value(), "ecc:{users}:ask");
+  EXPECT_EQ(receipt_key("users", "RCP0KHTOWnGLuC").value(), "ecc:rcpt:{users}:RCP0KHTOWnGLuC");
+  const std::uint16_t slot = hash_slot(coherence_channel("users").value());
+  EXPECT_EQ(hash_slot(ask_channel("users").value()), slot);
+  EXPECT_EQ(hash_slot(receipt_key("users", "RCP0KHTOWnGLuC").value()), slot);
   EXPECT_EQ(coherence_queue("users").value(), "ecc.coh.users");
   EXPECT_EQ(tracking_prefix("users").value(), "ecc:{users}:");
   EXPECT_EQ(bus_key("ecc.coh.users", "pending").value(), "emq:{ecc.coh.users}:pending");
@@ -28,6 +33,7 @@ TEST(Names, RefuseAnInvalidIdInKeyPosition) {
   EXPECT_EQ(l2_key("users", "not-an-id").error(), NameError::kInvalidId);
   EXPECT_EQ(l2_key("users", "usr0KHTOWnGLuC").error(), NameError::kInvalidId);
   EXPECT_EQ(job_key("orders", "JOB0KHTOWnGLu").error(), NameError::kInvalidId);
+  EXPECT_EQ(receipt_key("users", "not-an-id").error(), NameError::kInvalidId);
   EXPECT_EQ(journal_file("/tmp", "not-a-branded-id").error(), NameError::kInvalidId);
 }
 

@@ -8,6 +8,7 @@
 #include <future>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <echo/io/resp3_decoder.h>
 #include <echo/table/coherence_frame.h>
@@ -216,6 +217,39 @@ TEST(PushRouter, AClosedRouterPutsNothingIntoARing) {
   router.on_push(push({"message", "ecc:{quotes}:coh", frame(name, id("TXN", 30))}).view());
   q.settle(1);
   EXPECT_FALSE(q.has(name.view()));
+}
+
+// A receipt ask (docs/wire.md, "Receipts"): receipt ":" message, to the table's writer, which
+// answers when no older row of the key stays; its subscription confirms nothing; an ask that does
+// not parse is garbage. The ask channel is subscribed before the table's own.
+TEST(PushRouter, AnAskReachesItsTablesWriterAndGarbageIsCounted) {
+  Quotes f;
+  auto& [q, router, name] = f;
+  const std::string ask = table::ask_channel("quotes").value();
+  q.target.kind = "AST";  // as the engine's route names it: an ask's key must be of it
+  router.add_ask(ask, q.target);
+  router.on_push(push({"subscribe", ask, "2"}).view());
+  EXPECT_EQ(router.unrouted(), 0u);
+  const std::string receipt = id("RCP", 1).str();
+  router.on_push(push({"message", ask, receipt + ":" + frame(name, id("TXN", 20))}).view());
+  router.on_push(push({"message", ask, receipt + ":" + frame(name, id("TXN", 30))}).view());
+  router.on_push(push({"message", ask, receipt + ":" + frame(id("AST", 2), id("TXN", 30))}).view());
+  for (int i = 0; i < 5000 && q.w.stats().receipts + q.w.stats().receipts_withheld < 3; ++i) {
+    std::this_thread::sleep_for(1ms);
+  }
+  EXPECT_EQ(q.w.stats().receipts, 2u) << "the row's own version, and a key it does not hold";
+  EXPECT_EQ(q.w.stats().receipts_withheld, 1u) << "a newer write whose message never came";
+  const std::vector<std::string> bad = {
+      "short", receipt + frame(name, id("TXN", 30)),      // no colon after the receipt
+      "not-an-id-at-a:" + frame(name, id("TXN", 30)),     // no receipt id
+      receipt + ":" + frame(id("USR", 1), id("TXN", 30))  // a key of another kind
+  };
+  for (const std::string& b : bad) router.on_push(push({"message", ask, b}).view());
+  EXPECT_EQ(q.counters.garbage.load(), 4u);
+  EXPECT_EQ(q.counters.pushes.load(), 0u) << "asks are not coherence pushes";
+  EXPECT_EQ(router.unrouted(), 0u);
+  EXPECT_EQ(router.channels_of(0),
+            (std::vector<std::string>{"ecc:{quotes}:carried", ask, "ecc:{quotes}:coh"}));
 }
 
 TEST(PushRouter, ChannelsAreDealtToTheirIoThreadsAndLeadsToTheFirst) {

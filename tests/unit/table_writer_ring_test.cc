@@ -1,6 +1,11 @@
 // SPDX-License-Identifier: MIT
 // The table writer's delivery: applied on the calling thread or through the ring, the flush
-// policy once the ring refused, caching only while subscribed, serve-stale, and G6 convergence.
+// policy once the ring refused, caching only while subscribed, serve-stale, and G6 convergence;
+// a receipt ask answered only once what its ring held ahead of it is applied.
+
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "table_writer_fixture.h"
 
@@ -88,6 +93,66 @@ TEST(TableWriter, FlushPolicyDropsEveryRowOnceTheRingRefused) {
   EXPECT_EQ(w.stats().ring_flushes, 1u);
   sync(w);
   EXPECT_EQ(w.map().size(), 0u);
+}
+
+// A receipt ask (docs/wire.md, "Receipts") reaches the writer through its inbox while its message
+// may still wait in the ring behind others (a drain takes max_batch = 1 item a pass here): the
+// writer applies the ring first, then answers. A row older than the ask, with no message for it,
+// withholds the answer; a name it does not hold is answered.
+TEST(TableWriter, AnAskIsAnsweredOnceTheRingAheadOfItIsApplied) {
+  FakeL2 l2;
+  std::mutex mu;
+  std::vector<std::string> acks;
+  bool held_at_ack = true;
+  const BrandedId name = id("AST", 1);
+  std::optional<TableWriter> w;
+  WriterPorts ports = l2.ports();
+  ports.acknowledge = [&](std::string_view receipt) {
+    std::string value;
+    std::lock_guard lock(mu);
+    held_at_ack = w->map().get(name.view(), value);
+    acks.emplace_back(receipt);
+  };
+  auto s = spec(CoherenceMode::kBroadcast);
+  s.ring_capacity = 64;
+  s.max_batch = 1;
+  w.emplace(s, std::move(ports), 1);
+  auto& ring = w->add_ring(ring::FullPolicy::kDrop);
+  w->start();
+  w->subscription_confirmed();
+  sync(*w);
+  const auto put = [&](const BrandedId& version) {
+    std::promise<void> done;
+    w->put(name, "v", version, [&done] { done.set_value(); });
+    done.get_future().get();
+  };
+  const auto answered = [&] {
+    std::lock_guard lock(mu);
+    return acks.size();
+  };
+  put(id("TXN", 50));
+  for (std::uint64_t i = 0; i < 40; ++i) {
+    ASSERT_TRUE(ring.try_publish(CoherenceItem{{id("AST", 100 + i), id("TXN", 60)}, 0, 0}));
+  }
+  ASSERT_TRUE(ring.try_publish(CoherenceItem{{name, id("TXN", 60)}, 0, 0}));
+  w->ask(name.view(), id("TXN", 60), "RCP0000000000A");
+  ASSERT_TRUE(eventually_true([&] { return answered() == 1; }));
+  {
+    std::lock_guard lock(mu);
+    EXPECT_FALSE(held_at_ack) << "answered before the message ahead of it was applied";
+    EXPECT_EQ(acks[0], "RCP0000000000A");
+  }
+  EXPECT_EQ(w->stats().receipts, 1u);
+
+  put(id("TXN", 70));  // no message for version 80 ever comes: the row stays older
+  w->ask(name.view(), id("TXN", 80), "RCP0000000000B");
+  w->ask(name.view(), id("TXN", 70), "RCP0000000000C");            // as new as the row: applied
+  w->ask(id("AST", 999).view(), id("TXN", 80), "RCP0000000000D");  // no row: applied
+  sync(*w);
+  EXPECT_EQ(w->stats().receipts_withheld, 1u);
+  EXPECT_EQ(w->stats().receipts, 3u);
+  std::lock_guard lock(mu);
+  EXPECT_EQ(acks, (std::vector<std::string>{"RCP0000000000A", "RCP0000000000C", "RCP0000000000D"}));
 }
 
 // A read in flight when the ring refused a drop may have read the version that drop replaces: the

@@ -435,15 +435,23 @@ class Engine {
   Result<table::BrandedId> publish_async(std::string_view table, std::string_view id,
                                          std::string value, PublishDone done,
                                          std::optional<table::BrandedId> version = std::nullopt);
-  // publish, then wait until every live member applied it, or `deadline` (from the call) passed.
-  // The job lane only: each member's consumer completes its job once its writer applied the
-  // message (completion deletes the job), so a write is known applied by every member queue the
-  // fan-out reached (every member live when it ran). Answers how many applied it (0: no member
-  // was live); Errc::kTimeout with "<k> of <n> members applied it by the deadline" when some had
-  // not (the write stands, and their jobs stay to be applied). A table of another lane answers
-  // Errc::kNoReceipts (the broadcast lane is at-most-once and tracking's invalidations carry no
-  // receipts), nothing written. Blocks: publish's round trips, then one EXISTS per waiting
-  // member queue per poll (every 0.2 ms, backing off to 5 ms). Any application thread.
+  // publish, then wait until every live node applied it, or `deadline` (from the call) passed.
+  // The job lane: each member's consumer completes its job once its writer applied the message
+  // (completion deletes the job), so a write is known applied by every member queue the fan-out
+  // reached (every member live when it ran); "<k> of <n> members applied it by the deadline".
+  // The broadcast and tracking lanes (an EchoStore extension, docs/wire.md "Receipts"): after the
+  // publish, a receipt ask on the table's ask channel `ecc:{t}:ask`; each node that listens to
+  // the table hears it after the message or invalidation (one connection), applies what its ring
+  // holds, and, when its L1 holds no row of the key older than the version, counts itself in the
+  // receipt key; the ask's PUBLISH answers how many nodes heard it (this one too). A node whose
+  // ring dropped the message (the drop policy) never counts itself, and a node of the original
+  // EchoStore never hears the ask: it is not counted. "<k> of <n> nodes applied it by the
+  // deadline".
+  // Answers how many applied it (0: no member was live, or no node heard the ask);
+  // Errc::kTimeout when some had not (the write stands; a job lane's jobs stay to be applied).
+  // A table without coherence answers Errc::kNoReceipts, nothing written. Blocks: publish's round
+  // trips, then (job) one EXISTS per waiting member queue, or one PUBLISH and then one GET of the
+  // receipt key, per poll (every 0.2 ms, backing off to 5 ms). Any application thread.
   Result<std::size_t> publish_and_wait(std::string_view table, std::string_view id,
                                        std::string_view value, std::chrono::milliseconds deadline,
                                        std::optional<table::BrandedId> version = std::nullopt);

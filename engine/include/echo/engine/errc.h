@@ -54,7 +54,7 @@ enum class Errc : int {
   // A read from a thread that could get no L1 reader slot (table::kMaxReaderThreads threads hold
   // them): every read of that thread would miss, so the read answers this instead of loading.
   kNoReaderSlot,
-  // publish_and_wait on a table whose lane acknowledges no apply (broadcast, tracking, none):
+  // publish_and_wait on a table whose lane acknowledges no apply (none):
   // nothing written; the detail names the lane.
   kNoReceipts,
   // The table's loader answered Absent: the key has no value (remembered for the table's

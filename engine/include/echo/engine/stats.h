@@ -45,6 +45,10 @@ struct WriterStats {
   // Negative caching (TableSpec::absent_ttl_ms): loader answers of Absent, and misses answered
   // absent from this node's memory of one (no L2 read, no loader call).
   std::uint64_t absent_loads = 0, absent_hits = 0;
+  // publish_and_wait's receipt asks, broadcast and tracking (docs/wire.md, "Receipts"): answered
+  // (the write was applied here), and withheld (a row older than the write's version stayed: the
+  // ring dropped its message).
+  std::uint64_t receipts = 0, receipts_withheld = 0;
   // What the writer costs its neighbours on the CPUs it shares: parks (the writer slept on its
   // doorbell), signals (futex wakes other threads sent it), membarriers (membarrier calls it
   // made: its doorbell's handshake and reclamation's scans of the reader slots, each an IPI to

@@ -113,8 +113,8 @@ class Table {
     return e->publish_async(*ref_, key, encode(value), std::move(done), version);
   }
 
-  // publish, then wait until every live member applied it (Engine::publish_and_wait: the job
-  // lane only). Answers how many members applied it.
+  // publish, then wait until every live node applied it (Engine::publish_and_wait: the job,
+  // broadcast and tracking lanes). Answers how many nodes applied it.
   Result<std::size_t> publish_and_wait(std::string_view key, const T& value,
                                        std::chrono::milliseconds deadline,
                                        std::optional<table::BrandedId> version = {}) const {

@@ -47,6 +47,13 @@ Expected<std::string, NameError> l2_key(std::string_view table, std::string_view
 Expected<std::string, NameError> text_l2_key(std::string_view table, std::string_view key);
 // ecc:{t}:coh — the broadcast lane's channel.
 Expected<std::string, NameError> coherence_channel(std::string_view table);
+// ecc:{t}:ask — a broadcast table's receipt asks (docs/wire.md, "Receipts": an EchoStore
+// extension). The channel's hash tag: the same shard, the same subscriber connection.
+Expected<std::string, NameError> ask_channel(std::string_view table);
+// ecc:rcpt:{t}:<id> — the count of nodes that applied the write a receipt ask names (the
+// table's hash tag, outside its keys and its tracking prefix ecc:{t}:); the id must be a valid
+// branded id.
+Expected<std::string, NameError> receipt_key(std::string_view table, std::string_view receipt);
 // ecc.coh.<t> — the job lane's queue (an EchoMQ queue name).
 Expected<std::string, NameError> coherence_queue(std::string_view table);
 // ecc:{t}: — the tracking prefix.

@@ -168,6 +168,10 @@ struct WriterPorts {
   std::function<void(bool suspended)> on_suspend;
   // Where the writer's (and its job consumer's) few lines go (log.h); empty: stderr.
   LogSink log;
+  // A receipt ask this node answers (the write it names is applied here): INCR and PEXPIRE its
+  // receipt key in L2 (docs/wire.md, "Receipts"), without an answer. Writer thread; must not
+  // block. Unset: no ask is answered.
+  std::function<void(std::string_view receipt)> acknowledge;
 };
 
 class TableWriter {
@@ -264,6 +268,11 @@ class TableWriter {
   void subscription_confirmed();
   // Runs `done` on the writer thread after every command posted before it.
   void sync(std::function<void()> done);
+  // A receipt ask (docs/wire.md, "Receipts") from the io thread whose ring carried the write's
+  // message ahead of it: the writer first applies every item its rings hold, then acknowledges
+  // (WriterPorts::acknowledge) when L1 holds no row of `name` older than `version` (none, or one
+  // as new or newer), and withholds it otherwise (the ring dropped the message). Any thread.
+  void ask(std::string_view name, const table::BrandedId& version, std::string receipt);
   // The tracking lane's invalidation sequence for `name` (any thread; a relaxed read): changes
   // whenever the writer applies an invalidation of a name that shares its slot, or any flush.
   // The version-less twin of the fill guard: put() compares it to the one taken before L2 was
@@ -326,9 +335,14 @@ class TableWriter {
   struct SyncCmd {
     std::function<void()> done;
   };
+  struct AskCmd {
+    std::string name;
+    table::BrandedId version;
+    std::string receipt;
+  };
   // monostate first: a slot of a bulk dequeue needs a default state.
   using Command = std::variant<std::monostate, MissCmd, FetchedCmd, LoadedCmd, PutCmd, EraseCmd,
-                               ApplyCmd, RememberCmd, LostCmd, ConfirmedCmd, SyncCmd>;
+                               ApplyCmd, RememberCmd, LostCmd, ConfirmedCmd, SyncCmd, AskCmd>;
 
   struct Flight {
     std::uint64_t id;
@@ -422,6 +436,8 @@ class TableWriter {
   // The lag histogram's bucket for one item, `lag` ns from decode to apply.
   void count_lag(std::int64_t lag) noexcept;
   void handle(Command& cmd);
+  // An AskCmd's work: the rings drained, then the answer (ask()).
+  void on_ask(const AskCmd& cmd);
   // A put L2 already holds, into the map (the PutCmd's work): token holder.
   void apply_put(std::string_view name, std::string_view value, const table::BrandedId& version,
                  std::uint64_t guard);
@@ -564,7 +580,7 @@ class TableWriter {
       remembered_stale_{0}, pin_failures_{0}, listener_throws_{0}, loader_timeouts_{0},
       loader_late_{0}, forgotten_fills_{0}, forgotten_puts_{0}, held_fills_{0}, direct_applies_{0},
       carried_updates_{0}, carried_inserts_{0}, carried_drops_{0}, schema_mismatches_{0},
-      absent_loads_{0}, absent_hits_{0};
+      absent_loads_{0}, absent_hits_{0}, receipts_{0}, receipts_withheld_{0};
   std::atomic<bool> suspended_flag_{false};
   std::array<std::atomic<std::uint64_t>, kLagBuckets> lag_{};
   std::atomic<std::uint64_t> lag_sum_ns_{0};  // count_lag's sum: beside the bucket it bumps
