@@ -376,7 +376,20 @@ class TableWriter {
   // a `done` is answered (a new one that takes arguments fails to compile until it is). Any thread
   // once the loop has ended.
   void drain_stopped();
+  // The loop: each pass drains the rings and the inbox, ticks the map's clock, runs the timed
+  // chores, and parks when it found no work.
   void run(const std::stop_token& stop);
+  void pin();  // to writer_cpu, when one is given (a refusal counted and said once)
+  std::size_t take_commands(std::vector<Command>& batch);  // up to max_batch inbox commands run
+  // When the timed chores next fall due (each -1 or 0 for none, as idle_deadline takes them);
+  // `exact` is the exact clock the loader deadlines were judged on.
+  struct Due {
+    std::int64_t exact = 0, load = -1, held = -1, reclaim = -1;
+  };
+  // A serve_stale deadline, the sweep, loader deadlines, held fills, reclamation: what is due now.
+  Due timed_chores(std::int64_t now);
+  // The idle wait until work, a chore's deadline or stop, the token lent meanwhile.
+  void park(std::int64_t now, const Due& due, const std::stop_token& stop);
   std::size_t drain_rings();
   // The apply rule, one item of any kind: the map's verdict, the flights it overtook marked, the
   // applied memory asked first (a ticketed item on a table with a journal), on_message told.
@@ -562,7 +575,8 @@ class TableWriter {
   };
   std::unordered_map<std::string, AbsentKey, NameHash, std::equal_to<>> absent_;
   std::uint64_t next_flight_ = 1;
-  bool suspended_ = true;  // a broadcast or job table caches once its lane confirms delivery
+  bool suspended_ = true;        // a broadcast or job table caches once its lane confirms delivery
+  std::int64_t next_sweep_ = 0;  // when the next sweep is due (writer thread)
   std::int64_t stale_deadline_ = -1;   // serve_stale: when to suspend if still not resubscribed
   std::deque<LoadTimer> load_timers_;  // loader_timeout > 0 only
   std::deque<HeldFetch> held_;         // fill_hold > 0 only
