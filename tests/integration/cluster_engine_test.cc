@@ -32,6 +32,25 @@ using table::BrandedId;
 
 class ClusterEngine : public ClusterTest {
  protected:
+  // Table names `prefix`<n> whose hash tags land on three different masters.
+  static std::vector<std::string> one_table_per_master(const std::string& prefix) {
+    std::vector<std::string> names;
+    std::set<int> owners;
+    for (int i = 0; names.size() < 3 && i < 200; ++i) {
+      const std::string t = prefix + std::to_string(i);
+      if (owners.insert(cluster().master_of(io::hash_slot(t))).second) names.push_back(t);
+    }
+    return names;
+  }
+  // A broadcast table of kind AST for each name, loading through `loader`.
+  static std::vector<engine::TableSpec> broadcast_tables(const std::vector<std::string>& names,
+                                                         const LoaderProbe& loader) {
+    std::vector<engine::TableSpec> specs;
+    for (const auto& t : names) {
+      specs.push_back(table_spec(t, "AST", CoherenceMode::kBroadcast, loader.answer("l")));
+    }
+    return specs;
+  }
   // The raw L2 bytes of `key`, read from the master the cluster names for its slot.
   static std::string l2(const std::string& key) {
     const int owner = cluster().master_of(io::hash_slot(key));
@@ -116,20 +135,10 @@ TEST_F(ClusterEngine, TheClusterSeriesTheDocsAndAlertsNameAreExported) {
 }
 
 TEST_F(ClusterEngine, TablesOnEveryShardEachHearTheirOwnBroadcast) {
-  // Table names whose hash tags land on three different masters.
-  std::vector<std::string> names;
-  std::set<int> owners;
-  for (int i = 0; names.size() < 3 && i < 200; ++i) {
-    const std::string t = "t" + std::to_string(i);
-    const int owner = cluster().master_of(io::hash_slot(t));
-    if (owners.insert(owner).second) names.push_back(t);
-  }
+  const std::vector<std::string> names = one_table_per_master("t");
   ASSERT_EQ(names.size(), 3u);
   LoaderProbe loader;
-  std::vector<engine::TableSpec> specs;
-  for (const auto& t : names) {
-    specs.push_back(table_spec(t, "AST", CoherenceMode::kBroadcast, loader.answer("l")));
-  }
+  const std::vector<engine::TableSpec> specs = broadcast_tables(names, loader);
   auto a = node(4, specs);
   auto b = node(5, specs);
   ASSERT_TRUE(a && b);
@@ -188,19 +197,10 @@ TEST_F(ClusterEngine, PublishOnEveryShardWritesTheRowAndItsShardedMessageInOneSc
 // publish_and_wait on a cluster's broadcast lane: the receipt ask is SPUBLISHed on the table's
 // slot, heard on the connection that carried the message, and counted in a key of that slot.
 TEST_F(ClusterEngine, PublishAndWaitOnEveryShardCountsEveryNode) {
-  std::vector<std::string> names;
-  std::set<int> owners;
-  for (int i = 0; names.size() < 3 && i < 200; ++i) {
-    const std::string t = "r" + std::to_string(i);
-    const int owner = cluster().master_of(io::hash_slot(t));
-    if (owners.insert(owner).second) names.push_back(t);
-  }
+  const std::vector<std::string> names = one_table_per_master("r");
   ASSERT_EQ(names.size(), 3u);
   LoaderProbe loader;
-  std::vector<engine::TableSpec> specs;
-  for (const auto& t : names) {
-    specs.push_back(table_spec(t, "AST", CoherenceMode::kBroadcast, loader.answer("l")));
-  }
+  const std::vector<engine::TableSpec> specs = broadcast_tables(names, loader);
   auto a = node(14, specs);
   auto b = node(13, specs);
   ASSERT_TRUE(a && b);
