@@ -370,23 +370,28 @@ Result<BrandedId> Engine::publish(TableRef& ref, std::string_view key, std::stri
   auto minted = d.version_for(*slot, version);  // no_node_lease without a lease
   if (!minted) return table::Unexpected{minted.error()};
   version = *minted;
-  // The message: name:version, 29 bytes, or key:version for a text key; when it carries the
-  // value, "{" key "}", to which the script appends the framed value (docs/wire.md, "Carried
-  // values"): the value crosses the wire once.
-  const bool carried = Impl::carried_of(*slot, value).has_value();
-  auto message = carried ? Result<std::string>("{" + std::string(*name) + "}")
-                         : Impl::message_of(slot, *name, *version);  // the name passed the gate
-  if (!message) return table::Unexpected{message.error()};
-  // The channel shares the key's hash tag (table::coherence_channel): the script's slot, so on a
-  // cluster the router sends it to the shard whose SSUBSCRIBErs hear the SPUBLISH.
-  const char* verb = d.options.mode == ServerMode::kCluster ? "SPUBLISH" : "PUBLISH";
-  std::vector<std::string> args{frame_l2_value(*version, value), std::to_string(slot->spec.ttl_ms),
-                                slot->channel, *message, verb};
-  if (carried) args.emplace_back("carry");
-  auto reply = d.script(d.publish_l2, {d.key_of(*slot, *name)}, std::move(args));
+  auto args = d.publish_args(*slot, *name, *version, value);
+  if (!args) return table::Unexpected{args.error()};
+  auto reply = d.script(d.publish_l2, {d.key_of(*slot, *name)}, std::move(*args));
   if (!reply) return table::Unexpected{reply.error()};
   if (reply->view().type() != io::Resp3Type::integer) return table::Unexpected{unexpected_reply()};
   return d.put_l1(*slot, *name, value, *version);
+}
+
+Result<std::vector<std::string>> Engine::Impl::publish_args(const Slot& slot, std::string_view name,
+                                                            const BrandedId& version,
+                                                            std::string_view value) const {
+  // The value crosses the wire once: in the L2 row, which the script appends to "{key}".
+  const bool carried = carried_of(slot, value).has_value();
+  auto message = carried ? Result<std::string>("{" + std::string(name) + "}")
+                         : message_of(&slot, name, version);  // the name passed the gate
+  if (!message) return table::Unexpected{message.error()};
+  // The channel shares the key's hash tag (table::coherence_channel): the script's slot, so on a
+  // cluster the router sends it to the shard whose SSUBSCRIBErs hear the SPUBLISH.
+  std::vector<std::string> args{frame_l2_value(version, value), std::to_string(slot.spec.ttl_ms),
+                                slot.channel, std::move(*message), publish_verb()};
+  if (carried) args.emplace_back("carry");
+  return args;
 }
 
 Result<std::int64_t> Engine::broadcast(std::string_view table, std::string_view id,
@@ -400,7 +405,7 @@ Result<std::int64_t> Engine::broadcast(std::string_view table, std::string_view 
       slot != nullptr && slot->spec.keys == KeyKind::kText ? slot : nullptr, id, version);
   if (!payload) return table::Unexpected{payload.error()};
   // On a cluster the channel is sharded: SPUBLISH reaches the SSUBSCRIBErs on its slot's shard.
-  const char* verb = impl_->options.mode == ServerMode::kCluster ? "SPUBLISH" : "PUBLISH";
+  const char* verb = impl_->publish_verb();
   auto reply = impl_->command({verb, *channel, *payload});
   if (!reply) return table::Unexpected{reply.error()};
   if (reply->view().type() != io::Resp3Type::integer) return table::Unexpected{unexpected_reply()};
@@ -414,7 +419,7 @@ Result<std::size_t> Engine::Impl::await_receipts(const Slot& slot, std::string_v
   // message, so each node hears it on the connection that carried the message, after it.
   auto message = Impl::message_of(&slot, name, version);
   if (!message) return table::Unexpected{message.error()};
-  const char* verb = options.mode == ServerMode::kCluster ? "SPUBLISH" : "PUBLISH";
+  const char* verb = publish_verb();
   auto heard = command({verb, table::ask_channel(slot.spec.name).value(),
                         std::string(receipt.view()) + ":" + *message});
   if (!heard) return table::Unexpected{heard.error()};
@@ -516,7 +521,7 @@ Result<BrandedId> Engine::remove(TableRef& ref, std::string_view key,
   if (slot->spec.coherence == CoherenceMode::kBroadcast) {
     auto message = Impl::message_of(slot, *name, *minted);  // the name passed the gate
     if (!message) return table::Unexpected{message.error()};
-    const char* verb = d.options.mode == ServerMode::kCluster ? "SPUBLISH" : "PUBLISH";
+    const char* verb = d.publish_verb();
     auto reply = d.script(d.publish_l2, {d.key_of(*slot, *name)},
                           {std::string(minted->view()), std::to_string(slot->spec.ttl_ms),
                            slot->channel, *message, verb, "remove"});
@@ -535,13 +540,11 @@ Result<BrandedId> Engine::remove(TableRef& ref, std::string_view key,
     }
   }
   // This node's row goes now (its own message arrives later, stale then).
-  auto promise = std::make_shared<std::promise<void>>();
-  auto future = promise->get_future();
-  slot->writer->apply(*name, *minted,
-                      [promise](const WriterAnswer<table::Verdict>&) { promise->set_value(); });
-  if (future.wait_for(d.options.get_timeout) != std::future_status::ready) {
-    return table::Unexpected{make_error_code(Errc::kTimeout)};
-  }
+  const Error waited = d.await_writer([&](auto done) {
+    slot->writer->apply(*name, *minted,
+                        [done = std::move(done)](const WriterAnswer<table::Verdict>&) { done(); });
+  });
+  if (waited) return table::Unexpected{waited};
   return *minted;
 }
 
@@ -557,12 +560,9 @@ Result<bool> Engine::invalidate(TableRef& ref, std::string_view key) {
   if (!reply) return table::Unexpected{reply.error()};
   if (reply->view().type() != io::Resp3Type::integer) return table::Unexpected{unexpected_reply()};
   const bool existed = reply->view().integer() > 0;
-  auto promise = std::make_shared<std::promise<void>>();
-  auto future = promise->get_future();
-  ref.writer->erase(*name, [promise] { promise->set_value(); });
-  if (future.wait_for(d.options.get_timeout) != std::future_status::ready) {
-    return table::Unexpected{make_error_code(Errc::kTimeout)};
-  }
+  const Error waited =
+      d.await_writer([&](auto done) { ref.writer->erase(*name, std::move(done)); });
+  if (waited) return table::Unexpected{waited};
   return existed;
 }
 

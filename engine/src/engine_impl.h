@@ -228,6 +228,31 @@ struct Engine::Impl {
     }
     return value;
   }
+  // Runs `post(done)`, which hands a writer a command that calls `done` once it ran, and waits
+  // up to get_timeout for it: kTimeout past it (the command still runs). An app thread.
+  template <class Post>
+  Error await_writer(Post&& post) {
+    auto promise = std::make_shared<std::promise<void>>();
+    auto future = promise->get_future();
+    post([promise] { promise->set_value(); });
+    if (future.wait_for(options.get_timeout) != std::future_status::ready) {
+      return make_error_code(Errc::kTimeout);
+    }
+    return {};
+  }
+  // The channel verb of this server mode: SPUBLISH on a cluster (the channel is sharded), else
+  // PUBLISH.
+  const char* publish_verb() const noexcept {
+    return options.mode == ServerMode::kCluster ? "SPUBLISH" : "PUBLISH";
+  }
+  // publish_l2.lua's arguments for a broadcast table's write of `value` under `version` to the
+  // gated `name`: the framed value, the TTL, the channel, the message (name:version, 29 bytes, or
+  // key:version; when it carries the value, "{" key "}", to which the script appends the framed
+  // value: docs/wire.md, "Carried values"), the verb, and then "carry". Publish and
+  // publish_async send the same call.
+  Result<std::vector<std::string>> publish_args(const Slot& slot, std::string_view name,
+                                                const table::BrandedId& version,
+                                                std::string_view value) const;
   // The L2 key of a gated key.
   static std::string key_of(const Slot& slot, std::string_view key) {
     return slot.spec.keys == KeyKind::kText ? table::text_l2_key(slot.spec.name, key).value()
@@ -334,9 +359,8 @@ struct Engine::Impl {
     table::BrandedId version, job;
     std::vector<MemberAdmission> admitted;
   };
-  Result<PublishedJob> publish_job(std::string_view table, const table::BrandedId& group,
-                                   std::string_view id, std::string_view value,
-                                   std::optional<table::BrandedId> version);
+  Result<PublishedJob> publish_job(Slot& on, const table::BrandedId& group, std::string_view id,
+                                   std::string_view value, std::optional<table::BrandedId> version);
   Result<std::vector<MemberAdmission>> fan_out(std::string_view table,
                                                const table::BrandedId& group,
                                                const table::BrandedId& job, std::string_view id,

@@ -68,7 +68,7 @@ Result<Engine::Impl::Membership> Engine::Impl::read_membership(std::string_view 
 
 Engine::Impl::Call Engine::Impl::lead_call(const JobLaneKeys& keys,
                                            const std::string& payload) const {
-  const char* verb = options.mode == ServerMode::kCluster ? "SPUBLISH" : "PUBLISH";
+  const char* verb = publish_verb();
   return Call{nullptr, {}, {verb, keys.lead, payload}, true};
 }
 
@@ -308,7 +308,9 @@ Result<bool> Engine::enqueue_job(std::string_view table, const BrandedId& group,
 Result<BrandedId> Engine::publish(std::string_view table, const BrandedId& group,
                                   std::string_view id, std::string_view value,
                                   std::optional<BrandedId> version) {
-  auto published = impl_->publish_job(table, group, id, value, version);
+  Impl::Slot* slot = impl_->find(table);
+  if (slot == nullptr) return table::Unexpected{make_error_code(Errc::kNoSuchCache)};
+  auto published = impl_->publish_job(*slot, group, id, value, version);
   if (!published) return table::Unexpected{published.error()};
   return published->version;
 }
@@ -329,7 +331,7 @@ Result<std::size_t> Engine::publish_and_wait(std::string_view table, std::string
     if (!name) return table::Unexpected{name.error()};
     auto receipt = d.mint("RCP");
     if (!receipt) return table::Unexpected{receipt.error()};
-    auto published = publish(table, *name, value, version);
+    auto published = publish(*slot, *name, value, version);
     if (!published) return table::Unexpected{published.error()};
     return d.await_receipts(*slot, *name, *published, *receipt, until);
   }
@@ -340,7 +342,7 @@ Result<std::size_t> Engine::publish_and_wait(std::string_view table, std::string
                                " lane, which acknowledges no apply: publish_and_wait needs the "
                                "job, broadcast or tracking lane")};
   }
-  auto published = d.publish_job(table, *slot->publish_group, id, value, version);
+  auto published = d.publish_job(*slot, *slot->publish_group, id, value, version);
   if (!published) return table::Unexpected{published.error()};
   // Each admitted member queue's job hash: the member's consumer completes (deletes) it once its
   // writer applied the message.
@@ -382,14 +384,12 @@ Result<std::size_t> Engine::publish_and_wait(std::string_view table, std::string
   }
 }
 
-Result<Engine::Impl::PublishedJob> Engine::Impl::publish_job(std::string_view table,
-                                                             const BrandedId& group,
+Result<Engine::Impl::PublishedJob> Engine::Impl::publish_job(Slot& on, const BrandedId& group,
                                                              std::string_view id,
                                                              std::string_view value,
                                                              std::optional<BrandedId> version) {
   auto& d = *this;
-  Impl::Slot* slot = d.find(table);
-  if (slot == nullptr) return table::Unexpected{make_error_code(Errc::kNoSuchCache)};
+  Slot* slot = &on;
   auto name = Impl::gate(*slot, id);  // a branded id of the table's kind, or a text key
   if (!name) return table::Unexpected{name.error()};
   auto v = d.version_for(*slot, version);
@@ -411,7 +411,7 @@ Result<Engine::Impl::PublishedJob> Engine::Impl::publish_job(std::string_view ta
   auto job = d.mint("JOB");
   if (!job) return table::Unexpected{job.error()};
   auto admitted =
-      d.fan_out(table, group, *job, *name, *v,
+      d.fan_out(on.spec.name, group, *job, *name, *v,
                 FanOut{.row = std::move(row), .carried = Impl::carried_of(*slot, value)});
   // No live member: the row is in L2 and no L1 holds it (a member not live drops its rows when it
   // beats again), so the write is complete.

@@ -160,13 +160,10 @@ Result<table::BrandedId> Engine::Impl::put_l1(Slot& slot, std::string_view name,
   // The writer idle: the row goes in here, under its token (no round trip to the writer: ~8 us
   // of a publish's ~60, publish_vs_hiredis_eval).
   if (slot.writer->put_here(name, value, version, guard)) return version;
-  auto promise = std::make_shared<std::promise<void>>();
-  auto future = promise->get_future();
-  slot.writer->put(
-      name, std::string(value), version, [promise] { promise->set_value(); }, guard);
-  if (future.wait_for(options.get_timeout) != std::future_status::ready) {
-    return table::Unexpected{make_error_code(Errc::kTimeout)};
-  }
+  const Error waited = await_writer([&](auto done) {
+    slot.writer->put(name, std::string(value), version, std::move(done), guard);
+  });
+  if (waited) return table::Unexpected{waited};
   return version;
 }
 

@@ -67,14 +67,10 @@ Result<BrandedId> Engine::publish_async(TableRef& ref, std::string_view key, std
   const bool tracking = slot->spec.coherence == CoherenceMode::kTracking;
   std::vector<std::string> keys, args;
   if (broadcast) {
-    const bool carried = Impl::carried_of(*slot, value).has_value();
-    auto message = carried ? Result<std::string>("{" + std::string(*name) + "}")
-                           : Impl::message_of(slot, *name, *minted);
-    if (!message) return table::Unexpected{message.error()};
+    auto built = d.publish_args(*slot, *name, *minted, value);
+    if (!built) return table::Unexpected{built.error()};
     keys = {d.key_of(*slot, *name)};
-    args = {frame_l2_value(*minted, value), std::to_string(slot->spec.ttl_ms), slot->channel,
-            std::move(*message), d.options.mode == ServerMode::kCluster ? "SPUBLISH" : "PUBLISH"};
-    if (carried) args.emplace_back("carry");
+    args = std::move(*built);
   } else {
     args = {"SET", d.key_of(*slot, *name),
             slot->spec.l2_format == L2Format::kRaw ? value : frame_l2_value(*minted, value), "PX",

@@ -25,8 +25,8 @@
 #include <concurrentqueue/concurrentqueue.h>
 
 #include "thread_name.h"
-#include "writer_inbox.h"
 #include "thread_switches.h"
+#include "writer_inbox.h"
 
 namespace echo::engine {
 
