@@ -282,6 +282,9 @@ TEST_F(JobLane, TheListedCreditsAreTheFreeOnesFallPerHandOffAndAreListedAgainBel
   const long long pttl = integer_of(client(), {"PTTL", parked});
   EXPECT_GT(pttl, 0);
   EXPECT_LE(pttl, 2 * k.beat_ms + 1000);  // renewed by every beat, gone two beats after a crash
+  // The consumer's first pump parks, then claims once (an empty claim) before it idles: taken
+  // only once that claim answered, so it cannot land between `start` and the end.
+  ASSERT_TRUE(within(5s, [&] { return consumer_of(*p, t)->empty_claims >= 1; }));
   const BrandedId group = fresh_id("PRT");
   const auto start = consumer_of(*p, t).value();
   for (int i = 1; i <= 5; ++i) {
