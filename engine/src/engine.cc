@@ -370,28 +370,15 @@ Result<BrandedId> Engine::publish(TableRef& ref, std::string_view key, std::stri
   auto minted = d.version_for(*slot, version);  // no_node_lease without a lease
   if (!minted) return table::Unexpected{minted.error()};
   version = *minted;
-  auto args = d.publish_args(*slot, *name, *version, value);
-  if (!args) return table::Unexpected{args.error()};
-  auto reply = d.script(d.publish_l2, {d.key_of(*slot, *name)}, std::move(*args));
+  // The call's words are this thread's, kept from its last publish: none allocates once warm.
+  LentCall& call = LentCall::mine();
+  call.script(d.publish_l2, 1);
+  table::append_l2_key(call.word(), slot->spec.name, *name);
+  if (Error e = d.publish_args(call, *slot, *name, *version, value)) return table::Unexpected{e};
+  auto reply = d.run(call);
   if (!reply) return table::Unexpected{reply.error()};
-  if (reply->view().type() != io::Resp3Type::integer) return table::Unexpected{unexpected_reply()};
+  if (reply->type() != io::Resp3Type::integer) return table::Unexpected{unexpected_reply()};
   return d.put_l1(*slot, *name, value, *version);
-}
-
-Result<std::vector<std::string>> Engine::Impl::publish_args(const Slot& slot, std::string_view name,
-                                                            const BrandedId& version,
-                                                            std::string_view value) const {
-  // The value crosses the wire once: in the L2 row, which the script appends to "{key}".
-  const bool carried = carried_of(slot, value).has_value();
-  auto message = carried ? Result<std::string>("{" + std::string(name) + "}")
-                         : message_of(&slot, name, version);  // the name passed the gate
-  if (!message) return table::Unexpected{message.error()};
-  // The channel shares the key's hash tag (table::coherence_channel): the script's slot, so on a
-  // cluster the router sends it to the shard whose SSUBSCRIBErs hear the SPUBLISH.
-  std::vector<std::string> args{frame_l2_value(version, value), std::to_string(slot.spec.ttl_ms),
-                                slot.channel, std::move(*message), publish_verb()};
-  if (carried) args.emplace_back("carry");
-  return args;
 }
 
 Result<std::int64_t> Engine::broadcast(std::string_view table, std::string_view id,

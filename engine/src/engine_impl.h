@@ -7,12 +7,14 @@
 //   connections.cc     the connections' options, the subscribers' events, Sentinel's redials
 //   push_router.cc     a push → its table's frame → the writer (step 2)
 //   l2_calls.cc        the L2 calls: blocking, pipelined batches, scripts
+//   lent_call.cc       a blocking call's storage, kept by its calling thread from call to call
 //   writer_ports.cc    what a writer asks of the engine: L2 reads, loader calls
 //   job_fanout.cc      the job lane's sending side: enqueue verbs, membership, the fan-out
 //   engine_stats.cc    stats(), the directory, thread counts
 // Application threads never touch a socket: blocking verbs post their command to the io thread
-// and wait on a promise; the writer's L2 reads and the loader's conditional writes do the same
-// without waiting (their answers come back through the writer's inbox).
+// and wait for its answer (lent_call.h: the thread's own reusable call); the writer's L2 reads and
+// the loader's conditional writes do the same without waiting (their answers come back through the
+// writer's inbox).
 #pragma once
 
 #include <array>
@@ -41,6 +43,7 @@
 #include "chores.h"
 #include "housekeeping.h"
 #include "job_send_queue.h"
+#include "lent_call.h"
 #include "loader_pool.h"
 #include "metrics_http.h"
 #include "node_lease.h"
@@ -220,6 +223,9 @@ struct Engine::Impl {
   // not of the declared table's kind) when it cannot be built.
   static Result<std::string> message_of(const Slot* slot, std::string_view id,
                                         const table::BrandedId& version);
+  // The same message appended to `out`.
+  static Error append_message(std::string& out, const Slot* slot, std::string_view id,
+                              const table::BrandedId& version);
   // What a publish of `value` on `slot` carries: the value when the table carries values and it
   // fits carry_max_bytes, else nothing (the message carries the version only).
   static std::optional<std::string_view> carried_of(const Slot& slot, std::string_view value) {
@@ -250,13 +256,31 @@ struct Engine::Impl {
   // key:version; when it carries the value, "{" key "}", to which the script appends the framed
   // value: docs/wire.md, "Carried values"), the verb, and then "carry". Publish and
   // publish_async send the same call.
-  Result<std::vector<std::string>> publish_args(const Slot& slot, std::string_view name,
-                                                const table::BrandedId& version,
-                                                std::string_view value) const;
-  // The L2 key of a gated key.
+  // `Words` is a LentCall or a WordList.
+  template <class Words>
+  Error publish_args(Words& out, const Slot& slot, std::string_view name,
+                     const table::BrandedId& version, std::string_view value) const {
+    const bool carried = carried_of(slot, value).has_value();
+    append_l2_value(out.word(), version, value);
+    out.word(static_cast<std::uint64_t>(slot.spec.ttl_ms));
+    out.word(slot.channel);
+    std::string& message = out.word();
+    if (carried) {
+      message.append("{").append(name).append("}");
+    } else if (Error e = append_message(message, &slot, name, version)) {
+      return e;  // the name passed the gate
+    }
+    // The channel shares the key's hash tag (table::coherence_channel): the script's slot, so on
+    // a cluster the router sends it to the shard whose SSUBSCRIBErs hear the SPUBLISH.
+    out.word(publish_verb());
+    if (carried) out.word("carry");
+    return {};
+  }
+  // The L2 key of a gated key (of a table whose name passed its check at creation).
   static std::string key_of(const Slot& slot, std::string_view key) {
-    return slot.spec.keys == KeyKind::kText ? table::text_l2_key(slot.spec.name, key).value()
-                                            : table::l2_key(slot.spec.name, key).value();
+    std::string out;
+    table::append_l2_key(out, slot.spec.name, key);
+    return out;
   }
   int current_node() const noexcept { return lease ? lease->current() : -1; }
   // Mints through the process's one cell (table::process_minter) under the leased node:
@@ -291,12 +315,14 @@ struct Engine::Impl {
     Inflight(const Inflight&) = delete;
     Inflight& operator=(const Inflight&) = delete;
   };
-  // Posts `issue` to the io thread and waits for its reply (call_timeout). `issue` runs on the
-  // loop thread and returns an immediate error or arms `done`.
-  Result<io::Resp3Owned> blocking(std::function<std::error_code(io::ReplyFn)> issue);
-  Result<io::Resp3Owned> command(std::vector<std::string> args);
-  Result<io::Resp3Owned> script(const io::Script& s, std::vector<std::string> keys,
-                                std::vector<std::string> argv);
+  // Posts `call` (its words built on this thread, LentCall::mine()) to the io thread and waits
+  // for its answer (call_timeout): a view valid until this thread's next call. The server's
+  // error replies are server_error with the server's words.
+  Result<io::Resp3Value> run(LentCall& call);
+  // run() for words in vectors; the answer copied out.
+  Result<io::Resp3Owned> command(const std::vector<std::string>& args);
+  Result<io::Resp3Owned> script(const io::Script& s, const std::vector<std::string>& keys,
+                                const std::vector<std::string>& argv);
   // Loop thread: the one connection, or the cluster router by slot (which always answers
   // through `done`).
   std::error_code issue(std::span<const std::string_view> args, io::ReplyFn done);

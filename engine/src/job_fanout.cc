@@ -16,16 +16,25 @@ using table::BrandedId;
 
 Result<std::string> Engine::Impl::message_of(const Slot* slot, std::string_view id,
                                              const BrandedId& version) {
+  std::string out;
+  if (Error e = append_message(out, slot, id, version)) return table::Unexpected{e};
+  return out;
+}
+
+Error Engine::Impl::append_message(std::string& out, const Slot* slot, std::string_view id,
+                                   const BrandedId& version) {
   if (slot != nullptr && slot->spec.keys == KeyKind::kText) {
     auto frame = table::make_text_frame(id, version);
-    if (!frame) return table::Unexpected{make_error_code(Errc::kBadKey)};
-    return std::string(table::view(*frame));
+    if (!frame) return make_error_code(Errc::kBadKey);
+    out.append(table::view(*frame));
+    return {};
   }
   auto name = BrandedId::parse(id);
   if (!name || (slot != nullptr && name->ns() != slot->spec.kind)) {
-    return table::Unexpected{make_error_code(Errc::kKind)};
+    return make_error_code(Errc::kKind);
   }
-  return std::string(table::view(table::make_frame(*name, version)));
+  out.append(table::view(table::make_frame(*name, version)));
+  return {};
 }
 
 Result<Engine::Impl::Membership> Engine::Impl::read_membership(std::string_view table,

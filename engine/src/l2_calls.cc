@@ -14,49 +14,51 @@ Engine::Impl::Inflight::Inflight(std::atomic<int>& count) : n(count) {
   n.fetch_add(1, std::memory_order_seq_cst);
 }
 
-Result<io::Resp3Owned> Engine::Impl::blocking(std::function<std::error_code(io::ReplyFn)> issue) {
+Result<io::Resp3Value> Engine::Impl::run(LentCall& call) {
   const Inflight entered(inflight);
   if (!running.load(std::memory_order_seq_cst)) {
     return table::Unexpected{make_error_code(Errc::kStopped)};
   }
-  auto promise = std::make_shared<std::promise<io::OwnedResult>>();
-  auto future = promise->get_future();
-  io->loop().post([this, issue = std::move(issue), promise]() {
-    if (io_closing) return promise->set_value(io::OwnedResult{make_error_code(Errc::kStopped), {}});
-    auto fired = std::make_shared<bool>(false);
-    const std::error_code ec =
-        issue([promise, fired](std::error_code e, const io::Resp3Value& reply) {
-          *fired = true;
-          promise->set_value(io::OwnedResult{e, io::Resp3Owned(reply)});
-        });
-    if (ec && !*fired) promise->set_value(io::OwnedResult{ec, {}});
+  call.arm();
+  // Two pointers: the closure fits std::function's own storage (no allocation).
+  io->loop().post([this, c = &call] {
+    c->issue_on_io([this, c]() -> std::error_code {
+      if (io_closing) return make_error_code(Errc::kStopped);
+      if (c->script() == nullptr) return issue(c->command(), c->answer());
+      if (!cluster) return cmd->evalsha_lent(c->eval());
+      cluster->evalsha(*c->script(), c->keys(), c->argv(), c->answer());
+      return {};
+    });
   });
-  if (future.wait_for(options.call_timeout + std::chrono::seconds(1)) !=
-      std::future_status::ready) {
+  if (!call.wait(Clock::now() + options.call_timeout + std::chrono::seconds(1))) {
     return table::Unexpected{make_error_code(io::IoErrc::kTimeout)};
   }
-  io::OwnedResult r = future.get();
-  if (r.ec == io::IoErrc::kServerError) {
+  if (call.ec == io::IoErrc::kServerError) {
     // The server's words ("NOPERM this user has no permissions to run the 'evalsha' command").
-    return table::Unexpected{Error(r.ec, std::string(r.reply.view().str()))};
+    return table::Unexpected{Error(call.ec, std::string(call.reply.view().str()))};
   }
-  if (r.ec) return table::Unexpected{r.ec};
-  return std::move(r.reply);
+  if (call.ec) return table::Unexpected{call.ec};
+  return call.reply.view();
 }
 
-Result<io::Resp3Owned> Engine::Impl::command(std::vector<std::string> args) {
-  return blocking([this, args = std::move(args)](io::ReplyFn done) {
-    std::vector<std::string_view> views(args.begin(), args.end());
-    return issue(views, std::move(done));
-  });
+Result<io::Resp3Owned> Engine::Impl::command(const std::vector<std::string>& args) {
+  LentCall& c = LentCall::mine();
+  for (const auto& a : args) c.word(a);
+  auto r = run(c);
+  if (!r) return table::Unexpected{r.error()};
+  return io::Resp3Owned(*r);
 }
 
-Result<io::Resp3Owned> Engine::Impl::script(const io::Script& s, std::vector<std::string> keys,
-                                            std::vector<std::string> argv) {
-  return blocking([this, &s, keys = std::move(keys), argv = std::move(argv)](io::ReplyFn done) {
-    std::vector<std::string_view> k(keys.begin(), keys.end()), a(argv.begin(), argv.end());
-    return issue_script(s, k, a, std::move(done));
-  });
+Result<io::Resp3Owned> Engine::Impl::script(const io::Script& s,
+                                            const std::vector<std::string>& keys,
+                                            const std::vector<std::string>& argv) {
+  LentCall& c = LentCall::mine();
+  c.script(s, keys.size());
+  for (const auto& k : keys) c.word(k);
+  for (const auto& a : argv) c.word(a);
+  auto r = run(c);
+  if (!r) return table::Unexpected{r.error()};
+  return io::Resp3Owned(*r);
 }
 
 std::error_code Engine::Impl::issue(std::span<const std::string_view> args, io::ReplyFn done) {

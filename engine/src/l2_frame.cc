@@ -6,10 +6,14 @@ namespace echo::engine {
 
 std::string frame_l2_value(const table::BrandedId& version, std::string_view value) {
   std::string out;
-  out.reserve(table::kIdSize + value.size());
+  append_l2_value(out, version, value);
+  return out;
+}
+
+void append_l2_value(std::string& out, const table::BrandedId& version, std::string_view value) {
+  out.reserve(out.size() + table::kIdSize + value.size());
   out.append(version.view());
   out.append(value);
-  return out;
 }
 
 table::Expected<L2Row, L2FrameError> split_l2_frame(std::string_view stored) noexcept {

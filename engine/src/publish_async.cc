@@ -67,10 +67,12 @@ Result<BrandedId> Engine::publish_async(TableRef& ref, std::string_view key, std
   const bool tracking = slot->spec.coherence == CoherenceMode::kTracking;
   std::vector<std::string> keys, args;
   if (broadcast) {
-    auto built = d.publish_args(*slot, *name, *minted, value);
-    if (!built) return table::Unexpected{built.error()};
+    WordList built;
+    if (Error e = d.publish_args(built, *slot, *name, *minted, value)) {
+      return table::Unexpected{e};
+    }
     keys = {d.key_of(*slot, *name)};
-    args = std::move(*built);
+    args = std::move(built.words);
   } else {
     args = {"SET", d.key_of(*slot, *name),
             slot->spec.l2_format == L2Format::kRaw ? value : frame_l2_value(*minted, value), "PX",

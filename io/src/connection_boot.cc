@@ -289,53 +289,59 @@ std::error_code Connection::evalsha_asking(const Script& script,
   return send_evalsha(script, keys, argv, std::move(done), /*asking=*/true);
 }
 
-std::error_code Connection::send_evalsha(const Script& script,
-                                         std::span<const std::string_view> keys,
-                                         std::span<const std::string_view> argv, ReplyFn done,
-                                         bool asking) {
-  // The request outlives this call (NOSCRIPT reloads and resends it), so it owns its bytes.
-  struct Request {
-    Script script;
-    std::vector<std::string> args;
-    ReplyFn done;
-    bool asking = false;
-    std::vector<std::string_view> views() const { return {args.begin(), args.end()}; }
-  };
-  auto req = std::make_shared<Request>();
-  req->script = script;
-  req->args.reserve(3 + keys.size() + argv.size());
-  req->args.emplace_back("EVALSHA");
-  req->args.emplace_back(script.sha);
-  req->args.emplace_back(std::to_string(keys.size()));
-  for (auto k : keys) req->args.emplace_back(k);
-  for (auto a : argv) req->args.emplace_back(a);
-  req->done = std::move(done);
-  req->asking = asking;
+std::error_code Connection::evalsha_lent(LentEval& req) { return send_eval(&req); }
 
+template <class Hold>
+std::error_code Connection::send_eval(Hold req) {
   auto resend = [this, req](std::error_code ec, const Resp3Value& v) {
     if (ec && ec != IoErrc::kServerError) return req->done(ec, v);
     if (!v.is_error() || !starts_with(v.str(), "NOSCRIPT")) return req->done(ec, v);
     base::solo_add(script_loads_);
-    const std::string_view load[] = {"SCRIPT", "LOAD", req->script.source};
+    const std::string_view load[] = {"SCRIPT", "LOAD", req->script->source};
     enqueue_internal(load, [this, req](std::error_code ec2, const Resp3Value& sha) {
       if (ec2) return req->done(ec2, sha);
-      if (sha.str() != req->script.sha) {
+      if (sha.str() != req->script->sha) {
         return req->done(make_error_code(IoErrc::kShaMismatch), sha);
       }
       base::solo_add(evalsha_calls_);
       // The first ASKING was spent on the EVALSHA that met NOSCRIPT: without its own, the resend
       // is sent back (MOVED) by the importing node.
       if (req->asking) enqueue_asking();
-      enqueue_internal(req->views(), [req](std::error_code ec3, const Resp3Value& again) {
+      enqueue_internal(req->command, [req](std::error_code ec3, const Resp3Value& again) {
         req->done(ec3, again);
       });
     });
   };
-  const auto views = req->views();
-  std::error_code ec =
-      asking ? call_asking(views, std::move(resend)) : call(views, std::move(resend));
+  std::error_code ec = req->asking ? call_asking(req->command, std::move(resend))
+                                   : call(req->command, std::move(resend));
   if (!ec) base::solo_add(evalsha_calls_);
   return ec;
+}
+
+std::error_code Connection::send_evalsha(const Script& script,
+                                         std::span<const std::string_view> keys,
+                                         std::span<const std::string_view> argv, ReplyFn done,
+                                         bool asking) {
+  // The request outlives this call (NOSCRIPT reloads and resends it), so it owns its bytes.
+  struct Owned : LentEval {
+    Script own_script;
+    std::vector<std::string> args;
+    std::vector<std::string_view> views;
+  };
+  auto req = std::make_shared<Owned>();
+  req->own_script = script;
+  req->args.reserve(3 + keys.size() + argv.size());
+  req->args.emplace_back("EVALSHA");
+  req->args.emplace_back(script.sha);
+  req->args.emplace_back(std::to_string(keys.size()));
+  for (auto k : keys) req->args.emplace_back(k);
+  for (auto a : argv) req->args.emplace_back(a);
+  req->views.assign(req->args.begin(), req->args.end());
+  req->script = &req->own_script;
+  req->command = req->views;
+  req->done = std::move(done);
+  req->asking = asking;
+  return send_eval(std::move(req));
 }
 
 // --- Blocking calls (other threads) --------------------------------------------------------

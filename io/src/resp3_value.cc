@@ -269,7 +269,7 @@ std::string Resp3Value::to_debug_string() const {
   return out;
 }
 
-Resp3Owned::Resp3Owned(const Resp3Value& value) {
+void Resp3Owned::assign(const Resp3Value& value) {
   const Resp3Node* nodes = value.nodes_;
   // The value's attributes precede it on the wire, so [first, end) is one contiguous run of
   // nodes, and its text one contiguous run of bytes.
@@ -286,7 +286,11 @@ Resp3Owned::Resp3Owned(const Resp3Value& value) {
     hi = std::max(hi, nodes[i].offset + nodes[i].count);
   }
   if (lo > hi) lo = hi = 0;
-  if (hi > lo) bytes_.assign(value.base_ + lo, hi - lo);
+  if (hi > lo) {
+    bytes_.assign(value.base_ + lo, hi - lo);
+  } else {
+    bytes_.clear();
+  }
 
   nodes_.assign(nodes + first, nodes + end);
   for (Resp3Node& n : nodes_) {

@@ -118,13 +118,22 @@ Expected<std::string_view, NameError> check_text_key(std::string_view key) noexc
 Expected<std::string, NameError> l2_key(std::string_view table, std::string_view id) {
   if (auto t = check_table_name(table); !t) return Unexpected{t.error()};
   if (!is_valid_id(id)) return Unexpected{NameError::kInvalidId};
-  return concat({"ecc:{", table, "}:", id});
+  std::string out;
+  append_l2_key(out, table, id);
+  return out;
 }
 
 Expected<std::string, NameError> text_l2_key(std::string_view table, std::string_view key) {
   if (auto t = check_table_name(table); !t) return Unexpected{t.error()};
   if (auto k = check_text_key(key); !k) return Unexpected{k.error()};
-  return concat({"ecc:{", table, "}:", key});
+  std::string out;
+  append_l2_key(out, table, key);
+  return out;
+}
+
+void append_l2_key(std::string& out, std::string_view table, std::string_view id) {
+  out.reserve(out.size() + 7 + table.size() + id.size());
+  out.append("ecc:{").append(table).append("}:").append(id);
 }
 
 Expected<std::string, NameError> coherence_channel(std::string_view table) {

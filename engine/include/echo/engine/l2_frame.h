@@ -23,6 +23,8 @@ struct L2Row {
 
 // version ‖ value, the bytes SET stores. Any thread; allocates the result.
 std::string frame_l2_value(const table::BrandedId& version, std::string_view value);
+// The same bytes appended to `out` (allocates only as `out` grows).
+void append_l2_value(std::string& out, const table::BrandedId& version, std::string_view value);
 
 // Splits stored L2 bytes into version and value. Any thread; no allocation.
 table::Expected<L2Row, L2FrameError> split_l2_frame(std::string_view stored) noexcept;

@@ -108,6 +108,12 @@ struct Script {
   std::string source;
 };
 
+// A script call whose storage its caller lends (Connection::evalsha_lent): `command` is the
+// whole EVALSHA (EVALSHA, the sha, the key count, the keys, the arguments). The caller keeps this
+// struct, `*script` and the bytes `command` views alive and unchanged until `done` has run: on
+// NOSCRIPT the connection loads the script and sends `command` again.
+struct LentEval;
+
 // A reply's fate: `ec` empty → `reply` is the server's answer; `ec` == server → `reply` is the
 // server's error reply (its text says why); sha_mismatch → `reply` is the
 // SHA the server computed; any other `ec` → no reply (disconnected, closed, ...). The
@@ -115,6 +121,13 @@ struct Script {
 using ReplyFn = std::function<void(std::error_code ec, const Resp3Value& reply)>;
 using PushFn = std::function<void(const Resp3Value& push)>;
 using EventFn = std::function<void(ConnEvent event, std::error_code cause)>;
+
+struct LentEval {
+  const Script* script = nullptr;
+  std::span<const std::string_view> command;
+  ReplyFn done;
+  bool asking = false;
+};
 
 // A blocking call's outcome (other threads).
 struct OwnedResult {
@@ -161,6 +174,8 @@ class Connection {
   // EVALSHA sha nkeys keys... argv...; on NOSCRIPT: SCRIPT LOAD, check the SHA, resend once.
   std::error_code evalsha(const Script& script, std::span<const std::string_view> keys,
                           std::span<const std::string_view> argv, ReplyFn done);
+  // evalsha with nothing copied: `req` and what it views are the caller's until req.done ran.
+  std::error_code evalsha_lent(LentEval& req);
   // The same two after ASKING (a cluster's ASK redirect). ASKING's grant is one-shot, for the
   // connection's next command, so it is queued with the command as one unit, admitted or refused
   // together; ASKING needs no place of its own under max_pending (nor does a NOSCRIPT reload).
@@ -232,6 +247,10 @@ class Connection {
   void enqueue_asking();
   std::error_code send_evalsha(const Script& script, std::span<const std::string_view> keys,
                                std::span<const std::string_view> argv, ReplyFn done, bool asking);
+  // Sends req->command; on NOSCRIPT loads the script, checks its SHA and sends it once more.
+  // `Hold` keeps the request alive: a LentEval* (the caller's) or a shared_ptr to an owned one.
+  template <class Hold>
+  std::error_code send_eval(Hold req);
   void dispatch();
   void boot();
   void boot_resp2();

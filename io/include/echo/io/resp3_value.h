@@ -172,7 +172,10 @@ class Resp3Value {
 class Resp3Owned {
  public:
   Resp3Owned() = default;
-  explicit Resp3Owned(const Resp3Value& value);
+  explicit Resp3Owned(const Resp3Value& value) { assign(value); }
+  // Becomes a copy of `value`, keeping the storage it already has: a Resp3Owned assigned answer
+  // after answer allocates only when one outgrows every earlier one.
+  void assign(const Resp3Value& value);
 
   Resp3Value view() const noexcept {
     return nodes_.empty() ? Resp3Value{} : Resp3Value{nodes_.data(), bytes_.data(), root_};

@@ -45,6 +45,9 @@ Expected<std::string, NameError> l2_key(std::string_view table, std::string_view
 // ecc:{t}:<key> — the L2 key of a text key (docs/wire.md, "Text keys"). The table is checked first,
 // so once a table has passed check_table_name every refusal here is the key's.
 Expected<std::string, NameError> text_l2_key(std::string_view table, std::string_view key);
+// ecc:{t}:<id or key> appended to `out`, for a table and an id or key already checked (no checks:
+// l2_key and text_l2_key check, then write through it). Allocates only as `out` grows.
+void append_l2_key(std::string& out, std::string_view table, std::string_view id);
 // ecc:{t}:coh — the broadcast lane's channel.
 Expected<std::string, NameError> coherence_channel(std::string_view table);
 // ecc:{t}:ask — a broadcast table's receipt asks (docs/wire.md, "Receipts": an EchoStore
