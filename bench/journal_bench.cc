@@ -11,67 +11,40 @@
 // lanes alternate message by message inside one benchmark, so the machine's load drifts hit the
 // remembered lane and its baseline alike. The run ends with a table of the goals' ratios.
 // ECHO_BENCH_MESSAGES overrides the lane messages per lane (default 2,000).
-#include <benchmark/benchmark.h>
-#include <echo/engine/engine.h>
-#include <echo/engine/internal/access.h>
+// Its parts: journal_bench_lanes.cc (the lanes), journal_bench_table.cc (the closing table);
+// what they share, journal_bench.h. This file: the SQLite rows (the baselines and the pair) and
+// main, which registers every benchmark.
+#include "journal_bench.h"
+
 #include <echo/engine/journal.h>
-#include <echo/harness/lane.h>
 #include <echo/harness/placement.h>
 #include <echo/harness/plain_wal.h>
 #include <echo/harness/samples.h>
-#include <echo/harness/stage.h>
 #include <echo/harness/temp_dir.h>
-#include <echo/table/branded_id.h>
-#include <echo/testing/local_server.h>
 #include <sqlite3.h>
 
 #include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
-#include <cstdio>
-#include <cstdlib>
-#include <filesystem>
-#include <map>
+#include <cstdint>
 #include <memory>
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
-namespace {
-
-using namespace echo::harness;  // the measurement harness this bench is built on
-using echo::engine::CoherenceMode;
-using echo::engine::Engine;
-using echo::engine::EngineOptions;
-using echo::engine::Journal;
-using echo::engine::JournalOptions;
-using echo::table::BrandedId;
-namespace fs = std::filesystem;
+namespace journal_bench {
 
 echo::testing::LocalServer* g_server = nullptr;
 echo::table::Minter g_minter(105);  // one atomic cell: safe from every writer thread
-
-BrandedId mint(std::string_view ns) { return g_minter.mint(ns).value(); }
-
-constexpr const char* kDirPrefix = "echostore-journal-bench-";
 
 JournalOptions journal_options(const fs::path& dir, bool full) {
   return echo::harness::journal_options(dir, mint("PRT").str(), 105, full);
 }
 
-// Figures for the closing table, by name; the last call of a benchmark wins (Google Benchmark's
-// final call is the one it reports, with the most iterations).
 std::map<std::string, double> g_figures;
-
-// ---- placement ----
-
-struct Placement {
-  const char* name;
-  int bench_cpu, server_cpu;  // the nodes' io threads and writers go with the bench thread
-};
-constexpr Placement kPlacements[] = {{"one-core", 0, 0}, {"spread", 0, 1}};
 
 // ---- SQLite: the baseline and the pair ----
 
@@ -344,248 +317,9 @@ void BM_Journal_RecordTail(benchmark::State& state, bool bursts) {
   g_figures[key + "n"] = static_cast<double>(rec.us.size());
 }
 
-// ---- the lanes ----
+}  // namespace journal_bench
 
-// The lanes' nodes: nothing on the wire but the measured traffic (no heartbeat).
-EngineOptions node(unsigned id, int cpu) {
-  return echo::harness::quiet_node_options(g_server->host(), g_server->port(), id, cpu);
-}
-
-int messages() {
-  const char* env = std::getenv("ECHO_BENCH_MESSAGES");
-  return env != nullptr ? std::max(100, std::atoi(env)) : 2000;
-}
-
-// Receiver R consumes two job-lane tables: jb (bare) and jm (its consumer consults the journal's
-// applied memory and remembers every verdict). Sender S enqueues jb's jobs with Engine::enqueue
-// and jm's through the journal's writer edge (record -> enqueue under the recorded job id ->
-// mark), the journal being both edges' as in the drill's H6. Each iteration sends one message
-// down each lane, alternating which goes first; between messages (untimed) the lane's consumer
-// has completed the last job and parked again and R re-puts the row, so every send finds it
-// parked. The manual time is the remembered lane's; the bare lane's samples are its baseline.
-void BM_JobLane_RememberedVsBare(benchmark::State& state, const Placement& p) {
-  pin_thread_or_warn(p.bench_cpu);
-  pin_process_or_warn(g_server->pid(), p.server_cpu);  // redis-server's bio threads too
-  TempDir dir(kDirPrefix);
-  Journal j(journal_options(dir.path(), false));
-  const BrandedId group = j.group();
-  Engine r(node(51, p.bench_cpu), {lane_table("jb", CoherenceMode::kJob, p.bench_cpu),
-                                   lane_table("jm", CoherenceMode::kJob, p.bench_cpu)});
-  r.use_journal("jm", j);
-  Engine s(node(52, p.bench_cpu), {lane_table("jb", CoherenceMode::kNone, p.bench_cpu),
-                                   lane_table("jm", CoherenceMode::kNone, p.bench_cpu)});
-  if (r.start() || s.start())
-    throw std::runtime_error("journal_bench: the lane nodes did not start");
-  // When the remembered lane's enqueue starts: the record's commit is over (the split below).
-  Clock::time_point enqueue_at;
-  const echo::engine::EnqueueFn enqueue = [&s, group, &enqueue_at](const BrandedId& job,
-                                                                   std::string_view name,
-                                                                   const BrandedId& version) {
-    enqueue_at = Clock::now();
-    return s.enqueue_job("jm", group, job, name, version);
-  };
-  Samples record_us;  // the remembered send's record (its commit), from the send to the enqueue
-  // The record's floor at the same point of the cycle: a plain WAL commit (PlainWal, the same page
-  // size and synchronous) timed where a record would start, once per iteration, cold as the record
-  // is (the lanes' threads and the server ran in between), not in a hot loop.
-  PlainWal plain(dir.path() / "plain.db", false);
-  Samples plain_us;
-  const BrandedId name = mint("AST");
-  struct Lane {
-    const char* table;
-    bool remembered;
-    JobLaneTurns turns;  // the consumer settled and parked again before each send
-    Samples samples;
-    // Send -> R's writer applied the batch that dropped the row (WriterStats::last_applied_ns, its
-    // own steady clock): the sender also observes, and its call returns after the enqueue's reply,
-    // so "until the row is gone" ends at max(apply, return); this ends at the apply.
-    Samples applied;
-  };
-  Lane lanes[2] = {{"jb", false, JobLaneTurns(r, "jb")}, {"jm", true, JobLaneTurns(r, "jm")}};
-  auto one = [&](Lane& lane, bool keep) -> double {
-    if (!lane.turns.settled()) return -1;
-    if (!r.put(lane.table, name.view(), "px=105.00", mint("TXN"))) return -1;
-    const BrandedId v = mint("TXN");
-    const auto t0 = Clock::now();
-    bool sent = false;
-    if (lane.remembered) {
-      sent = j.intend_and_enqueue(name, v, enqueue).has_value();
-      if (keep)
-        record_us.us.push_back(std::chrono::duration<double, std::micro>(enqueue_at - t0).count());
-    } else {
-      auto admitted = s.enqueue("jb", group, name.view(), v);
-      sent = admitted && admitted->size() == 1;
-    }
-    if (!sent) return -1;
-    lane.turns.sent();
-    char buf[64];
-    const bool gone = spin_until([&] {
-      return echo::engine::internal::writer_of(r, lane.table)
-                 ->map()
-                 .read(name.view(), buf)
-                 .status == echo::table::ReadStatus::kMiss;
-    });
-    if (!gone) return -1;
-    const double us = since_us(t0);
-    if (keep) {
-      lane.samples.us.push_back(us);
-      const std::int64_t at =
-          echo::engine::internal::writer_of(r, lane.table)->stats().last_applied_ns;
-      lane.applied.us.push_back(
-          static_cast<double>(
-              at -
-              std::chrono::duration_cast<std::chrono::nanoseconds>(t0.time_since_epoch()).count()) /
-          1e3);
-    }
-    return us;
-  };
-  // Warm-up (unmeasured) until both lanes' consumers are registered and parked.
-  for (int i = 0; i < 100; ++i) {
-    if (one(lanes[0], false) < 0 || one(lanes[1], false) < 0) {
-      state.SkipWithError("a warm-up job was not applied");
-      return;
-    }
-  }
-  std::uint64_t iteration = 0;
-  for (auto _ : state) {
-    const bool bare_first = (iteration++ & 1) == 0;
-    const double a = one(lanes[bare_first ? 0 : 1], true);
-    const double b = one(lanes[bare_first ? 1 : 0], true);
-    // The cold plain commit, staged as a remembered send is: both lanes settled, the row put back.
-    bool plain_ok = false;
-    if (a >= 0 && b >= 0 && lanes[0].turns.settled() && lanes[1].turns.settled() &&
-        r.put("jm", name.view(), "px=105.00", mint("TXN"))) {
-      const auto t0 = Clock::now();
-      plain_ok = plain.commit(mint("AST").view());
-      plain_us.us.push_back(since_us(t0));
-    }
-    if (a < 0 || b < 0 || !plain_ok) {
-      state.SkipWithError("a job was not applied");
-      break;
-    }
-    state.SetIterationTime((bare_first ? b : a) / 1e6);
-  }
-  if (!j.flush()) state.SkipWithError("the journal's flush failed");
-  const auto last = j.last_applied(name);
-  if (!last) state.SkipWithError("the applied memory holds nothing for the lane's name");
-  for (Samples* x : {&lanes[0].samples, &lanes[1].samples, &lanes[0].applied, &lanes[1].applied,
-                     &record_us, &plain_us}) {
-    x->sort();
-  }
-  const double bare = lanes[0].samples.pct(0.5), mem = lanes[1].samples.pct(0.5);
-  state.counters["bare_p50_us"] = bare;
-  state.counters["remembered_p50_us"] = mem;
-  state.counters["bare_p99_us"] = lanes[0].samples.pct(0.99);
-  state.counters["remembered_p99_us"] = lanes[1].samples.pct(0.99);
-  state.counters["p50_ratio"] = bare > 0 ? mem / bare : 0;
-  state.counters["record_p50_us"] = record_us.pct(0.5);
-  state.SetItemsProcessed(state.iterations());
-  state.SetLabel(p.name);
-  g_figures[std::string("bare_") + p.name] = bare;
-  g_figures[std::string("mem_") + p.name] = mem;
-  g_figures[std::string("rec_") + p.name] = record_us.pct(0.5);
-  g_figures[std::string("plain_cold_") + p.name] = plain_us.pct(0.5);
-  state.counters["plain_cold_p50_us"] = plain_us.pct(0.5);
-  g_figures[std::string("bare_applied_") + p.name] = lanes[0].applied.pct(0.5);
-  g_figures[std::string("mem_applied_") + p.name] = lanes[1].applied.pct(0.5);
-  state.counters["bare_applied_p50_us"] = lanes[0].applied.pct(0.5);
-  state.counters["remembered_applied_p50_us"] = lanes[1].applied.pct(0.5);
-}
-
-// ---- the closing table ----
-
-void print_table() {
-  auto fig = [](const std::string& k) {
-    const auto it = g_figures.find(k);
-    return it == g_figures.end() ? 0.0 : it->second;
-  };
-  auto verdict = [](bool met) { return met ? "met" : "NOT met"; };
-  std::printf("\njournal price (baselines in this run)\n");
-  const double plain = fig("plain"), pair = fig("pair");
-  if (plain > 0 && pair > 0) {
-    std::printf(
-        "single pair (NORMAL, unpinned): %.1f us vs a plain WAL commit %.1f us = %.2fx (goal <= "
-        "2x: %s)\n",
-        pair, plain, pair / plain, verdict(pair <= 2 * plain));
-  }
-  const double vfs_d = fig("vfs_default"), vfs_1 = fig("vfs_one_write"), vfs_j = fig("vfs_journal");
-  if (vfs_d > 0 && vfs_1 > 0 && vfs_j > 0) {
-    std::printf(
-        "a plain commit through the journal's VFS: %.1f us vs SQLite's default %.1f us = %.2fx "
-        "(frames in one write alone: %.1f us = %.2fx; and the process's lock held: no fcntl) "
-        "(alternating, medians)\n",
-        vfs_j, vfs_d, vfs_j / vfs_d, vfs_1, vfs_1 / vfs_d);
-  }
-  const double wire = fig("wire");
-  if (plain > 0 && wire > 0 && pair > 0) {
-    // The two medians come from separate benchmark runs, so their difference is only as good as
-    // the run's noise: a negative one says the journal's share is below it, not that it is < 0.
-    std::printf(
-        "of which SQLite on the journal's schema (the same BEGIN, mark, INSERT, COMMIT, "
-        "no journal): %.1f us = %.2fx the plain commit; the journal's own share "
-        "%+.1f us%s\n",
-        wire, wire / plain, pair - wire, pair < wire ? " (below this run's noise)" : "");
-  }
-  const double plain_full = fig("plain_full"), pair_full = fig("pair_full");
-  if (plain_full > 0 && pair_full > 0) {
-    std::printf("single pair (FULL, unpinned):   %.1f us vs a plain WAL commit %.1f us = %.2fx\n",
-                pair_full, plain_full, pair_full / plain_full);
-  }
-  for (int w : {2, 4, 8}) {
-    const double us = fig("pair_" + std::to_string(w));
-    if (us <= 0) continue;
-    std::printf(
-        "amortized pair, %d writers (unpinned): %.1f us = %.2fx the plain commit (goal <= 10 us: "
-        "%s)\n",
-        w, us, plain > 0 ? us / plain : 0, verdict(us <= 10));
-  }
-  for (const char* key : {"tail_", "tail_bursts_"}) {
-    const std::string k = key;
-    if (fig(k + "n") <= 0) continue;
-    std::printf(
-        "record tail, a writer pausing 100 us%s (%.0f pairs): record+mark p50 / p99 / p99.9 / max "
-        "%.1f / %.1f / %.0f / %.0f us vs a plain commit checkpointing inline as SQLite does "
-        "%.1f / %.1f / %.0f / %.0f us (p99.9 %.2fx); the journal's checkpoints %.0f on its "
-        "flusher, %.0f inline\n",
-        k == "tail_" ? "" : ", an applier remembering 2,000 at once every 10 ms", fig(k + "n"),
-        fig(k + "rec_p50"), fig(k + "rec_p99"), fig(k + "rec_p999"), fig(k + "rec_max"),
-        fig(k + "plain_p50"), fig(k + "plain_p99"), fig(k + "plain_p999"), fig(k + "plain_max"),
-        fig(k + "plain_p999") > 0 ? fig(k + "rec_p999") / fig(k + "plain_p999") : 0,
-        fig(k + "checkpoints"), fig(k + "inline"));
-  }
-  for (const Placement& p : kPlacements) {
-    const double bare = fig(std::string("bare_") + p.name), mem = fig(std::string("mem_") + p.name);
-    if (bare <= 0 || mem <= 0) continue;
-    std::printf(
-        "lane median (%s): remembered %.0f us vs bare %.0f us = %.2fx (goal <= 1.3x: %s); the "
-        "record's "
-        "commit inside it %.0f us (median)\n",
-        p.name, mem, bare, mem / bare, verdict(mem <= 1.3 * bare),
-        fig(std::string("rec_") + p.name));
-    const double bare_a = fig(std::string("bare_applied_") + p.name),
-                 mem_a = fig(std::string("mem_applied_") + p.name);
-    if (bare_a > 0 && mem_a > 0) {
-      std::printf(
-          "  send -> the receiver's apply (its own clock, no observer) (%s): remembered %.0f us vs "
-          "bare %.0f us "
-          "= %.2fx; remembered - bare = %.0f us\n",
-          p.name, mem_a, bare_a, mem_a / bare_a, mem_a - bare_a);
-    }
-    const double cold = fig(std::string("plain_cold_") + p.name);
-    if (cold > 0) {
-      std::printf(
-          "  the record's floor (%s): a plain WAL commit at the same point of the cycle %.0f us "
-          "(the record "
-          "%.2fx it); the lane's ratio with a record at that floor: %.2fx observed, %.2fx at the "
-          "apply\n",
-          p.name, cold, fig(std::string("rec_") + p.name) / cold, (bare + cold) / bare,
-          bare_a > 0 ? (bare_a + cold) / bare_a : 0);
-    }
-  }
-  std::printf("the original: 143 us per pair; remembered lane 524 us vs bare 148 us, 3.5x\n");
-}
-
-}  // namespace
+using namespace journal_bench;  // NOLINT(google-build-using-namespace): main registers them all
 
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 // The table writer's loop: its rings drained in capped batches and applied newer-wins (in place
 // for carried values), the direct path an io thread takes under its token, listeners and the
-// absent memory. Its life, its inbox and its stats are table_writer_inbox.cc's; a miss's flight
-// (the single-flight fill: L2, then the loader) is table_writer_flights.cc's.
+// absent memory's forgetting. Its life, its inbox and its stats are table_writer_inbox.cc's; a
+// miss's flight (the single-flight fill: L2, then the loader) and the absent memory it consults
+// and fills are table_writer_flights.cc's.
 #include <echo/engine/internal/table_writer.h>
 
 #include <echo/base/clock.h>
@@ -507,31 +508,6 @@ void TableWriter::note_drop_hashed(std::uint64_t hash) noexcept {
   for (auto& [key, flight] : flights_) {
     if (flight.hash == hash) flight.overtaken = true;
   }
-}
-
-bool TableWriter::remembered_absent(std::string_view name) {
-  const auto it = absent_.find(name);
-  if (it == absent_.end()) return false;
-  if (table::steady_clock_ms() < it->second.expires_ms) return true;
-  absent_.erase(it);
-  return false;
-}
-
-void TableWriter::remember_absent(std::string_view name, const table::BrandedId& version) {
-  if (absent_.size() >= spec_.max_size) {
-    // Full: the expired go first, else the one that expires soonest (a linear pass, only when
-    // the bound is reached).
-    const std::int64_t now = table::steady_clock_ms();
-    std::erase_if(absent_, [now](const auto& e) { return e.second.expires_ms <= now; });
-    if (absent_.size() >= spec_.max_size) {
-      absent_.erase(std::min_element(
-          absent_.begin(), absent_.end(),
-          [](const auto& a, const auto& b) { return a.second.expires_ms < b.second.expires_ms; }));
-    }
-  }
-  absent_.insert_or_assign(std::string(name),
-                           AbsentKey{version.bytes(), table::hash_key(name),
-                                     table::steady_clock_ms() + spec_.absent_ttl_ms});
 }
 
 void TableWriter::forget_absent(std::string_view name, const table::BrandedId* version) noexcept {

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// The table writer's single-flight fill protocol (the writer thread; its loop is
-// table_writer.cc's).
+// The table writer's single-flight fill protocol and the absent memory it consults and fills
+// (the writer thread; its loop is table_writer.cc's).
 //
 // A flight is one L2 read (and, on nil, one loader run and conditional L2 write) shared by every
 // concurrent miss of a name. The fill guard closes the classic race twice over: the map refuses
@@ -294,6 +294,33 @@ void TableWriter::serve_forgotten(std::string_view name, Flight& flight,
     GetOutcome copy = outcome;
     w(std::move(copy));
   }
+}
+
+// The absent memory (negative caching, TableSpec::absent_ttl_ms): on_miss consults it, on_loaded
+// fills it; a write of the name forgets it (forget_absent, table_writer.cc).
+bool TableWriter::remembered_absent(std::string_view name) {
+  const auto it = absent_.find(name);
+  if (it == absent_.end()) return false;
+  if (table::steady_clock_ms() < it->second.expires_ms) return true;
+  absent_.erase(it);
+  return false;
+}
+
+void TableWriter::remember_absent(std::string_view name, const table::BrandedId& version) {
+  if (absent_.size() >= spec_.max_size) {
+    // Full: the expired go first, else the one that expires soonest (a linear pass, only when
+    // the bound is reached).
+    const std::int64_t now = table::steady_clock_ms();
+    std::erase_if(absent_, [now](const auto& e) { return e.second.expires_ms <= now; });
+    if (absent_.size() >= spec_.max_size) {
+      absent_.erase(std::min_element(
+          absent_.begin(), absent_.end(),
+          [](const auto& a, const auto& b) { return a.second.expires_ms < b.second.expires_ms; }));
+    }
+  }
+  absent_.insert_or_assign(std::string(name),
+                           AbsentKey{version.bytes(), table::hash_key(name),
+                                     table::steady_clock_ms() + spec_.absent_ttl_ms});
 }
 
 }  // namespace echo::engine

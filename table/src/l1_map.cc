@@ -42,7 +42,8 @@
 //   resized under readers and never reclaimed; the load factor stays <= 0.5 (up to 1 past
 //   max_size 2^25). At load ~0.76 a typed hit mispredicted its chain walk 0.36 times per hit
 //   (callgrind --branch-sim, perf/ops.cc's typed_hit), against 0.22 for the flat map; at <= 0.5,
-//   0.17. That is why max_size is capped (2^26, l1_map.h): the whole index is allocated up front.
+//   0.17. That is why max_size is capped (2^26, l1_config.h): the whole index is allocated
+//   up front.
 // - Retired rows wait for reclamation on a list threaded through the rows themselves
 //   (Row::Links::newer), cut into tagged batches: retiring never allocates, so a coherence apply
 //   (the writer's noexcept ring drain) cannot fail on the retire list, however long a stuck

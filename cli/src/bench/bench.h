@@ -2,9 +2,9 @@
 // `echostore bench`'s measurements: each row runs our code and its baseline side by side in every
 // round (interleaved, so a noisy neighbour hits both), and reports the median of the rounds for
 // each and their ratio (a figure is a ratio to a baseline measured in the same run:
-// docs/benchmarks.md). The in-process rows (ring, L1, RESP3) live in micro.cc, the rows that need a
-// server (lanes, journal) in lanes.cc, the neighbour-jitter rows in neighbour.cc, the table and the
-// JSON in report.cc.
+// docs/benchmarks.md). The in-process rows (ring, L1, RESP3) live in micro.cc and micro_l1.cc, the
+// rows that need a server (lanes, journal) in lanes.cc, the neighbour-jitter rows in neighbour.cc,
+// the table and the JSON in report.cc.
 #pragma once
 
 #include <sys/types.h>

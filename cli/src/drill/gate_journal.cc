@@ -2,21 +2,18 @@
 // Gates H1-H6 (docs/wire.md, "The gates"): the journal beside the bus. H1 files per group; H2 both
 // crash seams closed by replay; H3 the applied memory across a full stop; H4 the bus's queue keys
 // deleted and replayed back; H5 compaction by coverage; H6 the price, derived from a plain SQLite
-// WAL commit and the bare job lane measured in the same run. The journal files live in a temp
-// dir the gates remove.
+// WAL commit and the bare job lane measured in the same run (gate_journal_price.cc; what the two
+// files share, gate_journal.h). The journal files live in a temp dir the gates remove.
 #include <sqlite3.h>
 #include <stdlib.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
-#include <latch>
 #include <memory>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <vector>
 
 #include <echo/engine/engine.h>
@@ -24,7 +21,6 @@
 #include <echo/engine/internal/job_consumer.h>
 #include <echo/engine/journal.h>
 #include <echo/engine/l2_frame.h>
-#include <echo/harness/plain_wal.h>
 #include <echo/harness/stage.h>
 #include <echo/harness/temp_dir.h>
 #include <echo/lua/scripts.h>
@@ -33,6 +29,7 @@
 
 #include "drill/drill.h"
 #include "drill/floors.h"
+#include "drill/gate_journal.h"
 
 namespace echo::cli {
 namespace {
@@ -45,39 +42,17 @@ using engine::JournalOptions;
 using engine::Loaded;
 using engine::LoadResult;
 using engine::TableSpec;
-using floors::Clock;
-using floors::fmt;
 using floors::node_options;
 using floors::Redis;
 using floors::Reply;
+using journal_gates::JournalDir;
+using journal_gates::lane_enqueue;
+using journal_gates::lane_table;
+using journal_gates::member;
+using journal_gates::mint;
+using journal_gates::options;
 using table::BrandedId;
 namespace fs = std::filesystem;
-
-// This file's names and versions come from one minter, so they are in mint order.
-constexpr unsigned kGateNode = 440;
-
-table::Minter& minter() {
-  static table::Minter m(kGateNode);
-  return m;
-}
-BrandedId mint(std::string_view ns) { return minter().mint(ns).value(); }
-
-// The gates' journal files: a fresh temp dir per gate, removed with everything in it; ok() is
-// false when it could not be made (the gate fails that check).
-struct JournalDir : harness::TempDir {
-  JournalDir() noexcept : TempDir("echostore-drill-journal-", std::nothrow) {}
-};
-
-JournalOptions options(const fs::path& dir, const BrandedId& group) {
-  return harness::journal_options(dir, group.str(), kGateNode + 1);
-}
-
-TableSpec lane_table(const std::string& name, CoherenceMode mode) {
-  TableSpec s = harness::ast_table(name, mode, harness::answering("px=1"));
-  s.job_lease_ms = 2000;
-  s.job_beat_ms = 100;
-  return s;
-}
 
 // A consumer node whose lane consults `j`; nullptr when it does not start.
 std::unique_ptr<Engine> remembering(const DrillTarget& target, unsigned node,
@@ -87,18 +62,6 @@ std::unique_ptr<Engine> remembering(const DrillTarget& target, unsigned node,
   e->use_journal(table, j);
   if (e->start()) return nullptr;
   return e;
-}
-
-engine::EnqueueFn lane_enqueue(Engine& w, const std::string& table, const BrandedId& group) {
-  return [&w, table, group](const BrandedId& job, std::string_view name, const BrandedId& version) {
-    return w.enqueue_job(table, group, job, name, version);
-  };
-}
-
-bool member(Redis& r, const std::string& table, unsigned node) {
-  Reply z = r.command("ZSCORE %s %s", engine::JobLaneKeys::for_table(table).members.c_str(),
-                      std::to_string(node).c_str());
-  return z && z->type == REDIS_REPLY_STRING;
 }
 
 std::string base_of(const std::string& table, unsigned node) {
@@ -435,189 +398,12 @@ void h5_compaction(GateRun& run, const DrillTarget& target) {
              std::to_string(answered) + " of 50 -- the outbox empties, the memory does not");
 }
 
-void h6_price(GateRun& run, const DrillTarget& target) {
-  constexpr int kPairs = 1000, kWriters = 4, kLoadedPairs = 2000, kMessages = 400, kWarmup = 20;
-  run.stage(
-      "a plain SQLite WAL table (synchronous=NORMAL, the journal's page size, one "
-      "autocommitted INSERT per call) and "
-      "the journal in one temp dir: 1,000 record+mark pairs single, 2,000 under 4 writers (each "
-      "on its own name, timed from their common start once all four threads exist to the last "
-      "mark in the file); node R with two job-lane tables, jb (bare) and jm (the journal), "
-      "sender S; 400 messages each, one at a time and alternating lane by lane, from the send to "
-      "the row gone from R's L1");
-  JournalDir dir;
-  if (!run.expect(dir.ok(), "a temp dir for the journal files")) return;
-  double plain_us = 0;
-  {
-    bool ok = true;
-    try {
-      harness::PlainWal wal(dir.path() / "plain.db");
-      const auto t0 = Clock::now();
-      for (int i = 0; ok && i < kPairs; ++i) ok = wal.commit(mint("AST").str());
-      plain_us = floors::since_us(t0) / kPairs;
-    } catch (const std::runtime_error&) {
-      ok = false;
-    }
-    if (!run.expect(ok, "the plain WAL baseline ran")) return;
-  }
-  const BrandedId group = mint("PRT");
-  Journal j(options(dir.path(), group));
-  const BrandedId pname = mint("AST");
-  // A record the file refused ends the loop (counted below): the figures would time nothing.
-  std::atomic<bool> refused{false};
-  const auto pair = [&j, &refused](const BrandedId& name) {
-    const auto job = j.record(name, mint("AST"));
-    if (!job) {
-      refused = true;
-      return false;
-    }
-    j.mark_enqueued(*job);
-    return true;
-  };
-  auto t0 = Clock::now();
-  for (int i = 0; i < kPairs; ++i) {
-    if (!pair(pname)) break;
-  }
-  (void)j.flush();  // its error, if any, shows as marks not in the file below
-  const double single_us = floors::since_us(t0) / kPairs;
-  const auto before = j.stats();
-  {
-    // The clock starts once every writer thread exists (their creation is not a pair's cost),
-    // as Google Benchmark's threads start in journal_bench's BM_Journal_RecordMarkPairConcurrent.
-    std::latch spawned(kWriters), go(1);
-    std::vector<std::jthread> writers;
-    for (int w = 0; w < kWriters; ++w) {
-      writers.emplace_back([&] {
-        const BrandedId own = mint("AST");
-        spawned.count_down();
-        go.wait();
-        for (int i = 0; i < kLoadedPairs / kWriters; ++i) {
-          if (!pair(own)) break;
-        }
-      });
-    }
-    spawned.wait();
-    t0 = Clock::now();
-    go.count_down();
-  }
-  (void)j.flush();  // as above
-  const double loaded_us = floors::since_us(t0) / kLoadedPairs;
-  const auto js = j.stats();
-  run.expect(!refused && js.intents == kPairs + kLoadedPairs && js.pending_enqueue == 0,
-             "every pair recorded and marked");
-  // Records and marks per commit under the writers (the gathering's figure).
-  const double per_commit =
-      static_cast<double>(js.grouped - before.grouped) /
-      static_cast<double>(std::max<std::uint64_t>(1, js.transactions - before.transactions));
-  const double pair_lo = 0.25 * plain_us, pair_hi = 10 * plain_us + 200;
-  run.derive(
-      "a plain WAL commit costs " + fmt("%.1f", plain_us) +
-      " us here; a pair is one "
-      "commit the caller runs on its own thread (the connection free: no hand-off) plus a "
-      "mark the flusher commits within ms, on a schema that writes an index page more (the plain "
-      "table checkpoints inline, the journal on its flusher's connection): expect " +
-      fmt("%.0f", pair_lo) + " to " + fmt("%.0f", pair_hi) +
-      " us single (goal <= 2x the "
-      "plain commit: " +
-      fmt("%.1f", 2 * plain_us) + " us)");
-  run.expect(single_us >= pair_lo && single_us <= pair_hi,
-             "single pair " + fmt("%.1f", single_us) + " us inside the derived band");
-
-  // The lanes: bare and remembered on one node, the journal the remembered lane's both edges.
-  JournalDir lane_dir;
-  if (!run.expect(lane_dir.ok(), "a temp dir for the lane's journal")) return;
-  Journal lj(options(lane_dir.path(), group));
-  Engine rn(node_options(target, 448),
-            {lane_table("jb", CoherenceMode::kJob), lane_table("jm", CoherenceMode::kJob)});
-  rn.use_journal("jm", lj);
-  Engine sn(node_options(target, 449),
-            {lane_table("jb", CoherenceMode::kNone), lane_table("jm", CoherenceMode::kNone)});
-  if (!run.expect(!rn.start() && !sn.start(), "nodes R and S start")) return;
-  Redis r(target);
-  run.expect(floors::eventually([&] { return member(r, "jb", 448) && member(r, "jm", 448); }),
-             "R registered on both lanes");
-  const BrandedId name = mint("AST");
-  // Message by message, alternating, so both lanes see the same moment of a noisy machine. Each
-  // kept message also asks the consumer whether it came as a hand-off or by a claim.
-  struct Lane {
-    std::string table;
-    floors::JobLaneTurns turns;
-    floors::Samples seen, applied;
-    int handed = 0;
-  };
-  Lane bare{"jb", floors::JobLaneTurns(rn, "jb")}, mem{"jm", floors::JobLaneTurns(rn, "jm")};
-  const auto enqueue = lane_enqueue(sn, "jm", group);
-  auto one = [&](Lane& lane, bool keep, auto send) {
-    const auto at_send = floors::consumer_of(rn, lane.table);
-    const auto timed = [&](const BrandedId& v) {
-      if (!send(v)) return false;
-      lane.turns.sent();
-      return true;
-    };
-    if (!floors::lane_message(
-            rn, lane.table, name, rn, minter(), [&] { return lane.turns.settled(); }, timed, keep,
-            lane.seen, lane.applied)) {
-      return false;
-    }
-    const auto took = [&] {
-      const auto c = floors::consumer_of(rn, lane.table);
-      return c.handed_off > at_send.handed_off || c.claimed > at_send.claimed;
-    };
-    if (keep && floors::spin_until(took) &&
-        floors::consumer_of(rn, lane.table).handed_off > at_send.handed_off) {
-      ++lane.handed;
-    }
-    return true;
-  };
-  const auto send_bare = [&](const BrandedId& v) {
-    auto a = sn.enqueue("jb", group, name.view(), v);
-    return a && a->size() == 1;
-  };
-  const auto send_mem = [&](const BrandedId& v) {
-    return lj.intend_and_enqueue(name, v, enqueue).has_value();
-  };
-  for (int i = 0; i < kMessages + kWarmup; ++i) {
-    if (!one(bare, i >= kWarmup, send_bare) || !one(mem, i >= kWarmup, send_mem)) break;
-  }
-  bare.seen.sort();
-  mem.seen.sort();
-  run.expect(bare.seen.us.size() == kMessages && mem.seen.us.size() == kMessages,
-             "400 messages through each lane");
-  run.expect(2 * bare.handed >= kMessages && 2 * mem.handed >= kMessages,
-             "most messages were handed to the parked consumer (bare " +
-                 std::to_string(bare.handed) + ", remembered " + std::to_string(mem.handed) +
-                 " of 400)");
-  const double bm = bare.seen.median(), mm = mem.seen.median();
-  const double lo = 0.8 * bm, hi = 4 * bm + 3 * pair_hi;
-  run.derive(
-      "the bare lane's median " + fmt("%.0f", bm) +
-      " us; the remembered lane adds the "
-      "writer's record commit before the enqueue and an in-memory check and a queued upsert at the "
-      "apply: expect " +
-      fmt("%.0f", lo) + " to " + fmt("%.0f", hi) +
-      " us (goal <= 1.3x "
-      "the bare lane: " +
-      fmt("%.0f", 1.3 * bm) + " us; the original paid 3.5x)");
-  run.expect(mm >= lo && mm <= hi,
-             "remembered lane median " + fmt("%.0f", mm) + " us inside the derived band");
-  run.figure(fmt("%.1f", single_us) + " us per record+mark pair single (" +
-             fmt("%.2f", single_us / plain_us) + "x a plain WAL commit of " +
-             fmt("%.1f", plain_us) + " us; goal 2x " +
-             (single_us <= 2 * plain_us ? "met" : "not met") + "), " + fmt("%.1f", loaded_us) +
-             " us amortized under " + std::to_string(kWriters) + " writers (goal 10 us " +
-             (loaded_us <= 10 ? "met" : "not met") + "; " + fmt("%.1f", per_commit) +
-             " records and marks per commit); remembered lane median " + fmt("%.0f", mm) +
-             " us vs the bare lane's " + fmt("%.0f", bm) + " us, " + fmt("%.2f", mm / bm) +
-             "x (goal 1.3x " + (mm <= 1.3 * bm ? "met" : "not met") + ")");
-}
-
 void add_journal_gates(std::vector<Gate>& gates) {
   gates.push_back({"H1", "files", h1_files});
   gates.push_back({"H2", "windows", h2_windows});
   gates.push_back({"H3", "memory", h3_memory});
   gates.push_back({"H4", "loss", h4_loss});
   gates.push_back({"H5", "compaction", h5_compaction});
-  gates.push_back({"H6", "price", h6_price});
 }
 
 const GateGroup kGroup{4401, add_journal_gates};

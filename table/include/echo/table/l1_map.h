@@ -3,6 +3,8 @@
 // ONE writer thread, read by any number of threads without locks. Also the newer-wins apply
 // primitive (apply_coherence) and the fill guard (tombstones, fill_guard.h). Reads never block,
 // allocate, make a syscall or write a shared cache line; see "Why this technique" in l1_map.cc.
+// Its configuration (L1Config, clocks, ValueLayout) is l1_config.h; what its calls answer
+// (verdicts, ReadResult, RowView, L1Stats) is l1_results.h: both come with this header.
 #pragma once
 
 #include <echo/base/cache_line.h>
@@ -11,6 +13,8 @@
 #include <echo/table/epoch.h>
 #include <echo/table/eviction.h>
 #include <echo/table/fill_guard.h>
+#include <echo/table/l1_config.h>
+#include <echo/table/l1_results.h>
 #include <echo/table/row_arena.h>
 
 #include <atomic>
@@ -28,155 +32,6 @@
 #include <vector>
 
 namespace echo::table {
-
-// Monotonic milliseconds (the rows' clock, docs/wire.md, "Table semantics"). Must be callable from
-// any thread, noexcept.
-using MonotonicClock = std::int64_t (*)() noexcept;
-// std::chrono::steady_clock in ms: exact, but a TSC read costs ~50-110 ns on a VM like the
-// benchmark host (BM_L1Map_GetHit vs BM_L1Map_GetHitAt), more than the rest of a hit.
-std::int64_t steady_clock_ms() noexcept;
-// CLOCK_MONOTONIC_COARSE (Linux; steady_clock elsewhere): the same clock at kernel-tick
-// resolution, ~10 ns. A row may then be served up to one tick (1-10 ms) past expires_at; choose
-// it where that is acceptable (BM_L1Map_GetHitCoarse).
-std::int64_t coarse_monotonic_ms() noexcept;
-
-// The longest name a row may have: a text key (1..200 bytes, docs/wire.md, "Text keys"); a branded
-// id is 14.
-inline constexpr std::size_t kMaxNameSize = 200;
-
-// How rows hold their values. Bytes (size 0, the default): the value's bytes as the writer gave
-// them. An object: the writer decodes the given bytes once, when the row enters the map, into an
-// object of `size` bytes aligned to `align` inside the row, so a reader uses it in place (find():
-// RowView::value spans the object) without decoding or copying it. The engine's typed tables
-// build these from a codec (echo/engine/codec.h).
-struct ValueLayout {
-  std::size_t size = 0;   // 0: bytes; else the object's size, 1 .. 2^20
-  std::size_t align = 1;  // a power of two, 1 .. 16 (the row arena's alignment)
-  // Builds the object at `at` (size bytes, aligned) from `bytes`: true, or false with nothing
-  // built and `why` saying what was wrong. Writer thread; may allocate. If it throws (nothing
-  // built), the insert throws that, and the map keeps the row it had for the name, in its
-  // place; rows evicted to make room stay evicted.
-  bool (*decode)(std::string_view bytes, void* at, std::string& why) = nullptr;
-  // Ends the object's life before its row is freed (on the writer thread); null when trivially
-  // destructible.
-  void (*destroy)(void* at) noexcept = nullptr;
-  bool bytes() const noexcept { return size == 0; }
-};
-
-// How a read tells a live row from an expired one (the writer always keeps `clock`).
-enum class ReadClock : std::uint8_t {
-  // Every read calls the map's clock: exact to the clock's resolution. A vDSO call per hit: on
-  // the benchmark host a coarse one was ~10 ns of a ~25 ns in-cache hit, and ~20 ns once the
-  // rows outgrew the L2 (l1_map.cc).
-  kCall,
-  // Every read loads the time the writer last published with tick(): one load from a line
-  // every read already reads, no call. The writer must tick (the engine's writer does every
-  // pass, and while idle by each row's expiry: TableSpec::clock_tick_ms); a row may be served
-  // up to the gap between two ticks past expires_at, never before it.
-  kPublished,
-  // No check: a read serves a row until the writer drops it (sweep(), or an insert into a full
-  // map), up to the writer's sweep period past expires_at.
-  kNone,
-};
-
-struct L1Config {
-  std::int64_t ttl_ms = 5000;  // 1 .. 2^40
-  double jitter = 0.1;         // 0.0 .. 0.5
-  // 1 .. 2^26. The index is a power of two >= 2 * max_size buckets of 8 bytes (at most 2^26),
-  // allocated and zeroed at construction and walked whole by sweep() and a non-empty clear():
-  // 2^26 buckets are 512 MiB of index (and >= 4 GiB of rows when full); 2^30 rows asked for
-  // 8 GiB before the first row.
-  std::size_t max_size = 100000;
-  // 0: no byte bound; else 4096 .. 2^44: the most bytes the linked rows may hold, each row
-  // charged what the arena gave it (row_charge(): 72 bytes of meta, links and header, the
-  // name, the value or object, rounded up to 16). The index (16 bytes per max_size row) and the
-  // ghost (S3-FIFO: 8 bytes per max_size row) are sized by max_size and not charged. A row larger
-  // than the whole bound is not cached (kFullSkip).
-  std::size_t max_bytes = 0;
-  // Who goes when an insert finds the map full (eviction.h). kSkip is the original's.
-  Eviction eviction = Eviction::kS3Fifo;
-  std::uint64_t seed = 0x5EEDull;  // jitter PRNG seed (tests pin it)
-  MonotonicClock clock = &steady_clock_ms;
-  ReadClock read_clock = ReadClock::kCall;
-  // The most tombstone slots (32 bytes; at most half used) the fill guard may grow to before it
-  // collapses into a floor (fill_guard.h); it starts at 1024. 0 = 4 * max_size, at least 1024.
-  std::size_t tombstone_capacity = 0;
-  ValueLayout layout{};  // bytes unless set (checked: size, align, decode present)
-  RemovalListener on_removal{};
-};
-
-// The verdicts of newer wins (docs/wire.md, "Table semantics").
-enum class Verdict : std::uint8_t { kApplied, kStale };
-
-// What an insert did. Anything but kInserted/kReplaced left the map unchanged.
-enum class InsertVerdict : std::uint8_t {
-  kInserted,          // a new row
-  kReplaced,          // replaced the row for that name (its old version was not newer)
-  kRefusedOlder,      // fill only: the current row is newer (fill_refused++)
-  kRefusedTombstone,  // a coherence message newer than this version was already seen
-  kFullSkip,          // kSkip: the map was full and nothing had expired; any policy: the row
-                      // alone is larger than max_bytes (full_skips++)
-  kRefusedDecode,     // an object layout's decode refused the bytes (decode_errors++;
-                      // decode_error() says why)
-};
-
-// True when the insert left the row in the map (a new row, or one that replaced its name's).
-constexpr bool stored(InsertVerdict v) noexcept {
-  return v == InsertVerdict::kInserted || v == InsertVerdict::kReplaced;
-}
-
-// What a carried value did (L1Map::apply_update).
-enum class UpdateVerdict : std::uint8_t {
-  kUpdated,   // the row held an older version: readers now see this value (coh_applied)
-  kInserted,  // no row, and the caller asked to insert: a new row (coh_applied)
-  kStale,     // the row or a remembered message is as new or newer, or there was no row and
-              // the caller asked not to insert: nothing changed but the guard (coh_stale)
-  kDropped,   // the value could not be held (no room under max_bytes, an object layout's decode
-              // refused it, no memory): the older row went, as a drop would (coh_applied)
-};
-
-enum class ReadStatus : std::uint8_t { kHit, kMiss, kTooSmall };
-
-struct ReadResult {
-  ReadStatus status;
-  std::size_t size;  // the value's size on kHit and kTooSmall
-  IdBytes version;   // the row's version on kHit and kTooSmall
-};
-
-// A row seen through a ReadGuard: the views stay valid until that guard is destroyed. With an
-// object layout, value spans the object (value.data() is its address, aligned).
-struct RowView {
-  std::string_view name;
-  std::string_view value;
-  std::string_view version;
-  std::int64_t expires_at;
-};
-
-struct L1Stats {
-  std::uint64_t hits = 0, misses = 0, coh_applied = 0, coh_stale = 0, swept = 0, sweeps = 0,
-                full_skips = 0, fill_refused = 0, put_refused = 0, size = 0, tombstones = 0,
-                tombstone_collapses = 0, retired_pending = 0;
-  // Scans of the reader slots that reclamation ran (each a membarrier in the asymmetric mode:
-  // epoch::asymmetric()); reclaim_due() paces them (kScanIntervalMs).
-  std::uint64_t reclaim_scans = 0;
-  // Reclamation's backlog. One reader section that never ends (a leaked ReadGuard, a reader
-  // thread stopped inside one) holds back every map's reclamation: these grow, and the age
-  // says for how long. retired_bytes: rows unlinked, not yet freed (headers and values).
-  // retired_age_ms: how long ago the oldest of them was retired (0: none), on the map's clock.
-  std::uint64_t retired_bytes = 0, retired_age_ms = 0;
-  // Reads refused because the thread could get no reader slot (kMaxReaderThreads): answered
-  // as misses without looking (the caller falls back to its miss path).
-  std::uint64_t reader_slot_refusals = 0;
-  // Values an object layout's decode refused (the put or fill was answered with the error).
-  std::uint64_t decode_errors = 0;
-  // Rows that left, by cause (RemovalCause): evicted under max_size, under max_bytes; expired
-  // (swept, or found expired by an eviction or a full kSkip map); invalidated (a message, erase,
-  // clear); replaced by a fill or put of the same name. swept and coh_applied keep the
-  // original's names (a part of expired, of invalidated).
-  std::uint64_t evicted_size = 0, evicted_bytes = 0, expired = 0, invalidated = 0, replaced = 0;
-  // The linked rows' charged bytes (L1Config::max_bytes; row_charge()).
-  std::uint64_t bytes = 0;
-};
 
 class L1Map {
  public:
