@@ -7,7 +7,7 @@
 //   connections.cc     the connections' options, the subscribers' events, Sentinel's redials
 //   push_router.cc     a push → its table's frame → the writer (step 2)
 //   l2_calls.cc        the L2 calls: blocking, pipelined batches, scripts
-//   lent_call.cc       a blocking call's storage, kept by its calling thread from call to call
+//   lent_call.cc       a blocking call's (or batch's) storage, kept by its calling thread
 //   writer_ports.cc    what a writer asks of the engine: L2 reads, loader calls
 //   job_fanout.cc      the job lane's sending side: enqueue verbs, membership, the fan-out
 //   engine_stats.cc    stats(), the directory, thread counts
@@ -140,12 +140,18 @@ struct Engine::Impl {
   // fan_out's view of each job-lane table's membership: the epoch it read, then the members it
   // read after it (docs/wire.md, "The job lane's member queues"). Any thread; guarded by
   // members_mu.
+  // Each entry carries every key a fan-out to it names, built once per read.
   struct Membership {
+    struct Member {
+      std::string name, base, live;  // the node; its queue prefix; its live key
+    };
+    JobLaneKeys keys;
     std::string epoch;
-    std::vector<std::string> members;
+    std::vector<Member> members;
+    std::vector<std::string> shared_keys;  // the shared queue's ring ... wake (genqueue.lua)
   };
   std::mutex members_mu;
-  std::unordered_map<std::string, Membership> membership;
+  std::unordered_map<std::string, std::shared_ptr<const Membership>> membership;
   static constexpr std::size_t kMembershipsKept = 1024;
 
   std::unique_ptr<io::LoopThread> io;  // io thread 0
@@ -315,10 +321,16 @@ struct Engine::Impl {
     Inflight(const Inflight&) = delete;
     Inflight& operator=(const Inflight&) = delete;
   };
-  // Posts `call` (its words built on this thread, LentCall::mine()) to the io thread and waits
-  // for its answer (call_timeout): a view valid until this thread's next call. The server's
-  // error replies are server_error with the server's words.
+  // Posts `call` (its parts built on this thread: LentCall::mine()) to io thread 0 and waits
+  // for every answer (call_timeout). The parts leave back to back on the loop thread (the
+  // leading ones first: LentCall::begin), so those that route to one connection leave in one
+  // write (one pipeline per shard); each answer keeps its own error. stopped, or timeout.
+  Error lend(LentCall& call);
+  // lend() for one call: a view of its answer, valid until this thread's next call; the
+  // server's error replies are server_error with the server's words.
   Result<io::Resp3Value> run(LentCall& call);
+  // Loop thread: issues one part of a lent call (LentCall::Issuer; `owner` is the Impl).
+  static std::error_code issue_part(void* owner, LentCall::Part& part);
   // run() for words in vectors; the answer copied out.
   Result<io::Resp3Owned> command(const std::vector<std::string>& args);
   Result<io::Resp3Owned> script(const io::Script& s, const std::vector<std::string>& keys,
@@ -341,18 +353,16 @@ struct Engine::Impl {
     std::vector<std::string> keys, args;
     bool lead = false;
   };
-  struct CallsState;
-  void issue_calls(const std::shared_ptr<CallsState>& st, std::size_t from, std::size_t to);
-  // Issues every call back to back on the loop thread (the leading calls first), so calls that
-  // route to one connection leave in one write (one pipeline per shard), and waits for every
-  // reply; each reply keeps its own error.
-  Result<std::vector<io::OwnedResult>> calls(std::vector<Call> batch);
+  // lend() for calls whose words are in vectors; the answers copied out.
+  Result<std::vector<io::OwnedResult>> calls(const std::vector<Call>& batch);
   // A pipelined call's failure as a verb answers it: server_error carries the server's words
-  // ("OOM command not allowed ...", "WRONGTYPE ..."), as blocking()'s do.
-  static Error reply_error(const io::OwnedResult& r);
+  // ("OOM command not allowed ...", "WRONGTYPE ..."), as run()'s do.
+  static Error reply_error(std::error_code ec, const io::Resp3Value& reply);
+  static Error reply_error(const io::OwnedResult& r) { return reply_error(r.ec, r.reply.view()); }
   // put_l2's reply: its error, unexpected_reply() for anything but 1 (stored) or 0 (L2 held a
   // version as new or newer: kept), else none.
-  static Error row_failed(const io::OwnedResult& r);
+  static Error row_failed(std::error_code ec, const io::Resp3Value& reply);
+  static Error row_failed(const io::OwnedResult& r) { return row_failed(r.ec, r.reply.view()); }
   // The L1 row of a write L2 already holds (put, publish): the writer's put, waited for up to
   // get_timeout. `guard`: a tracking table's forget_token, taken before L2 was written.
   Result<table::BrandedId> put_l1(Slot& slot, std::string_view name, std::string_view value,
@@ -394,15 +404,20 @@ struct Engine::Impl {
                                                FanOut how = FanOut{});
   struct Round;
   Result<bool> fan_out_round(Round& r, std::vector<MemberAdmission>& out);
+  std::size_t round_calls(LentCall& c, const Round& r) const;
   // Reads a job-lane table's membership: the epoch, then the members (one pipeline, one shard),
-  // and keeps it as fan_out's view. `lead`: a lead push sent in the same pipeline. `first`: a
-  // command sent ahead of both (publish's SET, single server), whose failure is the answer.
-  Result<Membership> read_membership(std::string_view table, const JobLaneKeys& keys,
-                                     std::optional<Call> lead = std::nullopt,
-                                     std::optional<Call> first = std::nullopt);
-  // The job lane's lead push of `payload` on `keys.lead` (TableSpec::job_lead).
-  Call lead_call(const JobLaneKeys& keys, const std::string& payload) const;
-  void note_lead(const io::OwnedResult& r);  // a lead that failed costs nothing but its speed
+  // and keeps it as fan_out's view. `lead`: a lead push of that payload sent in the same
+  // pipeline. `row`: publish's L2 write sent ahead of both (single server), whose failure is the
+  // answer.
+  Result<std::shared_ptr<const Membership>> read_membership(std::string_view table,
+                                                            const JobLaneKeys& keys,
+                                                            const std::string* lead = nullptr,
+                                                            const RowWrite* row = nullptr);
+  // Publish's row write (put_l2.lua, newer-only) as a part of `c`.
+  void add_row(LentCall& c, const RowWrite& row, bool lead) const;
+  // The job lane's lead push of `payload` on `keys.lead` (TableSpec::job_lead), leading.
+  void add_lead(LentCall& c, const JobLaneKeys& keys, std::string_view payload) const;
+  void note_lead(const LentCall::Part& p);  // a lead that failed costs nothing but its speed
 
   // ---- Connections (connections.cc) ----
   io::ConnectionOptions connection_options(std::string label) const;

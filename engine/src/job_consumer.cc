@@ -122,6 +122,19 @@ CommandPort CommandPort::of(io::Connection& c) {
   return p;
 }
 
+JobConsumer::MemberKeys::MemberKeys(const std::string& base)
+    : active(base + "active"),
+      dead(base + "dead"),
+      deliver(base + "deliver"),
+      live(base + "live"),
+      meta(base + "meta"),
+      owner(base + "owner"),
+      parked(base + "parked"),
+      pending(base + "pending"),
+      ring(base + "ring"),
+      schedule(base + "schedule"),
+      wake(base + "wake") {}
+
 JobConsumer::JobConsumer(io::UringLoop& loop, CommandPort cmd, io::ConnectionOptions park_options,
                          TableWriter& writer, CoherenceRing& ring, std::string member)
     : loop_(loop),
@@ -132,6 +145,7 @@ JobConsumer::JobConsumer(io::UringLoop& loop, CommandPort cmd, io::ConnectionOpt
       member_(std::move(member)),
       keys_(JobLaneKeys::for_table(spec_.name)),
       mbase_(keys_.member_base(member_)),
+      mk_(mbase_),
       scripts_(JobLaneScripts::embedded()),
       member_ttl_ms_(3 * spec_.job_beat_ms),
       token_(owner_token()),
@@ -213,7 +227,7 @@ void JobConsumer::stop_on_loop() {
   if (timer_armed_) loop_.cancel(timer_op_);
   // No more hand-offs to a consumer that is going away (best effort: the credits' PX ends them
   // too).
-  const std::string parked = mbase_ + "parked";
+  const std::string& parked = mk_.parked;
   cmd_.call({"DEL", parked}, [](std::error_code, const io::Resp3Value&) {});
 }
 
@@ -234,8 +248,9 @@ void JobConsumer::beat() {
   // First our queue's live key, on its own slot: its value is our lease, which member_enqueue
   // gives the jobs it hands us. Only on its reply the membership: a writer that sees the epoch
   // move must find us live (member_enqueue.lua, "Membership").
-  const std::string live = mbase_ + "live", lease = std::to_string(spec_.job_lease_ms),
-                    ttl = std::to_string(member_ttl_ms_), owner = mbase_ + "owner";
+  const std::string &live = mk_.live, &owner = mk_.owner;
+  const std::string lease = std::to_string(spec_.job_lease_ms),
+                    ttl = std::to_string(member_ttl_ms_);
   // Just before it, our token into the owner key: its old value says whether another process
   // beats as this member (job_consumer.h, "Two processes, one node id"). Same slot and
   // connection, so this reply is in before the live key's. A failure here fails the live key's
@@ -328,8 +343,7 @@ void JobConsumer::enter(bool was_live) {
 void JobConsumer::maintain() {
   // Reap our own expired leases (a previous incarnation's claims, lost hand-offs), promote due
   // retries, and reclaim members whose heartbeat lapsed.
-  const std::string active = mbase_ + "active", pending = mbase_ + "pending",
-                    schedule = mbase_ + "schedule";
+  const std::string &active = mk_.active, &pending = mk_.pending, &schedule = mk_.schedule;
   // reap's and promote's reply: its count added to `counter`, or a maintenance error.
   const auto adds_to = [this](std::atomic<std::uint64_t>& counter) {
     return [this, &counter](std::error_code ec, const io::Resp3Value& r) {

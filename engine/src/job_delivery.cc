@@ -77,7 +77,7 @@ void JobConsumer::pump() {
   // The host asks HGET meta paused first; a paused queue is empty without the script
   // (docs/wire.md, "Scripts").
   // A resume (HDEL meta paused) sends no wake: the next beat claims again.
-  const std::string meta = mbase_ + "meta";
+  const std::string& meta = mk_.meta;
   const auto ec =
       cmd_.call({"HGET", meta, "paused"}, [this, gen](std::error_code e, const io::Resp3Value& r) {
         if (stopping_ || e) {
@@ -96,7 +96,7 @@ void JobConsumer::pump() {
 }
 
 void JobConsumer::claim(std::uint64_t gen) {
-  const std::string ring = mbase_ + "ring", active = mbase_ + "active";
+  const std::string &ring = mk_.ring, &active = mk_.active;
   const std::string lease = std::to_string(spec_.job_lease_ms);
   const std::string_view keys[] = {ring, active};
   const std::string_view argv[] = {mbase_, lease};
@@ -125,7 +125,7 @@ void JobConsumer::claim(std::uint64_t gen) {
 
 void JobConsumer::block() {
   if (stopping_ || blocked_ || hold_block_ || park_refused_) return;
-  const std::string deliver = mbase_ + "deliver", wake = mbase_ + "wake";
+  const std::string &deliver = mk_.deliver, &wake = mk_.wake;
   const std::string timeout = seconds_text(spec_.job_beat_ms),
                     count = std::to_string(free_credits());
   // BLMPOP: every hand-off listed, up to our credits, in one reply (or the wake tokens).
@@ -158,7 +158,7 @@ void JobConsumer::arm() {
     return;
   }
   const bool can_block = registered_ && !park_refused_ && park_->status() == io::ConnStatus::kReady;
-  const std::string parked = mbase_ + "parked", deliver = mbase_ + "deliver";
+  const std::string &parked = mk_.parked, &deliver = mk_.deliver;
   const std::string free = std::to_string(can_block ? free_credits() : 0);
   const std::string px = std::to_string(spec_.job_beat_ms * 2 + 1000);
   const std::string_view keys[] = {parked, deliver};
@@ -195,7 +195,7 @@ void JobConsumer::on_park_reply(std::error_code ec, const io::Resp3Value& reply)
     return;
   }
   base::solo_add(wakes_);
-  if (reply[0].str() == mbase_ + "deliver") {
+  if (reply[0].str() == mk_.deliver) {
     // Into the ring first: the writer's wake-up is the latency. The next BLMPOP waits for an
     // ack: sent now, its loopback send (and the server it wakes) would run before the writer
     // on a shared core; hand-offs made meanwhile wait listed, and the next BLMPOP takes them all.
@@ -379,7 +379,8 @@ void JobConsumer::drain_acks() {
 
 void JobConsumer::complete(const Job& job, table::Verdict verdict) {
   base::solo_add(verdict == table::Verdict::kApplied ? applied_ : stale_applies_);
-  const std::string active = mbase_ + "active", job_key = mbase_ + "job:" + job.id;
+  const std::string& active = mk_.active;
+  const std::string job_key = mbase_ + "job:" + job.id;
   const std::string token = std::to_string(job.token);
   const std::string_view keys[] = {active, job_key};
   const std::string_view argv[] = {job.id, token, mbase_};
@@ -402,8 +403,8 @@ void JobConsumer::complete(const Job& job, table::Verdict verdict) {
 }
 
 void JobConsumer::retry(const Job& job, const std::string& reason) {
-  const std::string active = mbase_ + "active", schedule = mbase_ + "schedule",
-                    dead = mbase_ + "dead", job_key = mbase_ + "job:" + job.id;
+  const std::string &active = mk_.active, &schedule = mk_.schedule, &dead = mk_.dead;
+  const std::string job_key = mbase_ + "job:" + job.id;
   const std::string token = std::to_string(job.token),
                     delay = std::to_string(spec_.job_retry_delay_ms),
                     max = std::to_string(spec_.job_max_attempts);

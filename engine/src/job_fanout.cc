@@ -37,34 +37,69 @@ Error Engine::Impl::append_message(std::string& out, const Slot* slot, std::stri
   return {};
 }
 
-Result<Engine::Impl::Membership> Engine::Impl::read_membership(std::string_view table,
-                                                               const JobLaneKeys& keys,
-                                                               std::optional<Call> lead,
-                                                               std::optional<Call> first) {
-  const std::size_t at = first ? 1 : 0;  // the epoch's reply
-  std::vector<Call> batch;
-  if (first) batch.push_back(std::move(*first));
-  batch.push_back(Call{nullptr, {}, {"GET", keys.epoch}});
-  batch.push_back(Call{nullptr, {}, {"ZRANGE", keys.members, "0", "-1"}});
-  if (lead) batch.push_back(std::move(*lead));
-  auto replies = calls(std::move(batch));
-  if (!replies) return table::Unexpected{replies.error()};
-  if (lead) note_lead(replies->back());
-  if (at == 1) {
-    if (auto ec = row_failed(replies->front())) return table::Unexpected{ec};
+void Engine::Impl::add_row(LentCall& c, const RowWrite& row, bool lead) const {
+  c.script(put_l2, 1, lead);
+  c.word(row.key);
+  c.word(row.framed);
+  c.word(row.ttl_ms);
+}
+
+void Engine::Impl::add_lead(LentCall& c, const JobLaneKeys& keys, std::string_view payload) const {
+  c.begin(nullptr, 0, /*lead=*/true);
+  c.word(publish_verb());
+  c.word(keys.lead);
+  c.word(payload);
+}
+
+void Engine::Impl::note_lead(const LentCall::Part& p) {
+  base::shared_add(fan_leads);
+  const io::Resp3Value v = p.reply.view();
+  if (!p.ec && v.type() == io::Resp3Type::integer && v.integer() > 0) {
+    base::shared_add(fan_lead_receivers, static_cast<std::uint64_t>(v.integer()));
+  }
+}
+
+Result<std::shared_ptr<const Engine::Impl::Membership>> Engine::Impl::read_membership(
+    std::string_view table, const JobLaneKeys& keys, const std::string* lead, const RowWrite* row) {
+  LentCall& c = LentCall::mine();
+  const std::size_t at = row != nullptr ? 1 : 0;  // the epoch's reply
+  if (row != nullptr) add_row(c, *row, false);
+  c.begin();
+  c.word("GET");
+  c.word(keys.epoch);
+  c.begin();
+  c.word("ZRANGE");
+  c.word(keys.members);
+  c.word("0");
+  c.word("-1");
+  if (lead != nullptr) add_lead(c, keys, *lead);  // last: not a leading prefix
+  if (Error e = lend(c)) return table::Unexpected{e};
+  if (lead != nullptr) note_lead(c.part(c.size() - 1));
+  if (row != nullptr) {
+    if (Error e = row_failed(c.part(0).ec, c.part(0).reply.view())) return table::Unexpected{e};
   }
   for (std::size_t i = at; i < at + 2; ++i) {
-    if ((*replies)[i].ec) return table::Unexpected{reply_error((*replies)[i])};
+    if (c.part(i).ec) return table::Unexpected{reply_error(c.part(i).ec, c.part(i).reply.view())};
   }
   base::shared_add(fan_membership_reads);
-  const io::Resp3Value epoch = (*replies)[at].reply.view(), list = (*replies)[at + 1].reply.view();
+  const io::Resp3Value epoch = c.part(at).reply.view(), list = c.part(at + 1).reply.view();
   if ((!epoch.is_null() && epoch.type() != io::Resp3Type::bulk_string) ||
       list.type() != io::Resp3Type::array) {
     return table::Unexpected{unexpected_reply()};
   }
-  Membership m;
-  m.epoch = epoch.is_null() ? std::string() : std::string(epoch.str());
-  for (const auto& member : list) m.members.emplace_back(member.str());
+  // Built once per read, with every key its fan-outs name: a fan-out that finds it allocates
+  // none of them.
+  auto m = std::make_shared<Membership>();
+  m->keys = keys;
+  m->epoch = epoch.is_null() ? std::string() : std::string(epoch.str());
+  for (const auto& member : list) {
+    Membership::Member& to = m->members.emplace_back();
+    to.name = member.str();
+    to.base = keys.member_base(to.name);
+    to.live = to.base + "live";
+  }
+  const std::string& q = keys.qbase;
+  m->shared_keys = {q + "ring", q + "paused", q + "glimit", q + "gactive", q + "wake"};
   std::lock_guard lock(members_mu);
   // A cache, so it is bounded: enqueue takes any valid table name, and a writer that sends to
   // many would otherwise keep every list for good. An evicted table's next enqueue reads again.
@@ -72,35 +107,22 @@ Result<Engine::Impl::Membership> Engine::Impl::read_membership(std::string_view 
     membership.erase(membership.begin());
   }
   membership[std::string(table)] = m;
-  return m;
-}
-
-Engine::Impl::Call Engine::Impl::lead_call(const JobLaneKeys& keys,
-                                           const std::string& payload) const {
-  const char* verb = publish_verb();
-  return Call{nullptr, {}, {verb, keys.lead, payload}, true};
-}
-
-void Engine::Impl::note_lead(const io::OwnedResult& r) {
-  base::shared_add(fan_leads);
-  const io::Resp3Value v = r.reply.view();
-  if (!r.ec && v.type() == io::Resp3Type::integer && v.integer() > 0) {
-    base::shared_add(fan_lead_receivers, static_cast<std::uint64_t>(v.integer()));
-  }
+  return std::shared_ptr<const Membership>(std::move(m));
 }
 
 // One fan-out in progress: what every round sends, the membership it sends to, and who has the
 // job already.
 struct Engine::Impl::Round {
   std::string_view table;
-  JobLaneKeys keys;
+  JobLaneKeys own_keys;  // until a membership is known (which carries them)
   std::string payload, job_id, group, lease;
-  std::optional<Membership> known;
-  std::optional<Call> row;               // publish's SET, until a pipeline carried it
+  std::shared_ptr<const Membership> known;
+  std::optional<RowWrite> row;           // publish's L2 write, until a pipeline carried it
   bool lead = false;                     // the lead push is still to send
   bool fresh = false;                    // `known` was read during this call
   bool shared = false;                   // the shared queue is still to feed
   std::unordered_set<std::string> sent;  // in the second round: who has the job already
+  const JobLaneKeys& keys() const { return known ? known->keys : own_keys; }
 };
 
 // A list read during this call is read after the caller's L2 write: a member that is not in it
@@ -121,18 +143,15 @@ Result<std::vector<MemberAdmission>> Engine::Impl::fan_out(std::string_view tabl
   if (!table::check_table_name(table))
     return table::Unexpected{make_error_code(Errc::kNoSuchCache)};
   const Slot* slot = find(table);
-  auto payload = message_of(slot, id, version);
-  if (!payload) return table::Unexpected{payload.error()};
-  if (how.carried) {  // the key passed message_of's gate
-    payload->clear();
-    table::append_carried_frame(*payload, id, version, *how.carried);
+  Round r;
+  if (how.carried) {  // the key passed the gate
+    table::append_carried_frame(r.payload, id, version, *how.carried);
+  } else if (Error e = append_message(r.payload, slot, id, version)) {
+    return table::Unexpected{e};
   }
   const TableSpec defaults;
   const TableSpec& spec = slot != nullptr ? slot->spec : defaults;
-  Round r;
   r.table = table;
-  r.keys = JobLaneKeys::for_table(table);
-  r.payload = std::move(*payload);
   r.job_id = job.str();
   r.group = group.str();
   r.lease = std::to_string(spec.job_lease_ms);
@@ -140,18 +159,15 @@ Result<std::vector<MemberAdmission>> Engine::Impl::fan_out(std::string_view tabl
     std::lock_guard lock(members_mu);
     if (auto it = membership.find(std::string(table)); it != membership.end()) r.known = it->second;
   }
-  if (how.row) {
-    r.row = Call{&put_l2,
-                 {std::move(how.row->key)},
-                 {std::move(how.row->framed), std::move(how.row->ttl_ms)}};
-  }
+  r.row = std::move(how.row);
   r.lead = spec.job_lead && !how.lead_sent;
   r.fresh = !r.known;
   r.shared = spec.job_shared_queue && how.to_shared;
   if (!r.known) {
-    auto read = read_membership(table, r.keys,
-                                r.lead ? std::optional(lead_call(r.keys, r.payload)) : std::nullopt,
-                                std::exchange(r.row, std::nullopt));
+    r.own_keys = JobLaneKeys::for_table(table);
+    const std::optional<RowWrite> row = std::exchange(r.row, std::nullopt);
+    auto read =
+        read_membership(table, r.own_keys, r.lead ? &r.payload : nullptr, row ? &*row : nullptr);
     if (!read) return table::Unexpected{read.error()};
     r.known = std::move(*read);
     r.lead = false;
@@ -167,57 +183,72 @@ Result<std::vector<MemberAdmission>> Engine::Impl::fan_out(std::string_view tabl
   return out;
 }
 
-// One round: the row and the lead when still to send, the job to every member not yet sent to,
-// the epoch's read when the list is not fresh, the shared queue. True when the fan-out is
-// complete; false when the epoch moved and the next round goes to a list read just now.
-Result<bool> Engine::Impl::fan_out_round(Round& r, std::vector<MemberAdmission>& out) {
-  std::vector<Call> batch;
-  std::vector<std::string> targets;
-  batch.reserve(r.known->members.size() + 4);
+// The round's calls, in one lent batch: the row and the lead when still to send (leading when
+// there is a lead), the job to every member not yet sent to, the epoch's read when the list is
+// not fresh, the shared queue. Answers where the members' replies start.
+std::size_t Engine::Impl::round_calls(LentCall& c, const Round& r) const {
+  const JobLaneKeys& keys = r.keys();
   // The row goes with the lead's leading prefix when there is a lead (the admissions wait for
   // both), else in the one pipeline ahead of everything.
-  const bool row_here = r.row.has_value();
-  if (row_here) {
-    r.row->lead = r.lead;
-    batch.push_back(*std::exchange(r.row, std::nullopt));
+  if (r.row) add_row(c, *r.row, r.lead);
+  if (r.lead) add_lead(c, keys, r.payload);
+  const std::size_t first = c.size();
+  for (const Membership::Member& m : r.known->members) {
+    if (r.sent.count(m.name) != 0) continue;
+    c.script(member_enqueue, 1);
+    c.word(m.live);
+    c.word(m.base);
+    c.word(r.job_id);
+    c.word(r.payload);
+    c.word(r.group);
+    c.word(r.lease);
   }
-  if (r.lead) batch.push_back(lead_call(r.keys, r.payload));
-  const std::size_t at_lead = row_here ? 1 : 0;
-  const std::size_t first = at_lead + (r.lead ? 1 : 0);  // the members' replies start here
-  for (const auto& m : r.known->members) {
-    if (r.sent.count(m) != 0) continue;
-    std::string mbase = r.keys.member_base(m);
-    std::string live = mbase + "live";
-    batch.push_back({&member_enqueue,
-                     {std::move(live)},
-                     {std::move(mbase), r.job_id, r.payload, r.group, r.lease}});
-    targets.push_back(m);
+  if (!r.fresh) {
+    c.begin();
+    c.word("GET");
+    c.word(keys.epoch);
   }
-  if (!r.fresh) batch.push_back({nullptr, {}, {"GET", r.keys.epoch}});
   if (r.shared) {
-    const std::string& q = r.keys.qbase;
-    batch.push_back({&genqueue,
-                     {q + "job:" + r.job_id, q + "g:" + r.group + ":pending", q + "ring",
-                      q + "paused", q + "glimit", q + "gactive", q + "wake"},
-                     {r.job_id, r.payload, r.group}});
+    const std::string& q = keys.qbase;
+    c.script(genqueue, 7);
+    std::string& job_key = c.word();
+    job_key.append(q).append("job:").append(r.job_id);
+    std::string& pending = c.word();
+    pending.append(q).append("g:").append(r.group).append(":pending");
+    for (const std::string& k : r.known->shared_keys) c.word(k);
+    c.word(r.job_id);
+    c.word(r.payload);
+    c.word(r.group);
   }
+  return first;
+}
+
+// One round (round_calls). True when the fan-out is complete; false when the epoch moved and the
+// next round goes to a list read just now.
+Result<bool> Engine::Impl::fan_out_round(Round& r, std::vector<MemberAdmission>& out) {
+  LentCall& c = LentCall::mine();
+  const bool row_here = r.row.has_value();
+  const std::size_t first = round_calls(c, r);
+  const std::size_t at_lead = row_here ? 1 : 0;
   // A fresh list of no member, no shared queue to feed (the row went with the list's read: a
   // round that is not fresh always carries the epoch's read).
-  if (batch.size() == first) return true;
-  auto replies = calls(std::move(batch));
-  if (!replies) return table::Unexpected{replies.error()};
-  if (r.lead) note_lead((*replies)[at_lead]);
+  if (c.size() == first) return true;
+  if (Error e = lend(c)) return table::Unexpected{e};
+  if (r.lead) note_lead(c.part(at_lead));
   r.lead = false;
+  r.row.reset();
   if (row_here) {
-    if (auto ec = row_failed(replies->front())) return table::Unexpected{ec};
+    if (Error e = row_failed(c.part(0).ec, c.part(0).reply.view())) return table::Unexpected{e};
   }
   // The first error wins: the queues that took the job hold it under this job id, so a retry is
   // a duplicate there and an admission where it failed.
-  for (std::size_t i = first; i < replies->size(); ++i) {
-    if ((*replies)[i].ec) return table::Unexpected{reply_error((*replies)[i])};
+  for (std::size_t i = first; i < c.size(); ++i) {
+    if (c.part(i).ec) return table::Unexpected{reply_error(c.part(i).ec, c.part(i).reply.view())};
   }
-  for (std::size_t i = 0; i < targets.size(); ++i) {
-    const io::Resp3Value v = (*replies)[first + i].reply.view();
+  std::size_t at = first;
+  for (const Membership::Member& m : r.known->members) {
+    if (r.sent.count(m.name) != 0) continue;
+    const io::Resp3Value v = c.part(at++).reply.view();
     if (v.type() != io::Resp3Type::integer) return table::Unexpected{unexpected_reply()};
     const std::int64_t verdict = v.integer();
     if (verdict < 0) {  // not live: it drops its L1 rows when it beats again
@@ -225,24 +256,24 @@ Result<bool> Engine::Impl::fan_out_round(Round& r, std::vector<MemberAdmission>&
       continue;
     }
     base::shared_add(verdict == 0 ? fan_duplicates : fan_admitted);
-    out.push_back({targets[i], verdict == 1   ? Admission::kEnqueued
-                               : verdict == 2 ? Admission::kHandedOff
-                                              : Admission::kDuplicate});
+    out.push_back({m.name, verdict == 1   ? Admission::kEnqueued
+                           : verdict == 2 ? Admission::kHandedOff
+                                          : Admission::kDuplicate});
   }
   if (r.shared) {
-    const io::Resp3Value v = replies->back().reply.view();
+    const io::Resp3Value v = c.part(c.size() - 1).reply.view();
     if (v.type() != io::Resp3Type::integer) return table::Unexpected{unexpected_reply()};
     out.push_back({"*", v.integer() == 1 ? Admission::kEnqueued : Admission::kDuplicate});
     base::shared_add(v.integer() == 1 ? fan_admitted : fan_duplicates);
     r.shared = false;
   }
   if (r.fresh) return true;
-  const io::Resp3Value epoch = (*replies)[first + targets.size()].reply.view();
+  const io::Resp3Value epoch = c.part(at).reply.view();
   if (!epoch.is_null() && epoch.type() != io::Resp3Type::bulk_string)
     return table::Unexpected{unexpected_reply()};
   if ((epoch.is_null() ? std::string_view() : epoch.str()) == r.known->epoch) return true;
-  r.sent.insert(targets.begin(), targets.end());
-  auto read = read_membership(r.table, r.keys);
+  for (const Membership::Member& m : r.known->members) r.sent.insert(m.name);
+  auto read = read_membership(r.table, r.keys());
   if (!read) return table::Unexpected{read.error()};
   r.known = std::move(*read);
   r.fresh = true;
@@ -276,11 +307,11 @@ Result<BrandedId> Engine::enqueue_async(std::string_view table, const BrandedId&
   if (lead) {
     // The lead alone, answered before any admission leaves (enqueue's order on the wire). A lead
     // that failed costs only its speed (the job still comes), as in fan_out; kStopped is final.
-    auto replies = d.calls({d.lead_call(JobLaneKeys::for_table(table), *payload)});
-    if (!replies && replies.error() == make_error_code(Errc::kStopped)) {
-      return table::Unexpected{replies.error()};
-    }
-    if (replies) d.note_lead(replies->front());
+    LentCall& c = LentCall::mine();
+    d.add_lead(c, JobLaneKeys::for_table(table), *payload);
+    const Error sent = d.lend(c);
+    if (sent.code == make_error_code(Errc::kStopped)) return table::Unexpected{sent};
+    if (!sent) d.note_lead(c.part(0));
   }
   const bool queued = d.job_sends.push([&d, t = std::string(table), group, j = *job,
                                         n = std::string(id), version, done = std::move(done)] {
@@ -368,7 +399,7 @@ Result<std::size_t> Engine::publish_and_wait(std::string_view table, std::string
     batch.reserve(waiting.size());
     for (const std::string& k : waiting) batch.push_back({nullptr, {}, {"EXISTS", k}});
     if (!batch.empty()) {
-      auto replies = d.calls(std::move(batch));
+      auto replies = d.calls(batch);
       if (!replies) return table::Unexpected{replies.error()};
       std::vector<std::string> still;
       for (std::size_t i = 0; i < waiting.size(); ++i) {

@@ -14,31 +14,36 @@ Engine::Impl::Inflight::Inflight(std::atomic<int>& count) : n(count) {
   n.fetch_add(1, std::memory_order_seq_cst);
 }
 
-Result<io::Resp3Value> Engine::Impl::run(LentCall& call) {
+Error Engine::Impl::lend(LentCall& call) {
   const Inflight entered(inflight);
-  if (!running.load(std::memory_order_seq_cst)) {
-    return table::Unexpected{make_error_code(Errc::kStopped)};
-  }
-  call.arm();
+  if (!running.load(std::memory_order_seq_cst)) return make_error_code(Errc::kStopped);
+  if (call.size() == 0) return {};
+  call.arm(&Impl::issue_part, this);
   // Two pointers: the closure fits std::function's own storage (no allocation).
   io->loop().post([this, c = &call] {
-    c->issue_on_io([this, c]() -> std::error_code {
-      if (io_closing) return make_error_code(Errc::kStopped);
-      if (c->script() == nullptr) return issue(c->command(), c->answer());
-      if (!cluster) return cmd->evalsha_lent(c->eval());
-      cluster->evalsha(*c->script(), c->keys(), c->argv(), c->answer());
-      return {};
-    });
+    if (io_closing) return c->fail_on_io(make_error_code(Errc::kStopped));
+    c->issue_on_io();
   });
   if (!call.wait(Clock::now() + options.call_timeout + std::chrono::seconds(1))) {
-    return table::Unexpected{make_error_code(io::IoErrc::kTimeout)};
+    return make_error_code(io::IoErrc::kTimeout);
   }
-  if (call.ec == io::IoErrc::kServerError) {
-    // The server's words ("NOPERM this user has no permissions to run the 'evalsha' command").
-    return table::Unexpected{Error(call.ec, std::string(call.reply.view().str()))};
-  }
-  if (call.ec) return table::Unexpected{call.ec};
-  return call.reply.view();
+  return {};
+}
+
+Result<io::Resp3Value> Engine::Impl::run(LentCall& call) {
+  if (Error e = lend(call)) return table::Unexpected{e};
+  const LentCall::Part& p = call.part(0);
+  if (p.ec) return table::Unexpected{reply_error(p.ec, p.reply.view())};
+  return p.reply.view();
+}
+
+std::error_code Engine::Impl::issue_part(void* owner, LentCall::Part& p) {
+  Impl& d = *static_cast<Impl*>(owner);
+  if (d.io_closing) return make_error_code(Errc::kStopped);
+  if (p.eval.script == nullptr) return d.issue(p.command(), p.eval.done);
+  if (!d.cluster) return d.cmd->evalsha_lent(p.eval);
+  d.cluster->evalsha(*p.eval.script, p.keys_of(), p.argv(), p.eval.done);
+  return {};
 }
 
 Result<io::Resp3Owned> Engine::Impl::command(const std::vector<std::string>& args) {
@@ -76,79 +81,34 @@ std::error_code Engine::Impl::issue_script(const io::Script& s,
   return {};
 }
 
-struct Engine::Impl::CallsState {
-  std::vector<Call> batch;
+Result<std::vector<io::OwnedResult>> Engine::Impl::calls(const std::vector<Call>& batch) {
+  LentCall& c = LentCall::mine();
+  for (const Call& call : batch) {
+    if (call.script != nullptr) {
+      c.script(*call.script, call.keys.size(), call.lead);
+      for (const auto& k : call.keys) c.word(k);
+    } else {
+      c.begin(nullptr, 0, call.lead);
+    }
+    for (const auto& a : call.args) c.word(a);
+  }
+  if (Error e = lend(c)) return table::Unexpected{e};
   std::vector<io::OwnedResult> out;
-  std::size_t left = 0;
-  std::size_t leads = 0, leads_left = 0;  // the leading prefix; those not yet answered
-  std::promise<void> done;
-  void settle(std::size_t i, io::OwnedResult r) {
-    out[i] = std::move(r);
-    if (--left == 0) done.set_value();
+  out.reserve(c.size());
+  for (std::size_t i = 0; i < c.size(); ++i) {
+    out.push_back(io::OwnedResult{c.part(i).ec, c.part(i).reply});
   }
-};
-
-// Loop thread: issues calls [from, to) of a batch. The last leading call's answer issues the
-// rest (after its own settle: the rest may settle the whole batch).
-void Engine::Impl::issue_calls(const std::shared_ptr<CallsState>& st, std::size_t from,
-                               std::size_t to) {
-  for (std::size_t i = from; i < to; ++i) {
-    const bool leading = i < st->leads;
-    auto after = [this, st, leading] {
-      if (leading && --st->leads_left == 0) issue_calls(st, st->leads, st->batch.size());
-    };
-    if (io_closing) {
-      st->settle(i, io::OwnedResult{make_error_code(Errc::kStopped), {}});
-      after();
-      continue;
-    }
-    const Call& c = st->batch[i];
-    std::vector<std::string_view> k(c.keys.begin(), c.keys.end()), a(c.args.begin(), c.args.end());
-    auto fired = std::make_shared<bool>(false);
-    io::ReplyFn done = [st, i, fired, after](std::error_code e, const io::Resp3Value& reply) {
-      *fired = true;
-      st->settle(i, io::OwnedResult{e, io::Resp3Owned(reply)});
-      after();
-    };
-    const std::error_code ec = c.script != nullptr ? issue_script(*c.script, k, a, std::move(done))
-                                                   : issue(a, std::move(done));
-    if (ec && !*fired) {
-      st->settle(i, io::OwnedResult{ec, {}});
-      after();
-    }
-  }
+  return out;
 }
 
-Result<std::vector<io::OwnedResult>> Engine::Impl::calls(std::vector<Call> batch) {
-  const Inflight entered(inflight);
-  if (!running.load(std::memory_order_seq_cst)) {
-    return table::Unexpected{make_error_code(Errc::kStopped)};
-  }
-  auto st = std::make_shared<CallsState>();
-  st->out.resize(batch.size());
-  st->left = batch.size();
-  st->batch = std::move(batch);
-  while (st->leads < st->batch.size() && st->batch[st->leads].lead) ++st->leads;
-  st->leads_left = st->leads;
-  auto future = st->done.get_future();
-  if (st->batch.empty()) return std::vector<io::OwnedResult>{};
-  io->loop().post(
-      [this, st]() { issue_calls(st, 0, st->leads != 0 ? st->leads : st->batch.size()); });
-  if (future.wait_for(options.call_timeout + std::chrono::seconds(1)) !=
-      std::future_status::ready) {
-    return table::Unexpected{make_error_code(io::IoErrc::kTimeout)};
-  }
-  return std::move(st->out);
+Error Engine::Impl::reply_error(std::error_code ec, const io::Resp3Value& reply) {
+  // The server's words ("NOPERM this user has no permissions to run the 'evalsha' command").
+  if (ec == io::IoErrc::kServerError) return Error(ec, std::string(reply.str()));
+  return Error(ec);
 }
 
-Error Engine::Impl::reply_error(const io::OwnedResult& r) {
-  if (r.ec == io::IoErrc::kServerError) return Error(r.ec, std::string(r.reply.view().str()));
-  return Error(r.ec);
-}
-
-Error Engine::Impl::row_failed(const io::OwnedResult& r) {
-  if (r.ec) return reply_error(r);
-  const io::Resp3Value v = r.reply.view();
+Error Engine::Impl::row_failed(std::error_code ec, const io::Resp3Value& v) {
+  if (ec) return reply_error(ec, v);
   if (v.type() != io::Resp3Type::integer || (v.integer() != 0 && v.integer() != 1)) {
     return unexpected_reply();
   }

@@ -1,14 +1,16 @@
 // SPDX-License-Identifier: MIT
-// LentCall, the calling thread's reusable blocking call, without a server: a second thread plays
-// the io thread. The answer wakes the caller; an immediate error ends the call; a caller that gives
-// up hands the storage over, and the io thread frees it when the answer comes (inside the issue or
-// later), so a late answer never lands in a call the thread has moved on to; the words keep their
-// storage from one call to the next.
+// LentCall, the calling thread's reusable blocking call or batch, without a server: a stand-in
+// issuer plays the connection and a second thread (or the test thread) the io thread. The answer
+// wakes the caller; an immediate error ends the part; leading parts go first and the rest only
+// once each of them answered; a caller that gives up hands the storage over, and the io thread
+// frees it when the last answer comes (inside its own issuing or later), so a late answer never
+// lands in a call the thread has moved on to; the words keep their storage from call to call.
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <echo/io/resp3_decoder.h>
 
@@ -28,111 +30,177 @@ io::Resp3Owned decoded(std::string_view wire) {
   return next.value.to_owned();
 }
 
-TEST(LentCall, TheAnswerWakesTheCaller) {
-  LentCall& c = LentCall::mine();
+// The connection's stand-in: records each part it is asked to issue; refuses with `refuse`, or
+// answers at once when `at_once` (a router that answers inside the call).
+struct FakeIo {
+  std::vector<LentCall::Part*> issued;
+  std::error_code refuse;
+  bool at_once = false;
+  io::Resp3Owned pong = decoded("+PONG\r\n");
+  static std::error_code issue(void* owner, LentCall::Part& p) {
+    auto& io = *static_cast<FakeIo*>(owner);
+    io.issued.push_back(&p);
+    if (io.refuse) return io.refuse;
+    if (io.at_once) p.eval.done({}, io.pong.view());
+    return {};
+  }
+};
+
+void ping(LentCall& c) {
+  c.begin();
   c.word("PING");
-  c.arm();
-  const io::Resp3Owned pong = decoded("+PONG\r\n");
-  std::thread io([&] {
-    c.issue_on_io([] { return std::error_code{}; });  // armed: the answer comes later
+}
+
+TEST(LentCall, TheAnswerWakesTheCaller) {
+  FakeIo io;
+  LentCall& c = LentCall::mine();
+  ping(c);
+  c.arm(&FakeIo::issue, &io);
+  std::thread loop([&] {
+    c.issue_on_io();  // issued: the answer comes later
     std::this_thread::sleep_for(5ms);
-    c.eval().done({}, pong.view());
+    io.issued.at(0)->eval.done({}, io.pong.view());
   });
   EXPECT_TRUE(c.wait(Clock::now() + 10s));
-  io.join();
-  EXPECT_FALSE(c.ec);
-  EXPECT_EQ(c.reply.view().str(), "PONG");
+  loop.join();
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_FALSE(c.part(0).ec);
+  EXPECT_EQ(c.part(0).reply.view().str(), "PONG");
   EXPECT_EQ(&LentCall::mine(), &c) << "a finished call's storage stays the thread's";
 }
 
-TEST(LentCall, AnImmediateErrorEndsTheCall) {
+TEST(LentCall, AnImmediateErrorEndsThePart) {
+  FakeIo io;
+  io.refuse = std::make_error_code(std::errc::not_connected);
   LentCall& c = LentCall::mine();
-  c.word("PING");
-  c.arm();
-  std::thread io(
-      [&] { c.issue_on_io([] { return std::make_error_code(std::errc::not_connected); }); });
+  ping(c);
+  c.arm(&FakeIo::issue, &io);
+  std::thread loop([&] { c.issue_on_io(); });
   EXPECT_TRUE(c.wait(Clock::now() + 10s));
-  io.join();
-  EXPECT_EQ(c.ec, std::make_error_code(std::errc::not_connected));
-  EXPECT_TRUE(c.reply.view().is_null());
+  loop.join();
+  EXPECT_EQ(c.part(0).ec, std::make_error_code(std::errc::not_connected));
+  EXPECT_TRUE(c.part(0).reply.view().is_null());
+}
+
+TEST(LentCall, LeadingPartsGoFirstAndTheRestOnceEachAnswered) {
+  FakeIo io;
+  LentCall& c = LentCall::mine();
+  c.begin(nullptr, 0, /*lead=*/true);
+  c.word("SET");
+  c.begin(nullptr, 0, /*lead=*/true);
+  c.word("PUBLISH");
+  c.begin();
+  c.word("EVALSHA");
+  c.arm(&FakeIo::issue, &io);
+  c.issue_on_io();
+  ASSERT_EQ(io.issued.size(), 2u) << "only the leading prefix leaves first";
+  io.issued[0]->eval.done({}, io.pong.view());
+  EXPECT_EQ(io.issued.size(), 2u) << "one leading part still unanswered";
+  io.issued[1]->eval.done({}, io.pong.view());
+  ASSERT_EQ(io.issued.size(), 3u) << "the last leading answer sends the rest";
+  EXPECT_EQ(io.issued[2]->command()[0], "EVALSHA");
+  io.issued[1]->eval.done({}, io.pong.view());  // a second answer to one part is ignored
+  EXPECT_EQ(io.issued.size(), 3u);
+  io.issued[2]->eval.done({}, io.pong.view());
+  ASSERT_TRUE(c.wait(Clock::now() + 10s));
+  EXPECT_EQ(c.part(2).reply.view().str(), "PONG");
+}
+
+TEST(LentCall, StoppingEndsEveryPartWithNothingIssued) {
+  FakeIo io;
+  LentCall& c = LentCall::mine();
+  c.begin(nullptr, 0, /*lead=*/true);
+  c.word("SET");
+  c.begin();
+  c.word("GET");
+  c.arm(&FakeIo::issue, &io);
+  c.fail_on_io(std::make_error_code(std::errc::operation_canceled));
+  EXPECT_TRUE(io.issued.empty());
+  ASSERT_TRUE(c.wait(Clock::now() + 10s));
+  EXPECT_EQ(c.part(0).ec, std::make_error_code(std::errc::operation_canceled));
+  EXPECT_EQ(c.part(1).ec, std::make_error_code(std::errc::operation_canceled));
 }
 
 TEST(LentCall, ACallerThatGivesUpHandsTheStorageToTheIoThread) {
+  FakeIo io;
   LentCall* c = &LentCall::mine();
-  c->word("PING");
-  c->arm();
-  c->issue_on_io([] { return std::error_code{}; });  // armed, never answered in time
+  ping(*c);
+  c->arm(&FakeIo::issue, &io);
+  c->issue_on_io();  // issued, never answered in time
   const Clock::time_point before = Clock::now();
   EXPECT_FALSE(c->wait(before + 20ms));
   EXPECT_GE(Clock::now() - before, 20ms);
   // The thread's next call is a new one: the late answer below cannot land in it.
   LentCall& next = LentCall::mine();
   EXPECT_NE(&next, c);
-  const io::Resp3Owned pong = decoded("+PONG\r\n");
-  std::thread io([&] { c->eval().done({}, pong.view()); });  // frees it (ASan: no leak, no reuse)
-  io.join();
-  next.word("PING");
-  EXPECT_EQ(next.command().size(), 0u) << "not armed yet";
+  LentCall::Part* late = io.issued.at(0);
+  std::thread loop([&] { late->eval.done({}, io.pong.view()); });  // frees it (ASan: no leak)
+  loop.join();
 }
 
 TEST(LentCall, AnAnswerInsideTheIssueAfterTheCallerGaveUpFreesItOnceTheIssueReturns) {
+  FakeIo io;
+  io.at_once = true;
   LentCall* c = &LentCall::mine();
+  ping(*c);
+  c->begin();
   c->word("PING");
-  c->arm();
+  c->arm(&FakeIo::issue, &io);
   EXPECT_FALSE(c->wait(Clock::now() + 1ms));  // gave up before the io thread took the call
-  const io::Resp3Owned pong = decoded("+PONG\r\n");
-  std::thread io([&] {
-    // The answer fires inside the issue (a router that answers at once): the storage must outlive
-    // the issue's return, then go.
-    c->issue_on_io([&] {
-      c->eval().done({}, pong.view());
-      return std::error_code{};
-    });
-  });
-  io.join();
+  // Both answers fire inside the issue: the storage must outlive the issue's loop, then go
+  // (ASan: a use after free or a leak fails here).
+  std::thread loop([&] { c->issue_on_io(); });
+  loop.join();
+  EXPECT_EQ(io.issued.size(), 2u);
 }
 
 TEST(LentCall, WordsKeepTheirStorageFromCallToCall) {
+  FakeIo io;
+  io.refuse = std::make_error_code(std::errc::not_connected);
   LentCall& c = LentCall::mine();
-  const std::string long_word(100, 'x');
-  c.word(long_word);
-  c.arm();
-  const char* first = c.command()[0].data();
-  c.issue_on_io([] { return std::make_error_code(std::errc::not_connected); });
+  c.word(std::string(100, 'x'));  // a word before any begin() starts a command
+  c.arm(&FakeIo::issue, &io);
+  const char* first = c.part(0).command()[0].data();
+  c.issue_on_io();
   ASSERT_TRUE(c.wait(Clock::now() + 10s));
 
   LentCall& again = LentCall::mine();
   ASSERT_EQ(&again, &c);
   again.word(std::string(100, 'y'));
-  again.arm();
-  ASSERT_EQ(again.command().size(), 1u);
-  EXPECT_EQ(again.command()[0].data(), first) << "the word's storage was kept";
-  EXPECT_EQ(again.command()[0], std::string(100, 'y'));
-  again.issue_on_io([] { return std::make_error_code(std::errc::not_connected); });
+  again.arm(&FakeIo::issue, &io);
+  ASSERT_EQ(again.size(), 1u);
+  ASSERT_EQ(again.part(0).command().size(), 1u);
+  EXPECT_EQ(again.part(0).command()[0].data(), first) << "the word's storage was kept";
+  EXPECT_EQ(again.part(0).command()[0], std::string(100, 'y'));
+  again.issue_on_io();
   ASSERT_TRUE(again.wait(Clock::now() + 10s));
 }
 
-TEST(LentCall, AScriptCallHeadsItsWordsWithEvalshaTheShaAndTheKeyCount) {
+TEST(LentCall, AScriptPartHeadsItsWordsWithEvalshaTheShaAndTheKeyCount) {
+  FakeIo io;
+  io.refuse = std::make_error_code(std::errc::not_connected);
   const io::Script s{"0123456789abcdef0123456789abcdef01234567", "return 1"};
   LentCall& c = LentCall::mine();
+  ping(c);
   c.script(s, 2);
   c.word("k1");
   c.word("k2");
   c.word("a1");
   c.word(std::uint64_t{5000});
-  c.arm();
-  ASSERT_EQ(c.command().size(), 7u);
-  EXPECT_EQ(c.command()[0], "EVALSHA");
-  EXPECT_EQ(c.command()[1], s.sha);
-  EXPECT_EQ(c.command()[2], "2");
-  ASSERT_EQ(c.keys().size(), 2u);
-  EXPECT_EQ(c.keys()[1], "k2");
-  ASSERT_EQ(c.argv().size(), 2u);
-  EXPECT_EQ(c.argv()[1], "5000");
-  EXPECT_EQ(c.script(), &s);
-  EXPECT_EQ(c.eval().script, &s);
-  EXPECT_EQ(c.eval().command.size(), 7u);
-  c.issue_on_io([] { return std::make_error_code(std::errc::not_connected); });
+  c.arm(&FakeIo::issue, &io);
+  ASSERT_EQ(c.size(), 2u);
+  const LentCall::Part& p = c.part(1);
+  ASSERT_EQ(p.command().size(), 7u);
+  EXPECT_EQ(p.command()[0], "EVALSHA");
+  EXPECT_EQ(p.command()[1], s.sha);
+  EXPECT_EQ(p.command()[2], "2");
+  ASSERT_EQ(p.keys_of().size(), 2u);
+  EXPECT_EQ(p.keys_of()[1], "k2");
+  ASSERT_EQ(p.argv().size(), 2u);
+  EXPECT_EQ(p.argv()[1], "5000");
+  EXPECT_EQ(p.eval.script, &s);
+  EXPECT_EQ(c.part(0).command().size(), 1u);
+  c.issue_on_io();
   ASSERT_TRUE(c.wait(Clock::now() + 10s));
 }
 

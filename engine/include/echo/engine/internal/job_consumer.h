@@ -139,6 +139,12 @@ class JobConsumer {
   const std::string member_;
   const JobLaneKeys keys_;
   const std::string mbase_;
+  // This member's queue keys, each mbase_ and its suffix, built once (not per call).
+  struct MemberKeys {
+    std::string active, dead, deliver, live, meta, owner, parked, pending, ring, schedule, wake;
+    explicit MemberKeys(const std::string& base);
+  };
+  const MemberKeys mk_;
   const JobLaneScripts scripts_;
   const std::int64_t member_ttl_ms_;
   const std::string token_;  // this consumer's owner token: host:pid:random
