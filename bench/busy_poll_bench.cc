@@ -62,40 +62,42 @@ std::uint64_t work(std::uint64_t x) {
   return x;
 }
 
-// traffic: 0 = no ring traffic (the floor), 1 = trickle with the symmetric (seq_cst) handshake,
-// 2 = trickle with the asymmetric barrier (one membarrier per park).
-void BM_BusyPoll_IterationTime(benchmark::State& state) {
-  const auto traffic = state.range(0);
+// The busy thread on kBusyCpu, its old mask kept for the way back; false (the benchmark skipped)
+// when it cannot run.
+bool pin_busy_thread(benchmark::State& state, cpu_set_t& old_mask) {
   if (std::thread::hardware_concurrency() < 2) {
     state.SkipWithError("needs 2 CPUs");
-    return;
+    return false;
   }
-  cpu_set_t old_mask;
   if (!pin_this_thread(kBusyCpu, &old_mask)) {
     state.SkipWithError("cannot pin the busy thread");
-    return;
+    return false;
   }
+  return true;
+}
+
+RingConfig trickle_ring(std::int64_t traffic) {
   RingConfig c;
   c.capacity = 64;
   c.full_policy = FullPolicy::kDrop;
   c.consumer_wait = {WaitStrategy::kPark, 0, traffic == 2};
-  SpscRing<std::uint64_t> ring(c);
-  if (traffic == 2 && !ring.doorbell().asymmetric()) {
-    state.SkipWithError("no membarrier on this kernel");
-    pthread_setaffinity_np(pthread_self(), sizeof(old_mask), &old_mask);
-    return;
+  return c;
+}
+
+// The ring pair on kRingCpu: a consumer that parks whenever the ring is empty, and a producer
+// that publishes one item, yields until it is applied, then pauses kGap.
+struct Trickle {
+  explicit Trickle(SpscRing<std::uint64_t>& r) : ring(r) {}
+  ~Trickle() {
+    if (!threads.empty()) stop();  // joined even when stop() was never reached
   }
-  std::atomic<bool> stop{false};
-  std::atomic<std::uint64_t> applied{0};
-  std::atomic<bool> in_order{true};
-  std::uint64_t sent = 0;
-  std::vector<std::thread> ring_threads;
-  if (traffic != 0) {
-    ring_threads.emplace_back([&] {
+
+  void start() {
+    threads.emplace_back([this] {
       pin_this_thread(kRingCpu);
       std::uint64_t expect = 0;
       bool ok = true;
-      while (!stop.load(std::memory_order_relaxed)) {
+      while (!stopping.load(std::memory_order_relaxed)) {
         if (ring.drain(1, [&](std::uint64_t& v) noexcept { ok &= v == expect++; }) != 0) {
           applied.store(expect, std::memory_order_release);
         } else {
@@ -104,13 +106,13 @@ void BM_BusyPoll_IterationTime(benchmark::State& state) {
       }
       in_order.store(ok);
     });
-    ring_threads.emplace_back([&] {
+    threads.emplace_back([this] {
       pin_this_thread(kRingCpu);
-      for (std::uint64_t i = 0; !stop.load(std::memory_order_relaxed); ++i) {
+      for (std::uint64_t i = 0; !stopping.load(std::memory_order_relaxed); ++i) {
         (void)ring.try_publish(std::uint64_t{i});
         // Same CPU as the consumer: yield until it applied the item, then pause.
         while (applied.load(std::memory_order_acquire) <= i &&
-               !stop.load(std::memory_order_relaxed)) {
+               !stopping.load(std::memory_order_relaxed)) {
           std::this_thread::yield();
         }
         sent = i + 1;
@@ -118,6 +120,55 @@ void BM_BusyPoll_IterationTime(benchmark::State& state) {
       }
     });
   }
+
+  void stop() {
+    stopping.store(true);
+    ring.doorbell().signal();  // an idle consumer sees the stop without waiting out its deadline
+    for (auto& t : threads) t.join();
+    threads.clear();
+  }
+
+  SpscRing<std::uint64_t>& ring;
+  std::atomic<bool> stopping{false};
+  std::atomic<std::uint64_t> applied{0};
+  std::atomic<bool> in_order{true};
+  std::uint64_t sent = 0;
+  std::vector<std::thread> threads;
+};
+
+// The iteration times' mean and percentiles, and the trickle's rate and parks.
+void report(benchmark::State& state, std::vector<std::uint32_t>& samples, std::uint64_t sent,
+            double secs, std::uint64_t parks) {
+  std::sort(samples.begin(), samples.end());
+  auto pct = [&](double p) {
+    return static_cast<double>(
+        samples[static_cast<std::size_t>(p * static_cast<double>(samples.size() - 1))]);
+  };
+  double sum = 0;
+  for (std::uint32_t s : samples) sum += s;
+  state.counters["mean_ns"] = sum / static_cast<double>(samples.size());
+  state.counters["p50_ns"] = pct(0.50);
+  state.counters["p99_ns"] = pct(0.99);
+  state.counters["p999_ns"] = pct(0.999);
+  state.counters["msgs_per_s"] = static_cast<double>(sent) / secs;
+  state.counters["parks"] = static_cast<double>(parks);
+  state.SetItemsProcessed(static_cast<std::int64_t>(samples.size()));
+}
+
+// traffic: 0 = no ring traffic (the floor), 1 = trickle with the symmetric (seq_cst) handshake,
+// 2 = trickle with the asymmetric barrier (one membarrier per park).
+void BM_BusyPoll_IterationTime(benchmark::State& state) {
+  const auto traffic = state.range(0);
+  cpu_set_t old_mask;
+  if (!pin_busy_thread(state, old_mask)) return;
+  SpscRing<std::uint64_t> ring(trickle_ring(traffic));
+  if (traffic == 2 && !ring.doorbell().asymmetric()) {
+    state.SkipWithError("no membarrier on this kernel");
+    pthread_setaffinity_np(pthread_self(), sizeof(old_mask), &old_mask);
+    return;
+  }
+  Trickle trickle(ring);
+  if (traffic != 0) trickle.start();
   std::vector<std::uint32_t> samples;
   samples.reserve(static_cast<std::size_t>(state.max_iterations));
   std::uint64_t x = 1;
@@ -131,26 +182,11 @@ void BM_BusyPoll_IterationTime(benchmark::State& state) {
     prev = now;
   }
   const double secs = std::chrono::duration<double>(prev - t0).count();
-  stop.store(true);
-  ring.doorbell().signal();  // an idle consumer sees the stop without waiting out its deadline
-  for (auto& t : ring_threads) t.join();
+  trickle.stop();
   pthread_setaffinity_np(pthread_self(), sizeof(old_mask), &old_mask);
   benchmark::DoNotOptimize(x);
-  if (!in_order.load()) state.SkipWithError("items arrived out of order");
-  std::sort(samples.begin(), samples.end());
-  auto pct = [&](double p) {
-    return static_cast<double>(
-        samples[static_cast<std::size_t>(p * static_cast<double>(samples.size() - 1))]);
-  };
-  double sum = 0;
-  for (std::uint32_t s : samples) sum += s;
-  state.counters["mean_ns"] = sum / static_cast<double>(samples.size());
-  state.counters["p50_ns"] = pct(0.50);
-  state.counters["p99_ns"] = pct(0.99);
-  state.counters["p999_ns"] = pct(0.999);
-  state.counters["msgs_per_s"] = static_cast<double>(sent) / secs;
-  state.counters["parks"] = static_cast<double>(ring.doorbell().parks_count());
-  state.SetItemsProcessed(static_cast<std::int64_t>(samples.size()));
+  if (!trickle.in_order.load()) state.SkipWithError("items arrived out of order");
+  report(state, samples, trickle.sent, secs, ring.doorbell().parks_count());
 }
 BENCHMARK(BM_BusyPoll_IterationTime)
     ->Arg(0)

@@ -328,89 +328,107 @@ void BM_JobLane_ServerHop(benchmark::State& state, const Placement& p) {
 
 }  // namespace lanes_bench
 
+namespace lanes_bench {
+namespace {
+
+// The latency benchmarks (one message per iteration, manual time) at `p`, `n` messages each (the
+// job lane and the server hop fewer).
+void register_latencies(const Placement& p, int n) {
+  const std::string tag = std::string("/") + p.name;
+  benchmark::RegisterBenchmark(("BM_Hiredis_PublishToMessage" + tag).c_str(),
+                               BM_Hiredis_PublishToMessage, p)
+      ->Iterations(n)
+      ->UseManualTime()
+      ->Unit(benchmark::kMicrosecond);
+  benchmark::RegisterBenchmark(("BM_Hiredis_HandOffToDeliver" + tag).c_str(),
+                               BM_Hiredis_HandOffToDeliver, p)
+      ->Iterations(std::max(1000, n / 5))
+      ->UseManualTime()
+      ->Unit(benchmark::kMicrosecond);
+  for (Backend b : {Backend::kAuto, Backend::kEpoll}) {
+    const std::string on = b == Backend::kEpoll ? "/epoll" : "";
+    benchmark::RegisterBenchmark(("BM_BroadcastLane_PublishToDrop" + tag + on).c_str(),
+                                 BM_BroadcastLane_PublishToDrop, p, false, b)
+        ->Iterations(n)
+        ->UseManualTime()
+        ->Unit(benchmark::kMicrosecond);
+    benchmark::RegisterBenchmark(("BM_BroadcastLane_BroadcastToDrop" + tag + on).c_str(),
+                                 BM_BroadcastLane_PublishToDrop, p, true, b)
+        ->Iterations(n)
+        ->UseManualTime()
+        ->Unit(benchmark::kMicrosecond);
+  }
+  benchmark::RegisterBenchmark(("BM_BroadcastLane_TlsBroadcastToDrop" + tag).c_str(),
+                               BM_BroadcastLane_TlsBroadcastToDrop, p)
+      ->Iterations(n)
+      ->UseManualTime()
+      ->Unit(benchmark::kMicrosecond);
+  benchmark::RegisterBenchmark(("BM_JobLane_EnqueueToDrop" + tag).c_str(), BM_JobLane_EnqueueToDrop,
+                               p)
+      ->Iterations(std::max(2000, n / 5))
+      ->UseManualTime()
+      ->Unit(benchmark::kMicrosecond);
+  benchmark::RegisterBenchmark(("BM_JobLane_ServerHop" + tag).c_str(), BM_JobLane_ServerHop, p)
+      ->Iterations(std::max(1000, n / 10))
+      ->UseManualTime()
+      ->Unit(benchmark::kMicrosecond);
+  benchmark::RegisterBenchmark(("BM_Lanes_Alternating" + tag).c_str(), BM_Lanes_Alternating, p)
+      ->Iterations(std::max(2000, n / 5))
+      ->UseManualTime()
+      ->Unit(benchmark::kMicrosecond);
+}
+
+void register_throughput(const Placement& p) {
+  const std::string tag = std::string("/") + p.name;
+  for (int consumers : {1, 2}) {
+    benchmark::RegisterBenchmark(
+        ("BM_JobLane_Throughput" + tag + "/consumers:" + std::to_string(consumers)).c_str(),
+        BM_JobLane_Throughput, p, consumers)
+        ->Iterations(3)
+        ->UseManualTime()
+        ->Unit(benchmark::kMillisecond);
+  }
+}
+
+// L1 hit against L2 reads (lanes_bench_reads.cc).
+void register_reads(const Placement& p) {
+  const std::string tag = std::string("/") + p.name;
+  benchmark::RegisterBenchmark(("BM_Engine_GetL1Hit" + tag).c_str(), BM_Engine_GetL1Hit, p)
+      ->UseRealTime();
+  benchmark::RegisterBenchmark(("BM_Table_ReadL1Hit" + tag).c_str(), BM_Table_ReadL1Hit, p)
+      ->UseRealTime();
+  benchmark::RegisterBenchmark(("BM_Table_MapVisitL1Hit" + tag).c_str(), BM_Table_MapVisitL1Hit, p)
+      ->UseRealTime();
+  benchmark::RegisterBenchmark(("BM_Hiredis_Get" + tag).c_str(), BM_Hiredis_Get, p)->UseRealTime();
+  benchmark::RegisterBenchmark(("BM_Engine_GetL2" + tag).c_str(), BM_Engine_GetL2, p)
+      ->Iterations(1500)
+      ->UseRealTime();
+}
+
+// The run's server listens on a TLS port too, with `tls`'s certificates.
+echo::testing::LocalServerOptions server_options(const echo::testing::LocalTlsFiles& tls) {
+  echo::testing::LocalServerOptions o;
+  o.tls.cert_file = tls.server_cert();
+  o.tls.key_file = tls.server_key();
+  o.tls.ca_file = tls.ca_file();
+  return o;
+}
+
+}  // namespace
+}  // namespace lanes_bench
+
 using namespace lanes_bench;  // NOLINT(google-build-using-namespace): main registers them all
 
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   echo::testing::LocalTlsFiles tls;
   g_tls = &tls;
-  echo::testing::LocalServerOptions server_options;
-  server_options.tls.cert_file = tls.server_cert();
-  server_options.tls.key_file = tls.server_key();
-  server_options.tls.ca_file = tls.ca_file();
-  echo::testing::LocalServer server(server_options);
+  echo::testing::LocalServer server(server_options(tls));
   g_server = &server;
   const int n = messages();
-  for (const Placement& p : kPlacements) {
-    const std::string tag = std::string("/") + p.name;
-    benchmark::RegisterBenchmark(("BM_Hiredis_PublishToMessage" + tag).c_str(),
-                                 BM_Hiredis_PublishToMessage, p)
-        ->Iterations(n)
-        ->UseManualTime()
-        ->Unit(benchmark::kMicrosecond);
-    benchmark::RegisterBenchmark(("BM_Hiredis_HandOffToDeliver" + tag).c_str(),
-                                 BM_Hiredis_HandOffToDeliver, p)
-        ->Iterations(std::max(1000, n / 5))
-        ->UseManualTime()
-        ->Unit(benchmark::kMicrosecond);
-    for (Backend b : {Backend::kAuto, Backend::kEpoll}) {
-      const std::string on = b == Backend::kEpoll ? "/epoll" : "";
-      benchmark::RegisterBenchmark(("BM_BroadcastLane_PublishToDrop" + tag + on).c_str(),
-                                   BM_BroadcastLane_PublishToDrop, p, false, b)
-          ->Iterations(n)
-          ->UseManualTime()
-          ->Unit(benchmark::kMicrosecond);
-      benchmark::RegisterBenchmark(("BM_BroadcastLane_BroadcastToDrop" + tag + on).c_str(),
-                                   BM_BroadcastLane_PublishToDrop, p, true, b)
-          ->Iterations(n)
-          ->UseManualTime()
-          ->Unit(benchmark::kMicrosecond);
-    }
-    benchmark::RegisterBenchmark(("BM_BroadcastLane_TlsBroadcastToDrop" + tag).c_str(),
-                                 BM_BroadcastLane_TlsBroadcastToDrop, p)
-        ->Iterations(n)
-        ->UseManualTime()
-        ->Unit(benchmark::kMicrosecond);
-    benchmark::RegisterBenchmark(("BM_JobLane_EnqueueToDrop" + tag).c_str(),
-                                 BM_JobLane_EnqueueToDrop, p)
-        ->Iterations(std::max(2000, n / 5))
-        ->UseManualTime()
-        ->Unit(benchmark::kMicrosecond);
-    benchmark::RegisterBenchmark(("BM_JobLane_ServerHop" + tag).c_str(), BM_JobLane_ServerHop, p)
-        ->Iterations(std::max(1000, n / 10))
-        ->UseManualTime()
-        ->Unit(benchmark::kMicrosecond);
-    benchmark::RegisterBenchmark(("BM_Lanes_Alternating" + tag).c_str(), BM_Lanes_Alternating, p)
-        ->Iterations(std::max(2000, n / 5))
-        ->UseManualTime()
-        ->Unit(benchmark::kMicrosecond);
-  }
-  for (const Placement& p : kPlacements) {
-    const std::string tag = std::string("/") + p.name;
-    for (int consumers : {1, 2}) {
-      benchmark::RegisterBenchmark(
-          ("BM_JobLane_Throughput" + tag + "/consumers:" + std::to_string(consumers)).c_str(),
-          BM_JobLane_Throughput, p, consumers)
-          ->Iterations(3)
-          ->UseManualTime()
-          ->Unit(benchmark::kMillisecond);
-    }
-  }
-  for (const Placement& p : {kPlacements[0], kPlacements[1]}) {
-    const std::string tag = std::string("/") + p.name;
-    benchmark::RegisterBenchmark(("BM_Engine_GetL1Hit" + tag).c_str(), BM_Engine_GetL1Hit, p)
-        ->UseRealTime();
-    benchmark::RegisterBenchmark(("BM_Table_ReadL1Hit" + tag).c_str(), BM_Table_ReadL1Hit, p)
-        ->UseRealTime();
-    benchmark::RegisterBenchmark(("BM_Table_MapVisitL1Hit" + tag).c_str(), BM_Table_MapVisitL1Hit,
-                                 p)
-        ->UseRealTime();
-    benchmark::RegisterBenchmark(("BM_Hiredis_Get" + tag).c_str(), BM_Hiredis_Get, p)
-        ->UseRealTime();
-    benchmark::RegisterBenchmark(("BM_Engine_GetL2" + tag).c_str(), BM_Engine_GetL2, p)
-        ->Iterations(1500)
-        ->UseRealTime();
-  }
+  for (const Placement& p : kPlacements) register_latencies(p, n);
+  for (const Placement& p : kPlacements) register_throughput(p);
+  for (const Placement& p : {kPlacements[0], kPlacements[1]}) register_reads(p);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   print_table();

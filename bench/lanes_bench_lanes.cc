@@ -244,17 +244,17 @@ void BM_Lanes_Alternating(benchmark::State& state, const Placement& p) {
   report(state, "alt_job", p, std::move(j.seen));
 }
 
-// Throughput: `consumers` receiver nodes, each applying every job; a hiredis pipeline admits
-// `n` jobs through the same member_enqueue script Engine::enqueue runs, one per member queue (in
-// batches of 64 jobs, so the producer is not the bottleneck); the clock stops when every node
-// completed all n.
-void BM_JobLane_Throughput(benchmark::State& state, const Placement& p, int consumers) {
-  place(p);
-  // A table of its own per run: a stopped node stays in the membership set for its member ttl
-  // (3 beats), and the writer would still feed its queue.
+namespace {
+
+// A table of its own per run: a stopped node stays in the membership set for its member ttl (3
+// beats), and the writer would still feed its queue.
+std::string next_throughput_table() {
   static int run_no = 0;
-  const std::string table = "limits" + std::to_string(run_no++);
-  const int n = std::max(1000, messages() / 2);
+  return "limits" + std::to_string(run_no++);
+}
+
+std::vector<std::unique_ptr<Engine>> start_consumers(const std::string& table, int consumers,
+                                                     const Placement& p) {
   std::vector<std::unique_ptr<Engine>> nodes;
   for (int i = 0; i < consumers; ++i) {
     nodes.push_back(std::make_unique<Engine>(
@@ -262,30 +262,88 @@ void BM_JobLane_Throughput(benchmark::State& state, const Placement& p, int cons
         std::vector<TableSpec>{lane_table(table, CoherenceMode::kJob, p.receiver_cpu)}));
     start_or_throw(*nodes.back());
   }
-  const echo::lua::Script* admit = echo::lua::find_script("member_enqueue");
-  Context pub = connect();
-  Reply loaded = command(pub.get(), "SCRIPT LOAD %b", admit->source.data(), admit->source.size());
+  return nodes;
+}
+
+std::vector<std::string> member_bases(const std::string& table, int consumers) {
   const auto lane_keys = echo::engine::JobLaneKeys::for_table(table);
   std::vector<std::string> mbases;
   for (int i = 0; i < consumers; ++i)
     mbases.push_back(lane_keys.member_base(std::to_string(31 + i)));
-  const std::string sha(admit->sha1);
-  echo::table::Minter minter(102);
-  const BrandedId group = minter.mint("PRT").value();
-  std::vector<std::string> jobs, frames;
-  for (int i = 0; i < n; ++i) {
-    jobs.push_back(minter.mint("JOB").value().str());
-    const auto frame =
-        echo::table::make_frame(minter.mint("AST").value(), minter.mint("TXN").value());
-    frames.emplace_back(echo::table::view(frame));
+  return mbases;
+}
+
+// Throughput's consumer nodes, and what the admission pipeline sends them: member_enqueue (the
+// script Engine::enqueue runs) loaded, every member queue's base, `n` job ids and frames.
+struct ThroughputRig {
+  ThroughputRig(const Placement& p, int consumers, int n)
+      : table(next_throughput_table()),
+        nodes(start_consumers(table, consumers, p)),
+        admit(echo::lua::find_script("member_enqueue")),
+        pub(connect()),
+        loaded(command(pub.get(), "SCRIPT LOAD %b", admit->source.data(), admit->source.size())),
+        mbases(member_bases(table, consumers)),
+        sha(admit->sha1),
+        minter(102),
+        group(minter.mint("PRT").value()) {
+    for (int i = 0; i < n; ++i) {
+      jobs.push_back(minter.mint("JOB").value().str());
+      const auto frame =
+          echo::table::make_frame(minter.mint("AST").value(), minter.mint("TXN").value());
+      frames.emplace_back(echo::table::view(frame));
+    }
   }
-  auto done = [&](std::uint64_t base) {
+
+  // Every node completed `base` jobs (applied them, or found them gone or stale).
+  bool done(std::uint64_t base) const {
     for (const auto& e : nodes) {
       const auto c = *e->stats().tables.at(0).consumer;
       if (c.completed + c.complete_gone + c.complete_stale < base) return false;
     }
     return true;
-  };
+  }
+
+  const std::string table;
+  const std::vector<std::unique_ptr<Engine>> nodes;
+  const echo::lua::Script* admit;
+  Context pub;
+  Reply loaded;
+  const std::vector<std::string> mbases;
+  const std::string sha;
+  echo::table::Minter minter;
+  const BrandedId group;
+  std::vector<std::string> jobs, frames;
+};
+
+void report_throughput(benchmark::State& state, const Placement& p, int consumers,
+                       std::uint64_t total, double seconds) {
+  const double jobs_per_s = seconds > 0 ? static_cast<double>(total) / seconds : 0;
+  state.counters["jobs_per_s"] = jobs_per_s;
+  state.counters["applies_per_s"] = jobs_per_s * consumers;
+  state.SetItemsProcessed(static_cast<std::int64_t>(total));
+  state.SetLabel(p.name);
+  g_results["throughput_" + std::to_string(consumers)][p.name].us.push_back(jobs_per_s);
+}
+
+}  // namespace
+
+// Throughput: `consumers` receiver nodes, each applying every job; a hiredis pipeline admits
+// `n` jobs through the same member_enqueue script Engine::enqueue runs, one per member queue (in
+// batches of 64 jobs, so the producer is not the bottleneck); the clock stops when every node
+// completed all n.
+void BM_JobLane_Throughput(benchmark::State& state, const Placement& p, int consumers) {
+  place(p);
+  const int n = std::max(1000, messages() / 2);
+  ThroughputRig rig(p, consumers, n);
+  // The timed loop's names, as it had them before its setup moved into ThroughputRig.
+  Context& pub = rig.pub;
+  const std::vector<std::string>& mbases = rig.mbases;
+  const std::string& sha = rig.sha;
+  echo::table::Minter& minter = rig.minter;
+  const BrandedId& group = rig.group;
+  std::vector<std::string>& jobs = rig.jobs;
+  const std::vector<std::string>& frames = rig.frames;
+  const auto done = [&rig](std::uint64_t base) { return rig.done(base); };
   std::uint64_t total = 0;
   double seconds = 0;
   for (auto _ : state) {
@@ -328,12 +386,7 @@ void BM_JobLane_Throughput(benchmark::State& state, const Placement& p, int cons
     // New ids next round (dedup is per queue, and completion deleted the rows anyway).
     for (auto& id : jobs) id = minter.mint("JOB").value().str();
   }
-  const double jobs_per_s = seconds > 0 ? static_cast<double>(total) / seconds : 0;
-  state.counters["jobs_per_s"] = jobs_per_s;
-  state.counters["applies_per_s"] = jobs_per_s * consumers;
-  state.SetItemsProcessed(static_cast<std::int64_t>(total));
-  state.SetLabel(p.name);
-  g_results["throughput_" + std::to_string(consumers)][p.name].us.push_back(jobs_per_s);
+  report_throughput(state, p, consumers, total, seconds);
 }
 
 }  // namespace lanes_bench

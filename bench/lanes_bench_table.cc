@@ -6,16 +6,20 @@ namespace lanes_bench {
 
 // ---- the closing table ----
 
-void print_table() {
-  // Percentile `p` of a benchmark's samples at a placement; 0 when it did not run there.
-  auto pct = [](const std::string& bench, const char* place, double p) {
-    const auto b = g_results.find(bench);
-    if (b == g_results.end()) return 0.0;
-    const auto s = b->second.find(place);
-    return s == b->second.end() ? 0.0 : s->second.pct(p);
-  };
-  auto median = [&](const std::string& bench, const char* place) { return pct(bench, place, 0.5); };
-  auto p99 = [&](const std::string& bench, const char* place) { return pct(bench, place, 0.99); };
+namespace {
+
+// Percentile `p` of a benchmark's samples at a placement; 0 when it did not run there.
+double pct(const std::string& bench, const char* place, double p) {
+  const auto b = g_results.find(bench);
+  if (b == g_results.end()) return 0.0;
+  const auto s = b->second.find(place);
+  return s == b->second.end() ? 0.0 : s->second.pct(p);
+}
+double median(const std::string& bench, const char* place) { return pct(bench, place, 0.5); }
+double p99(const std::string& bench, const char* place) { return pct(bench, place, 0.99); }
+
+// The lanes against their floor: one row per placement.
+void print_lane_rows() {
   std::printf("\n%-10s | %-22s | %-22s | %-22s | %-22s | %-9s | %-9s | %-9s\n", "placement",
               "floor p50/p99 us", "broadcast (PUBLISH)", "broadcast (Engine)", "job lane",
               "bc/floor", "job/bc(E)", "job/bc(P)");
@@ -30,6 +34,10 @@ void print_table() {
         p99("broadcast_engine", p.name), j, p99("job", p.name), f > 0 ? b / f : 0,
         be > 0 ? j / be : 0, b > 0 ? j / b : 0);
   }
+}
+
+// The script's share (round trips, and the server's own time) and the job lane's floor with it.
+void print_server_hop() {
   for (const Placement& p : kPlacements) {
     const double pub = median("publish_rtt", p.name), fan = median("fanout_rtt", p.name),
                  be = median("broadcast_engine", p.name), j = median("job", p.name);
@@ -51,6 +59,10 @@ void print_table() {
           p.name, se, sp, se - sp, be + se - sp, be > 0 ? (be + se - sp) / be : 0);
     }
   }
+}
+
+// Send -> the writer's apply, and the plain-client floors of both lanes.
+void print_applies_and_floors() {
   for (const Placement& p : kPlacements) {
     const double be = median("broadcast_engine_applied", p.name), j = median("job_applied", p.name);
     if (be == 0 || j == 0) continue;
@@ -72,6 +84,10 @@ void print_table() {
         p.name, f, jf, jf / f, median("handoff_server_evalsha", p.name),
         median("handoff_server_blmpop", p.name));
   }
+}
+
+// BM_Lanes_Alternating: both lanes (and the job lane without its lead) in one loop.
+void print_alternating() {
   for (const Placement& p : kPlacements) {
     const double b = median("alt_bc", p.name), j = median("alt_job", p.name);
     const double ba = median("alt_bc_applied", p.name), ja = median("alt_job_applied", p.name);
@@ -95,6 +111,10 @@ void print_table() {
           na > 0 ? ja / na : 0);
     }
   }
+}
+
+// The job lane's throughput, and an L1 hit against L2 reads.
+void print_throughput_and_reads() {
   for (const Placement& p : kPlacements) {
     const double t1 = median("throughput_1", p.name), t2 = median("throughput_2", p.name);
     if (t1 == 0 && t2 == 0) continue;
@@ -112,6 +132,10 @@ void print_table() {
         "(the original: 762 ns vs 31 us, 40x)\n",
         p.name, hit * 1000, get, hit > 0 ? get / hit : 0, miss);
   }
+}
+
+// The broadcast lane over TLS against plain, and on epoll against the default backend.
+void print_tls_and_backends() {
   for (const Placement& p : kPlacements) {
     const double plain = median("broadcast_engine", p.name),
                  tls = median("broadcast_engine_tls", p.name);
@@ -136,6 +160,17 @@ void print_table() {
           ea, ua, ua > 0 ? ea / ua : 0);
     }
   }
+}
+
+}  // namespace
+
+void print_table() {
+  print_lane_rows();
+  print_server_hop();
+  print_applies_and_floors();
+  print_alternating();
+  print_throughput_and_reads();
+  print_tls_and_backends();
   std::printf(
       "goals: broadcast lane median <= 1.15x the floor; job lane median <= 1.3x the "
       "broadcast lane's. bc(E): sent by Engine::broadcast, the same verb shape as "

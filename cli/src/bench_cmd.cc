@@ -43,20 +43,22 @@ std::optional<std::uint64_t> parse_count(const std::string& text) {
   return v;
 }
 
-// Fills `c` from the arguments; false (after one line on stderr) when one is bad.
-bool configure(const BenchArgs& a, bench::BenchConfig& c) {
-  auto bad = [](const std::string& what) {
-    std::cerr << "echostore bench: " << what << '\n';
-    return false;
-  };
-  if (a.quick) {
-    c.quick = true;
-    c.rounds = 3;
-    c.ring_items = 1u << 17;
-    c.gets = 1u << 17;
-    c.decode_streams = 30;
-    c.messages = 50;
-  }
+bool bad(const std::string& what) {
+  std::cerr << "echostore bench: " << what << '\n';
+  return false;
+}
+
+void quick_sizes(bench::BenchConfig& c) {
+  c.quick = true;
+  c.rounds = 3;
+  c.ring_items = 1u << 17;
+  c.gets = 1u << 17;
+  c.decode_streams = 30;
+  c.messages = 50;
+}
+
+// --peers and --only: which part runs, and the rounds of the parts that take minutes.
+bool choose_part(const BenchArgs& a, bench::BenchConfig& c) {
   if (a.peers) {
     if (!a.only.empty() && a.only != "peers") {
       return bad("--peers runs the peer rows alone; drop --only " + a.only);
@@ -79,25 +81,34 @@ bool configure(const BenchArgs& a, bench::BenchConfig& c) {
   // 2 backlogs of 10,000 jobs per contender per round (BullMQ's at about 1,000-3,000 jobs/s):
   // 3 rounds keep the part near a minute.
   if (c.only == "peers" && a.rounds.empty() && !a.quick) c.rounds = 3;
-  if (a.load || c.only == "open_loop") {
-    if (!c.only.empty() && c.only != "open_loop") {
-      return bad("--load runs the open-loop rows alone; drop --only " + c.only);
-    }
-    c.only = "open_loop";
-    const std::string rates = a.load && !a.load->empty() ? *a.load : "10000,50000,100000";
-    for (std::size_t at = 0; at <= rates.size();) {
-      const std::size_t end = std::min(rates.find(',', at), rates.size());
-      const auto v = parse_count(rates.substr(at, end - at));
-      if (!v || *v < 100 || *v > 1'000'000) {
-        return bad("--load wants rates in 100..1000000 messages/s, comma-separated, got '" + rates +
-                   "'");
-      }
-      c.load.push_back(static_cast<double>(*v));
-      at = end + 1;
-    }
-    // 3 rates x 2 contenders x 1 s per round: 5 rounds keep the part under a minute.
-    if (a.rounds.empty() && !a.quick) c.rounds = 5;
+  return true;
+}
+
+// --load (or --only open_loop): the open-loop rows alone, at the rates given.
+bool choose_load(const BenchArgs& a, bench::BenchConfig& c) {
+  if (!a.load && c.only != "open_loop") return true;
+  if (!c.only.empty() && c.only != "open_loop") {
+    return bad("--load runs the open-loop rows alone; drop --only " + c.only);
   }
+  c.only = "open_loop";
+  const std::string rates = a.load && !a.load->empty() ? *a.load : "10000,50000,100000";
+  for (std::size_t at = 0; at <= rates.size();) {
+    const std::size_t end = std::min(rates.find(',', at), rates.size());
+    const auto v = parse_count(rates.substr(at, end - at));
+    if (!v || *v < 100 || *v > 1'000'000) {
+      return bad("--load wants rates in 100..1000000 messages/s, comma-separated, got '" + rates +
+                 "'");
+    }
+    c.load.push_back(static_cast<double>(*v));
+    at = end + 1;
+  }
+  // 3 rates x 2 contenders x 1 s per round: 5 rounds keep the part under a minute.
+  if (a.rounds.empty() && !a.quick) c.rounds = 5;
+  return true;
+}
+
+// --ring-capacity, --max-batch and --wait: the lane tables' writer knobs.
+bool set_writer_knobs(const BenchArgs& a, bench::BenchConfig& c) {
   if (!a.ring_capacity.empty()) {
     const auto v = parse_count(a.ring_capacity);
     if (!v)
@@ -120,26 +131,35 @@ bool configure(const BenchArgs& a, bench::BenchConfig& c) {
       return bad("--wait wants spin, yield or park, got '" + a.wait + "'");
     }
   }
+  return true;
+}
+
+// --rounds, and --placement: where the bench (and a server it starts) run.
+bool set_rounds_and_placement(const BenchArgs& a, bench::BenchConfig& c) {
   if (!a.rounds.empty()) {
     const auto v = parse_count(a.rounds);
     if (!v || *v < 1 || *v > 100) return bad("--rounds wants 1..100, got '" + a.rounds + "'");
     c.rounds = static_cast<int>(*v);
   }
-  if (!a.placement.empty() && a.placement != "unpinned") {
-    const unsigned cores = std::thread::hardware_concurrency();
-    if (a.placement == "one-core") {
-      c.process_cpu = 0;
-      c.server_cpu = a.server.empty() ? 0 : -1;
-    } else if (a.placement == "spread" && cores >= 2) {
-      c.process_cpu = 0;
-      c.server_cpu = a.server.empty() ? 1 : -1;
-    } else if (a.placement == "spread") {
-      return bad("--placement spread needs 2 CPUs, this machine has " + std::to_string(cores));
-    } else {
-      return bad("--placement wants unpinned, one-core or spread, got '" + a.placement + "'");
-    }
-    c.placement = a.placement;
+  if (a.placement.empty() || a.placement == "unpinned") return true;
+  const unsigned cores = std::thread::hardware_concurrency();
+  if (a.placement == "one-core") {
+    c.process_cpu = 0;
+    c.server_cpu = a.server.empty() ? 0 : -1;
+  } else if (a.placement == "spread" && cores >= 2) {
+    c.process_cpu = 0;
+    c.server_cpu = a.server.empty() ? 1 : -1;
+  } else if (a.placement == "spread") {
+    return bad("--placement spread needs 2 CPUs, this machine has " + std::to_string(cores));
+  } else {
+    return bad("--placement wants unpinned, one-core or spread, got '" + a.placement + "'");
   }
+  c.placement = a.placement;
+  return true;
+}
+
+// The knobs as the engine checks them, on the lane tables the bench is about to declare.
+bool engine_accepts(const bench::BenchConfig& c) {
   try {
     for (auto mode : {engine::CoherenceMode::kBroadcast, engine::CoherenceMode::kJob}) {
       engine::validate(bench::lane_spec("bench", mode, c));
@@ -148,6 +168,13 @@ bool configure(const BenchArgs& a, bench::BenchConfig& c) {
     return bad(std::string("the engine refuses the knob: ") + e.what());
   }
   return true;
+}
+
+// Fills `c` from the arguments; false (after one line on stderr) when one is bad.
+bool configure(const BenchArgs& a, bench::BenchConfig& c) {
+  if (a.quick) quick_sizes(c);
+  return choose_part(a, c) && choose_load(a, c) && set_writer_knobs(a, c) &&
+         set_rounds_and_placement(a, c) && engine_accepts(c);
 }
 
 // The run as a command line (the JSON and the table header carry it, so a figure names how to

@@ -127,6 +127,15 @@ struct FaultProxy::Impl {
   void accept_all();
   bool pump(Pair& p, Way& w, int from, int to, bool stopped, const Faults& f, Clock::time_point now,
             std::atomic<std::uint64_t>& counter);
+  // The loop's turn: take the faults, act on a close, reset or heal asked since the last turn,
+  // pump every pair, and poll until something is due.
+  bool take_faults(Faults& f, bool& release);
+  void end_pairs(const Faults& f);
+  void release_held(const Faults& f, Clock::time_point now);
+  void pump_pairs(const Faults& f, Clock::time_point now);
+  short events(const Pair& p, const Way& in, const Way& out, bool out_stopped, const Faults& f,
+               Clock::time_point now, Clock::time_point& next) const;
+  void poll_until_due(std::vector<pollfd>& fds, const Faults& f, Clock::time_point now);
   void run();
 };
 
@@ -228,123 +237,146 @@ bool FaultProxy::Impl::pump(Pair& p, Way& w, int from, int to, bool stopped, con
   return true;
 }
 
+// Copies the faults for this turn (and tells change() the turn took them); false once stopping.
+bool FaultProxy::Impl::take_faults(Faults& f, bool& release) {
+  const std::lock_guard lock(mu);
+  if (stopping) return false;
+  f = faults;
+  release = f.release_held != release_done;
+  if (taken_gen != f.gen) {
+    taken_gen = f.gen;
+    applied_cv.notify_all();  // change() waits for this turn
+  }
+  return true;
+}
+
+// close_all() or reset_all(): every pair ends, FIN or RST.
+void FaultProxy::Impl::end_pairs(const Faults& f) {
+  const bool reset = f.reset_req != reset_done;
+  for (Pair& p : pairs) {
+    if (reset) {
+      p.client.abort();
+      p.server.abort();
+    }
+  }
+  (reset ? reset_by_fault : closed_by_fault).fetch_add(pairs.size(), std::memory_order_relaxed);
+  live.fetch_sub(pairs.size(), std::memory_order_relaxed);
+  // FIN on both sockets (the ones reset above are closed already); a socket whose receive
+  // queue still holds unread bytes is answered with an RST by the kernel, as any close is.
+  pairs.clear();
+  {
+    const std::lock_guard lock(mu);
+    close_done = f.close_req;
+    reset_done = f.reset_req;
+  }
+  applied_cv.notify_all();
+}
+
+// heal(): every held chunk is due now, and no pacing holds a way back.
+void FaultProxy::Impl::release_held(const Faults& f, Clock::time_point now) {
+  for (Pair& p : pairs) {
+    for (Way* w : {&p.up, &p.down}) {
+      for (Chunk& c : w->queue) c.release = now;
+      w->next_write = now;
+    }
+  }
+  const std::lock_guard lock(mu);
+  release_done = f.release_held;
+}
+
+// Both ways of every pair; a pair that failed or finished is dropped.
+void FaultProxy::Impl::pump_pairs(const Faults& f, Clock::time_point now) {
+  for (auto it = pairs.begin(); it != pairs.end();) {
+    bool ok = true;
+    // Dialing sockets: connected, or failed (the client then gets an RST).
+    if (it->dialing) {
+      pollfd d{it->server.fd, POLLOUT, 0};
+      if (::poll(&d, 1, 0) > 0) {
+        int err = 0;
+        socklen_t len = sizeof err;
+        ::getsockopt(it->server.fd, SOL_SOCKET, SO_ERROR, &err, &len);
+        if (err != 0) {
+          ok = false;
+          dial_failures.fetch_add(1, std::memory_order_relaxed);
+        } else {
+          it->dialing = false;
+        }
+      }
+    }
+    ok = ok && pump(*it, it->up, it->client.fd, it->server.fd, f.stop_up, f, now, to_server);
+    // A socket still dialing has nothing to read (recv would answer ENOTCONN).
+    ok = ok && (it->dialing ||
+                pump(*it, it->down, it->server.fd, it->client.fd, f.stop_down, f, now, to_client));
+    const bool done = it->up.shut && it->down.shut;
+    if (!ok || done) {
+      if (!ok) {  // one side failed or reset: the other hears an RST too
+        it->client.abort();
+        it->server.abort();
+      }
+      live.fetch_sub(1, std::memory_order_relaxed);
+      it = pairs.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+// What a pair's socket waits for: reading `in` while it has room, writing `out` when its head is
+// due (else `next` moves to when it will be).
+short FaultProxy::Impl::events(const Pair& p, const Way& in, const Way& out, bool out_stopped,
+                               const Faults& f, Clock::time_point now,
+                               Clock::time_point& next) const {
+  short e = 0;
+  if (!in.eof && in.held < options.max_held) e |= POLLIN;
+  const bool writable = !p.dialing && !out_stopped && now >= f.stall_until;
+  if (writable && !out.queue.empty()) {
+    const auto due = std::max(out.queue.front().release, out.next_write);
+    if (due <= now) {
+      e |= POLLOUT;
+    } else {
+      next = std::min(next, due);
+    }
+  }
+  return e;
+}
+
+// Wait for a readable socket, a writable one we have bytes for, a due chunk, or a wake.
+void FaultProxy::Impl::poll_until_due(std::vector<pollfd>& fds, const Faults& f,
+                                      Clock::time_point now) {
+  fds.clear();
+  fds.push_back({wake.fd, POLLIN, 0});
+  fds.push_back({listener.fd, POLLIN, 0});
+  auto next = now + milliseconds(100);
+  for (Pair& p : pairs) {
+    // client: reads the up way, writes the down way; server: the reverse. A socket with nothing
+    // to wait for is left out (fd -1): a peer's FIN or hang-up would otherwise wake poll at once
+    // for as long as a stall holds the pair open.
+    const auto entry = [](int fd, short e) { return pollfd{e != 0 ? fd : -1, e, 0}; };
+    fds.push_back(entry(p.client.fd, events(p, p.up, p.down, f.stop_down, f, now, next)));
+    fds.push_back(entry(p.server.fd, p.dialing ? short{POLLOUT}
+                                               : events(p, p.down, p.up, f.stop_up, f, now, next)));
+  }
+  if (f.stall_until > now) next = std::min(next, f.stall_until);
+  const auto wait = std::chrono::duration_cast<milliseconds>(next - now).count() + 1;
+  ::poll(fds.data(), fds.size(), static_cast<int>(std::clamp<std::int64_t>(wait, 0, 100)));
+  if (fds[0].revents & POLLIN) {
+    std::uint64_t v;
+    [[maybe_unused]] const auto n = ::read(wake.fd, &v, sizeof v);
+  }
+  if (fds[1].revents & POLLIN) accept_all();
+}
+
 void FaultProxy::Impl::run() {
   std::vector<pollfd> fds;
   for (;;) {
     Faults f;
     bool release = false;
-    {
-      const std::lock_guard lock(mu);
-      if (stopping) break;
-      f = faults;
-      release = f.release_held != release_done;
-      if (taken_gen != f.gen) {
-        taken_gen = f.gen;
-        applied_cv.notify_all();  // change() waits for this turn
-      }
-    }
+    if (!take_faults(f, release)) break;
     const auto now = Clock::now();
-    if (f.close_req != close_done || f.reset_req != reset_done) {
-      const bool reset = f.reset_req != reset_done;
-      for (Pair& p : pairs) {
-        if (reset) {
-          p.client.abort();
-          p.server.abort();
-        }
-      }
-      (reset ? reset_by_fault : closed_by_fault).fetch_add(pairs.size(), std::memory_order_relaxed);
-      live.fetch_sub(pairs.size(), std::memory_order_relaxed);
-      // FIN on both sockets (the ones reset above are closed already); a socket whose receive
-      // queue still holds unread bytes is answered with an RST by the kernel, as any close is.
-      pairs.clear();
-      {
-        const std::lock_guard lock(mu);
-        close_done = f.close_req;
-        reset_done = f.reset_req;
-      }
-      applied_cv.notify_all();
-    }
-    if (release) {
-      for (Pair& p : pairs) {
-        for (Way* w : {&p.up, &p.down}) {
-          for (Chunk& c : w->queue) c.release = now;
-          w->next_write = now;
-        }
-      }
-      const std::lock_guard lock(mu);
-      release_done = f.release_held;
-    }
-
-    // Dialing sockets: connected, or failed (the client then gets an RST).
-    for (auto it = pairs.begin(); it != pairs.end();) {
-      bool ok = true;
-      if (it->dialing) {
-        pollfd d{it->server.fd, POLLOUT, 0};
-        if (::poll(&d, 1, 0) > 0) {
-          int err = 0;
-          socklen_t len = sizeof err;
-          ::getsockopt(it->server.fd, SOL_SOCKET, SO_ERROR, &err, &len);
-          if (err != 0) {
-            ok = false;
-            dial_failures.fetch_add(1, std::memory_order_relaxed);
-          } else {
-            it->dialing = false;
-          }
-        }
-      }
-      ok = ok && pump(*it, it->up, it->client.fd, it->server.fd, f.stop_up, f, now, to_server);
-      // A socket still dialing has nothing to read (recv would answer ENOTCONN).
-      ok = ok && (it->dialing || pump(*it, it->down, it->server.fd, it->client.fd, f.stop_down, f,
-                                      now, to_client));
-      const bool done = it->up.shut && it->down.shut;
-      if (!ok || done) {
-        if (!ok) {  // one side failed or reset: the other hears an RST too
-          it->client.abort();
-          it->server.abort();
-        }
-        live.fetch_sub(1, std::memory_order_relaxed);
-        it = pairs.erase(it);
-      } else {
-        ++it;
-      }
-    }
-
-    // Wait for a readable socket, a writable one we have bytes for, a due chunk, or a wake.
-    fds.clear();
-    fds.push_back({wake.fd, POLLIN, 0});
-    fds.push_back({listener.fd, POLLIN, 0});
-    auto next = now + milliseconds(100);
-    for (Pair& p : pairs) {
-      const auto events = [&](Way& in, Way& out, bool out_stopped) {
-        short e = 0;
-        if (!in.eof && in.held < options.max_held) e |= POLLIN;
-        const bool writable = !p.dialing && !out_stopped && now >= f.stall_until;
-        if (writable && !out.queue.empty()) {
-          const auto due = std::max(out.queue.front().release, out.next_write);
-          if (due <= now) {
-            e |= POLLOUT;
-          } else {
-            next = std::min(next, due);
-          }
-        }
-        return e;
-      };
-      // client: reads the up way, writes the down way; server: the reverse. A socket with nothing
-      // to wait for is left out (fd -1): a peer's FIN or hang-up would otherwise wake poll at once
-      // for as long as a stall holds the pair open.
-      const auto entry = [](int fd, short e) { return pollfd{e != 0 ? fd : -1, e, 0}; };
-      fds.push_back(entry(p.client.fd, events(p.up, p.down, f.stop_down)));
-      fds.push_back(
-          entry(p.server.fd, p.dialing ? short{POLLOUT} : events(p.down, p.up, f.stop_up)));
-    }
-    if (f.stall_until > now) next = std::min(next, f.stall_until);
-    const auto wait = std::chrono::duration_cast<milliseconds>(next - now).count() + 1;
-    ::poll(fds.data(), fds.size(), static_cast<int>(std::clamp<std::int64_t>(wait, 0, 100)));
-    if (fds[0].revents & POLLIN) {
-      std::uint64_t v;
-      [[maybe_unused]] const auto n = ::read(wake.fd, &v, sizeof v);
-    }
-    if (fds[1].revents & POLLIN) accept_all();
+    if (f.close_req != close_done || f.reset_req != reset_done) end_pairs(f);
+    if (release) release_held(f, now);
+    pump_pairs(f, now);
+    poll_until_due(fds, f, now);
   }
   for (Pair& p : pairs) {
     p.client.abort();

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <future>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -155,29 +156,42 @@ double lag_median_us(const engine::WriterStats& before, const engine::WriterStat
   return 0;
 }
 
-void f3_broadcast(GateRun& run, const DrillTarget& target) {
-  constexpr int kMessages = 1000, kWarmup = 50;
+// F3's band: half to four times the floor's median.
+struct PushBand {
+  floors::Samples floor;
+  double lo = 0, hi = 0;
+};
+
+// The floor first: a plain PUBLISH -> message, measured on this run's server.
+PushBand measure_push_floor(GateRun& run, const DrillTarget& target, int messages) {
   run.stage(
       "the floor first: 1,000 PUBLISHes of 29 bytes to a blocking hiredis subscriber on "
       "its own thread; then node B holds 1,050 rows of board and 1,050 newer invalidations "
       "are PUBLISHed one at a time (50 unmeasured); then writer A and subscribers B, C, D "
       "share one name");
-  const floors::Samples floor = floors::publish_floor(target, "echostore:drill:floor", kMessages);
-  const double lo = 0.5 * floor.median(), hi = 4.0 * floor.median();
-  run.derive("floor: PUBLISH sent -> message counted, median " + fmt("%.0f", floor.median()) +
-             " us (p99 " + fmt("%.0f", floor.pct(0.99)) +
+  PushBand band;
+  band.floor = floors::publish_floor(target, "echostore:drill:floor", messages);
+  band.lo = 0.5 * band.floor.median();
+  band.hi = 4.0 * band.floor.median();
+  run.derive("floor: PUBLISH sent -> message counted, median " + fmt("%.0f", band.floor.median()) +
+             " us (p99 " + fmt("%.0f", band.floor.pct(0.99)) +
              " us); the lane is the same hop plus a RESP3 decode, a ring publish and one writer "
              "wake, observed the same way (the sender waits, spinning then yielding) -- expect the "
              "median push (PUBLISH sent -> row gone from B's L1) between 0.5x and 4x the floor: " +
-             fmt("%.0f", lo) + " to " + fmt("%.0f", hi) + " us");
+             fmt("%.0f", band.lo) + " to " + fmt("%.0f", band.hi) + " us");
+  return band;
+}
 
-  std::atomic<int> loads{0};
-  Engine b(node_options(target, 212),
-           {ast_table("board", CoherenceMode::kBroadcast, counting_loader(loads))});
-  if (!run.expect(!b.start(), "node B starts and subscribes")) return;
-  table::Minter writer(kDrillNode);
+struct Pushed {
+  floors::Samples lane;
+  double lag = 0;  // the writer's decode -> apply lag, median bucket
+};
+
+// B's rows, each dropped by one newer invalidation PUBLISHed at a time.
+Pushed push_to_b(GateRun& run, const DrillTarget& target, Engine& b, table::Minter& writer,
+                 int messages, int warmup) {
   std::vector<BrandedId> names, versions;
-  const int total = kMessages + kWarmup;
+  const int total = messages + warmup;
   for (int i = 0; i < total; ++i) names.push_back(writer.mint("AST").value());
   int put_ok = 0;
   for (const auto& n : names) {
@@ -186,26 +200,36 @@ void f3_broadcast(GateRun& run, const DrillTarget& target) {
   for (int i = 0; i < total; ++i) versions.push_back(writer.mint("TXN").value());
   run.expect(put_ok == total, "1,050 rows cached on B");
   const auto before = b.stats().tables.at(0);
-  const floors::Samples lane = push_latency(target, b, "board", names, versions, kWarmup);
+  Pushed out{push_latency(target, b, "board", names, versions, warmup)};
   const auto after = b.stats().tables.at(0);
-  const double median = lane.median();
-  const double lag = lag_median_us(before.writer, after.writer);
-  run.expect(lane.us.size() == static_cast<std::size_t>(kMessages),
+  out.lag = lag_median_us(before.writer, after.writer);
+  run.expect(out.lane.us.size() == static_cast<std::size_t>(messages),
              "1,000 measured messages each dropped its row");
   run.expect(after.writer.applied - before.writer.applied == static_cast<std::uint64_t>(total),
              "the writer applied all 1,050 (none stale, none lost)");
   run.expect(after.rings.at(0).dropped == 0, "the ring dropped 0");
-  run.expect(median >= lo && median <= hi,
-             "median push " + fmt("%.0f", median) + " us inside the derived band");
+  return out;
+}
 
-  // The cross-node round trip: A writes, B, C and D hold the old row.
+struct RoundTrip {
+  std::string heard;  // PUBLISH's receivers, "?" when it failed
+  double everywhere_us = 0;
+  std::string next;  // B's next read
+};
+
+// The cross-node round trip: A writes, B, C and D hold the old row. nullopt when A, C or D did
+// not start.
+std::optional<RoundTrip> round_trip(GateRun& run, const DrillTarget& target, Engine& b,
+                                    table::Minter& writer, std::atomic<int>& loads) {
   Engine a(node_options(target, 211),
            {ast_table("board", CoherenceMode::kNone, counting_loader(loads))});
   Engine c(node_options(target, 213),
            {ast_table("board", CoherenceMode::kBroadcast, counting_loader(loads))});
   Engine d(node_options(target, 214),
            {ast_table("board", CoherenceMode::kBroadcast, counting_loader(loads))});
-  if (!run.expect(!a.start() && !c.start() && !d.start(), "nodes A, C, D start")) return;
+  if (!run.expect(!a.start() && !c.start() && !d.start(), "nodes A, C, D start")) {
+    return std::nullopt;
+  }
   const BrandedId name = writer.mint("AST").value();
   const bool seeded =
       a.put("board", name.view(), "px=105.00", writer.mint("TXN").value()).has_value();
@@ -226,6 +250,7 @@ void f3_broadcast(GateRun& run, const DrillTarget& target) {
     return !cached(b, "board", name) && !cached(c, "board", name) && !cached(d, "board", name);
   });
   const double everywhere_us = floors::since_us(t0);
+  RoundTrip out{heard ? std::to_string(*heard) : std::string("?"), everywhere_us, ""};
   run.expect(put, "A put px=106.00 at v2");
   run.expect(heard && *heard == 3, "PUBLISH reached 3 subscribers");
   run.expect(dropped_everywhere, "B, C and D each dropped their row");
@@ -235,15 +260,34 @@ void f3_broadcast(GateRun& run, const DrillTarget& target) {
       "B's next read fell through to l2 and answered px=106.00 at v2 (" + describe(next) + ")");
   auto next_c = c.get("board", name.view());
   run.expect(next_c && next_c->value == "px=106.00", "C's next read answered px=106.00 too");
+  out.next = describe(next);
+  return out;
+}
+
+void f3_broadcast(GateRun& run, const DrillTarget& target) {
+  constexpr int kMessages = 1000, kWarmup = 50;
+  const PushBand band = measure_push_floor(run, target, kMessages);
+  std::atomic<int> loads{0};
+  Engine b(node_options(target, 212),
+           {ast_table("board", CoherenceMode::kBroadcast, counting_loader(loads))});
+  if (!run.expect(!b.start(), "node B starts and subscribes")) return;
+  table::Minter writer(kDrillNode);
+  const Pushed pushed = push_to_b(run, target, b, writer, kMessages, kWarmup);
+  const double median = pushed.lane.median();
+  run.expect(median >= band.lo && median <= band.hi,
+             "median push " + fmt("%.0f", median) + " us inside the derived band");
+  const std::optional<RoundTrip> trip = round_trip(run, target, b, writer, loads);
+  if (!trip) return;
   run.expect(loads.load() == 0, "no loader ran (L2 always held the row)");
-  run.figure("median push " + fmt("%.0f", median) + " us (p99 " + fmt("%.0f", lane.pct(0.99)) +
-             ") over " + grouped(static_cast<double>(lane.us.size())) + " messages vs floor " +
-             fmt("%.0f", floor.median()) + " us, " + fmt("%.2f", median / floor.median()) +
-             "x (band " + fmt("%.0f", lo) + "-" + fmt("%.0f", hi) +
-             "), decode -> apply lag median " + fmt("%.0f", lag) + "-" + fmt("%.0f", 2 * lag) +
-             " us; PUBLISH reached " + (heard ? std::to_string(*heard) : std::string("?")) +
-             ", all 3 dropped within " + fmt("%.0f", everywhere_us) + " us; B's next read " +
-             describe(next));
+  const floors::Samples& floor = band.floor;
+  run.figure(
+      "median push " + fmt("%.0f", median) + " us (p99 " + fmt("%.0f", pushed.lane.pct(0.99)) +
+      ") over " + grouped(static_cast<double>(pushed.lane.us.size())) + " messages vs floor " +
+      fmt("%.0f", floor.median()) + " us, " + fmt("%.2f", median / floor.median()) + "x (band " +
+      fmt("%.0f", band.lo) + "-" + fmt("%.0f", band.hi) + "), decode -> apply lag median " +
+      fmt("%.0f", pushed.lag) + "-" + fmt("%.0f", 2 * pushed.lag) + " us; PUBLISH reached " +
+      trip->heard + ", all 3 dropped within " + fmt("%.0f", trip->everywhere_us) +
+      " us; B's next read " + trip->next);
 }
 
 void f4_loss(GateRun& run, const DrillTarget& target) {
@@ -298,19 +342,15 @@ void f4_loss(GateRun& run, const DrillTarget& target) {
              " after it; its own lane's apply then healed it to " + describe(healed));
 }
 
-void g5_storm(GateRun& run, const DrillTarget& target) {
-  constexpr int kStorm = 500;
-  run.stage(
-      "storm (AST, broadcast, ring 4096, max batch 256) on node R holding 500 rows; a "
-      "pipelined storm of 500 newer invalidations on the wire; after the first 250 are "
-      "sent, R reads a cold name that L2 holds; then a writer re-puts one stormed name");
-  std::atomic<int> loads{0};
-  Engine w(node_options(target, 301),
-           {ast_table("storm", CoherenceMode::kNone, counting_loader(loads, "-"))});
-  Engine r(node_options(target, 302),
-           {ast_table("storm", CoherenceMode::kBroadcast, counting_loader(loads, "-"))});
-  if (!run.expect(!w.start() && !r.start(), "nodes W and R start")) return;
-  table::Minter writer(kDrillNode);
+constexpr int kStorm = 500;
+
+// R's 500 stormed rows and their newer versions, and the cold name only L2 holds.
+struct StormRows {
+  std::vector<BrandedId> names, versions;
+  BrandedId cold;
+};
+
+StormRows cache_storm_rows(GateRun& run, Engine& w, Engine& r, table::Minter& writer) {
   std::vector<BrandedId> names, versions;
   for (int i = 0; i < kStorm; ++i) names.push_back(writer.mint("AST").value());
   int put_ok = 0;
@@ -322,60 +362,96 @@ void g5_storm(GateRun& run, const DrillTarget& target) {
   for (int i = 0; i < kStorm; ++i) versions.push_back(writer.mint("TXN").value());
   run.expect(put_ok == kStorm && cold_put && !cached(r, "storm", cold),
              "500 rows cached on R; the cold name only in L2");
+  return {std::move(names), std::move(versions), cold};
+}
 
-  const floors::Samples get = floors::get_floor(target, l2_key("storm", cold), 1000);
+// Appends the invalidations [from, to) to `pub`'s pipeline and writes them out; false when the
+// write failed.
+bool append_storm(Redis& pub, const std::string& channel, const StormRows& rows, int from, int to) {
+  for (int i = from; i < to; ++i) {
+    const auto frame = table::make_frame(rows.names[static_cast<std::size_t>(i)],
+                                         rows.versions[static_cast<std::size_t>(i)]);
+    const std::string_view bytes = table::view(frame);
+    redisAppendCommand(pub.raw(), "PUBLISH %b %b", channel.data(), channel.size(), bytes.data(),
+                       bytes.size());
+  }
+  int done = 0;
+  while (done == 0) {
+    if (redisBufferWrite(pub.raw(), &done) != REDIS_OK) return false;
+  }
+  return true;
+}
+
+// The storm and the fill fired in its middle: what the storm's sender and R's writer saw.
+struct Storm {
+  std::future<std::pair<engine::Result<engine::Got>, double>> fill_done;
+  std::atomic<std::uint64_t> applied_at_fill{0};  // R's writer's applies when the fill answered
+  bool sent = false;
+  std::int64_t replies = 0;
+  bool all_applied = false;
+  double ms = 0;
+  bool fill_answered = false;
+};
+
+// The first half PUBLISHed, the cold name's fill posted, the second half; then every reply read
+// and R's writer given 2 s to apply all 500.
+void run_storm(const DrillTarget& target, Engine& r, const StormRows& rows, Storm& storm) {
+  Redis pub(target);
+  const std::string channel = table::coherence_channel("storm").value();
+  auto& r_writer = *engine::internal::writer_of(r, "storm");
+  const auto base = r_writer.stats().applied;
+  auto fill = std::make_shared<std::promise<std::pair<engine::Result<engine::Got>, double>>>();
+  storm.fill_done = fill->get_future();
+  std::atomic<std::uint64_t>& applied_at_fill = storm.applied_at_fill;
+
+  const auto t0 = Clock::now();
+  const bool first = append_storm(pub, channel, rows, 0, kStorm / 2);
+  const auto tf = Clock::now();
+  r.get_async("storm", rows.cold.view(),
+              [fill, tf, &applied_at_fill, &r_writer, base](engine::Result<engine::Got> g) {
+                applied_at_fill.store(r_writer.stats().applied - base, std::memory_order_relaxed);
+                fill->set_value({std::move(g), floors::since_us(tf)});
+              });
+  const bool second = append_storm(pub, channel, rows, kStorm / 2, kStorm);
+  for (int i = 0; i < kStorm; ++i) {
+    void* raw = nullptr;
+    if (redisGetReply(pub.raw(), &raw) != REDIS_OK) break;
+    floors::Reply reply(static_cast<redisReply*>(raw));
+    storm.replies += reply->type == REDIS_REPLY_INTEGER && reply->integer == 1 ? 1 : 0;
+  }
+  storm.all_applied = floors::spin_until(
+      [&] { return r_writer.stats().applied - base == static_cast<std::uint64_t>(kStorm); },
+      std::chrono::seconds(2));
+  storm.ms = floors::since_us(t0) / 1000;
+  storm.fill_answered =
+      storm.fill_done.wait_for(std::chrono::seconds(2)) == std::future_status::ready;
+  storm.sent = first && second;
+}
+
+void g5_storm(GateRun& run, const DrillTarget& target) {
+  run.stage(
+      "storm (AST, broadcast, ring 4096, max batch 256) on node R holding 500 rows; a "
+      "pipelined storm of 500 newer invalidations on the wire; after the first 250 are "
+      "sent, R reads a cold name that L2 holds; then a writer re-puts one stormed name");
+  std::atomic<int> loads{0};
+  Engine w(node_options(target, 301),
+           {ast_table("storm", CoherenceMode::kNone, counting_loader(loads, "-"))});
+  Engine r(node_options(target, 302),
+           {ast_table("storm", CoherenceMode::kBroadcast, counting_loader(loads, "-"))});
+  if (!run.expect(!w.start() && !r.start(), "nodes W and R start")) return;
+  table::Minter writer(kDrillNode);
+  const StormRows rows = cache_storm_rows(run, w, r, writer);
+
+  const floors::Samples get = floors::get_floor(target, l2_key("storm", rows.cold), 1000);
   run.derive("floor: plain GET median " + fmt("%.0f", get.median()) +
              " us; R's writer alternates ring drains capped at 256 with its inbox, so a fill "
              "posted mid-storm waits behind at most one ring batch before its GET leaves, never "
              "behind the whole storm -- expect the fill under 50 ms (the original's limit) and "
              "all 500 applied, 0 dropped, within 2 s (ring capacity 4096 > 500)");
-
-  Redis pub(target);
-  const std::string channel = table::coherence_channel("storm").value();
-  auto append = [&](int from, int to) {
-    for (int i = from; i < to; ++i) {
-      const auto frame = table::make_frame(names[static_cast<std::size_t>(i)],
-                                           versions[static_cast<std::size_t>(i)]);
-      const std::string_view bytes = table::view(frame);
-      redisAppendCommand(pub.raw(), "PUBLISH %b %b", channel.data(), channel.size(), bytes.data(),
-                         bytes.size());
-    }
-    int done = 0;
-    while (done == 0) {
-      if (redisBufferWrite(pub.raw(), &done) != REDIS_OK) return false;
-    }
-    return true;
-  };
-  auto& r_writer = *engine::internal::writer_of(r, "storm");
-  const auto base = r_writer.stats().applied;
-  auto fill = std::make_shared<std::promise<std::pair<engine::Result<engine::Got>, double>>>();
-  auto fill_done = fill->get_future();
-  std::atomic<std::uint64_t> applied_at_fill{0};
-
-  const auto t0 = Clock::now();
-  const bool first = append(0, kStorm / 2);
-  const auto tf = Clock::now();
-  r.get_async("storm", cold.view(),
-              [fill, tf, &applied_at_fill, &r_writer, base](engine::Result<engine::Got> g) {
-                applied_at_fill.store(r_writer.stats().applied - base, std::memory_order_relaxed);
-                fill->set_value({std::move(g), floors::since_us(tf)});
-              });
-  const bool second = append(kStorm / 2, kStorm);
-  std::int64_t replies = 0;
-  for (int i = 0; i < kStorm; ++i) {
-    void* raw = nullptr;
-    if (redisGetReply(pub.raw(), &raw) != REDIS_OK) break;
-    floors::Reply reply(static_cast<redisReply*>(raw));
-    replies += reply->type == REDIS_REPLY_INTEGER && reply->integer == 1 ? 1 : 0;
-  }
-  const bool all_applied = floors::spin_until(
-      [&] { return r_writer.stats().applied - base == static_cast<std::uint64_t>(kStorm); },
-      std::chrono::seconds(2));
-  const double storm_ms = floors::since_us(t0) / 1000;
-  const bool fill_answered =
-      fill_done.wait_for(std::chrono::seconds(2)) == std::future_status::ready;
-  run.expect(first && second && replies == kStorm, "500 PUBLISHes each reached R (1 receiver)");
-  run.expect(all_applied, "all 500 applied within 2 s");
+  Storm storm;
+  run_storm(target, r, rows, storm);
+  run.expect(storm.sent && storm.replies == kStorm, "500 PUBLISHes each reached R (1 receiver)");
+  run.expect(storm.all_applied, "all 500 applied within 2 s");
   const auto s = r.stats().tables.at(0);
   // A message that found R's writer parked was applied by R's io thread (direct_apply), not
   // published into the ring.
@@ -383,28 +459,28 @@ void g5_storm(GateRun& run, const DrillTarget& target) {
       s.rings.at(0).published + s.writer.direct_applies == kStorm && s.rings.at(0).dropped == 0,
       "the ring (or the io thread, direct) took 500, dropped 0");
   int gone = 0;
-  for (const auto& n : names) gone += cached(r, "storm", n) ? 0 : 1;
+  for (const auto& n : rows.names) gone += cached(r, "storm", n) ? 0 : 1;
   run.expect(gone == kStorm, "all 500 rows gone from R's L1");
-  if (!run.expect(fill_answered, "the mid-storm fill answered")) return;
-  auto [got, fill_us] = fill_done.get();
+  if (!run.expect(storm.fill_answered, "the mid-storm fill answered")) return;
+  auto [got, fill_us] = storm.fill_done.get();
   run.expect(got && got->source == Source::kL2 && got->value == "px=200.00",
              "the mid-storm fill answered px=200.00 from l2 (" + describe(got) + ")");
   run.expect(fill_us < 50'000,
              "the mid-storm fill took " + fmt("%.0f", fill_us / 1000) + " ms, under 50 ms");
 
   const BrandedId v_re = writer.mint("TXN").value();
-  const bool reput = w.put("storm", names.front().view(), "px=109.00", v_re).has_value();
-  auto back = r.get("storm", names.front().view());
+  const bool reput = w.put("storm", rows.names.front().view(), "px=109.00", v_re).has_value();
+  auto back = r.get("storm", rows.names.front().view());
   run.expect(reput && back && back->source == Source::kL2 && back->value == "px=109.00",
              "the re-put name reads px=109.00 from l2 (" + describe(back) + ")");
   run.expect(loads.load() == 0, "no loader ran");
   run.figure(std::to_string(kStorm) + " invalidations through the wire and the ring in " +
-             fmt("%.1f", storm_ms) + " ms, " + std::to_string(s.rings.at(0).batches) +
+             fmt("%.1f", storm.ms) + " ms, " + std::to_string(s.rings.at(0).batches) +
              " batches (largest " + std::to_string(s.rings.at(0).max_batch) + "), " +
              std::to_string(s.rings.at(0).dropped) + " dropped; all rows gone; re-put " +
              describe(back) + "; mid-storm fill " + fmt("%.2f", fill_us / 1000) + " ms (" +
              fmt("%.1f", fill_us / get.median()) + "x the GET floor; R's writer had applied " +
-             std::to_string(applied_at_fill.load()) + " of 500 when it answered)");
+             std::to_string(storm.applied_at_fill.load()) + " of 500 when it answered)");
 }
 
 void add_broadcast_f_gates(std::vector<Gate>& gates) {

@@ -44,28 +44,21 @@ using table::BrandedId;
 // "Branded ids").
 constexpr unsigned kDrillNode = 100;
 
-void e1_declared(GateRun& run, const DrillTarget& target) {
-  run.stage(
-      "one node declares quotes (AST, ttl 300 ms, broadcast) and fills (FIL, ttl 5000 ms, "
-      "job); then asks an undeclared table, asks quotes for the wrong-kind ORD0KHTOWnGLuC, "
-      "and offers a third declaration with jitter 0.7");
-  run.derive(
-      "the kind gate runs before the map, the writer and the wire -- expect error kind, 0 "
-      "loader runs, 0 commands on the connection and 0 ecc:{quotes}:* keys");
-  std::atomic<int> loads{0};
-  Engine node(node_options(target, 101), {TableSpec{.name = "quotes",
-                                                    .kind = "AST",
-                                                    .loader = counting_loader(loads),
-                                                    .ttl_ms = 300,
-                                                    .coherence = CoherenceMode::kBroadcast},
-                                          TableSpec{.name = "fills",
-                                                    .kind = "FIL",
-                                                    .loader = counting_loader(loads),
-                                                    .ttl_ms = 5000,
-                                                    .coherence = CoherenceMode::kJob}});
-  const std::error_code started = node.start();
-  if (!run.expect(!started, "the node starts (" + started.message() + ")")) return;
+// E1's node: quotes (AST, ttl 300 ms, broadcast) and fills (FIL, ttl 5000 ms, job).
+std::vector<TableSpec> declared_tables(std::atomic<int>& loads) {
+  return {TableSpec{.name = "quotes",
+                    .kind = "AST",
+                    .loader = counting_loader(loads),
+                    .ttl_ms = 300,
+                    .coherence = CoherenceMode::kBroadcast},
+          TableSpec{.name = "fills",
+                    .kind = "FIL",
+                    .loader = counting_loader(loads),
+                    .ttl_ms = 5000,
+                    .coherence = CoherenceMode::kJob}};
+}
 
+void expect_directory(GateRun& run, const Engine& node) {
   const auto dir = node.directory();
   const bool listed = dir.size() == 2 && dir[0].name == "quotes" && dir[0].kind == "AST" &&
                       dir[0].ttl_ms == 300 && dir[0].coherence == CoherenceMode::kBroadcast &&
@@ -75,13 +68,18 @@ void e1_declared(GateRun& run, const DrillTarget& target) {
   run.expect(listed,
              "the directory lists quotes AST 300 ms broadcast (ring 4096) and fills FIL "
              "5000 ms job (no ring)");
+}
 
-  Redis redis(target);
-  const std::size_t keys_before = redis.count_keys("ecc:{quotes}:*");
-  const auto l1_before = node.stats().tables.at(0).l1;
-  // The fills consumer shares the command connection (its beat, claim and park refresh), so the
-  // three refused gets are counted in a window where the consumer sent nothing: it has parked
-  // once, and its activity counters did not move across the window (else the window is re-run).
+struct Refusals {
+  bool undeclared_ok = false, wrong_ok = false, garbage_ok = false;
+  bool quiet = false, wire_ok = false;  // no command on the wire, in a window the consumer left
+};
+
+// The three refused gets. The fills consumer shares the command connection (its beat, claim
+// and park refresh), so they are counted in a window where the consumer sent nothing: it has
+// parked once, and its activity counters did not move across the window (else the window is
+// re-run).
+Refusals refused_gets(Engine& node) {
   const auto consumer_moves = [&node] {
     const auto c = node.stats().tables.at(1).consumer.value_or(engine::JobConsumerStats{});
     return c.beats + c.parks + c.wakes + c.empty_claims + c.claimed + c.reaped + c.promoted;
@@ -90,34 +88,27 @@ void e1_declared(GateRun& run, const DrillTarget& target) {
     const auto c = node.stats().tables.at(1).consumer;
     return c && c->parks > 0;
   });
-  bool undeclared_ok = false, wrong_ok = false, garbage_ok = false, quiet = false, wire_ok = false;
-  for (int window = 0; window < 5 && !quiet; ++window) {
+  Refusals r;
+  for (int window = 0; window < 5 && !r.quiet; ++window) {
     const auto moves_before = consumer_moves();
     const auto commands_before = node.stats().connections.at(0).commands;
     auto undeclared = node.get("nosuch", "AST0KHTOWnGLuC");
-    undeclared_ok = !undeclared && undeclared.error() == Errc::kNoSuchCache;
+    r.undeclared_ok = !undeclared && undeclared.error() == Errc::kNoSuchCache;
     auto wrong = node.get("quotes", "ORD0KHTOWnGLuC");
-    wrong_ok = !wrong && wrong.error() == Errc::kKind;
+    r.wrong_ok = !wrong && wrong.error() == Errc::kKind;
     auto garbage = node.get("quotes", "AST0KHTOWnGL!C");
-    garbage_ok = !garbage && garbage.error() == Errc::kKind;
+    r.garbage_ok = !garbage && garbage.error() == Errc::kKind;
     const auto commands_after = node.stats().connections.at(0).commands;
-    wire_ok = commands_after == commands_before;
+    r.wire_ok = commands_after == commands_before;
     // A consumer command sent in the window moves its counter by its reply: give that time.
-    if (!wire_ok) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    quiet = wire_ok || consumer_moves() == moves_before;
+    if (!r.wire_ok) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    r.quiet = r.wire_ok || consumer_moves() == moves_before;
   }
-  run.expect(undeclared_ok, "an undeclared table answers no_such_cache");
-  run.expect(wrong_ok, "ORD0KHTOWnGLuC on quotes answers kind");
-  run.expect(garbage_ok, "a malformed AST id answers kind");
+  return r;
+}
 
-  const auto l1_after = node.stats().tables.at(0).l1;
-  const std::size_t keys_after = redis.count_keys("ecc:{quotes}:*");
-  run.expect(loads.load() == 0, "0 loader runs");
-  run.expect(quiet && wire_ok, "0 commands on the wire (in a window the job consumer left quiet)");
-  run.expect(l1_after.hits == l1_before.hits && l1_after.misses == l1_before.misses,
-             "the map was not consulted (hits and misses unmoved)");
-  run.expect(keys_after == keys_before && keys_after == 0, "0 ecc:{quotes}:* keys");
-
+// A third declaration with jitter 0.7: what the engine's refusal said ("" if it took it).
+std::string jitter_refusal(const DrillTarget& target, std::atomic<int>& loads) {
   std::string refusal;
   try {
     Engine bad(
@@ -126,6 +117,41 @@ void e1_declared(GateRun& run, const DrillTarget& target) {
   } catch (const engine::ConfigError& e) {
     refusal = e.what();
   }
+  return refusal;
+}
+
+void e1_declared(GateRun& run, const DrillTarget& target) {
+  run.stage(
+      "one node declares quotes (AST, ttl 300 ms, broadcast) and fills (FIL, ttl 5000 ms, "
+      "job); then asks an undeclared table, asks quotes for the wrong-kind ORD0KHTOWnGLuC, "
+      "and offers a third declaration with jitter 0.7");
+  run.derive(
+      "the kind gate runs before the map, the writer and the wire -- expect error kind, 0 "
+      "loader runs, 0 commands on the connection and 0 ecc:{quotes}:* keys");
+  std::atomic<int> loads{0};
+  Engine node(node_options(target, 101), declared_tables(loads));
+  const std::error_code started = node.start();
+  if (!run.expect(!started, "the node starts (" + started.message() + ")")) return;
+  expect_directory(run, node);
+
+  Redis redis(target);
+  const std::size_t keys_before = redis.count_keys("ecc:{quotes}:*");
+  const auto l1_before = node.stats().tables.at(0).l1;
+  const Refusals refused = refused_gets(node);
+  run.expect(refused.undeclared_ok, "an undeclared table answers no_such_cache");
+  run.expect(refused.wrong_ok, "ORD0KHTOWnGLuC on quotes answers kind");
+  run.expect(refused.garbage_ok, "a malformed AST id answers kind");
+
+  const auto l1_after = node.stats().tables.at(0).l1;
+  const std::size_t keys_after = redis.count_keys("ecc:{quotes}:*");
+  run.expect(loads.load() == 0, "0 loader runs");
+  run.expect(refused.quiet && refused.wire_ok,
+             "0 commands on the wire (in a window the job consumer left quiet)");
+  run.expect(l1_after.hits == l1_before.hits && l1_after.misses == l1_before.misses,
+             "the map was not consulted (hits and misses unmoved)");
+  run.expect(keys_after == keys_before && keys_after == 0, "0 ecc:{quotes}:* keys");
+
+  const std::string refusal = jitter_refusal(target, loads);
   run.expect(
       refusal.find("jitter") != std::string::npos && refusal.find("0.0..0.5") != std::string::npos,
       "jitter 0.7 refused at declaration, naming the knob and its range");

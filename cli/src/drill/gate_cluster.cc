@@ -3,15 +3,12 @@
 // itself (3 masters, 3 replicas). C1 the slot router (KEYSLOT agreement, one shard per tag,
 // ASK during a migration, MOVED after it); F2 newer-wins and F3 the broadcast lane on sharded
 // pub/sub, F3's band derived from a plain SSUBSCRIBE/SPUBLISH floor on the same shard measured
-// in the same run; F5 the job lane's once-effect on its queue's shard; FO the failover drill
-// (the master of a broadcast table's slot SIGKILLed under writers and readers; the same master
-// owns a job-lane table's queue, fed through a journal, which loses nothing it recorded).
+// in the same run; F5 the job lane's once-effect on its queue's shard. FO, the failover drill, is
+// gate_cluster_failover.cc's; what the two files share, gate_cluster.h.
 #include <echo/engine/engine.h>
 #include <echo/engine/internal/access.h>
 #include <echo/engine/internal/job_consumer.h>
-#include <echo/engine/journal.h>
 #include <echo/harness/stage.h>
-#include <echo/harness/temp_dir.h>
 #include <echo/io/cluster_client.h>
 #include <echo/table/branded_id.h>
 #include <echo/table/coherence_frame.h>
@@ -25,41 +22,31 @@
 #include <chrono>
 #include <iostream>
 #include <memory>
-#include <optional>
 #include <set>
-#include <stop_token>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "drill/drill.h"
 #include "drill/floors.h"
+#include "drill/gate_cluster.h"
 #include "git_commit.h"
 
 namespace echo::cli {
 namespace {
 
+using cluster_gates::kDrillNode;
+using cluster_gates::spec;
 using engine::CoherenceMode;
 using engine::Engine;
 using engine::Loaded;
 using engine::LoadResult;
 using engine::Source;
-using engine::TableSpec;
 using floors::cached;
 using floors::Clock;
 using floors::cluster_node_options;
 using floors::fmt;
 using table::BrandedId;
-
-constexpr unsigned kDrillNode = 300;
-
-TableSpec spec(const std::string& name, CoherenceMode mode, std::atomic<int>& loads) {
-  TableSpec s = harness::ast_table(name, mode, floors::counting_loader(loads, "loaded"));
-  s.job_lease_ms = 2000;
-  s.job_beat_ms = 100;
-  s.job_retry_delay_ms = 20;
-  return s;
-}
 
 // The master serving `key`'s slot now, as a drill target.
 DrillTarget owner_of(const DrillTarget& target, const std::string& key) {
@@ -319,238 +306,11 @@ void f5_job_lane(GateRun& run, const DrillTarget& target) {
           cluster.server(static_cast<std::size_t>(queue_owner)).port()));
 }
 
-void fo_failover(GateRun& run, const DrillTarget& target) {
-  testing::LocalCluster& cluster = *target.cluster;
-  constexpr int kNames = 30;
-  const std::uint16_t slot = io::hash_slot("fo");
-  run.stage(
-      "table fo (broadcast) on writer W and readers R1, R2; W puts and SPUBLISHes every name in "
-      "rounds while R1 and R2 read; W also records and enqueues (Journal::intend_and_enqueue) "
-      "new versions of 12 names into job-lane table foj* (its membership and R1's member queue "
-      "on the same master, R1 the journalled consumer); the master owning {fo} is SIGKILLed "
-      "mid-run");
-  run.derive(
-      "a replica is promoted after cluster-node-timeout (" + std::to_string(2000) +
-      " ms here); the nodes' held calls go to it, each node resubscribes there and flushes "
-      "(its disconnect policy); after one last version per name, every node's read equals L2: "
-      "stale reads after the failover 0; after one journal replay every job-lane name is at "
-      "the last version the journal recorded (lost 0) and a second replay sends nothing");
-  // A job-lane table whose membership and whose consumer R1's member queue both live on the
-  // master that owns {fo}: one kill covers all three.
-  const int fo_master = cluster.master_of(slot);
-  std::string jt;
-  for (int k = 0; k < 400 && jt.empty(); ++k) {
-    const std::string candidate = "foj" + std::to_string(k);
-    const auto keys = engine::JobLaneKeys::for_table(candidate);
-    if (cluster.master_of(io::hash_slot(keys.qbase)) == fo_master &&
-        cluster.master_of(io::hash_slot(keys.member_base("322"))) == fo_master) {
-      jt = candidate;
-    }
-  }
-  const harness::TempDir dir("echostore-drill-fo-", std::nothrow);
-  if (!run.expect(!jt.empty() && dir.ok(),
-                  "a job-lane table on the same master, and a journal directory")) {
-    return;
-  }
-  table::Minter writer(kDrillNode + 3);
-  const BrandedId group = writer.mint("PRT").value();
-  engine::Journal journal(harness::journal_options(
-      dir.path(), group.str(), kDrillNode + 4));  // outlives the engines (declared first)
-  std::atomic<int> loads{0};
-  Engine w(cluster_node_options(target, 321),
-           {spec("fo", CoherenceMode::kBroadcast, loads), spec(jt, CoherenceMode::kNone, loads)});
-  Engine r1(cluster_node_options(target, 322),
-            {spec("fo", CoherenceMode::kBroadcast, loads), spec(jt, CoherenceMode::kJob, loads)});
-  Engine r2(cluster_node_options(target, 323), {spec("fo", CoherenceMode::kBroadcast, loads)});
-  r1.use_journal(jt, journal);
-  if (!run.expect(!w.start(std::chrono::seconds(15)) && !r1.start(std::chrono::seconds(15)) &&
-                      !r2.start(std::chrono::seconds(15)),
-                  "W, R1, R2 start")) {
-    return;
-  }
-  Engine* nodes[] = {&w, &r1, &r2};
-  std::vector<BrandedId> names;
-  for (int i = 0; i < kNames; ++i) {
-    names.push_back(writer.mint("AST").value());
-    (void)w.put("fo", names.back().view(), "v0");
-  }
-  for (Engine* e : nodes) {
-    for (const auto& n : names) (void)e->get("fo", n.view());
-  }
-  // The loads below stop on `stop` (set once the failover is measured) or on their jthread's
-  // stop_token: a throw anywhere before that (kill_master_of, wait_failover, an admin call)
-  // unwinds through the jthreads, whose destructors request stop and join. Watching `stop` alone
-  // left them running and the unwinding's join waiting for ever.
-  std::atomic<bool> stop{false};
-  const auto stopping = [&stop](const std::stop_token& st) {
-    return stop.load() || st.stop_requested();
-  };
-  std::atomic<int> writes{0}, refused{0}, reads{0};
-  std::jthread wl([&](std::stop_token st) {
-    for (int round = 1; !stopping(st); ++round) {
-      for (const auto& n : names) {
-        auto v = w.put("fo", n.view(), "r" + std::to_string(round));
-        (v && w.broadcast("fo", n.view(), *v) ? writes : refused).fetch_add(1);
-      }
-    }
-  });
-  std::jthread rl([&](std::stop_token st) {
-    for (int i = 0; !stopping(st); ++i) {
-      if (r1.get("fo", names[i % kNames].view())) reads.fetch_add(1);
-      if (r2.get("fo", names[(i + 7) % kNames].view())) reads.fetch_add(1);
-    }
-  });
-  // The journalled writer: every intent is durable before its enqueue is tried (held or refused
-  // while the queue's master is down), so `recorded` counts what must not be lost.
-  constexpr int kJobNames = 12;
-  std::vector<BrandedId> job_names;
-  std::vector<std::optional<BrandedId>> finals(kJobNames);  // the last version recorded per name
-  for (int i = 0; i < kJobNames; ++i) job_names.push_back(writer.mint("AST").value());
-  const engine::EnqueueFn enqueue = [&](const BrandedId& job, std::string_view n,
-                                        const BrandedId& v) {
-    return w.enqueue_job(jt, group, job, n, v);
-  };
-  std::atomic<int> recorded{0}, enqueue_refused{0}, record_refused{0};
-  std::jthread jl([&](std::stop_token st) {
-    table::Minter versions(kDrillNode + 5);
-    while (!stopping(st)) {
-      for (int i = 0; i < kJobNames && !stopping(st); ++i) {
-        const BrandedId v = versions.mint("AST").value();
-        auto job = journal.intend_and_enqueue(job_names[i], v, enqueue);
-        if (!job && job.error() == engine::Errc::kJournalIo) {
-          record_refused.fetch_add(1);  // not in the file, so nothing to lose; the gate fails
-        } else {
-          finals[i] = v;
-          recorded.fetch_add(1);
-          if (!job) enqueue_refused.fetch_add(1);
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(2));
-      }
-    }
-  });
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  const auto t0 = Clock::now();
-  const int old_master = cluster.kill_master_of(slot);
-  int promoted = -1;
-  try {
-    promoted = cluster.wait_failover(slot, old_master, std::chrono::seconds(30));
-  } catch (const std::exception& e) {
-    run.expect(false, e.what());
-  }
-  const double promoted_ms = floors::since_us(t0) / 1000;
-  bool followed = true;
-  for (Engine* e : nodes) {
-    followed = followed && floors::eventually(
-                               [&] {
-                                 const auto s = e->stats();
-                                 const auto wr = engine::internal::writer_of(*e, "fo")->stats();
-                                 return s.cluster && s.cluster->resubscribes >= 1 &&
-                                        wr.disconnect_flushes >= 1 && !wr.suspended;
-                               },
-                               std::chrono::seconds(20));
-  }
-  const double followed_ms = floors::since_us(t0) / 1000;
-  run.expect(promoted >= 0 && promoted != old_master, "a replica was promoted");
-  run.expect(followed, "every node resubscribed on the promoted master (lost, flushed, confirmed)");
-  const int at_follow = writes.load(), recorded_at_follow = recorded.load();
-  floors::eventually([&] { return writes.load() >= at_follow + kNames; }, std::chrono::seconds(20));
-  const bool jobs_resumed =
-      floors::eventually([&] { return recorded.load() >= recorded_at_follow + 2 * kJobNames; },
-                         std::chrono::seconds(20));
-  stop = true;
-  wl.join();
-  rl.join();
-  jl.join();
-  run.expect(jobs_resumed, "the journalled writer's enqueues resumed after the failover");
-  std::vector<BrandedId> last;
-  int heard_all = 0;
-  for (const auto& n : names) {
-    auto v = w.put("fo", n.view(), "final");
-    if (!v) continue;
-    last.push_back(*v);
-    auto heard = w.broadcast("fo", n.view(), *v);
-    heard_all += heard && *heard == 3;
-  }
-  run.expect(
-      static_cast<int>(last.size()) == kNames && heard_all == kNames,
-      fmt("the last version of every name reached all 3 nodes (%d of %d)", heard_all, kNames));
-  floors::eventually(
-      [&] {
-        for (Engine* e : {&r1, &r2}) {
-          for (const auto& n : names) {
-            if (cached(*e, "fo", n)) {
-              auto g = e->get("fo", n.view());
-              if (!g || g->value != "final") return false;
-            }
-          }
-        }
-        return true;
-      },
-      std::chrono::seconds(5));
-  int stale = 0;
-  for (Engine* e : nodes) {
-    for (std::size_t i = 0; i < last.size(); ++i) {
-      const std::string raw = cluster.admin(static_cast<std::size_t>(promoted),
-                                            {"GET", table::l2_key("fo", names[i].view()).value()});
-      auto g = e->get("fo", names[i].view());
-      stale +=
-          !g || raw.size() < 14 || g->version->view() != raw.substr(0, 14) || g->version != last[i];
-    }
-  }
-  run.expect(stale == 0, fmt("stale reads after the failover: %d of %d", stale, 3 * kNames));
-  // The job lane: one replay re-enqueues what no applied version covers; then every name must
-  // reach the last version recorded for it, and nothing may be left uncovered.
-  // R1 is admitted again once its live key is on its member queue's current master (its first
-  // beat there); a replay before that would answer no_live_member and leave the intents for later.
-  const std::string r1_live = engine::JobLaneKeys::for_table(jt).member_base("322") + "live";
-  floors::eventually(
-      [&] {
-        try {
-          const int at = cluster.master_of(io::hash_slot(r1_live));
-          return cluster.admin(static_cast<std::size_t>(at), {"EXISTS", r1_live}) == "1";
-        } catch (const std::exception&) {
-          return false;  // the shard is electing
-        }
-      },
-      std::chrono::seconds(20));
-  auto replayed = journal.replay(enqueue);
-  run.expect(replayed.has_value(), "the journal replayed after recovery");
-  int at_final = 0;
-  floors::eventually(
-      [&] {
-        at_final = 0;
-        for (int i = 0; i < kJobNames; ++i) {
-          at_final += journal.last_applied(job_names[i]) == finals[i];
-        }
-        return at_final == kJobNames;
-      },
-      std::chrono::seconds(30));
-  auto again = journal.replay(enqueue);
-  const std::uint64_t uncovered = again ? again->replayed : ~0ull;
-  run.expect(at_final == kJobNames,
-             fmt("job-lane names at the journal's last recorded version: %d of %d (lost %d)",
-                 at_final, kJobNames, kJobNames - at_final));
-  run.expect(uncovered == 0, fmt("a second replay finds %llu intents uncovered",
-                                 static_cast<unsigned long long>(uncovered)));
-  run.expect(record_refused.load() == 0,
-             fmt("the journal refused %d records (journal_io)", record_refused.load()));
-  run.figure(
-      fmt("promoted %.0f ms after the kill, every node followed at %.0f ms; %d writes, %d "
-          "refused in the outage, %d reads; stale after 0 of %d",
-          promoted_ms, followed_ms, writes.load(), refused.load(), reads.load(), 3 * kNames));
-  run.figure(
-      fmt("job lane: %d intents recorded (%d enqueues refused in the outage), replay "
-          "re-enqueued %llu; %d of %d names final, lost 0, second replay 0",
-          recorded.load(), enqueue_refused.load(),
-          static_cast<unsigned long long>(replayed ? replayed->replayed : 0), at_final, kJobNames));
-}
-
 void add_cluster_gates(std::vector<Gate>& gates) {
   gates.push_back({"C1", "slot router (cluster)", c1_router});
   gates.push_back({"F2", "newer-wins (cluster)", f2_newer_wins});
   gates.push_back({"F3", "sharded broadcast (cluster)", f3_broadcast});
   gates.push_back({"F5", "job lane once-effect (cluster)", f5_job_lane});
-  gates.push_back({"FO", "failover drill (cluster)", fo_failover});
 }
 
 const GateGroup kGroup{kClusterGateOrder + 1, add_cluster_gates};

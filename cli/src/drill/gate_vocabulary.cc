@@ -23,11 +23,7 @@ namespace {
 
 using namespace echo::table;
 
-void vocabulary(GateRun& run, const DrillTarget& target) {
-  run.stage(
-      "the id vectors and refusals, 10,000 mints, the 29-byte frame vectors, the "
-      "names and slot vectors, and one frame stored in L2 and read back");
-  // Ids.
+void expect_ids(GateRun& run) {
   auto usr = BrandedId::encode("USR", 274557032793636864ull);
   run.expect(usr && usr->view() == "USR0KHTOWnGLuC",
              "encode(USR, 274557032793636864) = USR0KHTOWnGLuC");
@@ -52,14 +48,19 @@ void vocabulary(GateRun& run, const DrillTarget& target) {
     run.expect(!p && p.error() == r.gate,
                std::string(r.text) + " refused at gate " + std::string(to_string(r.gate)));
   }
-  // Mint order.
+}
+
+void expect_mint_order(GateRun& run) {
   Minter minter(7);
   std::vector<std::string> minted;
   for (int i = 0; i < 10000; ++i) minted.push_back(minter.mint("TXN")->str());
   run.expect(std::is_sorted(minted.begin(), minted.end()) &&
                  std::adjacent_find(minted.begin(), minted.end()) == minted.end(),
              "10,000 mints are strictly increasing in byte order");
-  // Frame.
+}
+
+// The frame vectors; the payload vector's frame, for the server's trip and the parse figure.
+Expected<Frame, FrameError> expect_frames(GateRun& run) {
   auto f = make_frame(std::string_view("AST0KHTOWnGLuC"), std::string_view("TXN0NgWEfAEJfs"));
   run.expect(f && view(*f) == "AST0KHTOWnGLuC:TXN0NgWEfAEJfs", "payload vector, 29 bytes");
   auto back = f ? parse_frame(view(*f)) : parse_frame("");
@@ -71,7 +72,10 @@ void vocabulary(GateRun& run, const DrillTarget& target) {
   auto bad = parse_frame("AAAAAAAAAAAAAA:BBBBBBBBBBBBBB");
   run.expect(!bad && bad.error().error == FrameError::kVersion && bad.error().id == IdError::kRange,
              "AAAAAAAAAAAAAA:BBBBBBBBBBBBBB refused: the version half fails range");
-  // Names.
+  return f;
+}
+
+void expect_names(GateRun& run) {
   run.expect(coherence_channel("users").value() == "ecc:{users}:coh", "channel ecc:{users}:coh");
   run.expect(coherence_queue("users").value() == "ecc.coh.users", "queue ecc.coh.users");
   run.expect(l2_key("users", "AST0KHTOWnGLuC").value() == "ecc:{users}:AST0KHTOWnGLuC",
@@ -81,23 +85,39 @@ void vocabulary(GateRun& run, const DrillTarget& target) {
   run.expect(hash_slot("123456789") == 12739 && hash_slot("emq:{orders}:pending") == 105 &&
                  hash_slot("emq:{fills}:pending") == 4165 && hash_slot(kVersionFenceKey) == 9051,
              "slots 12739, 105, 4165, 9051");
-  // The frame on the real server, byte for byte.
+}
+
+// The frame on the real server, byte for byte.
+void expect_server_trip(GateRun& run, const DrillTarget& target,
+                        const Expected<Frame, FrameError>& f) {
   std::unique_ptr<redisContext, void (*)(redisContext*)> c(
       redisConnect(target.host.c_str(), target.port), redisFree);
-  if (run.expect(c && !c->err && harness::authenticate(c.get()).empty(),
-                 "connected to the drill's server")) {
-    const std::string key = l2_key("drill", "AST0KHTOWnGLuC").value();
-    auto* set = static_cast<redisReply*>(
-        redisCommand(c.get(), "SET %b %b PX 5000", key.data(), key.size(), f->data(), f->size()));
-    if (set) freeReplyObject(set);
-    auto* got = static_cast<redisReply*>(redisCommand(c.get(), "GET %b", key.data(), key.size()));
-    run.expect(
-        got && got->type == REDIS_REPLY_STRING && std::string_view(got->str, got->len) == view(*f),
-        "the 29-byte frame survives SET/GET byte for byte");
-    if (got) freeReplyObject(got);
-    auto* del = static_cast<redisReply*>(redisCommand(c.get(), "DEL %b", key.data(), key.size()));
-    if (del) freeReplyObject(del);
+  if (!run.expect(c && !c->err && harness::authenticate(c.get()).empty(),
+                  "connected to the drill's server")) {
+    return;
   }
+  const std::string key = l2_key("drill", "AST0KHTOWnGLuC").value();
+  auto* set = static_cast<redisReply*>(
+      redisCommand(c.get(), "SET %b %b PX 5000", key.data(), key.size(), f->data(), f->size()));
+  if (set) freeReplyObject(set);
+  auto* got = static_cast<redisReply*>(redisCommand(c.get(), "GET %b", key.data(), key.size()));
+  run.expect(
+      got && got->type == REDIS_REPLY_STRING && std::string_view(got->str, got->len) == view(*f),
+      "the 29-byte frame survives SET/GET byte for byte");
+  if (got) freeReplyObject(got);
+  auto* del = static_cast<redisReply*>(redisCommand(c.get(), "DEL %b", key.data(), key.size()));
+  if (del) freeReplyObject(del);
+}
+
+void vocabulary(GateRun& run, const DrillTarget& target) {
+  run.stage(
+      "the id vectors and refusals, 10,000 mints, the 29-byte frame vectors, the "
+      "names and slot vectors, and one frame stored in L2 and read back");
+  expect_ids(run);
+  expect_mint_order(run);
+  const auto f = expect_frames(run);
+  expect_names(run);
+  expect_server_trip(run, target, f);
   // A figure: parse cost, against the floor of copying 29 bytes.
   const auto t0 = std::chrono::steady_clock::now();
   std::size_t ok = 0;
