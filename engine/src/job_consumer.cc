@@ -119,6 +119,7 @@ CommandPort CommandPort::of(io::Connection& c) {
   p.evalsha_fn = [&c](const io::Script& s, std::span<const std::string_view> keys,
                       std::span<const std::string_view> argv,
                       io::ReplyFn done) { return c.evalsha(s, keys, argv, std::move(done)); };
+  p.evalsha_lent_fn = [&c](io::LentEval& req) { return c.evalsha_lent(req); };
   return p;
 }
 

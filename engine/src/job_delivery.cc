@@ -379,27 +379,46 @@ void JobConsumer::drain_acks() {
 
 void JobConsumer::complete(const Job& job, table::Verdict verdict) {
   base::solo_add(verdict == table::Verdict::kApplied ? applied_ : stale_applies_);
-  const std::string& active = mk_.active;
-  const std::string job_key = mbase_ + "job:" + job.id;
-  const std::string token = std::to_string(job.token);
-  const std::string_view keys[] = {active, job_key};
-  const std::string_view argv[] = {job.id, token, mbase_};
+  Completion& c = take_completion();
+  c.job_key.assign(mbase_).append("job:").append(job.id);
+  c.id.assign(job.id);
+  c.token.assign(std::to_string(job.token));
+  c.command = {"EVALSHA", scripts_.complete.sha, "2", mk_.active, c.job_key, c.id, c.token, mbase_};
+  c.eval.script = &scripts_.complete;
+  c.eval.command = c.command;
   // A call refused inline (disconnected, overloaded) answers nothing: counted here, like an
   // error reply. Either way the job stays active and the reaper redelivers it with token + 1.
-  const auto refused = cmd_.evalsha(
-      scripts_.complete, keys, argv, [this](std::error_code ec, const io::Resp3Value& r) {
-        if (ec == make_error_code(io::IoErrc::kServerError) && r.str().starts_with("EMQSTALE")) {
-          base::solo_add(complete_stale_);  // a superseded token: the script refused it
-        } else if (ec || r.type() != io::Resp3Type::integer) {
-          // Unacknowledged: the reaper redelivers, newer-wins absorbs it
-          base::solo_add(complete_errors_);
-        } else if (r.integer() == 1) {
-          base::solo_add(completed_);
-        } else {
-          base::solo_add(complete_gone_);
-        }
-      });
-  if (refused) base::solo_add(complete_errors_);
+  if (cmd_.evalsha_lent(c.eval, 2)) {
+    base::solo_add(complete_errors_);
+    free_completions_.push_back(&c);
+  }
+}
+
+JobConsumer::Completion& JobConsumer::take_completion() {
+  if (!free_completions_.empty()) {
+    Completion* c = free_completions_.back();
+    free_completions_.pop_back();
+    return *c;
+  }
+  Completion* c = completions_.emplace_back(std::make_unique<Completion>()).get();
+  c->eval.done = [this, c](std::error_code ec, const io::Resp3Value& r) {
+    on_completed(ec, r);
+    free_completions_.push_back(c);  // its last touch: the next completion may take it
+  };
+  return *c;
+}
+
+void JobConsumer::on_completed(std::error_code ec, const io::Resp3Value& r) {
+  if (ec == make_error_code(io::IoErrc::kServerError) && r.str().starts_with("EMQSTALE")) {
+    base::solo_add(complete_stale_);  // a superseded token: the script refused it
+  } else if (ec || r.type() != io::Resp3Type::integer) {
+    // Unacknowledged: the reaper redelivers, newer-wins absorbs it
+    base::solo_add(complete_errors_);
+  } else if (r.integer() == 1) {
+    base::solo_add(completed_);
+  } else {
+    base::solo_add(complete_gone_);
+  }
 }
 
 void JobConsumer::retry(const Job& job, const std::string& reason) {

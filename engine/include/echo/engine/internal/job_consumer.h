@@ -18,16 +18,19 @@
 #include <echo/io/connection.h>
 #include <echo/io/uring_loop.h>
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <initializer_list>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
 #include <system_error>
 #include <unordered_map>
+#include <vector>
 
 namespace echo::engine {
 
@@ -68,6 +71,10 @@ struct CommandPort {
                                 std::span<const std::string_view>, io::ReplyFn)>
       evalsha_fn;
 
+  // The connection's EVALSHA with nothing copied (Connection::evalsha_lent); empty on a cluster,
+  // whose router copies.
+  std::function<std::error_code(io::LentEval&)> evalsha_lent_fn;
+
   static CommandPort of(io::Connection& c);
   std::error_code call(std::initializer_list<std::string_view> args, io::ReplyFn done) const {
     return call_fn(std::span<const std::string_view>(args.begin(), args.size()), std::move(done));
@@ -75,6 +82,12 @@ struct CommandPort {
   std::error_code evalsha(const io::Script& s, std::span<const std::string_view> keys,
                           std::span<const std::string_view> argv, io::ReplyFn done) const {
     return evalsha_fn(s, keys, argv, std::move(done));
+  }
+  // `req` (its script, its whole EVALSHA of `keys` keys, its done) is the caller's until done ran.
+  std::error_code evalsha_lent(io::LentEval& req, std::size_t keys) const {
+    if (evalsha_lent_fn) return evalsha_lent_fn(req);
+    return evalsha_fn(*req.script, req.command.subspan(3, keys), req.command.subspan(3 + keys),
+                      req.done);
   }
 };
 
@@ -127,6 +140,15 @@ class JobConsumer {
   void publish_overflow();
   void drain_acks();
   void complete(const Job& job, table::Verdict verdict);
+  // A completion's call, lent to the command path and kept for the next one: a warm consumer
+  // completes a job without copying its words.
+  struct Completion {
+    std::string job_key, id, token;
+    std::array<std::string_view, 8> command;  // EVALSHA sha 2 active job_key id token mbase
+    io::LentEval eval;                        // its done set once, at creation
+  };
+  Completion& take_completion();
+  void on_completed(std::error_code ec, const io::Resp3Value& reply);
   void retry(const Job& job, const std::string& reason);
   static void on_timer(io::IoOp& op, int res) noexcept;
 
@@ -139,6 +161,8 @@ class JobConsumer {
   const std::string member_;
   const JobLaneKeys keys_;
   const std::string mbase_;
+  std::vector<std::unique_ptr<Completion>> completions_;  // every one made (loop thread)
+  std::vector<Completion*> free_completions_;
   // This member's queue keys, each mbase_ and its suffix, built once (not per call).
   struct MemberKeys {
     std::string active, dead, deliver, live, meta, owner, parked, pending, ring, schedule, wake;
