@@ -116,23 +116,139 @@ std::optional<QuoteBoardOptions> parse_quote_board_args(int argc, const char* co
   return o;
 }
 
-QuoteBoardSummary run_quote_board(const QuoteBoardOptions& o, std::ostream& out) {
+namespace {
+
+void check_options(const QuoteBoardOptions& o) {
   if (o.instruments < 1 || o.instruments > 1000)
     throw std::invalid_argument("instruments: 1..1000");
   if (o.readers < 1 || o.readers > 64) throw std::invalid_argument("readers: 1..64");
   if (o.reprices < 1) throw std::invalid_argument("reprices: at least 1");
-  std::unique_ptr<testing::LocalServer> own;
+}
+
+// The server both nodes use: --server, or a redis-server this process starts (kept in `own`).
+engine::EngineOptions server_options(const QuoteBoardOptions& o,
+                                     std::unique_ptr<testing::LocalServer>& own) {
   engine::EngineOptions base;
   if (o.server.empty()) {
     own = std::make_unique<testing::LocalServer>();
     base.host = own->host();
     base.port = own->port();
-  } else {
-    const auto address = io::parse_address(o.server);
-    if (!address) throw std::invalid_argument("--server wants HOST:PORT, got '" + o.server + "'");
-    base.host = address->host;
-    base.port = address->port;
+    return base;
   }
+  const auto address = io::parse_address(o.server);
+  if (!address) throw std::invalid_argument("--server wants HOST:PORT, got '" + o.server + "'");
+  base.host = address->host;
+  base.port = address->port;
+  return base;
+}
+
+// What one reader thread saw.
+struct ReaderResult {
+  std::uint64_t reads = 0, hits = 0;  // a read that is not a hit answered a miss at once
+  std::vector<std::int64_t> last;     // the size field of each instrument's last read
+  std::vector<std::int64_t> hit_ns;
+};
+
+// A reader thread: try_read round robin until `stop`, using each quote in place; then the last
+// read of each instrument, after the last message was applied.
+void read_flat_out(const engine::Table<Quote>& quotes, const std::vector<std::string>& symbols,
+                   const std::atomic<bool>& stop, ReaderResult& res) {
+  double spread = 0;  // uses the quote, in place
+  for (std::size_t k = 0; !stop.load(std::memory_order_acquire); ++k) {
+    const auto t0 = Clock::now();
+    const bool hit = quotes.try_read(symbols[k % symbols.size()],
+                                     [&spread](const Quote& q) { spread += q.ask - q.bid; });
+    const auto t1 = Clock::now();
+    ++res.reads;
+    if (hit) {
+      ++res.hits;
+      if (res.hit_ns.size() < 100000) res.hit_ns.push_back((t1 - t0).count());
+    }
+  }
+  for (const auto& symbol : symbols) {
+    auto got = quotes.get(symbol);
+    res.last.push_back(got ? got->size : -1);
+  }
+}
+
+// However the run's scope is left (a lost server, a thread that cannot be made), the readers
+// stop and are joined before the engines they read go away.
+struct StopReaders {
+  std::atomic<bool>& stop;
+  std::vector<std::thread>& threads;
+  ~StopReaders() {
+    stop.store(true, std::memory_order_release);
+    for (auto& t : threads) {
+      if (t.joinable()) t.join();
+    }
+  }
+};
+
+// The writer thread: o.reprices publishes round robin; answers each instrument's last repricing
+// (-1 - i: never repriced, its seed). A failed call (the server lost) ends the loop; the error
+// leaves here once the thread is joined, never the thread itself.
+std::vector<int> write_prices(const engine::Table<Quote>& quotes,
+                              const std::vector<std::string>& symbols, const QuoteBoardOptions& o,
+                              QuoteBoardSummary& sum) {
+  std::vector<int> final_k(o.instruments);
+  for (int i = 0; i < o.instruments; ++i) final_k[i] = -1 - i;
+  std::exception_ptr writer_error;
+  std::thread writer([&] {
+    try {
+      const auto t0 = Clock::now();
+      for (int k = 0; k < o.reprices; ++k) {
+        const int i = k % o.instruments;
+        must(quotes.publish(symbols[i], quote_of(k)), "publish");
+        ++sum.publishes;
+        final_k[i] = k;
+      }
+      sum.writer_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    } catch (...) {
+      writer_error = std::current_exception();
+    }
+  });
+  writer.join();
+  if (writer_error) std::rethrow_exception(writer_error);
+  return final_k;
+}
+
+// The readers' counts into `sum`, each last read checked against its instrument's final quote.
+void tally(const std::vector<ReaderResult>& results, const std::vector<int>& final_k,
+           QuoteBoardSummary& sum) {
+  std::vector<std::int64_t> all_ns;
+  for (const auto& res : results) {
+    sum.reads += res.reads;
+    sum.l1_hits += res.hits;
+    sum.misses += res.reads - res.hits;
+    all_ns.insert(all_ns.end(), res.hit_ns.begin(), res.hit_ns.end());
+    for (std::size_t i = 0; i < final_k.size(); ++i) {
+      if (res.last[i] != quote_of(final_k[i]).size) ++sum.mismatches;
+    }
+  }
+  if (!all_ns.empty()) {
+    std::nth_element(all_ns.begin(), all_ns.begin() + all_ns.size() / 2, all_ns.end());
+    sum.read_ns_p50 = static_cast<double>(all_ns[all_ns.size() / 2]);
+  }
+}
+
+void print_summary(std::ostream& out, const QuoteBoardOptions& o, const engine::EngineOptions& base,
+                   const QuoteBoardSummary& sum, bool settled) {
+  out << "quote board: " << o.instruments << " instruments, " << o.readers << " readers, "
+      << o.reprices << " reprices on " << base.host << ':' << base.port << '\n'
+      << "  writer      " << sum.publishes << " publishes in " << sum.writer_seconds << " s\n"
+      << "  readers     " << sum.reads << " reads, " << sum.l1_hits << " L1 hits in place, p50 hit "
+      << sum.read_ns_p50 << " ns, " << sum.misses << " misses answered at once (none waited)\n"
+      << "  check       " << (settled ? "settled" : "NOT settled within 20 s") << ", "
+      << sum.mismatches << " of " << o.readers * o.instruments
+      << " final reads wrong: " << (sum.ok ? "PASS" : "FAIL") << '\n';
+}
+
+}  // namespace
+
+QuoteBoardSummary run_quote_board(const QuoteBoardOptions& o, std::ostream& out) {
+  check_options(o);
+  std::unique_ptr<testing::LocalServer> own;
+  const engine::EngineOptions base = server_options(o, own);
   engine::EngineOptions wo = base, ro = base;
   wo.node_id = 1;
   ro.node_id = 2;
@@ -152,72 +268,13 @@ QuoteBoardSummary run_quote_board(const QuoteBoardOptions& o, std::ostream& out)
 
   QuoteBoardSummary sum;
   std::atomic<bool> stop{false};
-  struct ReaderResult {
-    std::uint64_t reads = 0, hits = 0;  // a read that is not a hit answered a miss at once
-    std::vector<std::int64_t> last;     // the size field of each instrument's last read
-    std::vector<std::int64_t> hit_ns;
-  };
   std::vector<ReaderResult> results(o.readers);
   std::vector<std::thread> readers;
-  // However this scope is left (a lost server, a thread that cannot be made), the readers stop
-  // and are joined before the engines they read go away.
-  struct StopReaders {
-    std::atomic<bool>& stop;
-    std::vector<std::thread>& threads;
-    ~StopReaders() {
-      stop.store(true, std::memory_order_release);
-      for (auto& t : threads) {
-        if (t.joinable()) t.join();
-      }
-    }
-  } stop_readers{stop, readers};
+  const StopReaders stop_readers{stop, readers};
   for (int r = 0; r < o.readers; ++r) {
-    readers.emplace_back([&, r] {
-      ReaderResult& res = results[r];
-      double spread = 0;  // uses the quote, in place
-      for (std::size_t k = 0; !stop.load(std::memory_order_acquire); ++k) {
-        const auto t0 = Clock::now();
-        const bool hit = quotes.try_read(symbols[k % symbols.size()],
-                                         [&spread](const Quote& q) { spread += q.ask - q.bid; });
-        const auto t1 = Clock::now();
-        ++res.reads;
-        if (hit) {
-          ++res.hits;
-          if (res.hit_ns.size() < 100000) res.hit_ns.push_back((t1 - t0).count());
-        }
-      }
-      // The last read of each instrument, after the last message was applied.
-      for (const auto& symbol : symbols) {
-        auto got = quotes.get(symbol);
-        res.last.push_back(got ? got->size : -1);
-      }
-    });
+    readers.emplace_back([&, r] { read_flat_out(quotes, symbols, stop, results[r]); });
   }
-
-  std::vector<int> final_k(o.instruments);
-  for (int i = 0; i < o.instruments; ++i) final_k[i] = -1 - i;
-  auto write_prices = [&] {
-    const auto t0 = Clock::now();
-    for (int k = 0; k < o.reprices; ++k) {
-      const int i = k % o.instruments;
-      must(writer_quotes.publish(symbols[i], quote_of(k)), "publish");
-      ++sum.publishes;
-      final_k[i] = k;
-    }
-    sum.writer_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-  };
-  // A failed call (the server lost: publish answers an error) ends the writer's loop; the error
-  // leaves this function once the readers are joined, never the thread itself.
-  std::exception_ptr writer_error;
-  std::thread writer([&] {
-    try {
-      write_prices();
-    } catch (...) {
-      writer_error = std::current_exception();
-    }
-  });
-  writer.join();
-  if (writer_error) std::rethrow_exception(writer_error);
+  const std::vector<int> final_k = write_prices(writer_quotes, symbols, o, sum);
 
   // The reading node has applied the last message of every instrument once it reads each final
   // quote; the wait is bounded.
@@ -228,32 +285,11 @@ QuoteBoardSummary run_quote_board(const QuoteBoardOptions& o, std::ostream& out)
   stop.store(true, std::memory_order_release);
   for (auto& t : readers) t.join();  // stop_readers finds them joined
 
-  std::vector<std::int64_t> all_ns;
-  for (const auto& res : results) {
-    sum.reads += res.reads;
-    sum.l1_hits += res.hits;
-    sum.misses += res.reads - res.hits;
-    all_ns.insert(all_ns.end(), res.hit_ns.begin(), res.hit_ns.end());
-    for (int i = 0; i < o.instruments; ++i) {
-      if (res.last[i] != quote_of(final_k[i]).size) ++sum.mismatches;
-    }
-  }
-  if (!all_ns.empty()) {
-    std::nth_element(all_ns.begin(), all_ns.begin() + all_ns.size() / 2, all_ns.end());
-    sum.read_ns_p50 = static_cast<double>(all_ns[all_ns.size() / 2]);
-  }
+  tally(results, final_k, sum);
   sum.ok = settled && sum.mismatches == 0;
   reader_node.stop();
   writer_node.stop();
-
-  out << "quote board: " << o.instruments << " instruments, " << o.readers << " readers, "
-      << o.reprices << " reprices on " << base.host << ':' << base.port << '\n'
-      << "  writer      " << sum.publishes << " publishes in " << sum.writer_seconds << " s\n"
-      << "  readers     " << sum.reads << " reads, " << sum.l1_hits << " L1 hits in place, p50 hit "
-      << sum.read_ns_p50 << " ns, " << sum.misses << " misses answered at once (none waited)\n"
-      << "  check       " << (settled ? "settled" : "NOT settled within 20 s") << ", "
-      << sum.mismatches << " of " << o.readers * o.instruments
-      << " final reads wrong: " << (sum.ok ? "PASS" : "FAIL") << '\n';
+  print_summary(out, o, base, sum, settled);
   return sum;
 }
 
