@@ -24,9 +24,8 @@ Engine::Engine(EngineOptions options, std::vector<TableSpec> tables)
   check_engine_options(d.options);
   // Built now, taken in start(): the writers ask it for their node from their own threads.
   d.lease = std::make_unique<NodeLease>(
-      [&d](const io::Script& s, std::vector<std::string> keys, std::vector<std::string> argv) {
-        return d.script(s, std::move(keys), std::move(argv));
-      },
+      [&d](const io::Script& s, const std::vector<std::string>& keys,
+           const std::vector<std::string>& argv) { return d.script(s, keys, argv); },
       d.options.node_id == EngineOptions::kAutoNode ? -1 : static_cast<int>(d.options.node_id),
       d.options.node_lease, d.options.log);
   d.housekeeping = std::make_unique<Housekeeping>(d.options.housekeeping_cpus);

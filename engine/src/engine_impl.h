@@ -71,10 +71,13 @@ struct RowWrite {
 // How a fan-out is sent: `row`, publish's L2 write, leads the first pipeline, its error the
 // answer; `to_shared` false for the relay (the job came from the shared queue); `lead_sent`: the
 // caller already had the lead answered (enqueue_async).
+// `admissions`: the caller reads the admissions (publish_and_wait, enqueue); publish needs only
+// whether any queue took the job, and then fan_out answers none (and allocates none).
 struct FanOut {
-  std::optional<RowWrite> row;
+  const RowWrite* row = nullptr;  // the caller's until fan_out returns
   bool to_shared = true;
   bool lead_sent = false;
+  bool admissions = true;
   // publish on a table that carries values (carry_of): the value its message carries (the lead's
   // and the job's payload is then "{" key "}" version value).
   std::optional<std::string_view> carried;
@@ -395,8 +398,10 @@ struct Engine::Impl {
     table::BrandedId version, job;
     std::vector<MemberAdmission> admitted;
   };
+  // `admissions`: as FanOut's (publish reads none).
   Result<PublishedJob> publish_job(Slot& on, const table::BrandedId& group, std::string_view id,
-                                   std::string_view value, std::optional<table::BrandedId> version);
+                                   std::string_view value, std::optional<table::BrandedId> version,
+                                   bool admissions = true);
   Result<std::vector<MemberAdmission>> fan_out(std::string_view table,
                                                const table::BrandedId& group,
                                                const table::BrandedId& job, std::string_view id,

@@ -360,11 +360,9 @@ Error Engine::Impl::start_relay() {
   if (relayed.empty()) return {};
   const std::chrono::milliseconds beat(beat_ms);
   SharedQueueRelay::Ports ports;
-  ports.command = [this](std::vector<std::string> args) { return command(std::move(args)); };
-  ports.script = [this](const io::Script& s, std::vector<std::string> keys,
-                        std::vector<std::string> argv) {
-    return script(s, std::move(keys), std::move(argv));
-  };
+  ports.command = [this](const std::vector<std::string>& args) { return command(args); };
+  ports.script = [this](const io::Script& s, const std::vector<std::string>& keys,
+                        const std::vector<std::string>& argv) { return script(s, keys, argv); };
   ports.fan_out = [this](const TableSpec& spec, const table::BrandedId& group,
                          const table::BrandedId& job, std::string_view name,
                          const table::BrandedId& version) -> std::error_code {

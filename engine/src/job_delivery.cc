@@ -278,7 +278,7 @@ void JobConsumer::deliver(Job job) {
 // "{" key "}" version value (docs/wire.md, "Carried values"): the item points at the key and the
 // value where they lie in the job's payload, held in in_flight_ as a text key's is. A table that
 // does not carry values applies it as the drop it also is.
-void JobConsumer::deliver_carried(Job job, std::int64_t decoded_ns) {
+void JobConsumer::deliver_carried(Job&& job, std::int64_t decoded_ns) {
   auto carried = table::parse_carried_frame(job.payload);
   if (!carried) {
     base::solo_add(malformed_);

@@ -117,12 +117,23 @@ struct Engine::Impl::Round {
   JobLaneKeys own_keys;  // until a membership is known (which carries them)
   std::string payload, job_id, group, lease;
   std::shared_ptr<const Membership> known;
-  std::optional<RowWrite> row;           // publish's L2 write, until a pipeline carried it
+  const RowWrite* row = nullptr;         // publish's L2 write, until a pipeline carried it
   bool lead = false;                     // the lead push is still to send
   bool fresh = false;                    // `known` was read during this call
   bool shared = false;                   // the shared queue is still to feed
   std::unordered_set<std::string> sent;  // in the second round: who has the job already
+  std::vector<MemberAdmission> out;      // the queues that answered, in order
   const JobLaneKeys& keys() const { return known ? known->keys : own_keys; }
+  // Ready for the next fan-out on this thread; the strings and vectors keep their storage.
+  void reset(std::string_view t) {
+    table = t;
+    payload.clear();
+    known.reset();
+    row = nullptr;
+    lead = fresh = shared = false;
+    sent.clear();
+    out.clear();
+  }
 };
 
 // A list read during this call is read after the caller's L2 write: a member that is not in it
@@ -143,7 +154,9 @@ Result<std::vector<MemberAdmission>> Engine::Impl::fan_out(std::string_view tabl
   if (!table::check_table_name(table))
     return table::Unexpected{make_error_code(Errc::kNoSuchCache)};
   const Slot* slot = find(table);
-  Round r;
+  // The thread's own round, kept for its next fan-out: a warm one allocates nothing here.
+  static thread_local Round r;
+  r.reset(table);
   if (how.carried) {  // the key passed the gate
     table::append_carried_frame(r.payload, id, version, *how.carried);
   } else if (Error e = append_message(r.payload, slot, id, version)) {
@@ -151,7 +164,6 @@ Result<std::vector<MemberAdmission>> Engine::Impl::fan_out(std::string_view tabl
   }
   const TableSpec defaults;
   const TableSpec& spec = slot != nullptr ? slot->spec : defaults;
-  r.table = table;
   r.job_id = job.str();
   r.group = group.str();
   r.lease = std::to_string(spec.job_lease_ms);
@@ -159,28 +171,26 @@ Result<std::vector<MemberAdmission>> Engine::Impl::fan_out(std::string_view tabl
     std::lock_guard lock(members_mu);
     if (auto it = membership.find(std::string(table)); it != membership.end()) r.known = it->second;
   }
-  r.row = std::move(how.row);
+  r.row = how.row;
   r.lead = spec.job_lead && !how.lead_sent;
   r.fresh = !r.known;
   r.shared = spec.job_shared_queue && how.to_shared;
   if (!r.known) {
     r.own_keys = JobLaneKeys::for_table(table);
-    const std::optional<RowWrite> row = std::exchange(r.row, std::nullopt);
-    auto read =
-        read_membership(table, r.own_keys, r.lead ? &r.payload : nullptr, row ? &*row : nullptr);
+    auto read = read_membership(table, r.own_keys, r.lead ? &r.payload : nullptr,
+                                std::exchange(r.row, nullptr));
     if (!read) return table::Unexpected{read.error()};
     r.known = std::move(*read);
     r.lead = false;
   }
-  std::vector<MemberAdmission> out;
   for (;;) {
-    auto finished = fan_out_round(r, out);
+    auto finished = fan_out_round(r, r.out);
     if (!finished) return table::Unexpected{finished.error()};
     if (*finished) break;
   }
   // No queue at all: not a duplicate (nothing holds the job), and nothing will apply it.
-  if (out.empty()) return table::Unexpected{make_error_code(Errc::kNoLiveMember)};
-  return out;
+  if (r.out.empty()) return table::Unexpected{make_error_code(Errc::kNoLiveMember)};
+  return how.admissions ? r.out : std::vector<MemberAdmission>{};
 }
 
 // The round's calls, in one lent batch: the row and the lead when still to send (leading when
@@ -190,7 +200,7 @@ std::size_t Engine::Impl::round_calls(LentCall& c, const Round& r) const {
   const JobLaneKeys& keys = r.keys();
   // The row goes with the lead's leading prefix when there is a lead (the admissions wait for
   // both), else in the one pipeline ahead of everything.
-  if (r.row) add_row(c, *r.row, r.lead);
+  if (r.row != nullptr) add_row(c, *r.row, r.lead);
   if (r.lead) add_lead(c, keys, r.payload);
   const std::size_t first = c.size();
   for (const Membership::Member& m : r.known->members) {
@@ -227,7 +237,7 @@ std::size_t Engine::Impl::round_calls(LentCall& c, const Round& r) const {
 // next round goes to a list read just now.
 Result<bool> Engine::Impl::fan_out_round(Round& r, std::vector<MemberAdmission>& out) {
   LentCall& c = LentCall::mine();
-  const bool row_here = r.row.has_value();
+  const bool row_here = r.row != nullptr;
   const std::size_t first = round_calls(c, r);
   const std::size_t at_lead = row_here ? 1 : 0;
   // A fresh list of no member, no shared queue to feed (the row went with the list's read: a
@@ -236,7 +246,7 @@ Result<bool> Engine::Impl::fan_out_round(Round& r, std::vector<MemberAdmission>&
   if (Error e = lend(c)) return table::Unexpected{e};
   if (r.lead) note_lead(c.part(at_lead));
   r.lead = false;
-  r.row.reset();
+  r.row = nullptr;
   if (row_here) {
     if (Error e = row_failed(c.part(0).ec, c.part(0).reply.view())) return table::Unexpected{e};
   }
@@ -350,7 +360,7 @@ Result<BrandedId> Engine::publish(std::string_view table, const BrandedId& group
                                   std::optional<BrandedId> version) {
   Impl::Slot* slot = impl_->find(table);
   if (slot == nullptr) return table::Unexpected{make_error_code(Errc::kNoSuchCache)};
-  auto published = impl_->publish_job(*slot, group, id, value, version);
+  auto published = impl_->publish_job(*slot, group, id, value, version, /*admissions=*/false);
   if (!published) return table::Unexpected{published.error()};
   return published->version;
 }
@@ -427,7 +437,8 @@ Result<std::size_t> Engine::publish_and_wait(std::string_view table, std::string
 Result<Engine::Impl::PublishedJob> Engine::Impl::publish_job(Slot& on, const BrandedId& group,
                                                              std::string_view id,
                                                              std::string_view value,
-                                                             std::optional<BrandedId> version) {
+                                                             std::optional<BrandedId> version,
+                                                             bool admissions) {
   auto& d = *this;
   Slot* slot = &on;
   auto name = Impl::gate(*slot, id);  // a branded id of the table's kind, or a text key
@@ -436,8 +447,14 @@ Result<Engine::Impl::PublishedJob> Engine::Impl::publish_job(Slot& on, const Bra
   if (!v) return table::Unexpected{v.error()};
   // Newer-only (put_l2), as the broadcast lane's publish_l2: of two publishes of one key in
   // flight at once, an older one the server runs last must not leave L2 behind the newer message.
-  std::optional<RowWrite> row = RowWrite{d.key_of(*slot, *name), frame_l2_value(*v, value),
-                                         std::to_string(slot->spec.ttl_ms)};
+  // The thread's own row, kept for its next publish (fan_out reads it before this returns).
+  static thread_local RowWrite own_row;
+  own_row.key.clear();
+  table::append_l2_key(own_row.key, slot->spec.name, *name);
+  own_row.framed.clear();
+  append_l2_value(own_row.framed, *v, value);
+  own_row.ttl_ms = std::to_string(slot->spec.ttl_ms);
+  const RowWrite* row = &own_row;
   if (d.options.mode == ServerMode::kCluster) {
     // The member queues hash to their own slots, on any shard: one pipeline cannot order the
     // write before them, so the fan-out leaves only once the write has answered.
@@ -446,13 +463,13 @@ Result<Engine::Impl::PublishedJob> Engine::Impl::publish_job(Slot& on, const Bra
     if (reply->view().type() != io::Resp3Type::integer) {
       return table::Unexpected{unexpected_reply()};
     }
-    row.reset();
+    row = nullptr;
   }
   auto job = d.mint("JOB");
   if (!job) return table::Unexpected{job.error()};
-  auto admitted =
-      d.fan_out(on.spec.name, group, *job, *name, *v,
-                FanOut{.row = std::move(row), .carried = Impl::carried_of(*slot, value)});
+  auto admitted = d.fan_out(
+      on.spec.name, group, *job, *name, *v,
+      FanOut{.row = row, .admissions = admissions, .carried = Impl::carried_of(*slot, value)});
   // No live member: the row is in L2 and no L1 holds it (a member not live drops its rows when it
   // beats again), so the write is complete.
   if (!admitted && admitted.error() != make_error_code(Errc::kNoLiveMember)) {

@@ -148,10 +148,12 @@ void Connection::drop_socket() {
 }
 
 void Connection::fail_pending(std::error_code ec) {
-  std::deque<Pending> failed;
+  base::Fifo<Pending> failed;
   failed.swap(fifo_);
   pending_.store(0, std::memory_order_relaxed);
-  for (Pending& p : failed) {
+  while (!failed.empty()) {
+    Pending p = std::move(failed.front());
+    failed.pop_front();
     if (p.done) p.done(ec, Resp3Value{});
   }
 }

@@ -6,10 +6,9 @@
 // calling thread, its trip through the io thread, the L1 put, and this node hearing its own message
 // (the push, or the lead and the job with its completion).
 //
-// The goal for both lanes is at most 2 allocations per call. The broadcast lane meets it and is
-// held to it; the job lane does not yet, so its test holds the count under a ceiling set just
-// above what the lane costs now: a change that allocates more per publish fails here, and a change
-// that allocates less should lower the ceiling (the figure is printed on every run).
+// The goal for both lanes is at most 2 allocations per call. Each test holds its lane near it (the
+// job lane with room for its busier writer, below): a change that allocates more per publish fails
+// here (the figure is printed on every run).
 //
 // Between calls the test thread waits (uncounted) until the node has finished with the previous
 // one, so every call finds the same idle node: the count then does not depend on how the calls
@@ -70,24 +69,23 @@ using engine::Engine;
 using table::BrandedId;
 
 // What the lanes cost now, the same in every run (idle or under load, io_uring or epoll, one io
-// thread or two). The broadcast lane: 0.17 per call. Its call's words, their views and the answer
-// live in the calling thread's LentCall, kept from call to call; the io thread lends those bytes to
-// the connection (Connection::evalsha_lent) instead of copying them; the closure posted to the io
-// thread and the answer's callback hold two pointers each, which std::function keeps inline. What
-// is left is the connection's FIFO of pending replies growing a block now and then (0.12) and the
-// writer's posted put when a call finds it busy (about five; put_here puts the row with no
-// allocation when the writer is idle, as it is here). Its ceiling is the goal itself.
-// The job lane: 7.1 (it was 102.9). Its pipelined rounds are lent batches too (the row write,
-// the lead, one member_enqueue per member, the epoch's read: LentCall parts, the leading ones
-// first); the membership that fan_out keeps carries every key it names, built once per read; the
-// consumer's member keys are built once and its completions are lent calls it keeps for the next.
-// What is left: 4 on the calling thread (the message, the row's key and framed value, the
-// admissions it answers), 2 in this node's consumer (the job's payload and its in-flight entry)
-// and the connection's FIFO. Its ceiling allows every call's put to find the writer busy (the job
-// lane's often is: it is applying this node's own job), about 4 more.
-// Under ASan the L1 row arena takes each row from operator new (row_arena.cc), one more per call.
-// A toolchain whose standard library allocates differently moves the figures, and then the
-// ceilings are measured again.
+// thread or two). The broadcast lane: 0.0 per call (it was 29.2). Its call's words, their views
+// and the answer live in the calling thread's LentCall, kept from call to call; the io thread
+// lends those bytes to the connection (Connection::evalsha_lent) instead of copying them; the
+// closure posted to the io thread and the answer's callback hold two pointers each, which
+// std::function keeps inline; the connection's FIFO of pending replies keeps its storage
+// (base::Fifo). The job lane: 1.2 per call (it was 102.9). Its pipelined rounds are lent batches
+// too (the row write, the lead, one member_enqueue per member, the epoch's read: LentCall parts,
+// the leading ones first); the membership that fan_out keeps carries every key it names, built
+// once per read; its round and the row write are the calling thread's, kept for its next call;
+// this node's consumer builds its member keys once, keeps its completion calls for the next job
+// and takes its in-flight entries from a pool. What is left there is the job's payload, copied out
+// of the hand-off (1), and now and then a block of the writer's overflow (0.12).
+// Both ceilings allow a call's L1 put to find the writer busy now and then: the posted put costs
+// about five (put_here puts the row with no allocation when the writer is idle, as it is here
+// once the node settled). Under ASan the L1 row arena takes each row from operator new
+// (row_arena.cc), one more per call. A toolchain whose standard library allocates differently
+// moves the figures, and then the ceilings are measured again.
 #if defined(__SANITIZE_ADDRESS__)
 #define ECHO_TEST_ROW_ARENA_BYPASS 1
 #elif defined(__has_feature)
@@ -102,7 +100,9 @@ constexpr double kRowFromNew = 0.0;
 #endif
 constexpr double kGoal = 2.0;
 constexpr double kBroadcastCeiling = kGoal + kRowFromNew;
-constexpr double kJobCeiling = 11.5 + kRowFromNew;
+// The job lane's writer is often still applying this node's own job when the next call comes
+// (measured: 2% to 27% of calls, by the machine's load): room for half its puts to be posted.
+constexpr double kJobCeiling = kGoal + 2.5 + kRowFromNew;
 
 constexpr int kWarmup = 100, kCalls = 1000;
 const std::string kValue(32, 'v');  // a small struct's bytes: beyond std::string's inline buffer

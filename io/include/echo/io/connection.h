@@ -26,6 +26,7 @@
 #include <system_error>
 #include <vector>
 
+#include <echo/base/fifo.h>
 #include <echo/io/connection_stats.h>
 #include <echo/io/io_error.h>
 #include <echo/io/latency_histogram.h>
@@ -294,7 +295,7 @@ class Connection {
   RespEncoder out_;                 // commands gathered since the last send began
   RespEncoder sending_;             // bytes handed to the kernel (consumed as they are written)
   std::uint64_t out_commands_ = 0;  // commands in out_ (for the commands/pipelines counters)
-  std::deque<Pending> fifo_;
+  base::Fifo<Pending> fifo_;        // keeps its storage: a steady call rate allocates nothing
   std::set<std::string, std::less<>> channels_;
   std::size_t recv_len_ = 0;        // size of the receive in flight
   const char* recv_buf_ = nullptr;  // where it lands (in the decoder's buffer)

@@ -25,6 +25,7 @@
 #include <functional>
 #include <initializer_list>
 #include <memory>
+#include <memory_resource>
 #include <span>
 #include <string>
 #include <string_view>
@@ -136,7 +137,7 @@ class JobConsumer {
   void take_hand_off(std::string_view text);
   std::size_t free_credits() const noexcept;
   void deliver(Job job);
-  void deliver_carried(Job job, std::int64_t decoded_ns);
+  void deliver_carried(Job&& job, std::int64_t decoded_ns);
   void publish_overflow();
   void drain_acks();
   void complete(const Job& job, table::Verdict verdict);
@@ -192,8 +193,11 @@ class JobConsumer {
                                        // the hand-offs taken since (an underestimate at worst)
   std::int64_t last_beat_ms_ = 0;      // server time of the last beat that landed
   std::uint64_t next_ticket_ = 1;
-  std::unordered_map<std::uint64_t, Job> in_flight_;  // published, not yet acked
-  std::deque<CoherenceItem> overflow_;                // hand-offs beyond the credits
+  // Published, not yet acked. Its nodes come from a pool that keeps freed ones for the next job
+  // (a node's address is stable while it is in the map: the items point into its payload).
+  std::pmr::unsynchronized_pool_resource in_flight_pool_;
+  std::pmr::unordered_map<std::uint64_t, Job> in_flight_{&in_flight_pool_};
+  std::deque<CoherenceItem> overflow_;  // hand-offs beyond the credits
   io::IoOp timer_op_{};
   bool timer_armed_ = false;
 
