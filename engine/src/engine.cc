@@ -374,7 +374,7 @@ Result<BrandedId> Engine::publish(TableRef& ref, std::string_view key, std::stri
   call.script(d.publish_l2, 1);
   table::append_l2_key(call.word(), slot->spec.name, *name);
   if (Error e = d.publish_args(call, *slot, *name, *version, value)) return table::Unexpected{e};
-  auto reply = d.run(call);
+  auto reply = d.run_mine(call);  // on this thread's own link when it has one
   if (!reply) return table::Unexpected{reply.error()};
   if (reply->type() != io::Resp3Type::integer) return table::Unexpected{unexpected_reply()};
   return d.put_l1(*slot, *name, value, *version);

@@ -40,6 +40,7 @@
 #include <echo/lua/scripts.h>
 #include <echo/table/names.h>
 
+#include "caller_links.h"
 #include "chores.h"
 #include "housekeeping.h"
 #include "job_send_queue.h"
@@ -185,6 +186,12 @@ struct Engine::Impl {
   std::atomic<bool> running{false};
   // Blocking calls between their running check and their answer; stop() waits for zero.
   std::atomic<int> inflight{0};
+  // The application threads' own links (EngineOptions::caller_links): built in start() when the
+  // command path is one plain connection (no cluster, no TLS), closed in stop(), kept until
+  // destruction for stats(). publish_async's calls not yet answered, which run_mine must not
+  // overtake.
+  std::unique_ptr<CallerLinks> links;
+  std::atomic<int> async_publishes{0};
   // Loop thread only: set by stop()'s marker closure; every closure posted to the loop checks
   // it first, so none touches a connection that stop() is about to destroy.
   bool io_closing = false;
@@ -332,6 +339,15 @@ struct Engine::Impl {
   // lend() for one call: a view of its answer, valid until this thread's next call; the
   // server's error replies are server_error with the server's words.
   Result<io::Resp3Value> run(LentCall& call);
+  // run() for one call that may go on the calling thread's own link (caller_links.h): written
+  // and answered on this thread, no io thread between. Through io thread 0 when the thread has
+  // no link, while a publish_async is unanswered (it must not be overtaken), and again there when
+  // the server did not run it on the link: nothing of it left (the server had closed the link)
+  // or the master refused it READONLY (a demoted master). A link lost after the call left
+  // answers disconnected, as the io thread's connection does.
+  Result<io::Resp3Value> run_mine(LentCall& call);
+  // The master a caller's link dials now: Sentinel's answer, else host:port.
+  io::LinkTarget link_target() const;
   // Loop thread: issues one part of a lent call (LentCall::Issuer; `owner` is the Impl).
   static std::error_code issue_part(void* owner, LentCall::Part& part);
   // run() for words in vectors; the answer copied out.

@@ -51,6 +51,9 @@ void check_connection_knobs(const EngineOptions& o, bool by_seeds) {
   };
   range("get_timeout", o.get_timeout, 1, kMaxMs);
   range("call_timeout", o.call_timeout, 1, kMaxMs);
+  if (o.caller_links > 1024) {
+    throw ConfigError("caller_links must lie in 0..1024, got " + std::to_string(o.caller_links));
+  }
   range("heartbeat", o.heartbeat, 0, kMaxMs);
   // Resolution waits for start() (it may block on DNS); here the text must be a host name or an
   // address at all: 1..255 bytes, no space or control byte.

@@ -166,6 +166,11 @@ Error Engine::Impl::connect_single(Clock::time_point deadline) {
     if (ec == io::IoErrc::kClusterNode) e.code = make_error_code(Errc::kWrongMode);
     return e;
   }
+  if (options.caller_links > 0 && !options.tls.enabled) {
+    links = std::make_unique<CallerLinks>(
+        options.caller_links, [this] { return link_target(); },
+        std::min<std::chrono::milliseconds>(options.call_timeout, std::chrono::seconds(1)));
+  }
   running.store(true, std::memory_order_release);
   return {};
 }
@@ -458,6 +463,7 @@ void Engine::Impl::stop() {
   while (inflight.load(std::memory_order_seq_cst) != 0) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
+  if (links) links->close_all();  // no call is on one now, and none starts
   if (io) {
     // No push into a ring after each loop ran this closure: one waiting for space in a full ring
     // returns first, as the writers still drain. Each loop runs closures between pushes, and its

@@ -97,6 +97,13 @@ EngineStats Engine::stats() const {
     out.node_taken = l.taken;
   }
   if (impl_->housekeeping) out.housekeeping_pin_failures = impl_->housekeeping->pin_failures();
+  if (impl_->links) {
+    const CallerLinks::Counters c = impl_->links->counters();
+    out.caller_links_held = c.open;
+    out.caller_link_opens = c.opens;
+    out.caller_link_calls = c.calls;
+    out.caller_link_fallbacks = c.fallbacks;
+  }
   if (impl_->relay) {
     const RelayCounters r = impl_->relay->stats();
     out.relay_claimed = r.claimed;

@@ -37,6 +37,58 @@ Result<io::Resp3Value> Engine::Impl::run(LentCall& call) {
   return p.reply.view();
 }
 
+Result<io::Resp3Value> Engine::Impl::run_mine(LentCall& call) {
+  {
+    const Inflight entered(inflight);
+    if (!running.load(std::memory_order_seq_cst)) {
+      return table::Unexpected{make_error_code(Errc::kStopped)};
+    }
+    const bool clear = async_publishes.load(std::memory_order_acquire) == 0;
+    if (io::BlockingLink* link = clear && links ? links->mine() : nullptr) {
+      call.view();
+      LentCall::Part& p = call.part(0);
+      bool sent = false;
+      p.ec = link->call(p.command(), p.eval.script, Clock::now() + options.call_timeout, p.reply,
+                        sent);
+      // Through io thread 0 instead only when the server did not run the call: nothing left (a
+      // link the server had closed), or a demoted master (Sentinel) refused the write READONLY,
+      // where the io thread's connection finds the new one. A link lost once the call left
+      // answers as the io thread's connection does: the call may or may not have run.
+      const bool readonly =
+          p.ec == io::IoErrc::kServerError && p.reply.view().str().starts_with("READONLY");
+      if (p.ec && !readonly && (sent || p.ec != io::IoErrc::kDisconnected)) {
+        if (p.ec == io::IoErrc::kServerError) {
+          links->answered();
+          return table::Unexpected{reply_error(p.ec, p.reply.view())};
+        }
+        return table::Unexpected{Error(p.ec, link->detail())};
+      }
+      if (!p.ec) {
+        links->answered();
+        return p.reply.view();
+      }
+      links->failed(*link, readonly);
+    }
+  }
+  return run(call);
+}
+
+io::LinkTarget Engine::Impl::link_target() const {
+  io::LinkTarget t;
+  if (sentinel) {
+    io::DialTarget m = sentinel->master();
+    t.host = std::move(m.host);
+    t.port = m.port;
+  } else {
+    t.host = options.host;
+    t.port = options.port;
+  }
+  t.username = options.username;
+  t.password = options.password;
+  t.client_name = "echostore-caller";
+  return t;
+}
+
 std::error_code Engine::Impl::issue_part(void* owner, LentCall::Part& p) {
   Impl& d = *static_cast<Impl*>(owner);
   if (d.io_closing) return make_error_code(Errc::kStopped);

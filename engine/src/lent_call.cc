@@ -61,12 +61,19 @@ void LentCall::word(std::uint64_t n) {
   word(std::string_view(buf, static_cast<std::size_t>(r.ptr - buf)));
 }
 
-void LentCall::arm(Issuer issue, void* owner) {
+void LentCall::view() {
   views_.assign(words_.begin(), words_.begin() + static_cast<std::ptrdiff_t>(words_used_));
-  leads_ = 0;
   for (std::size_t i = 0; i < parts_used_; ++i) {
     Part& p = parts_[i];
     p.eval.command = std::span<const std::string_view>(views_).subspan(p.first, p.words);
+  }
+}
+
+void LentCall::arm(Issuer issue, void* owner) {
+  view();
+  leads_ = 0;
+  for (std::size_t i = 0; i < parts_used_; ++i) {
+    Part& p = parts_[i];
     p.answered = false;
     if (leads_ == i && p.lead) ++leads_;
   }

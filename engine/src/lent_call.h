@@ -65,6 +65,9 @@ class LentCall {
   Part& part(std::size_t i) noexcept { return parts_[i]; }
   const Part& part(std::size_t i) const noexcept { return parts_[i]; }
 
+  // The caller: each part's eval.command, views of its words (arm() does this first; a call the
+  // caller sends itself needs only this).
+  void view();
   // The caller, before posting: views of the words, every part pending; `issue` and `owner`
   // issue each part on the io thread.
   void arm(Issuer issue, void* owner);

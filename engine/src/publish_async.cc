@@ -6,6 +6,9 @@
 // thread instead, in call order, as enqueue_async's admissions do.
 #include <echo/engine/l2_frame.h>
 
+#include <atomic>
+#include <utility>
+
 #include "engine_impl.h"
 
 namespace echo::engine {
@@ -13,6 +16,26 @@ namespace echo::engine {
 using table::BrandedId;
 
 namespace {
+
+// A broadcast publish_async counted in Impl::async_publishes until its call is gone (answered
+// and its row in, or failed): a blocking publish meanwhile goes through io thread 0 behind it
+// rather than overtake it on its caller's own link.
+class Unanswered {
+ public:
+  explicit Unanswered(std::atomic<int>* n) : n_(n) {
+    if (n_ != nullptr) n_->fetch_add(1, std::memory_order_acq_rel);
+  }
+  Unanswered(Unanswered&& o) noexcept : n_(std::exchange(o.n_, nullptr)) {}
+  Unanswered& operator=(Unanswered&&) = delete;
+  Unanswered(const Unanswered&) = delete;
+  Unanswered& operator=(const Unanswered&) = delete;
+  ~Unanswered() {
+    if (n_ != nullptr) n_->fetch_sub(1, std::memory_order_acq_rel);
+  }
+
+ private:
+  std::atomic<int>* n_;
+};
 
 // One asynchronous publish between the caller and its `done`: shared by the io thread's reply
 // and the writer's put.
@@ -22,6 +45,7 @@ struct AsyncPublish {
   BrandedId version;
   std::uint64_t guard;
   Engine::PublishDone done;
+  Unanswered counted;
   void fail(const Error& error) const {
     if (done) done(table::Unexpected{error});
   }
@@ -86,7 +110,8 @@ Result<BrandedId> Engine::publish_async(TableRef& ref, std::string_view key, std
     return table::Unexpected{make_error_code(Errc::kStopped)};
   }
   auto call = std::make_shared<AsyncPublish>(
-      AsyncPublish{slot, std::string(*name), std::move(value), *minted, guard, std::move(done)});
+      AsyncPublish{slot, std::string(*name), std::move(value), *minted, guard, std::move(done),
+                   Unanswered(broadcast ? &d.async_publishes : nullptr)});
   d.io->loop().post([&d, call, broadcast, keys = std::move(keys), args = std::move(args)] {
     if (d.io_closing) return call->fail(make_error_code(Errc::kStopped));
     auto fired = std::make_shared<bool>(false);

@@ -241,6 +241,13 @@ constexpr EngineCounter kEngineCounters[] = {
     {"housekeeping_pin_failures",
      "housekeeping threads the kernel refused to pin to housekeeping_cpus (they run unpinned)",
      &EngineStats::housekeeping_pin_failures},
+    {"caller_link_opens", "connections application threads dialled for their own publishes",
+     &EngineStats::caller_link_opens},
+    {"caller_link_calls", "publishes written and answered on the calling thread's own link",
+     &EngineStats::caller_link_calls},
+    {"caller_link_fallbacks",
+     "publishes sent through io thread 0 after the caller's link failed them",
+     &EngineStats::caller_link_fallbacks},
 };
 
 // The engine-wide samples: unrouted pushes, the engine counters, the io backend.

@@ -175,15 +175,18 @@ std::vector<std::string> client_ids(redisContext* c, std::string_view name) {
   return out;
 }
 
-TEST_F(Publish, WithTheCommandConnectionKilledMidCallNoMessageLacksItsRowAndNoRowLacksItsMessage) {
+// Kills the connection the publishes go on (`on_links`: the publishers' own links, else io thread
+// 0's command connection, the links off) again and again while three threads publish.
+void kill_mid_call(const testing::LocalServer& server, redisContext* client, bool on_links) {
   constexpr int kPublishers = 3;
   constexpr int kKills = 40;
-  const std::string t = "killed";
+  const std::string t = on_links ? "killed_links" : "killed";
   // The connection is down most of the run (killed as soon as it answers a few calls): a lease
   // that outlives the run, or its renewals (on that connection) would let it lapse and the
   // publishers' mints fail no_node_lease, as they should.
-  engine::EngineOptions o = node_options(server(), 1);
+  engine::EngineOptions o = node_options(server, 1);
   o.node_lease = std::chrono::minutes(5);
+  o.caller_links = on_links ? 16 : 0;
   auto a = start_node(o, {table_spec(t, "AST", CoherenceMode::kBroadcast, answering("px=0"))});
   ASSERT_TRUE(a);
   const std::string channel = table::coherence_channel(t).value();
@@ -191,7 +194,7 @@ TEST_F(Publish, WithTheCommandConnectionKilledMidCallNoMessageLacksItsRowAndNoRo
   // The raw subscriber: every message on the channel, in the server's order, until the end
   // marker (a publish of `end` once every other publish has answered and the kills stopped).
   const BrandedId end = a->mint("AST").value();
-  RedisClient listener = connect_client(server());
+  RedisClient listener = connect_client(server);
   const timeval patience{30, 0};  // a missing end marker fails the test instead of hanging it
   ASSERT_EQ(redisSetTimeout(listener.get(), patience), REDIS_OK);
   RedisReply subscribed = command(listener.get(), "SUBSCRIBE %s", channel.c_str());
@@ -239,7 +242,7 @@ TEST_F(Publish, WithTheCommandConnectionKilledMidCallNoMessageLacksItsRowAndNoRo
 
   // The killer: each kill waits until the connection is back and a few more calls answered, so
   // kills land on a busy connection at unrelated points of the calls in flight.
-  RedisClient killer = connect_client(server());
+  RedisClient killer = connect_client(server);
   int kills = 0;
   auto reconnects = [&] { return a->stats().connections.at(0).reconnects; };
   for (int k = 0; k < kKills; ++k) {
@@ -247,11 +250,16 @@ TEST_F(Publish, WithTheCommandConnectionKilledMidCallNoMessageLacksItsRowAndNoRo
     const auto before = answered.load(std::memory_order_relaxed);
     ASSERT_TRUE(eventually(
         [&] { return answered.load(std::memory_order_relaxed) >= before + 3 + k % 5; }, 10s));
-    const auto ids = client_ids(killer.get(), "echostore-cmd");
-    ASSERT_EQ(ids.size(), 1u) << "node a's command connection";
+    const auto ids = client_ids(killer.get(), on_links ? "echostore-caller" : "echostore-cmd");
+    if (on_links) {
+      ASSERT_GE(ids.size(), 1u) << "no publisher's link";  // one a thread, redialled at its call
+    } else {
+      ASSERT_EQ(ids.size(), 1u) << "node a's command connection";
+    }
     RedisReply killed = command(killer.get(), "CLIENT KILL ID %s", ids.front().c_str());
     ASSERT_TRUE(killed && killed->type == REDIS_REPLY_INTEGER) << text(killed.get());
     kills += static_cast<int>(killed->integer);
+    if (on_links) continue;  // a link is dialled again at its thread's next publish
     ASSERT_TRUE(eventually([&] { return reconnects() > back; }, 10s))
         << "no reconnect after kill " << k;
   }
@@ -278,7 +286,7 @@ TEST_F(Publish, WithTheCommandConnectionKilledMidCallNoMessageLacksItsRowAndNoRo
   for (const auto& per : attempts) {
     for (const Attempt& at : per) {
       ++total;
-      const auto row = l2_version(client(), l2_key(t, at.name));
+      const auto row = l2_version(client, l2_key(t, at.name));
       const auto it = heard_by_name.find(at.name.str());
       const bool was_heard = it != heard_by_name.end();
       if (was_heard && it->second != at.version) ++wrong;
@@ -300,16 +308,24 @@ TEST_F(Publish, WithTheCommandConnectionKilledMidCallNoMessageLacksItsRowAndNoRo
   std::string error_text;
   for (const auto& [what, n] : errors) error_text += " " + what + " x" + std::to_string(n);
   std::printf(
-      "[ publish/kill ] %d kills, %zu publishes: %zu ok, %zu failed with row and message, %zu "
+      "[ publish/kill %s ] %d kills, %zu publishes: %zu ok, %zu failed with row and message, %zu "
       "failed with neither; message without row %zu, row without message %zu; errors:%s\n",
-      kills, total, ok, failed_landed, failed_absent, message_without_row, row_without_message,
-      error_text.c_str());
+      on_links ? "links" : "cmd", kills, total, ok, failed_landed, failed_absent,
+      message_without_row, row_without_message, error_text.c_str());
   EXPECT_EQ(message_without_row, 0u) << "a message was heard whose row is not in L2";
   EXPECT_EQ(row_without_message, 0u) << "a row landed whose message was never heard";
   EXPECT_EQ(wrong, 0u) << "a row or message carried another publish's version";
   EXPECT_TRUE(heard_by_name.empty()) << heard_by_name.size() << " messages no publish sent";
   EXPECT_GE(kills, kKills);
   EXPECT_GT(failed_landed + failed_absent, 0u) << "no kill landed on a call";
+}
+
+TEST_F(Publish, WithTheCommandConnectionKilledMidCallNoMessageLacksItsRowAndNoRowLacksItsMessage) {
+  kill_mid_call(server(), client(), false);
+}
+
+TEST_F(Publish, WithTheCallersLinksKilledMidCallNoMessageLacksItsRowAndNoRowLacksItsMessage) {
+  kill_mid_call(server(), client(), true);
 }
 
 // ---- (c) the job lane ----

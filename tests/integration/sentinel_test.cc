@@ -217,7 +217,14 @@ TEST_F(SentinelFailover, DemotedMasterIsRefusedUntilItAnswersRoleMasterAgain) {
   testing::LocalServer other;  // what the demoted master follows
   const auto flushes = [&] { return writer_of(*e, "quotes").stats().disconnect_flushes; };
   const std::uint64_t flushes_before = flushes();
+  const BrandedId early = fresh_id("AST");
+  ASSERT_TRUE(e->publish("quotes", early.view(), "on-the-master"));  // on this thread's link
+  ASSERT_EQ(e->stats().caller_link_calls, 1u);
   SentinelGroup::admin(a, {"REPLICAOF", "127.0.0.1", std::to_string(other.port())});
+  // The link's publish is answered READONLY: it goes again through io thread 0 (counted), whose
+  // connection is refused too until the ROLE check drops it.
+  EXPECT_FALSE(e->publish("quotes", early.view(), "on-a-replica"));
+  EXPECT_EQ(e->stats().caller_link_fallbacks, 1u);
   SentinelGroup::admin(a, {"CLIENT", "KILL", "TYPE", "normal"});
   SentinelGroup::admin(a, {"CLIENT", "KILL", "TYPE", "pubsub"});
   ASSERT_TRUE(eventually([&] { return e->stats().sentinel->role_refusals >= 2; }, 20s));
@@ -227,6 +234,13 @@ TEST_F(SentinelFailover, DemotedMasterIsRefusedUntilItAnswersRoleMasterAgain) {
   SentinelGroup::admin(a, {"REPLICAOF", "NO", "ONE"});
   ASSERT_TRUE(eventually([&] { return bool(e->put("quotes", name.view(), "back")); }, 20s));
   EXPECT_EQ(SentinelGroup::admin(a, {"GET", l2_key("quotes", name)}).substr(14), "back");
+  // A second after the refusal the link dials the master again.
+  ASSERT_TRUE(eventually([&] { return bool(e->publish("quotes", name.view(), "linked")); }, 20s));
+  ASSERT_TRUE(eventually(
+      [&] {
+        return e->publish("quotes", name.view(), "linked") && e->stats().caller_link_calls >= 2;
+      },
+      20s));
   ASSERT_TRUE(eventually(
       [&] { return flushes() > flushes_before && !writer_of(*e, "quotes").stats().suspended; },
       20s));

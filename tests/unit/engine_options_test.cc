@@ -67,6 +67,16 @@ TEST(EngineOptions, GetTimeoutHasAnUpperBound) {
   EXPECT_NO_THROW(Engine(o, {}));
 }
 
+TEST(EngineOptions, CallerLinksHaveAnUpperBound) {
+  auto o = good();
+  o.caller_links = 1025;
+  expect_refused(o, "caller_links must lie in 0..1024, got 1025");
+  for (const std::size_t ok : {std::size_t{0}, std::size_t{1024}}) {
+    o.caller_links = ok;
+    EXPECT_NO_THROW(Engine(o, {}));
+  }
+}
+
 TEST(EngineOptions, HousekeepingCpusOutOfRangeAreRefusedAtConstruction) {
   for (const int cpu : {-1, 1024, 1 << 20}) {
     auto o = good();

@@ -5,8 +5,10 @@
 // messages as a member would); the baseline writes the same key with the same value size and
 // announces on the same channel or to the same member queue, so the server does the same work and
 // P's threads hear the same messages either way. What the ratio holds is therefore the engine's own
-// path: the hop from the caller to the io thread and back, its futures and buffers, and the
-// writer's L1 put that publish adds for read-your-writes (no baseline has an L1).
+// path: the broadcast call on the calling thread's own link (EngineOptions::caller_links), the job
+// lane's hop to the io thread and back, their buffers, and the L1 put that publish adds for
+// read-your-writes (no baseline has an L1). Beside the broadcast row, node Q (caller_links 0)
+// publishes into the same table through io thread 0: the hop the link removed, in the same run.
 //
 // The contenders take turns in blocks of kBlock calls, the first block alternating by round, and
 // before every call (either side's, untimed) P has finished with the previous one: its own push
@@ -53,7 +55,7 @@ using engine::Engine;
 using floors::Clock;
 using table::BrandedId;
 
-constexpr unsigned kPublisher = 941, kPublishMinter = 942;
+constexpr unsigned kPublisher = 941, kPublishMinter = 942, kThroughIo = 947;
 constexpr int kWarmup = 50;              // calls of each contender before the first round
 constexpr int kBlock = 10;               // one contender's calls before the other's
 constexpr std::size_t kValueBytes = 32;  // the published value (a small struct's bytes)
@@ -222,6 +224,13 @@ void run_publish_floor(const BenchConfig& c, const DrillTarget& target, Progress
   Engine p(harness::node_options(target.host, target.port, kPublisher, c.process_cpu),
            {bc_spec, job_spec});
   if (auto ec = p.start()) throw std::runtime_error("node P did not start: " + ec.message());
+  // Node Q: P's broadcast table with caller_links 0, so its publishes take io thread 0 (what
+  // every publish did before the callers' own links): the row's `also`, the hop's cost.
+  engine::EngineOptions qo =
+      harness::node_options(target.host, target.port, kThroughIo, c.process_cpu);
+  qo.caller_links = 0;
+  Engine q(qo, {bc_spec});
+  if (auto ec = q.start()) throw std::runtime_error("node Q did not start: " + ec.message());
   floors::Redis plain(target);
   const auto member = [&] {
     floors::Reply z =
@@ -261,6 +270,13 @@ void run_publish_floor(const BenchConfig& c, const DrillTarget& target, Progress
     bc_settle();
     const double us = timed([&] { return static_cast<bool>(p.publish(bc, name.view(), value)); },
                             "Engine::publish on the broadcast lane");
+    ++bc_sent;
+    return us;
+  };
+  auto bc_through_io = [&] {
+    bc_settle();
+    const double us = timed([&] { return static_cast<bool>(q.publish(bc, name.view(), value)); },
+                            "Engine::publish through io thread 0");
     ++bc_sent;
     return us;
   };
@@ -350,6 +366,7 @@ void run_publish_floor(const BenchConfig& c, const DrillTarget& target, Progress
   };
   for (int i = 0; i < kWarmup; ++i) {
     (void)bc_engine();
+    (void)bc_through_io();
     (void)bc_hiredis();
     (void)job_engine();
     (void)job_hiredis();
@@ -372,7 +389,7 @@ void run_publish_floor(const BenchConfig& c, const DrillTarget& target, Progress
   Row bc_row = row("publish_vs_hiredis_eval",
                    "publish round trip, broadcast lane (publish_l2.lua: SET PX + PUBLISH, " + size +
                        ", one subscriber)",
-                   "Engine::publish (script via the io thread, then the L1 put via the writer)",
+                   "Engine::publish (script on the calling thread's own link, then the L1 put)",
                    "hiredis EVALSHA of the same script from the calling thread");
   Row job_row = row("publish_vs_hiredis_eval_job",
                     "publish round trip, job lane (SET + lead PUBLISH, then member_enqueue.lua + "
@@ -386,6 +403,7 @@ void run_publish_floor(const BenchConfig& c, const DrillTarget& target, Progress
                       "Engine::publish (its caller's share of the round trip)");
 
   const int n = c.messages;
+  std::vector<double> through_io;  // per round: node Q's publishes through io thread 0
   for (int round = 0; round < c.rounds; ++round) {
     // Blocks of kBlock, the first contender alternating by round.
     auto blocks = [&](auto ours, auto base, Row& x) {
@@ -403,6 +421,9 @@ void run_publish_floor(const BenchConfig& c, const DrillTarget& target, Progress
     };
     progress.step("Engine::publish vs hiredis EVALSHA, broadcast lane", round, c.rounds);
     blocks(bc_engine, bc_hiredis, bc_row);
+    std::vector<double> via_io;
+    for (int i = 0; i < n; ++i) via_io.push_back(bc_through_io());
+    through_io.push_back(median_of(via_io));
     progress.step("Engine::publish vs hiredis pipelines, job lane", round, c.rounds);
     blocks(job_engine, job_hiredis, job_row);
     progress.step("Engine::publish_async's caller vs Engine::publish", round, c.rounds);
@@ -411,6 +432,8 @@ void run_publish_floor(const BenchConfig& c, const DrillTarget& target, Progress
   for (Row* x : {&bc_row, &job_row, &async_row}) {
     x->also = {{"p99 ours", p99_of(x->ours_samples)}, {"p99 baseline", p99_of(x->base_samples)}};
   }
+  bc_row.also.emplace_back("through io thread 0 (caller_links 0), after each round's blocks",
+                           median_of(through_io));
   async_row.also.emplace_back("wall call -> return ours (us)", median_of(async_wall));
   async_row.also.emplace_back("wall call -> return baseline (us)", median_of(publish_wall));
   async_row.also.emplace_back("wall call -> done ours (us)", median_of(completions));

@@ -128,8 +128,18 @@ struct EngineOptions {
   std::chrono::milliseconds get_timeout{10000};  // a miss's wait for its flight (the original's);
                                                  // 1..3,600,000 ms
   std::chrono::milliseconds call_timeout{5000};  // a blocking L2 call; 1..3,600,000 ms
-  std::chrono::milliseconds heartbeat{30000};    // idle PING on each connection; 0 = off,
-                                                 // else at most 3,600,000 ms
+  // How many application threads may each keep a connection of their own to the master, on
+  // which a broadcast table's publish is written and answered by the calling thread itself: a
+  // publish then costs its round trip alone, where handing it to io thread 0 and being handed
+  // the answer back adds two cross-thread wakes (docs/architecture.md, "A publish on the caller's
+  // own link"). The first caller_links threads to publish get one (dialled at their first
+  // publish; a thread's ends with it); the others, and every call while one of the thread's
+  // publish_async calls is unanswered, go through io thread 0 in order. Not with TLS or a
+  // cluster (those publishes go through io thread 0). 0..1024, default 16; 0: every call goes
+  // through io thread 0.
+  std::size_t caller_links = 16;
+  std::chrono::milliseconds heartbeat{30000};  // idle PING on each connection; 0 = off,
+                                               // else at most 3,600,000 ms
   // The {emq}:version fence (docs/wire.md, "The fence"): the value this engine claims when the key
   // is unset (not empty), and the others it accepts as sharing the wire. The chapters' bus writes
   // echomq:2.0.0, the original's current code echomq:3.0.0; every key and script the coherence
@@ -269,6 +279,11 @@ struct EngineStats {
   std::uint64_t node_renewals = 0, node_lapses = 0, node_taken = 0;
   // Housekeeping threads the kernel refused to pin to EngineOptions::housekeeping_cpus.
   std::uint64_t housekeeping_pin_failures = 0;
+  // The callers' own links (EngineOptions::caller_links): threads holding one now, links
+  // dialled, publishes answered on one, and publishes sent through io thread 0 after their link
+  // failed them (lost before the answer, or refused READONLY by a demoted master).
+  std::uint64_t caller_links_held = 0, caller_link_opens = 0, caller_link_calls = 0,
+                caller_link_fallbacks = 0;
   // The shared-queue relay (TableSpec::job_relay), summed over this engine's relaying tables.
   std::uint64_t relay_claimed = 0, relay_relayed = 0, relay_malformed = 0, relay_errors = 0;
   // The io thread's loop (EngineOptions::io.backend): kUring or kEpoll once started (kAuto
