@@ -85,7 +85,7 @@ io::BlockingLink* CallerLinks::mine() {
     it = t_held.insert(t_held.end(), Held(s.serial, shared_));
   }
   Held& h = *it;
-  if (h.entry && h.entry->link.is_open()) return &h.entry->link;  // the fast path
+  if (h.entry && h.entry->link.usable()) return &h.entry->link;  // the fast path
   if (h.entry && h.entry->dead.load(std::memory_order_acquire)) return nullptr;
   const Clock::time_point now = Clock::now();
   if (now < (h.entry ? h.entry->retry_after : h.retry_after)) return nullptr;

@@ -45,8 +45,9 @@ class CallerLinks {
   CallerLinks(const CallerLinks&) = delete;
   CallerLinks& operator=(const CallerLinks&) = delete;
 
-  // The calling thread's link, open; nullptr when it has none now (the limit is reached, the
-  // last open failed under a second ago, the engine stopped). Call only while counted in the
+  // The calling thread's link, open (one the server closed while idle is dialled again here);
+  // nullptr when it has none now (the limit is reached, the last open failed under a second
+  // ago, the engine stopped). Call only while counted in the
   // engine's inflight, after its running check: close_all() waits for that.
   io::BlockingLink* mine();
   // The thread's link failed a call, which goes through io thread 0 instead; `pause`: the master

@@ -342,9 +342,9 @@ struct Engine::Impl {
   // run() for one call that may go on the calling thread's own link (caller_links.h): written
   // and answered on this thread, no io thread between. Through io thread 0 when the thread has
   // no link, while a publish_async is unanswered (it must not be overtaken), and again there when
-  // the server did not run it on the link: nothing of it left (the server had closed the link)
-  // or the master refused it READONLY (a demoted master). A link lost after the call left
-  // answers disconnected, as the io thread's connection does.
+  // the server did not run it on the link: nothing of it left, or the master refused it
+  // READONLY (a demoted master). A link the server closed while idle is dialled again first; one
+  // lost after the call left answers disconnected, as the io thread's connection does.
   Result<io::Resp3Value> run_mine(LentCall& call);
   // The master a caller's link dials now: Sentinel's answer, else host:port.
   io::LinkTarget link_target() const;

@@ -50,8 +50,8 @@ Result<io::Resp3Value> Engine::Impl::run_mine(LentCall& call) {
       bool sent = false;
       p.ec = link->call(p.command(), p.eval.script, Clock::now() + options.call_timeout, p.reply,
                         sent);
-      // Through io thread 0 instead only when the server did not run the call: nothing left (a
-      // link the server had closed), or a demoted master (Sentinel) refused the write READONLY,
+      // Through io thread 0 instead only when the server did not run the call: nothing of it
+      // left (the socket refused it), or a demoted master (Sentinel) refused the write READONLY,
       // where the io thread's connection finds the new one. A link lost once the call left
       // answers as the io thread's connection does: the call may or may not have run.
       const bool readonly =

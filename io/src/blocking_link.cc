@@ -127,8 +127,6 @@ std::error_code BlockingLink::call(std::span<const std::string_view> words, cons
                                    Clock::time_point deadline, Resp3Owned& reply, bool& sent) {
   sent = false;
   if (!fd_) return make_error_code(IoErrc::kDisconnected);
-  if (peer_gone())
-    return fail(make_error_code(IoErrc::kDisconnected), "the server closed the link");
   out_.clear();
   out_.command_argv(words);
   if (std::error_code ec = send_all(deadline, sent)) return ec;
@@ -152,13 +150,15 @@ std::error_code BlockingLink::call(std::span<const std::string_view> words, cons
   return reply.view().is_error() ? make_error_code(IoErrc::kServerError) : std::error_code{};
 }
 
-bool BlockingLink::peer_gone() const noexcept {
-  // Nothing is owed on an idle link, so a readable socket is its end (0 bytes, or an error such
-  // as a reset): found before a call leaves rather than after, when whether the server ran it
-  // would be unknown. One non-blocking syscall.
+bool BlockingLink::usable() noexcept {
+  if (!fd_) return false;
   char b = 0;
   const ssize_t n = ::recv(fd_.get(), &b, 1, MSG_PEEK | MSG_DONTWAIT);
-  return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+  if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+    (void)fail(make_error_code(IoErrc::kDisconnected), "the server closed the idle link");
+    return false;
+  }
+  return true;
 }
 
 std::error_code BlockingLink::send_all(Clock::time_point deadline, bool& sent) {

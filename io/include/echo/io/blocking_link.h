@@ -52,15 +52,20 @@ class BlockingLink {
   // refusal of HELLO: the server's words in `detail`), kDisconnected, kProtocolError.
   std::error_code open(const LinkTarget& target, Clock::time_point deadline);
   bool is_open() const noexcept { return static_cast<bool>(fd_); }
+  // Open, and the server has not closed it while it was idle (its idle `timeout`, CLIENT KILL, a
+  // restart): nothing is owed on an idle link, so a readable socket is its end, found before a
+  // call leaves rather than after, when whether the server ran the call would be unknown. One
+  // non-blocking peek. A link found closed is closed here.
+  bool usable() noexcept;
   void close() noexcept;
 
   // Sends `words` (one command) and reads its answer into `reply`. Empty: the server's answer;
   // kServerError: the server refused it (`reply` holds its words). `script` given (`words` an
   // EVALSHA of it): a NOSCRIPT answer loads the script (SCRIPT LOAD; kShaMismatch when the server
   // computes another SHA) and sends the call again. Any other error closes the link:
-  // kDisconnected (the server closed an idle link, found before anything left, or the link was
-  // lost before the answer came), kTimeout, kProtocolError. `sent` says whether any byte of the
-  // call left (the server may have run it): false, the call may be sent elsewhere.
+  // kDisconnected (the link was lost before the answer came), kTimeout, kProtocolError. `sent` says
+  // whether any byte of the call left (the server may have run it): false, the call may be sent
+  // elsewhere.
   std::error_code call(std::span<const std::string_view> words, const Script* script,
                        Clock::time_point deadline, Resp3Owned& reply, bool& sent);
 
@@ -69,7 +74,6 @@ class BlockingLink {
   const std::string& detail() const noexcept { return detail_; }
 
  private:
-  bool peer_gone() const noexcept;
   std::error_code send_all(Clock::time_point deadline, bool& sent);
   std::error_code read_one(Clock::time_point deadline, Resp3Owned& reply);
   std::error_code fail(std::error_code ec, std::string detail);
