@@ -398,8 +398,10 @@ class Engine {
   //   and the channel share the hash tag {t}, one slot, and redis-server 7.0 lets a script
   //   SPUBLISH there). Atomic on the server: both or neither, so no node hears the message before
   //   the row exists, and a connection lost mid-call never leaves a row without its message (nor
-  //   a message without its row). One round trip and one writer hop. Each subscriber then hears
-  //   it as a broadcast (at-most-once; a lost subscription is its disconnect policy's business).
+  //   a message without its row). One round trip, on the calling thread's own connection when
+  //   it holds one (EngineOptions::caller_links; else through io thread 0), then the L1 put.
+  //   Each subscriber then hears it as a broadcast (at-most-once; a lost subscription is its
+  //   disconnect policy's business).
   // - job: the job-lane overload below, under the lane group the engine minted for this table at
   //   construction (namespace PRT; one lane per writer engine, as a journal's group is one lane
   //   per writer process).
@@ -408,7 +410,7 @@ class Engine {
   // Blocks; any application thread (not the io thread, not a writer, not a loader). no_such_cache,
   // kind (nothing on the wire), stopped, timeout, or the connection's error. On a connection error
   // the row and its announcement may both have landed or neither (never one alone on the broadcast
-  // lane): publishing again is safe (the SET is unconditional; newer wins wherever it is heard),
+  // lane): publishing again is safe (the SET keeps the newer row; newer wins wherever it is heard),
   // and with the same version the L1s that already applied it find it stale.
   Result<table::BrandedId> publish(std::string_view table, std::string_view id,
                                    std::string_view value,
