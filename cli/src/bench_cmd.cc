@@ -260,7 +260,9 @@ int run(const BenchArgs& a) {
       bench::run_neighbour(c, target, server.own ? server.own->pid() : 0, progress, rows);
     }
     if (part("open_loop")) bench::run_open_loop(c, target, progress, rows);
-    if (part("churn")) bench::run_churn(c, target, progress, rows);
+    if (part("churn")) {
+      bench::run_churn(c, target, server.own ? server.own->pid() : 0, progress, rows);
+    }
     if (part("peers"))
       bench::run_peers(c, target, server.own != nullptr, progress, rows, info.peers);
   } catch (const std::exception& e) {

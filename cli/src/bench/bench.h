@@ -165,10 +165,14 @@ void run_neighbour(const BenchConfig& config, const DrillTarget& target, pid_t s
 // The churn rows (churn.cc): churn_reads_vs_quiet_{1k,10k,50k}[_off], node B's reader's reads/s
 // while node A publishes at each rate against the same reader with no publishes, carried values
 // on and off; and carried_visible_vs_floor, A's publish -> B's row holding the value against a
-// bare PUBLISH -> subscriber. Throws std::runtime_error when a node does not start, B does not
-// hear every message or keep its rows, or a visible-row message is not seen within 2 s.
-void run_churn(const BenchConfig& config, const DrillTarget& target, Progress& progress,
-               std::vector<Row>& rows);
+// bare PUBLISH -> subscriber. On 2 CPUs or more (unless --placement one-core) B's reader owns
+// the last CPU and every other thread of the churn rows, with the started server (`server_pid`,
+// 0 for a given one), runs on the others; the bench thread and the server go back where
+// --placement put them after each round's windows. Throws std::runtime_error when a node does
+// not start, B does not hear every message or keep its rows, a thread or the server cannot be
+// pinned, or a visible-row message is not seen within 2 s.
+void run_churn(const BenchConfig& config, const DrillTarget& target, pid_t server_pid,
+               Progress& progress, std::vector<Row>& rows);
 
 // The peer rows (peers.cc): the job lane against BullMQ on the same server, in the same rounds
 // (job_lane_vs_bullmq_throughput_c1, _c16, job_lane_vs_bullmq_latency_p50, _p99), and the

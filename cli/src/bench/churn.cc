@@ -6,14 +6,28 @@
 // reader pays when every message drops its row instead (a blocking refill from L2 on its next
 // read). And carried_visible_vs_floor: A's publish -> B's row holding the new value, against a
 // bare PUBLISH -> a bare subscriber of a payload of the same size, message by message.
+//
+// Placement (Cores): a trading service's hot reader owns an isolated core, and node A and the
+// server are other machines. The bench stages both nodes and redis-server in one process on one
+// small VM (2 cores), where the unpinned reader lost CPU to A's publishers, both engines and the
+// server and was preempted mid-read (0.56-0.89x quiet's reads/s, p99.99 of 28-190 us) while its
+// reads per CPU-second stayed at 0.91-0.99x quiet's: the machine's contention, not a slower read.
+// So on 2 CPUs or more (unless --placement one-core) B's reader pins itself to the last CPU the
+// process may use, and every other thread of the rows (both nodes' io, writer and housekeeping
+// threads, A's publishers, the bench thread, the redis-server the bench started) runs on the
+// others, quiet and churn windows alike; the reads per CPU-second stay in the row for the
+// co-located view.
 #include <echo/base/clock.h>
 #include <echo/engine/engine.h>
 #include <echo/engine/table.h>
 #include <echo/harness/open_loop.h>
+#include <echo/harness/placement.h>
 #include <echo/harness/stage.h>
 #include <echo/table/branded_id.h>
 #include <echo/table/names.h>
+#include <sched.h>
 #include <sys/socket.h>
+#include <sys/types.h>
 
 #include <algorithm>
 #include <array>
@@ -23,6 +37,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <ctime>
+#include <exception>
 #include <functional>
 #include <stdexcept>
 #include <string>
@@ -30,6 +45,7 @@
 #include <vector>
 
 #include "bench/bench.h"
+#include "bench/pinning.h"
 #include "bench/watch.h"
 #include "drill/floors.h"
 
@@ -43,6 +59,7 @@ using Quotes = engine::Table<std::string>;
 // B's id below A's: a version carries its node after its millisecond, so within one millisecond
 // A's versions are newer than anything B mints (its warm-up fills carry A's versions anyway).
 constexpr unsigned kNodeBOn = 941, kNodeBOff = 943, kChurnMinter = 945;  // A: B + 1
+constexpr unsigned kNodeBShown = 947;  // the visible row's pair (A: 948)
 constexpr std::array<double, 3> kRates{1000, 10000, 50000};
 constexpr std::size_t kSymbols = 1000, kValueBytes = 32;
 // One read in 64 is timed: two clock reads (25-110 ns each on a VM) on every read would cost more
@@ -57,7 +74,7 @@ constexpr int kVisibleWarmup = 20;
 std::vector<std::string> symbols() {
   std::vector<std::string> out;
   for (std::size_t i = 0; i < kSymbols; ++i) {
-    std::size_t x = (i * 7919 + 104729) % (26 * 26 * 26 * 26);
+    std::size_t x = (i * 7919 + 104729) % (std::size_t{26} * 26 * 26 * 26);
     std::string s(4, 'A');
     for (char& ch : s) {
       ch = static_cast<char>('A' + x % 26);
@@ -88,8 +105,173 @@ struct Rng {
   }
 };
 
-engine::TableSpec quote_spec(const BenchConfig& c, const std::string& name, Carry carry) {
+double publishers_for(double rate) { return std::ceil(rate / kPerPublisher); }
+
+// Pins the calling thread to `cpu` (cpu < 0: leaves it where it is). Throws naming the CPU when
+// the kernel refuses: a row measured elsewhere than its placement says would mislead.
+void pin_to(int cpu, const std::string& who) {
+  if (cpu >= 0 && !harness::pin_thread(cpu)) {
+    throw std::runtime_error("cannot pin " + who + " to CPU " + std::to_string(cpu));
+  }
+}
+
+// The CPUs this process may use: the bench thread's set, widened first when --placement pinned
+// it (spread pins it to CPU 0; the kernel keeps the widened set within the process's cpuset) and
+// put back after.
+std::vector<int> allowed_cpus(const BenchConfig& c) {
+  const ThreadMaskGuard back;
+  if (c.process_cpu >= 0) (void)harness::pin_thread(-1);
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> out;
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return out;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &set)) out.push_back(cpu);
+  }
+  return out;
+}
+
+std::string cpus_text(const std::vector<int>& cpus) {
+  std::string out = cpus.size() == 1 ? "CPU " : "CPUs ";
+  for (std::size_t i = 0; i < cpus.size(); ++i) {
+    out += (i == 0 ? "" : ", ") + std::to_string(cpus[i]);
+  }
+  return out;
+}
+
+// One pair's pinning knobs: each node's io thread (EngineOptions::io.cpu) and writer
+// (TableSpec::writer_cpu), -1 unpinned, and both nodes' housekeeping threads
+// (EngineOptions::housekeeping_cpus; empty: where they start).
+struct PairCpus {
+  int b_io = -1, b_writer = -1, a_io = -1, a_writer = -1;
+  std::vector<int> housekeeping;
+};
+
+// A pair where --placement puts the bench's threads (the engines' io and writer threads on its
+// CPU, every other thread inheriting the bench thread's set), as every bench part stages them.
+PairCpus as_placed(const BenchConfig& c) {
+  return {c.process_cpu, c.process_cpu, c.process_cpu, c.process_cpu, {}};
+}
+
+// Where the churn rows' threads run (the file's comment says why). Owned: B's reader alone on the
+// last CPU the process may use, every other thread of the rows on one of the others, dealt in
+// turn in the order of Slot (on 2 CPUs: all on CPU 0). Not owned (one CPU, or --placement
+// one-core): where --placement puts the bench, as every part stages it.
+class Cores {
+ public:
+  enum Slot : std::size_t { kBench, kServer, kBIo, kBWriter, kAIo, kAWriter, kPublishers };
+
+  Cores(const BenchConfig& c, pid_t server_pid) : server_(server_pid) {
+    if (c.placement != "unpinned" && c.placement != "spread") return;
+    const std::vector<int> cpus = allowed_cpus(c);
+    if (cpus.size() < 2) return;
+    reader_ = cpus.back();
+    others_.assign(cpus.begin(), cpus.end() - 1);
+  }
+
+  bool owned() const { return reader_ >= 0; }
+  int reader() const { return reader_; }    // -1: not owned
+  pid_t server() const { return server_; }  // 0: a given server (--server), never pinned
+  int at(std::size_t slot) const {          // owned only
+    return others_[slot % others_.size()];
+  }
+  int publisher(int k) const {  // -1: inherits the bench thread's set
+    return owned() ? at(kPublishers + static_cast<std::size_t>(k)) : -1;
+  }
+  PairCpus pair(const BenchConfig& c) const {
+    if (!owned()) return as_placed(c);
+    return {at(kBIo), at(kBWriter), at(kAIo), at(kAWriter), others_};
+  }
+  std::string placement(const BenchConfig& c) const;
+  // For a row's text (the table shows no placement): where the reader ran, when it owned a core.
+  std::string reader_text() const {
+    if (!owned()) return "";
+    return ", alone on " + cpus_text({reader_}) + " (every other thread of the row on " +
+           cpus_text(others_) + "),";
+  }
+
+ private:
+  int reader_ = -1;
+  std::vector<int> others_;
+  pid_t server_ = 0;
+};
+
+// The rows' placement text: each thread and the CPU it ran on, grouped by CPU.
+std::string Cores::placement(const BenchConfig& c) const {
+  if (!owned()) {
+    return placement_of(c,
+                        "B's reader thread, A's publisher threads, both nodes' io, writer and "
+                        "housekeeping threads, the bench thread",
+                        true);
+  }
+  std::vector<std::pair<std::vector<int>, std::string>> groups;  // CPUs, the threads there
+  auto put = [&groups](const std::vector<int>& cpus, const std::string& who) {
+    auto it =
+        std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == cpus; });
+    if (it == groups.end()) {
+      groups.emplace_back(cpus, who);
+    } else {
+      it->second += ", " + who;
+    }
+  };
+  const auto back = [](int cpu) { return cpu < 0 ? "unpinned" : "CPU " + std::to_string(cpu); };
+  put({at(kBench)}, "the bench thread (starts the window's threads; " + back(c.process_cpu) +
+                        " again after the windows)");
+  put({at(kBIo)}, "B's io thread (io.cpu)");
+  put({at(kBWriter)}, "B's writer (writer_cpu)");
+  put({at(kAIo)}, "A's io thread");
+  put({at(kAWriter)}, "A's writer");
+  std::vector<int> publishers;
+  for (int k = 0; k < static_cast<int>(publishers_for(kRates.back())); ++k) {
+    if (std::find(publishers.begin(), publishers.end(), publisher(k)) == publishers.end()) {
+      publishers.push_back(publisher(k));
+    }
+  }
+  std::sort(publishers.begin(), publishers.end());
+  put(publishers, "A's publisher threads (each pins itself as it starts)");
+  put(others_, "both nodes' housekeeping threads (housekeeping_cpus)");
+  if (server_ > 0) {
+    put({at(kServer)},
+        "redis-server (started by the bench; " + back(c.server_cpu) + " again after the windows)");
+  }
+  std::string out = "B's reader thread alone on " + cpus_text({reader_}) +
+                    " (pins itself as each window starts, quiet and churn alike)";
+  for (const auto& [cpus, who] : groups) out += "; on " + cpus_text(cpus) + ": " + who;
+  if (server_ <= 0) {
+    out +=
+        "; redis-server given (--server): not pinned by the bench (if on this machine, it may run "
+        "on the reader's CPU)";
+  }
+  return out +
+         "; the other pair (carried values on/off) placed alike, idle; the visible row's pair, "
+         "watcher and floor subscriber, idle during the windows, where --placement puts them";
+}
+
+// While a round's churn windows run (owned cores only): the bench thread, and the redis-server the
+// bench started, on their CPUs of `cores`, so that neither lands on the reader's; both go back
+// where --placement put them when the scope ends, so the visible row (run between rounds) and
+// the parts after this one keep their placement. Throws naming the CPU when the kernel refuses.
+class OthersScope {
+ public:
+  OthersScope(const BenchConfig& c, const Cores& cores)
+      : server_back_(cores.owned() ? cores.server() : 0, c.server_cpu) {
+    if (!cores.owned()) return;
+    pin_to(cores.at(Cores::kBench), "the bench thread");
+    const int cpu = cores.at(Cores::kServer);
+    if (cores.server() > 0 && !harness::pin_process(cores.server(), cpu)) {
+      throw std::runtime_error("cannot pin redis-server to CPU " + std::to_string(cpu));
+    }
+  }
+
+ private:
+  ThreadMaskGuard bench_back_;
+  ServerPinGuard server_back_;
+};
+
+engine::TableSpec quote_spec(const BenchConfig& c, const std::string& name, Carry carry,
+                             int writer_cpu) {
   engine::TableSpec s = lane_spec(name, engine::CoherenceMode::kBroadcast, c);
+  s.writer_cpu = writer_cpu;
   s.kind = "QTE";
   s.keys = engine::KeyKind::kText;
   s.loader = [](const engine::Key&) -> engine::LoadResult {
@@ -101,6 +283,13 @@ engine::TableSpec quote_spec(const BenchConfig& c, const std::string& name, Carr
   return s;
 }
 
+engine::EngineOptions node_options(const DrillTarget& target, unsigned id, int io_cpu,
+                                   const std::vector<int>& housekeeping) {
+  engine::EngineOptions o = harness::quiet_node_options(target.host, target.port, id, io_cpu);
+  o.housekeeping_cpus = housekeeping;
+  return o;
+}
+
 // Node A (publishes) and node B (reads) of one table. `published` counts A's answered publishes,
 // so settle() knows when B has heard them all.
 class QuoteNodes {
@@ -109,16 +298,31 @@ class QuoteNodes {
 
  public:
   QuoteNodes(const BenchConfig& c, const DrillTarget& target, const std::string& t, Carry carry,
-             unsigned b_id)
+             unsigned b_id, const PairCpus& cpus)
       : name_(t),
-        b_(harness::quiet_node_options(target.host, target.port, b_id, c.process_cpu),
-           {quote_spec(c, t, carry)}),
-        a_(harness::quiet_node_options(target.host, target.port, b_id + 1, c.process_cpu),
-           {quote_spec(c, t, carry)}),
+        b_(node_options(target, b_id, cpus.b_io, cpus.housekeeping),
+           {quote_spec(c, t, carry, cpus.b_writer)}),
+        a_(node_options(target, b_id + 1, cpus.a_io, cpus.housekeeping),
+           {quote_spec(c, t, carry, cpus.a_writer)}),
         tb(b_.table<std::string>(t)),
         ta(a_.table<std::string>(t)) {
     if (auto ec = b_.start()) throw std::runtime_error("node B did not start: " + ec.message());
     if (auto ec = a_.start()) throw std::runtime_error("node A did not start: " + ec.message());
+  }
+
+  // Throws when the kernel refused a writer or a housekeeping thread its CPU: the engine counts
+  // it and lets the thread run unpinned, where the rows' placement says it did not run.
+  void check_pinned() const {
+    for (const Engine* node : {&b_, &a_}) {
+      const engine::EngineStats s = node->stats();
+      std::uint64_t refused = s.housekeeping_pin_failures;
+      for (const auto& t : s.tables) refused += t.writer.pin_failures;
+      if (refused > 0) {
+        throw std::runtime_error(std::string(node == &b_ ? "node B" : "node A") + ": " +
+                                 std::to_string(refused) +
+                                 " thread(s) refused their CPU (writer_cpu, housekeeping_cpus)");
+      }
+    }
   }
 
   engine::TableStats b_stats() const {
@@ -211,55 +415,78 @@ ReadFigures read_flat_out(const Quotes& tb, const std::vector<std::string>& syms
           .sink = sink};
 }
 
-double publishers_for(double rate) { return std::ceil(rate / kPerPublisher); }
-
 struct PublishTally {
   std::uint64_t ok = 0, failed = 0;
 };
 
-// A's open-loop schedule over [t0, end): message i due at t0 + i / rate, dealt round-robin over
-// publishers_for(rate) threads, each blocking in Table::publish; a thread that falls behind sends
-// at once (no sleep) until it catches up, and what is not sent by `end` is dropped from the
-// schedule (the achieved rate says so). Each message is the next quote of a random symbol of the
-// thread's own share (every threads-th symbol): two publishes of one key in flight at once can
-// leave L2 at the older version (publish_l2's SET is unconditional, so the script that runs last
-// wins, whatever its version), and B, which heard the newer message, then refuses every fill of
-// that key and reads it from L2 on every read until it is published again.
+// A's open-loop schedule over [t0, end): message i (of n) due at t0 + i * period, its value
+// quote_value(base + i), dealt round-robin over `threads` publishers.
+struct Schedule {
+  std::int64_t t0 = 0, end = 0;
+  double period = 0;
+  std::uint64_t n = 0, base = 0;
+  int threads = 1;
+};
+
+// Publisher k's share of the schedule (messages k, k + threads, ...), each blocking in
+// Table::publish; it sleeps to each message's due time, or sends at once while behind, and what
+// is not sent by `end` is dropped from the schedule (the achieved rate says so). Each message is
+// the next quote of a random symbol of the thread's own share (every threads-th symbol): two
+// publishes of one key in flight at once can leave L2 at the older version (publish_l2's SET is
+// unconditional, so the script that runs last wins, whatever its version), and B, which heard the
+// newer message, then refuses every fill of that key and reads it from L2 on every read until it
+// is published again.
+PublishTally publish_share(const Quotes& ta, const std::vector<std::string>& syms,
+                           const Schedule& s, int k) {
+  PublishTally mine;
+  Rng rng{(s.base + static_cast<std::uint64_t>(k)) * 0x9e3779b97f4a7c15ull | 1};
+  const auto share = static_cast<std::size_t>(k), stride = static_cast<std::size_t>(s.threads);
+  const std::size_t owned = (syms.size() - share + stride - 1) / stride;
+  for (auto i = static_cast<std::uint64_t>(k); i < s.n; i += stride) {
+    const std::int64_t due = s.t0 + std::llround(static_cast<double>(i) * s.period);
+    std::int64_t now = base::steady_ns();
+    if (due > now) {
+      std::this_thread::sleep_for(std::chrono::nanoseconds(due - now));
+      now = base::steady_ns();
+    }
+    if (now >= s.end) break;
+    auto v = ta.publish(syms[share + stride * rng.below(owned)], quote_value(s.base + i));
+    ++(v ? mine.ok : mine.failed);
+  }
+  return mine;
+}
+
+// A's publishes over [t0, end) at `rate`, on publishers_for(rate) threads, each pinned as it
+// starts to its CPU of `cores`; what one throws (a refused pin) is rethrown here once all are done.
 PublishTally publish_paced(const Quotes& ta, const std::vector<std::string>& syms, double rate,
-                           std::int64_t t0, std::int64_t end, std::uint64_t& seq) {
-  const auto threads = static_cast<int>(publishers_for(rate));
-  const double period = 1e9 / rate;
-  const auto n = static_cast<std::uint64_t>(static_cast<double>(end - t0) / period);
-  std::vector<PublishTally> per(static_cast<std::size_t>(threads));
-  const std::uint64_t base = seq;
-  seq += n;
+                           std::int64_t t0, std::int64_t end, std::uint64_t& seq,
+                           const Cores& cores) {
+  Schedule s{.t0 = t0, .end = end, .period = 1e9 / rate, .base = seq};
+  s.n = static_cast<std::uint64_t>(static_cast<double>(end - t0) / s.period);
+  s.threads = static_cast<int>(publishers_for(rate));
+  seq += s.n;
+  std::vector<PublishTally> per(static_cast<std::size_t>(s.threads));
+  std::vector<std::exception_ptr> thrown(per.size());
   {
     std::vector<std::jthread> pool;
-    for (int k = 0; k < threads; ++k) {
+    pool.reserve(per.size());
+    for (int k = 0; k < s.threads; ++k) {
       pool.emplace_back([&, k] {
-        Rng rng{(base + static_cast<std::uint64_t>(k)) * 0x9e3779b97f4a7c15ull | 1};
-        PublishTally& mine = per[static_cast<std::size_t>(k)];
-        const auto share = static_cast<std::size_t>(k), stride = static_cast<std::size_t>(threads);
-        const std::size_t owned = (syms.size() - share + stride - 1) / stride;
-        for (std::uint64_t i = static_cast<std::uint64_t>(k); i < n;
-             i += static_cast<std::uint64_t>(threads)) {
-          const std::int64_t due = t0 + std::llround(static_cast<double>(i) * period);
-          std::int64_t now = base::steady_ns();
-          if (due > now) {
-            std::this_thread::sleep_for(std::chrono::nanoseconds(due - now));
-            now = base::steady_ns();
-          }
-          if (now >= end) break;
-          auto v = ta.publish(syms[share + stride * rng.below(owned)], quote_value(base + i));
-          ++(v ? mine.ok : mine.failed);
+        const auto at = static_cast<std::size_t>(k);
+        try {
+          pin_to(cores.publisher(k), "A's publisher thread " + std::to_string(k));
+          per[at] = publish_share(ta, syms, s, k);
+        } catch (...) {
+          thrown[at] = std::current_exception();
         }
       });
     }
   }
   PublishTally sum;
-  for (const PublishTally& p : per) {
-    sum.ok += p.ok;
-    sum.failed += p.failed;
+  for (std::size_t k = 0; k < per.size(); ++k) {
+    if (thrown[k]) std::rethrow_exception(thrown[k]);
+    sum.ok += per[k].ok;
+    sum.failed += per[k].failed;
   }
   return sum;
 }
@@ -271,18 +498,29 @@ struct WindowFigures {
   engine::TableStats before, after;
 };
 
+// One window: B's reader on its own thread, pinned as it starts to its CPU of `cores` (the same
+// in the quiet and the churn window, so their ratio is the publishes'), A's publishers beside it.
 WindowFigures run_window(QuoteNodes& q, const std::vector<std::string>& syms, double rate,
-                         std::int64_t window_ns, std::uint64_t& seq) {
+                         std::int64_t window_ns, std::uint64_t& seq, const Cores& cores) {
   q.settle();
   (void)q.warm(syms);  // rows a previous window dropped come back before this one starts
   WindowFigures w;
   w.before = q.b_stats();
   const std::int64_t t0 = base::steady_ns() + 2'000'000, end = t0 + window_ns;
   const std::uint64_t seed = seq * 31 + 7;  // before publish_paced moves seq on this thread
+  std::exception_ptr thrown;
   {
-    std::jthread reader([&] { w.read = read_flat_out(q.tb, syms, t0, end, seed); });
-    if (rate > 0) w.sent = publish_paced(q.ta, syms, rate, t0, end, seq);
+    std::jthread reader([&] {
+      try {
+        pin_to(cores.reader(), "B's reader thread");
+        w.read = read_flat_out(q.tb, syms, t0, end, seed);
+      } catch (...) {
+        thrown = std::current_exception();
+      }
+    });
+    if (rate > 0) w.sent = publish_paced(q.ta, syms, rate, t0, end, seq, cores);
   }
+  if (thrown) std::rethrow_exception(thrown);
   q.published += w.sent.ok;
   w.after = q.b_stats();
   return w;
@@ -335,13 +573,14 @@ double cpu_ratio(const Cell& cell) {
 }
 
 // A churn row's text: the figures its JSON `beside` holds, in words.
-std::string churn_what(const Cell& cell, double rate, bool carried) {
+std::string churn_what(const Cell& cell, double rate, bool carried, const Cores& cores) {
   const double secs = std::max(cell.churn_seconds, 1e-9);
   return "B's reads while A publishes " + per_s(rate) + " (achieved " +
          per_s(median_of(cell.achieved)) + ", " + floors::grouped(publishers_for(rate)) +
          " blocking publisher thread(s), " + std::to_string(cell.failed) +
          " failed) random symbols of 1,000, carried values " + (carried ? "on" : "off") +
-         "; B's one reader calls Table<std::string>::read flat out. p99.99 (every 64th read, "
+         "; B's one reader" + cores.reader_text() +
+         " calls Table<std::string>::read flat out. p99.99 (every 64th read, "
          "steady clock around the call) churn " +
          floors::fmt("%.3f us, quiet %.3f us", median_of(cell.churn.p9999),
                      median_of(cell.quiet.p9999)) +
@@ -357,11 +596,12 @@ std::string churn_what(const Cell& cell, double rate, bool carried) {
          " degraded (goals >= 0.90x, p99.99 <= 1 us, 0 misses with carried values)";
 }
 
-Row churn_row(const Cell& cell, double rate, bool carried, const std::string& placement) {
+Row churn_row(const Cell& cell, double rate, bool carried, const Cores& cores,
+              const std::string& placement) {
   Row x;
   x.id = "churn_reads_vs_quiet_" + std::to_string(static_cast<int>(rate / 1000)) + "k" +
          (carried ? "" : "_off");
-  x.what = churn_what(cell, rate, carried);
+  x.what = churn_what(cell, rate, carried, cores);
   x.ours = "reads/s under churn";
   x.baseline = "reads/s quiet (same reader and window, no publishes)";
   x.unit = "reads/s";
@@ -506,18 +746,22 @@ class VisibleRow {
 };
 }  // namespace
 
-void run_churn(const BenchConfig& c, const DrillTarget& target, Progress& progress,
-               std::vector<Row>& rows) {
+void run_churn(const BenchConfig& c, const DrillTarget& target, pid_t server_pid,
+               Progress& progress, std::vector<Row>& rows) {
   table::Minter minter(kChurnMinter);
   const std::string run_id = minter.mint("BEN").value().str();  // fresh keys on a given server
   const std::vector<std::string> syms = symbols();
+  const Cores cores(c, server_pid);
   // Two pairs, alive together so each round measures both at the same moment of the machine:
   // each its own table (and so its own channel), carried values on (the text keys' default) and
-  // off.
-  QuoteNodes on(c, target, "quotes_" + run_id, Carry::kAuto, kNodeBOn);
-  QuoteNodes off(c, target, "quotes_off_" + run_id, Carry::kOff, kNodeBOff);
+  // off, their threads placed by `cores`. The visible row has a pair of its own, where
+  // --placement puts the bench (as that row is staged), idle while the churn windows run.
+  QuoteNodes on(c, target, "quotes_" + run_id, Carry::kAuto, kNodeBOn, cores.pair(c));
+  QuoteNodes off(c, target, "quotes_off_" + run_id, Carry::kOff, kNodeBOff, cores.pair(c));
+  const std::string shown_table = "quotes_vis_" + run_id;
+  QuoteNodes shown(c, target, shown_table, Carry::kAuto, kNodeBShown, as_placed(c));
   std::uint64_t seq = 1;
-  for (QuoteNodes* q : {&on, &off}) {
+  for (QuoteNodes* q : {&on, &off, &shown}) {
     for (const std::string& s : syms) {  // L2 holds every symbol before B reads it
       if (!q->ta.publish(s, quote_value(seq++))) throw std::runtime_error("A's publish failed");
       ++q->published;
@@ -527,37 +771,40 @@ void run_churn(const BenchConfig& c, const DrillTarget& target, Progress& progre
       if (passes == 3) throw std::runtime_error("node B does not keep its rows after 3 reads");
     }
   }
-  VisibleRow visible(target, "quotes_" + run_id, run_id);
+  VisibleRow visible(target, shown_table, run_id);
   const auto window_ns = static_cast<std::int64_t>((c.quick ? 0.5 : 2.0) * 1e9);
   std::array<Cell, kRates.size()> cells_on, cells_off;
   for (int round = 0; round < c.rounds; ++round) {
-    for (std::size_t k = 0; k < kRates.size(); ++k) {
-      for (QuoteNodes* q : {&on, &off}) {
-        Cell& cell = q == &on ? cells_on[k] : cells_off[k];
-        progress.step("B's reads under " + floors::grouped(kRates[k]) + " publishes/s vs quiet, " +
-                          (q == &on ? "carried values on" : "carried values off"),
-                      round, c.rounds);
-        for (int side = 0; side < 2; ++side) {  // quiet first in even rounds, churn first in odd
-          const bool churn = (side == 0) == (round % 2 == 1);
-          const WindowFigures w = run_window(*q, syms, churn ? kRates[k] : 0, window_ns, seq);
-          const double seconds = static_cast<double>(window_ns) / 1e9;
-          churn ? cell.add_churn(w, seconds) : cell.add_quiet(w, seconds);
+    {
+      const OthersScope placed(c, cores);
+      for (std::size_t k = 0; k < kRates.size(); ++k) {
+        for (QuoteNodes* q : {&on, &off}) {
+          Cell& cell = q == &on ? cells_on[k] : cells_off[k];
+          progress.step("B's reads under " + floors::grouped(kRates[k]) +
+                            " publishes/s vs quiet, " +
+                            (q == &on ? "carried values on" : "carried values off"),
+                        round, c.rounds);
+          for (int side = 0; side < 2; ++side) {  // quiet first in even rounds, churn first in odd
+            const bool churn = (side == 0) == (round % 2 == 1);
+            const WindowFigures w =
+                run_window(*q, syms, churn ? kRates[k] : 0, window_ns, seq, cores);
+            const double seconds = static_cast<double>(window_ns) / 1e9;
+            churn ? cell.add_churn(w, seconds) : cell.add_quiet(w, seconds);
+          }
         }
       }
+      on.check_pinned();
+      off.check_pinned();
     }
     progress.step("carried value visible vs PUBLISH floor", round, c.rounds);
-    on.settle();
-    visible.round(on, syms, c.quick ? 100 : 500, seq);
+    shown.settle();
+    visible.round(shown, syms, c.quick ? 100 : 500, seq);
   }
-  const std::string placement =
-      placement_of(c,
-                   "B's reader thread, A's publisher threads, both nodes' io and writer threads "
-                   "(2 cores shared by all of them and redis-server)",
-                   true);
+  const std::string placement = cores.placement(c);
   for (bool carried : {true, false}) {
     for (std::size_t k = 0; k < kRates.size(); ++k) {
       rows.push_back(
-          churn_row(carried ? cells_on[k] : cells_off[k], kRates[k], carried, placement));
+          churn_row(carried ? cells_on[k] : cells_off[k], kRates[k], carried, cores, placement));
     }
   }
   rows.push_back(visible.row(c));

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "bench/bench.h"
+#include "bench/pinning.h"
 #include "drill/floors.h"
 
 namespace echo::cli::bench {
@@ -159,36 +160,6 @@ class Spinner {
   std::atomic<int> state_{0};  // 0 starting, 1 pinned, -1 refused
   std::atomic<pid_t> tid_{0};
   std::thread thread_;  // last: starts once the members above exist
-};
-
-// The calling thread's CPU set, put back on scope exit.
-class ThreadMaskGuard {
- public:
-  ThreadMaskGuard() { saved_ = pthread_getaffinity_np(pthread_self(), sizeof mask_, &mask_) == 0; }
-  ~ThreadMaskGuard() {
-    if (saved_) (void)pthread_setaffinity_np(pthread_self(), sizeof mask_, &mask_);
-  }
-  ThreadMaskGuard(const ThreadMaskGuard&) = delete;
-  ThreadMaskGuard& operator=(const ThreadMaskGuard&) = delete;
-
- private:
-  cpu_set_t mask_{};
-  bool saved_ = false;
-};
-
-// The started server back where --placement put it (or unpinned) once the part is done.
-class ServerPinGuard {
- public:
-  ServerPinGuard(pid_t pid, int restore) : pid_(pid), restore_(restore) {}
-  ~ServerPinGuard() {
-    if (pid_ > 0) (void)harness::pin_process(pid_, restore_);
-  }
-  ServerPinGuard(const ServerPinGuard&) = delete;
-  ServerPinGuard& operator=(const ServerPinGuard&) = delete;
-
- private:
-  pid_t pid_;
-  int restore_;
 };
 
 // This process's threads (but `except`) the kernel may run on `cpu`, by name: the engines start
