@@ -2,11 +2,9 @@
 // BlockingLink: a connection its calling thread drives (blocking_link.h).
 #include <echo/io/blocking_link.h>
 
-#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 
 #include <algorithm>
 #include <array>
@@ -16,6 +14,8 @@
 #include <vector>
 
 #include <echo/io/io_error.h>
+
+#include "socket_address.h"
 
 namespace echo::io {
 
@@ -51,41 +51,25 @@ std::error_code BlockingLink::fail(std::error_code ec, std::string detail) {
 std::error_code BlockingLink::open(const LinkTarget& t, Clock::time_point deadline) {
   close();
   const std::string where = t.host + (t.host.starts_with('/') ? "" : ":" + std::to_string(t.port));
-  sockaddr_storage addr{};
-  socklen_t len = 0;
-  if (t.host.starts_with('/')) {
-    sockaddr_un un{};
-    if (t.host.size() >= sizeof un.sun_path) {
-      return fail(make_error_code(IoErrc::kConnectFailed), "socket path too long: " + t.host);
-    }
-    un.sun_family = AF_UNIX;
-    std::memcpy(un.sun_path, t.host.data(), t.host.size());
-    std::memcpy(&addr, &un, sizeof un);
-    len = sizeof un;
-  } else {
-    addrinfo hints{};
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    addrinfo* res = nullptr;
-    if (::getaddrinfo(t.host.c_str(), std::to_string(t.port).c_str(), &hints, &res) != 0 ||
-        res == nullptr) {
-      return fail(make_error_code(IoErrc::kConnectFailed), where + " does not resolve");
-    }
-    std::memcpy(&addr, res->ai_addr, res->ai_addrlen);
-    len = res->ai_addrlen;
-    ::freeaddrinfo(res);
+  const bool local = t.host.starts_with('/');
+  const std::optional<SocketAddress> addr =
+      local ? unix_address(t.host) : resolve_address(t.host, t.port);
+  if (!addr) {
+    return fail(make_error_code(IoErrc::kConnectFailed),
+                where + (local ? ": longer than a socket's path may be" : " does not resolve"));
   }
-  const int family = reinterpret_cast<const sockaddr*>(&addr)->sa_family;
+  const int family = addr->family();
   UniqueFd fd(::socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!fd)
+  if (!fd) {
     return fail(make_error_code(IoErrc::kConnectFailed), std::system_category().message(errno));
+  }
   const int one = 1;
   if (family != AF_UNIX) ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   // connect() honours SO_SNDTIMEO: the whole time left; afterwards both ways wake every slice.
   const auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline - Clock::now());
   timeval tv = to_timeval(left);
   ::setsockopt(fd.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-  if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), len) != 0) {
+  if (::connect(fd.get(), addr->get(), addr->len) != 0) {
     const int e = errno;
     const bool late = e == EINPROGRESS || e == EAGAIN || e == EWOULDBLOCK;
     return fail(make_error_code(late ? IoErrc::kTimeout : IoErrc::kConnectFailed),

@@ -22,6 +22,7 @@
 #include <stdexcept>
 
 #include "connection_text.h"
+#include "socket_address.h"
 #include "tls_session.h"
 
 namespace echo::io {
@@ -105,28 +106,14 @@ Connection::Connection(UringLoop& loop, ConnectionOptions options, PushFn on_pus
     throw std::invalid_argument("ConnectionOptions::version_value must be non-empty with fence on");
   }
   // Resolve once, here (any thread, may block on DNS), so reconnects never block the loop.
-  if (!o.unix_path.empty()) {
-    sockaddr_un un{};
-    if (o.unix_path.size() >= sizeof un.sun_path) {
-      throw std::invalid_argument("ConnectionOptions::unix_path is longer than sun_path");
-    }
-    un.sun_family = AF_UNIX;
-    std::memcpy(un.sun_path, o.unix_path.data(), o.unix_path.size());
-    std::memcpy(&addr_, &un, sizeof un);
-    addr_len_ = sizeof un;
-  } else {
-    addrinfo hints{};
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    addrinfo* res = nullptr;
-    const std::string port = std::to_string(o.port);
-    if (::getaddrinfo(o.host.c_str(), port.c_str(), &hints, &res) != 0 || res == nullptr) {
-      throw std::invalid_argument("ConnectionOptions::host does not resolve: " + o.host);
-    }
-    std::memcpy(&addr_, res->ai_addr, res->ai_addrlen);
-    addr_len_ = res->ai_addrlen;
-    ::freeaddrinfo(res);
+  const std::optional<SocketAddress> where =
+      o.unix_path.empty() ? resolve_address(o.host, o.port) : unix_address(o.unix_path);
+  if (!where && !o.unix_path.empty()) {
+    throw std::invalid_argument("ConnectionOptions::unix_path is longer than sun_path");
   }
+  if (!where) throw std::invalid_argument("ConnectionOptions::host does not resolve: " + o.host);
+  addr_ = where->storage;
+  addr_len_ = where->len;
   if (o.tls.enabled) {
     tls_ctx_ = TlsContext::for_options(o.tls);  // throws invalid_argument naming the file knob
     tls_in_.resize(kRecvChunk);

@@ -22,6 +22,7 @@
 #include <stdexcept>
 
 #include "connection_text.h"
+#include "socket_address.h"
 #include "tls_session.h"
 
 namespace echo::io {
@@ -42,16 +43,10 @@ void retarget(ConnectionOptions& o, sockaddr_storage& addr, socklen_t& len, cons
   if (t.host.empty() || t.port < 1 || t.port > 65535 || (t.host == o.host && t.port == o.port)) {
     return;
   }
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV;
-  addrinfo* res = nullptr;
-  const std::string port = std::to_string(t.port);
-  if (::getaddrinfo(t.host.c_str(), port.c_str(), &hints, &res) != 0 || res == nullptr) return;
-  std::memcpy(&addr, res->ai_addr, res->ai_addrlen);
-  len = res->ai_addrlen;
-  ::freeaddrinfo(res);
+  const std::optional<SocketAddress> a = resolve_address(t.host, t.port, /*numeric=*/true);
+  if (!a) return;
+  addr = a->storage;
+  len = a->len;
   o.host = t.host;
   o.port = t.port;
 }

@@ -266,20 +266,16 @@ void run_publish_floor(const BenchConfig& c, const DrillTarget& target, Progress
     if (!call()) throw std::runtime_error(std::string(what) + " failed");
     return floors::since_us(t0);
   };
-  auto bc_engine = [&] {
+  // A blocking publish by node `e` (P: on its own link; Q: through io thread 0).
+  auto bc_publish_by = [&](Engine& e, const char* what) {
     bc_settle();
-    const double us = timed([&] { return static_cast<bool>(p.publish(bc, name.view(), value)); },
-                            "Engine::publish on the broadcast lane");
+    const double us =
+        timed([&] { return static_cast<bool>(e.publish(bc, name.view(), value)); }, what);
     ++bc_sent;
     return us;
   };
-  auto bc_through_io = [&] {
-    bc_settle();
-    const double us = timed([&] { return static_cast<bool>(q.publish(bc, name.view(), value)); },
-                            "Engine::publish through io thread 0");
-    ++bc_sent;
-    return us;
-  };
+  auto bc_engine = [&] { return bc_publish_by(p, "Engine::publish on the broadcast lane"); };
+  auto bc_through_io = [&] { return bc_publish_by(q, "Engine::publish through io thread 0"); };
   auto bc_hiredis = [&] {
     bc_settle();
     const double us = timed([&] { return eval_publish(minter.mint("TXN").value(), value); },
