@@ -153,16 +153,23 @@ std::error_code BlockingLink::send_all(Clock::time_point deadline, bool& sent) {
       out_.consume(static_cast<std::size_t>(n));
       continue;
     }
-    const int e = errno;
-    if (n < 0 && e == EINTR) continue;
-    if (n < 0 && (e == EAGAIN || e == EWOULDBLOCK) && Clock::now() < deadline) continue;
-    if (n < 0 && (e == EAGAIN || e == EWOULDBLOCK)) {
-      return fail(make_error_code(IoErrc::kTimeout), "send: past the call's deadline");
-    }
-    return fail(make_error_code(IoErrc::kDisconnected),
-                "send: " + std::system_category().message(n < 0 ? e : EPIPE));
+    if (std::error_code ec = stalled(n, deadline, "send")) return ec;
   }
   return {};
+}
+
+std::error_code BlockingLink::stalled(ssize_t n, Clock::time_point deadline, const char* what) {
+  const int e = n < 0 ? errno : 0;
+  const bool slice = e == EAGAIN || e == EWOULDBLOCK;  // a slice passed with nothing moved
+  if (e == EINTR || (slice && Clock::now() < deadline)) return {};
+  if (slice) {
+    return fail(make_error_code(IoErrc::kTimeout),
+                std::string(what) + ": nothing moved by the call's deadline");
+  }
+  return fail(make_error_code(IoErrc::kDisconnected),
+              std::string(what) + ": " +
+                  (n == 0 ? std::string("the server closed the socket")
+                          : std::system_category().message(e)));
 }
 
 std::error_code BlockingLink::read_one(Clock::time_point deadline, Resp3Owned& reply) {
@@ -183,15 +190,7 @@ std::error_code BlockingLink::read_one(Clock::time_point deadline, Resp3Owned& r
       in_.commit(static_cast<std::size_t>(n));
       continue;
     }
-    const int e = errno;
-    if (n < 0 && e == EINTR) continue;
-    if (n < 0 && (e == EAGAIN || e == EWOULDBLOCK) && Clock::now() < deadline) continue;
-    if (n < 0 && (e == EAGAIN || e == EWOULDBLOCK)) {
-      return fail(make_error_code(IoErrc::kTimeout), "no answer by the call's deadline");
-    }
-    return fail(make_error_code(IoErrc::kDisconnected),
-                n == 0 ? std::string("the server closed the socket")
-                       : "recv: " + std::system_category().message(e));
+    if (std::error_code ec = stalled(n, deadline, "recv")) return ec;
   }
 }
 

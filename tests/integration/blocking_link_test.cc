@@ -5,7 +5,6 @@
 // while idle is found before a call; wrong credentials, a refused connect, a
 // server that does not answer by the deadline, a killed socket and bytes the decoder refuses each
 // answer their own error and leave the link closed.
-#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -22,6 +21,7 @@
 #include <echo/io/io_error.h>
 #include <echo/io/unique_fd.h>
 
+#include "support/loopback.h"
 #include "support/poll.h"
 #include "support/redis_fixture.h"
 
@@ -112,17 +112,8 @@ TEST_F(BlockingLinkTest, WrongCredentialsAreRefusedByName) {
 }
 
 TEST_F(BlockingLinkTest, ARefusedConnectNamesTheAddress) {
-  int port = 0;
-  {
-    UniqueFd probe(::socket(AF_INET, SOCK_STREAM, 0));
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ASSERT_EQ(::bind(probe.get(), reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-    socklen_t len = sizeof a;
-    ::getsockname(probe.get(), reinterpret_cast<sockaddr*>(&a), &len);
-    port = ntohs(a.sin_port);
-  }  // closed: nothing listens there
+  const int port = test::closed_port();
+  ASSERT_NE(port, 0);
   LinkTarget t = target();
   t.port = port;
   BlockingLink link;
@@ -163,16 +154,10 @@ TEST_F(BlockingLinkTest, AKilledSocketIsDisconnected) {
 
 // A peer that boots like a server and then answers bytes no RESP3 value starts with.
 TEST_F(BlockingLinkTest, BytesTheDecoderRefusesAreAProtocolError) {
-  UniqueFd listener(::socket(AF_INET, SOCK_STREAM, 0));
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(listener.get(), reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  ASSERT_EQ(::listen(listener.get(), 1), 0);
-  socklen_t len = sizeof a;
-  ::getsockname(listener.get(), reinterpret_cast<sockaddr*>(&a), &len);
+  const test::LoopbackSocket listener = test::loopback_socket(1);
+  ASSERT_NE(listener.port, 0);
   std::thread peer([&] {
-    UniqueFd c(::accept(listener.get(), nullptr, nullptr));
+    UniqueFd c(::accept(listener.fd.get(), nullptr, nullptr));
     std::array<char, 512> buf{};
     (void)::recv(c.get(), buf.data(), buf.size(), 0);  // HELLO
     constexpr std::string_view kHello = "%1\r\n+server\r\n+redis\r\n";
@@ -183,7 +168,7 @@ TEST_F(BlockingLinkTest, BytesTheDecoderRefusesAreAProtocolError) {
     (void)::recv(c.get(), buf.data(), buf.size(), 0);  // until the link closes
   });
   LinkTarget t = target();
-  t.port = ntohs(a.sin_port);
+  t.port = listener.port;
   BlockingLink link;
   ASSERT_FALSE(link.open(t, Clock::now() + 2s)) << link.detail();
   Resp3Owned r;

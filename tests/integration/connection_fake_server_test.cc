@@ -31,6 +31,7 @@
 #include <echo/io/uring_loop.h>
 
 #include "support/io_backend.h"
+#include "support/loopback.h"
 #include "support/on_loop.h"
 #include "support/poll.h"
 
@@ -52,17 +53,10 @@ class FakeServer {
   using Respond = std::function<Action(int conn, const std::vector<std::string>& cmd)>;
 
   explicit FakeServer(Respond respond) : respond_(std::move(respond)) {
-    listener_.reset(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    const int one = 1;
-    ::setsockopt(listener_.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    EXPECT_EQ(::bind(listener_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-    EXPECT_EQ(::listen(listener_.get(), 8), 0);
-    socklen_t len = sizeof addr;
-    ::getsockname(listener_.get(), reinterpret_cast<sockaddr*>(&addr), &len);
-    port_ = ntohs(addr.sin_port);
+    test::LoopbackSocket s = test::loopback_socket(8, SOCK_NONBLOCK, /*reuse=*/true);
+    EXPECT_NE(s.port, 0);
+    listener_ = std::move(s.fd);
+    port_ = s.port;
     thread_ = std::thread([this] { serve(); });
   }
   ~FakeServer() {
@@ -484,17 +478,8 @@ TEST(FakeServer, ANonStringFenceIsVersionFence) {
 
 TEST(FakeServer, ARefusedConnectBacksOffAndKeepsTrying) {
   // Nobody listens on the port: connect fails and the connector waits in backoff, not stopped.
-  int port = 0;
-  {
-    UniqueFd probe(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ASSERT_EQ(::bind(probe.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-    socklen_t len = sizeof addr;
-    ::getsockname(probe.get(), reinterpret_cast<sockaddr*>(&addr), &len);
-    port = ntohs(addr.sin_port);
-  }
+  const int port = test::closed_port();
+  ASSERT_NE(port, 0);
   LoopThread lt(test::test_loop_options());
   Connection conn(lt.loop(), fake_options(port));
   conn.start();

@@ -22,6 +22,7 @@
 #include <echo/io/unique_fd.h>
 
 #include "engine_nodes.h"
+#include "support/loopback.h"
 
 namespace echo::test {
 namespace {
@@ -37,15 +38,10 @@ using io::IoErrc;
 class NotRedis {
  public:
   explicit NotRedis(std::string bytes) : bytes_(std::move(bytes)) {
-    listener_.reset(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(::bind(listener_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-    EXPECT_EQ(::listen(listener_.get(), 8), 0);
-    socklen_t len = sizeof addr;
-    ::getsockname(listener_.get(), reinterpret_cast<sockaddr*>(&addr), &len);
-    port_ = ntohs(addr.sin_port);
+    LoopbackSocket s = loopback_socket(8);
+    EXPECT_NE(s.port, 0);
+    listener_ = std::move(s.fd);
+    port_ = s.port;
     thread_ = std::thread([this] { serve(); });
   }
   ~NotRedis() {
@@ -76,18 +72,6 @@ class NotRedis {
   std::atomic<int> accepted_{0};
   std::thread thread_;
 };
-
-// A loopback port nothing listens on (bound, then closed).
-int closed_port() {
-  io::UniqueFd s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(s.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  ::getsockname(s.get(), reinterpret_cast<sockaddr*>(&addr), &len);
-  return ntohs(addr.sin_port);
-}
 
 bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;

@@ -24,6 +24,8 @@
 #include <echo/io/unique_fd.h>
 #include <echo/io/uring_loop.h>
 
+#include "support/loopback.h"
+
 namespace echo::io {
 namespace {
 
@@ -188,39 +190,29 @@ TEST_P(Loop, SendAndRecvMoveBytesOverASocketpair) {
 }
 
 TEST_P(Loop, ConnectReachesAListener) {
-  UniqueFd listener(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(listener.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  ASSERT_EQ(::listen(listener.get(), 4), 0);
-  socklen_t len = sizeof addr;
-  ASSERT_EQ(::getsockname(listener.get(), reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const test::LoopbackSocket listener = test::loopback_socket(4);
+  ASSERT_NE(listener.port, 0);
+  const sockaddr_in addr = listener.addr;
   UniqueFd client(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   LoopThread lt(on_backend());
   Recorded r;
   lt.loop().post([&] {
-    lt.loop().connect(client.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr, 1000ms, r.op);
+    lt.loop().connect(client.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr, 1000ms,
+                      r.op);
   });
   EXPECT_EQ(r.result.get_future().get(), 0);
 }
 
 TEST_P(Loop, ConnectToAClosedPortFailsWithAnErrno) {
   // Bind then close: the port was free a moment ago and nobody listens on it.
-  sockaddr_in addr{};
-  {
-    UniqueFd probe(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ASSERT_EQ(::bind(probe.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-    socklen_t len = sizeof addr;
-    ASSERT_EQ(::getsockname(probe.get(), reinterpret_cast<sockaddr*>(&addr), &len), 0);
-  }
+  const sockaddr_in addr = test::loopback_socket(-1).addr;
+  ASSERT_NE(addr.sin_port, 0);
   UniqueFd client(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   LoopThread lt(on_backend());
   Recorded r;
   lt.loop().post([&] {
-    lt.loop().connect(client.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr, 1000ms, r.op);
+    lt.loop().connect(client.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr, 1000ms,
+                      r.op);
   });
   EXPECT_EQ(r.result.get_future().get(), -ECONNREFUSED);
 }
@@ -342,23 +334,19 @@ TEST_P(Loop, ACompletionNeverRunsInsideTheVerbThatArmedIt) {
 TEST_P(Loop, ConnectTimeoutCompletesWithEcanceled) {
   // A listener with backlog 0 whose one queue place is taken drops further SYNs: the next
   // connect can only end by its deadline.
-  UniqueFd listener(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(listener.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  ASSERT_EQ(::listen(listener.get(), 0), 0);
-  socklen_t len = sizeof addr;
-  ASSERT_EQ(::getsockname(listener.get(), reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const test::LoopbackSocket listener = test::loopback_socket(0);
+  ASSERT_NE(listener.port, 0);
+  const sockaddr_in addr = listener.addr;
   UniqueFd filler(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  ASSERT_EQ(::connect(filler.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::connect(filler.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr), 0);
   std::this_thread::sleep_for(50ms);  // the filler's final ACK lands it in the accept queue
   UniqueFd client(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   LoopThread lt(on_backend());
   Recorded r;
   const auto t0 = std::chrono::steady_clock::now();
   lt.loop().post([&] {
-    lt.loop().connect(client.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr, 100ms, r.op);
+    lt.loop().connect(client.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr, 100ms,
+                      r.op);
   });
   auto f = r.result.get_future();
   ASSERT_EQ(f.wait_for(5s), std::future_status::ready);

@@ -16,6 +16,8 @@
 //   again allocates nothing per call once warm (the answer's Resp3Owned keeps its own).
 #pragma once
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <cstdint>
 #include <span>
@@ -74,6 +76,9 @@ class BlockingLink {
   const std::string& detail() const noexcept { return detail_; }
 
  private:
+  // A send or recv that moved no byte (`n` <= 0, errno its cause): empty to go on (interrupted,
+  // or a slice passed before `deadline`), else the link closed with the cause.
+  std::error_code stalled(ssize_t n, Clock::time_point deadline, const char* what);
   std::error_code send_all(Clock::time_point deadline, bool& sent);
   std::error_code read_one(Clock::time_point deadline, Resp3Owned& reply);
   std::error_code fail(std::error_code ec, std::string detail);
