@@ -107,30 +107,6 @@ struct Rng {
 
 double publishers_for(double rate) { return std::ceil(rate / kPerPublisher); }
 
-// Pins the calling thread to `cpu` (cpu < 0: leaves it where it is). Throws naming the CPU when
-// the kernel refuses: a row measured elsewhere than its placement says would mislead.
-void pin_to(int cpu, const std::string& who) {
-  if (cpu >= 0 && !harness::pin_thread(cpu)) {
-    throw std::runtime_error("cannot pin " + who + " to CPU " + std::to_string(cpu));
-  }
-}
-
-// The CPUs this process may use: the bench thread's set, widened first when --placement pinned
-// it (spread pins it to CPU 0; the kernel keeps the widened set within the process's cpuset) and
-// put back after.
-std::vector<int> allowed_cpus(const BenchConfig& c) {
-  const ThreadMaskGuard back;
-  if (c.process_cpu >= 0) (void)harness::pin_thread(-1);
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  std::vector<int> out;
-  if (sched_getaffinity(0, sizeof set, &set) != 0) return out;
-  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
-    if (CPU_ISSET(cpu, &set)) out.push_back(cpu);
-  }
-  return out;
-}
-
 std::string cpus_text(const std::vector<int>& cpus) {
   std::string out = cpus.size() == 1 ? "CPU " : "CPUs ";
   for (std::size_t i = 0; i < cpus.size(); ++i) {

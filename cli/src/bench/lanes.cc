@@ -2,10 +2,17 @@
 // The rows of `echostore bench` that need a server: node R (the receiver, its tables built with
 // the user's ring capacity, max batch and wait) and node S (the sender) on one redis-server.
 // Each message is timed from the send to the row gone from R's L1, one at a time, observed by
-// the drill's waiter (floors::spin_until) for the floor and for the engine alike; R re-puts the
-// row between messages, untimed. The floor's messages and the broadcast lane's take turns, one
-// each, so both meet the same idle gaps (on a VM a sleeping vCPU's wake costs tens of
-// microseconds, and how long it slept changes that). The job row sends with
+// the drill's waiter (floors::spin_until) for the floor and for the engine alike. The floor's
+// messages and the broadcast lane's take turns, one each, so both meet the same idle gaps (on a
+// VM a sleeping vCPU's wake costs tens of microseconds, and how long it slept changes that), and
+// nothing else runs between them: the round's rows are put before its first message, each
+// message drops its own. (A re-put of the row before each lane message, the other rows' staging,
+// made the next message ~10 us slower whoever heard it: the floor's too, when it came right after
+// one.) The two subscribers that row compares, R's io thread and the floor's listener, run on one
+// CPU (subscriber_cpu): left to the scheduler, each round placed them apart or together by
+// chance, and the row's ratio read 1.0x or 1.25x by the round. The other receivers (R's TLS twin,
+// the epoll and io_uring nodes) run there too, so each row's contenders share a placement. Every
+// other row re-puts its row between messages, untimed, for both contenders. The job row sends with
 // Engine::enqueue_async (the sender held through the lead only), the remembered row's baseline
 // with the blocking Engine::enqueue. The journal row compares a record+mark pair with a plain
 // SQLite WAL commit, as the drill's H6 does. The epoll row runs the broadcast lane into two more
@@ -32,6 +39,7 @@
 #include <vector>
 
 #include "bench/bench.h"
+#include "bench/pinning.h"
 #include "drill/floors.h"
 
 namespace echo::cli::bench {
@@ -47,19 +55,20 @@ constexpr unsigned kReceiver = 901, kSender = 902, kMinter = 903, kJournalNode =
 constexpr unsigned kUringReceiver = 907, kEpollReceiver = 908;  // 905: the pair row's journal
 constexpr int kWarmup = 20;  // messages per lane before the first round, unmeasured
 
-// One message through a lane: a job lane's consumer settles (Settled below) and R re-puts the
-// row at an older version (both untimed), then `send` carries a newer one; the time runs from
-// the send to the row gone from R's L1, as the sender sees it (after its blocking verb returned).
-// `applied`: also the time to R's writer's drop, on its own clock
+// R puts its row `name` of table t (untimed staging; fails the run when it cannot).
+void put_row(Engine& r, const std::string& t, const BrandedId& name, table::Minter& minter) {
+  if (!r.put(t, name.view(), "px=1", minter.mint("TXN").value())) {
+    throw std::runtime_error("node R could not put its row of " + t);
+  }
+}
+
+// One message through a lane, R's row `name` cached at an older version: `send` carries version
+// `v`; the time runs from the send to the row gone from R's L1, as the sender sees it (after its
+// blocking verb returned). `applied`: also the time to R's writer's drop, on its own clock
 // (WriterStats::last_applied_ns), which no blocking verb delays.
 template <class Send>
-double one_message(Engine& r, const std::string& t, const BrandedId& name, table::Minter& minter,
-                   Send send, std::vector<double>* applied = nullptr) {
-  if constexpr (requires { send.lane.settle(); }) send.lane.settle();
-  if (!r.put(t, name.view(), "px=1", minter.mint("TXN").value())) {
-    throw std::runtime_error("node R could not re-put its row of " + t);
-  }
-  const BrandedId v = minter.mint("TXN").value();
+double time_drop(Engine& r, const std::string& t, const BrandedId& name, const BrandedId& v,
+                 Send& send, std::vector<double>* applied = nullptr) {
   const auto t0 = Clock::now();
   if (!send(v)) throw std::runtime_error("the send to " + t + " failed");
   const bool gone = floors::spin_until([&] { return !harness::cached(r, t, name); });
@@ -74,6 +83,24 @@ double one_message(Engine& r, const std::string& t, const BrandedId& name, table
         1e3);
   }
   return us;
+}
+
+// One message with its staging: a job lane's consumer settles (Settled below) and R re-puts the
+// row at an older version (both untimed), then time_drop with a newer one.
+template <class Send>
+double one_message(Engine& r, const std::string& t, const BrandedId& name, table::Minter& minter,
+                   Send send, std::vector<double>* applied = nullptr) {
+  if constexpr (requires { send.lane.settle(); }) send.lane.settle();
+  put_row(r, t, name, minter);
+  return time_drop(r, t, name, minter.mint("TXN").value(), send, applied);
+}
+
+// Where the receivers' subscribers run (the file's comment says why): where --placement put the
+// bench; unpinned, on the last CPU the process may use (none on one CPU).
+int subscriber_cpu(const BenchConfig& c) {
+  if (c.process_cpu >= 0) return c.process_cpu;
+  const std::vector<int> cpus = allowed_cpus(c);
+  return cpus.size() < 2 ? -1 : cpus.back();
 }
 
 // A job-lane table on R: before each message its consumer must have completed every job so far
@@ -136,13 +163,17 @@ void run_lanes(const BenchConfig& c, const DrillTarget& target, Progress& progre
   auto node = [&](unsigned id) {
     return harness::node_options(target.host, target.port, id, c.process_cpu);
   };
+  const int sub_cpu = subscriber_cpu(c);
+  auto receiver = [&](unsigned id) {  // its io thread, the subscriber, on sub_cpu
+    return harness::node_options(target.host, target.port, id, sub_cpu);
+  };
   // `bare`: a job lane without its lead (TableSpec::job_lead off on both nodes).
   auto no_lead = [](TableSpec s) {
     s.job_lead = false;
     return s;
   };
   Engine r(
-      node(kReceiver),
+      receiver(kReceiver),
       {lane_spec(bc, CoherenceMode::kBroadcast, c), lane_spec(job, CoherenceMode::kJob, c),
        lane_spec(mem, CoherenceMode::kJob, c), no_lead(lane_spec(bare, CoherenceMode::kJob, c))});
   r.use_journal(mem, lj);
@@ -156,7 +187,7 @@ void run_lanes(const BenchConfig& c, const DrillTarget& target, Progress& progre
   // io_uring the row is left out (and said so), the rest of the run goes on.
   const std::string bcu = "bench_bcu_" + run_id, bce = "bench_bce_" + run_id;
   auto on_backend = [&](unsigned id, io::Backend b) {
-    engine::EngineOptions o = node(id);
+    engine::EngineOptions o = receiver(id);
     o.io.backend = b;
     return o;
   };
@@ -184,18 +215,24 @@ void run_lanes(const BenchConfig& c, const DrillTarget& target, Progress& progre
   }
 
   const BrandedId name = minter.mint("AST").value();
-  // A plain hiredis PUBLISH of the newer version on table t's channel (one subscriber: R's).
+  // A plain hiredis PUBLISH of version v of `row` on table t's channel (one subscriber: R's).
   auto publish_on = [&](const std::string& t) {
-    return [&, channel = table::coherence_channel(t).value()](const BrandedId& v) {
-      const auto frame = table::make_frame(name, v);
+    return [&, channel = table::coherence_channel(t).value()](const BrandedId& row,
+                                                              const BrandedId& v) {
+      const auto frame = table::make_frame(row, v);
       const std::string_view bytes = table::view(frame);
       floors::Reply reply = plain.command("PUBLISH %b %b", channel.data(), channel.size(),
                                           bytes.data(), bytes.size());
       return reply && reply->type == REDIS_REPLY_INTEGER && reply->integer == 1;
     };
   };
-  const auto publish = publish_on(bc), publish_uring = publish_on(bcu),
-             publish_epoll = publish_on(bce);
+  const auto publish_row = publish_on(bc);
+  // The same, always of `name` (the rows that re-put it before each message).
+  auto of_name = [&](auto publish_row_of) {
+    return [&name, publish_row_of](const BrandedId& v) { return publish_row_of(name, v); };
+  };
+  const auto publish = of_name(publish_row), publish_uring = of_name(publish_on(bcu)),
+             publish_epoll = of_name(publish_on(bce));
   auto broadcast = [&](const BrandedId& v) {
     auto heard = s.broadcast(bc, name.view(), v);
     return heard && *heard == 1;
@@ -244,8 +281,11 @@ void run_lanes(const BenchConfig& c, const DrillTarget& target, Progress& progre
     (void)one_message(re, bce, name, minter, publish_epoll);
   }
 
-  const std::string placement = placement_of(
-      c, "the bench thread (sends, observes), R's io and writer threads, S's io thread", true);
+  const std::string placement =
+      placement_of(c, "the bench thread (sends, observes), R's writer threads, S's io thread",
+                   true) +
+      "; the subscribers (the receivers' io threads, the floor's listener): " +
+      (sub_cpu < 0 ? std::string("unpinned") : "on CPU " + std::to_string(sub_cpu));
   auto row = [&](std::string id, std::string what, std::string ours, std::string base) {
     return latency_row(std::move(id), std::move(what), std::move(ours), std::move(base), placement);
   };
@@ -286,9 +326,10 @@ void run_lanes(const BenchConfig& c, const DrillTarget& target, Progress& progre
       o.tls = target.tls;
       return o;
     };
-    rt = std::make_unique<Engine>(
-        tls_node(kReceiver + 10),
-        std::vector<TableSpec>{lane_spec(bct, CoherenceMode::kBroadcast, c)});
+    engine::EngineOptions rt_options = tls_node(kReceiver + 10);
+    rt_options.io.cpu = sub_cpu;
+    rt = std::make_unique<Engine>(std::move(rt_options), std::vector<TableSpec>{lane_spec(
+                                                             bct, CoherenceMode::kBroadcast, c)});
     st = std::make_unique<Engine>(tls_node(kSender + 10),
                                   std::vector<TableSpec>{lane_spec(bct, CoherenceMode::kNone, c)});
     if (auto ec = rt->start())
@@ -304,8 +345,13 @@ void run_lanes(const BenchConfig& c, const DrillTarget& target, Progress& progre
     return heard && *heard == 1;
   };
   for (int i = 0; rt && i < kWarmup; ++i) (void)one_message(*rt, bct, name, minter, broadcast_tls);
-  floors::PublishFloor floor(target, "echostore:bench:floor:" + run_id);
-  for (int i = 0; i < kWarmup; ++i) (void)floor.one();
+  std::optional<floors::PublishFloor> floor;
+  {  // its listener inherits this thread's CPU set: sub_cpu, as R's subscriber
+    const ThreadMaskGuard back;
+    pin_to(sub_cpu, "the floor's listener");
+    floor.emplace(target, "echostore:bench:floor:" + run_id);
+  }
+  for (int i = 0; i < kWarmup; ++i) (void)floor->one();
   engine::Journal jj(harness::journal_options(dir.path() / "pair", minter.mint("PRT").value().str(),
                                               kJournalNode + 1));
   harness::PlainWal wal(dir.path() / "plain.db");
@@ -314,9 +360,15 @@ void run_lanes(const BenchConfig& c, const DrillTarget& target, Progress& progre
     progress.step("broadcast lane vs PUBLISH floor", round, c.rounds);
     std::vector<double> bare_sub, lane, via_bc, via_job, via_job_sync, via_mem, at_bc, at_job,
         at_bare, via_tls;
-    for (int i = 0; i < n; ++i) {  // interleaved: each sees the other's message before its own
-      bare_sub.push_back(floor.one());
-      lane.push_back(one_message(r, bc, name, minter, publish));
+    std::vector<BrandedId> rows_of_round;  // put first: nothing runs between the messages
+    for (int i = 0; i < n; ++i) {
+      rows_of_round.push_back(minter.mint("AST").value());
+      put_row(r, bc, rows_of_round.back(), minter);
+    }
+    for (const BrandedId& row_i : rows_of_round) {  // interleaved: each follows the other's
+      bare_sub.push_back(floor->one());
+      auto send = [&](const BrandedId& v) { return publish_row(row_i, v); };
+      lane.push_back(time_drop(r, bc, row_i, minter.mint("TXN").value(), send));
     }
     bc_row.base_rounds.push_back(keep(bare_sub, bc_row.base_samples));
     bc_row.ours_rounds.push_back(keep(lane, bc_row.ours_samples));
