@@ -69,6 +69,9 @@ void put_row(Engine& r, const std::string& t, const BrandedId& name, table::Mint
 template <class Send>
 double time_drop(Engine& r, const std::string& t, const BrandedId& name, const BrandedId& v,
                  Send& send, std::vector<double>* applied = nullptr) {
+  if (!harness::cached(r, t, name)) {  // else the sample would time no drop at all
+    throw std::runtime_error("R's row of " + t + " was gone before its message");
+  }
   const auto t0 = Clock::now();
   if (!send(v)) throw std::runtime_error("the send to " + t + " failed");
   const bool gone = floors::spin_until([&] { return !harness::cached(r, t, name); });
