@@ -22,6 +22,7 @@
 
 #include "engine_nodes.h"
 #include "http_client.h"
+#include "support/loopback.h"
 #include "support/temp_dir.h"
 
 namespace echo::test {
@@ -213,14 +214,9 @@ TEST_F(MetricsEndpointTest, AClientThatNeverReadsHoldsUpNobody) {
 }
 
 TEST_F(MetricsEndpointTest, APortInUseFailsStartNamingTheAddress) {
-  const int port = testing::free_loopback_port();
-  io::UniqueFd taken(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<std::uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(taken.get(), reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  ASSERT_EQ(::listen(taken.get(), 1), 0);
+  const test::LoopbackSocket taken = test::loopback_socket(1);  // listening: the port is in use
+  ASSERT_GT(taken.port, 0) << "no loopback listener";
+  const int port = taken.port;
   Engine e(with_metrics(port), two_lanes());
   const engine::Error err = e.start();
   EXPECT_EQ(err, Errc::kMetricsListen) << err.message();

@@ -13,8 +13,6 @@
 #include <echo/testing/local_tls.h>
 #include <gtest/gtest.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -26,6 +24,7 @@
 
 #include "integration/engine_nodes.h"
 #include "support/engine_node.h"
+#include "support/loopback.h"
 #include "support/redis_fixture.h"
 
 namespace echo::test {
@@ -252,18 +251,11 @@ TEST_F(Tls, AServerNameTheCertificateDoesNotCarryIsRefused) {
 // A peer on 127.0.0.1 that answers whatever it reads with `reply` and keeps the socket open.
 class GarbagePeer {
  public:
-  explicit GarbagePeer(std::string reply) : reply_(std::move(reply)) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof addr;
-    EXPECT_EQ(::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-    EXPECT_EQ(::listen(fd_, 4), 0);
-    EXPECT_EQ(::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len), 0);
-    port_ = ntohs(addr.sin_port);
+  explicit GarbagePeer(std::string reply)
+      : reply_(std::move(reply)), listener_(test::loopback_socket(4)) {
+    EXPECT_GT(listener_.port, 0) << "no loopback listener";
     thread_ = std::thread([this] {
-      const int c = ::accept(fd_, nullptr, nullptr);
+      const int c = ::accept(listener_.fd.get(), nullptr, nullptr);
       if (c < 0) return;
       char buf[4096];
       if (::recv(c, buf, sizeof buf, 0) > 0) {
@@ -275,16 +267,14 @@ class GarbagePeer {
     });
   }
   ~GarbagePeer() {
-    ::shutdown(fd_, SHUT_RDWR);
-    ::close(fd_);
+    ::shutdown(listener_.fd.get(), SHUT_RDWR);  // the accept returns; closed after the join
     thread_.join();
   }
-  int port() const noexcept { return port_; }
+  int port() const noexcept { return listener_.port; }
 
  private:
   std::string reply_;
-  int fd_ = -1;
-  int port_ = 0;
+  test::LoopbackSocket listener_;
   std::thread thread_;
 };
 

@@ -4,11 +4,6 @@
 // safe at any point. (The stages that need a server are the integration tests'.)
 #include <gtest/gtest.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -17,36 +12,12 @@
 
 #include <echo/engine/engine.h>
 
+#include "support/loopback.h"
+
 namespace echo::engine {
 namespace {
 
 using namespace std::chrono_literals;
-
-// A loopback TCP socket bound to a free port: listening (a port in use) or not (nothing
-// answers there once it is closed).
-struct Port {
-  explicit Port(bool listen_on) {
-    fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-    socklen_t len = sizeof a;
-    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-    number = ntohs(a.sin_port);
-    if (listen_on) {
-      EXPECT_EQ(::listen(fd, 4), 0);
-    } else {
-      ::close(fd);
-      fd = -1;
-    }
-  }
-  ~Port() {
-    if (fd >= 0) ::close(fd);
-  }
-  int fd = -1;
-  int number = 0;
-};
 
 // This process's threads, by name, but the kernel's io_uring workers (iou-wrk-<tid>, iou-sqp-):
 // they serve a ring's blocking operations (a connect among them) and leave on their own some time
@@ -86,14 +57,15 @@ EngineOptions to(int port) {
 }
 
 TEST(EngineStart, NothingListeningAnswersTheCauseAndLeavesNoThreadBehind) {
-  const Port closed(false);
+  const int closed = test::closed_port();
+  ASSERT_GT(closed, 0) << "no loopback port to bind";
   const std::vector<std::string> before = threads_now();
-  Engine engine(to(closed.number), {quotes()});
+  Engine engine(to(closed), {quotes()});
   const auto t0 = std::chrono::steady_clock::now();
   const Error e = engine.start(500ms);
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
   ASSERT_TRUE(e);
-  EXPECT_NE(e.message().find("127.0.0.1:" + std::to_string(closed.number)), std::string::npos)
+  EXPECT_NE(e.message().find("127.0.0.1:" + std::to_string(closed)), std::string::npos)
       << e.message();
   EXPECT_FALSE(engine.running());
   const std::vector<std::string> after = threads_now();
@@ -104,21 +76,24 @@ TEST(EngineStart, NothingListeningAnswersTheCauseAndLeavesNoThreadBehind) {
 }
 
 TEST(EngineStart, AMetricsPortInUseFailsBeforeAnythingDials) {
-  const Port busy(true);
-  const Port closed(false);
-  EngineOptions o = to(closed.number);
-  o.metrics_port = busy.number;
+  const test::LoopbackSocket busy = test::loopback_socket(4);  // listening: the port is in use
+  ASSERT_GT(busy.port, 0) << "no loopback listener";
+  const int closed = test::closed_port();
+  ASSERT_GT(closed, 0) << "no loopback port to bind";
+  EngineOptions o = to(closed);
+  o.metrics_port = busy.port;
   Engine engine(o, {quotes()});
   const Error e = engine.start(2s);
   ASSERT_TRUE(e);
-  EXPECT_NE(e.message().find(std::to_string(busy.number)), std::string::npos) << e.message();
+  EXPECT_NE(e.message().find(std::to_string(busy.port)), std::string::npos) << e.message();
   EXPECT_TRUE(engine.stats().connections.empty()) << "no command connection was opened";
   EXPECT_FALSE(engine.running());
 }
 
 TEST(EngineStart, AnEngineRunsOnceAndStopIsSafeAtAnyPoint) {
-  const Port closed(false);
-  Engine engine(to(closed.number), {quotes()});
+  const int closed = test::closed_port();
+  ASSERT_GT(closed, 0) << "no loopback port to bind";
+  Engine engine(to(closed), {quotes()});
   engine.stop();  // before start: nothing to undo
   EXPECT_TRUE(engine.start(300ms));
   engine.stop();  // after a failed start: undone already
@@ -127,8 +102,9 @@ TEST(EngineStart, AnEngineRunsOnceAndStopIsSafeAtAnyPoint) {
 }
 
 TEST(EngineStart, VerbsBeforeStartAnswerStoppedOrNoLease) {
-  const Port closed(false);
-  Engine engine(to(closed.number), {quotes()});
+  const int closed = test::closed_port();
+  ASSERT_GT(closed, 0) << "no loopback port to bind";
+  Engine engine(to(closed), {quotes()});
   EXPECT_EQ(engine.get("quotes", "AST0KHTOWnGLuC").error(), make_error_code(Errc::kStopped));
   EXPECT_EQ(engine.mint("AST").error(), make_error_code(Errc::kNoNodeLease));
   EXPECT_EQ(engine.get("nope", "AST0KHTOWnGLuC").error(), make_error_code(Errc::kNoSuchCache));

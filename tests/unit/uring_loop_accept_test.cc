@@ -2,9 +2,7 @@
 // The loop's accept verb on both backends (one value-parametrized suite, as uring_loop_test.cc's):
 // a connection already queued, one that arrives after the arming, the new fd's flags, cancel, and
 // a socket that is not listening. Its own file because uring_loop_test.cc is at its size limit.
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
 
 #include <cerrno>
@@ -16,6 +14,8 @@
 
 #include <echo/io/unique_fd.h>
 #include <echo/io/uring_loop.h>
+
+#include "support/loopback.h"
 
 namespace echo::io {
 namespace {
@@ -33,21 +33,12 @@ struct Recorded {
   }
 };
 
-// A loopback listener on a kernel-chosen port; `addr` names it.
-struct Listener {
-  UniqueFd fd{::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)};
-  sockaddr_in addr{};
-  Listener() {
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-    EXPECT_EQ(::listen(fd.get(), 8), 0);
-    socklen_t len = sizeof addr;
-    EXPECT_EQ(::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr), &len), 0);
-  }
+// A loopback listener on a kernel-chosen port (support/loopback.h), and clients dialled to it.
+struct Listener : test::LoopbackSocket {
+  Listener() : LoopbackSocket(test::loopback_socket(8)) { EXPECT_GT(port, 0) << "no listener"; }
   UniqueFd dial() const {
     UniqueFd c(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    EXPECT_EQ(::connect(c.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr), 0);
+    EXPECT_EQ(::connect(c.get(), where(), sizeof addr), 0);
     return c;
   }
 };
