@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "thread_owned.h"
+
 namespace echo::engine {
 
 namespace {
@@ -55,13 +57,19 @@ struct CallerLinks::Held {
     if (const std::shared_ptr<Shared> s = owner.lock()) {
       const std::lock_guard lock(s->mu);
       std::erase(s->live, entry.get());
+      return;  // ~Entry closes it: close_all() (under mu) can no longer reach it
     }
+    // The engine is gone, so its close_all() ran and closed the link. A failed lock() orders
+    // nothing, so this acquire (of close_all's release) is what makes its close visible here:
+    // ~Entry then finds the socket closed and never closes a number the process reused since.
+    (void)entry->dead.load(std::memory_order_acquire);
   }
 };
 
 std::vector<CallerLinks::Held>& CallerLinks::held() {
-  thread_local std::vector<Held> mine;
-  return mine;
+  // Outlives the thread's thread_local destructors (thread_owned.h): an application thread_local
+  // whose destructor publishes still finds its links.
+  return ThreadOwned<std::vector<Held>>::get();
 }
 
 CallerLinks::CallerLinks(std::size_t limit, Target target, std::chrono::milliseconds dial_budget)

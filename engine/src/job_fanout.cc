@@ -10,6 +10,8 @@
 #include <unordered_set>
 #include <utility>
 
+#include "thread_owned.h"
+
 namespace echo::engine {
 
 using table::BrandedId;
@@ -154,8 +156,9 @@ Result<std::vector<MemberAdmission>> Engine::Impl::fan_out(std::string_view tabl
   if (!table::check_table_name(table))
     return table::Unexpected{make_error_code(Errc::kNoSuchCache)};
   const Slot* slot = find(table);
-  // The thread's own round, kept for its next fan-out: a warm one allocates nothing here.
-  static thread_local Round r;
+  // The thread's own round, kept for its next fan-out: a warm one allocates nothing here. It
+  // outlives the thread's thread_local destructors (thread_owned.h).
+  Round& r = ThreadOwned<Round>::get();
   r.reset(table);
   if (how.carried) {  // the key passed the gate
     table::append_carried_frame(r.payload, id, version, *how.carried);
@@ -448,7 +451,7 @@ Result<Engine::Impl::PublishedJob> Engine::Impl::publish_job(Slot& on, const Bra
   // Newer-only (put_l2), as the broadcast lane's publish_l2: of two publishes of one key in
   // flight at once, an older one the server runs last must not leave L2 behind the newer message.
   // The thread's own row, kept for its next publish (fan_out reads it before this returns).
-  static thread_local RowWrite own_row;
+  RowWrite& own_row = ThreadOwned<RowWrite>::get();  // as the round, above
   own_row.key.clear();
   table::append_l2_key(own_row.key, slot->spec.name, *name);
   own_row.framed.clear();

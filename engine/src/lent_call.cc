@@ -3,19 +3,17 @@
 #include "lent_call.h"
 
 #include <charconv>
-#include <memory>
 
 #include <echo/ring/doorbell.h>
 
+#include "thread_owned.h"
+
 namespace echo::engine {
 
-namespace {
-thread_local std::unique_ptr<LentCall> t_mine;
-}  // namespace
-
 LentCall& LentCall::mine() {
-  if (!t_mine) t_mine = std::make_unique<LentCall>();
-  LentCall& c = *t_mine;
+  // Outlives the thread's thread_local destructors (thread_owned.h): one of the application's
+  // that publishes on its way out still finds its call storage.
+  LentCall& c = ThreadOwned<LentCall>::get();
   c.words_used_ = 0;
   c.parts_used_ = 0;
   return c;
@@ -143,7 +141,8 @@ bool LentCall::wait(std::chrono::steady_clock::time_point deadline) {
   }
   std::uint32_t s = kPending;
   if (!state_.compare_exchange_strong(s, kAbandoned, std::memory_order_acq_rel)) return true;
-  (void)t_mine.release();  // the io thread's now: it frees it when the last answer is in
+  (void)ThreadOwned<LentCall>::release();  // the io thread's now: it frees it when the last
+                                           // answer is in
   return false;
 }
 
