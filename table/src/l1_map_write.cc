@@ -216,6 +216,10 @@ InsertVerdict L1Map::upsert(std::string_view key, std::string_view value, const 
   const std::int64_t now = clock_();
   if (tombstones_.refuses(h, v, now)) {
     base::solo_add(is_fill ? counters_.fill_refused : counters_.put_refused);
+    // Refused, and a row older than `version` goes too: L2 holds this version or a newer one, so
+    // that row is stale whatever refused the newer one. (The name's own tombstone already dropped
+    // every row older than it; the floor, which refuses for every name at once, did not.)
+    drop_older(key, h, v);
     return InsertVerdict::kRefusedTombstone;
   }
   const std::size_t need = row_charge(key.size(), value.size());
@@ -225,8 +229,11 @@ InsertVerdict L1Map::upsert(std::string_view key, std::string_view value, const 
   }
   if (std::atomic<Row*>* link = find_link(key, h)) {
     Row* old = link->load(std::memory_order_relaxed);
-    if (is_fill && newer(view(old->version()), view(v))) {
-      base::solo_add(counters_.fill_refused);
+    if (newer_id(old->version(), v)) {
+      // Newer wins for puts as for fills: a put that reaches the writer after a newer one (an
+      // async publish's row posted by the io thread behind a later put applied in place) must
+      // not replace it.
+      base::solo_add(is_fill ? counters_.fill_refused : counters_.put_refused);
       return InsertVerdict::kRefusedOlder;
     }
     // The old row leaves its queue first, so that making room cannot pick it; its successor
@@ -430,8 +437,12 @@ UpdateVerdict L1Map::apply_update(std::string_view name, const BrandedId& versio
 UpdateVerdict L1Map::update_one(std::string_view name, std::uint64_t h, const IdBytes& v,
                                 const BrandedId& version, std::string_view value,
                                 bool insert_absent, std::int64_t now) noexcept {
-  // A message newer than this one was seen: its drop or value stands.
-  if (tombstones_.refuses(h, v, now)) return UpdateVerdict::kStale;
+  // A message newer than this one was seen: its drop or value stands. The floor (one version for
+  // every name, fill_guard.h) refuses values newer than a row too: that row goes instead of
+  // staying, since this message says L2 holds a newer version than it.
+  if (tombstones_.refuses(h, v, now)) {
+    return drop_older(name, h, v) ? UpdateVerdict::kDropped : UpdateVerdict::kStale;
+  }
   tombstones_.remember(h, v, now);
   std::atomic<Row*>* link = find_link(name, h);
   if (link != nullptr ? !newer_id(v, link->load(std::memory_order_relaxed)->version())
@@ -459,7 +470,7 @@ UpdateVerdict L1Map::update_one(std::string_view name, std::uint64_t h, const Id
   }
 }
 
-void L1Map::drop_older(std::string_view name, std::uint64_t h, const IdBytes& v) noexcept {
+bool L1Map::drop_older(std::string_view name, std::uint64_t h, const IdBytes& v) noexcept {
   if (std::atomic<Row*>* link = find_link(name, h)) {
     Row* row = link->load(std::memory_order_relaxed);
     if (newer_id(v, row->version())) {
@@ -467,8 +478,10 @@ void L1Map::drop_older(std::string_view name, std::uint64_t h, const IdBytes& v)
       unlink(link, row);
       removed(row, view(v), RemovalCause::kMessage);
       retire(row);
+      return true;
     }
   }
+  return false;
 }
 
 std::size_t L1Map::apply_batch(const CoherenceMessage* first, std::size_t count, std::size_t stride,
@@ -536,6 +549,14 @@ bool L1Map::erase(std::string_view name) noexcept {
   base::solo_add(counters_.invalidated);
   retire(row);
   return true;
+}
+
+bool L1Map::erase(std::string_view name, const BrandedId& version) noexcept {
+  const bool held = erase(name);
+  if (name.empty() || name.size() > kMaxNameSize) return held;
+  tombstones_.remember(hash_key(name), id_bytes(version), clock_());
+  publish_guard();
+  return held;
 }
 
 }  // namespace echo::table

@@ -46,13 +46,14 @@ TEST(L1Map, FillGuardRefusesFillsOlderThanADropEvenWithoutARow) {
   EXPECT_EQ(m.insert_fill(n, "v4", ver(4)), InsertVerdict::kRefusedOlder);
   EXPECT_EQ(m.insert_fill(n, "v5", ver(5)), InsertVerdict::kReplaced);
   EXPECT_EQ(m.insert_fill(n, "v6", ver(6)), InsertVerdict::kReplaced);
-  // A put ignores the row's version but not the tombstone.
-  EXPECT_EQ(m.put(n, "v3", ver(3)), InsertVerdict::kReplaced);
+  // A put is newer-wins too: an older one leaves the newer row (the tombstone refuses first).
+  EXPECT_EQ(m.put(n, "v3", ver(3)), InsertVerdict::kRefusedOlder);
   EXPECT_EQ(m.put(n, "v1", ver(1)), InsertVerdict::kRefusedTombstone);
-  EXPECT_EQ(read_value(m, n), "v3");
+  EXPECT_EQ(read_value(m, n), "v6");
+  EXPECT_EQ(m.put(n, "v6b", ver(6)), InsertVerdict::kReplaced) << "equal versions replace";
   const L1Stats s = m.stats();
   EXPECT_EQ(s.fill_refused, 3u);
-  EXPECT_EQ(s.put_refused, 1u);
+  EXPECT_EQ(s.put_refused, 2u);
   ASSERT_TRUE(m.tombstone(n).has_value());
   EXPECT_EQ(view(*m.tombstone(n)), ver(2).view());
 }
@@ -105,6 +106,67 @@ TEST(TombstoneTable, CollapseIntoFloorStillRefusesOlderVersions) {
   }
   // ...and accepts its latest drop's version once the floor has lapsed.
   EXPECT_FALSE(t.refuses(hash_name(names[39].view().data()), id_bytes(ver(139)), 10));
+}
+
+// A map whose fill guard collapsed into its floor (the newest version of any name, applied to
+// every name): `row` holds v10, then drops of other names push the floor past v50.
+struct FloorMap {
+  L1Map m;
+  BrandedId row = name_id(1);
+  explicit FloorMap(L1Config c) : m(std::move(c)) {
+    set_now(0);
+    EXPECT_EQ(m.put(row, "v10", ver(10)), InsertVerdict::kInserted);
+    for (int i = 0; i < 64; ++i) (void)m.apply_coherence(name_id(100 + i), ver(100 + i));
+    EXPECT_GT(m.stats().tombstone_collapses, 0u) << "the floor never formed";
+    EXPECT_FALSE(m.tombstone(row).has_value()) << "the row's name has no tombstone of its own";
+  }
+};
+L1Config floor_config() {
+  L1Config c = config();
+  c.tombstone_capacity = 16;  // 8 usable slots: 64 drops collapse it
+  return c;
+}
+
+TEST(L1Map, UnderTheFloorACarriedValueNewerThanTheRowDropsIt) {
+  FloorMap f(floor_config());
+  // v50 is newer than the row and older than the floor: it cannot be held, and the row must not
+  // stay in its place (L2 holds v50 or newer).
+  const UpdateVerdict u = f.m.apply_update(f.row.view(), ver(50), "v50", /*insert_absent=*/true);
+  EXPECT_EQ(u, UpdateVerdict::kDropped);
+  EXPECT_EQ(read_value(f.m, f.row), "<miss>");
+  // A message older than the row changes nothing.
+  FloorMap g(floor_config());
+  EXPECT_EQ(g.m.apply_update(g.row.view(), ver(5), "v5", true), UpdateVerdict::kStale);
+  EXPECT_EQ(read_value(g.m, g.row), "v10");
+}
+
+TEST(L1Map, UnderTheFloorAPutOrFillNewerThanTheRowIsRefusedAndTheRowGoes) {
+  FloorMap f(floor_config());
+  EXPECT_EQ(f.m.put(f.row, "v60", ver(60)), InsertVerdict::kRefusedTombstone);
+  EXPECT_EQ(read_value(f.m, f.row), "<miss>") << "the older row stayed in place of v60";
+  FloorMap g(floor_config());
+  EXPECT_EQ(g.m.insert_fill(g.row, "v60", ver(60)), InsertVerdict::kRefusedTombstone);
+  EXPECT_EQ(read_value(g.m, g.row), "<miss>");
+  // Past the floor, a put is stored as ever.
+  FloorMap h(floor_config());
+  EXPECT_EQ(h.m.put(h.row, "v900", ver(900)), InsertVerdict::kReplaced);
+  EXPECT_EQ(read_value(h.m, h.row), "v900");
+}
+
+TEST(L1Map, AnEraseWithAVersionRefusesOlderPutsAfterIt) {
+  set_now(0);
+  L1Map m(config());
+  const BrandedId n = name_id(3);
+  ASSERT_EQ(m.put(n, "v1", ver(1)), InsertVerdict::kInserted);
+  EXPECT_TRUE(m.erase(n.view(), ver(5)));
+  EXPECT_EQ(read_value(m, n), "<miss>");
+  EXPECT_EQ(m.put(n, "v2", ver(2)), InsertVerdict::kRefusedTombstone) << "minted before the erase";
+  EXPECT_EQ(m.put(n, "v6", ver(6)), InsertVerdict::kInserted);
+  // Without a version, an erase remembers nothing (the admin verb with no lease).
+  const BrandedId o = name_id(4);
+  ASSERT_EQ(m.put(o, "v1", ver(1)), InsertVerdict::kInserted);
+  EXPECT_TRUE(m.erase(o));
+  EXPECT_EQ(m.put(o, "v0", ver(0)), InsertVerdict::kInserted);
 }
 
 TEST(TombstoneTable, GrowsBeforeItCollapses) {

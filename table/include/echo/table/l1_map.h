@@ -127,9 +127,12 @@ class L1Map {
   std::optional<IdBytes> fill_floor(const BrandedId& name) const noexcept {
     return fill_floor(name.view());
   }
-  // A put (docs/wire.md, "Table semantics"): no compare with the current row (the writer's own
-  // write wins), but a put older than a remembered coherence message is refused (put_refused++):
-  // that message announced newer data in L2, and L1 must not serve older data than L2 holds.
+  // A put (docs/wire.md, "Table semantics"): newer wins, as for a fill: refused when the current
+  // row is newer (kRefusedOlder, put_refused++), so a put that reaches the writer after a newer
+  // one never replaces it; equal versions replace. A put older than a remembered coherence
+  // message is refused too (put_refused++): that message announced newer data in L2, and L1 must
+  // not serve older data than L2 holds. A refusal by the guard also drops the current row when
+  // it is older than `version` (under the floor, for instance: it is stale whichever refused).
   InsertVerdict put(std::string_view name, std::string_view value, const BrandedId& version);
   InsertVerdict put(const BrandedId& name, std::string_view value, const BrandedId& version) {
     return put(name.view(), value, version);
@@ -155,7 +158,9 @@ class L1Map {
   // as a fill (a reader sees the old row or the new one, whole). The version is remembered for
   // the fill guard either way, so a fill of an older version in flight is refused. A name that
   // holds no row gets one only when `insert_absent`. Never throws: a value that cannot be held
-  // (kDropped) drops the older row instead. Writer thread.
+  // (kDropped) drops the older row instead, and so does a value the guard's floor refuses
+  // (fill_guard.h: the floor is no newer message of this name, so the older row must not stay).
+  // Writer thread.
   UpdateVerdict apply_update(std::string_view name, const BrandedId& version,
                              std::string_view value, bool insert_absent) noexcept;
   // An unversioned invalidation (the tracking lane, docs/wire.md, "Table semantics"): every row
@@ -191,6 +196,10 @@ class L1Map {
   // invalidated; the listener is not told (the caller knows).
   bool erase(std::string_view name) noexcept;
   bool erase(const BrandedId& name) noexcept { return erase(name.view()); }
+  // erase, then the fill guard remembers `version` for the name as it would a message's: a put
+  // or fill older than it (one already under way, an async publish's row posted behind the erase)
+  // is refused. Writer thread.
+  bool erase(std::string_view name, const BrandedId& version) noexcept;
   // Flush policy: drops every row (tombstones are kept: they are still true). Counted in
   // invalidated; the listener is not told (the caller knows).
   // Walks the whole index unless the map is empty (then it returns at once: a flush storm on
@@ -412,7 +421,8 @@ class L1Map {
   UpdateVerdict update_one(std::string_view name, std::uint64_t h, const IdBytes& v,
                            const BrandedId& version, std::string_view value, bool insert_absent,
                            std::int64_t now) noexcept;
-  void drop_older(std::string_view name, std::uint64_t h, const IdBytes& v) noexcept;
+  // Drops `name`'s row when `v` is newer than it; true if it did.
+  bool drop_older(std::string_view name, std::uint64_t h, const IdBytes& v) noexcept;
   // nullptr when the layout's decode refused `value` (decode_error_ says why).
   Row* make_row(std::string_view name, std::uint64_t hash, std::string_view value,
                 const IdBytes& version, std::int64_t expires_at);

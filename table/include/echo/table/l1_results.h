@@ -14,11 +14,12 @@ namespace echo::table {
 // The verdicts of newer wins (docs/wire.md, "Table semantics").
 enum class Verdict : std::uint8_t { kApplied, kStale };
 
-// What an insert did. Anything but kInserted/kReplaced left the map unchanged.
+// What an insert did. Anything but kInserted/kReplaced stored nothing; kRefusedTombstone may
+// have dropped the name's row when it was older than the refused version.
 enum class InsertVerdict : std::uint8_t {
   kInserted,          // a new row
   kReplaced,          // replaced the row for that name (its old version was not newer)
-  kRefusedOlder,      // fill only: the current row is newer (fill_refused++)
+  kRefusedOlder,      // the current row is newer (fill_refused++ or put_refused++)
   kRefusedTombstone,  // a coherence message newer than this version was already seen
   kFullSkip,          // kSkip: the map was full and nothing had expired; any policy: the row
                       // alone is larger than max_bytes (full_skips++)
