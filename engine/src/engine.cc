@@ -546,8 +546,13 @@ Result<bool> Engine::invalidate(TableRef& ref, std::string_view key) {
   if (!reply) return table::Unexpected{reply.error()};
   if (reply->view().type() != io::Resp3Type::integer) return table::Unexpected{unexpected_reply()};
   const bool existed = reply->view().integer() > 0;
+  // The erase leaves a tombstone minted now, newer than every version this process minted before
+  // (an async publish's row that reaches the writer after the erase is refused); without a node
+  // lease, none: the erase alone.
+  std::optional<BrandedId> tombstone;
+  if (auto minted = d.version_for(ref, std::nullopt)) tombstone = *minted;
   const Error waited =
-      d.await_writer([&](auto done) { ref.writer->erase(*name, std::move(done)); });
+      d.await_writer([&](auto done) { ref.writer->erase(*name, std::move(done), tombstone); });
   if (waited) return table::Unexpected{waited};
   return existed;
 }

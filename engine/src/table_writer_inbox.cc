@@ -223,8 +223,9 @@ void TableWriter::apply_put(std::string_view name, std::string_view value,
   if (!flights_.empty()) note_drop(name);  // a flight may have read the older value
 }
 
-void TableWriter::erase(std::string_view name, std::function<void()> done) {
-  post(EraseCmd{std::string(name), std::move(done)});
+void TableWriter::erase(std::string_view name, std::function<void()> done,
+                        std::optional<table::BrandedId> version) {
+  post(EraseCmd{std::string(name), std::move(done), version});
 }
 void TableWriter::apply(std::string_view name, const table::BrandedId& version,
                         std::function<void(WriterAnswer<table::Verdict>)> done) {
@@ -266,7 +267,8 @@ void TableWriter::handle(Command& cmd) {
           apply_put(c.name, c.value, c.version, c.guard);
           c.done();
         } else if constexpr (std::is_same_v<T, EraseCmd>) {
-          if (map_->erase(c.name)) tell(c.name, {}, RemovalCause::kInvalidate);
+          const bool held = c.version ? map_->erase(c.name, *c.version) : map_->erase(c.name);
+          if (held) tell(c.name, {}, RemovalCause::kInvalidate);
           base::solo_add(erases_);
           if (!flights_.empty()) note_drop(c.name);
           c.done();

@@ -222,11 +222,11 @@ class TableWriter {
   // A miss: answer from L1 if the row went live meanwhile, else join or start a flight.
   void miss(std::string_view name, GetCallback done);
   void miss(const table::BrandedId& name, GetCallback done) { miss(name.view(), std::move(done)); }
-  // A put that L2 already stored: insert into L1 (no version compare; the fill guard's
-  // tombstones still refuse an older put), then done(). `guard`: a tracking table's
-  // forget_token(name), taken before the L2 write was sent: when an invalidation of the name
-  // (or a flush) was applied since, the row is not cached (an invalidation of a later write may
-  // be among them); kNoGuard on every other lane.
+  // A put that L2 already stored: insert into L1, newer wins (L1Map::put: a row newer than
+  // `version` stays, and the fill guard's tombstones refuse an older put), then done(). `guard`: a
+  // tracking table's forget_token(name), taken before the L2 write was sent: when an invalidation
+  // of the name (or a flush) was applied since, the row is not cached (an invalidation of a later
+  // write may be among them); kNoGuard on every other lane.
   static constexpr std::uint64_t kNoGuard = ~std::uint64_t{0};
   void put(std::string_view name, std::string value, const table::BrandedId& version,
            std::function<void()> done, std::uint64_t guard = kNoGuard);
@@ -240,8 +240,11 @@ class TableWriter {
   // else false, nothing done, and the caller posts put(). Any thread; never waits.
   bool put_here(std::string_view name, std::string_view value, const table::BrandedId& version,
                 std::uint64_t guard = kNoGuard);
-  // Admin invalidate: delete the row unconditionally, then done().
-  void erase(std::string_view name, std::function<void()> done);
+  // Admin invalidate: delete the row unconditionally, then done(). With `version`, the fill
+  // guard remembers it for the name (L1Map::erase): a put minted before it that reaches the
+  // writer later (an async publish's row, posted by the io thread) is refused.
+  void erase(std::string_view name, std::function<void()> done,
+             std::optional<table::BrandedId> version = std::nullopt);
   void erase(const table::BrandedId& name, std::function<void()> done) {
     erase(name.view(), std::move(done));
   }
@@ -266,7 +269,10 @@ class TableWriter {
   void subscription_lost();
   // Subscription confirmed: drop every row (messages were lost) and cache again.
   void subscription_confirmed();
-  // Runs `done` on the writer thread after every command posted before it.
+  // Runs `done` on the writer thread after every command the calling thread posted before it.
+  // The inbox keeps each posting thread's order, not an order across threads: a command another
+  // thread posted a moment earlier may run after this one. (Puts are newer-wins and an erase
+  // leaves a tombstone, so no cross-thread order is needed for the rows to end right.)
   void sync(std::function<void()> done);
   // A receipt ask (docs/wire.md, "Receipts") from the io thread whose ring carried the write's
   // message ahead of it: the writer first applies every item its rings hold, then acknowledges
@@ -316,6 +322,7 @@ class TableWriter {
   struct EraseCmd {
     std::string name;
     std::function<void()> done;
+    std::optional<table::BrandedId> version;  // remembered by the guard when given
   };
   // name: a branded id's 14 bytes or a text key (in std::string's small buffer up to 15 bytes).
   struct ApplyCmd {
