@@ -52,6 +52,7 @@
 #include "sentinel_watch.h"
 #include "sharded_subscriber.h"
 #include "shared_relay.h"
+#include "writer_wait.h"
 
 namespace echo::engine {
 
@@ -252,12 +253,22 @@ struct Engine::Impl {
   }
   // Runs `post(done)`, which hands a writer a command that calls `done` once it ran, and waits
   // up to get_timeout for it: kTimeout past it (the command still runs). An app thread.
+  // The wait is the thread's own (writer_wait.h): nothing allocated once warm.
   template <class Post>
   Error await_writer(Post&& post) {
-    auto promise = std::make_shared<std::promise<void>>();
-    auto future = promise->get_future();
-    post([promise] { promise->set_value(); });
-    if (future.wait_for(options.get_timeout) != std::future_status::ready) {
+    WriterWait& w = WriterWait::mine();
+    post(w.arm());
+    if (!w.wait(std::chrono::steady_clock::now() + options.get_timeout)) {
+      return make_error_code(Errc::kTimeout);
+    }
+    return {};
+  }
+  // The same, for a post that borrows the thread's kept value storage (TableWriter::put_lent).
+  template <class Post>
+  Error await_writer_lent(Post&& post) {
+    WriterWait& w = WriterWait::mine();
+    post(w.value(), w.arm());
+    if (!w.wait(std::chrono::steady_clock::now() + options.get_timeout)) {
       return make_error_code(Errc::kTimeout);
     }
     return {};

@@ -174,8 +174,11 @@ Result<table::BrandedId> Engine::Impl::put_l1(Slot& slot, std::string_view name,
   // The writer idle: the row goes in here, under its token (no round trip to the writer: ~8 us
   // of a publish's ~60, publish_vs_hiredis_eval).
   if (slot.writer->put_here(name, value, version, guard)) return version;
-  const Error waited = await_writer([&](auto done) {
-    slot.writer->put(name, std::string(value), version, std::move(done), guard);
+  // The writer is busy: the put is posted with the value in this thread's kept storage, and the
+  // wait is this thread's too (writer_wait.h): no allocation once warm, whatever the writer does.
+  const Error waited = await_writer_lent([&](std::string& kept, auto done) {
+    kept.assign(value);
+    slot.writer->put_lent(name, kept, version, std::move(done), guard);
   });
   if (waited) return table::Unexpected{waited};
   return version;

@@ -174,7 +174,12 @@ void TableWriter::miss(std::string_view name, GetCallback done) {
 }
 void TableWriter::put(std::string_view name, std::string value, const table::BrandedId& version,
                       std::function<void()> done, std::uint64_t guard) {
-  post(PutCmd{std::string(name), std::move(value), version, std::move(done), guard});
+  post(PutCmd{std::string(name), std::move(value), version, std::move(done), guard, {}});
+}
+void TableWriter::put_lent(std::string_view name, std::string_view value,
+                           const table::BrandedId& version, std::function<void()> done,
+                           std::uint64_t guard) {
+  post(PutCmd{std::string(name), {}, version, std::move(done), guard, value});
 }
 bool TableWriter::put_here(std::string_view name, std::string_view value,
                            const table::BrandedId& version, std::uint64_t guard) {
@@ -264,7 +269,7 @@ void TableWriter::handle(Command& cmd) {
         } else if constexpr (std::is_same_v<T, LoadedCmd>) {
           on_loaded(c);
         } else if constexpr (std::is_same_v<T, PutCmd>) {
-          apply_put(c.name, c.value, c.version, c.guard);
+          apply_put(c.name, c.lent ? *c.lent : std::string_view(c.value), c.version, c.guard);
           c.done();
         } else if constexpr (std::is_same_v<T, EraseCmd>) {
           const bool held = c.version ? map_->erase(c.name, *c.version) : map_->erase(c.name);

@@ -6,9 +6,9 @@
 // calling thread, its trip through the io thread, the L1 put, and this node hearing its own message
 // (the push, or the lead and the job with its completion).
 //
-// The goal for both lanes is at most 2 allocations per call. Each test holds its lane near it (the
-// job lane with room for its busier writer, below): a change that allocates more per publish fails
-// here (the figure is printed on every run).
+// The goal for both lanes is at most 2 allocations per call, and each test holds its lane to it
+// (plus the row ASan's arena takes from operator new, below): a change that allocates more per
+// publish fails here (the figure is printed on every run).
 //
 // Between calls the test thread waits (uncounted) until the node has finished with the previous
 // one, so every call finds the same idle node: the count then does not depend on how the calls
@@ -81,11 +81,14 @@ using table::BrandedId;
 // this node's consumer builds its member keys once, keeps its completion calls for the next job
 // and takes its in-flight entries from a pool. What is left there is the job's payload, copied out
 // of the hand-off (1), and now and then a block of the writer's overflow (0.12).
-// Both ceilings allow a call's L1 put to find the writer busy now and then: the posted put costs
-// about five (put_here puts the row with no allocation when the writer is idle, as it is here
-// once the node settled). Under ASan the L1 row arena takes each row from operator new
-// (row_arena.cc), one more per call. A toolchain whose standard library allocates differently
-// moves the figures, and then the ceilings are measured again.
+// A call's L1 put that finds the writer busy is posted to it, and costs nothing more: the value
+// waits in the calling thread's kept storage and the wait is the thread's own (writer_wait.h),
+// where a promise, its state, a closure and a copy of the value made about five. So each lane is
+// held to the goal whatever its writer is doing, and the job lane is measured twice: as it runs
+// (the put in place under the writer's token when the writer is idle), and with every put posted
+// (direct_apply off). Under ASan the L1 row arena takes each row from operator new (row_arena.cc),
+// one more per call. A toolchain whose standard library allocates differently moves the figures,
+// and then they are measured again.
 #if defined(__SANITIZE_ADDRESS__)
 #define ECHO_TEST_ROW_ARENA_BYPASS 1
 #elif defined(__has_feature)
@@ -99,10 +102,7 @@ constexpr double kRowFromNew = 1.0;
 constexpr double kRowFromNew = 0.0;
 #endif
 constexpr double kGoal = 2.0;
-constexpr double kBroadcastCeiling = kGoal + kRowFromNew;
-// The job lane's writer is often still applying this node's own job when the next call comes
-// (measured: 2% to 27% of calls, by the machine's load): room for half its puts to be posted.
-constexpr double kJobCeiling = kGoal + 2.5 + kRowFromNew;
+constexpr double kCeiling = kGoal + kRowFromNew;
 
 constexpr int kWarmup = 100, kCalls = 1000;
 const std::string kValue(32, 'v');  // a small struct's bytes: beyond std::string's inline buffer
@@ -116,7 +116,7 @@ struct Uncounted {
 };
 
 // A node whose background chores stay out of the counted window: no idle PING, a lease renewed
-// every 20 minutes, a job lane beating once a minute.
+// every hour, a job lane beating once a minute.
 std::unique_ptr<Engine> quiet_node(const testing::LocalServer& server, unsigned id,
                                    engine::TableSpec spec) {
   engine::EngineOptions o = node_options(server, id);
@@ -204,12 +204,12 @@ class PublishAllocs : public SingleServerTest {
   static void report(const char* lane, const Count& c, double ceiling) {
     std::printf(
         "[ allocs ] %s: %.2f operator new per publish over %d calls, every thread (%.2f while "
-        "the call ran, %.2f after it returned); ceiling %.1f, goal %.0f\n",
+        "the call ran, %.2f after it returned); held to %.1f, goal %.0f\n",
         lane, c.per_call, kCalls, c.in_call, c.per_call - c.in_call, ceiling, kGoal);
   }
 };
 
-TEST_F(PublishAllocs, BroadcastLaneStaysUnderItsCeiling) {
+TEST_F(PublishAllocs, BroadcastLaneStaysAtTheGoal) {
   auto p = quiet_node(server(), 1,
                       table_spec("pa_bc", "AST", CoherenceMode::kBroadcast, answering("px=1")));
   ASSERT_TRUE(p);
@@ -223,29 +223,29 @@ TEST_F(PublishAllocs, BroadcastLaneStaysUnderItsCeiling) {
   };
   (void)count_publishes(*p, "pa_bc", name, kWarmup, settled());
   const Count c = count_publishes(*p, "pa_bc", name, kCalls, settled(), "broadcast lane");
-  report("broadcast lane", c, kBroadcastCeiling);
-  EXPECT_LE(c.per_call, kBroadcastCeiling)
+  report("broadcast lane", c, kCeiling);
+  EXPECT_LE(c.per_call, kCeiling)
       << "publish on the broadcast lane allocates more than it did; the goal is " << kGoal;
 }
 
-TEST_F(PublishAllocs, JobLaneStaysUnderItsCeiling) {
-  auto p =
-      quiet_node(server(), 2, table_spec("pa_job", "AST", CoherenceMode::kJob, answering("px=1")));
-  ASSERT_TRUE(p);
+// The job lane's publish on a node that is its table's only member, counted over kCalls.
+Count count_job_lane(Engine& p) {
   const BrandedId name = fresh_id("AST");
   {
     Uncounted quiet;
-    ASSERT_TRUE(eventually([&] { return counts_of(*p, "pa_job").parks > 0; }))
-        << "the consumer never parked";
+    if (!eventually([&] { return counts_of(p, "pa_job").parks > 0; })) {
+      ADD_FAILURE() << "the consumer never parked";
+      return {};
+    }
   }
   // Settled: this node's consumer has completed the job of each call so far and parked again
   // since the previous call, and its writer has given its verdicts on the lead and the job.
   auto settled = [&p] {
     Uncounted quiet;
-    return [&p, base = counts_of(*p, "pa_job")](std::uint64_t k) mutable {
+    return [&p, base = counts_of(p, "pa_job")](std::uint64_t k) mutable {
       TableCounts c;
       const bool ok = eventually([&] {
-        c = counts_of(*p, "pa_job");
+        c = counts_of(p, "pa_job");
         return c.completed >= base.completed + k && c.verdicts >= base.verdicts + 2 * k &&
                (k == 0 || c.parks > base.parks);
       });
@@ -253,11 +253,31 @@ TEST_F(PublishAllocs, JobLaneStaysUnderItsCeiling) {
       return ok;
     };
   };
-  (void)count_publishes(*p, "pa_job", name, kWarmup, settled());
-  const Count c = count_publishes(*p, "pa_job", name, kCalls, settled(), "job lane");
-  report("job lane", c, kJobCeiling);
-  EXPECT_LE(c.per_call, kJobCeiling)
+  (void)count_publishes(p, "pa_job", name, kWarmup, settled());
+  return count_publishes(p, "pa_job", name, kCalls, settled(), "job lane");
+}
+
+TEST_F(PublishAllocs, JobLaneStaysAtTheGoal) {
+  auto p =
+      quiet_node(server(), 2, table_spec("pa_job", "AST", CoherenceMode::kJob, answering("px=1")));
+  ASSERT_TRUE(p);
+  const Count c = count_job_lane(*p);
+  report("job lane", c, kCeiling);
+  EXPECT_LE(c.per_call, kCeiling)
       << "publish on the job lane allocates more than it did; the goal is " << kGoal;
+}
+
+// Every put posted to the writer (no direct apply): the path a busy writer takes, whatever the
+// scheduler does, allocates no more than the put in place.
+TEST_F(PublishAllocs, JobLaneWithEveryPutPostedStaysAtTheGoal) {
+  auto spec = table_spec("pa_job", "AST", CoherenceMode::kJob, answering("px=1"));
+  spec.direct_apply = false;
+  auto p = quiet_node(server(), 3, std::move(spec));
+  ASSERT_TRUE(p);
+  const Count c = count_job_lane(*p);
+  report("job lane, every put posted", c, kCeiling);
+  EXPECT_LE(c.per_call, kCeiling)
+      << "a posted put on the job lane allocates more than one in place; the goal is " << kGoal;
 }
 
 }  // namespace

@@ -240,6 +240,10 @@ class TableWriter {
   // else false, nothing done, and the caller posts put(). Any thread; never waits.
   bool put_here(std::string_view name, std::string_view value, const table::BrandedId& version,
                 std::uint64_t guard = kNoGuard);
+  // put() whose value the caller keeps: `value` must stay valid until done() has run (the
+  // caller's own storage, handed to done's owner if the caller stops waiting). Nothing copied.
+  void put_lent(std::string_view name, std::string_view value, const table::BrandedId& version,
+                std::function<void()> done, std::uint64_t guard = kNoGuard);
   // Admin invalidate: delete the row unconditionally, then done(). With `version`, the fill
   // guard remembers it for the name (L1Map::erase): a put minted before it that reaches the
   // writer later (an async publish's row, posted by the io thread) is refused.
@@ -318,6 +322,7 @@ class TableWriter {
     table::BrandedId version;
     std::function<void()> done;
     std::uint64_t guard;
+    std::optional<std::string_view> lent;  // put_lent: the value, the caller's until done()
   };
   struct EraseCmd {
     std::string name;
