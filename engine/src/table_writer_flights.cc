@@ -101,11 +101,15 @@ std::optional<table::BrandedId> TableWriter::mint_version(std::string_view name)
   const int leased = ports_.node ? ports_.node() : static_cast<int>(node_id_);
   if (leased < 0) return std::nullopt;  // no node lease: nothing may be minted now
   const auto node = static_cast<unsigned>(leased);
-  // Past the fill guard's floor for the name: a drop minted elsewhere in this same millisecond
-  // under a higher node id is newer than a plain mint here, and its tombstone would refuse the
-  // loader's value. (The kind is validated at construction, the node at the engine's: no error.)
-  if (const auto floor = map_->fill_floor(name)) {
-    if (const auto parsed = table::BrandedId::parse(table::view(*floor))) {
+  // Past the name's own tombstone: a drop minted elsewhere in this same millisecond under a
+  // higher node id is newer than a plain mint here, and its tombstone would refuse the loader's
+  // value. Not past the guard's floor, which holds the newest version of any name: one node with a
+  // fast clock would push every loader row of this node into the future, and L2's newer-only
+  // writes would then refuse the correct publishes that follow. Under the floor the loader's value
+  // is answered and L2 written, and L1 refuses to cache it (a refill later, never a stale row).
+  // (The kind is validated at construction, the node at the engine's: no error.)
+  if (const auto own = map_->tombstone(name)) {
+    if (const auto parsed = table::BrandedId::parse(table::view(*own))) {
       return table::process_minter().mint_after(spec_.kind, node, *parsed).value();
     }
   }

@@ -39,6 +39,32 @@ TEST(TableWriter, NilRunsTheLoaderOnceWithTheMintedVersion) {
   EXPECT_EQ(w.stats().fills, 1u);
 }
 
+// The guard's floor (the newest version of any name, once the tombstone table collapsed) does not
+// push a loader's version into the future: one node whose clock runs ahead, or one far-future
+// drop, would otherwise make every later loader row of this node newer than the correct
+// publishes that follow, and L2's newer-only writes would refuse them. The version is minted past
+// the name's own tombstone only.
+TEST(TableWriter, TheFloorDoesNotPushALoadersVersionPastItself) {
+  FakeL2 l2;
+  auto s = spec(CoherenceMode::kBroadcast);
+  s.max_size = 16;  // the guard's bound: 1,024 slots, 512 usable
+  TableWriter w(s, l2.ports(), 1);
+  w.start();
+  w.subscription_confirmed();
+  sync(w);
+  // A drop minted on a node whose clock runs 500 ms ahead (within what a mint may borrow).
+  const auto now = table::process_minter().mint("AST", 5).value();
+  const auto far = id("AST", now.snowflake() + (std::uint64_t{500} << 22));
+  for (std::uint64_t i = 0; i < 1500; ++i) (void)apply_via(w, id("AST", 900000 + i), far);
+  ASSERT_GT(w.map().stats().tombstone_collapses, 0u) << "the floor never formed";
+  auto got = get_via(w, id("AST", 101));
+  ASSERT_FALSE(got.ec);
+  ASSERT_TRUE(got.version.has_value());
+  EXPECT_FALSE(table::newer(*got.version, far)) << "the loader's version was minted past the floor";
+  // The floor still refuses to cache it (a refill later, never a stale row).
+  EXPECT_EQ(w.map().size(), 0u);
+}
+
 TEST(TableWriter, ConcurrentMissesShareOneFlight) {
   FakeL2 l2;
   l2.set_park(true);

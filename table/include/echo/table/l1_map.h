@@ -117,12 +117,13 @@ class L1Map {
                             const BrandedId& version) {
     return insert_fill(name.view(), value, version);
   }
-  // The newest coherence version the fill guard holds against `name` (its tombstone, or the
-  // floor), if any: a fill or put under a version older than it is refused. The writer mints a
-  // loader's version past it. Writer thread; no allocation.
   // Writer: the live row of `name` as the writer just left it (no read section: only the writer
   // frees rows), valid until the writer's next call that changes the map. Counts nothing.
   std::optional<RowView> writer_row(std::string_view name) const noexcept;
+  // The newest coherence version the fill guard holds against `name` (its tombstone, or the
+  // floor), if any: a fill or put under a version older than it is refused. (The writer mints a
+  // loader's version past the name's own tombstone(), never past the floor.) Writer thread; no
+  // allocation.
   std::optional<IdBytes> fill_floor(std::string_view name) const noexcept;
   std::optional<IdBytes> fill_floor(const BrandedId& name) const noexcept {
     return fill_floor(name.view());
