@@ -371,8 +371,9 @@ Result<BrandedId> Engine::publish(TableRef& ref, std::string_view key, std::stri
   version = *minted;
   // The call's words are this thread's, kept from its last publish: none allocates once warm.
   LentCall& call = LentCall::mine();
-  call.script(d.publish_l2, 1);
+  call.script(d.publish_l2, 2);
   table::append_l2_key(call.word(), slot->spec.name, *name);
+  table::append_removal_key(call.word(), slot->spec.name, *name);
   if (Error e = d.publish_args(call, *slot, *name, *version, value)) return table::Unexpected{e};
   auto reply = d.run_mine(call);  // on this thread's own link when it has one
   if (!reply) return table::Unexpected{reply.error()};
@@ -508,16 +509,22 @@ Result<BrandedId> Engine::remove(TableRef& ref, std::string_view key,
     auto message = Impl::message_of(slot, *name, *minted);  // the name passed the gate
     if (!message) return table::Unexpected{message.error()};
     const char* verb = d.publish_verb();
-    auto reply = d.script(d.publish_l2, {d.key_of(*slot, *name)},
-                          {std::string(minted->view()), std::to_string(slot->spec.ttl_ms),
-                           slot->channel, *message, verb, "remove"});
+    auto reply =
+        d.script(d.publish_l2, {d.key_of(*slot, *name), Impl::removal_key_of(*slot, *name)},
+                 {std::string(minted->view()), std::to_string(slot->spec.ttl_ms), slot->channel,
+                  *message, verb, "remove"});
     if (!reply) return table::Unexpected{reply.error()};
     if (reply->view().type() != io::Resp3Type::integer) {
       return table::Unexpected{unexpected_reply()};
     }
   } else {
-    auto dropped = drop_l2(slot->spec.name, *name, *minted);
+    // The conditional DEL, and the removal's tombstone kept one TTL (docs/wire.md, "Removals").
+    auto dropped = d.script(d.drop_l2, {d.key_of(*slot, *name), Impl::removal_key_of(*slot, *name)},
+                            {std::string(minted->view()), std::to_string(slot->spec.ttl_ms)});
     if (!dropped) return table::Unexpected{dropped.error()};
+    if (dropped->view().type() != io::Resp3Type::integer) {
+      return table::Unexpected{unexpected_reply()};
+    }
     if (slot->spec.coherence == CoherenceMode::kJob) {
       auto admitted = enqueue(slot->spec.name, *slot->publish_group, *name, *minted);
       if (!admitted && admitted.error() != Errc::kNoLiveMember) {

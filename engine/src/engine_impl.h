@@ -67,7 +67,7 @@ void check_engine_options(const EngineOptions& options);
 
 // Publish's L2 write: put_l2 (newer-only) of `framed` under `key` with PX `ttl_ms`.
 struct RowWrite {
-  std::string key, framed, ttl_ms;
+  std::string key, removal, framed, ttl_ms;  // removal: the row's tombstone key (put_l2's KEYS[2])
 };
 
 // How a fan-out is sent: `row`, publish's L2 write, leads the first pipeline, its error the
@@ -307,6 +307,12 @@ struct Engine::Impl {
   static std::string key_of(const Slot& slot, std::string_view key) {
     std::string out;
     table::append_l2_key(out, slot.spec.name, key);
+    return out;
+  }
+  // Its removal tombstone's key (docs/wire.md, "Removals"): the scripts' KEYS[2].
+  static std::string removal_key_of(const Slot& slot, std::string_view key) {
+    std::string out;
+    table::append_removal_key(out, slot.spec.name, key);
     return out;
   }
   int current_node() const noexcept { return lease ? lease->current() : -1; }

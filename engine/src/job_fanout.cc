@@ -40,8 +40,9 @@ Error Engine::Impl::append_message(std::string& out, const Slot* slot, std::stri
 }
 
 void Engine::Impl::add_row(LentCall& c, const RowWrite& row, bool lead) const {
-  c.script(put_l2, 1, lead);
+  c.script(put_l2, 2, lead);
   c.word(row.key);
+  c.word(row.removal);
   c.word(row.framed);
   c.word(row.ttl_ms);
 }
@@ -454,6 +455,8 @@ Result<Engine::Impl::PublishedJob> Engine::Impl::publish_job(Slot& on, const Bra
   RowWrite& own_row = ThreadOwned<RowWrite>::get();  // as the round, above
   own_row.key.clear();
   table::append_l2_key(own_row.key, slot->spec.name, *name);
+  own_row.removal.clear();
+  table::append_removal_key(own_row.removal, slot->spec.name, *name);
   own_row.framed.clear();
   append_l2_value(own_row.framed, *v, value);
   own_row.ttl_ms = std::to_string(slot->spec.ttl_ms);
@@ -461,7 +464,7 @@ Result<Engine::Impl::PublishedJob> Engine::Impl::publish_job(Slot& on, const Bra
   if (d.options.mode == ServerMode::kCluster) {
     // The member queues hash to their own slots, on any shard: one pipeline cannot order the
     // write before them, so the fan-out leaves only once the write has answered.
-    auto reply = d.script(d.put_l2, {row->key}, {row->framed, row->ttl_ms});
+    auto reply = d.script(d.put_l2, {row->key, row->removal}, {row->framed, row->ttl_ms});
     if (!reply) return table::Unexpected{reply.error()};
     if (reply->view().type() != io::Resp3Type::integer) {
       return table::Unexpected{unexpected_reply()};

@@ -95,7 +95,7 @@ Result<BrandedId> Engine::publish_async(TableRef& ref, std::string_view key, std
     if (Error e = d.publish_args(built, *slot, *name, *minted, value)) {
       return table::Unexpected{e};
     }
-    keys = {d.key_of(*slot, *name)};
+    keys = {d.key_of(*slot, *name), d.removal_key_of(*slot, *name)};
     args = std::move(built.words);
   } else {
     args = {"SET", d.key_of(*slot, *name),

@@ -128,9 +128,11 @@ void Engine::Impl::load_into_l2(Slot& slot, const std::string& name, const table
   const bool raw = slot.spec.l2_format == L2Format::kRaw;
   std::string framed = raw ? out.value : frame_l2_value(*out.version, out.value);
   std::string key = key_of(slot, name);
+  std::string removal = removal_key_of(slot, name);
   std::string ttl = std::to_string(slot.spec.ttl_ms);
-  io->loop().post([this, raw, key = std::move(key), framed = std::move(framed),
-                   ttl = std::move(ttl), out = std::move(out), done = std::move(done)]() mutable {
+  io->loop().post([this, raw, key = std::move(key), removal = std::move(removal),
+                   framed = std::move(framed), ttl = std::move(ttl), out = std::move(out),
+                   done = std::move(done)]() mutable {
     if (io_closing) return done(LoadOutcome{make_error_code(Errc::kStopped)});
     auto state = std::make_shared<std::pair<LoadOutcome, std::function<void(LoadOutcome)>>>(
         std::move(out), std::move(done));
@@ -138,7 +140,7 @@ void Engine::Impl::load_into_l2(Slot& slot, const std::string& name, const table
       settle_store(state->first, raw, e, r);
       state->second(std::move(state->first));
     };
-    const std::string_view keys[] = {key};
+    const std::string_view keys[] = {key, removal};
     const std::string_view argv[] = {framed, ttl};
     const auto ec = raw ? issue({"SET", key, framed, "PX", ttl, "NX"}, std::move(answer))
                         : issue_script(put_l2, keys, argv, std::move(answer));

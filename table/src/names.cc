@@ -136,6 +136,11 @@ void append_l2_key(std::string& out, std::string_view table, std::string_view id
   out.append("ecc:{").append(table).append("}:").append(id);
 }
 
+void append_removal_key(std::string& out, std::string_view table, std::string_view id) {
+  out.reserve(out.size() + 10 + table.size() + id.size());
+  out.append("ecc:rm:{").append(table).append("}:").append(id);
+}
+
 Expected<std::string, NameError> coherence_channel(std::string_view table) {
   if (auto t = check_table_name(table); !t) return Unexpected{t.error()};
   return concat({"ecc:{", table, "}:coh"});

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // The bus scripts on L2 rows: publish_l2 sets the row (newer-only) and publishes its message in one
-// call, and
-// drop_l2 deletes a row only for a newer version.
+// call, drop_l2 deletes a row only for a newer version, and a removal's tombstone
+// (ecc:rm:{t}:<id>, KEYS[2]) refuses the newer-only writes of a version as old as it or older.
 
 #include "bus_scripts_fixture.h"
 
@@ -110,6 +110,72 @@ TEST_F(DropL2, AnEqualOrOlderVersionKeepsTheRowWith0) {
   // The namespace is ignored: only the 11 payload bytes order versions.
   EXPECT_TRUE(is_integer(drop("ZZZ" + v.substr(3)), 0));
   EXPECT_EQ(stored(), v + "value");
+}
+
+// ---- removals: the tombstone a remove() leaves in L2 (KEYS[2]) -------------------------------
+
+class Removals : public BusScripts {
+ protected:
+  std::string id_ = minter_.mint("AST").value().str();
+  std::string key_ = table::l2_key("users", id_).value();
+  std::string removal_ = "ecc:rm:{users}:" + id_;
+  std::string channel_ = table::coherence_channel("users").value();
+  std::string get(const std::string& k) {
+    return text(command(client(), "GET %s", k.c_str()).get());
+  }
+  RedisReply put(const std::string& framed) {
+    return bus().run("put_l2", {key_, removal_}, {framed, "60000"});
+  }
+  RedisReply publish(const std::string& framed) {
+    return bus().run("publish_l2", {key_, removal_},
+                     {framed, "60000", channel_, id_ + ":" + framed.substr(0, 14), "PUBLISH"});
+  }
+  RedisReply remove(const std::string& v) {
+    return bus().run("publish_l2", {key_, removal_},
+                     {v, "60000", channel_, id_ + ":" + v, "PUBLISH", "remove"});
+  }
+};
+
+TEST_F(Removals, PublishL2RemoveDeletesTheRowAndKeepsItsVersionForTheTtl) {
+  const std::string v1 = minter_.mint("AST").value().str(), v2 = minter_.mint("AST").value().str();
+  ASSERT_TRUE(is_integer(publish(v1 + "one"), 0));
+  ASSERT_TRUE(remove(v2));
+  EXPECT_EQ(get(key_), "(nil)");
+  EXPECT_EQ(get(removal_), v2);
+  const long long ttl = bus().integer("PTTL %s", removal_);
+  EXPECT_GT(ttl, 0);
+  EXPECT_LE(ttl, 60000);
+  // An older removal leaves the newer tombstone in place.
+  const std::string v0 = minter_.mint("AST").value().str();  // newer than v2: minted after
+  ASSERT_TRUE(remove(v1));
+  EXPECT_EQ(get(removal_), v2);
+  ASSERT_TRUE(remove(v0));
+  EXPECT_EQ(get(removal_), v0);
+}
+
+TEST_F(Removals, AWriteAsOldAsTheRemovalOrOlderIsRefusedAndANewerOneStored) {
+  const std::string before = minter_.mint("AST").value().str();  // a slow loader's version
+  const std::string removed = minter_.mint("AST").value().str();
+  ASSERT_TRUE(remove(removed));
+  EXPECT_TRUE(is_integer(put(before + "stale"), 0)) << "put_l2 brought the removed row back";
+  EXPECT_TRUE(is_integer(put(removed + "same"), 0));
+  ASSERT_TRUE(publish(before + "stale"));  // its message still goes: stale wherever it lands
+  EXPECT_EQ(get(key_), "(nil)") << "publish_l2 brought the removed row back";
+  const std::string after = minter_.mint("AST").value().str();
+  EXPECT_TRUE(is_integer(put(after + "new"), 1));
+  EXPECT_EQ(get(key_), after + "new");
+  // Without KEYS[2] (the original's callers) the scripts behave as before.
+  command(client(), "DEL %s", key_.c_str());
+  EXPECT_TRUE(is_integer(bus().run("put_l2", {key_}, {before + "old", "60000"}), 1));
+}
+
+TEST_F(Removals, DropL2WithATombstoneKeyKeepsTheRemovalsVersion) {
+  const std::string v1 = minter_.mint("AST").value().str(), v2 = minter_.mint("AST").value().str();
+  ASSERT_TRUE(is_integer(put(v1 + "one"), 1));
+  EXPECT_TRUE(is_integer(bus().run("drop_l2", {key_, removal_}, {v2, "60000"}), 1));
+  EXPECT_EQ(get(key_), "(nil)");
+  EXPECT_EQ(get(removal_), v2);
+  EXPECT_TRUE(is_integer(put(v1 + "one"), 0));
 }
 
 }  // namespace

@@ -538,8 +538,10 @@ class Engine {
   Result<bool> drop_l2(std::string_view table, std::string_view id,
                        const table::BrandedId& version);
   // A delete every node hears: a tombstone under `version` (minted in the table's kind when not
-  // given), newer wins like any write. L2's row goes unless L2 holds a newer one, and the
-  // message name:version goes through the table's lane, so every node drops an older row and
+  // given), newer wins like any write. L2's row goes unless L2 holds a newer one, L2 keeps the
+  // removal's version for one TTL (ecc:rm:{t}:<id>, docs/wire.md "Removals": a newer-only write
+  // of an older version, a slow loader's, is refused, so no node reads the removed row back), and
+  // the message name:version goes through the table's lane, so every node drops an older row and
   // remembers the version (a fill of an older value is refused; a later write is newer). By
   // coherence: broadcast, one script (lua/scripts/publish_l2.lua, 'remove': the DEL and the
   // PUBLISH both or neither); job, the conditional DEL and then enqueue's fan-out (no live member

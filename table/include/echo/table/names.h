@@ -48,6 +48,11 @@ Expected<std::string, NameError> text_l2_key(std::string_view table, std::string
 // ecc:{t}:<id or key> appended to `out`, for a table and an id or key already checked (no checks:
 // l2_key and text_l2_key check, then write through it). Allocates only as `out` grows.
 void append_l2_key(std::string& out, std::string_view table, std::string_view id);
+// ecc:rm:{t}:<id or key> appended to `out` (no checks, as append_l2_key) — a removal's tombstone
+// in L2 (docs/wire.md, "Removals"): the version of the last remove() of that row, kept one TTL,
+// so that a newer-only write of an older version (a slow loader's) cannot bring the row back.
+// The table's hash tag (one slot with the row), outside its keys and its tracking prefix.
+void append_removal_key(std::string& out, std::string_view table, std::string_view id);
 // ecc:{t}:coh — the broadcast lane's channel.
 Expected<std::string, NameError> coherence_channel(std::string_view table);
 // ecc:{t}:ask — a broadcast table's receipt asks (docs/wire.md, "Receipts": an EchoStore
