@@ -146,13 +146,14 @@ inline void scan_family_table(const std::string& path, std::vector<Ref>& out) {
 }
 
 // Every reference in README.md, docs/*.md and docs/alerts.yml. Not docs/benchmarks.md and
-// docs/changelog.md: they name the Cache Referee's contestants (`echostore_broadcast`, ...),
+// docs/notebook.md: they name the Cache Referee's contestants (`echostore_broadcast`, ...),
 // which are not series.
 inline std::vector<Ref> documented() {
   std::vector<Ref> out;
   for (const char* path :
-       {"README.md", "docs/alerts.yml", "docs/architecture.md", "docs/configuration.md",
-        "docs/guide.md", "docs/operations.md", "docs/troubleshooting.md", "docs/wire.md"}) {
+       {"README.md", "docs/alerts.yml", "docs/architecture.md", "docs/capacity.md",
+        "docs/configuration.md", "docs/guide.md", "docs/operations.md", "docs/releases.md",
+        "docs/support.md", "docs/troubleshooting.md", "docs/wire.md"}) {
     scan_names(path, out);
   }
   scan_family_table("docs/operations.md", out);

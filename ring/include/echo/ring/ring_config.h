@@ -58,7 +58,7 @@ struct WaitConfig {
   // item's wait in that regime only; ping-pong traffic never enters it). Why: ring_vs_rwq (1-item
   // publishes) was 0.02x moodycamel's ReaderWriterQueue, whose slower consumer stays behind and
   // takes ~255 items per look; 1.22-1.27x with it (128: 0.86x, 256: 1.03-1.13x;
-  // docs/changelog.md). The engine's writer has no spin phase by default (TableSpec::writer_wait),
+  // docs/notebook.md). The engine's writer has no spin phase by default (TableSpec::writer_wait),
   // so this does not touch the lanes.
   std::uint32_t gather = 512;
 };
