@@ -407,14 +407,17 @@ Result<std::size_t> Engine::Impl::await_receipts(const Slot& slot, std::string_v
   auto message = Impl::message_of(&slot, name, version);
   if (!message) return table::Unexpected{message.error()};
   const char* verb = publish_verb();
-  auto heard = command({verb, table::ask_channel(slot.spec.name).value(),
-                        std::string(receipt.view()) + ":" + *message});
+  const std::string key = table::receipt_key(slot.spec.name, receipt.view()).value();
+  // The ask and the count of the channel's own subscribers in one script (receipt_ask.lua): a
+  // pattern subscriber (PSUBSCRIBE ecc:*) hears it but never counts itself, so it is not counted.
+  auto heard = script(receipt_ask, {key},
+                      {table::ask_channel(slot.spec.name).value(),
+                       std::string(receipt.view()) + ":" + *message, verb});
   if (!heard) return table::Unexpected{heard.error()};
   if (heard->view().type() != io::Resp3Type::integer) return table::Unexpected{unexpected_reply()};
   // Every node of this version that subscribes the table (this one too); an original's node
   // never subscribes the ask channel, so it is not counted.
   const auto nodes = static_cast<std::size_t>(std::max<std::int64_t>(heard->view().integer(), 0));
-  const std::string key = table::receipt_key(slot.spec.name, receipt.view()).value();
   std::size_t applied = 0;
   auto pause = std::chrono::microseconds(200);
   while (applied < nodes) {

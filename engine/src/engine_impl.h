@@ -139,6 +139,8 @@ struct Engine::Impl {
   io::Script put_l2 = embedded_script("put_l2");
   io::Script drop_l2 = embedded_script("drop_l2");
   io::Script publish_l2 = embedded_script("publish_l2");
+  io::Script receipt_ask = embedded_script("receipt_ask");
+  io::Script receipt_count = embedded_script("receipt_count");
   io::Script member_enqueue = embedded_script("member_enqueue");
   io::Script genqueue = embedded_script("genqueue");
 

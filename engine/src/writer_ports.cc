@@ -71,16 +71,15 @@ WriterPorts Engine::Impl::ports_for(Slot& slot) {
       if (ec) (*shared)(L2Fetch{ec, std::nullopt});
     });
   };
-  // INCR then PEXPIRE, pipelined on the command connection (one slot: in order on a cluster
-  // too); no answer is awaited: a lost one is a receipt the publisher misses.
+  // INCR and PEXPIRE in one script (receipt_count.lua: no key left without its TTL) on the
+  // command connection; no answer is awaited: a lost one is a receipt the publisher misses.
   p.acknowledge = [this, &slot](std::string_view receipt) {
     std::string key = table::receipt_key(slot.spec.name, receipt).value();
     io->loop().post([this, key = std::move(key)] {
       if (io_closing) return;
-      auto ignore = [](std::error_code, const io::Resp3Value&) {};
-      if (!issue({"INCR", key}, ignore)) {
-        (void)issue({"PEXPIRE", key, kReceiptTtlMs}, ignore);
-      }
+      const std::string_view keys[] = {key};
+      const std::string_view argv[] = {kReceiptTtlMs};
+      (void)issue_script(receipt_count, keys, argv, [](std::error_code, const io::Resp3Value&) {});
     });
   };
   p.load = [this, &slot](std::string_view asked, const table::BrandedId& minted, bool write_l2,

@@ -4,7 +4,8 @@
 // that holds no row of the key counts as applied; the typed face and the string face alike); a
 // node whose writer is held makes the call miss its deadline, named "2 of 3 nodes", and counts
 // itself once it applied the write; an ask that names a write a node's ring dropped (the drop
-// policy) is withheld. The tracking lane alike: the ask follows the server's invalidations.
+// policy) is withheld; a pattern subscriber of the ask channel (a monitor) is not counted. The
+// tracking lane alike: the ask follows the server's invalidations.
 #include <gtest/gtest.h>
 #include <hiredis/hiredis.h>
 
@@ -103,6 +104,19 @@ TEST_F(BroadcastReceipts, AnsweredOnceEveryNodeAppliedIt) {
     EXPECT_GT(pttl(client(), key), 0);
     EXPECT_LE(pttl(client(), key), 60000);
   }
+}
+
+TEST_F(BroadcastReceipts, APatternSubscriberHearsTheAskButIsNotCounted) {
+  auto n1 = node(2, {quotes()});
+  auto n2 = node(1, {quotes()});
+  ASSERT_TRUE(n1 && n2);
+  // A monitoring tool on every ecc channel: it hears the ask and never answers it.
+  RedisClient monitor = connect_client(server());
+  ASSERT_TRUE(command(monitor.get(), "PSUBSCRIBE %s", "ecc:*"));
+  auto t1 = n1->table<Quote>("quotes");
+  auto applied = t1.publish_and_wait("AAPL", Quote{1, 2}, 5s);
+  ASSERT_TRUE(applied) << applied.error().message();
+  EXPECT_EQ(*applied, 2u) << "the two nodes, not the pattern subscriber";
 }
 
 TEST_F(BroadcastReceipts, AHeldWriterMakesTheCallMissItsDeadlineAndCountsOnceItApplied) {
