@@ -1,15 +1,17 @@
 // SPDX-License-Identifier: MIT
-// The engine as an ACL user with the least privilege it runs with: the README's ACL line, kept
-// here word for word (kLeastPrivilege), is given to a user, and the broadcast, job and tracking
-// lanes run as that user: fills, puts, broadcasts (and publish_and_wait's receipts), job
-// deliveries and invalidations all work, and the server's ACL LOG shows no denial. A user without
-// a command the engine needs is refused at start with no_permission naming it.
+// The engine as an ACL user with the least privilege it runs with: docs/operations.md's ACL line,
+// read from that page, is given to a user, and every lane runs as that user: one node holding a
+// text-key broadcast table that carries its values, a branded broadcast table, a job table and a
+// tracking table starts, and fills, puts, publishes (and publish_and_wait's receipts), carried
+// values, job deliveries and invalidations all work, with no denial in the server's ACL LOG. A
+// user without a command the engine needs is refused at start with no_permission naming it.
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "engine_nodes.h"
+#include "metric_refs.h"
 
 namespace echo::test {
 namespace {
@@ -19,17 +21,17 @@ using engine::EngineOptions;
 using engine::Source;
 using table::BrandedId;
 
-// README "Least privilege": every command and key pattern the engine's lanes use (single server;
-// a cluster adds +cluster|shards +cluster|slots +asking +ssubscribe), nothing else.
-constexpr const char* kLeastPrivilege =
-    "resetkeys ~ecc:* ~emq:* ~{ecc}:* ~{emq}:* resetchannels &ecc:* &emq:* -@all "
-    "+hello +auth +ping +client|setname +client|id +client|unblock +client|tracking +info "
-    "+publish +subscribe +unsubscribe +evalsha +script|load +blpop +blmpop +time "
-    "+get +set +del +exists +incr +pexpire +pttl "
-    "+hget +hset +hdel +hexists +hgetall +hincrby +hkeys +hmget "
-    "+llen +lmove +lpop +lpos +lpush +lrange +lrem +ltrim +rpush "
-    "+sadd +scard +sismember +smembers +srem "
-    "+zadd +zcard +zpopmin +zrange +zrangebyscore +zrem";
+// docs/operations.md "Least privilege": the ACL line's rules, read from that page (its one
+// source): the words after "ACL SETUSER echostore on >PASSWORD" in its code block.
+std::string least_privilege() {
+  for (const std::string& line :
+       metric_refs::lines_of_file(metric_refs::source_dir() + "/docs/operations.md")) {
+    const std::string head = "ACL SETUSER echostore on >PASSWORD ";
+    if (line.starts_with(head)) return line.substr(head.size());
+  }
+  ADD_FAILURE() << "docs/operations.md has no ACL SETUSER line";
+  return {};
+}
 
 class AclUser : public SingleServerTest {
  protected:
@@ -37,7 +39,9 @@ class AclUser : public SingleServerTest {
     SingleServerTest::SetUp();
     command(client(), "ACL DELUSER echo");
     command(client(), "ACL LOG RESET");
-    const std::string line = std::string("ACL SETUSER echo on >s3cret ") + kLeastPrivilege;
+    const std::string rules = least_privilege();
+    ASSERT_FALSE(rules.empty());
+    const std::string line = "ACL SETUSER echo on >s3cret " + rules;
     std::vector<std::string> args;
     std::size_t at = 0;
     while (at < line.size()) {
@@ -134,6 +138,42 @@ TEST_F(AclUser, TheTrackingLaneRunsWithTheLeastPrivilege) {
       },
       15s))
       << denials();
+  EXPECT_EQ(denials(), "") << "the engine asked for nothing beyond the line";
+}
+
+TEST_F(AclUser, ANodeOfEveryLaneAndCarryModeStartsAndRunsWithTheLeastPrivilege) {
+  engine::TableSpec carried = engine::text_table("board");  // carries its values by default
+  carried.loader = [](const engine::Key&) -> engine::LoadResult {
+    return engine::Loaded{"loaded", std::nullopt};
+  };
+  const std::vector<engine::TableSpec> tables = {
+      carried, table_spec("quotes", "AST", CoherenceMode::kBroadcast, answering("px=1")),
+      table_spec("fills", "AST", CoherenceMode::kJob, answering("qty=1")),
+      table_spec("marks", "AST", CoherenceMode::kTracking, answering("m=1"))};
+  auto a = start_node(as_echo(58), tables);
+  auto b = start_node(as_echo(59), tables);
+  ASSERT_TRUE(a && b) << denials();
+  // The carried value reaches the other node's row in place.
+  ASSERT_TRUE(a->get("board", "AAPL")) << denials();
+  auto carried_v = b->publish("board", "AAPL", "px=2");
+  ASSERT_TRUE(carried_v) << carried_v.error() << " " << denials();
+  ASSERT_TRUE(eventually([&] {
+    auto got = a->get("board", "AAPL");
+    return got && got->value == "px=2" && got->source == Source::kL1;
+  })) << denials();
+  const BrandedId name = fresh_id("AST");
+  for (const char* t : {"quotes", "fills", "marks"}) {
+    ASSERT_TRUE(a->get(t, name.view())) << t << " " << denials();
+    auto v = b->publish(t, name.view(), "v2");
+    ASSERT_TRUE(v) << t << ": " << v.error() << " " << denials();
+    ASSERT_TRUE(eventually(
+        [&] {
+          auto got = a->get(t, name.view());
+          return got && got->value == "v2";
+        },
+        15s))
+        << t << " " << denials();
+  }
   EXPECT_EQ(denials(), "") << "the engine asked for nothing beyond the line";
 }
 
