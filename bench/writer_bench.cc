@@ -14,6 +14,7 @@
 #include <future>
 #include <thread>
 
+#include <echo/engine/errc.h>
 #include <echo/engine/internal/table_writer.h>
 
 namespace {
@@ -99,6 +100,49 @@ void BM_L1Map_ApplyFloor(benchmark::State& state) {
   state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * kItems));
 }
 
+// Negative caching once its memory is full (TableSpec::absent_ttl_ms, bounded by max_size): each
+// miss of a new name whose loader answers Absent remembers it, and the memory must let one go.
+// The ports answer at once on the writer's own thread (no L2, no loader thread), so each
+// iteration is the writer's cost of one such miss: the flight, the loader's answer, the eviction
+// and the remembering. Arg: max_size (the memory's bound), filled before timing. The baseline is
+// the same miss while the memory has room (BM_TableWriter_AbsentMissWithRoom): what eviction
+// costs is the ratio.
+void absent_miss(benchmark::State& state, bool full) {
+  const auto bound = static_cast<std::uint64_t>(state.range(0));
+  TableSpec s = spec(false, false);
+  s.coherence = CoherenceMode::kNone;
+  s.max_size = bound;
+  s.absent_ttl_ms = 3'600'000;
+  WriterPorts ports;
+  ports.fetch = [](std::string_view, std::function<void(echo::engine::L2Fetch)> done) {
+    done(echo::engine::L2Fetch{});
+  };
+  ports.load = [](std::string_view, const BrandedId&, bool,
+                  std::shared_ptr<echo::engine::LoadClaim>,
+                  std::function<void(echo::engine::LoadOutcome)> done) {
+    echo::engine::LoadOutcome out;
+    out.ec = echo::engine::make_error_code(echo::engine::Errc::kAbsent);
+    done(std::move(out));
+  };
+  TableWriter w(s, ports, 1);
+  w.start();
+  std::uint64_t next = 1;
+  const auto miss = [&w, &next] {
+    std::promise<void> done;
+    w.miss(id("AST", next++), [&done](echo::engine::GetOutcome&&) { done.set_value(); });
+    done.get_future().wait();
+  };
+  if (full) {
+    for (std::uint64_t i = 0; i < bound; ++i) miss();
+  }
+  for (auto _ : state) miss();
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()));
+  state.counters["remembered"] = static_cast<double>(w.stats().absent_loads);
+  w.stop();
+}
+void BM_TableWriter_AbsentMissWhenFull(benchmark::State& state) { absent_miss(state, true); }
+void BM_TableWriter_AbsentMissWithRoom(benchmark::State& state) { absent_miss(state, false); }
+
 void BM_TableWriter_ApplyBatched(benchmark::State& state) { run(state, false, false); }
 void BM_TableWriter_ApplyPerItem(benchmark::State& state) { run(state, true, false); }
 void BM_TableWriter_ApplyDirect(benchmark::State& state) { run(state, false, true); }
@@ -107,6 +151,13 @@ BENCHMARK(BM_L1Map_ApplyFloor)->UseRealTime()->MinTime(0.5);
 BENCHMARK(BM_TableWriter_ApplyBatched)->UseRealTime()->MinTime(0.5);
 BENCHMARK(BM_TableWriter_ApplyPerItem)->UseRealTime()->MinTime(0.5);
 BENCHMARK(BM_TableWriter_ApplyDirect)->UseRealTime()->MinTime(0.5);
+BENCHMARK(BM_TableWriter_AbsentMissWithRoom)->Arg(1'000'000)->UseRealTime()->Iterations(2000);
+BENCHMARK(BM_TableWriter_AbsentMissWhenFull)
+    ->Arg(10'000)
+    ->Arg(100'000)
+    ->Arg(1'000'000)
+    ->UseRealTime()
+    ->Iterations(20);
 
 }  // namespace
 

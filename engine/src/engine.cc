@@ -267,6 +267,8 @@ bool Engine::try_refills(const TableRef& ref) noexcept { return ref.spec.try_ref
 
 void Engine::refill(TableRef& ref, std::string_view key) noexcept {
   if (!Impl::gate(ref, key) || !ref.writer->running()) return;
+  // A key the writer knows has no value: the miss is the answer, nothing is posted.
+  if (ref.writer->known_absent(table::hash_key(key), table::steady_clock_ms())) return;
   const std::uint64_t hash = table::hash_key(key) | 1;  // 0 marks a free slot
   auto& slot = ref.refills[hash % TableRef::kRefillSlots];
   std::uint64_t free = 0;

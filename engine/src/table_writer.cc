@@ -254,8 +254,10 @@ bool TableWriter::reclaim_wanted() noexcept {
     case ItemKind::kTextHash: {
       const auto verdict = map_->apply_hashed(item.text_hash, item.message.version);
       if (!flights_.empty()) note_drop_hashed(item.text_hash);
-      if (!absent_.empty())
+      if (!absent_.empty()) {
+        unmark_absent(item.text_hash);
         std::erase_if(absent_, [&item](const auto& e) { return e.second.hash == item.text_hash; });
+      }
       if (spec_.on_message) {
         hear(Heard{{},
                    item.text_hash,
@@ -515,6 +517,7 @@ void TableWriter::forget_absent(std::string_view name, const table::BrandedId* v
   if (it == absent_.end()) return;
   // Newer wins, as for rows: a message no newer than the load says nothing of what it found.
   if (version != nullptr && !table::newer(version->view(), table::view(it->second.version))) return;
+  unmark_absent(it->second.hash);
   absent_.erase(it);
 }
 
@@ -550,7 +553,7 @@ void TableWriter::tell(std::string_view name, std::string_view version,
 void TableWriter::flush() noexcept {
   if (map_->size() != 0) tell({}, {}, RemovalCause::kFlush);
   map_->clear();
-  absent_.clear();
+  forget_all_absent();
   // Tracking: a put or fill begun before the flush may hold what an invalidation lost meanwhile
   // would have dropped (the writer alone stores it: load and store).
   if (forget_seq_) {
@@ -560,7 +563,7 @@ void TableWriter::flush() noexcept {
 }
 
 bool TableWriter::forget(const CoherenceItem& item) noexcept {
-  absent_.clear();  // the tracking lane names no version: every remembered absence may be old
+  forget_all_absent();  // the tracking lane names no version: every remembered absence may be old
   if (item.kind == ItemKind::kForgetAll) {
     const bool held = map_->size() != 0;
     flush();

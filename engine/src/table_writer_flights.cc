@@ -317,25 +317,80 @@ bool TableWriter::remembered_absent(std::string_view name) {
   const auto it = absent_.find(name);
   if (it == absent_.end()) return false;
   if (table::steady_clock_ms() < it->second.expires_ms) return true;
+  unmark_absent(it->second.hash);
   absent_.erase(it);
   return false;
 }
 
 void TableWriter::remember_absent(std::string_view name, const table::BrandedId& version) {
-  if (absent_.size() >= spec_.max_size) {
-    // Full: the expired go first, else the one that expires soonest (a linear pass, only when
-    // the bound is reached).
-    const std::int64_t now = table::steady_clock_ms();
-    std::erase_if(absent_, [now](const auto& e) { return e.second.expires_ms <= now; });
-    if (absent_.size() >= spec_.max_size) {
-      absent_.erase(std::min_element(
-          absent_.begin(), absent_.end(),
-          [](const auto& a, const auto& b) { return a.second.expires_ms < b.second.expires_ms; }));
+  // Full: the one that expires soonest goes (an expired one, if any), found at the front of the
+  // order in O(1) amortized, where a scan of every entry per new name made key probing quadratic.
+  if (absent_.size() >= spec_.max_size && absent_.find(name) == absent_.end()) evict_absent();
+  const std::int64_t expires = table::steady_clock_ms() + spec_.absent_ttl_ms;
+  const std::uint64_t hash = table::hash_key(name);
+  absent_.insert_or_assign(std::string(name), AbsentKey{version.bytes(), hash, expires});
+  absent_order_.push_back(AbsentOrder{std::string(name), expires});
+  mark_absent(hash, expires);
+  if (absent_order_.size() > 2 * absent_.size() + 64) compact_absent();
+}
+
+void TableWriter::evict_absent() {
+  while (!absent_order_.empty()) {
+    const AbsentOrder& front = absent_order_.front();
+    const auto it = absent_.find(front.name);
+    // Still the absence this entry recorded (not forgotten, not remembered again since).
+    const bool live = it != absent_.end() && it->second.expires_ms == front.expires_ms;
+    if (live) {
+      unmark_absent(it->second.hash);
+      absent_.erase(it);
     }
+    absent_order_.pop_front();
+    if (live) return;
   }
-  absent_.insert_or_assign(std::string(name),
-                           AbsentKey{version.bytes(), table::hash_key(name),
-                                     table::steady_clock_ms() + spec_.absent_ttl_ms});
+}
+
+void TableWriter::compact_absent() {
+  std::erase_if(absent_order_, [this](const AbsentOrder& o) {
+    const auto it = absent_.find(o.name);
+    return it == absent_.end() || it->second.expires_ms != o.expires_ms;
+  });
+}
+
+void TableWriter::forget_all_absent() noexcept {
+  absent_.clear();
+  absent_order_.clear();
+  if (absent_marked_ == 0) return;
+  for (std::size_t i = 0; i < kAbsentMarks; ++i) {
+    absent_marks_[i].until.store(0, std::memory_order_relaxed);
+  }
+  absent_marked_ = 0;
+}
+
+void TableWriter::mark_absent(std::uint64_t hash, std::int64_t until) noexcept {
+  AbsentMark& m = absent_marks_[hash & (kAbsentMarks - 1)];
+  // until 0 first: a reader between these stores reads 0 on one side and refuses the mark. The
+  // release store of `until` last pairs with known_absent()'s first acquire load.
+  m.until.store(0, std::memory_order_relaxed);
+  m.hash.store(hash, std::memory_order_relaxed);
+  m.until.store(until, std::memory_order_release);
+  ++absent_marked_;
+}
+
+void TableWriter::unmark_absent(std::uint64_t hash) noexcept {
+  AbsentMark& m = absent_marks_[hash & (kAbsentMarks - 1)];
+  if (m.hash.load(std::memory_order_relaxed) == hash) m.until.store(0, std::memory_order_relaxed);
+}
+
+bool TableWriter::known_absent(std::uint64_t hash, std::int64_t now_ms) const noexcept {
+  const AbsentMark& m = absent_marks_[hash & (kAbsentMarks - 1)];
+  // acquire: pairs with mark_absent's release of `until`, so the hash it published is read.
+  const std::int64_t until = m.until.load(std::memory_order_acquire);
+  if (until == 0 || now_ms >= until) return false;
+  if (m.hash.load(std::memory_order_relaxed) != hash) return false;
+  // The fence orders the hash's load before the second load of `until`: a store of another
+  // mark in between (until 0 first) shows there.
+  std::atomic_thread_fence(std::memory_order_acquire);
+  return m.until.load(std::memory_order_relaxed) == until;
 }
 
 }  // namespace echo::engine

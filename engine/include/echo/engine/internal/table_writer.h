@@ -283,6 +283,14 @@ class TableWriter {
   // (WriterPorts::acknowledge) when L1 holds no row of `name` older than `version` (none, or one
   // as new or newer), and withholds it otherwise (the ring dropped the message). Any thread.
   void ask(std::string_view name, const table::BrandedId& version, std::string receipt);
+  // True when this writer remembers that `hash`'s name has no value (its loader answered Absent,
+  // within absent_ttl_ms, and no write of it came since), so a reader that must not wait
+  // (try_read's refill) can answer the miss without posting anything: without it each miss of
+  // such a key posted a refill the writer answered at once, millions a second from one hot loop.
+  // A mark is per slot of kAbsentMarks, so two absent names may share one: the later wins, the
+  // other's misses post again (the writer still answers them from its memory). Any thread;
+  // lock-free, no allocation. `now_ms`: table::steady_clock_ms().
+  bool known_absent(std::uint64_t hash, std::int64_t now_ms) const noexcept;
   // The tracking lane's invalidation sequence for `name` (any thread; a relaxed read): changes
   // whenever the writer applies an invalidation of a name that shares its slot, or any flush.
   // The version-less twin of the fill guard: put() compares it to the one taken before L2 was
@@ -476,6 +484,9 @@ class TableWriter {
   // remember one; forget one for a write of the name (version: a message's, newer wins; null:
   // a put, unconditional).
   bool remembered_absent(std::string_view name);
+  void evict_absent();    // the soonest-expiring remembered absence goes (absent_ full)
+  void compact_absent();  // absent_order_ keeps only the entries that still name their absence
+  void forget_all_absent() noexcept;
   void remember_absent(std::string_view name, const table::BrandedId& version);
   void forget_absent(std::string_view name, const table::BrandedId* version) noexcept;
   // Times out the loader calls whose deadline passed (claim_timeout won); returns the next
@@ -586,6 +597,15 @@ class TableWriter {
     }
   };
   std::unordered_map<std::string, AbsentKey, NameHash, std::equal_to<>> absent_;
+  // The names remembered, oldest first, each with the expiry it was remembered with: every name
+  // takes the same absent_ttl_ms, so the front is the one that expires soonest. An entry whose
+  // name was forgotten or remembered again since (another expiry) is passed over when it
+  // reaches the front; compact_absent() drops those once they outnumber the live ones.
+  struct AbsentOrder {
+    std::string name;
+    std::int64_t expires_ms;
+  };
+  std::deque<AbsentOrder> absent_order_;
   std::uint64_t next_flight_ = 1;
   bool suspended_ = true;        // a broadcast or job table caches once its lane confirms delivery
   std::int64_t next_sweep_ = 0;  // when the next sweep is due (writer thread)
@@ -595,6 +615,18 @@ class TableWriter {
   // The tracking lane's invalidation sequence: one counter per slot of names (by hash), plus an
   // epoch every flush moves. Written by the writer only; read by put() callers anywhere.
   static constexpr std::size_t kForgetSlots = 4096;
+  // known_absent()'s marks: the writer stores, any thread loads. `until` is 0 while the slot is
+  // being changed (stored first, and last once the hash is in), so a reader that reads the same
+  // nonzero `until` on both sides of the hash saw one mark whole.
+  struct AbsentMark {
+    std::atomic<std::uint64_t> hash{0};
+    std::atomic<std::int64_t> until{0};
+  };
+  static constexpr std::size_t kAbsentMarks = 1024;
+  std::unique_ptr<AbsentMark[]> absent_marks_ = std::make_unique<AbsentMark[]>(kAbsentMarks);
+  std::size_t absent_marked_ = 0;  // writer: marks set since the last clear (0: nothing to clear)
+  void mark_absent(std::uint64_t hash, std::int64_t until) noexcept;
+  void unmark_absent(std::uint64_t hash) noexcept;
   std::unique_ptr<std::atomic<std::uint32_t>[]> forget_seq_;
   std::atomic<std::uint32_t> forget_epoch_{0};
 
