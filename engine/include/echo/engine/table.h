@@ -74,7 +74,9 @@ class Table {
   // No lock, no allocation on a hit; the miss's post may allocate. fn as read()'s.
   template <class Fn>
   bool try_read(std::string_view key, Fn&& fn) const noexcept;
-  // A copy of the row's object on a hit, nullopt on a miss (then as try_read).
+  // A copy of the row's object on a hit, nullopt on a miss (then as try_read). Never waits; a
+  // copy that throws (std::bad_alloc copying a string) leaves through this call, the read section
+  // closed (noexcept when T's copy is).
   std::optional<T> try_get(std::string_view key) const
       noexcept(std::is_nothrow_copy_constructible_v<T>);
 
@@ -286,8 +288,16 @@ bool Table<T>::try_read(std::string_view key, Fn&& fn) const noexcept {
 template <class T>
 std::optional<T> Table<T>::try_get(std::string_view key) const
     noexcept(std::is_nothrow_copy_constructible_v<T>) {
+  // Not through try_read, which is noexcept: a throwing copy there would end the process. The
+  // map's visit closes its read section on the way out (a ReadGuard).
   std::optional<T> hit;
-  try_read(key, [&hit](const auto& value) { hit.emplace(value); });
+  auto copy = [&hit](const auto& v) { hit.emplace(v); };
+  if (l1_->visit(key, [&copy](std::string_view value, std::string_view version) {
+        call(copy, value, version);
+      })) {
+    return hit;
+  }
+  if (live() != nullptr && Engine::try_refills(*ref_)) Engine::refill(*ref_, key);
   return hit;
 }
 
