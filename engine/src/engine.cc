@@ -291,8 +291,8 @@ Engine::TableRef& Engine::resolve(std::string_view name, const std::type_info& t
   const std::type_info& declared =
       slot->spec.value.type != nullptr ? *slot->spec.value.type : typeid(std::string);
   if (declared != type) {
-    throw ConfigError("table '" + std::string(name) + "' holds " + declared.name() +
-                      " values, not " + type.name() + " (declare it with typed<T>())");
+    throw ConfigError("table '" + std::string(name) + "' holds " + type_name(declared) +
+                      " values, not " + type_name(type) + " (declare it with typed<T>())");
   }
   return *slot;
 }

@@ -34,6 +34,7 @@
 #include <typeinfo>
 #include <variant>
 
+#include <echo/engine/error.h>
 #include <echo/engine/schema.h>
 #include <echo/engine/table_spec.h>
 
@@ -61,8 +62,8 @@ struct Codec<T, std::enable_if_t<std::is_trivially_copyable_v<T> && !std::is_poi
   static std::uint64_t schema() { return layout_schema<T>(); }
   static bool decode(std::string_view bytes, T& out, std::string& why) {
     if (bytes.size() != sizeof(T)) {
-      why = "expected " + std::to_string(sizeof(T)) + " bytes of " + typeid(T).name() + ", got " +
-            std::to_string(bytes.size());
+      why = "expected " + std::to_string(sizeof(T)) + " bytes of " + type_name(typeid(T)) +
+            ", got " + std::to_string(bytes.size());
       return false;
     }
     std::memcpy(static_cast<void*>(&out), bytes.data(), sizeof(T));
@@ -110,7 +111,7 @@ bool decode_into(std::string_view bytes, T& out, std::string& why) noexcept {
     if constexpr (!std::is_same_v<T, std::string>) {
       if (!same_schema<T>(bytes)) {
         why = "schema mismatch: the value was not written under this node's schema of ";
-        why += typeid(T).name();
+        why += type_name(typeid(T));
         return false;
       }
       bytes.remove_prefix(kSchemaHeaderSize);

@@ -10,6 +10,7 @@
 #include <string>
 #include <system_error>
 #include <type_traits>
+#include <typeinfo>
 #include <utility>
 
 #include <echo/engine/errc.h>
@@ -56,6 +57,10 @@ struct Error {
 
 // "echostore:loader_failed", or with a detail "echostore:loader_failed (loader failed: gone)";
 // gtest prints an Error with it.
+// A type's name as its source spells it ("nc45::Quote", not typeid's "N4nc455QuoteE"), for the
+// messages that name a value type. Allocates.
+std::string type_name(const std::type_info& type);
+
 std::ostream& operator<<(std::ostream& os, const Error& e);
 
 // Every data verb's answer. value() on an error throws table::BadExpectedAccess whose what()
