@@ -7,12 +7,29 @@
 // schema is refused by name, never decoded into the wrong fields.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <new>
 #include <string>
 
 #include <echo/engine/codec.h>
+
+// std::array fields: laid out as C arrays, described as them (the same schema as the C twin).
+namespace arrays {
+struct Level {
+  double px;
+  std::int32_t qty;  // four bytes of padding after it
+};
+struct Book {
+  std::array<char, 8> venue;
+  std::array<Level, 5> bids;
+};
+struct CBook {
+  char venue[8];
+  Level bids[5];
+};
+}  // namespace arrays
 
 // Two releases of one service's value, as two namespaces of one test.
 namespace v1 {
@@ -186,6 +203,30 @@ TEST(Schema, ADeclaredTypeStandsOnItsVersionAndRoundTrips) {
   EXPECT_FALSE(detail::decode_into(bytes, other, why));
   declared::Quote1 same;
   EXPECT_TRUE(detail::decode_into(bytes, same, why)) << why;
+}
+
+TEST(Schema, AStdArrayFieldIsDescribedAsItsCArrayTwinAndRoundTrips) {
+  EXPECT_EQ(schema_of<arrays::Book>(), schema_of<arrays::CBook>());
+  alignas(arrays::Book) unsigned char storage[sizeof(arrays::Book)];
+  std::memset(storage, 0xAB, sizeof storage);
+  auto* b = ::new (static_cast<void*>(storage)) arrays::Book;
+  b->venue = {'X', 'N', 'Y', 'S', 0, 0, 0, 0};
+  for (int i = 0; i < 5; ++i) b->bids[static_cast<std::size_t>(i)] = {100.0 - i, 10 * i};
+  const std::string bytes = encode(*b);
+  // Each level's padding is zeroed on the wire, element by element.
+  const std::string body = bytes.substr(kSchemaHeaderSize);
+  for (std::size_t i = 0; i < 5; ++i) {
+    const std::size_t at = offsetof(arrays::Book, bids) + i * sizeof(arrays::Level);
+    for (std::size_t p = offsetof(arrays::Level, qty) + 4; p < sizeof(arrays::Level); ++p) {
+      EXPECT_EQ(body[at + p], '\0') << "level " << i << " padding byte " << p;
+    }
+  }
+  arrays::Book back{};
+  std::string why;
+  ASSERT_TRUE(detail::decode_into(bytes, back, why)) << why;
+  EXPECT_EQ(back.venue[2], 'Y');
+  EXPECT_EQ(back.bids[4].px, 96.0);
+  EXPECT_EQ(back.bids[3].qty, 30);
 }
 
 }  // namespace

@@ -25,6 +25,7 @@
 // use, off the hot path.
 #pragma once
 
+#include <array>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
@@ -76,12 +77,35 @@ concept Declared = requires {
   { T::schema_version } -> std::convertible_to<std::uint64_t>;
 };
 
+// std::array<E, N>: laid out as E[N], and described and copied as one (its structured binding is
+// the tuple protocol's N elements, not its one member).
+template <class T>
+struct StdArray : std::false_type {};
+template <class E, std::size_t N>
+struct StdArray<std::array<E, N>> : std::true_type {
+  using element = E;
+  static constexpr std::size_t extent = N;
+};
+
+// A type with std::tuple_size specialised binds its elements, not its fields.
+template <class T>
+concept TupleLike = requires {
+  std::tuple_size<T>::value;
+};
+
 // True for the aggregates whose fields the fingerprint and the padding-free encoding walk.
 template <class T>
 constexpr bool reflected() {
-  if constexpr (!std::is_class_v<T> || !std::is_aggregate_v<T> || Declared<T>) {
+  if constexpr (!std::is_class_v<T> || !std::is_aggregate_v<T> || Declared<T> ||
+                StdArray<T>::value) {
     return false;
   } else {
+    static_assert(
+        !TupleLike<T>,
+        "the built-in codec walks a value's fields by structured binding, which a "
+        "tuple-like type (std::tuple_size specialised) binds as its elements: make this "
+        "field a C array or a std::array, or give its type `static constexpr "
+        "std::uint64_t schema_version = N;` (docs/guide.md, \"Values and their schema\")");
     constexpr std::size_t n = count_fields<T>();
     return n >= 1 && n <= kMaxFields;
   }
@@ -292,6 +316,10 @@ void describe(Hasher& h) {
     h.tag('[');
     h.number(std::extent_v<F>);
     describe<std::remove_extent_t<F>>(h);
+  } else if constexpr (StdArray<F>::value) {  // as E[N]: the same bytes, the same schema
+    h.tag('[');
+    h.number(StdArray<F>::extent);
+    describe<typename StdArray<F>::element>(h);
   } else if constexpr (std::is_same_v<F, bool>) {
     h.tag('b');
   } else if constexpr (std::is_enum_v<F>) {
@@ -343,7 +371,13 @@ void describe_fields(Hasher& h) {
 // gets each field's bytes at its offset, nested aggregates field by field.
 template <class T>
 void copy_fields(const T& value, char* out) noexcept {
-  if constexpr (reflected<T>()) {
+  if constexpr (std::is_array_v<T> || StdArray<T>::value) {
+    // Element by element, so an element's own padding stays zero too.
+    const auto& elements = value;
+    for (std::size_t i = 0; i < std::size(elements); ++i) {
+      copy_fields(elements[i], out + i * sizeof(elements[0]));
+    }
+  } else if constexpr (reflected<T>()) {
     const auto* base = reinterpret_cast<const char*>(&value);
     std::apply(
         [&](const auto&... field) {
@@ -362,7 +396,8 @@ template <class T>
 std::uint64_t layout_schema() {
   static_assert(std::is_trivially_copyable_v<T>);
   static_assert(detail::schema::Declared<T> || detail::schema::reflected<T>() ||
-                    std::is_arithmetic_v<T> || std::is_enum_v<T> || std::is_array_v<T>,
+                    std::is_arithmetic_v<T> || std::is_enum_v<T> || std::is_array_v<T> ||
+                    detail::schema::StdArray<T>::value,
                 "the built-in codec derives a value's schema from its fields: T must be an "
                 "aggregate of 1..32 public fields and no base class, or declare "
                 "`static constexpr std::uint64_t schema_version = N;` (docs/guide.md, "
