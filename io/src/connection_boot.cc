@@ -32,10 +32,14 @@ bool no_permission(const Resp3Value& v) noexcept {
   return v.is_error() && starts_with(v.str(), "NOPERM");
 }
 
-// A reply in words for a cause: an error's text, a simple string, else its type.
+// A reply in words for a cause: an error's text (whole: the server's errors are sentences, and
+// NOAUTH's runs past 200 bytes), a simple string or a value (its first 160 bytes), else its type.
+// A text cut short ends in "...".
 std::string shown(const Resp3Value& v) {
   if (v.is_error() || v.type() == Resp3Type::simple_string || v.type() == Resp3Type::bulk_string) {
-    std::string s(v.str().substr(0, 160));
+    const std::size_t most = v.is_error() ? 1024 : 160;
+    std::string s(v.str().substr(0, most));
+    if (v.str().size() > most) s += "...";
     return v.is_error() ? s : "'" + s + "'";
   }
   return v.is_null() ? std::string("nil") : "a reply of type " + std::string(to_string(v.type()));
