@@ -148,17 +148,6 @@ void TableWriter::on_fetched(FetchedCmd& cmd) {
       finish(cmd.name, GetOutcome{make_error_code(Errc::kCorruptL2Frame)});
       return;
     }
-    if (const auto own = map_->tombstone(cmd.name);
-        own && table::newer(table::view(*own), row->version.view())) {
-      // L2's row is older than a message of this name this node applied (a drop, a removal):
-      // the guard would refuse to cache it, and it is not answered either. L2 lost the newer
-      // write or an unconditional SET put an older one back: the loader answers, under a
-      // version minted past the tombstone (the flight's, minted at its start, or a new one).
-      if (flight->minted && !table::newer(flight->minted->view(), table::view(*own))) {
-        flight->minted = mint_version(cmd.name);
-      }
-      return load(cmd.name, *flight, cmd.flight);
-    }
     out.value = std::string(row->value);
     out.version = row->version;
   }

@@ -2,9 +2,7 @@
 // A removal no slow loader can undo, against a real redis-server. Node A's loader reads its source
 // before node B's remove() and writes what it read after it: L2 keeps the removal's version (the
 // tombstone ecc:rm:{t}:<key>, one TTL), so the newer-only write of the older version is refused
-// and A reads again; no node, nor one started after, reads the removed value back. And a node
-// never answers an L2 row older than a removal it heard (one an unconditional SET put back): its
-// loader answers instead.
+// and A reads again; no node, nor one started after, reads the removed value back.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -92,27 +90,6 @@ TEST_F(Removal, ASlowLoaderCannotUndoARemovalOnAnyNode) {
     ASSERT_FALSE(got) << "a node read the removed quote back";
     EXPECT_EQ(got.error(), make_error_code(Errc::kAbsent));
   }
-}
-
-TEST_F(Removal, ANodeNeverAnswersAnL2RowOlderThanARemovalItHeard) {
-  auto src = std::make_shared<Source>();
-  auto a = node(1, {quotes(src)});
-  auto b = node(2, {quotes(src)});
-  ASSERT_TRUE(a && b);
-  auto ta = a->table<Quote>("quotes");
-  auto tb = b->table<Quote>("quotes");
-  ASSERT_TRUE(ta.publish("IBM", Quote{1, 2}));
-  RedisReply row = command(client(), "GET ecc:{quotes}:IBM");
-  ASSERT_TRUE(row && row->type == REDIS_REPLY_STRING);
-  const std::string before(row->str, row->len);
-  src->removed = true;
-  ASSERT_TRUE(ta.remove("IBM"));
-  ASSERT_TRUE(poll_until([&] { return !tb.l1().visit("IBM", [](auto, auto) {}); }, 10s, 2ms));
-  // A program puts the older row back with a plain SET (no version compare).
-  command_argv(client(), {"SET", "ecc:{quotes}:IBM", before, "PX", "60000"});
-  auto got = tb.get("IBM");
-  ASSERT_FALSE(got) << "B answered a row older than the removal it heard";
-  EXPECT_EQ(got.error(), make_error_code(Errc::kAbsent));
 }
 
 }  // namespace
