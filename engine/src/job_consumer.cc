@@ -42,11 +42,10 @@
 // the queue never backs up. Another token found by our first beat is a predecessor's (a restart
 // under the same node id within one ttl) or a twin's: caching waits one member ttl, through which
 // every beat must find our own token (a twin writes its own at least once per ttl; its very next
-// beat may land after ours, so one beat would not tell). A clean stop takes its token out of the
-// owner key (member_retire.lua), so a restart after one caches from its first beat; a restart
-// under the same node id within a ttl of a predecessor that crashed caches one ttl after its first
-// beat (start() waits for it: 3 s at job_beat_ms 1000). A predecessor whose last beat was still on
-// the wire when it died can be counted once.
+// beat may land after ours, so one beat would not tell). A restart under the same node id within a
+// ttl of its predecessor therefore caches one ttl after its first beat (start() waits for it: 3 s
+// at job_beat_ms 1000). A predecessor whose last beat was still on the wire when it died can be
+// counted once.
 //
 // Parking and hand-offs, claims, credits, and the parking connection on a cluster: the top of
 // job_delivery.cc, with the code that takes, delivers and completes the jobs.
@@ -231,14 +230,6 @@ void JobConsumer::stop_on_loop() {
   // too).
   const std::string& parked = mk_.parked;
   cmd_.call({"DEL", parked}, [](std::error_code, const io::Resp3Value&) {});
-  // Our token out of the owner key (member_retire.lua, best effort as the DEL): a successor under
-  // this node id then caches from its first beat instead of one member ttl later.
-  if (owner_written_) {
-    static const io::Script retire = embedded_script("member_retire");
-    const std::string_view k[] = {mk_.owner};
-    const std::string_view a[] = {token_};
-    (void)cmd_.evalsha(retire, k, a, [](std::error_code, const io::Resp3Value&) {});
-  }
 }
 
 void JobConsumer::on_timer(io::IoOp& op, int res) noexcept {
